@@ -1,0 +1,28 @@
+# The two commands of the README: `make demo` (the main job) and `make test` (every test).
+# Both bring the stack up first (scripts/stack up is idempotent and returns in seconds
+# when it already runs).
+
+SHELL := /bin/bash
+STACK := scripts/stack
+CARGO ?= cargo
+
+.PHONY: demo test stack-up stack-down lint fmt
+
+demo: stack-up
+	eval "$$($(STACK) env)" && scripts/demo
+
+test: stack-up
+	eval "$$($(STACK) env)" && $(CARGO) test --workspace --locked
+
+stack-up:
+	$(STACK) up
+
+stack-down:
+	$(STACK) down
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all

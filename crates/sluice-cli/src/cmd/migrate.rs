@@ -1,0 +1,26 @@
+//! `sluice migrate` (SPEC S4.8).
+
+use crate::Failure;
+use anyhow::Context;
+use sluice_core::Settings;
+use sqlx::{Connection, PgConnection};
+
+/// Applies the migrations of this build.
+pub async fn apply(settings: &Settings) -> Result<(), Failure> {
+    let mut conn = PgConnection::connect(&settings.database_url)
+        .await
+        .context("cannot connect to DATABASE_URL")?;
+    let report = sluice_postgres::migrate(&mut conn, &settings.applications_table).await?;
+    tracing::info!(
+        applied = report.applied.len(),
+        schema_version = report.version,
+        "migrations done"
+    );
+    Ok(())
+}
+
+/// Entry point.
+pub fn run() -> Result<(), Failure> {
+    let settings = super::settings()?;
+    super::runtime()?.block_on(apply(&settings))
+}

@@ -1,0 +1,60 @@
+//! `sluice run`: the storage consumer under its supervisor (SPEC S5).
+
+use crate::Failure;
+use sluice_core::settings::VARIABLES;
+use sluice_storage::run_pipelines;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The settings table for `sluice run --help`.
+pub fn settings_help() -> String {
+    let mut help = String::from("Environment (SPEC S4.9):\n");
+    for (name, default, meaning) in VARIABLES {
+        help.push_str(&format!("  {name:<38} {meaning} [default: {default}]\n"));
+    }
+    help.push_str(
+        "\nExit codes: 0 stopped by SIGTERM/SIGINT after committing; 1 a pipeline failed or \
+         the shutdown timed out; 2 invalid settings (nothing consumed).",
+    );
+    help
+}
+
+/// Entry point: migrations, then the pipelines until a signal or a failure.
+pub fn run() -> Result<(), Failure> {
+    let settings = Arc::new(super::settings()?);
+    let runtime = super::runtime()?;
+    runtime.block_on(super::migrate::apply(&settings))?;
+
+    let stop = CancellationToken::new();
+    let supervisor = {
+        let settings = Arc::clone(&settings);
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("supervisor".into())
+            .spawn(move || run_pipelines(settings, stop))?
+    };
+    runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let watch = stop.clone();
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: finishing the batches in flight"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: finishing the batches in flight"),
+            () = watch.cancelled() => {}
+        }
+        stop.cancel();
+        Ok::<(), std::io::Error>(())
+    })?;
+    match supervisor.join() {
+        Ok(Ok(totals)) => {
+            for (kind, t) in totals {
+                tracing::info!(pipeline = %kind, batches = t.batches, records = t.report.records,
+                    inserted = t.report.write.inserted, updated = t.report.write.updated,
+                    skipped = t.report.write.skipped, dead_lettered = t.report.dead_lettered(),
+                    "pipeline totals");
+            }
+            Ok(())
+        }
+        Ok(Err(error)) => Err(error.into()),
+        Err(_) => Err(anyhow::anyhow!("the supervisor thread panicked").into()),
+    }
+}

@@ -1,0 +1,82 @@
+//! `sluice`: move events between PostgreSQL and Apache Kafka without losing or duplicating
+//! anything.
+//!
+//! Exit codes: 0 success; 1 runtime failure (a pipeline died, a step failed); 2 bad
+//! configuration or usage (nothing was consumed).
+
+mod cmd;
+mod logging;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "Kafka ⇄ PostgreSQL without loss or duplicates"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply sluice's numbered SQL migrations (serialised by an advisory lock).
+    Migrate,
+    /// Manage the storage topics.
+    Topics {
+        #[command(subcommand)]
+        action: cmd::topics::TopicsAction,
+    },
+    /// Run the storage consumer: migrations, then one pipeline per topic.
+    #[command(after_long_help = cmd::run::settings_help())]
+    Run,
+    /// Exit 0 only if every expected pipeline's heartbeat is fresh.
+    Health(cmd::health::HealthArgs),
+}
+
+/// A failure with its exit code.
+#[derive(Debug)]
+pub struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+impl Failure {
+    /// Bad configuration or usage: exit 2.
+    pub fn config(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: 2,
+            error: error.into(),
+        }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Self {
+            code: 1,
+            error: error.into(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init();
+    let result = match cli.command {
+        Command::Migrate => cmd::migrate::run(),
+        Command::Topics { action } => cmd::topics::run(action),
+        Command::Run => cmd::run::run(),
+        Command::Health(args) => cmd::health::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("sluice: error: {:#}", failure.error);
+            ExitCode::from(failure.code)
+        }
+    }
+}

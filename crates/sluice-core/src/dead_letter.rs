@@ -1,0 +1,186 @@
+//! Dead letters: messages that can never be stored (SPEC S4.5).
+//!
+//! A dead letter keeps the record's coordinates (its identity: replaying a partition must
+//! not multiply rows), its key, its payload as raw bytes (invalid UTF-8 is kept), the
+//! original size, and a reason that names the field and the rule. Payloads over 64 KiB are
+//! truncated to 64 KiB and the reason says so.
+
+use chrono::{DateTime, Utc};
+use std::fmt;
+
+/// The largest payload stored in a dead-letter row.
+pub const MAX_STORED_PAYLOAD: usize = 64 * 1024;
+
+/// Where a Kafka record came from: its identity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RecordCoords {
+    /// Topic name.
+    pub topic: String,
+    /// Partition number.
+    pub partition: i32,
+    /// Offset within the partition.
+    pub offset: i64,
+}
+
+impl fmt::Display for RecordCoords {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}]@{}", self.topic, self.partition, self.offset)
+    }
+}
+
+/// Why a record is a dead letter (`error_kind` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeadLetterKind {
+    /// The payload is not a valid message of its topic.
+    DecodeError,
+    /// The package name is not in the applications table.
+    UnknownApplication,
+    /// The row passed decoding but broke a database constraint at write time.
+    ConstraintViolation,
+}
+
+impl DeadLetterKind {
+    /// Every kind, in report order.
+    pub const ALL: [DeadLetterKind; 3] = [
+        Self::DecodeError,
+        Self::UnknownApplication,
+        Self::ConstraintViolation,
+    ];
+
+    /// The `error_kind` column value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DecodeError => "decode_error",
+            Self::UnknownApplication => "unknown_application",
+            Self::ConstraintViolation => "constraint_violation",
+        }
+    }
+
+    /// Parses an `error_kind` column value.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for DeadLetterKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One dead-letter row, ready to insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The record's identity.
+    pub coords: RecordCoords,
+    /// The record's key, if any.
+    pub key: Option<Vec<u8>>,
+    /// The payload, at most [`MAX_STORED_PAYLOAD`] bytes; `None` for a tombstone.
+    pub payload: Option<Vec<u8>>,
+    /// The original payload size in bytes.
+    pub payload_size: i32,
+    /// The record's Kafka timestamp, if it had one.
+    pub kafka_timestamp: Option<DateTime<Utc>>,
+    /// The class of failure.
+    pub kind: DeadLetterKind,
+    /// A human reason naming the field and the rule (and the truncation, if any).
+    pub reason: String,
+}
+
+impl DeadLetter {
+    /// Builds a dead letter, truncating the payload to [`MAX_STORED_PAYLOAD`] bytes and
+    /// saying so in the reason.
+    pub fn new(
+        coords: RecordCoords,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+        kafka_timestamp: Option<DateTime<Utc>>,
+        kind: DeadLetterKind,
+        reason: impl Into<String>,
+    ) -> Self {
+        let mut reason = reason.into();
+        let size = payload.map_or(0, <[u8]>::len);
+        let stored = payload.map(|p| {
+            if p.len() > MAX_STORED_PAYLOAD {
+                reason.push_str(&format!(
+                    " [payload truncated to {MAX_STORED_PAYLOAD} of {size} bytes]"
+                ));
+                p[..MAX_STORED_PAYLOAD].to_vec()
+            } else {
+                p.to_vec()
+            }
+        });
+        DeadLetter {
+            coords,
+            key: key.map(<[u8]>::to_vec),
+            payload: stored,
+            payload_size: i32::try_from(size).unwrap_or(i32::MAX),
+            kafka_timestamp,
+            kind,
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coords() -> RecordCoords {
+        RecordCoords {
+            topic: "reviews".into(),
+            partition: 2,
+            offset: 41,
+        }
+    }
+
+    #[test]
+    fn small_payload_is_kept_whole() {
+        let dl = DeadLetter::new(
+            coords(),
+            Some(b"k"),
+            Some(b"\xff\xfe"),
+            None,
+            DeadLetterKind::DecodeError,
+            "payload is not valid UTF-8",
+        );
+        assert_eq!(dl.payload.as_deref(), Some(&b"\xff\xfe"[..]));
+        assert_eq!(dl.payload_size, 2);
+        assert_eq!(dl.reason, "payload is not valid UTF-8");
+    }
+
+    #[test]
+    fn large_payload_is_truncated_and_the_reason_says_so() {
+        let big = vec![b'x'; MAX_STORED_PAYLOAD + 10];
+        let dl = DeadLetter::new(
+            coords(),
+            None,
+            Some(&big),
+            None,
+            DeadLetterKind::DecodeError,
+            "bad",
+        );
+        assert_eq!(dl.payload.as_ref().map(Vec::len), Some(MAX_STORED_PAYLOAD));
+        assert_eq!(dl.payload_size, (MAX_STORED_PAYLOAD + 10) as i32);
+        assert!(
+            dl.reason.contains("truncated to 65536 of 65546 bytes"),
+            "{}",
+            dl.reason
+        );
+    }
+
+    #[test]
+    fn tombstone_has_no_payload() {
+        let dl = DeadLetter::new(coords(), None, None, None, DeadLetterKind::DecodeError, "t");
+        assert_eq!(dl.payload, None);
+        assert_eq!(dl.payload_size, 0);
+    }
+
+    #[test]
+    fn kinds_round_trip() {
+        for kind in DeadLetterKind::ALL {
+            assert_eq!(DeadLetterKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(DeadLetterKind::parse("other"), None);
+    }
+}

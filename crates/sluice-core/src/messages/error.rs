@@ -1,0 +1,113 @@
+//! Why a payload could not be decoded: one reason per message, naming the field at fault.
+
+/// The reason a payload was rejected; its `Display` is the dead-letter `reason`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The payload is absent (a tombstone).
+    #[error("record has no value (tombstone)")]
+    NullPayload,
+    /// The payload is not UTF-8; `offset` is the index of the first invalid byte.
+    #[error("payload is not valid UTF-8 (first invalid byte at offset {offset})")]
+    InvalidUtf8 {
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// The payload is not JSON (this includes `NaN` and `Infinity` tokens).
+    #[error("payload is not valid JSON: {detail}")]
+    InvalidJson {
+        /// Parser message with line and column and, when it can be found, the nearest field.
+        detail: String,
+    },
+    /// The payload is valid JSON but not an object.
+    #[error("payload is a JSON {found}, not an object")]
+    NotAnObject {
+        /// The JSON type found instead (`array`, `string`, `number`, `boolean`, `null`).
+        found: &'static str,
+    },
+    /// A required field is absent or `null`.
+    #[error("field `{field}`: required field is missing{hint}")]
+    Missing {
+        /// The missing field.
+        field: &'static str,
+        /// Empty, or a parenthesised hint such as a legacy camelCase twin that was present.
+        hint: String,
+    },
+    /// A field is present but has the wrong type or breaks a rule (range, length, syntax).
+    #[error("field `{field}`: {rule}")]
+    Invalid {
+        /// The field, with an index for array elements (`histogram[3]`, `domains[12]`).
+        field: String,
+        /// The rule that was broken, with its limits and the value found.
+        rule: String,
+    },
+}
+
+impl DecodeError {
+    /// The field this error is about, when it is about one field.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Self::Missing { field, .. } => Some(field),
+            Self::Invalid { field, .. } => Some(field),
+            Self::NullPayload
+            | Self::InvalidUtf8 { .. }
+            | Self::InvalidJson { .. }
+            | Self::NotAnObject { .. } => None,
+        }
+    }
+
+    /// Builds an [`DecodeError::Invalid`] for `field` breaking `rule`.
+    pub(crate) fn invalid(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            rule: rule.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DecodeError;
+
+    #[test]
+    fn display_names_the_field() {
+        let missing = DecodeError::Missing {
+            field: "package_name",
+            hint: " (found legacy camelCase field `packageName`)".into(),
+        };
+        assert_eq!(
+            missing.to_string(),
+            "field `package_name`: required field is missing \
+             (found legacy camelCase field `packageName`)"
+        );
+        assert_eq!(missing.field(), Some("package_name"));
+
+        let invalid = DecodeError::invalid("histogram[3]", "must be an integer, got 1.5");
+        assert_eq!(
+            invalid.to_string(),
+            "field `histogram[3]`: must be an integer, got 1.5"
+        );
+        assert_eq!(invalid.field(), Some("histogram[3]"));
+    }
+
+    #[test]
+    fn payload_level_errors_have_no_field() {
+        let errors = [
+            DecodeError::NullPayload,
+            DecodeError::InvalidUtf8 { offset: 3 },
+            DecodeError::InvalidJson { detail: "x".into() },
+            DecodeError::NotAnObject { found: "array" },
+        ];
+        for error in errors {
+            assert_eq!(error.field(), None, "{error}");
+        }
+        assert_eq!(
+            DecodeError::NullPayload.to_string(),
+            "record has no value (tombstone)"
+        );
+        assert_eq!(
+            DecodeError::NotAnObject { found: "array" }.to_string(),
+            "payload is a JSON array, not an object"
+        );
+    }
+}

@@ -1,0 +1,532 @@
+//! A small reader over a message's JSON object, so each decoder is a declarative list of fields.
+//!
+//! Invariant: every value a helper returns satisfies the rule it was asked to check *and* the
+//! limits of its database column (integer range of the SQL type, VARCHAR length in characters,
+//! finite floats, no U+0000, UUID syntax). The first broken rule is returned as the reason, so
+//! a decoder reports exactly one reason per message, in the order of its fields.
+
+mod payload;
+mod timestamp;
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Number, Value};
+use uuid::Uuid;
+
+use super::DecodeError;
+
+pub(crate) use payload::parse_object;
+
+/// Longest value echoed back in a reason, in characters.
+const ECHO_CHARS: usize = 40;
+
+/// A reader over the fields of one message object.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fields<'a> {
+    object: &'a Map<String, Value>,
+}
+
+impl<'a> Fields<'a> {
+    /// Reads the fields of `object`.
+    pub(crate) fn new(object: &'a Map<String, Value>) -> Self {
+        Self { object }
+    }
+
+    /// A required string of `min..=max` characters.
+    pub(crate) fn required_str(
+        &self,
+        field: &'static str,
+        min: usize,
+        max: usize,
+    ) -> Result<String, DecodeError> {
+        string(Path::new(field), self.required(field)?, min, Some(max))
+    }
+
+    /// An optional string of at most `max` characters.
+    pub(crate) fn optional_str(
+        &self,
+        field: &'static str,
+        max: usize,
+    ) -> Result<Option<String>, DecodeError> {
+        self.optional(field)
+            .map(|value| string(Path::new(field), value, 0, Some(max)))
+            .transpose()
+    }
+
+    /// An optional string without a length limit (a TEXT column).
+    pub(crate) fn optional_text(&self, field: &'static str) -> Result<Option<String>, DecodeError> {
+        self.optional(field)
+            .map(|value| string(Path::new(field), value, 0, None))
+            .transpose()
+    }
+
+    /// A required JSON integer in `lo..=hi`, which fits the SQL type of `T`.
+    pub(crate) fn required_int<T: SqlInt>(
+        &self,
+        field: &'static str,
+        lo: T,
+        hi: T,
+    ) -> Result<T, DecodeError> {
+        integer(Path::new(field), self.required(field)?, lo, hi)
+    }
+
+    /// An optional JSON integer in `lo..=hi`, which fits the SQL type of `T`.
+    pub(crate) fn optional_int<T: SqlInt>(
+        &self,
+        field: &'static str,
+        lo: T,
+        hi: T,
+    ) -> Result<Option<T>, DecodeError> {
+        self.optional(field)
+            .map(|value| integer(Path::new(field), value, lo, hi))
+            .transpose()
+    }
+
+    /// A required finite number `>= lo` (and `<= hi` when given).
+    pub(crate) fn required_number(
+        &self,
+        field: &'static str,
+        lo: f64,
+        hi: Option<f64>,
+    ) -> Result<f64, DecodeError> {
+        number(Path::new(field), self.required(field)?, lo, hi)
+    }
+
+    /// An optional finite number `>= lo` (and `<= hi` when given).
+    pub(crate) fn optional_number(
+        &self,
+        field: &'static str,
+        lo: f64,
+        hi: Option<f64>,
+    ) -> Result<Option<f64>, DecodeError> {
+        self.optional(field)
+            .map(|value| number(Path::new(field), value, lo, hi))
+            .transpose()
+    }
+
+    /// An optional boolean.
+    pub(crate) fn optional_bool(&self, field: &'static str) -> Result<Option<bool>, DecodeError> {
+        match self.optional(field) {
+            None => Ok(None),
+            Some(Value::Bool(flag)) => Ok(Some(*flag)),
+            Some(other) => {
+                Err(Path::new(field).error(format!("must be a boolean, got {}", describe(other))))
+            }
+        }
+    }
+
+    /// A required timestamp (RFC 3339; no offset means UTC), truncated to microseconds.
+    pub(crate) fn required_timestamp(
+        &self,
+        field: &'static str,
+    ) -> Result<DateTime<Utc>, DecodeError> {
+        timestamp(Path::new(field), self.required(field)?)
+    }
+
+    /// An optional timestamp (RFC 3339; no offset means UTC), truncated to microseconds.
+    pub(crate) fn optional_timestamp(
+        &self,
+        field: &'static str,
+    ) -> Result<Option<DateTime<Utc>>, DecodeError> {
+        self.optional(field)
+            .map(|value| timestamp(Path::new(field), value))
+            .transpose()
+    }
+
+    /// A required UUID, in any syntax [`Uuid::parse_str`] accepts.
+    pub(crate) fn required_uuid(&self, field: &'static str) -> Result<Uuid, DecodeError> {
+        let path = Path::new(field);
+        match self.required(field)? {
+            Value::String(text) => Uuid::parse_str(text)
+                .map_err(|_| path.error(format!("must be a UUID, got {}", echo(text)))),
+            other => Err(path.error(format!("must be a UUID string, got {}", describe(other)))),
+        }
+    }
+
+    /// An optional array of exactly `len` integers, each in `lo..=hi`.
+    pub(crate) fn optional_int_array<T: SqlInt>(
+        &self,
+        field: &'static str,
+        len: usize,
+        lo: T,
+        hi: T,
+    ) -> Result<Option<Vec<T>>, DecodeError> {
+        let Some(value) = self.optional(field) else {
+            return Ok(None);
+        };
+        let items = array(Path::new(field), value, "integers")?;
+        if items.len() != len {
+            return Err(Path::new(field).error(format!(
+                "must have exactly {len} elements, got {}",
+                items.len()
+            )));
+        }
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| integer(Path::indexed(field, i), item, lo, hi))
+            .collect::<Result<Vec<T>, DecodeError>>()
+            .map(Some)
+    }
+
+    /// An optional array of at most `max_entries` strings, each of `min..=max` characters.
+    pub(crate) fn optional_str_array(
+        &self,
+        field: &'static str,
+        max_entries: usize,
+        min: usize,
+        max: usize,
+    ) -> Result<Option<Vec<String>>, DecodeError> {
+        let Some(value) = self.optional(field) else {
+            return Ok(None);
+        };
+        let items = array(Path::new(field), value, "strings")?;
+        if items.len() > max_entries {
+            return Err(Path::new(field).error(format!(
+                "must have at most {max_entries} entries, got {}",
+                items.len()
+            )));
+        }
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| string(Path::indexed(field, i), item, min, Some(max)))
+            .collect::<Result<Vec<String>, DecodeError>>()
+            .map(Some)
+    }
+
+    /// The value of a field that is present and not `null`.
+    fn optional(&self, field: &str) -> Option<&'a Value> {
+        self.object.get(field).filter(|value| !value.is_null())
+    }
+
+    /// The value of a required field, or [`DecodeError::Missing`] with a hint.
+    fn required(&self, field: &'static str) -> Result<&'a Value, DecodeError> {
+        match self.object.get(field) {
+            Some(Value::Null) => Err(DecodeError::Missing {
+                field,
+                hint: " (it is null)".into(),
+            }),
+            Some(value) => Ok(value),
+            None => Err(DecodeError::Missing {
+                field,
+                hint: self.legacy_hint(field),
+            }),
+        }
+    }
+
+    /// A hint when the legacy camelCase twin of a missing field is present.
+    fn legacy_hint(&self, field: &str) -> String {
+        let camel = camel_case(field);
+        if camel != field && self.object.contains_key(&camel) {
+            format!(" (found legacy camelCase field `{camel}`)")
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// An integer type with a PostgreSQL column type of the same range.
+pub(crate) trait SqlInt: Copy + Into<i64> + TryFrom<i64> {
+    /// The SQL type name used in reasons.
+    const SQL_TYPE: &'static str;
+    /// The smallest value of the SQL type.
+    const SQL_MIN: i64;
+    /// The largest value of the SQL type.
+    const SQL_MAX: i64;
+}
+
+impl SqlInt for i16 {
+    const SQL_TYPE: &'static str = "SMALLINT";
+    const SQL_MIN: i64 = i16::MIN as i64;
+    const SQL_MAX: i64 = i16::MAX as i64;
+}
+
+impl SqlInt for i32 {
+    const SQL_TYPE: &'static str = "INTEGER";
+    const SQL_MIN: i64 = i32::MIN as i64;
+    const SQL_MAX: i64 = i32::MAX as i64;
+}
+
+impl SqlInt for i64 {
+    const SQL_TYPE: &'static str = "BIGINT";
+    const SQL_MIN: i64 = i64::MIN;
+    const SQL_MAX: i64 = i64::MAX;
+}
+
+/// Where a value sits in the message: a field, or one element of an array field.
+#[derive(Debug, Clone, Copy)]
+struct Path<'a> {
+    field: &'a str,
+    index: Option<usize>,
+}
+
+impl<'a> Path<'a> {
+    fn new(field: &'a str) -> Self {
+        Self { field, index: None }
+    }
+
+    fn indexed(field: &'a str, index: usize) -> Self {
+        Self {
+            field,
+            index: Some(index),
+        }
+    }
+
+    fn error(self, rule: String) -> DecodeError {
+        DecodeError::invalid(self.to_string(), rule)
+    }
+}
+
+impl fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            None => f.write_str(self.field),
+            Some(index) => write!(f, "{}[{index}]", self.field),
+        }
+    }
+}
+
+/// A string without U+0000 of `min..=max` characters (`max = None`: no limit).
+fn string(
+    path: Path<'_>,
+    value: &Value,
+    min: usize,
+    max: Option<usize>,
+) -> Result<String, DecodeError> {
+    let Value::String(text) = value else {
+        return Err(path.error(format!("must be a string, got {}", describe(value))));
+    };
+    if text.contains('\0') {
+        return Err(path.error("must not contain U+0000".into()));
+    }
+    if min > 0 || max.is_some() {
+        let chars = text.chars().count();
+        if chars < min {
+            let rule = if min == 1 {
+                "must not be empty".to_string()
+            } else {
+                format!("must be at least {min} characters, got {chars}")
+            };
+            return Err(path.error(rule));
+        }
+        if let Some(max) = max.filter(|max| chars > *max) {
+            return Err(path.error(format!("must be at most {max} characters, got {chars}")));
+        }
+    }
+    Ok(text.clone())
+}
+
+/// A JSON integer (not a float, not a string) in `lo..=hi`.
+fn integer<T: SqlInt>(path: Path<'_>, value: &Value, lo: T, hi: T) -> Result<T, DecodeError> {
+    let Value::Number(number) = value else {
+        return Err(path.error(format!("must be an integer, got {}", describe(value))));
+    };
+    let (lo, hi): (i64, i64) = (lo.into(), hi.into());
+    let out_of_range = || {
+        path.error(format!(
+            "out of range for {} ({lo} … {hi}), got {number}",
+            T::SQL_TYPE
+        ))
+    };
+    let wide = match (number.as_i64(), number.as_u64()) {
+        (Some(signed), _) => i128::from(signed),
+        (None, Some(unsigned)) => i128::from(unsigned),
+        (None, None) => {
+            return Err(float_as_integer::<T>(path, number, out_of_range));
+        }
+    };
+    if wide < i128::from(T::SQL_MIN) || wide > i128::from(T::SQL_MAX) {
+        return Err(out_of_range());
+    }
+    if wide < i128::from(lo) || wide > i128::from(hi) {
+        return Err(path.error(format!("must be between {lo} and {hi}, got {wide}")));
+    }
+    i64::try_from(wide)
+        .ok()
+        .and_then(|narrow| T::try_from(narrow).ok())
+        .ok_or_else(out_of_range)
+}
+
+/// The reason a JSON float was given where an integer is required.
+fn float_as_integer<T: SqlInt>(
+    path: Path<'_>,
+    number: &Number,
+    out_of_range: impl FnOnce() -> DecodeError,
+) -> DecodeError {
+    let float = number.as_f64().unwrap_or(f64::NAN);
+    if !float.is_finite() || float.fract() != 0.0 {
+        return path.error(format!("must be an integer, got {number}"));
+    }
+    // `SQL_MAX as f64 + 1.0` is exact for SMALLINT and INTEGER and rounds to 2^63 for BIGINT:
+    // either way it is the first value past the type's range.
+    if float < T::SQL_MIN as f64 || float >= T::SQL_MAX as f64 + 1.0 {
+        return out_of_range();
+    }
+    path.error(format!(
+        "must be a JSON integer (no fraction or exponent), got {number}"
+    ))
+}
+
+/// A finite JSON number (integer or float) `>= lo`, and `<= hi` when given.
+fn number(path: Path<'_>, value: &Value, lo: f64, hi: Option<f64>) -> Result<f64, DecodeError> {
+    let Value::Number(number) = value else {
+        return Err(path.error(format!("must be a number, got {}", describe(value))));
+    };
+    let float = number.as_f64().unwrap_or(f64::NAN);
+    if !float.is_finite() {
+        return Err(path.error(format!("must be a finite number, got {number}")));
+    }
+    match hi {
+        Some(hi) if !(lo..=hi).contains(&float) => {
+            Err(path.error(format!("must be between {lo} and {hi}, got {number}")))
+        }
+        None if float < lo => Err(path.error(format!("must be at least {lo}, got {number}"))),
+        _ => Ok(float),
+    }
+}
+
+/// A timestamp string; see [`timestamp::parse`] for the accepted forms.
+fn timestamp(path: Path<'_>, value: &Value) -> Result<DateTime<Utc>, DecodeError> {
+    let Value::String(text) = value else {
+        return Err(path.error(format!(
+            "must be an RFC 3339 timestamp string, got {}",
+            describe(value)
+        )));
+    };
+    timestamp::parse(text)
+        .ok_or_else(|| path.error(format!("must be an RFC 3339 timestamp, got {}", echo(text))))
+}
+
+/// The elements of a JSON array of `what`.
+fn array<'v>(path: Path<'_>, value: &'v Value, what: &str) -> Result<&'v [Value], DecodeError> {
+    match value {
+        Value::Array(items) => Ok(items),
+        other => Err(path.error(format!(
+            "must be an array of {what}, got {}",
+            describe(other)
+        ))),
+    }
+}
+
+/// A short description of a JSON value for a reason: its type, and the value if it is short.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(flag) => flag.to_string(),
+        Value::Number(number) => number.to_string(),
+        Value::String(text) => format!("a string {}", echo(text)),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// `text` quoted, cut to [`ECHO_CHARS`] characters.
+pub(super) fn echo(text: &str) -> String {
+    match text.char_indices().nth(ECHO_CHARS) {
+        Some((cut, _)) => format!("{:?}…", &text[..cut]),
+        None => format!("{text:?}"),
+    }
+}
+
+/// `crawled_at` → `crawledAt`: the field's name in the legacy camelCase messages.
+fn camel_case(snake: &str) -> String {
+    let mut camel = String::with_capacity(snake.len());
+    let mut upper_next = false;
+    for c in snake.chars() {
+        if c == '_' {
+            upper_next = true;
+        } else if upper_next {
+            camel.push(c.to_ascii_uppercase());
+            upper_next = false;
+        } else {
+            camel.push(c);
+        }
+    }
+    camel
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::{Fields, camel_case, echo};
+    use crate::messages::DecodeError;
+
+    fn object(value: Value) -> serde_json::Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("test object expected, got {other}"),
+        }
+    }
+
+    #[test]
+    fn camel_case_twins() {
+        assert_eq!(camel_case("package_name"), "packageName");
+        assert_eq!(camel_case("thumbs_up_count"), "thumbsUpCount");
+        assert_eq!(camel_case("at"), "at");
+    }
+
+    #[test]
+    fn echo_cuts_long_values() {
+        assert_eq!(echo("abc"), "\"abc\"");
+        let long = "é".repeat(50);
+        assert_eq!(echo(&long), format!("\"{}\"…", "é".repeat(40)));
+    }
+
+    #[test]
+    fn first_error_wins_and_null_is_absent() {
+        let map = object(json!({ "a": null, "b": "x" }));
+        let fields = Fields::new(&map);
+        assert_eq!(fields.optional_str("a", 5), Ok(None));
+        assert_eq!(
+            fields.required_str("a", 1, 5),
+            Err(DecodeError::Missing {
+                field: "a",
+                hint: " (it is null)".into()
+            })
+        );
+        assert_eq!(fields.required_str("b", 1, 5), Ok("x".into()));
+        assert_eq!(
+            fields.required_str("c", 1, 5),
+            Err(DecodeError::Missing {
+                field: "c",
+                hint: String::new()
+            })
+        );
+    }
+
+    #[test]
+    fn integer_reasons() {
+        let map = object(json!({
+            "small": 40000, "neg": -1, "float": 2.5, "integral": 3.0, "huge": 1e30, "text": "5"
+        }));
+        let fields = Fields::new(&map);
+        let reason = |result: Result<i16, DecodeError>| result.unwrap_err().to_string();
+        assert_eq!(
+            reason(fields.required_int::<i16>("small", 1, 5)),
+            "field `small`: out of range for SMALLINT (1 … 5), got 40000"
+        );
+        assert_eq!(
+            reason(fields.required_int::<i16>("neg", 1, 5)),
+            "field `neg`: must be between 1 and 5, got -1"
+        );
+        assert_eq!(
+            reason(fields.required_int::<i16>("float", 1, 5)),
+            "field `float`: must be an integer, got 2.5"
+        );
+        assert_eq!(
+            reason(fields.required_int::<i16>("integral", 1, 5)),
+            "field `integral`: must be a JSON integer (no fraction or exponent), got 3.0"
+        );
+        assert_eq!(
+            reason(fields.required_int::<i16>("huge", 1, 5)),
+            "field `huge`: out of range for SMALLINT (1 … 5), got 1e+30"
+        );
+        assert_eq!(
+            reason(fields.required_int::<i16>("text", 1, 5)),
+            "field `text`: must be an integer, got a string \"5\""
+        );
+    }
+}

@@ -1,0 +1,61 @@
+//! `reviews` messages: one per review per crawl (SPEC S4.1), upserted into `reviews`.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::DecodeError;
+use super::fields::{Fields, parse_object};
+
+/// One store review as the crawler last saw it (topic `reviews`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Review {
+    /// The store's id of the review (1–255 characters); the natural key of the row.
+    pub review_id: String,
+    /// The reviewed app's package name (1–255 characters); resolved to `application_id`.
+    pub package_name: String,
+    /// The reviewer's display name (at most 255 characters).
+    pub user_name: Option<String>,
+    /// The star rating, 1–5.
+    pub score: i16,
+    /// The review text.
+    pub content: Option<String>,
+    /// How many users found the review helpful (0 … INTEGER max).
+    pub thumbs_up_count: i32,
+    /// The app version the review was written for (at most 64 characters).
+    pub app_version: Option<String>,
+    /// When the review was written (the `reviewed_at` column).
+    pub at: DateTime<Utc>,
+    /// The developer's reply.
+    pub reply_content: Option<String>,
+    /// When the developer replied.
+    pub replied_at: Option<DateTime<Utc>>,
+    /// When the crawler read the review; the monotonic guard compares it (SPEC S4.4).
+    pub last_synced_at: DateTime<Utc>,
+}
+
+impl Review {
+    /// The package name of the app this review is about.
+    pub fn package_name(&self) -> &str {
+        &self.package_name
+    }
+}
+
+/// Decodes one `reviews` record value (`None` is a tombstone) into a storable [`Review`].
+pub fn decode_review(payload: Option<&[u8]>) -> Result<Review, DecodeError> {
+    let object = parse_object(payload)?;
+    let fields = Fields::new(&object);
+    // Fields in SPEC order, so the first broken rule is the one reported.
+    Ok(Review {
+        review_id: fields.required_str("review_id", 1, 255)?,
+        package_name: fields.required_str("package_name", 1, 255)?,
+        user_name: fields.optional_str("user_name", 255)?,
+        score: fields.required_int::<i16>("score", 1, 5)?,
+        content: fields.optional_text("content")?,
+        thumbs_up_count: fields.required_int("thumbs_up_count", 0, i32::MAX)?,
+        app_version: fields.optional_str("app_version", 64)?,
+        at: fields.required_timestamp("at")?,
+        reply_content: fields.optional_text("reply_content")?,
+        replied_at: fields.optional_timestamp("replied_at")?,
+        last_synced_at: fields.required_timestamp("last_synced_at")?,
+    })
+}

@@ -1,0 +1,607 @@
+//! Settings of the storage consumer (SPEC S4.9), parsed — not merely validated — from the
+//! environment by a pure function.
+//!
+//! [`Settings::from_lookup`] takes any `name → value` lookup (the process environment in
+//! the binary, a map in tests) and returns one immutable value that every pipeline shares
+//! read-only, or a [`SettingsError`] naming the variable and the accepted form. The binary
+//! exits with status 2 on such an error, before anything is consumed.
+
+use crate::pipeline::PipelineKind;
+use crate::retry::Backoff;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Where a new consumer group starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetReset {
+    /// The oldest retained record: a new group reads the backlog.
+    Earliest,
+    /// Only records produced from now on.
+    Latest,
+}
+
+impl OffsetReset {
+    /// The librdkafka `auto.offset.reset` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Earliest => "earliest",
+            Self::Latest => "latest",
+        }
+    }
+}
+
+/// Settings of one pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineSettings {
+    /// Which pipeline.
+    pub kind: PipelineKind,
+    /// The topic it consumes.
+    pub topic: String,
+    /// Its consumer group (`prefix.pipeline`).
+    pub group: String,
+    /// Max records per poll = per transaction.
+    pub batch_size: usize,
+}
+
+/// The validated, immutable settings of one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `KAFKA_BOOTSTRAP_SERVERS`.
+    pub bootstrap_servers: String,
+    /// `DATABASE_URL`.
+    pub database_url: String,
+    /// The pipelines this process runs, from `STORAGE_PIPELINES`.
+    pub pipelines: Vec<PipelineSettings>,
+    /// `STORAGE_AUTO_OFFSET_RESET`.
+    pub auto_offset_reset: OffsetReset,
+    /// `STORAGE_POLL_TIMEOUT_MS`.
+    pub poll_timeout: Duration,
+    /// `STORAGE_MAX_POLL_INTERVAL_MS`.
+    pub max_poll_interval: Duration,
+    /// `STORAGE_SESSION_TIMEOUT_MS`.
+    pub session_timeout: Duration,
+    /// `STORAGE_DB_RETRY_MAX_ATTEMPTS` / `STORAGE_DB_RETRY_BASE_MS`.
+    pub db_retry: Backoff,
+    /// `STORAGE_APP_CACHE_TTL_SECONDS`.
+    pub app_cache_ttl: Duration,
+    /// `STORAGE_SHUTDOWN_TIMEOUT_SECONDS`.
+    pub shutdown_timeout: Duration,
+    /// `STORAGE_HEARTBEAT_DIR`.
+    pub heartbeat_dir: String,
+    /// `STORAGE_APPLICATIONS_TABLE`.
+    pub applications_table: String,
+}
+
+/// A setting that is missing or malformed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid setting {variable}={value:?}: {expected}")]
+pub struct SettingsError {
+    /// The environment variable's name.
+    pub variable: String,
+    /// The value found (empty when missing).
+    pub value: String,
+    /// The accepted form.
+    pub expected: String,
+}
+
+/// Every variable the storage consumer reads, with its default and meaning, for `--help`.
+pub const VARIABLES: &[(&str, &str, &str)] = &[
+    (
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "127.0.0.1:9092",
+        "Kafka bootstrap servers (host:port,…)",
+    ),
+    (
+        "DATABASE_URL",
+        "(required)",
+        "PostgreSQL URL, postgres://user@host:port/db",
+    ),
+    (
+        "STORAGE_PIPELINES",
+        "app-stats,reviews,network-metrics",
+        "pipelines this process runs",
+    ),
+    (
+        "STORAGE_TOPIC_APP_STATS",
+        "app-stats",
+        "topic of the app-stats pipeline",
+    ),
+    (
+        "STORAGE_TOPIC_REVIEWS",
+        "reviews",
+        "topic of the reviews pipeline",
+    ),
+    (
+        "STORAGE_TOPIC_NETWORK_METRICS",
+        "network-metrics",
+        "topic of the network-metrics pipeline",
+    ),
+    (
+        "STORAGE_GROUP_PREFIX",
+        "storage-consumer",
+        "consumer group = prefix.pipeline",
+    ),
+    (
+        "STORAGE_MAX_POLL_RECORDS_<PIPELINE>",
+        "200/500/50",
+        "batch size of one pipeline",
+    ),
+    (
+        "STORAGE_MAX_POLL_RECORDS",
+        "(unset)",
+        "batch size of every pipeline without its own",
+    ),
+    (
+        "STORAGE_AUTO_OFFSET_RESET",
+        "earliest",
+        "where a new group starts: earliest|latest",
+    ),
+    (
+        "STORAGE_POLL_TIMEOUT_MS",
+        "1000",
+        "poll timeout; bounds how fast SIGTERM is noticed",
+    ),
+    (
+        "STORAGE_MAX_POLL_INTERVAL_MS",
+        "300000",
+        "max time between polls before a rebalance",
+    ),
+    (
+        "STORAGE_SESSION_TIMEOUT_MS",
+        "45000",
+        "consumer session timeout",
+    ),
+    (
+        "STORAGE_DB_RETRY_MAX_ATTEMPTS",
+        "5",
+        "retries of a batch on a transient DB error",
+    ),
+    (
+        "STORAGE_DB_RETRY_BASE_MS",
+        "1000",
+        "first retry delay; doubles each attempt",
+    ),
+    (
+        "STORAGE_APP_CACHE_TTL_SECONDS",
+        "300",
+        "package_name → id cache time-to-live",
+    ),
+    (
+        "STORAGE_SHUTDOWN_TIMEOUT_SECONDS",
+        "30",
+        "time to finish the batch in flight on SIGTERM",
+    ),
+    (
+        "STORAGE_HEARTBEAT_DIR",
+        "/tmp/sluice-heartbeat",
+        "directory of the heartbeat files",
+    ),
+    (
+        "STORAGE_APPLICATIONS_TABLE",
+        "apps_registry_application",
+        "the applications table",
+    ),
+];
+
+struct Reader<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Reader<'_> {
+    fn raw(&self, name: &str) -> Option<String> {
+        (self.lookup)(name).filter(|v| !v.trim().is_empty())
+    }
+
+    fn error(name: &str, value: &str, expected: &str) -> SettingsError {
+        SettingsError {
+            variable: name.to_owned(),
+            value: value.to_owned(),
+            expected: expected.to_owned(),
+        }
+    }
+
+    fn string(&self, name: &str, default: &str) -> String {
+        self.raw(name)
+            .map_or_else(|| default.to_owned(), |v| v.trim().to_owned())
+    }
+
+    fn positive(&self, name: &str, default: u64) -> Result<Option<u64>, SettingsError> {
+        let Some(value) = self.raw(name) else {
+            return Ok(None);
+        };
+        match value.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(Self::error(
+                name,
+                &value,
+                &format!("a positive whole number (default {default})"),
+            )),
+        }
+    }
+
+    fn number(&self, name: &str, default: u64) -> Result<u64, SettingsError> {
+        Ok(self.positive(name, default)?.unwrap_or(default))
+    }
+
+    fn millis(&self, name: &str, default: u64) -> Result<Duration, SettingsError> {
+        self.number(name, default).map(Duration::from_millis)
+    }
+
+    fn seconds(&self, name: &str, default: u64) -> Result<Duration, SettingsError> {
+        self.number(name, default).map(Duration::from_secs)
+    }
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut parts = s.split('.');
+    let ok = |p: &str| {
+        !p.is_empty()
+            && p.len() <= 63
+            && p.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let first = parts.next().is_some_and(ok);
+    let rest: Vec<&str> = parts.collect();
+    first && rest.len() <= 1 && rest.iter().all(|p| ok(p))
+}
+
+fn is_topic_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 249
+        && s != "."
+        && s != ".."
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+impl Settings {
+    /// Builds the settings from a `name → value` lookup. Empty values count as unset.
+    pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        let env = Reader { lookup };
+
+        let bootstrap_servers = env.string("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092");
+        let servers_ok = bootstrap_servers.split(',').all(|s| {
+            let s = s.trim();
+            s.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+            })
+        });
+        if !servers_ok {
+            return Err(Reader::error(
+                "KAFKA_BOOTSTRAP_SERVERS",
+                &bootstrap_servers,
+                "comma-separated host:port pairs, e.g. 127.0.0.1:9092",
+            ));
+        }
+
+        let database_url = env.raw("DATABASE_URL").ok_or_else(|| {
+            Reader::error(
+                "DATABASE_URL",
+                "",
+                "required: postgres://user[:password]@host[:port]/database",
+            )
+        })?;
+        let database_url = database_url.trim().to_owned();
+        if !valid_database_url(&database_url) {
+            return Err(Reader::error(
+                "DATABASE_URL",
+                &database_url,
+                "postgres://user[:password]@host[:port]/database",
+            ));
+        }
+
+        let prefix = env.string("STORAGE_GROUP_PREFIX", "storage-consumer");
+        if !is_topic_name(&prefix) {
+            return Err(Reader::error(
+                "STORAGE_GROUP_PREFIX",
+                &prefix,
+                "letters, digits, '.', '_' and '-' only",
+            ));
+        }
+        let shared_batch = env.positive("STORAGE_MAX_POLL_RECORDS", 500)?;
+        let names = env.string("STORAGE_PIPELINES", "app-stats,reviews,network-metrics");
+        let mut kinds: Vec<PipelineKind> = Vec::new();
+        for name in names.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let kind = name.parse::<PipelineKind>().map_err(|e| {
+                Reader::error(
+                    "STORAGE_PIPELINES",
+                    &names,
+                    &format!("{e}; comma-separated"),
+                )
+            })?;
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        if kinds.is_empty() {
+            return Err(Reader::error(
+                "STORAGE_PIPELINES",
+                &names,
+                "at least one of app-stats, reviews, network-metrics",
+            ));
+        }
+        let mut pipelines = Vec::with_capacity(kinds.len());
+        for kind in kinds {
+            let topic_var = format!("STORAGE_TOPIC_{}", kind.env_suffix());
+            let topic = env.string(&topic_var, kind.default_topic());
+            if !is_topic_name(&topic) {
+                return Err(Reader::error(
+                    &topic_var,
+                    &topic,
+                    "a Kafka topic name: 1-249 of letters, digits, '.', '_', '-'",
+                ));
+            }
+            let batch_var = format!("STORAGE_MAX_POLL_RECORDS_{}", kind.env_suffix());
+            let default_batch = kind.default_batch_size() as u64;
+            let own = env.positive(&batch_var, default_batch)?;
+            let batch = own.or(shared_batch).unwrap_or(default_batch);
+            let batch_size = usize::try_from(batch.min(100_000)).unwrap_or(100_000);
+            if batch > 100_000 {
+                let var = if own.is_some() {
+                    batch_var
+                } else {
+                    "STORAGE_MAX_POLL_RECORDS".into()
+                };
+                return Err(Reader::error(
+                    &var,
+                    &batch.to_string(),
+                    "between 1 and 100000",
+                ));
+            }
+            pipelines.push(PipelineSettings {
+                kind,
+                topic,
+                group: format!("{prefix}.{}", kind.name()),
+                batch_size,
+            });
+        }
+
+        let reset = env.string("STORAGE_AUTO_OFFSET_RESET", "earliest");
+        let auto_offset_reset = match reset.to_ascii_lowercase().as_str() {
+            "earliest" => OffsetReset::Earliest,
+            "latest" => OffsetReset::Latest,
+            _ => {
+                return Err(Reader::error(
+                    "STORAGE_AUTO_OFFSET_RESET",
+                    &reset,
+                    "earliest or latest",
+                ));
+            }
+        };
+
+        let poll_timeout = env.millis("STORAGE_POLL_TIMEOUT_MS", 1000)?;
+        let max_poll_interval = env.millis("STORAGE_MAX_POLL_INTERVAL_MS", 300_000)?;
+        let session_timeout = env.millis("STORAGE_SESSION_TIMEOUT_MS", 45_000)?;
+        let attempts = env.raw("STORAGE_DB_RETRY_MAX_ATTEMPTS");
+        let max_attempts = match attempts {
+            None => 5,
+            Some(v) => v
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n <= 30)
+                .ok_or_else(|| {
+                    Reader::error(
+                        "STORAGE_DB_RETRY_MAX_ATTEMPTS",
+                        &v,
+                        "a whole number 0-30 (default 5)",
+                    )
+                })?,
+        };
+        let db_retry = Backoff {
+            max_attempts,
+            base: env.millis("STORAGE_DB_RETRY_BASE_MS", 1000)?,
+        };
+        let app_cache_ttl = env.seconds("STORAGE_APP_CACHE_TTL_SECONDS", 300)?;
+        let shutdown_timeout = env.seconds("STORAGE_SHUTDOWN_TIMEOUT_SECONDS", 30)?;
+        let heartbeat_dir = env.string("STORAGE_HEARTBEAT_DIR", "/tmp/sluice-heartbeat");
+        let applications_table =
+            env.string("STORAGE_APPLICATIONS_TABLE", "apps_registry_application");
+        if !is_identifier(&applications_table) {
+            return Err(Reader::error(
+                "STORAGE_APPLICATIONS_TABLE",
+                &applications_table,
+                "a table name, optionally schema-qualified: [schema.]table of letters, digits, '_'",
+            ));
+        }
+        if max_poll_interval <= session_timeout {
+            return Err(Reader::error(
+                "STORAGE_MAX_POLL_INTERVAL_MS",
+                &max_poll_interval.as_millis().to_string(),
+                "greater than STORAGE_SESSION_TIMEOUT_MS",
+            ));
+        }
+
+        Ok(Settings {
+            bootstrap_servers,
+            database_url,
+            pipelines,
+            auto_offset_reset,
+            poll_timeout,
+            max_poll_interval,
+            session_timeout,
+            db_retry,
+            app_cache_ttl,
+            shutdown_timeout,
+            heartbeat_dir,
+            applications_table,
+        })
+    }
+
+    /// Builds the settings from a map (tests, tools).
+    pub fn from_map(map: &BTreeMap<String, String>) -> Result<Self, SettingsError> {
+        Self::from_lookup(&|name| map.get(name).cloned())
+    }
+
+    /// The settings of one pipeline, if this process runs it.
+    pub fn pipeline(&self, kind: PipelineKind) -> Option<&PipelineSettings> {
+        self.pipelines.iter().find(|p| p.kind == kind)
+    }
+}
+
+fn valid_database_url(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+    else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    if host_port.is_empty() {
+        return false;
+    }
+    match host_port.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || host_port.starts_with('[') => {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        }
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let mut map: BTreeMap<String, String> = [(
+            "DATABASE_URL".to_owned(),
+            "postgres://u@127.0.0.1:5432/db".to_owned(),
+        )]
+        .into();
+        for (k, v) in pairs {
+            map.insert((*k).to_owned(), (*v).to_owned());
+        }
+        Settings::from_map(&map)
+    }
+
+    fn failing_variable(pairs: &[(&str, &str)]) -> String {
+        match settings(pairs) {
+            Ok(s) => panic!("expected an error for {pairs:?}, got {s:?}"),
+            Err(e) => e.variable,
+        }
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.bootstrap_servers, "127.0.0.1:9092");
+        let batches: Vec<(&str, &str, &str, usize)> = s
+            .pipelines
+            .iter()
+            .map(|p| {
+                (
+                    p.kind.name(),
+                    p.topic.as_str(),
+                    p.group.as_str(),
+                    p.batch_size,
+                )
+            })
+            .collect();
+        assert_eq!(
+            batches,
+            vec![
+                ("app-stats", "app-stats", "storage-consumer.app-stats", 200),
+                ("reviews", "reviews", "storage-consumer.reviews", 500),
+                (
+                    "network-metrics",
+                    "network-metrics",
+                    "storage-consumer.network-metrics",
+                    50
+                ),
+            ]
+        );
+        assert_eq!(s.auto_offset_reset, OffsetReset::Earliest);
+        assert_eq!(s.poll_timeout, Duration::from_millis(1000));
+        assert_eq!(s.max_poll_interval, Duration::from_millis(300_000));
+        assert_eq!(s.session_timeout, Duration::from_millis(45_000));
+        assert_eq!(s.db_retry, Backoff::DEFAULT);
+        assert_eq!(s.app_cache_ttl, Duration::from_secs(300));
+        assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!(s.heartbeat_dir, "/tmp/sluice-heartbeat");
+        assert_eq!(s.applications_table, "apps_registry_application");
+    }
+
+    #[test]
+    fn batch_size_precedence_is_pipeline_then_shared_then_builtin() {
+        let s = settings(&[
+            ("STORAGE_MAX_POLL_RECORDS", "100"),
+            ("STORAGE_MAX_POLL_RECORDS_REVIEWS", "1000"),
+        ])
+        .unwrap();
+        let sizes: Vec<usize> = s.pipelines.iter().map(|p| p.batch_size).collect();
+        assert_eq!(sizes, vec![100, 1000, 100]);
+        let s = settings(&[("STORAGE_MAX_POLL_RECORDS_NETWORK_METRICS", "7")]).unwrap();
+        let sizes: Vec<usize> = s.pipelines.iter().map(|p| p.batch_size).collect();
+        assert_eq!(sizes, vec![200, 500, 7]);
+    }
+
+    #[test]
+    fn subset_and_prefix() {
+        let s = settings(&[
+            ("STORAGE_PIPELINES", " reviews ,reviews"),
+            ("STORAGE_GROUP_PREFIX", "sc"),
+            ("STORAGE_TOPIC_REVIEWS", "reviews-v2"),
+        ])
+        .unwrap();
+        assert_eq!(s.pipelines.len(), 1);
+        assert_eq!(s.pipelines[0].group, "sc.reviews");
+        assert_eq!(s.pipelines[0].topic, "reviews-v2");
+        assert!(s.pipeline(PipelineKind::AppStats).is_none());
+    }
+
+    #[test]
+    fn each_invalid_value_names_its_variable() {
+        let cases: &[(&str, &str)] = &[
+            ("STORAGE_MAX_POLL_RECORDS", "abc"),
+            ("STORAGE_MAX_POLL_RECORDS", "0"),
+            ("STORAGE_MAX_POLL_RECORDS", "-5"),
+            ("STORAGE_MAX_POLL_RECORDS_REVIEWS", "0"),
+            ("STORAGE_MAX_POLL_RECORDS_APP_STATS", "1e3"),
+            ("STORAGE_MAX_POLL_RECORDS_APP_STATS", "100001"),
+            ("STORAGE_PIPELINES", "reviews,payments"),
+            ("STORAGE_PIPELINES", ","),
+            ("DATABASE_URL", "mysql://x@y/z"),
+            ("DATABASE_URL", "postgres://"),
+            ("DATABASE_URL", "postgres://u@host:notaport/db"),
+            ("KAFKA_BOOTSTRAP_SERVERS", "localhost"),
+            ("KAFKA_BOOTSTRAP_SERVERS", "a:1,b:x"),
+            ("STORAGE_AUTO_OFFSET_RESET", "beginning"),
+            ("STORAGE_POLL_TIMEOUT_MS", "fast"),
+            ("STORAGE_SESSION_TIMEOUT_MS", "0"),
+            ("STORAGE_DB_RETRY_MAX_ATTEMPTS", "-1"),
+            ("STORAGE_DB_RETRY_BASE_MS", "0"),
+            ("STORAGE_APP_CACHE_TTL_SECONDS", "5m"),
+            ("STORAGE_SHUTDOWN_TIMEOUT_SECONDS", "-30"),
+            ("STORAGE_APPLICATIONS_TABLE", "apps; drop table x"),
+            ("STORAGE_TOPIC_REVIEWS", "bad topic"),
+            ("STORAGE_GROUP_PREFIX", "a/b"),
+        ];
+        for (name, value) in cases {
+            assert_eq!(failing_variable(&[(name, value)]), *name, "{name}={value}");
+        }
+    }
+
+    #[test]
+    fn poll_interval_must_exceed_session_timeout() {
+        assert_eq!(
+            failing_variable(&[("STORAGE_MAX_POLL_INTERVAL_MS", "1000")]),
+            "STORAGE_MAX_POLL_INTERVAL_MS"
+        );
+    }
+
+    #[test]
+    fn missing_database_url_is_named() {
+        let err = Settings::from_map(&BTreeMap::new()).unwrap_err();
+        assert_eq!(err.variable, "DATABASE_URL");
+        assert!(err.to_string().contains("DATABASE_URL"));
+    }
+
+    #[test]
+    fn retries_may_be_disabled() {
+        let s = settings(&[("STORAGE_DB_RETRY_MAX_ATTEMPTS", "0")]).unwrap();
+        assert_eq!(s.db_retry.max_attempts, 0);
+    }
+}

@@ -1,0 +1,249 @@
+//! Topic and group administration: ensure topics, partition counts, offsets, members.
+
+use crate::config::admin_config;
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::{Offset, TopicPartitionList};
+use std::time::Duration;
+
+/// What `ensure_topic` found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicChange {
+    /// The topic was created with the requested partitions.
+    Created(i32),
+    /// The topic existed with at least the requested partitions.
+    Unchanged(i32),
+    /// The topic existed with fewer partitions and was grown (partitions never shrink).
+    Grown {
+        /// Partitions before.
+        from: i32,
+        /// Partitions after.
+        to: i32,
+    },
+}
+
+/// Offsets of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    /// Partition number.
+    pub partition: i32,
+    /// Low watermark: the oldest retained offset.
+    pub low: i64,
+    /// High watermark: the offset the next record will get.
+    pub high: i64,
+}
+
+/// An admin client plus a metadata client.
+pub struct Admin {
+    admin: AdminClient<DefaultClientContext>,
+    metadata: BaseConsumer,
+    bootstrap_servers: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admin")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .finish()
+    }
+}
+
+impl Admin {
+    /// Connects lazily to the cluster; calls time out after `timeout`.
+    pub fn new(bootstrap_servers: &str, timeout: Duration) -> Result<Self, KafkaError> {
+        let config = admin_config(bootstrap_servers);
+        Ok(Self {
+            admin: config.create()?,
+            metadata: config.create()?,
+            bootstrap_servers: bootstrap_servers.to_owned(),
+            timeout,
+        })
+    }
+
+    fn options(&self) -> AdminOptions {
+        AdminOptions::new()
+            .request_timeout(Some(self.timeout))
+            .operation_timeout(Some(self.timeout))
+    }
+
+    /// The topic's partition count, or `None` if it does not exist.
+    pub fn partition_count(&self, topic: &str) -> Result<Option<i32>, KafkaError> {
+        let metadata = self.metadata.fetch_metadata(Some(topic), self.timeout)?;
+        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+            return Ok(None);
+        };
+        match found.error() {
+            None => Ok(Some(
+                i32::try_from(found.partitions().len()).unwrap_or(i32::MAX),
+            )),
+            Some(code)
+                if RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition =>
+            {
+                Ok(None)
+            }
+            Some(code) => Err(KafkaError::MetadataFetch(code.into())),
+        }
+    }
+
+    /// Creates the topic with `partitions` partitions, or grows it to that many; idempotent.
+    pub async fn ensure_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+    ) -> Result<TopicChange, KafkaError> {
+        match self.partition_count(topic)? {
+            Some(n) if n >= partitions => return Ok(TopicChange::Unchanged(n)),
+            Some(n) => {
+                self.grow_topic(topic, partitions).await?;
+                return Ok(TopicChange::Grown {
+                    from: n,
+                    to: partitions,
+                });
+            }
+            None => {}
+        }
+        let count = partitions.max(1);
+        let new = NewTopic::new(topic, count, TopicReplication::Fixed(1));
+        let results = self.admin.create_topics([&new], &self.options()).await?;
+        for result in results {
+            match result {
+                Ok(_) => {}
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                    // Another starter won the race; check what it made.
+                    let n = self.partition_count(topic)?.unwrap_or(0);
+                    if n < partitions {
+                        self.grow_topic(topic, partitions).await?;
+                        return Ok(TopicChange::Grown {
+                            from: n,
+                            to: partitions,
+                        });
+                    }
+                    return Ok(TopicChange::Unchanged(n));
+                }
+                Err((_, code)) => return Err(KafkaError::AdminOp(code)),
+            }
+        }
+        // Metadata may lag the creation for a moment; wait until the topic is visible.
+        for _ in 0..50 {
+            if self.partition_count(topic)?.is_some_and(|n| n >= count) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(TopicChange::Created(count))
+    }
+
+    /// Grows a topic to `partitions` partitions (CreatePartitions).
+    pub async fn grow_topic(&self, topic: &str, partitions: i32) -> Result<(), KafkaError> {
+        let total = usize::try_from(partitions).unwrap_or(0);
+        let request = NewPartitions::new(topic, total);
+        for result in self
+            .admin
+            .create_partitions([&request], &self.options())
+            .await?
+        {
+            match result {
+                Ok(_) | Err((_, RDKafkaErrorCode::InvalidPartitions)) => {}
+                Err((_, code)) => return Err(KafkaError::AdminOp(code)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a topic (tests and the demo's reset).
+    pub async fn delete_topic(&self, topic: &str) -> Result<(), KafkaError> {
+        for result in self.admin.delete_topics(&[topic], &self.options()).await? {
+            match result {
+                Ok(_) | Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
+                Err((_, code)) => return Err(KafkaError::AdminOp(code)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Low and high watermarks of every partition of a topic.
+    pub fn watermarks(&self, topic: &str) -> Result<Vec<PartitionOffsets>, KafkaError> {
+        let Some(count) = self.partition_count(topic)? else {
+            return Err(KafkaError::MetadataFetch(
+                RDKafkaErrorCode::UnknownTopicOrPartition,
+            ));
+        };
+        (0..count)
+            .map(|partition| {
+                let (low, high) = self
+                    .metadata
+                    .fetch_watermarks(topic, partition, self.timeout)?;
+                Ok(PartitionOffsets {
+                    partition,
+                    low,
+                    high,
+                })
+            })
+            .collect()
+    }
+
+    /// A group's committed offset per partition of a topic (`None`: nothing committed).
+    pub fn committed_offsets(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Result<Vec<(i32, Option<i64>)>, KafkaError> {
+        let Some(count) = self.partition_count(topic)? else {
+            return Err(KafkaError::MetadataFetch(
+                RDKafkaErrorCode::UnknownTopicOrPartition,
+            ));
+        };
+        let mut config = admin_config(&self.bootstrap_servers);
+        config
+            .set("group.id", group)
+            .set("enable.auto.commit", "false");
+        let reader: BaseConsumer = config.create()?;
+        let mut list = TopicPartitionList::new();
+        for partition in 0..count {
+            list.add_partition(topic, partition);
+        }
+        let committed = reader.committed_offsets(list, self.timeout)?;
+        Ok(committed
+            .elements()
+            .iter()
+            .map(|e| match e.offset() {
+                Offset::Offset(o) => (e.partition(), Some(o)),
+                _ => (e.partition(), None),
+            })
+            .collect())
+    }
+
+    /// Commits offsets for a group that has no active members (a reset): one entry per
+    /// partition. Kafka refuses the commit while the group has members.
+    pub fn commit_group_offsets(
+        &self,
+        group: &str,
+        topic: &str,
+        offsets: &[(i32, i64)],
+    ) -> Result<(), KafkaError> {
+        let mut config = admin_config(&self.bootstrap_servers);
+        config
+            .set("group.id", group)
+            .set("enable.auto.commit", "false");
+        let writer: BaseConsumer = config.create()?;
+        let mut list = TopicPartitionList::new();
+        for (partition, offset) in offsets {
+            list.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
+        }
+        writer.commit(&list, rdkafka::consumer::CommitMode::Sync)
+    }
+
+    /// How many members a consumer group has right now (0 for an empty or unknown group).
+    pub fn group_members(&self, group: &str) -> Result<usize, KafkaError> {
+        let groups = self.metadata.fetch_group_list(Some(group), self.timeout)?;
+        Ok(groups
+            .groups()
+            .iter()
+            .filter(|g| g.name() == group)
+            .map(|g| g.members().len())
+            .sum())
+    }
+}

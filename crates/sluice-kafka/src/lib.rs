@@ -1,0 +1,17 @@
+//! sluice's Kafka adapter, on librdkafka through `rdkafka`.
+//!
+//! At-least-once, written down where it is implemented: the consumer never commits on its
+//! own (`enable.auto.commit=false`, `enable.auto.offset.store=false`); the storage pipeline
+//! commits a batch's offsets synchronously, and only after the PostgreSQL transaction that
+//! holds the batch's effect has committed.
+
+pub mod admin;
+pub mod config;
+pub mod consumer;
+pub mod error;
+pub mod producer;
+
+pub use admin::Admin;
+pub use consumer::{BatchConsumer, Record};
+pub use error::disposition;
+pub use producer::ResilientProducer;

@@ -1,0 +1,53 @@
+//! The disposition of a database error (SPEC S4.7), from its SQLSTATE when it has one.
+
+use sluice_core::Disposition;
+use sluice_core::disposition::classify_sqlstate;
+
+/// The SQLSTATE of a database error, if the server sent one.
+pub fn sqlstate(error: &sqlx::Error) -> Option<String> {
+    match error {
+        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
+/// Retry, dead-letter or fatal for a database error.
+///
+/// Errors without a SQLSTATE are classified by what they mean for the connection: an I/O
+/// failure, a pool time-out or a crashed worker is transient (the server restarting looks
+/// exactly like this); a configuration, TLS or decoding error is a bug or a bad setting
+/// and is fatal.
+pub fn disposition(error: &sqlx::Error) -> Disposition {
+    match error {
+        sqlx::Error::Database(db) => match db.code() {
+            Some(code) => classify_sqlstate(&code),
+            None => Disposition::Fatal,
+        },
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => Disposition::Retry,
+        _ => Disposition::Fatal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_are_transient_and_config_errors_fatal() {
+        let io = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(disposition(&io), Disposition::Retry);
+        assert_eq!(disposition(&sqlx::Error::PoolTimedOut), Disposition::Retry);
+        assert_eq!(
+            disposition(&sqlx::Error::Protocol("eof".into())),
+            Disposition::Retry
+        );
+        assert_eq!(disposition(&sqlx::Error::RowNotFound), Disposition::Fatal);
+        let config = sqlx::Error::Configuration("bad url".into());
+        assert_eq!(disposition(&config), Disposition::Fatal);
+        assert_eq!(sqlstate(&io), None);
+    }
+}

@@ -1,0 +1,16 @@
+//! sluice's PostgreSQL adapter.
+//!
+//! Repositories hold no connection: every function takes the caller's open connection or
+//! transaction (`&mut PgConnection`), so the data rows, the dead letters and the idempotency
+//! records of one batch commit or roll back together. Every write is one statement per
+//! batch (`UNNEST` arrays) with `ON CONFLICT` on the table's natural key, so redelivery is a
+//! no-op (SPEC S2, S4.3).
+
+pub mod classify;
+pub mod migrate;
+pub mod repo;
+pub mod resolver;
+
+pub use classify::{disposition, sqlstate};
+pub use migrate::{MigrateError, MigrationReport, migrate};
+pub use resolver::ApplicationResolver;

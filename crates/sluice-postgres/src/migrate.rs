@@ -1,0 +1,251 @@
+//! The migration runner (SPEC S4.8).
+//!
+//! Numbered SQL files from `migrations/`, embedded in the binary, applied in order, each in
+//! its own transaction together with its row in `storage_consumer_migrations`. Concurrent
+//! starters are serialised by a PostgreSQL advisory lock, so two containers starting
+//! together apply each file once. An already-applied file whose content changed is an error,
+//! and so is a database that has migrations this binary does not know.
+//!
+//! Why not `sqlx::migrate!`: the foreign keys reference the applications table, whose name
+//! is a setting (`STORAGE_APPLICATIONS_TABLE`); the files hold a `{{applications_table}}`
+//! placeholder that is filled in at apply time, and the checksum is taken over the file as
+//! written so a changed setting does not look like a changed migration.
+
+use sha2::{Digest, Sha256};
+use sqlx::{Connection, PgConnection, Row};
+use std::time::Instant;
+
+/// One embedded migration file.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// The number in the file name.
+    pub version: i64,
+    /// The file name.
+    pub name: &'static str,
+    /// The SQL, with `{{applications_table}}` placeholders.
+    pub sql: &'static str,
+}
+
+macro_rules! migration {
+    ($version:literal, $file:literal) => {
+        Migration {
+            version: $version,
+            name: $file,
+            sql: include_str!(concat!("../../../migrations/", $file)),
+        }
+    };
+}
+
+/// Every migration of this build, in order.
+pub const MIGRATIONS: &[Migration] = &[
+    migration!(1, "0001_app_stats.sql"),
+    migration!(2, "0002_reviews.sql"),
+    migration!(3, "0003_network_metrics.sql"),
+    migration!(4, "0004_dead_letter_events.sql"),
+];
+
+/// The advisory-lock key that serialises migration runs ("sluice-mg" as bytes).
+const LOCK_KEY: i64 = 0x736c_7569_6365_6d67;
+
+/// What a migration run did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MigrationReport {
+    /// Files applied by this run.
+    pub applied: Vec<&'static str>,
+    /// The schema version after the run.
+    pub version: i64,
+}
+
+/// Why migrations could not be applied. Every variant is fatal.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MigrateError {
+    /// The applications table that the foreign keys reference does not exist.
+    #[error(
+        "the applications table `{table}` does not exist in this database (search_path); \
+         run the App API migrations first (or set STORAGE_APPLICATIONS_TABLE)"
+    )]
+    ApplicationsTableMissing {
+        /// The configured table name.
+        table: String,
+    },
+    /// An applied migration's file changed since it was applied.
+    #[error("migration {name} was applied with a different content (checksum mismatch)")]
+    Changed {
+        /// The file name.
+        name: String,
+    },
+    /// The database has a migration this binary does not know: it is newer than the binary.
+    #[error("the database has migration version {version} that this build does not know")]
+    Unknown {
+        /// The unknown version.
+        version: i64,
+    },
+    /// A migration's SQL failed.
+    #[error("migration {name} failed: {source}")]
+    Apply {
+        /// The file name.
+        name: &'static str,
+        /// The database error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The database could not be queried.
+    #[error("migration bookkeeping failed: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+fn checksum(sql: &str) -> Vec<u8> {
+    Sha256::digest(sql.as_bytes()).to_vec()
+}
+
+/// Quotes a validated `[schema.]table` name for SQL.
+pub fn quote_table(table: &str) -> String {
+    table
+        .split('.')
+        .map(|part| format!("\"{}\"", part.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Whether the applications table is visible on this connection.
+pub async fn applications_table_exists(
+    conn: &mut PgConnection,
+    table: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar::<_, bool>("SELECT to_regclass($1) IS NOT NULL")
+        .bind(quote_table(table))
+        .fetch_one(conn)
+        .await
+}
+
+/// The highest applied migration version, or `None` before the first run.
+pub async fn schema_version(conn: &mut PgConnection) -> Result<Option<i64>, sqlx::Error> {
+    let exists: bool =
+        sqlx::query_scalar("SELECT to_regclass('storage_consumer_migrations') IS NOT NULL")
+            .fetch_one(&mut *conn)
+            .await?;
+    if !exists {
+        return Ok(None);
+    }
+    sqlx::query_scalar("SELECT max(version) FROM storage_consumer_migrations")
+        .fetch_one(conn)
+        .await
+}
+
+/// Applies every pending migration; see the module docs.
+pub async fn migrate(
+    conn: &mut PgConnection,
+    applications_table: &str,
+) -> Result<MigrationReport, MigrateError> {
+    if !applications_table_exists(conn, applications_table).await? {
+        return Err(MigrateError::ApplicationsTableMissing {
+            table: applications_table.into(),
+        });
+    }
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(LOCK_KEY)
+        .execute(&mut *conn)
+        .await?;
+    let result = migrate_locked(conn, applications_table).await;
+    // A dropped connection releases the lock too; an unlock failure must not hide the result.
+    if let Err(error) = sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(LOCK_KEY)
+        .execute(&mut *conn)
+        .await
+    {
+        tracing::warn!(%error, "could not release the migration lock");
+    }
+    result
+}
+
+async fn migrate_locked(
+    conn: &mut PgConnection,
+    applications_table: &str,
+) -> Result<MigrationReport, MigrateError> {
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS storage_consumer_migrations (
+            version      BIGINT PRIMARY KEY,
+            name         TEXT NOT NULL,
+            checksum     BYTEA NOT NULL,
+            applied_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+            execution_ms BIGINT NOT NULL
+        )",
+    )
+    .execute(&mut *conn)
+    .await?;
+    let applied = sqlx::query("SELECT version, name, checksum FROM storage_consumer_migrations")
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut report = MigrationReport::default();
+    for row in &applied {
+        let version: i64 = row.try_get("version")?;
+        let Some(known) = MIGRATIONS.iter().find(|m| m.version == version) else {
+            return Err(MigrateError::Unknown { version });
+        };
+        let stored: Vec<u8> = row.try_get("checksum")?;
+        if stored != checksum(known.sql) {
+            return Err(MigrateError::Changed {
+                name: row.try_get("name")?,
+            });
+        }
+        report.version = report.version.max(version);
+    }
+    let table = quote_table(applications_table);
+    for migration in MIGRATIONS {
+        let done = applied.iter().any(|row| {
+            row.try_get::<i64, _>("version")
+                .is_ok_and(|v| v == migration.version)
+        });
+        if done {
+            continue;
+        }
+        let started = Instant::now();
+        let sql = migration.sql.replace("{{applications_table}}", &table);
+        let apply = |source| MigrateError::Apply {
+            name: migration.name,
+            source,
+        };
+        let mut tx = conn.begin().await?;
+        sqlx::raw_sql(&sql).execute(&mut *tx).await.map_err(apply)?;
+        sqlx::query(
+            "INSERT INTO storage_consumer_migrations (version, name, checksum, execution_ms)
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(migration.version)
+        .bind(migration.name)
+        .bind(checksum(migration.sql))
+        .bind(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        tracing::info!(migration = migration.name, "applied migration");
+        report.applied.push(migration.name);
+        report.version = migration.version;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_in_order_and_name_their_version() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1);
+            assert!(
+                m.name.starts_with(&format!("{:04}_", m.version)),
+                "{}",
+                m.name
+            );
+            assert!(!m.sql.trim().is_empty());
+        }
+    }
+
+    #[test]
+    fn table_names_are_quoted_per_part() {
+        assert_eq!(quote_table("apps"), "\"apps\"");
+        assert_eq!(quote_table("registry.apps"), "\"registry\".\"apps\"");
+    }
+}

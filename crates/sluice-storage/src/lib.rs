@@ -1,0 +1,26 @@
+//! The storage consumer: Kafka → PostgreSQL with the four guarantees of SPEC S2.
+//!
+//! 1. **Nothing published is lost**: a batch's offsets are committed to Kafka only after the
+//!    PostgreSQL transaction holding its effect has committed ([`pipeline`]).
+//! 2. **Redelivery does not duplicate**: every write is `INSERT … ON CONFLICT` on a natural
+//!    key, after de-duplicating the batch ([`batch`]).
+//! 3. **One bad message never stops a topic**: undecodable messages, unknown packages and
+//!    rows that break a constraint at write time are dead-lettered in the same transaction
+//!    as the good rows, and the offset moves past them ([`batch`], [`write`]).
+//! 4. **A half-alive process is a dead process**: if one pipeline fails, all stop and the
+//!    process exits non-zero ([`supervisor`]).
+//!
+//! Each pipeline runs on its own thread with its own single-threaded runtime, consumer,
+//! database connection and cache; pipelines share only the immutable settings and a stop
+//! signal.
+
+pub mod batch;
+pub mod heartbeat;
+pub mod kind;
+pub mod pipeline;
+pub mod rejects;
+pub mod supervisor;
+pub mod write;
+
+pub use pipeline::PipelineError;
+pub use supervisor::{SupervisorError, run_pipelines};

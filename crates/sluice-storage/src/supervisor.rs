@@ -1,0 +1,149 @@
+//! The supervisor (SPEC S5): the process lives while all its pipelines live.
+//!
+//! One OS thread per pipeline, each with its own single-threaded runtime. They share only
+//! the immutable settings and one cancellation token. The first pipeline to fail cancels
+//! the token, so the others finish their batch in flight and stop; then the error is
+//! returned and the binary exits non-zero. On SIGTERM the caller cancels the token; every
+//! pipeline must be gone within the shutdown timeout.
+
+use crate::pipeline::{PipelineError, PipelineTotals, run_pipeline};
+use sluice_core::{PipelineKind, Settings};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Why the supervisor returned an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SupervisorError {
+    /// A pipeline failed; the others were stopped.
+    #[error("pipeline {pipeline} failed: {source}")]
+    Pipeline {
+        /// Which one.
+        pipeline: PipelineKind,
+        /// Why.
+        #[source]
+        source: PipelineError,
+    },
+    /// A pipeline's thread or runtime could not be started, or it panicked.
+    #[error("pipeline {pipeline} could not run: {reason}")]
+    Thread {
+        /// Which one.
+        pipeline: PipelineKind,
+        /// What happened.
+        reason: String,
+    },
+    /// Pipelines still running when the shutdown deadline passed.
+    #[error("pipelines still running {seconds} s after the stop signal: {pipelines:?}")]
+    ShutdownTimeout {
+        /// The stragglers.
+        pipelines: Vec<PipelineKind>,
+        /// The deadline.
+        seconds: u64,
+    },
+}
+
+type Outcome = (PipelineKind, Result<PipelineTotals, SupervisorError>);
+
+/// Runs every configured pipeline until `stop` is cancelled or one fails.
+pub fn run_pipelines(
+    settings: Arc<Settings>,
+    stop: CancellationToken,
+) -> Result<Vec<(PipelineKind, PipelineTotals)>, SupervisorError> {
+    let (done_tx, done_rx) = mpsc::channel::<Outcome>();
+    let mut running: Vec<PipelineKind> = Vec::new();
+    for pipeline in settings.pipelines.clone() {
+        let kind = pipeline.kind;
+        let settings = Arc::clone(&settings);
+        let token = stop.clone();
+        let done = done_tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("pipeline-{kind}"))
+            .spawn(move || {
+                let run = || match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime
+                        .block_on(run_pipeline(&settings, &pipeline, &token))
+                        .map_err(|source| SupervisorError::Pipeline {
+                            pipeline: kind,
+                            source,
+                        }),
+                    Err(error) => Err(SupervisorError::Thread {
+                        pipeline: kind,
+                        reason: error.to_string(),
+                    }),
+                };
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+                    .unwrap_or_else(|_| {
+                        Err(SupervisorError::Thread {
+                            pipeline: kind,
+                            reason: "the pipeline thread panicked".into(),
+                        })
+                    });
+                // The receiver only disappears if the supervisor itself is gone.
+                let _ = done.send((kind, outcome));
+            });
+        match spawned {
+            Ok(_) => running.push(kind),
+            Err(error) => {
+                stop.cancel();
+                return Err(SupervisorError::Thread {
+                    pipeline: kind,
+                    reason: error.to_string(),
+                });
+            }
+        }
+    }
+    drop(done_tx);
+
+    let mut first_error: Option<SupervisorError> = None;
+    let mut totals = Vec::new();
+    let mut deadline: Option<Instant> = None;
+    while !running.is_empty() {
+        if stop.is_cancelled() && deadline.is_none() {
+            deadline = Some(Instant::now() + settings.shutdown_timeout);
+        }
+        let wait = match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => std::time::Duration::from_millis(200),
+        };
+        match done_rx.recv_timeout(wait) {
+            Ok((kind, outcome)) => {
+                running.retain(|k| *k != kind);
+                match outcome {
+                    Ok(t) => totals.push((kind, t)),
+                    Err(error) => {
+                        stop.cancel();
+                        first_error.get_or_insert(error);
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(SupervisorError::ShutdownTimeout {
+                        pipelines: running,
+                        seconds: settings.shutdown_timeout.as_secs(),
+                    });
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // Every thread reports before it ends, panics included; this is unreachable
+                // unless a thread was killed from outside.
+                stop.cancel();
+                for kind in running.drain(..) {
+                    first_error.get_or_insert(SupervisorError::Thread {
+                        pipeline: kind,
+                        reason: "the pipeline thread ended without reporting".into(),
+                    });
+                }
+            }
+        }
+    }
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(totals),
+    }
+}

@@ -1,0 +1,87 @@
+//! Writing a batch so that one bad row cannot sink it (SPEC S4.7, last paragraph).
+//!
+//! A row can pass decoding and still break a constraint at write time (SQLSTATE classes 22
+//! and 23 — e.g. its application was deleted between resolve and insert). The batch's
+//! upsert runs under a savepoint; if it fails with such an error, the savepoint is rolled
+//! back and the rows are bisected, each half under its own savepoint, until the offending
+//! rows stand alone. They are dead-lettered with their SQLSTATE and message; every other
+//! row is written in the same transaction. A transient or fatal error is returned as is:
+//! a database outage is never a dead letter.
+
+use crate::batch::dead_letter;
+use crate::kind::TopicKind;
+use sluice_core::{Bound, DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
+use sluice_kafka::Record;
+use sluice_postgres::{disposition, sqlstate};
+use sqlx::PgConnection;
+
+/// The result of a write: what the rows did and which rows were isolated.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Counters of the rows that were written.
+    pub outcome: WriteOutcome,
+    /// Dead letters for the rows that broke a constraint.
+    pub rejected: Vec<DeadLetter>,
+}
+
+async fn exec(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(sql).execute(conn).await.map(|_| ())
+}
+
+/// Upserts `rows`, isolating rows that break a constraint.
+pub async fn write_isolating<K: TopicKind>(
+    conn: &mut PgConnection,
+    rows: Vec<Bound<K::Message>>,
+    records: &[Record],
+) -> Result<Written, sqlx::Error> {
+    let mut written = Written::default();
+    let mut pending = vec![rows];
+    while let Some(mut chunk) = pending.pop() {
+        if chunk.is_empty() {
+            continue;
+        }
+        exec(conn, "SAVEPOINT sluice_write").await?;
+        match K::upsert(conn, &chunk).await {
+            Ok(outcome) => {
+                exec(conn, "RELEASE SAVEPOINT sluice_write").await?;
+                written.outcome += outcome;
+            }
+            Err(error) if disposition(&error) == Disposition::DeadLetter => {
+                exec(
+                    conn,
+                    "ROLLBACK TO SAVEPOINT sluice_write; RELEASE SAVEPOINT sluice_write",
+                )
+                .await?;
+                if chunk.len() == 1 {
+                    let row = &chunk[0];
+                    let code = sqlstate(&error).unwrap_or_default();
+                    tracing::warn!(
+                        pipeline = %K::KIND,
+                        record = %crate::batch::coords(&records[row.record]),
+                        sqlstate = %code,
+                        %error,
+                        "row breaks a constraint; dead-lettering it"
+                    );
+                    written.rejected.push(dead_letter(
+                        &records[row.record],
+                        DeadLetterKind::ConstraintViolation,
+                        format!("SQLSTATE {code}: {}", database_message(&error)),
+                    ));
+                } else {
+                    let second = chunk.split_off(chunk.len() / 2);
+                    pending.push(second);
+                    pending.push(chunk);
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(written)
+}
+
+fn database_message(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        other => other.to_string(),
+    }
+}
