@@ -1,6 +1,7 @@
 //! Logging: `tracing` to stderr, human-readable by default, JSON with `SLUICE_LOG_FORMAT=json`,
 //! filtered by `RUST_LOG` (default `info`).
 
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 /// Installs the global subscriber.
@@ -13,6 +14,9 @@ pub fn init() {
     if std::env::var("SLUICE_LOG_FORMAT").is_ok_and(|v| v == "json") {
         builder.json().flatten_event(true).init();
     } else {
-        builder.with_target(false).init();
+        builder
+            .with_target(false)
+            .with_ansi(std::io::stderr().is_terminal())
+            .init();
     }
 }

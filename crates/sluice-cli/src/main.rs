@@ -35,6 +35,17 @@ enum Command {
     Run,
     /// Exit 0 only if every expected pipeline's heartbeat is fresh.
     Health(cmd::health::HealthArgs),
+    /// Check a deployment step by step; exits non-zero naming the first failing step.
+    Verify(cmd::verify::VerifyArgs),
+    /// Committed offset, end offset and lag per group, topic and partition.
+    Lag(cmd::lag::LagArgs),
+    /// Move one pipeline's group offsets (dry run without --execute).
+    Replay(cmd::replay::ReplayArgs),
+    /// Inspect and replay dead letters.
+    Dlq {
+        #[command(subcommand)]
+        action: cmd::dlq::DlqAction,
+    },
 }
 
 /// A failure with its exit code.
@@ -71,6 +82,10 @@ fn main() -> ExitCode {
         Command::Topics { action } => cmd::topics::run(action),
         Command::Run => cmd::run::run(),
         Command::Health(args) => cmd::health::run(&args),
+        Command::Verify(args) => cmd::verify::run(&args),
+        Command::Lag(args) => cmd::lag::run(&args),
+        Command::Replay(args) => cmd::replay::run(&args),
+        Command::Dlq { action } => cmd::dlq::run(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

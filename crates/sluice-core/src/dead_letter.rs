@@ -85,6 +85,8 @@ pub struct DeadLetter {
     pub kind: DeadLetterKind,
     /// A human reason naming the field and the rule (and the truncation, if any).
     pub reason: String,
+    /// Times this record was already re-published from the dead-letter table.
+    pub replay_count: i32,
 }
 
 impl DeadLetter {
@@ -118,7 +120,14 @@ impl DeadLetter {
             kafka_timestamp,
             kind,
             reason,
+            replay_count: 0,
         }
+    }
+
+    /// Carries over the replay count of a re-published record.
+    pub fn with_replay_count(mut self, replay_count: i32) -> Self {
+        self.replay_count = replay_count;
+        self
     }
 }
 

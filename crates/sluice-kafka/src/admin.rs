@@ -216,6 +216,34 @@ impl Admin {
             .collect())
     }
 
+    /// Per partition, the earliest offset whose timestamp is at or after `timestamp_ms`
+    /// (the end offset when there is none).
+    pub fn offsets_for_time(
+        &self,
+        topic: &str,
+        timestamp_ms: i64,
+    ) -> Result<Vec<(i32, i64)>, KafkaError> {
+        let marks = self.watermarks(topic)?;
+        let mut list = TopicPartitionList::new();
+        for mark in &marks {
+            list.add_partition_offset(topic, mark.partition, Offset::Offset(timestamp_ms))?;
+        }
+        let found = self.metadata.offsets_for_times(list, self.timeout)?;
+        Ok(marks
+            .iter()
+            .map(|mark| {
+                let offset = found
+                    .find_partition(topic, mark.partition)
+                    .and_then(|e| match e.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    })
+                    .unwrap_or(mark.high);
+                (mark.partition, offset)
+            })
+            .collect())
+    }
+
     /// Commits offsets for a group that has no active members (a reset): one entry per
     /// partition. Kafka refuses the commit while the group has members.
     pub fn commit_group_offsets(

@@ -30,6 +30,28 @@ pub struct Record {
     pub payload: Option<Vec<u8>>,
     /// The record's timestamp in milliseconds since the epoch, if it has one.
     pub timestamp_ms: Option<i64>,
+    /// How many times this record was re-published from the dead-letter table (the
+    /// [`REPLAY_COUNT_HEADER`] header; 0 when absent).
+    pub replay_count: i32,
+}
+
+/// The header that carries a re-published dead letter's replay count, so that a message
+/// that fails again keeps its count and cannot loop forever.
+pub const REPLAY_COUNT_HEADER: &str = "sluice-replay-count";
+
+fn replay_count<M: Message>(message: &M) -> i32 {
+    use rdkafka::message::Headers;
+    message
+        .headers()
+        .and_then(|headers| {
+            headers
+                .iter()
+                .find(|h| h.key == REPLAY_COUNT_HEADER)
+                .and_then(|h| h.value)
+        })
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A subscribed, manual-commit consumer of one topic.
@@ -82,6 +104,7 @@ impl BatchConsumer {
                     key: message.key().map(<[u8]>::to_vec),
                     payload: message.payload().map(<[u8]>::to_vec),
                     timestamp_ms: message.timestamp().to_millis(),
+                    replay_count: replay_count(&message),
                 }),
                 Some(Err(error)) => {
                     // librdkafka reports most poll errors for information and recovers by
@@ -150,6 +173,7 @@ mod tests {
             key: None,
             payload: None,
             timestamp_ms: None,
+            replay_count: 0,
         }
     }
 

@@ -8,6 +8,7 @@
 
 pub mod classify;
 pub mod migrate;
+pub mod ops;
 pub mod repo;
 pub mod resolver;
 

@@ -50,6 +50,7 @@ pub fn dead_letter(record: &Record, kind: DeadLetterKind, reason: String) -> Dea
         kind,
         reason,
     )
+    .with_replay_count(record.replay_count)
 }
 
 /// Decodes every record of a batch; pure.

@@ -1,9 +1,13 @@
 //! One module per subcommand.
 
+pub mod dlq;
 pub mod health;
+pub mod lag;
 pub mod migrate;
+pub mod replay;
 pub mod run;
 pub mod topics;
+pub mod verify;
 
 use crate::Failure;
 use sluice_core::Settings;

@@ -23,6 +23,7 @@ pub async fn insert_dead_letters(
         .bind(column(letters, |d| d.kafka_timestamp))
         .bind(column(letters, |d| d.kind.as_str()))
         .bind(column(letters, |d| d.reason.as_str()))
+        .bind(column(letters, |d| d.replay_count))
         .execute(conn)
         .await?;
     Ok(result.rows_affected())

@@ -1,0 +1,357 @@
+//! `sluice dlq list|show|replay`: inspect dead letters and re-publish them after a fix.
+//!
+//! `replay` is a dry run unless `--execute`. For each chosen row it marks the row replayed
+//! with a compare-and-set (`replay_count < --max-replays`) inside a transaction, publishes
+//! the original key and payload to the original topic with a `sluice-replay-count` header,
+//! waits for the broker's acknowledgement, and only then commits the mark. A record that
+//! fails again is dead-lettered with the carried-over count, so it cannot loop forever.
+
+use crate::Failure;
+use anyhow::{Context, anyhow};
+use chrono::{DateTime, Utc};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use sluice_core::{DeadLetterKind, PipelineKind, Settings};
+use sluice_kafka::producer::Outgoing;
+use sluice_kafka::{REPLAY_COUNT_HEADER, ResilientProducer};
+use sluice_postgres::ops::{DeadLetterFilter, DeadLetterRow, list_dead_letters, mark_replayed};
+use sqlx::{Connection, PgConnection};
+
+/// Dead-letter actions.
+#[derive(Debug, Subcommand)]
+pub enum DlqAction {
+    /// List dead letters, newest first.
+    List(FilterArgs),
+    /// Show one dead letter with its payload (text, or hex for invalid UTF-8).
+    Show {
+        /// The row id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-publish chosen dead letters to their original topic (dry run without --execute).
+    Replay(ReplayArgs),
+}
+
+/// Filters shared by `list` and `replay`.
+#[derive(Debug, Args)]
+pub struct FilterArgs {
+    /// Only this pipeline's topic.
+    #[arg(long)]
+    pipeline: Option<PipelineKind>,
+    /// Only this error kind: decode_error, unknown_application, constraint_violation.
+    #[arg(long, value_parser = parse_kind)]
+    kind: Option<DeadLetterKind>,
+    /// Recorded at or after this RFC 3339 time.
+    #[arg(long)]
+    since: Option<DateTime<Utc>>,
+    /// Recorded before this RFC 3339 time.
+    #[arg(long)]
+    until: Option<DateTime<Utc>>,
+    /// Only these row ids (repeat or comma-separate).
+    #[arg(long = "id", value_delimiter = ',')]
+    ids: Vec<i64>,
+    /// At most this many rows.
+    #[arg(long, default_value_t = 100)]
+    limit: i64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `dlq replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Refuse rows already replayed this many times.
+    #[arg(long, default_value_t = 3)]
+    max_replays: i32,
+    /// Publish and mark (without it, only print what would be replayed).
+    #[arg(long)]
+    execute: bool,
+}
+
+fn parse_kind(s: &str) -> Result<DeadLetterKind, String> {
+    DeadLetterKind::parse(s).ok_or_else(|| {
+        "expected decode_error, unknown_application or constraint_violation".to_owned()
+    })
+}
+
+/// A dead letter as printed.
+#[derive(Debug, Serialize)]
+struct Shown {
+    id: i64,
+    topic: String,
+    partition: i32,
+    kafka_offset: i64,
+    consumer_group: String,
+    error_kind: String,
+    reason: String,
+    recorded_at: DateTime<Utc>,
+    kafka_timestamp: Option<DateTime<Utc>>,
+    replay_count: i32,
+    replayed_at: Option<DateTime<Utc>>,
+    payload_size: i32,
+    truncated: bool,
+    key: Option<Payload>,
+    payload: Option<Payload>,
+}
+
+/// A payload as printed: UTF-8 text, or hex when it is not valid UTF-8.
+#[derive(Debug, Serialize)]
+#[serde(tag = "encoding", content = "data", rename_all = "lowercase")]
+enum Payload {
+    Utf8(String),
+    Hex(String),
+}
+
+impl Payload {
+    fn of(bytes: &[u8]) -> Self {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Payload::Utf8(text.to_owned()),
+            Err(_) => Payload::Hex(bytes.iter().map(|b| format!("{b:02x}")).collect()),
+        }
+    }
+}
+
+fn shown(row: &DeadLetterRow) -> Shown {
+    Shown {
+        id: row.id,
+        topic: row.topic.clone(),
+        partition: row.partition,
+        kafka_offset: row.kafka_offset,
+        consumer_group: row.consumer_group.clone(),
+        error_kind: row.error_kind.clone(),
+        reason: row.reason.clone(),
+        recorded_at: row.recorded_at,
+        kafka_timestamp: row.kafka_timestamp,
+        replay_count: row.replay_count,
+        replayed_at: row.replayed_at,
+        payload_size: row.payload_size,
+        truncated: is_truncated(row),
+        key: row.key.as_deref().map(Payload::of),
+        payload: row.payload.as_deref().map(Payload::of),
+    }
+}
+
+fn is_truncated(row: &DeadLetterRow) -> bool {
+    row.payload
+        .as_ref()
+        .is_some_and(|p| (p.len() as i64) < i64::from(row.payload_size))
+}
+
+fn filter(settings: &Settings, args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
+    let topics = match args.pipeline {
+        Some(kind) => vec![
+            settings
+                .pipeline(kind)
+                .ok_or_else(|| {
+                    Failure::config(anyhow!("pipeline {kind} is not in STORAGE_PIPELINES"))
+                })?
+                .topic
+                .clone(),
+        ],
+        None => Vec::new(),
+    };
+    Ok(DeadLetterFilter {
+        topics,
+        kind: args.kind.map(|k| k.as_str().to_owned()),
+        since: args.since,
+        until: args.until,
+        ids: args.ids.clone(),
+        limit: args.limit.max(1),
+    })
+}
+
+async fn connect(settings: &Settings) -> Result<PgConnection, Failure> {
+    Ok(PgConnection::connect(&settings.database_url)
+        .await
+        .context("cannot connect to DATABASE_URL")?)
+}
+
+/// Entry point.
+pub fn run(action: DlqAction) -> Result<(), Failure> {
+    let settings = super::settings()?;
+    super::runtime()?.block_on(async {
+        let mut conn = connect(&settings).await?;
+        match action {
+            DlqAction::List(args) => list(&mut conn, &filter(&settings, &args)?, args.json).await,
+            DlqAction::Show { id, json } => show(&mut conn, id, json).await,
+            DlqAction::Replay(args) => replay(&settings, &mut conn, &args).await,
+        }
+    })
+}
+
+async fn list(
+    conn: &mut PgConnection,
+    filter: &DeadLetterFilter,
+    json: bool,
+) -> Result<(), Failure> {
+    let rows = list_dead_letters(conn, filter).await?;
+    if json {
+        let shown: Vec<Shown> = rows.iter().map(shown).collect();
+        println!("{}", serde_json::to_string_pretty(&shown)?);
+        return Ok(());
+    }
+    println!(
+        "{:>8}  {:<20} {:<28} {:<21} {:>7}  reason",
+        "id", "recorded_at", "record", "kind", "replays"
+    );
+    for row in &rows {
+        let record = format!("{}[{}]@{}", row.topic, row.partition, row.kafka_offset);
+        let reason: String = row.reason.chars().take(100).collect();
+        println!(
+            "{:>8}  {:<20} {:<28} {:<21} {:>7}  {reason}",
+            row.id,
+            row.recorded_at.format("%Y-%m-%d %H:%M:%S"),
+            record,
+            row.error_kind,
+            row.replay_count
+        );
+    }
+    println!("{} row(s)", rows.len());
+    Ok(())
+}
+
+async fn show(conn: &mut PgConnection, id: i64, json: bool) -> Result<(), Failure> {
+    let filter = DeadLetterFilter {
+        ids: vec![id],
+        limit: 1,
+        ..DeadLetterFilter::default()
+    };
+    let row = list_dead_letters(conn, &filter)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("no dead letter with id {id}"))?;
+    let s = shown(&row);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!("id:           {}", s.id);
+    println!(
+        "record:       {}[{}]@{} (group {})",
+        s.topic, s.partition, s.kafka_offset, s.consumer_group
+    );
+    println!("kind:         {}", s.error_kind);
+    println!("reason:       {}", s.reason);
+    println!("recorded at:  {}", s.recorded_at.to_rfc3339());
+    println!("replays:      {}", s.replay_count);
+    println!(
+        "payload size: {} bytes{}",
+        s.payload_size,
+        if s.truncated {
+            " (stored truncated)"
+        } else {
+            ""
+        }
+    );
+    for (label, value) in [("key", &s.key), ("payload", &s.payload)] {
+        match value {
+            None => println!("{label}: (null)"),
+            Some(Payload::Utf8(text)) => println!("{label} (utf-8):\n{text}"),
+            Some(Payload::Hex(hex)) => println!("{label} (hex, not valid UTF-8):\n{hex}"),
+        }
+    }
+    Ok(())
+}
+
+/// Why a row cannot be replayed, if it cannot.
+fn refusal(row: &DeadLetterRow, max_replays: i32) -> Option<String> {
+    if row.replay_count >= max_replays {
+        Some(format!(
+            "already replayed {} time(s) (limit {max_replays})",
+            row.replay_count
+        ))
+    } else if row.payload.is_none() {
+        Some("tombstone: there is no payload to replay".into())
+    } else if is_truncated(row) {
+        Some("payload was truncated when dead-lettered; the original cannot be rebuilt".into())
+    } else {
+        None
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct ReplayLine {
+    id: i64,
+    record: String,
+    action: String,
+}
+
+async fn replay(
+    settings: &Settings,
+    conn: &mut PgConnection,
+    args: &ReplayArgs,
+) -> Result<(), Failure> {
+    let rows = list_dead_letters(conn, &filter(settings, &args.filter)?).await?;
+    let producer = if args.execute {
+        Some(ResilientProducer::new(
+            &settings.bootstrap_servers,
+            "sluice-dlq-replay",
+        )?)
+    } else {
+        None
+    };
+    let mut lines = Vec::with_capacity(rows.len());
+    let mut refused = 0usize;
+    for row in &rows {
+        let record = format!("{}[{}]@{}", row.topic, row.partition, row.kafka_offset);
+        let action = match (refusal(row, args.max_replays), &producer) {
+            (Some(why), _) => {
+                refused += 1;
+                format!("refused: {why}")
+            }
+            (None, None) => format!(
+                "would re-publish to {} (replay {})",
+                row.topic,
+                row.replay_count + 1
+            ),
+            (None, Some(producer)) => {
+                let mut tx = conn.begin().await?;
+                if !mark_replayed(&mut tx, row.id, args.max_replays).await? {
+                    refused += 1;
+                    "refused: replay limit reached concurrently".to_owned()
+                } else {
+                    let count = (row.replay_count + 1).to_string();
+                    let delivered = producer
+                        .send(Outgoing {
+                            topic: &row.topic,
+                            key: row.key.as_deref(),
+                            payload: row.payload.as_deref().unwrap_or_default(),
+                            partition: None,
+                            headers: &[(REPLAY_COUNT_HEADER, count.as_bytes())],
+                        })
+                        .await?;
+                    tx.commit().await?;
+                    format!(
+                        "re-published to {}[{}]@{}",
+                        row.topic, delivered.partition, delivered.offset
+                    )
+                }
+            }
+        };
+        lines.push(ReplayLine {
+            id: row.id,
+            record,
+            action,
+        });
+    }
+    if args.filter.json {
+        println!("{}", serde_json::to_string_pretty(&lines)?);
+    } else {
+        for line in &lines {
+            println!("{:>8}  {:<28} {}", line.id, line.record, line.action);
+        }
+        if !args.execute {
+            println!("dry run: nothing published; add --execute");
+        }
+    }
+    if refused > 0 && refused == rows.len() && !rows.is_empty() {
+        return Err(anyhow!("every chosen dead letter was refused").into());
+    }
+    Ok(())
+}

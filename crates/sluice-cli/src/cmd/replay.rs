@@ -1,0 +1,151 @@
+//! `sluice replay <pipeline> --to earliest|latest|<RFC 3339 time>`: move one pipeline's
+//! group offsets. Prints the plan and changes nothing without `--execute`; refuses while
+//! the group has active members (Kafka would reject the commit anyway, and a running
+//! consumer would overwrite it); touches only that pipeline's group. Idempotent writes make
+//! re-reading safe: a replay adds no rows and changes none (reviews keep the newest crawl).
+
+use crate::Failure;
+use anyhow::anyhow;
+use chrono::{DateTime, Utc};
+use clap::Args;
+use serde::Serialize;
+use sluice_core::PipelineKind;
+use sluice_kafka::Admin;
+use std::time::Duration;
+
+/// Options of `sluice replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The pipeline whose group is moved: app-stats, reviews or network-metrics.
+    pipeline: PipelineKind,
+    /// Where to: `earliest`, `latest`, or an RFC 3339 time (the first record at or after it).
+    #[arg(long, value_parser = parse_target)]
+    to: Target,
+    /// Apply the plan (without it, only print it).
+    #[arg(long)]
+    execute: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where a replay moves the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The low watermark.
+    Earliest,
+    /// The high watermark.
+    Latest,
+    /// The first offset at or after a time.
+    Time(DateTime<Utc>),
+}
+
+fn parse_target(s: &str) -> Result<Target, String> {
+    match s {
+        "earliest" => Ok(Target::Earliest),
+        "latest" => Ok(Target::Latest),
+        _ => DateTime::parse_from_rfc3339(s)
+            .map(|t| Target::Time(t.with_timezone(&Utc)))
+            .map_err(|e| {
+                format!(
+                    "expected earliest, latest or an RFC 3339 time like 2026-11-29T10:00:00Z ({e})"
+                )
+            }),
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Move {
+    partition: i32,
+    current: Option<i64>,
+    target: i64,
+}
+
+#[derive(Debug, Serialize)]
+struct Plan {
+    pipeline: String,
+    group: String,
+    topic: String,
+    to: String,
+    executed: bool,
+    partitions: Vec<Move>,
+}
+
+/// Entry point.
+pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
+    let settings = super::settings()?;
+    let pipeline = settings.pipeline(args.pipeline).ok_or_else(|| {
+        Failure::config(anyhow!(
+            "pipeline {} is not in STORAGE_PIPELINES for this environment",
+            args.pipeline
+        ))
+    })?;
+    let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(15))?;
+    let marks = admin.watermarks(&pipeline.topic)?;
+    let committed = admin.committed_offsets(&pipeline.group, &pipeline.topic)?;
+    let targets: Vec<(i32, i64)> = match args.to {
+        Target::Earliest => marks.iter().map(|m| (m.partition, m.low)).collect(),
+        Target::Latest => marks.iter().map(|m| (m.partition, m.high)).collect(),
+        Target::Time(t) => admin.offsets_for_time(&pipeline.topic, t.timestamp_millis())?,
+    };
+    let mut plan = Plan {
+        pipeline: pipeline.kind.name().to_owned(),
+        group: pipeline.group.clone(),
+        topic: pipeline.topic.clone(),
+        to: match args.to {
+            Target::Earliest => "earliest".into(),
+            Target::Latest => "latest".into(),
+            Target::Time(t) => t.to_rfc3339(),
+        },
+        executed: false,
+        partitions: targets
+            .iter()
+            .map(|(partition, target)| Move {
+                partition: *partition,
+                current: committed
+                    .iter()
+                    .find(|(p, _)| p == partition)
+                    .and_then(|(_, o)| *o),
+                target: *target,
+            })
+            .collect(),
+    };
+    let members = admin.group_members(&pipeline.group)?;
+    if args.execute {
+        if members > 0 {
+            return Err(anyhow!(
+                "group {} has {members} active member(s): stop the {} pipeline first (replay refuses to move a live group)",
+                pipeline.group,
+                pipeline.kind
+            )
+            .into());
+        }
+        admin.commit_group_offsets(&pipeline.group, &pipeline.topic, &targets)?;
+        plan.executed = true;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    } else {
+        println!(
+            "replay {} (group {}, topic {}) to {}:",
+            plan.pipeline, plan.group, plan.topic, plan.to
+        );
+        for m in &plan.partitions {
+            let current = m.current.map_or_else(|| "-".to_owned(), |c| c.to_string());
+            println!(
+                "  partition {:>3}: {current:>12} -> {}",
+                m.partition, m.target
+            );
+        }
+        if plan.executed {
+            println!("done: offsets committed for group {}", plan.group);
+        } else if members > 0 {
+            println!(
+                "dry run; note: the group has {members} active member(s) and --execute would be refused"
+            );
+        } else {
+            println!("dry run: nothing changed; add --execute to apply");
+        }
+    }
+    Ok(())
+}

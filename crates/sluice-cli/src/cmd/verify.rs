@@ -1,0 +1,243 @@
+//! `sluice verify`: check a deployment step by step and name the first failing step.
+//!
+//! Steps, in order: schema version, applications table, topics (exist, ≥ 3 partitions),
+//! messages produced, rows written, dead letters by kind, lag per group. A step that cannot
+//! be determined or does not hold fails, and the later steps are not run (they depend on
+//! the earlier ones).
+
+use crate::Failure;
+use anyhow::anyhow;
+use clap::Args;
+use serde::Serialize;
+use serde_json::{Value, json};
+use sluice_core::Settings;
+use sluice_kafka::Admin;
+use sluice_postgres::migrate::{MIGRATIONS, applications_table_exists, schema_version};
+use sluice_postgres::ops::{dead_letters_by_kind, table_counts};
+use sqlx::{Connection, PgConnection};
+use std::time::Duration;
+
+/// Options of `sluice verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Fail the lag step when any group's total lag exceeds this.
+    #[arg(long)]
+    max_lag: Option<i64>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Step {
+    step: &'static str,
+    ok: bool,
+    detail: String,
+    data: Value,
+}
+
+type StepResult = Result<(String, Value), String>;
+
+/// Entry point.
+pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
+    let settings = super::settings()?;
+    let steps = super::runtime()?.block_on(verify(&settings, args.max_lag));
+    let failed = steps.iter().find(|s| !s.ok).map(|s| s.step);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "ok": failed.is_none(), "steps": steps }))?
+        );
+    } else {
+        for (i, s) in steps.iter().enumerate() {
+            println!(
+                "{} {}. {:<18} {}",
+                if s.ok { "ok  " } else { "FAIL" },
+                i + 1,
+                s.step,
+                s.detail
+            );
+        }
+    }
+    match failed {
+        None => Ok(()),
+        Some(step) => Err(anyhow!("verify failed at step `{step}`").into()),
+    }
+}
+
+async fn verify(settings: &Settings, max_lag: Option<i64>) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut conn = match PgConnection::connect(&settings.database_url).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            push(
+                &mut steps,
+                "schema version",
+                Err(format!("cannot connect to DATABASE_URL: {e}")),
+            );
+            return steps;
+        }
+    };
+    let admin = match Admin::new(&settings.bootstrap_servers, Duration::from_secs(10)) {
+        Ok(admin) => admin,
+        Err(e) => {
+            push(
+                &mut steps,
+                "schema version",
+                Err(format!("cannot create a Kafka client: {e}")),
+            );
+            return steps;
+        }
+    };
+    if !push(&mut steps, "schema version", schema(&mut conn).await)
+        || !push(
+            &mut steps,
+            "applications table",
+            applications(&mut conn, settings).await,
+        )
+        || !push(&mut steps, "topics", topics(&admin, settings))
+        || !push(&mut steps, "messages produced", produced(&admin, settings))
+        || !push(&mut steps, "rows written", rows(&mut conn).await)
+        || !push(&mut steps, "dead letters", dead_letters(&mut conn).await)
+    {
+        return steps;
+    }
+    push(&mut steps, "lag", lag(&admin, settings, max_lag));
+    steps
+}
+
+fn push(steps: &mut Vec<Step>, step: &'static str, result: StepResult) -> bool {
+    let ok = result.is_ok();
+    let (detail, data) = result.unwrap_or_else(|e| (e, Value::Null));
+    steps.push(Step {
+        step,
+        ok,
+        detail,
+        data,
+    });
+    ok
+}
+
+async fn schema(conn: &mut PgConnection) -> StepResult {
+    let latest = MIGRATIONS.last().map_or(0, |m| m.version);
+    match schema_version(conn).await.map_err(|e| e.to_string())? {
+        Some(v) if v == latest => Ok((format!("version {v} (latest {latest})"), json!(v))),
+        Some(v) => Err(format!(
+            "version {v}, this build expects {latest}: run `sluice migrate`"
+        )),
+        None => Err("no migrations applied: run `sluice migrate`".into()),
+    }
+}
+
+async fn applications(conn: &mut PgConnection, settings: &Settings) -> StepResult {
+    let table = &settings.applications_table;
+    if applications_table_exists(conn, table)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let n: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {}",
+            sluice_postgres::migrate::quote_table(table)
+        ))
+        .fetch_one(conn)
+        .await
+        .map_err(|e| e.to_string())?;
+        Ok((format!("{table} present, {n} applications"), json!(n)))
+    } else {
+        Err(format!(
+            "{table} does not exist (STORAGE_APPLICATIONS_TABLE)"
+        ))
+    }
+}
+
+fn topics(admin: &Admin, settings: &Settings) -> StepResult {
+    let mut parts = Vec::new();
+    let mut data = serde_json::Map::new();
+    for p in &settings.pipelines {
+        match admin.partition_count(&p.topic).map_err(|e| e.to_string())? {
+            None => {
+                return Err(format!(
+                    "topic {} does not exist: run `sluice topics ensure`",
+                    p.topic
+                ));
+            }
+            Some(n) if n < 3 => {
+                return Err(format!(
+                    "topic {} has {n} partitions, needs at least 3",
+                    p.topic
+                ));
+            }
+            Some(n) => {
+                parts.push(format!("{} ({n})", p.topic));
+                data.insert(p.topic.clone(), json!(n));
+            }
+        }
+    }
+    Ok((parts.join(", "), Value::Object(data)))
+}
+
+fn produced(admin: &Admin, settings: &Settings) -> StepResult {
+    let mut parts = Vec::new();
+    let mut data = serde_json::Map::new();
+    for p in &settings.pipelines {
+        let marks = admin.watermarks(&p.topic).map_err(|e| e.to_string())?;
+        let n: i64 = marks.iter().map(|m| m.high - m.low).sum();
+        parts.push(format!("{} {n}", p.topic));
+        data.insert(p.topic.clone(), json!(n));
+    }
+    Ok((parts.join(", "), Value::Object(data)))
+}
+
+async fn rows(conn: &mut PgConnection) -> StepResult {
+    let counts = table_counts(conn).await.map_err(|e| e.to_string())?;
+    let detail = counts
+        .iter()
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok((
+        detail,
+        json!(
+            counts
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>()
+        ),
+    ))
+}
+
+async fn dead_letters(conn: &mut PgConnection) -> StepResult {
+    let kinds = dead_letters_by_kind(conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    if kinds.is_empty() {
+        return Ok(("none".into(), json!([])));
+    }
+    let detail = kinds
+        .iter()
+        .map(|(t, k, n, _)| format!("{t}/{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let data: Vec<Value> = kinds
+        .iter()
+        .map(|(t, k, n, r)| json!({"topic": t, "error_kind": k, "count": n, "example_reason": r}))
+        .collect();
+    Ok((detail, json!(data)))
+}
+
+fn lag(admin: &Admin, settings: &Settings, max_lag: Option<i64>) -> StepResult {
+    let groups = super::lag::collect(settings, admin).map_err(|e| format!("{:#}", e.error))?;
+    let detail = groups
+        .iter()
+        .map(|g| format!("{} {}", g.group, g.total_lag))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Some((max, g)) =
+        max_lag.and_then(|max| groups.iter().find(|g| g.total_lag > max).map(|g| (max, g)))
+    {
+        return Err(format!(
+            "group {} lags {} records (--max-lag {max})",
+            g.group, g.total_lag
+        ));
+    }
+    Ok((detail, serde_json::to_value(&groups).unwrap_or(Value::Null)))
+}

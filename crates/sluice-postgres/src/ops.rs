@@ -1,0 +1,129 @@
+//! Queries behind the operations commands (SPEC S8): row counts, dead-letter listing,
+//! inspection and replay bookkeeping.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+
+/// Row counts of sluice's tables.
+pub async fn table_counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let mut counts = Vec::new();
+    for table in [
+        "app_stats",
+        "reviews",
+        "network_metrics",
+        "dead_letter_events",
+    ] {
+        let sql = format!("SELECT count(*) FROM {table}");
+        let n: i64 = sqlx::query_scalar(&sql).fetch_one(&mut *conn).await?;
+        counts.push((table.to_owned(), n));
+    }
+    Ok(counts)
+}
+
+/// Dead letters per (topic, error_kind), with one example reason each.
+pub async fn dead_letters_by_kind(
+    conn: &mut PgConnection,
+) -> Result<Vec<(String, String, i64, String)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT topic, error_kind, count(*), min(reason)
+         FROM dead_letter_events GROUP BY topic, error_kind ORDER BY topic, error_kind",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Which dead letters to list.
+#[derive(Debug, Clone, Default)]
+pub struct DeadLetterFilter {
+    /// Only these topics (empty: all).
+    pub topics: Vec<String>,
+    /// Only this `error_kind`.
+    pub kind: Option<String>,
+    /// Recorded at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Recorded before.
+    pub until: Option<DateTime<Utc>>,
+    /// Only these ids (empty: all).
+    pub ids: Vec<i64>,
+    /// At most this many rows.
+    pub limit: i64,
+}
+
+/// One dead-letter row.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DeadLetterRow {
+    /// Row id.
+    pub id: i64,
+    /// Source topic.
+    pub topic: String,
+    /// Source partition.
+    pub partition: i32,
+    /// Source offset.
+    pub kafka_offset: i64,
+    /// The group that dead-lettered it.
+    pub consumer_group: String,
+    /// Record key.
+    pub key: Option<Vec<u8>>,
+    /// Stored payload (at most 64 KiB).
+    pub payload: Option<Vec<u8>>,
+    /// Original payload size.
+    pub payload_size: i32,
+    /// Kafka timestamp.
+    pub kafka_timestamp: Option<DateTime<Utc>>,
+    /// `decode_error`, `unknown_application`, `constraint_violation`.
+    pub error_kind: String,
+    /// Why.
+    pub reason: String,
+    /// When it was recorded.
+    pub recorded_at: DateTime<Utc>,
+    /// How many times it was replayed.
+    pub replay_count: i32,
+    /// When it was last replayed.
+    pub replayed_at: Option<DateTime<Utc>>,
+}
+
+/// Lists dead letters, newest first.
+pub async fn list_dead_letters(
+    conn: &mut PgConnection,
+    filter: &DeadLetterFilter,
+) -> Result<Vec<DeadLetterRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, topic, partition, kafka_offset, consumer_group, key, payload, payload_size,
+                kafka_timestamp, error_kind, reason, recorded_at, replay_count, replayed_at
+         FROM dead_letter_events
+         WHERE (cardinality($1::text[]) = 0 OR topic = ANY($1))
+           AND ($2::text IS NULL OR error_kind = $2)
+           AND ($3::timestamptz IS NULL OR recorded_at >= $3)
+           AND ($4::timestamptz IS NULL OR recorded_at < $4)
+           AND (cardinality($5::bigint[]) = 0 OR id = ANY($5))
+         ORDER BY recorded_at DESC, id DESC
+         LIMIT $6",
+    )
+    .bind(&filter.topics)
+    .bind(&filter.kind)
+    .bind(filter.since)
+    .bind(filter.until)
+    .bind(&filter.ids)
+    .bind(filter.limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// Marks a dead letter replayed, if it has not been replayed `max` times already (a
+/// compare-and-set, so two operators cannot both replay it past the limit). Returns whether
+/// the row was marked.
+pub async fn mark_replayed(
+    conn: &mut PgConnection,
+    id: i64,
+    max_replays: i32,
+) -> Result<bool, sqlx::Error> {
+    let result = sqlx::query(
+        "UPDATE dead_letter_events SET replay_count = replay_count + 1, replayed_at = now()
+         WHERE id = $1 AND replay_count < $2",
+    )
+    .bind(id)
+    .bind(max_replays)
+    .execute(conn)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
