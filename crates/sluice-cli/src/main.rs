@@ -41,6 +41,13 @@ enum Command {
     Lag(cmd::lag::LagArgs),
     /// Move one pipeline's group offsets (dry run without --execute).
     Replay(cmd::replay::ReplayArgs),
+    /// Load generators: the crawler and network-analyzer simulators.
+    Produce {
+        #[command(subcommand)]
+        action: cmd::produce::ProduceAction,
+    },
+    /// The main job on the local stack: produce a crawl, consume it, report.
+    Demo(cmd::demo::DemoArgs),
     /// Inspect and replay dead letters.
     Dlq {
         #[command(subcommand)]
@@ -86,6 +93,8 @@ fn main() -> ExitCode {
         Command::Lag(args) => cmd::lag::run(&args),
         Command::Replay(args) => cmd::replay::run(&args),
         Command::Dlq { action } => cmd::dlq::run(action),
+        Command::Produce { action } => cmd::produce::run(action),
+        Command::Demo(args) => cmd::demo::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

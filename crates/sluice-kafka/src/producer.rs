@@ -2,10 +2,9 @@
 //! batches, and every delivery report checked.
 
 use crate::config::producer_config;
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use rdkafka::util::Timeout;
 use std::time::Duration;
 
 /// Where a record landed.
@@ -54,6 +53,16 @@ impl ResilientProducer {
 
     /// Publishes one record and waits for its delivery report.
     pub async fn send(&self, record: Outgoing<'_>) -> Result<Delivered, KafkaError> {
+        self.enqueue(record)?.await
+    }
+
+    /// Queues one record without waiting for its delivery (waiting for room when the local
+    /// queue is full); the returned future resolves with the delivery report. Callers must
+    /// await every future: an unchecked delivery is a lost message.
+    pub fn enqueue(
+        &self,
+        record: Outgoing<'_>,
+    ) -> Result<impl Future<Output = Result<Delivered, KafkaError>> + use<>, KafkaError> {
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
         for (key, value) in record.headers {
             headers = headers.insert(Header {
@@ -70,13 +79,26 @@ impl ResilientProducer {
         if let Some(partition) = record.partition {
             future = future.partition(partition);
         }
-        match self.producer.send(future, Timeout::Never).await {
-            Ok(delivery) => Ok(Delivered {
-                partition: delivery.partition,
-                offset: delivery.offset,
-            }),
-            Err((error, _)) => Err(error),
-        }
+        let delivery = loop {
+            match self.producer.send_result(future) {
+                Ok(delivery) => break delivery,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    future = back;
+                    self.producer.poll(Duration::from_millis(5));
+                }
+                Err((error, _)) => return Err(error),
+            }
+        };
+        Ok(async move {
+            match delivery.await {
+                Ok(Ok(d)) => Ok(Delivered {
+                    partition: d.partition,
+                    offset: d.offset,
+                }),
+                Ok(Err((error, _))) => Err(error),
+                Err(_canceled) => Err(KafkaError::Canceled),
+            }
+        })
     }
 
     /// Waits until every queued record has been delivered or failed.

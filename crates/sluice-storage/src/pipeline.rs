@@ -13,7 +13,7 @@ use sluice_core::settings::{PipelineSettings, Settings};
 use sluice_core::{BatchReport, Disposition, PipelineKind};
 use sluice_kafka::config::ConsumerOptions;
 use sluice_kafka::{BatchConsumer, Record};
-use sluice_postgres::{ApplicationResolver, disposition};
+use sluice_postgres::{ApplicationResolver, disposition, sqlstate};
 use sqlx::{Connection, PgConnection};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -31,8 +31,14 @@ pub enum PipelineError {
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
     /// A database error that is not transient (e.g. a revoked privilege).
-    #[error("database error (not transient): {0}")]
-    Database(#[source] sqlx::Error),
+    #[error("database error (not transient, SQLSTATE {}): {source}", .sqlstate.as_deref().unwrap_or("none"))]
+    Database {
+        /// The SQLSTATE, if the server sent one.
+        sqlstate: Option<String>,
+        /// The error.
+        #[source]
+        source: sqlx::Error,
+    },
     /// A transient database error that outlasted every retry.
     #[error("database still failing after {attempts} retries: {source}")]
     RetriesExhausted {
@@ -193,7 +199,10 @@ impl Worker<'_> {
                 Err(error) => error,
             };
             if disposition(&error) != Disposition::Retry {
-                return Err(PipelineError::Database(error));
+                return Err(PipelineError::Database {
+                    sqlstate: sqlstate(&error),
+                    source: error,
+                });
             }
             // The connection may be broken; the next attempt opens a fresh one.
             self.conn = None;

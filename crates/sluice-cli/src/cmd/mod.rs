@@ -1,9 +1,11 @@
 //! One module per subcommand.
 
+pub mod demo;
 pub mod dlq;
 pub mod health;
 pub mod lag;
 pub mod migrate;
+pub mod produce;
 pub mod replay;
 pub mod run;
 pub mod topics;

@@ -1,0 +1,258 @@
+//! Support for the end-to-end tests of the `sluice` binary: a per-test environment
+//! (schema, topics, group prefix, heartbeat dir) and the binary run as a child process.
+#![allow(dead_code, reason = "each test file uses a different part")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+use serde_json::Value;
+use sluice_kafka::Admin;
+use sluice_testkit::{Stack, TestSchema};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const PIPELINES: [&str; 3] = ["app-stats", "reviews", "network-metrics"];
+
+pub struct Env {
+    pub stack: Stack,
+    pub schema: TestSchema,
+    pub prefix: String,
+    pub dir: PathBuf,
+    pub vars: BTreeMap<String, String>,
+}
+
+impl Env {
+    /// A schema with the applications fixture, three 3-partition topics, a group prefix.
+    pub async fn new() -> Option<Env> {
+        let stack = sluice_testkit::stack()?;
+        let schema = TestSchema::create(&stack).await;
+        let prefix = sluice_testkit::unique("e2e");
+        let dir = std::env::temp_dir().join(&prefix);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut vars = BTreeMap::new();
+        vars.insert("KAFKA_BOOTSTRAP_SERVERS".into(), stack.bootstrap.clone());
+        vars.insert("DATABASE_URL".into(), schema.url.clone());
+        vars.insert("STORAGE_GROUP_PREFIX".into(), prefix.clone());
+        vars.insert(
+            "STORAGE_HEARTBEAT_DIR".into(),
+            dir.join("heartbeat").display().to_string(),
+        );
+        vars.insert("STORAGE_SESSION_TIMEOUT_MS".into(), "10000".into());
+        vars.insert("STORAGE_POLL_TIMEOUT_MS".into(), "200".into());
+        vars.insert("SLUICE_LOG_FORMAT".into(), "json".into());
+        for p in PIPELINES {
+            let topic = format!("{prefix}-{p}");
+            sluice_testkit::create_topic(&stack, &topic, 3).await;
+            vars.insert(
+                format!("STORAGE_TOPIC_{}", p.replace('-', "_").to_uppercase()),
+                topic,
+            );
+        }
+        Some(Env {
+            stack,
+            schema,
+            prefix,
+            dir,
+            vars,
+        })
+    }
+
+    pub fn topic(&self, pipeline: &str) -> String {
+        format!("{}-{pipeline}", self.prefix)
+    }
+
+    pub fn group(&self, pipeline: &str) -> String {
+        format!("{}.{pipeline}", self.prefix)
+    }
+
+    /// A `sluice` command with this environment (and nothing inherited that could leak).
+    pub fn sluice(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
+        cmd.envs(&self.vars);
+        cmd
+    }
+
+    /// Runs a command to completion.
+    pub fn output(&self, args: &[&str], extra: &[(&str, &str)]) -> Output {
+        let mut cmd = self.sluice(args);
+        cmd.envs(extra.iter().copied());
+        cmd.output().unwrap()
+    }
+
+    /// Starts `sluice run` with its stderr (JSON log) in a file.
+    pub fn spawn_run(&self, name: &str, extra: &[(&str, &str)]) -> Running {
+        let log = self.dir.join(format!("{name}.log"));
+        let mut cmd = self.sluice(&["run"]);
+        cmd.envs(extra.iter().copied());
+        cmd.stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        Running {
+            child: cmd.spawn().unwrap(),
+            log,
+        }
+    }
+
+    pub fn admin(&self) -> Admin {
+        Admin::new(&self.stack.bootstrap, Duration::from_secs(10)).unwrap()
+    }
+
+    /// (end offsets, committed offsets) summed over the topic's partitions.
+    pub fn offsets(&self, pipeline: &str) -> (i64, i64) {
+        let admin = self.admin();
+        let end = admin
+            .watermarks(&self.topic(pipeline))
+            .unwrap()
+            .iter()
+            .map(|m| m.high)
+            .sum();
+        let committed = admin
+            .committed_offsets(&self.group(pipeline), &self.topic(pipeline))
+            .unwrap()
+            .iter()
+            .map(|(_, o)| o.unwrap_or(0))
+            .sum();
+        (end, committed)
+    }
+
+    pub fn group_members_now(&self, pipeline: &str) -> usize {
+        self.admin().group_members(&self.group(pipeline)).unwrap()
+    }
+
+    pub async fn wait_caught_up(&self, pipeline: &str, running: &mut Running, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (end, committed) = self.offsets(pipeline);
+            if end > 0 && committed == end {
+                return;
+            }
+            if let Some(status) = running.child.try_wait().unwrap() {
+                panic!(
+                    "sluice run exited with {status} while catching up:\n{}",
+                    running.tail()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{pipeline}: committed {committed}/{end}\n{}",
+                running.tail()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        let mut conn = self.schema.connect().await;
+        sqlx::query_scalar(sql)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    pub async fn produce_json(&self, pipeline: &str, messages: &[(String, Value)]) {
+        let records: Vec<sluice_testkit::RawRecord> = messages
+            .iter()
+            .map(|(k, v)| {
+                (
+                    Some(k.clone().into_bytes()),
+                    Some(v.to_string().into_bytes()),
+                )
+            })
+            .collect();
+        sluice_testkit::produce(&self.stack, &self.topic(pipeline), &records).await;
+    }
+
+    pub async fn cleanup(self) {
+        let topics: Vec<String> = PIPELINES.iter().map(|p| self.topic(p)).collect();
+        let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+        sluice_testkit::delete_topics(&self.stack, &refs).await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.schema.drop_schema().await;
+    }
+}
+
+/// A running `sluice run`.
+pub struct Running {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Running {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill -{signal}");
+    }
+
+    /// Waits for the process to exit, at most `timeout`.
+    pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "sluice run did not exit within {timeout:?}:\n{}",
+                    self.tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The JSON log events.
+    pub fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The events with this message.
+    pub fn events_named(&self, message: &str) -> Vec<Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["message"] == message)
+            .collect()
+    }
+
+    pub fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn review(i: usize, package: &str, synced: &str) -> Value {
+    serde_json::json!({
+        "review_id": format!("r-{i}"),
+        "package_name": package,
+        "score": (i % 5) + 1,
+        "content": format!("text {i}"),
+        "thumbs_up_count": i % 100,
+        "at": "2026-11-01T10:00:00Z",
+        "last_synced_at": synced,
+    })
+}
