@@ -9,13 +9,23 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-/// The rows that survive de-duplication, in first-seen key order, and how many were dropped.
+/// The rows that survive de-duplication, in first-seen key order, and the rows they
+/// superseded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Deduped<T> {
     /// One row per key.
     pub rows: Vec<T>,
+    /// Parallel to `rows`: the other rows of the same key, best first. If a surviving row
+    /// is rejected at write time, the next best takes its place, so the outcome does not
+    /// depend on where batch boundaries fall.
+    pub superseded: Vec<Vec<T>>,
+}
+
+impl<T> Deduped<T> {
     /// Rows dropped because another row of the batch had the same key and won.
-    pub dropped: usize,
+    pub fn dropped(&self) -> usize {
+        self.superseded.iter().map(Vec::len).sum()
+    }
 }
 
 /// Keeps one row per key. `replace(current, candidate)` says whether a later `candidate`
@@ -29,23 +39,33 @@ where
     let total = rows.len();
     let mut slot_of: HashMap<K, usize> = HashMap::with_capacity(total);
     let mut kept: Vec<T> = Vec::with_capacity(total);
+    let mut superseded: Vec<Vec<T>> = Vec::with_capacity(total);
     for row in rows {
         match slot_of.get(&key(&row)) {
             Some(&slot) => {
-                if replace(&kept[slot], &row) {
-                    kept[slot] = row;
-                }
+                let loser = if replace(&kept[slot], &row) {
+                    std::mem::replace(&mut kept[slot], row)
+                } else {
+                    row
+                };
+                // Keep the losers best first: before the first one it beats.
+                let losers = &mut superseded[slot];
+                let at = losers
+                    .iter()
+                    .position(|l| replace(l, &loser))
+                    .unwrap_or(losers.len());
+                losers.insert(at, loser);
             }
             None => {
                 slot_of.insert(key(&row), kept.len());
                 kept.push(row);
+                superseded.push(Vec::new());
             }
         }
     }
-    let dropped = total - kept.len();
     Deduped {
         rows: kept,
-        dropped,
+        superseded,
     }
 }
 
@@ -64,7 +84,8 @@ mod tests {
         let rows = vec![("a", 1), ("b", 2), ("a", 3)];
         let out = dedupe_by_key(rows, |r| r.0, later_wins);
         assert_eq!(out.rows, vec![("a", 3), ("b", 2)]);
-        assert_eq!(out.dropped, 1);
+        assert_eq!(out.superseded, vec![vec![("a", 1)], vec![]]);
+        assert_eq!(out.dropped(), 1);
     }
 
     #[test]
@@ -73,7 +94,9 @@ mod tests {
         let rows = vec![("r1", 20, 0), ("r1", 10, 1), ("r2", 5, 2), ("r1", 20, 3)];
         let out = dedupe_by_key(rows, |r| r.0, |cur, cand| cand.1 >= cur.1);
         assert_eq!(out.rows, vec![("r1", 20, 3), ("r2", 5, 2)]);
-        assert_eq!(out.dropped, 2);
+        // The runners-up, best first: the other version 20, then the older version 10.
+        assert_eq!(out.superseded[0], vec![("r1", 20, 0), ("r1", 10, 1)]);
+        assert_eq!(out.dropped(), 2);
     }
 
     proptest! {
@@ -88,7 +111,11 @@ mod tests {
                 let last = rows.iter().rev().find(|r| r.0 == row.0).map(|r| r.1);
                 prop_assert_eq!(Some(row.1), last);
             }
-            prop_assert_eq!(out.rows.len() + out.dropped, rows.len());
+            prop_assert_eq!(out.rows.len() + out.dropped(), rows.len());
+            // Runners-up are ordered best (latest) first.
+            for losers in &out.superseded {
+                prop_assert!(losers.windows(2).all(|w| w[0].1 > w[1].1));
+            }
         }
     }
 }

@@ -293,11 +293,13 @@ impl Settings {
         }
 
         let prefix = env.string("STORAGE_GROUP_PREFIX", "storage-consumer");
-        if !is_topic_name(&prefix) {
+        // The group name is stored in dead_letter_events.consumer_group VARCHAR(255).
+        let longest_group = prefix.len() + 1 + "network-metrics".len();
+        if !is_topic_name(&prefix) || longest_group > 255 {
             return Err(Reader::error(
                 "STORAGE_GROUP_PREFIX",
                 &prefix,
-                "letters, digits, '.', '_' and '-' only",
+                "1-239 of letters, digits, '.', '_' and '-' (prefix.pipeline must fit 255 characters)",
             ));
         }
         let shared_batch = env.positive("STORAGE_MAX_POLL_RECORDS", 500)?;
@@ -554,6 +556,7 @@ mod tests {
 
     #[test]
     fn each_invalid_value_names_its_variable() {
+        let long_prefix = "p".repeat(240);
         let cases: &[(&str, &str)] = &[
             ("STORAGE_MAX_POLL_RECORDS", "abc"),
             ("STORAGE_MAX_POLL_RECORDS", "0"),
@@ -578,6 +581,7 @@ mod tests {
             ("STORAGE_APPLICATIONS_TABLE", "apps; drop table x"),
             ("STORAGE_TOPIC_REVIEWS", "bad topic"),
             ("STORAGE_GROUP_PREFIX", "a/b"),
+            ("STORAGE_GROUP_PREFIX", long_prefix.as_str()),
         ];
         for (name, value) in cases {
             assert_eq!(failing_variable(&[(name, value)]), *name, "{name}={value}");
@@ -590,6 +594,13 @@ mod tests {
             failing_variable(&[("STORAGE_MAX_POLL_INTERVAL_MS", "1000")]),
             "STORAGE_MAX_POLL_INTERVAL_MS"
         );
+    }
+
+    #[test]
+    fn the_longest_group_prefix_that_fits_the_dead_letter_column_is_accepted() {
+        let prefix = "p".repeat(239);
+        let s = settings(&[("STORAGE_GROUP_PREFIX", prefix.as_str())]).unwrap();
+        assert!(s.pipelines.iter().all(|p| p.group.len() <= 255));
     }
 
     #[test]

@@ -114,9 +114,10 @@ pub async fn store_batch<K: TopicKind>(
     }
 
     let deduped = K::dedupe(bound);
-    report.write.skipped += deduped.dropped as u64;
-    let written = write_isolating::<K>(&mut tx, deduped.rows, records).await?;
+    report.write.skipped += deduped.dropped() as u64;
+    let written = write_isolating::<K>(&mut tx, deduped, records).await?;
     report.write += written.outcome;
+    report.write.skipped -= written.revived;
     report.constraint_violations = written.rejected.len() as u64;
     if !written.rejected.is_empty() {
         // A foreign-key violation may mean an application was deleted: forget cached ids.

@@ -10,10 +10,12 @@
 
 use crate::batch::dead_letter;
 use crate::kind::TopicKind;
+use sluice_core::dedupe::Deduped;
 use sluice_core::{Bound, DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
 use sluice_kafka::Record;
 use sluice_postgres::{disposition, sqlstate};
 use sqlx::PgConnection;
+use std::collections::HashMap;
 
 /// The result of a write: what the rows did and which rows were isolated.
 #[derive(Debug, Default)]
@@ -22,19 +24,30 @@ pub struct Written {
     pub outcome: WriteOutcome,
     /// Dead letters for the rows that broke a constraint.
     pub rejected: Vec<DeadLetter>,
+    /// Superseded rows written in place of a rejected winner (they were counted as
+    /// de-duplicated; their write outcome is in `outcome` now).
+    pub revived: u64,
 }
 
 async fn exec(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {
     sqlx::raw_sql(sql).execute(conn).await.map(|_| ())
 }
 
-/// Upserts `rows`, isolating rows that break a constraint.
+/// Upserts the de-duplicated rows, isolating rows that break a constraint; a rejected row
+/// is replaced by the best row it superseded, as if the two had come in separate batches.
 pub async fn write_isolating<K: TopicKind>(
     conn: &mut PgConnection,
-    rows: Vec<Bound<K::Message>>,
+    deduped: Deduped<Bound<K::Message>>,
     records: &[Record],
 ) -> Result<Written, sqlx::Error> {
     let mut written = Written::default();
+    let Deduped { rows, superseded } = deduped;
+    let mut runners_up: HashMap<usize, Vec<Bound<K::Message>>> = rows
+        .iter()
+        .zip(superseded)
+        .filter(|(_, losers)| !losers.is_empty())
+        .map(|(row, losers)| (row.record, losers))
+        .collect();
     let mut pending = vec![rows];
     while let Some(mut chunk) = pending.pop() {
         if chunk.is_empty() {
@@ -67,6 +80,16 @@ pub async fn write_isolating<K: TopicKind>(
                         DeadLetterKind::ConstraintViolation,
                         format!("SQLSTATE {code}: {}", database_message(&error)),
                     ));
+                    if let Some(mut losers) = runners_up.remove(&row.record)
+                        && !losers.is_empty()
+                    {
+                        let next = losers.remove(0);
+                        if !losers.is_empty() {
+                            runners_up.insert(next.record, losers);
+                        }
+                        written.revived += 1;
+                        pending.push(vec![next]);
+                    }
                 } else {
                     let second = chunk.split_off(chunk.len() / 2);
                     pending.push(second);

@@ -333,6 +333,14 @@ fn integer<T: SqlInt>(path: Path<'_>, value: &Value, lo: T, hi: T) -> Result<T, 
     let wide = match (number.as_i64(), number.as_u64()) {
         (Some(signed), _) => i128::from(signed),
         (None, Some(unsigned)) => i128::from(unsigned),
+        // serde_json reads the JSON integer `-0` as the float -0.0.
+        (None, None)
+            if number
+                .as_f64()
+                .is_some_and(|f| f == 0.0 && f.is_sign_negative()) =>
+        {
+            0
+        }
         (None, None) => {
             return Err(float_as_integer::<T>(path, number, out_of_range));
         }

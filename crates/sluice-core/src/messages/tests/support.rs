@@ -256,7 +256,8 @@ pub(super) fn counter_cases(field: &'static str, sql: &str, max: i64) -> Vec<Cas
             raw("1e3"),
             err("must be a JSON integer (no fraction or exponent), got 1000.0"),
         ),
-        (field, raw("-0"), err("must be a JSON integer")),
+        // serde_json reads `-0` as -0.0; it is the JSON integer zero.
+        (field, raw("-0"), ok()),
         (
             field,
             json!("5"),
