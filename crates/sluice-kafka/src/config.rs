@@ -36,6 +36,9 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
         .set("session.timeout.ms", millis(options.session_timeout))
         .set("max.poll.interval.ms", millis(options.max_poll_interval))
         .set("enable.partition.eof", "false")
+        // Bound the prefetch buffer (librdkafka's default is 64 MiB per consumer, and a
+        // process runs three): 16 MiB still holds dozens of batches ahead of the writer.
+        .set("queued.max.messages.kbytes", "16384")
         // Errors seen by the broker connection are retried inside librdkafka; we log them.
         .set("log.connection.close", "false");
     config

@@ -19,7 +19,11 @@ pub struct AnalyzerConfig {
 /// The `n`-th analysis, captured at `captured_at` (the demo uses "now" to measure
 /// produce → commit latency from the stored row).
 pub fn analysis(config: &AnalyzerConfig, n: u64, captured_at: DateTime<Utc>) -> Generated {
-    let mut rng = StdRng::seed_from_u64(config.seed ^ n.rotate_left(17));
+    // One RNG per (seed, n): distinct pairs never share a stream, so ids never repeat.
+    let mut seed = [0u8; 32];
+    seed[..8].copy_from_slice(&config.seed.to_le_bytes());
+    seed[8..16].copy_from_slice(&n.to_le_bytes());
+    let mut rng = StdRng::from_seed(seed);
     let id = uuid::Builder::from_random_bytes(rng.random()).into_uuid();
     let package = config
         .apps

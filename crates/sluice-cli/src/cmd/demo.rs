@@ -21,6 +21,8 @@ use sluice_loadgen::{
 use sqlx::{Connection, PgConnection};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Options of `sluice demo`.
@@ -33,7 +35,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 200_000)]
     reviews: usize,
     /// Seconds between two network-metrics messages during the burst.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 1.0)]
     metrics_interval: f64,
     /// Fraction of poison messages among the reviews.
     #[arg(long, default_value_t = 0.0005)]
@@ -99,13 +101,24 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
     };
     let mut records = app_stats_for_crawl(&config);
     records.extend(reviews_for_crawl(&config));
+    // Measure from a consumer that is in its groups, not from its start-up.
+    wait_for_members(settings, &admin, &mut child, &args.log).await?;
     let producer = ResilientProducer::new(&settings.bootstrap_servers, "sluice-demo")?;
-    let analyzer = tokio::spawn(analyzer_loop(
-        settings.clone(),
-        apps.clone(),
-        args.metrics_interval,
-        crawl,
-    ));
+    // The analyzer runs on its own thread so the burst's producer cannot starve it.
+    let analyzer_stop = Arc::new(AtomicBool::new(false));
+    let analyzer = {
+        let (settings, apps, stop) = (settings.clone(), apps.clone(), Arc::clone(&analyzer_stop));
+        let interval = args.metrics_interval;
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            match runtime {
+                Ok(rt) => rt.block_on(analyzer_loop(settings, apps, interval, crawl, stop)),
+                Err(error) => eprintln!("analyzer: {error}"),
+            }
+        })
+    };
     let produced_bar = bar(records.len() as u64, "produce", false);
     send_all(settings, &producer, &records, 0, &produced_bar).await?;
     produced_bar.finish();
@@ -134,7 +147,10 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
         if lag == 0 {
             match analyzer.take() {
                 // The burst is drained: stop the analyzer, then drain its last messages.
-                Some(task) => task.abort(),
+                Some(thread) => {
+                    analyzer_stop.store(true, Ordering::Relaxed);
+                    let _ = thread.join();
+                }
                 None => break,
             }
         }
@@ -186,17 +202,51 @@ fn spawn_consumer(log: &PathBuf) -> Result<Child, Failure> {
         .context("start sluice run")?)
 }
 
-async fn analyzer_loop(settings: Settings, apps: Vec<String>, interval: f64, crawl: u32) {
+async fn wait_for_members(
+    settings: &Settings,
+    admin: &Admin,
+    child: &mut Child,
+    log: &std::path::Path,
+) -> Result<(), Failure> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Err(anyhow!("the consumer exited with {status}; see {}", log.display()).into());
+        }
+        let mut joined = true;
+        for p in &settings.pipelines {
+            joined &= admin.group_members(&p.group)? > 0;
+        }
+        if joined {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!("the consumer did not join its groups within 60 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn analyzer_loop(
+    settings: Settings,
+    apps: Vec<String>,
+    interval: f64,
+    crawl: u32,
+    stop: Arc<AtomicBool>,
+) {
     let Ok(producer) = ResilientProducer::new(&settings.bootstrap_servers, "sluice-demo-analyzer")
     else {
         return;
     };
     let config = AnalyzerConfig {
         apps,
-        seed: u64::from(crawl) << 20,
+        seed: u64::from(crawl),
     };
     let hidden = indicatif::ProgressBar::hidden();
     for n in 0.. {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
         let record = analysis(&config, n, Utc::now());
         if let Err(error) = send_all(
             &settings,
@@ -291,8 +341,8 @@ async fn report(
     }
     let latency: Option<(f64, f64, f64, i64)> = sqlx::query_as(
         "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms),
-                max(ms), count(*)
-         FROM (SELECT extract(epoch FROM inserted_at - captured_at) * 1000 AS ms
+                max(ms)::float8, count(*)
+         FROM (SELECT extract(epoch FROM inserted_at - captured_at)::float8 * 1000 AS ms
                FROM network_metrics WHERE captured_at >= $1) t HAVING count(*) > 0",
     )
     .bind(started_at)
