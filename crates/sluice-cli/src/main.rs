@@ -46,6 +46,8 @@ enum Command {
         #[command(subcommand)]
         action: cmd::produce::ProduceAction,
     },
+    /// Benchmarks: sluice against baselines measured in the same run (not a test).
+    Bench(cmd::bench::BenchArgs),
     /// The main job on the local stack: produce a crawl, consume it, report.
     Demo(cmd::demo::DemoArgs),
     /// Inspect and replay dead letters.
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
         Command::Dlq { action } => cmd::dlq::run(action),
         Command::Produce { action } => cmd::produce::run(action),
         Command::Demo(args) => cmd::demo::run(&args),
+        Command::Bench(args) => cmd::bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

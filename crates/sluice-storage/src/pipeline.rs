@@ -123,6 +123,7 @@ async fn run_typed<K: TopicKind>(
         if stop.is_cancelled() {
             break Ok(());
         }
+        let polled = Instant::now();
         let records = match consumer.poll_batch(pipeline.batch_size, settings.poll_timeout) {
             Ok(records) => records,
             Err(error) => break Err(PipelineError::Kafka(error)),
@@ -131,7 +132,12 @@ async fn run_typed<K: TopicKind>(
             continue;
         }
         let started = Instant::now();
+        let mut phases = Phases {
+            poll: started - polled,
+            ..Phases::default()
+        };
         let decoded = decode_batch::<K>(&records);
+        phases.decode = started.elapsed();
         let report = match worker
             .store_with_retries::<K>(&records, &decoded, stop)
             .await
@@ -141,7 +147,9 @@ async fn run_typed<K: TopicKind>(
             Ok(None) => break Ok(()),
             Err(error) => break Err(error),
         };
+        phases.store = started.elapsed() - phases.decode;
         // Only now, with the transaction committed, does the offset move.
+        let committing = Instant::now();
         match consumer.commit(&records) {
             Ok(()) => commit_failures = 0,
             Err(error) => {
@@ -156,9 +164,10 @@ async fn run_typed<K: TopicKind>(
                 }
             }
         }
+        phases.commit = committing.elapsed();
         totals.batches += 1;
         totals.report += report;
-        log_batch(pipeline.kind, &report, &records, started.elapsed());
+        log_batch(pipeline.kind, &report, &records, &phases);
     };
     consumer.close();
     if let Some(conn) = worker.conn.take() {
@@ -245,7 +254,24 @@ impl Worker<'_> {
     }
 }
 
-fn log_batch(kind: PipelineKind, report: &BatchReport, records: &[Record], elapsed: Duration) {
+/// Where a batch's time went.
+#[derive(Debug, Default)]
+struct Phases {
+    /// Waiting for and copying the records out of the client.
+    poll: Duration,
+    /// Decoding and validating.
+    decode: Duration,
+    /// The database transaction, retries included.
+    store: Duration,
+    /// The synchronous offset commit.
+    commit: Duration,
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn log_batch(kind: PipelineKind, report: &BatchReport, records: &[Record], phases: &Phases) {
     let lag_hint = records
         .iter()
         .map(|r| r.partition)
@@ -263,7 +289,10 @@ fn log_batch(kind: PipelineKind, report: &BatchReport, records: &[Record], elaps
         dead_letters_new = report.dead_letters_inserted,
         retries = report.retries,
         partitions = ?lag_hint,
-        elapsed_ms = elapsed.as_millis() as u64,
+        poll_us = micros(phases.poll),
+        decode_us = micros(phases.decode),
+        store_us = micros(phases.store),
+        commit_us = micros(phases.commit),
         "batch committed"
     );
 }

@@ -264,7 +264,7 @@ async fn analyzer_loop(
 }
 
 /// The consumer's peak resident set (VmHWM), from /proc.
-fn peak_rss_kb(pid: u32) -> Option<u64> {
+pub fn peak_rss_kb(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()

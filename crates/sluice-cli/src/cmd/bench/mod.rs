@@ -1,0 +1,473 @@
+//! `sluice bench`: sluice's reviews pipeline measured against baselines in the same run,
+//! with the same generated rows, on the real stack (SPEC S13). Not a test: it prints a
+//! Markdown table and writes a JSON file with the ratios.
+//!
+//! - U: the same upsert statement, same batches, straight into PostgreSQL (no Kafka);
+//! - L: one binary `COPY` of the same rows into an unindexed copy of the table;
+//! - K: a count-and-drop rdkafka consumer over the same topic;
+//! - S: `sluice run` (a child process), reviews pipeline, produce-all-first then drain;
+//! - latency isolation: network-metrics produce → committed (visible) while reviews drain;
+//! - the consumer's peak RSS.
+
+mod copy;
+mod latency;
+
+use super::produce::{bar, send_all};
+use crate::Failure;
+use anyhow::{Context, anyhow};
+use clap::Args;
+use serde_json::json;
+use sluice_core::messages::{Review, decode_review};
+use sluice_core::{Bound, Settings};
+use sluice_kafka::Admin;
+use sluice_loadgen::{CrawlerConfig, app_names, reviews_for_crawl};
+use sqlx::{Connection, PgConnection};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Options of `sluice bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Reviews in the workload.
+    #[arg(long, default_value_t = 200_000)]
+    reviews: usize,
+    /// Apps the reviews belong to.
+    #[arg(long, default_value_t = 1000)]
+    apps: usize,
+    /// Network-metrics messages per second during the latency phase.
+    #[arg(long, default_value_t = 10.0)]
+    metrics_rate: f64,
+    /// Where the JSON results go.
+    #[arg(long, default_value = "bench-results.json")]
+    out: PathBuf,
+}
+
+const BATCH: usize = 500;
+
+/// Entry point.
+pub fn run(args: &BenchArgs) -> Result<(), Failure> {
+    let settings = super::settings()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(bench(&settings, args))
+}
+
+struct Env {
+    id: String,
+    schema: String,
+    url: String,
+    settings: Settings,
+}
+
+async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
+    let id = format!("bench{}", std::process::id());
+    let env = setup(settings, &id, args).await?;
+    println!(
+        "== workload: {} reviews over {} apps (one crawl, no duplicates, no poison)",
+        args.reviews, args.apps
+    );
+    let config = CrawlerConfig {
+        apps: args.apps,
+        reviews: args.reviews,
+        app_prefix: format!("com.{id}"),
+        duplicate_fraction: 0.0,
+        out_of_order_fraction: 0.0,
+        poison_fraction: 0.0,
+        ..CrawlerConfig::default()
+    };
+    let records = reviews_for_crawl(&config);
+    let mut conn = PgConnection::connect(&env.url)
+        .await
+        .context("bench schema")?;
+    let ids: HashMap<String, i64> =
+        sqlx::query_as("SELECT package_name, id FROM apps_registry_application")
+            .fetch_all(&mut conn)
+            .await?
+            .into_iter()
+            .collect();
+    let rows: Vec<Bound<Review>> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let message = decode_review(r.payload.as_deref())
+                .map_err(|e| anyhow!("generated row {i}: {e}"))?;
+            let application_id = *ids
+                .get(&message.package_name)
+                .ok_or_else(|| anyhow!("unregistered app"))?;
+            Ok(Bound {
+                record: i,
+                application_id,
+                message,
+            })
+        })
+        .collect::<Result<_, anyhow::Error>>()?;
+    let bytes: usize = records
+        .iter()
+        .map(|r| r.payload.as_ref().map_or(0, Vec::len))
+        .sum();
+    println!(
+        "   {} rows, {:.1} MiB of JSON",
+        rows.len(),
+        bytes as f64 / 1048576.0
+    );
+
+    println!("== U: upsert, {BATCH}-row batches, one transaction each, no Kafka");
+    let started = Instant::now();
+    for chunk in rows.chunks(BATCH) {
+        let mut tx = conn.begin().await?;
+        sluice_postgres::repo::upsert_reviews(&mut tx, chunk).await?;
+        tx.commit().await?;
+    }
+    let u = rate(rows.len(), started.elapsed());
+    println!("   {u:.0} rows/s");
+
+    println!("== L: binary COPY into an unindexed copy of the table");
+    sqlx::raw_sql("CREATE TABLE reviews_copy (LIKE reviews INCLUDING DEFAULTS)")
+        .execute(&mut conn)
+        .await?;
+    let started = Instant::now();
+    copy::copy_rows(&mut conn, "reviews_copy", &rows).await?;
+    let l = rate(rows.len(), started.elapsed());
+    println!("   {l:.0} rows/s");
+
+    println!("== producing the topic (not timed)");
+    let topic = env
+        .settings
+        .pipeline(sluice_core::PipelineKind::Reviews)
+        .map(|p| p.topic.clone())
+        .unwrap_or_default();
+    let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(30))?;
+    for p in &env.settings.pipelines {
+        admin.ensure_topic(&p.topic, 3).await?;
+    }
+    let producer =
+        sluice_kafka::ResilientProducer::new(&settings.bootstrap_servers, "sluice-bench")?;
+    let progress = bar(records.len() as u64, "produce", false);
+    send_all(&env.settings, &producer, &records, 0, &progress).await?;
+    progress.finish();
+
+    println!("== K: count-and-drop rdkafka consumer");
+    let k = count_and_drop(
+        &settings.bootstrap_servers,
+        &topic,
+        &format!("{id}-k"),
+        records.len(),
+    )?;
+    println!("   {k:.0} records/s");
+
+    println!("== S: sluice run (reviews pipeline), drain the backlog");
+    sqlx::raw_sql("TRUNCATE reviews").execute(&mut conn).await?;
+    let (s, rss_s) = drain(&env, &admin, "s", &[("STORAGE_PIPELINES", "reviews")], None).await?;
+    println!(
+        "   {s:.0} rows/s, peak RSS {:.1} MiB",
+        rss_s as f64 / 1024.0
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM reviews")
+        .fetch_one(&mut conn)
+        .await?;
+    if stored != rows.len() as i64 {
+        return Err(anyhow!("S stored {stored} rows, expected {}", rows.len()).into());
+    }
+
+    println!(
+        "== latency isolation: network-metrics every {:.0} ms while the reviews backlog drains",
+        1000.0 / args.metrics_rate
+    );
+    sqlx::raw_sql("TRUNCATE reviews").execute(&mut conn).await?;
+    let probe = latency::Probe::new(
+        &env.settings,
+        &env.url,
+        &app_names(&config.app_prefix, args.apps),
+        args.metrics_rate,
+    )?;
+    let (s2, rss_l) = drain(
+        &env,
+        &admin,
+        "lat",
+        &[("STORAGE_PIPELINES", "reviews,network-metrics")],
+        Some(&probe),
+    )
+    .await?;
+    let lat = probe.finish().await?;
+    println!(
+        "   reviews {s2:.0} rows/s; network-metrics over {} messages: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        lat.count, lat.p50, lat.p99, lat.max
+    );
+    let rss_kb = rss_s.max(rss_l);
+
+    report(
+        args,
+        &[("U", u), ("L", l), ("K", k), ("S", s)],
+        &lat,
+        rss_kb,
+        s2,
+    )?;
+    teardown(settings, &env, &admin, &mut conn).await
+}
+
+fn rate(n: usize, elapsed: Duration) -> f64 {
+    n as f64 / elapsed.as_secs_f64().max(1e-9)
+}
+
+const FIXTURE: &str = include_str!("../../../../../fixtures/applications.sql");
+
+async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, Failure> {
+    let mut admin_conn = PgConnection::connect(&settings.database_url)
+        .await
+        .context("DATABASE_URL")?;
+    let schema = id.to_owned();
+    sqlx::raw_sql(&format!("CREATE SCHEMA {schema}"))
+        .execute(&mut admin_conn)
+        .await?;
+    let separator = if settings.database_url.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    let url = format!(
+        "{}{separator}options=-c%20search_path%3D{schema}",
+        settings.database_url
+    );
+    let mut conn = PgConnection::connect(&url).await?;
+    sqlx::raw_sql(FIXTURE).execute(&mut conn).await?;
+    sqlx::query("INSERT INTO apps_registry_application (package_name) SELECT unnest($1::text[])")
+        .bind(app_names(&format!("com.{id}"), args.apps))
+        .execute(&mut conn)
+        .await?;
+    sluice_postgres::migrate(&mut conn, "apps_registry_application").await?;
+    let vars: BTreeMap<String, String> = [
+        (
+            "KAFKA_BOOTSTRAP_SERVERS",
+            settings.bootstrap_servers.clone(),
+        ),
+        ("DATABASE_URL", url.clone()),
+        ("STORAGE_PIPELINES", "reviews,network-metrics".into()),
+        ("STORAGE_TOPIC_REVIEWS", format!("{id}-reviews")),
+        (
+            "STORAGE_TOPIC_NETWORK_METRICS",
+            format!("{id}-network-metrics"),
+        ),
+        ("STORAGE_GROUP_PREFIX", id.to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let settings = Settings::from_map(&vars).map_err(Failure::config)?;
+    Ok(Env {
+        id: id.to_owned(),
+        schema,
+        url,
+        settings,
+    })
+}
+
+async fn teardown(
+    settings: &Settings,
+    env: &Env,
+    admin: &Admin,
+    conn: &mut PgConnection,
+) -> Result<(), Failure> {
+    for p in &env.settings.pipelines {
+        admin.delete_topic(&p.topic).await?;
+    }
+    let mut admin_conn = PgConnection::connect(&settings.database_url).await?;
+    sqlx::raw_sql(&format!("DROP SCHEMA {} CASCADE", env.schema))
+        .execute(&mut admin_conn)
+        .await?;
+    let _ = conn;
+    Ok(())
+}
+
+fn count_and_drop(
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    expected: usize,
+) -> Result<f64, Failure> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .create()?;
+    consumer.subscribe(&[topic])?;
+    let mut seen = 0usize;
+    let mut started: Option<Instant> = None;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while seen < expected {
+        if let Some(Ok(_message)) = consumer.poll(Duration::from_millis(100)) {
+            started.get_or_insert_with(Instant::now);
+            seen += 1;
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!("K saw {seen} of {expected} records").into());
+        }
+    }
+    Ok(rate(seen, started.map_or(Duration::ZERO, |s| s.elapsed())))
+}
+
+/// Runs `sluice run` with the bench settings under a fresh group prefix until the reviews
+/// backlog is drained; returns reviews rows/s (from group join to lag 0) and peak RSS (KiB).
+async fn drain(
+    env: &Env,
+    admin: &Admin,
+    tag: &str,
+    extra: &[(&str, &str)],
+    probe: Option<&latency::Probe>,
+) -> Result<(f64, u64), Failure> {
+    let prefix = format!("{}-{tag}", env.id);
+    let log = PathBuf::from(format!(".stack/bench-{tag}.log"));
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("run")
+        .env("KAFKA_BOOTSTRAP_SERVERS", &env.settings.bootstrap_servers)
+        .env("DATABASE_URL", &env.url)
+        .env("STORAGE_TOPIC_REVIEWS", format!("{}-reviews", env.id))
+        .env(
+            "STORAGE_TOPIC_NETWORK_METRICS",
+            format!("{}-network-metrics", env.id),
+        )
+        .env("STORAGE_GROUP_PREFIX", &prefix)
+        .env(
+            "STORAGE_HEARTBEAT_DIR",
+            format!(".stack/bench-heartbeat-{tag}"),
+        )
+        .env("SLUICE_LOG_FORMAT", "json")
+        .envs(extra.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?);
+    let mut child = cmd.spawn()?;
+    let group = format!("{prefix}.reviews");
+    let topic = format!("{}-reviews", env.id);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pipelines = extra
+        .iter()
+        .find(|(k, _)| *k == "STORAGE_PIPELINES")
+        .map_or("reviews", |(_, v)| *v);
+    let groups: Vec<String> = pipelines
+        .split(',')
+        .map(|p| format!("{prefix}.{p}"))
+        .collect();
+    while groups
+        .iter()
+        .map(|g| admin.group_members(g))
+        .collect::<Result<Vec<_>, _>>()?
+        .contains(&0)
+    {
+        check_alive(&mut child, &log)?;
+        if Instant::now() > deadline {
+            return Err(anyhow!("sluice run did not join within 60 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = Instant::now();
+    if let Some(probe) = probe {
+        probe.start();
+    }
+    let end: i64 = admin.watermarks(&topic)?.iter().map(|m| m.high).sum();
+    loop {
+        check_alive(&mut child, &log)?;
+        let committed: i64 = admin
+            .committed_offsets(&group, &topic)?
+            .iter()
+            .map(|(_, o)| o.unwrap_or(0))
+            .sum();
+        if committed >= end {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let elapsed = started.elapsed();
+    if let Some(probe) = probe {
+        probe.stop();
+        probe.wait_drained().await?;
+    }
+    let rss = super::demo::peak_rss_kb(child.id()).unwrap_or(0);
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()?;
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(anyhow!("sluice run exited with {status}; see {}", log.display()).into());
+    }
+    Ok((rate(usize::try_from(end).unwrap_or(0), elapsed), rss))
+}
+
+fn check_alive(child: &mut Child, log: &std::path::Path) -> Result<(), Failure> {
+    match child.try_wait()? {
+        Some(status) => Err(anyhow!(
+            "sluice run exited early with {status}; see {}",
+            log.display()
+        )
+        .into()),
+        None => Ok(()),
+    }
+}
+
+fn report(
+    args: &BenchArgs,
+    rates: &[(&str, f64)],
+    lat: &latency::Summary,
+    rss_kb: u64,
+    s_with_metrics: f64,
+) -> Result<(), Failure> {
+    let get = |name: &str| {
+        rates
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0.0, |(_, r)| *r)
+    };
+    let (s, u, l, k) = (get("S"), get("U"), get("L"), get("K"));
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let rss_mib = rss_kb as f64 / 1024.0;
+    println!(
+        "\n## sluice bench — {} reviews, {cores} cores\n",
+        args.reviews
+    );
+    println!("| measure | value | ratio / target | met |");
+    println!("|---|---|---|---|");
+    println!("| U: upsert, no Kafka | {u:.0} rows/s | | |");
+    println!("| L: binary COPY, unindexed | {l:.0} rows/s | | |");
+    println!("| K: count-and-drop consumer | {k:.0} records/s | | |");
+    println!(
+        "| S: sluice reviews pipeline | {s:.0} rows/s | S/U = {:.2} (target ≥ 0.60) | {} |",
+        s / u,
+        yes(s >= 0.6 * u)
+    );
+    println!("| | | S/L = {:.2} | |", s / l);
+    println!("| | | S/K = {:.2} | |", s / k);
+    println!("| reviews while network-metrics flows | {s_with_metrics:.0} rows/s | | |");
+    println!(
+        "| network-metrics p50 / p99 / max | {:.1} / {:.1} / {:.1} ms ({} msgs) | p99 ≤ 100 ms | {} |",
+        lat.p50,
+        lat.p99,
+        lat.max,
+        lat.count,
+        yes(lat.p99 <= 100.0)
+    );
+    println!(
+        "| consumer peak RSS | {rss_mib:.1} MiB | ≤ 150 MB | {} |",
+        yes(rss_mib * 1.048_576 <= 150.0)
+    );
+    let results = json!({
+        "reviews": args.reviews,
+        "cores": cores,
+        "rows_per_second": {"U": u, "L": l, "K": k, "S": s, "S_with_network_metrics": s_with_metrics},
+        "ratios": {"S/U": s / u, "S/L": s / l, "S/K": s / k},
+        "network_metrics_latency_ms": {"p50": lat.p50, "p99": lat.p99, "max": lat.max, "count": lat.count},
+        "peak_rss_mib": rss_mib,
+        "targets": {"S>=0.6U": s >= 0.6 * u, "p99<=100ms": lat.p99 <= 100.0, "rss<=150MB": rss_mib * 1.048_576 <= 150.0},
+    });
+    std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
+    println!("\nJSON: {}", args.out.display());
+    Ok(())
+}
+
+fn yes(ok: bool) -> &'static str {
+    if ok { "yes" } else { "NO" }
+}
