@@ -39,9 +39,26 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
         // Bound the prefetch buffer (librdkafka's default is 64 MiB per consumer, and a
         // process runs three): 16 MiB still holds dozens of batches ahead of the writer.
         .set("queued.max.messages.kbytes", "16384")
+        // When that buffer is full, librdkafka postpones the next fetch by this long
+        // (default 1000 ms): long enough to drain the buffer and stall the writer. Measured
+        // with `sluice bench`: 300–600 ms stalls every ~40k records at the default.
+        .set("fetch.queue.backoff.ms", "10")
         // Errors seen by the broker connection are retried inside librdkafka; we log them.
         .set("log.connection.close", "false");
+    debug_from_env(&mut config);
     config
+}
+
+/// `SLUICE_KAFKA_DEBUG` (e.g. `cgrp,fetch`) turns on librdkafka's debug contexts; they are
+/// logged through `tracing` at DEBUG level under the `librdkafka` target.
+fn debug_from_env(config: &mut ClientConfig) {
+    if let Ok(contexts) = std::env::var("SLUICE_KAFKA_DEBUG")
+        && !contexts.trim().is_empty()
+    {
+        config
+            .set("debug", contexts.trim())
+            .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
+    }
 }
 
 /// The resilient producer of SPEC S7: acks=all, idempotence, zstd, linger 20 ms,

@@ -18,9 +18,11 @@ pub mod batch;
 pub mod heartbeat;
 pub mod kind;
 pub mod pipeline;
+pub mod reader;
 pub mod rejects;
 pub mod supervisor;
 pub mod write;
+pub mod writer;
 
 pub use pipeline::PipelineError;
 pub use supervisor::{SupervisorError, run_pipelines};

@@ -4,19 +4,23 @@
 //! holds its batch's effect has committed. No state survives from one poll to the next,
 //! so a rebalance in the middle of a batch only means the uncommitted batch is redelivered
 //! to whoever gets the partition, and `ON CONFLICT` makes that a no-op.
+//!
+//! A pipeline is two threads joined by channels: the reader (`reader.rs`: poll, decode,
+//! commit offsets) and the writer (this loop, on the pipeline's single-threaded runtime:
+//! one transaction per batch). The reader decodes batch N+1 and commits batch N−1 while
+//! the writer stores batch N, so the database — the bottleneck — never waits for Kafka.
 
-use crate::batch::{Decoded, decode_batch, store_batch};
 use crate::heartbeat::Heartbeat;
 use crate::kind::{AppStatsTopic, NetworkMetricsTopic, ReviewsTopic, TopicKind};
-use crate::rejects::log_rejects;
+use crate::reader::{Polled, Stored, run_reader};
+use crate::writer::Writer;
 use sluice_core::settings::{PipelineSettings, Settings};
-use sluice_core::{BatchReport, Disposition, PipelineKind};
+use sluice_core::{BatchReport, PipelineKind};
+use sluice_kafka::BatchConsumer;
 use sluice_kafka::config::ConsumerOptions;
-use sluice_kafka::{BatchConsumer, Record};
-use sluice_postgres::{ApplicationResolver, disposition, sqlstate};
-use sqlx::{Connection, PgConnection};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::sync::mpsc;
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Consecutive failed offset commits after which the pipeline fails on purpose: a livelock
@@ -48,6 +52,12 @@ pub enum PipelineError {
         #[source]
         source: sqlx::Error,
     },
+    /// The reader thread could not be started.
+    #[error("cannot start the reader thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// The reader thread panicked.
+    #[error("the reader thread panicked")]
+    ReaderPanicked,
     /// Too many consecutive offset-commit failures.
     #[error("{count} consecutive offset commits failed; last error: {last}")]
     CommitFailures {
@@ -82,13 +92,6 @@ pub async fn run_pipeline(
     }
 }
 
-struct Worker<'a> {
-    settings: &'a Settings,
-    pipeline: &'a PipelineSettings,
-    resolver: ApplicationResolver,
-    conn: Option<PgConnection>,
-}
-
 async fn run_typed<K: TopicKind>(
     settings: &Settings,
     pipeline: &PipelineSettings,
@@ -106,75 +109,79 @@ async fn run_typed<K: TopicKind>(
         },
         &pipeline.topic,
     )?;
-    let mut worker = Worker {
-        settings,
-        pipeline,
-        resolver: ApplicationResolver::new(&settings.applications_table, settings.app_cache_ttl),
-        conn: None,
-    };
-    let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), pipeline.kind.name());
-    let mut totals = PipelineTotals::default();
-    let mut commit_failures = 0u32;
     tracing::info!(pipeline = %pipeline.kind, topic = %pipeline.topic, group = %pipeline.group,
         batch_size = pipeline.batch_size, "pipeline started");
 
-    let result = loop {
+    // One batch waits in the channel while the writer stores another: the reader stays
+    // ahead without holding more than a couple of batches.
+    let (to_writer, batches) = mpsc::sync_channel::<Polled<K::Message>>(1);
+    let (stored_tx, stored_rx) = mpsc::channel::<Stored>();
+    let reader = {
+        let (stop, batch_size, timeout) =
+            (stop.clone(), pipeline.batch_size, settings.poll_timeout);
+        std::thread::Builder::new()
+            .name(format!("pipeline-{}-kafka", pipeline.kind))
+            .spawn(move || {
+                run_reader::<K>(consumer, batch_size, timeout, to_writer, stored_rx, stop)
+            })
+            .map_err(PipelineError::Thread)?
+    };
+
+    let mut writer = Writer::new(settings, pipeline);
+    let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), pipeline.kind.name());
+    let written: Result<(), PipelineError> = loop {
         heartbeat.beat();
         if stop.is_cancelled() {
             break Ok(());
         }
-        let polled = Instant::now();
-        let records = match consumer.poll_batch(pipeline.batch_size, settings.poll_timeout) {
-            Ok(records) => records,
-            Err(error) => break Err(PipelineError::Kafka(error)),
+        let waiting = Instant::now();
+        let Polled {
+            records,
+            decoded,
+            mut phases,
+        } = match batches.recv_timeout(settings.poll_timeout) {
+            Ok(batch) => batch,
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            // The reader ended (stop, or a Kafka error it will report).
+            Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(()),
         };
-        if records.is_empty() {
-            continue;
-        }
-        let started = Instant::now();
-        let mut phases = Phases {
-            poll: started - polled,
-            ..Phases::default()
-        };
-        let decoded = decode_batch::<K>(&records);
-        phases.decode = started.elapsed();
-        let report = match worker
+        let storing = Instant::now();
+        phases.writer_wait = storing - waiting;
+        match writer
             .store_with_retries::<K>(&records, &decoded, stop)
             .await
         {
-            Ok(Some(report)) => report,
+            Ok(Some(report)) => {
+                phases.store = storing.elapsed();
+                if stored_tx
+                    .send(Stored {
+                        records,
+                        report,
+                        phases,
+                    })
+                    .is_err()
+                {
+                    break Ok(()); // the reader is gone; it reports why
+                }
+            }
             // Stopped while waiting to retry: nothing committed, the batch is redelivered.
             Ok(None) => break Ok(()),
             Err(error) => break Err(error),
-        };
-        phases.store = started.elapsed() - phases.decode;
-        // Only now, with the transaction committed, does the offset move.
-        let committing = Instant::now();
-        match consumer.commit(&records) {
-            Ok(()) => commit_failures = 0,
-            Err(error) => {
-                commit_failures += 1;
-                tracing::warn!(pipeline = %pipeline.kind, %error, consecutive = commit_failures,
-                    "offset commit failed; the data is durable and will be redelivered as a no-op");
-                if commit_failures >= MAX_CONSECUTIVE_COMMIT_FAILURES {
-                    break Err(PipelineError::CommitFailures {
-                        count: commit_failures,
-                        last: error,
-                    });
-                }
-            }
         }
-        phases.commit = committing.elapsed();
-        totals.batches += 1;
-        totals.report += report;
-        log_batch(pipeline.kind, &report, &records, &phases);
     };
-    consumer.close();
-    if let Some(conn) = worker.conn.take() {
-        let _ = conn.close().await;
+    if written.is_err() {
+        // Make the reader stop too; it still commits the batches stored before the error.
+        stop.cancel();
     }
+    drop(batches);
+    drop(stored_tx);
+    writer.close().await;
+    let read = reader
+        .join()
+        .unwrap_or_else(|_| Err(PipelineError::ReaderPanicked));
+    let result = written.and(read);
     match result {
-        Ok(()) => {
+        Ok(totals) => {
             tracing::info!(pipeline = %pipeline.kind, batches = totals.batches,
                 records = totals.report.records, "pipeline stopped");
             Ok(totals)
@@ -184,115 +191,4 @@ async fn run_typed<K: TopicKind>(
             Err(error)
         }
     }
-}
-
-impl Worker<'_> {
-    /// Stores a batch, retrying transient failures with back-off on a fresh connection.
-    /// `Ok(None)`: stopped while waiting to retry.
-    async fn store_with_retries<K: TopicKind>(
-        &mut self,
-        records: &[Record],
-        decoded: &Decoded<K::Message>,
-        stop: &CancellationToken,
-    ) -> Result<Option<BatchReport>, PipelineError> {
-        let mut delays = self.settings.db_retry.delays();
-        let mut retries = 0u32;
-        loop {
-            let attempt = self.try_store::<K>(records, decoded).await;
-            let error = match attempt {
-                Ok((mut report, dead)) => {
-                    report.retries = retries;
-                    log_rejects(self.pipeline.kind, &dead);
-                    return Ok(Some(report));
-                }
-                Err(error) => error,
-            };
-            if disposition(&error) != Disposition::Retry {
-                return Err(PipelineError::Database {
-                    sqlstate: sqlstate(&error),
-                    source: error,
-                });
-            }
-            // The connection may be broken; the next attempt opens a fresh one.
-            self.conn = None;
-            let Some(delay) = delays.next() else {
-                return Err(PipelineError::RetriesExhausted {
-                    attempts: retries,
-                    source: error,
-                });
-            };
-            retries += 1;
-            tracing::warn!(pipeline = %self.pipeline.kind, %error, retry = retries,
-                delay_ms = delay.as_millis() as u64, "transient database error; retrying the batch");
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = stop.cancelled() => return Ok(None),
-            }
-        }
-    }
-
-    async fn try_store<K: TopicKind>(
-        &mut self,
-        records: &[Record],
-        decoded: &Decoded<K::Message>,
-    ) -> Result<(BatchReport, Vec<sluice_core::DeadLetter>), sqlx::Error> {
-        let conn = match self.conn.as_mut() {
-            Some(conn) => conn,
-            None => self
-                .conn
-                .insert(PgConnection::connect(&self.settings.database_url).await?),
-        };
-        store_batch::<K>(
-            conn,
-            &self.resolver,
-            &self.pipeline.group,
-            &self.settings.applications_table,
-            records,
-            decoded,
-        )
-        .await
-    }
-}
-
-/// Where a batch's time went.
-#[derive(Debug, Default)]
-struct Phases {
-    /// Waiting for and copying the records out of the client.
-    poll: Duration,
-    /// Decoding and validating.
-    decode: Duration,
-    /// The database transaction, retries included.
-    store: Duration,
-    /// The synchronous offset commit.
-    commit: Duration,
-}
-
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-fn log_batch(kind: PipelineKind, report: &BatchReport, records: &[Record], phases: &Phases) {
-    let lag_hint = records
-        .iter()
-        .map(|r| r.partition)
-        .collect::<std::collections::BTreeSet<_>>();
-    tracing::info!(
-        pipeline = %kind,
-        records = report.records,
-        inserted = report.write.inserted,
-        updated = report.write.updated,
-        skipped = report.write.skipped,
-        dead_lettered = report.dead_lettered(),
-        decode_errors = report.decode_errors,
-        unknown_applications = report.unknown_applications,
-        constraint_violations = report.constraint_violations,
-        dead_letters_new = report.dead_letters_inserted,
-        retries = report.retries,
-        partitions = ?lag_hint,
-        poll_us = micros(phases.poll),
-        decode_us = micros(phases.decode),
-        store_us = micros(phases.store),
-        commit_us = micros(phases.commit),
-        "batch committed"
-    );
 }

@@ -25,9 +25,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const N_REVIEWS: usize = 30_000;
-const N_STATS: usize = 4_000;
+const N_STATS: usize = 20_000;
 const REVIEWS_BATCH: usize = 100;
-const STATS_BATCH: usize = 10;
+const STATS_BATCH: usize = 5;
 const RESTARTS: u64 = 2;
 
 /// The stack script from `SLUICE_STACK`; `None` (the test skips) outside CI when unset.

@@ -1,0 +1,207 @@
+//! The Kafka side of a pipeline, on its own thread: poll and decode the next batch while
+//! the database side stores the current one, and commit each batch's offsets as soon as
+//! the database side reports its transaction committed.
+//!
+//! Invariant: offsets are committed only for batches that come back on the `stored`
+//! channel, that is, after their PostgreSQL transaction committed; and synchronously, so a
+//! failed commit is seen and counted (five in a row are fatal, SPEC S3.1). At most one
+//! batch is read ahead; it was never committed, so dropping it on shutdown or on a
+//! rebalance only means it is redelivered.
+
+use crate::batch::{Decoded, decode_batch};
+use crate::kind::TopicKind;
+use crate::pipeline::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
+use sluice_core::{BatchReport, PipelineKind};
+use sluice_kafka::{BatchConsumer, Record};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// A polled and decoded batch, on its way to the database side.
+#[derive(Debug)]
+pub struct Polled<M> {
+    /// The records.
+    pub records: Vec<Record>,
+    /// Their decoding.
+    pub decoded: Decoded<M>,
+    /// Time spent so far.
+    pub phases: Phases,
+}
+
+/// A batch whose transaction committed, on its way back for the offset commit.
+#[derive(Debug)]
+pub struct Stored {
+    /// The records (only their coordinates are used).
+    pub records: Vec<Record>,
+    /// What the batch did.
+    pub report: BatchReport,
+    /// Time spent so far.
+    pub phases: Phases,
+}
+
+/// Where a batch's time went.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Phases {
+    /// Waiting for and copying the records out of the client.
+    pub poll: Duration,
+    /// Decoding and validating.
+    pub decode: Duration,
+    /// The writer waiting for this batch after finishing the previous one (a non-zero
+    /// value means the database side was starved by the Kafka side).
+    pub writer_wait: Duration,
+    /// The database transaction, retries included.
+    pub store: Duration,
+    /// The synchronous offset commit.
+    pub commit: Duration,
+}
+
+/// Runs the Kafka side until `stop`, a fatal error, or the database side hanging up; then
+/// commits every batch the database side stored and closes the consumer (leaving the group).
+/// `poll_timeout` bounds each wait for records.
+pub fn run_reader<K: TopicKind>(
+    consumer: BatchConsumer,
+    batch_size: usize,
+    poll_timeout: Duration,
+    to_writer: SyncSender<Polled<K::Message>>,
+    stored: Receiver<Stored>,
+    stop: CancellationToken,
+) -> Result<PipelineTotals, PipelineError> {
+    let mut committer = Committer {
+        kind: K::KIND,
+        totals: PipelineTotals::default(),
+        failures: 0,
+    };
+    // Poll in short slices so stored batches are committed promptly when the topic is idle.
+    let slice = poll_timeout.min(Duration::from_millis(100));
+    let outcome = loop {
+        // Commit what the database side finished, first.
+        match committer.commit_ready(&consumer, &stored) {
+            Ok(true) => {}
+            Ok(false) => break Ok(()), // the database side is gone
+            Err(error) => break Err(error),
+        }
+        if stop.is_cancelled() {
+            break Ok(());
+        }
+        let polled_at = Instant::now();
+        let records = match consumer.poll_batch(batch_size, slice) {
+            Ok(records) => records,
+            Err(error) => break Err(PipelineError::Kafka(error)),
+        };
+        if records.is_empty() {
+            continue;
+        }
+        let decoding = Instant::now();
+        let decoded = decode_batch::<K>(&records);
+        let phases = Phases {
+            poll: decoding - polled_at,
+            decode: decoding.elapsed(),
+            ..Phases::default()
+        };
+        // Blocks while the writer still has a batch waiting: at most one is read ahead.
+        if to_writer
+            .send(Polled {
+                records,
+                decoded,
+                phases,
+            })
+            .is_err()
+        {
+            break Ok(()); // the writer stopped; its batches are committed below
+        }
+    };
+    // Hang up so the database side stops taking batches, then commit what it finishes.
+    drop(to_writer);
+    let drained = loop {
+        match stored.recv() {
+            Ok(done) => {
+                if let Err(error) = committer.commit(&consumer, done) {
+                    break Err(error);
+                }
+            }
+            Err(_) => break Ok(()),
+        }
+    };
+    consumer.close();
+    outcome.and(drained).map(|()| committer.totals)
+}
+
+struct Committer {
+    kind: PipelineKind,
+    totals: PipelineTotals,
+    failures: u32,
+}
+
+impl Committer {
+    /// Commits every stored batch already waiting; `Ok(false)` if the sender is gone.
+    fn commit_ready(
+        &mut self,
+        consumer: &BatchConsumer,
+        stored: &Receiver<Stored>,
+    ) -> Result<bool, PipelineError> {
+        loop {
+            match stored.try_recv() {
+                Ok(done) => self.commit(consumer, done)?,
+                Err(TryRecvError::Empty) => return Ok(true),
+                Err(TryRecvError::Disconnected) => return Ok(false),
+            }
+        }
+    }
+
+    /// Only now, with the transaction committed, does the offset move.
+    fn commit(&mut self, consumer: &BatchConsumer, done: Stored) -> Result<(), PipelineError> {
+        let Stored {
+            records,
+            report,
+            mut phases,
+        } = done;
+        let committing = Instant::now();
+        match consumer.commit(&records) {
+            Ok(()) => self.failures = 0,
+            Err(error) => {
+                self.failures += 1;
+                tracing::warn!(pipeline = %self.kind, %error, consecutive = self.failures,
+                    "offset commit failed; the data is durable and will be redelivered as a no-op");
+                if self.failures >= MAX_CONSECUTIVE_COMMIT_FAILURES {
+                    return Err(PipelineError::CommitFailures {
+                        count: self.failures,
+                        last: error,
+                    });
+                }
+            }
+        }
+        phases.commit = committing.elapsed();
+        self.totals.batches += 1;
+        self.totals.report += report;
+        log_batch(self.kind, &report, &records, &phases);
+        Ok(())
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn log_batch(kind: PipelineKind, report: &BatchReport, records: &[Record], phases: &Phases) {
+    let partitions: std::collections::BTreeSet<i32> = records.iter().map(|r| r.partition).collect();
+    tracing::info!(
+        pipeline = %kind,
+        records = report.records,
+        inserted = report.write.inserted,
+        updated = report.write.updated,
+        skipped = report.write.skipped,
+        dead_lettered = report.dead_lettered(),
+        decode_errors = report.decode_errors,
+        unknown_applications = report.unknown_applications,
+        constraint_violations = report.constraint_violations,
+        dead_letters_new = report.dead_letters_inserted,
+        retries = report.retries,
+        partitions = ?partitions,
+        poll_us = micros(phases.poll),
+        decode_us = micros(phases.decode),
+        writer_wait_us = micros(phases.writer_wait),
+        store_us = micros(phases.store),
+        commit_us = micros(phases.commit),
+        "batch committed"
+    );
+}

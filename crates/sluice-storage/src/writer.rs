@@ -1,0 +1,109 @@
+//! The database side of a pipeline: stores one decoded batch in one transaction, retrying
+//! transient failures (SPEC S4.7) with back-off on a fresh connection.
+
+use crate::batch::{Decoded, store_batch};
+use crate::kind::TopicKind;
+use crate::pipeline::PipelineError;
+use crate::rejects::log_rejects;
+use sluice_core::settings::{PipelineSettings, Settings};
+use sluice_core::{BatchReport, DeadLetter, Disposition};
+use sluice_kafka::Record;
+use sluice_postgres::{ApplicationResolver, disposition, sqlstate};
+use sqlx::{Connection, PgConnection};
+use tokio_util::sync::CancellationToken;
+
+/// The pipeline's own connection and cache.
+#[derive(Debug)]
+pub struct Writer<'a> {
+    settings: &'a Settings,
+    pipeline: &'a PipelineSettings,
+    resolver: ApplicationResolver,
+    conn: Option<PgConnection>,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer with a fresh cache; it connects on first use.
+    pub fn new(settings: &'a Settings, pipeline: &'a PipelineSettings) -> Self {
+        let resolver =
+            ApplicationResolver::new(&settings.applications_table, settings.app_cache_ttl);
+        Self {
+            settings,
+            pipeline,
+            resolver,
+            conn: None,
+        }
+    }
+
+    /// Closes the connection.
+    pub async fn close(mut self) {
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.close().await;
+        }
+    }
+
+    /// Stores a batch, retrying transient failures with back-off on a fresh connection.
+    /// `Ok(None)`: stopped while waiting to retry.
+    pub async fn store_with_retries<K: TopicKind>(
+        &mut self,
+        records: &[Record],
+        decoded: &Decoded<K::Message>,
+        stop: &CancellationToken,
+    ) -> Result<Option<BatchReport>, PipelineError> {
+        let mut delays = self.settings.db_retry.delays();
+        let mut retries = 0u32;
+        loop {
+            let attempt = self.try_store::<K>(records, decoded).await;
+            let error = match attempt {
+                Ok((mut report, dead)) => {
+                    report.retries = retries;
+                    log_rejects(self.pipeline.kind, &dead);
+                    return Ok(Some(report));
+                }
+                Err(error) => error,
+            };
+            if disposition(&error) != Disposition::Retry {
+                return Err(PipelineError::Database {
+                    sqlstate: sqlstate(&error),
+                    source: error,
+                });
+            }
+            // The connection may be broken; the next attempt opens a fresh one.
+            self.conn = None;
+            let Some(delay) = delays.next() else {
+                return Err(PipelineError::RetriesExhausted {
+                    attempts: retries,
+                    source: error,
+                });
+            };
+            retries += 1;
+            tracing::warn!(pipeline = %self.pipeline.kind, %error, retry = retries,
+                delay_ms = delay.as_millis() as u64, "transient database error; retrying the batch");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = stop.cancelled() => return Ok(None),
+            }
+        }
+    }
+
+    async fn try_store<K: TopicKind>(
+        &mut self,
+        records: &[Record],
+        decoded: &Decoded<K::Message>,
+    ) -> Result<(BatchReport, Vec<DeadLetter>), sqlx::Error> {
+        let conn = match self.conn.as_mut() {
+            Some(conn) => conn,
+            None => self
+                .conn
+                .insert(PgConnection::connect(&self.settings.database_url).await?),
+        };
+        store_batch::<K>(
+            conn,
+            &self.resolver,
+            &self.pipeline.group,
+            &self.settings.applications_table,
+            records,
+            decoded,
+        )
+        .await
+    }
+}
