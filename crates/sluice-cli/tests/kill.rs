@@ -10,13 +10,13 @@
     reason = "tests panic with a clear message"
 )]
 
-mod common;
+mod support;
 
-use common::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
+use support::*;
 
 /// Distinct review ids.
 const DISTINCT: usize = 40_000;
@@ -57,7 +57,7 @@ fn want(id: usize, version: usize, synced_us: i64) -> Want {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_ingest_then_restart_loses_and_duplicates_nothing() {
-    let Some(env) = Env::new(&["reviews"]).await else {
+    let Some(env) = Env::new().await else {
         return;
     };
     let apps: Vec<String> = (0..20)
@@ -111,6 +111,7 @@ async fn sigkill_mid_ingest_then_restart_loses_and_duplicates_nothing() {
     env.produce_json("reviews", &messages).await;
 
     let extra = [
+        ("STORAGE_PIPELINES", "reviews"),
         ("STORAGE_MAX_POLL_RECORDS_REVIEWS", "200"),
         // The broker's minimum: a killed member's partitions are reassigned soon.
         ("STORAGE_SESSION_TIMEOUT_MS", "6000"),

@@ -147,6 +147,33 @@ impl Env {
         }
     }
 
+    /// Waits until `sql` counts at least `at_least` rows, `run` still alive. An error counts
+    /// as "not yet" (the binary may not have created the table yet) until the deadline.
+    pub async fn wait_rows(
+        &self,
+        sql: &str,
+        at_least: i64,
+        run: &mut Running,
+        timeout: Duration,
+    ) -> i64 {
+        let deadline = Instant::now() + timeout;
+        let mut conn = self.schema.connect().await;
+        loop {
+            run.assert_alive();
+            let n: Result<i64, _> = sqlx::query_scalar(sql).fetch_one(&mut conn).await;
+            if let Ok(n) = n
+                && n >= at_least
+            {
+                return n;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{sql}: {n:?} after {timeout:?}, expected at least {at_least} rows"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         let mut conn = self.schema.connect().await;
         sqlx::query_scalar(sql)
@@ -173,7 +200,32 @@ impl Env {
         let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
         sluice_testkit::delete_topics(&self.stack, &refs).await;
         let _ = std::fs::remove_dir_all(&self.dir);
-        self.schema.drop_schema().await;
+        self.schema.clone().drop_schema().await;
+    }
+}
+
+impl Drop for Env {
+    /// On a failing test, print the tail of every `sluice run` log and keep the schema and
+    /// topics for diagnosis.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        logs.retain(|p| p.extension().is_some_and(|e| e == "log"));
+        logs.sort();
+        for log in logs {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            eprintln!("--- last lines of {} ---\n{tail}", log.display());
+        }
+        eprintln!(
+            "(schema {} and topics {}-* are left for diagnosis)",
+            self.schema.name, self.prefix
+        );
     }
 }
 
@@ -186,6 +238,16 @@ pub struct Running {
 impl Running {
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Panics (with the log's tail) if the process has exited.
+    pub fn assert_alive(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            panic!(
+                "sluice run exited on its own with {status}:\n{}",
+                self.tail()
+            );
+        }
     }
 
     pub fn signal(&self, signal: &str) {
