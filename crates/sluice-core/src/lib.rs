@@ -11,6 +11,7 @@ pub mod dead_letter;
 pub mod dedupe;
 pub mod disposition;
 pub mod messages;
+pub mod outbox;
 pub mod outcome;
 pub mod pipeline;
 pub mod retry;

@@ -1,0 +1,61 @@
+//! Writing events: `enqueue` in the caller's transaction, `release` of PREQUEUED events.
+
+use crate::error::OutboxError;
+use crate::event::NewEvent;
+use crate::transition::checked_sources;
+use sluice_core::outbox::OutboxStatus;
+use sqlx::PgConnection;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+/// Inserts `event` in the caller's open transaction (PENDING, or PREQUEUED when
+/// `event.prequeued`) and returns its id. Nothing is committed here: the event exists
+/// exactly when the caller's transaction commits, and the dispatcher is notified then.
+///
+/// An id that already exists is a unique violation (SQLSTATE 23505), not a silent no-op.
+pub async fn enqueue(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, OutboxError> {
+    let status = if event.prequeued {
+        OutboxStatus::Prequeued
+    } else {
+        OutboxStatus::Pending
+    };
+    debug_assert!(OutboxStatus::INITIAL.contains(&status));
+    sqlx::query(include_str!("sql/insert_event.sql"))
+        .bind(event.id)
+        .bind(&event.aggregate_type)
+        .bind(&event.aggregate_id)
+        .bind(&event.event_type)
+        .bind(&event.topic)
+        .bind(&event.partition_key)
+        .bind(event.partition)
+        .bind(&event.payload)
+        .bind(Json(&event.headers))
+        .bind(status.as_str())
+        .bind(event.available_at)
+        .execute(conn)
+        .await?;
+    Ok(event.id)
+}
+
+/// Releases PREQUEUED events to PENDING (a compare-and-set: ids in any other status, or
+/// unknown, are ignored) and returns how many moved. The dispatchers are notified when the
+/// caller's transaction commits.
+pub async fn release(conn: &mut PgConnection, ids: &[Uuid]) -> Result<u64, OutboxError> {
+    let to = OutboxStatus::Pending;
+    let sources = checked_sources(&[OutboxStatus::Prequeued], to)?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let result = sqlx::query(include_str!("sql/release.sql"))
+        .bind(to.as_str())
+        .bind(ids)
+        .bind(&sources)
+        .execute(conn)
+        .await?;
+    tracing::debug!(
+        requested = ids.len(),
+        released = result.rows_affected(),
+        "released prequeued outbox events"
+    );
+    Ok(result.rows_affected())
+}

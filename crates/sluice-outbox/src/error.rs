@@ -1,0 +1,43 @@
+//! Why an outbox operation failed.
+
+use sluice_core::outbox::{IllegalTransition, OutboxStatus, UnknownStatus};
+use uuid::Uuid;
+
+/// The constraint name the database's transition trigger reports when it rejects a status
+/// change (SQLSTATE 23514, `check_violation`).
+pub const TRANSITION_CONSTRAINT: &str = "outbox_events_status_transition";
+
+/// An outbox operation's failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutboxError {
+    /// The status change is not an edge of the state machine; nothing was written.
+    #[error(transparent)]
+    Illegal(#[from] IllegalTransition),
+    /// A compare-and-set was asked to accept no source status at all.
+    #[error("a move to {to} needs at least one expected source status")]
+    NoSourceStatus {
+        /// The requested status.
+        to: OutboxStatus,
+    },
+    /// No outbox row has this id.
+    #[error("no outbox event {id}")]
+    NotFound {
+        /// The id asked for.
+        id: Uuid,
+    },
+    /// The row holds a status this build does not know.
+    #[error(transparent)]
+    UnknownStatus(#[from] UnknownStatus),
+    /// The database failed (connection, constraint, the transition trigger).
+    #[error("outbox query failed: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Whether a database error is the transition trigger rejecting a status change.
+pub fn is_rejected_transition(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(db) => db.constraint() == Some(TRANSITION_CONSTRAINT),
+        _ => false,
+    }
+}

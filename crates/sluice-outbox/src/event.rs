@@ -1,0 +1,117 @@
+//! An event to enqueue.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+/// An event for [`crate::enqueue`]: what to publish, where, and on whose behalf.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// The event id; it travels to Kafka in a header. [`NewEvent::new`] draws a random one.
+    pub id: Uuid,
+    /// The kind of domain object the event is about (`user`, `order`).
+    pub aggregate_type: String,
+    /// That object's id.
+    pub aggregate_id: String,
+    /// What happened (`mailbox.command`).
+    pub event_type: String,
+    /// The Kafka topic.
+    pub topic: String,
+    /// The Kafka record key; events with the same key are published in creation order.
+    pub partition_key: String,
+    /// An explicit partition (S11); `None` lets the producer's partitioner choose by key.
+    pub partition: Option<i32>,
+    /// The record value.
+    pub payload: Value,
+    /// Extra Kafka headers, name → value.
+    pub headers: Map<String, Value>,
+    /// Not published before this time; `None` is the insert time.
+    pub available_at: Option<DateTime<Utc>>,
+    /// Insert as PREQUEUED (held until [`crate::release`]) instead of PENDING.
+    pub prequeued: bool,
+}
+
+impl NewEvent {
+    /// A PENDING event with a random id, keyed by its aggregate id.
+    pub fn new(
+        topic: impl Into<String>,
+        aggregate_type: impl Into<String>,
+        aggregate_id: impl Into<String>,
+        event_type: impl Into<String>,
+        payload: Value,
+    ) -> NewEvent {
+        let aggregate_id = aggregate_id.into();
+        NewEvent {
+            id: Uuid::new_v4(),
+            aggregate_type: aggregate_type.into(),
+            partition_key: aggregate_id.clone(),
+            aggregate_id,
+            event_type: event_type.into(),
+            topic: topic.into(),
+            partition: None,
+            payload,
+            headers: Map::new(),
+            available_at: None,
+            prequeued: false,
+        }
+    }
+
+    /// Uses another record key than the aggregate id.
+    #[must_use]
+    pub fn with_partition_key(mut self, key: impl Into<String>) -> NewEvent {
+        self.partition_key = key.into();
+        self
+    }
+
+    /// Publishes to this partition.
+    #[must_use]
+    pub fn with_partition(mut self, partition: i32) -> NewEvent {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Adds a Kafka header.
+    #[must_use]
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<Value>) -> NewEvent {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// Holds the event as PREQUEUED until it is released.
+    #[must_use]
+    pub fn prequeued(mut self) -> NewEvent {
+        self.prequeued = true;
+        self
+    }
+
+    /// Does not publish before `at`.
+    #[must_use]
+    pub fn available_at(mut self, at: DateTime<Utc>) -> NewEvent {
+        self.available_at = Some(at);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_key_by_aggregate_and_builders_override() {
+        let event = NewEvent::new("mailbox", "user", "42", "mailbox.command", json!({"n": 1}));
+        assert_eq!(event.partition_key, "42");
+        assert_eq!(event.partition, None);
+        assert!(!event.prequeued);
+        assert!(event.headers.is_empty());
+        let event = event
+            .with_partition_key("k")
+            .with_partition(3)
+            .with_header("trace", "abc")
+            .prequeued();
+        assert_eq!(event.partition_key, "k");
+        assert_eq!(event.partition, Some(3));
+        assert_eq!(event.headers["trace"], json!("abc"));
+        assert!(event.prequeued);
+    }
+}

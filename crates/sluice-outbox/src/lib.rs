@@ -1,0 +1,33 @@
+//! sluice's transactional outbox, the database side (SPEC S9).
+//!
+//! Invariants this crate keeps:
+//! - An event exists exactly when the caller's business write committed: [`enqueue`] inserts
+//!   in the caller's open transaction and never commits, so a rollback leaves no row and
+//!   nothing is published.
+//! - A status changes only along an edge of [`sluice_core::outbox`], by a compare-and-set
+//!   (`UPDATE … WHERE status = ANY(allowed sources)`) in [`transition`], [`release`] or
+//!   [`mark_published`]; a lost race is reported, never overwritten. The database enforces
+//!   the same edges with a trigger (`migrations/0005_outbox.sql`), so a status written by
+//!   hand cannot skip the state machine either.
+//! - An acknowledgement never moves a row back: [`mark_published`] leaves a row that is
+//!   already PUBLISHED, UNDER_PROCESSING, SUCCESS or PUSHED_FAILURE as it is.
+//!
+//! Like the other repositories, nothing here holds a connection: every function takes the
+//! caller's `&mut PgConnection` (a transaction dereferences to one).
+
+mod enqueue;
+mod error;
+mod event;
+#[cfg(test)]
+mod migration_sync;
+mod transition;
+
+pub use enqueue::{enqueue, release};
+pub use error::{OutboxError, TRANSITION_CONSTRAINT, is_rejected_transition};
+pub use event::NewEvent;
+pub use sluice_core::outbox::OutboxStatus;
+pub use transition::{MarkPublishedOutcome, TransitionOutcome, mark_published, transition};
+
+/// The LISTEN/NOTIFY channel a committed, claimable event is announced on; the payload is
+/// the event's topic.
+pub const NOTIFY_CHANNEL: &str = "sluice_outbox";

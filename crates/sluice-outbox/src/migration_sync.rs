@@ -1,0 +1,78 @@
+//! The migration's copy of the state machine must equal the core's: these tests read
+//! `migrations/0005_outbox.sql` as text and compare its status list, initial statuses and
+//! edge table with `sluice_core::outbox`. (`tests/outbox.rs` also tries all 64 pairs against
+//! the trigger of a migrated database.)
+
+use sluice_core::outbox::{EDGES, OutboxStatus};
+use std::collections::BTreeSet;
+
+const MIGRATION: &str = include_str!("../../../migrations/0005_outbox.sql");
+
+/// The single-quoted words of a line, before any `--` comment.
+fn quoted(line: &str) -> Vec<OutboxStatus> {
+    let code = line.split("--").next().unwrap_or_default();
+    code.split('\'')
+        .skip(1)
+        .step_by(2)
+        .map(|word| OutboxStatus::parse(word).unwrap_or_else(|e| panic!("{e} in {line:?}")))
+        .collect()
+}
+
+/// The one line carrying `marker` as its trailing comment.
+fn marked_line(marker: &str) -> &'static str {
+    let lines: Vec<&str> = MIGRATION
+        .lines()
+        .filter(|l| l.trim_end().ends_with(marker))
+        .collect();
+    assert_eq!(lines.len(), 1, "exactly one line marked {marker:?}");
+    lines[0]
+}
+
+#[test]
+fn status_check_lists_every_status() {
+    let listed = quoted(marked_line("-- statuses"));
+    assert_eq!(listed, OutboxStatus::ALL.to_vec());
+}
+
+#[test]
+fn insert_trigger_accepts_exactly_the_initial_statuses() {
+    let listed: BTreeSet<_> = quoted(marked_line("-- initial statuses"))
+        .into_iter()
+        .collect();
+    assert_eq!(listed, OutboxStatus::INITIAL.into_iter().collect());
+}
+
+#[test]
+fn trigger_edges_equal_the_core_edges() {
+    let begin = MIGRATION
+        .find("-- edges:begin")
+        .expect("edges:begin marker");
+    let end = MIGRATION.find("-- edges:end").expect("edges:end marker");
+    let mut edges = BTreeSet::new();
+    let mut sources = BTreeSet::new();
+    for line in MIGRATION[begin..end].lines().skip(1) {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        assert!(
+            line.starts_with("WHEN '") && line.contains("THEN NEW.status IN ("),
+            "unexpected line in the edge block: {line:?}"
+        );
+        let statuses = quoted(line);
+        let (from, targets) = statuses.split_first().expect("a source status");
+        assert!(sources.insert(*from), "{from} listed twice");
+        assert!(!targets.is_empty(), "{from} has an empty target list");
+        for &to in targets {
+            assert!(edges.insert((*from, to)), "{from} -> {to} listed twice");
+        }
+    }
+    assert_eq!(edges, EDGES.into_iter().collect::<BTreeSet<_>>());
+    // The block ends with `ELSE false`: every other source is terminal.
+    assert!(
+        MIGRATION[end..]
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.trim() == "ELSE false")
+    );
+}

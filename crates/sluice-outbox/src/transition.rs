@@ -1,0 +1,159 @@
+//! The transition helper every status change goes through, and `mark_published`.
+
+use crate::error::OutboxError;
+use sluice_core::outbox::{self, IllegalTransition, MarkPublished, OutboxStatus};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// The result of [`transition`] on an existing row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransitionOutcome {
+    /// The row moved to the requested status.
+    Moved,
+    /// The row was in none of the expected statuses (another process moved it first); it
+    /// is unchanged and in `current`.
+    Stale {
+        /// The row's status, which was left as it is.
+        current: OutboxStatus,
+    },
+}
+
+/// The result of [`mark_published`] on an existing row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkPublishedOutcome {
+    /// DISPATCHING → PUBLISHED, with the partition and offset recorded.
+    Published,
+    /// The row was already PUBLISHED or further on; its status and offset are unchanged.
+    AlreadyPast {
+        /// The row's status.
+        current: OutboxStatus,
+    },
+}
+
+/// The source statuses as SQL values, once every `from → to` is checked to be an edge.
+pub(crate) fn checked_sources(
+    from_expected: &[OutboxStatus],
+    to: OutboxStatus,
+) -> Result<Vec<&'static str>, OutboxError> {
+    if from_expected.is_empty() {
+        return Err(OutboxError::NoSourceStatus { to });
+    }
+    from_expected
+        .iter()
+        .map(|&from| {
+            outbox::transition(from, to)?;
+            Ok(from.as_str())
+        })
+        .collect()
+}
+
+/// Moves one row to `to` if its status is one of `from_expected` — the single transition
+/// helper (SPEC S9). Pass [`outbox::allowed_sources`]`(to)` to accept any legal source.
+///
+/// An expected source that has no edge to `to` is an [`OutboxError::Illegal`] and nothing
+/// is written. A row in another status is left alone and reported as
+/// [`TransitionOutcome::Stale`]. Runs in the caller's transaction (the row stays locked
+/// until it ends).
+pub async fn transition(
+    conn: &mut PgConnection,
+    id: Uuid,
+    from_expected: &[OutboxStatus],
+    to: OutboxStatus,
+) -> Result<TransitionOutcome, OutboxError> {
+    let sources = checked_sources(from_expected, to)?;
+    let row: Option<(String, bool)> = sqlx::query_as(include_str!("sql/transition.sql"))
+        .bind(id)
+        .bind(to.as_str())
+        .bind(&sources)
+        .fetch_optional(conn)
+        .await?;
+    let (current, moved) = row.ok_or(OutboxError::NotFound { id })?;
+    let current = OutboxStatus::parse(&current)?;
+    if moved {
+        tracing::debug!(%id, from = %current, %to, "outbox status changed");
+        Ok(TransitionOutcome::Moved)
+    } else {
+        tracing::debug!(%id, %current, %to, "outbox status change lost a race; row unchanged");
+        Ok(TransitionOutcome::Stale { current })
+    }
+}
+
+/// Records the broker's acknowledgement: DISPATCHING → PUBLISHED with `partition` and
+/// `offset`, as a compare-and-set (SPEC S9).
+///
+/// A row the consumer already moved on (or that recovery already marked PUBLISHED) is
+/// [`MarkPublishedOutcome::AlreadyPast`] and keeps its status and offset. A row that is
+/// PREQUEUED, PENDING or FAILURE cannot have been acknowledged by this claim: that is an
+/// [`OutboxError::Illegal`], and the row is unchanged.
+pub async fn mark_published(
+    conn: &mut PgConnection,
+    id: Uuid,
+    partition: i32,
+    offset: i64,
+) -> Result<MarkPublishedOutcome, OutboxError> {
+    let to = OutboxStatus::Published;
+    let row: Option<(String, bool)> = sqlx::query_as(include_str!("sql/mark_published.sql"))
+        .bind(id)
+        .bind(to.as_str())
+        .bind(partition)
+        .bind(offset)
+        .bind(
+            outbox::allowed_sources(to)
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .fetch_optional(conn)
+        .await?;
+    let (current, moved) = row.ok_or(OutboxError::NotFound { id })?;
+    let current = OutboxStatus::parse(&current)?;
+    match (moved, outbox::mark_published(current)) {
+        (true, _) => {
+            tracing::debug!(%id, partition, offset, "outbox event published");
+            Ok(MarkPublishedOutcome::Published)
+        }
+        (false, MarkPublished::AlreadyPast) => {
+            tracing::debug!(%id, %current, "outbox event already past PUBLISHED; unchanged");
+            Ok(MarkPublishedOutcome::AlreadyPast { current })
+        }
+        // `Move` without a move cannot happen (the sources are DISPATCHING and the row was
+        // locked); report it like an illegal status rather than claim a publication.
+        (false, MarkPublished::Illegal | MarkPublished::Move) => {
+            Err(IllegalTransition { from: current, to }.into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use OutboxStatus::*;
+
+    #[test]
+    fn sources_are_checked_against_the_edges_before_any_sql() {
+        assert_eq!(
+            checked_sources(&[Dispatching, Published], UnderProcessing).unwrap(),
+            vec!["DISPATCHING", "PUBLISHED"]
+        );
+        match checked_sources(&[Pending, Dispatching], Published) {
+            Err(OutboxError::Illegal(e)) => assert_eq!(
+                e,
+                IllegalTransition {
+                    from: Pending,
+                    to: Published
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            checked_sources(&[], Pending),
+            Err(OutboxError::NoSourceStatus { to: Pending })
+        ));
+        for to in OutboxStatus::ALL {
+            let sources = outbox::allowed_sources(to);
+            if !sources.is_empty() {
+                assert_eq!(checked_sources(sources, to).unwrap().len(), sources.len());
+            }
+        }
+    }
+}
