@@ -102,8 +102,22 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("sluice: error: {:#}", failure.error);
+            eprintln!("sluice: error: {}", describe(&failure.error));
             ExitCode::from(failure.code)
         }
     }
+}
+
+/// The error and its causes, each cause once: our error types already print their source
+/// inline, so anyhow's `{:#}` would repeat it.
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }

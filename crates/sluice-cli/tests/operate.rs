@@ -40,11 +40,14 @@ async fn sigterm_mid_ingest_commits_what_it_wrote_and_a_restart_processes_nothin
         ("STORAGE_MAX_POLL_RECORDS_REVIEWS", "200"),
     ];
     let mut run = env.spawn_run("first", &only_reviews);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while env.count("SELECT count(*) FROM reviews").await < 10_000 {
-        assert!(Instant::now() < deadline, "no progress:\n{}", run.tail());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // (wait_rows tolerates the table not existing until the binary has migrated)
+    env.wait_rows(
+        "SELECT count(*) FROM reviews",
+        10_000,
+        &mut run,
+        Duration::from_secs(120),
+    )
+    .await;
     run.signal("TERM");
     let status = run.wait(Duration::from_secs(30));
     assert!(
@@ -555,5 +558,26 @@ async fn verify_passes_on_a_healthy_deployment_and_names_the_failing_step() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_topic_fails_the_start_naming_its_variable() {
+    let Some(env) = Env::new().await else { return };
+    let missing = format!("{}-no-such-topic", env.prefix);
+    let mut run = env.spawn_run("missing", &[("STORAGE_TOPIC_NETWORK_METRICS", &missing)]);
+    let status = run.wait(Duration::from_secs(60));
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a typo in a topic name is fatal, not a silent idle pipeline"
+    );
+    let failed = run.events_named("pipeline failed");
+    assert_eq!(failed.len(), 1, "{}", run.tail());
+    let error = failed[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("STORAGE_TOPIC_NETWORK_METRICS") && error.contains(&missing),
+        "{error}"
+    );
     env.cleanup().await;
 }

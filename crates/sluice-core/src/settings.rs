@@ -287,7 +287,7 @@ impl Settings {
         if !valid_database_url(&database_url) {
             return Err(Reader::error(
                 "DATABASE_URL",
-                &database_url,
+                &redact_password(&database_url),
                 "postgres://user[:password]@host[:port]/database",
             ));
         }
@@ -416,6 +416,34 @@ impl Settings {
             ));
         }
 
+        for (i, p) in pipelines.iter().enumerate() {
+            if let Some(other) = pipelines[..i].iter().find(|o| o.topic == p.topic) {
+                let var = format!("STORAGE_TOPIC_{}", p.kind.env_suffix());
+                return Err(Reader::error(
+                    &var,
+                    &p.topic,
+                    &format!(
+                        "a topic of its own (the {} pipeline reads it too)",
+                        other.kind
+                    ),
+                ));
+            }
+        }
+        // A batch held by retries must not outlast max.poll.interval, or the consumer
+        // leaves its group in the middle of a retry.
+        if db_retry.total() + Duration::from_secs(10) >= max_poll_interval {
+            return Err(Reader::error(
+                "STORAGE_DB_RETRY_MAX_ATTEMPTS",
+                &db_retry.max_attempts.to_string(),
+                &format!(
+                    "retries whose delays ({} s with STORAGE_DB_RETRY_BASE_MS) stay 10 s under \
+                     STORAGE_MAX_POLL_INTERVAL_MS ({} s)",
+                    db_retry.total().as_secs(),
+                    max_poll_interval.as_secs()
+                ),
+            ));
+        }
+
         Ok(Settings {
             bootstrap_servers,
             database_url,
@@ -440,6 +468,22 @@ impl Settings {
     /// The settings of one pipeline, if this process runs it.
     pub fn pipeline(&self, kind: PipelineKind) -> Option<&PipelineSettings> {
         self.pipelines.iter().find(|p| p.kind == kind)
+    }
+}
+
+/// The URL with its password replaced by `***`, for messages.
+pub fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        _ => url.to_owned(),
     }
 }
 
@@ -601,6 +645,31 @@ mod tests {
         let prefix = "p".repeat(239);
         let s = settings(&[("STORAGE_GROUP_PREFIX", prefix.as_str())]).unwrap();
         assert!(s.pipelines.iter().all(|p| p.group.len() <= 255));
+    }
+
+    #[test]
+    fn passwords_never_reach_the_message() {
+        let err =
+            settings(&[("DATABASE_URL", "postgres://u:s3cret@host:notaport/db")]).unwrap_err();
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+        assert_eq!(
+            redact_password("postgres://u:pw@h:1/db?x=1"),
+            "postgres://u:***@h:1/db?x=1"
+        );
+        assert_eq!(redact_password("postgres://u@h/db"), "postgres://u@h/db");
+    }
+
+    #[test]
+    fn two_pipelines_may_not_share_a_topic() {
+        let err = settings(&[("STORAGE_TOPIC_REVIEWS", "app-stats")]).unwrap_err();
+        assert_eq!(err.variable, "STORAGE_TOPIC_REVIEWS");
+    }
+
+    #[test]
+    fn retries_must_fit_in_the_poll_interval() {
+        let err = settings(&[("STORAGE_DB_RETRY_MAX_ATTEMPTS", "12")]).unwrap_err();
+        assert_eq!(err.variable, "STORAGE_DB_RETRY_MAX_ATTEMPTS");
+        assert!(settings(&[("STORAGE_DB_RETRY_MAX_ATTEMPTS", "8")]).is_ok());
     }
 
     #[test]

@@ -5,13 +5,10 @@
 //! partition, the offset after the highest record of the batch, synchronously.
 
 use crate::config::{ConsumerOptions, consumer_config};
-use crate::error::disposition;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
-use sluice_core::Disposition;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -108,10 +105,9 @@ impl BatchConsumer {
                 }),
                 Some(Err(error)) => {
                     // librdkafka reports most poll errors for information and recovers by
-                    // itself; only a fatal client state ends the pipeline.
-                    if disposition(&error) == Disposition::Fatal
-                        && error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal)
-                    {
+                    // itself (a broker restarting); a state retrying cannot fix (a fatal
+                    // client, a missing ACL, a refused configuration) ends the pipeline.
+                    if crate::error::flags(&error).fatal {
                         return Err(error);
                     }
                     tracing::warn!(topic = %self.topic, %error, "consumer error (the client retries)");
@@ -129,13 +125,27 @@ impl BatchConsumer {
         Ok(records)
     }
 
-    /// Commits, synchronously, the offset after the highest record of each partition.
+    /// Commits, synchronously, the offset after the highest record of each partition that
+    /// this consumer still owns. Offsets of partitions revoked since the batch was polled
+    /// are left out: their new owner re-reads them (a no-op write), and committing them
+    /// could move the new owner's progress backwards.
     pub fn commit(&self, records: &[Record]) -> Result<(), KafkaError> {
         let list = next_offsets(records)?;
-        if list.count() == 0 {
+        let owned = self.consumer.assignment()?;
+        let mut kept = TopicPartitionList::with_capacity(list.count());
+        for e in list.elements() {
+            if owned.find_partition(e.topic(), e.partition()).is_some() {
+                kept.add_partition_offset(e.topic(), e.partition(), e.offset())?;
+            }
+        }
+        if kept.count() < list.count() {
+            tracing::info!(topic = %self.topic, skipped = list.count() - kept.count(),
+                "not committing offsets of partitions revoked since the batch was polled");
+        }
+        if kept.count() == 0 {
             return Ok(());
         }
-        self.consumer.commit(&list, CommitMode::Sync)
+        self.consumer.commit(&kept, CommitMode::Sync)
     }
 
     /// Leaves the group and closes the client (the broker rebalances at once).

@@ -18,9 +18,20 @@ pub fn flags(error: &KafkaError) -> KafkaErrorFlags {
         };
     };
     use RDKafkaErrorCode as C;
+    // Client states that retrying cannot fix: a fatal client, missing credentials or ACLs,
+    // a configuration the broker refuses.
     let fatal = matches!(
         code,
-        C::Fatal | C::Authentication | C::SaslAuthenticationFailed
+        C::Fatal
+            | C::Authentication
+            | C::SaslAuthenticationFailed
+            | C::TopicAuthorizationFailed
+            | C::GroupAuthorizationFailed
+            | C::ClusterAuthorizationFailed
+            | C::InvalidSessionTimeout
+            | C::InvalidGroupId
+            | C::InvalidConfig
+            | C::UnsupportedVersion
     );
     let retriable = matches!(
         code,
@@ -61,8 +72,16 @@ mod tests {
         assert_eq!(disposition(&transient), Disposition::Retry);
         let gone = KafkaError::MessageConsumption(RDKafkaErrorCode::BrokerTransportFailure);
         assert_eq!(disposition(&gone), Disposition::Retry);
-        let fatal = KafkaError::MessageConsumption(RDKafkaErrorCode::Fatal);
-        assert_eq!(disposition(&fatal), Disposition::Fatal);
+        for code in [
+            RDKafkaErrorCode::Fatal,
+            RDKafkaErrorCode::TopicAuthorizationFailed,
+            RDKafkaErrorCode::GroupAuthorizationFailed,
+            RDKafkaErrorCode::InvalidSessionTimeout,
+        ] {
+            let error = KafkaError::MessageConsumption(code);
+            assert_eq!(disposition(&error), Disposition::Fatal, "{code:?}");
+            assert!(flags(&error).fatal, "{code:?}");
+        }
         let creation = KafkaError::ClientCreation("bad config".into());
         assert_eq!(disposition(&creation), Disposition::Fatal);
     }

@@ -109,9 +109,12 @@ pub async fn list_dead_letters(
     .await
 }
 
-/// Marks a dead letter replayed, if it has not been replayed `max` times already (a
-/// compare-and-set, so two operators cannot both replay it past the limit). Returns whether
-/// the row was marked.
+/// Marks a dead letter replayed, if this row was never replayed and its message's lineage
+/// has been re-published fewer than `max` times (a compare-and-set, so two operators cannot
+/// both replay it). Each row is replayed at most once: a re-published record that fails
+/// again becomes a new dead letter carrying the count (header `sluice-replay-count`), so a
+/// message is re-published at most `max` times in all, never 2^max. Returns whether the
+/// row was marked.
 pub async fn mark_replayed(
     conn: &mut PgConnection,
     id: i64,
@@ -119,7 +122,7 @@ pub async fn mark_replayed(
 ) -> Result<bool, sqlx::Error> {
     let result = sqlx::query(
         "UPDATE dead_letter_events SET replay_count = replay_count + 1, replayed_at = now()
-         WHERE id = $1 AND replay_count < $2",
+         WHERE id = $1 AND replayed_at IS NULL AND replay_count < $2",
     )
     .bind(id)
     .bind(max_replays)

@@ -81,6 +81,11 @@ impl ApplicationResolver {
         Ok((ids, stats))
     }
 
+    /// Forgets one cached id.
+    pub fn forget(&self, package_name: &str) {
+        self.cache.invalidate(package_name);
+    }
+
     /// Forgets every cached id (after a write-time foreign-key violation, say).
     pub fn invalidate_all(&self) {
         self.cache.invalidate_all();

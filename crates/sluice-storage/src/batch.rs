@@ -34,19 +34,32 @@ pub fn coords(record: &Record) -> RecordCoords {
     }
 }
 
-fn timestamp(record: &Record) -> Option<DateTime<Utc>> {
-    record
-        .timestamp_ms
-        .and_then(DateTime::from_timestamp_millis)
+/// The record's Kafka timestamp if TIMESTAMPTZ can hold it. Any client may set any
+/// timestamp; one outside years 1–9999 would make the dead-letter insert itself fail and
+/// stop the topic, so it is dropped (and the reason says so).
+fn timestamp(record: &Record) -> Result<Option<DateTime<Utc>>, i64> {
+    let Some(ms) = record.timestamp_ms else {
+        return Ok(None);
+    };
+    match DateTime::from_timestamp_millis(ms) {
+        Some(t) if (1..=9999).contains(&chrono::Datelike::year(&t)) => Ok(Some(t)),
+        _ => Err(ms),
+    }
 }
 
 /// A dead letter for `record`.
-pub fn dead_letter(record: &Record, kind: DeadLetterKind, reason: String) -> DeadLetter {
+pub fn dead_letter(record: &Record, kind: DeadLetterKind, mut reason: String) -> DeadLetter {
+    let kafka_timestamp = timestamp(record).unwrap_or_else(|ms| {
+        reason.push_str(&format!(
+            " [Kafka timestamp {ms} ms is out of range and not stored]"
+        ));
+        None
+    });
     DeadLetter::new(
         coords(record),
         record.key.as_deref(),
         record.payload.as_deref(),
-        timestamp(record),
+        kafka_timestamp,
         kind,
         reason,
     )
@@ -115,13 +128,14 @@ pub async fn store_batch<K: TopicKind>(
 
     let deduped = K::dedupe(bound);
     report.write.skipped += deduped.dropped() as u64;
-    let written = write_isolating::<K>(&mut tx, deduped, records).await?;
+    let written = write_isolating::<K>(&mut tx, resolver, deduped, records).await?;
     report.write += written.outcome;
     report.write.skipped -= written.revived;
-    report.constraint_violations = written.rejected.len() as u64;
-    if !written.rejected.is_empty() {
-        // A foreign-key violation may mean an application was deleted: forget cached ids.
-        resolver.invalidate_all();
+    for letter in &written.rejected {
+        match letter.kind {
+            DeadLetterKind::UnknownApplication => report.unknown_applications += 1,
+            _ => report.constraint_violations += 1,
+        }
     }
     dead.extend(written.rejected);
 
@@ -135,5 +149,48 @@ pub fn truncate(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         Some((at, _)) => format!("{}…", &s[..at]),
         None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(timestamp_ms: Option<i64>) -> Record {
+        Record {
+            topic: "t".into(),
+            partition: 0,
+            offset: 1,
+            key: None,
+            payload: Some(b"x".to_vec()),
+            timestamp_ms,
+            replay_count: 2,
+        }
+    }
+
+    #[test]
+    fn an_unstorable_kafka_timestamp_is_dropped_and_said() {
+        let dl = dead_letter(
+            &record(Some(-1_000_000_000_000_000)),
+            DeadLetterKind::DecodeError,
+            "bad".into(),
+        );
+        assert_eq!(dl.kafka_timestamp, None);
+        assert!(dl.reason.contains("out of range"), "{}", dl.reason);
+        let dl = dead_letter(
+            &record(Some(1_700_000_000_000)),
+            DeadLetterKind::DecodeError,
+            "bad".into(),
+        );
+        assert!(dl.kafka_timestamp.is_some());
+        assert_eq!(dl.reason, "bad");
+        assert_eq!(
+            dl.replay_count, 2,
+            "a re-published record keeps its replay count"
+        );
+        assert_eq!(
+            dead_letter(&record(None), DeadLetterKind::DecodeError, "x".into()).kafka_timestamp,
+            None
+        );
     }
 }

@@ -65,3 +65,86 @@ pub fn age(dir: &Path, pipeline: &str) -> Option<Duration> {
             .unwrap_or(Duration::ZERO),
     )
 }
+
+/// The reader thread's progress, as seen by the writer that owns the heartbeat: the file is
+/// only touched while both halves of the pipeline make progress.
+#[derive(Debug, Clone)]
+pub struct ReaderLiveness(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+/// A reader that blocks longer than this (outside of waiting for the writer) is stuck.
+pub const READER_STALL: Duration = Duration::from_secs(30);
+
+const WAITING_FOR_WRITER: u64 = u64::MAX;
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX - 1))
+}
+
+impl Default for ReaderLiveness {
+    fn default() -> Self {
+        Self(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(
+            now_ms(),
+        )))
+    }
+}
+
+impl ReaderLiveness {
+    /// The reader turned its loop.
+    pub fn turn(&self) {
+        self.0.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The reader is blocked handing a batch to the (busy) writer: that is the writer's
+    /// time, not a stuck reader.
+    pub fn waiting_for_writer(&self) {
+        self.0
+            .store(WAITING_FOR_WRITER, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the reader turned its loop within `within` (or waits for the writer).
+    pub fn is_alive(&self, within: Duration) -> bool {
+        let last = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        last == WAITING_FOR_WRITER
+            || now_ms().saturating_sub(last)
+                <= u64::try_from(within.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_is_alive_while_turning_or_waiting_for_the_writer() {
+        let liveness = ReaderLiveness::default();
+        assert!(liveness.is_alive(Duration::from_secs(1)));
+        liveness
+            .0
+            .store(now_ms() - 5_000, std::sync::atomic::Ordering::Relaxed);
+        assert!(!liveness.is_alive(Duration::from_secs(1)), "stale");
+        liveness.waiting_for_writer();
+        assert!(liveness.is_alive(Duration::from_secs(1)));
+        liveness.turn();
+        assert!(liveness.is_alive(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn heartbeat_writes_at_most_once_per_interval() {
+        let dir = std::env::temp_dir().join(format!("sluice-hb-test-{}", std::process::id()));
+        let mut heartbeat = Heartbeat::new(&dir, "reviews");
+        heartbeat.beat();
+        let first = std::fs::metadata(path(&dir, "reviews"))
+            .and_then(|m| m.modified())
+            .unwrap();
+        heartbeat.beat();
+        let second = std::fs::metadata(path(&dir, "reviews"))
+            .and_then(|m| m.modified())
+            .unwrap();
+        assert_eq!(first, second, "rate-limited");
+        assert!(age(&dir, "reviews").is_some_and(|a| a < Duration::from_secs(5)));
+        assert_eq!(age(&dir, "missing"), None);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

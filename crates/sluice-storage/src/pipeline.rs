@@ -10,7 +10,7 @@
 //! one transaction per batch). The reader decodes batch N+1 and commits batch N−1 while
 //! the writer stores batch N, so the database — the bottleneck — never waits for Kafka.
 
-use crate::heartbeat::Heartbeat;
+use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness};
 use crate::kind::{AppStatsTopic, NetworkMetricsTopic, ReviewsTopic, TopicKind};
 use crate::reader::{Polled, Stored, run_reader};
 use crate::writer::Writer;
@@ -20,7 +20,7 @@ use sluice_kafka::BatchConsumer;
 use sluice_kafka::config::ConsumerOptions;
 use std::path::Path;
 use std::sync::mpsc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// Consecutive failed offset commits after which the pipeline fails on purpose: a livelock
@@ -51,6 +51,14 @@ pub enum PipelineError {
         /// The last error.
         #[source]
         source: sqlx::Error,
+    },
+    /// The pipeline's topic does not exist.
+    #[error("topic `{topic}` does not exist (check {variable}, or run `sluice topics ensure`)")]
+    MissingTopic {
+        /// The topic.
+        topic: String,
+        /// The variable that names it.
+        variable: String,
     },
     /// The reader thread could not be started.
     #[error("cannot start the reader thread: {0}")]
@@ -83,13 +91,17 @@ pub async fn run_pipeline(
     pipeline: &PipelineSettings,
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
-    match pipeline.kind {
+    let result = match pipeline.kind {
         PipelineKind::AppStats => run_typed::<AppStatsTopic>(settings, pipeline, stop).await,
         PipelineKind::Reviews => run_typed::<ReviewsTopic>(settings, pipeline, stop).await,
         PipelineKind::NetworkMetrics => {
             run_typed::<NetworkMetricsTopic>(settings, pipeline, stop).await
         }
+    };
+    if let Err(error) = &result {
+        tracing::error!(pipeline = %pipeline.kind, %error, "pipeline failed");
     }
+    result
 }
 
 async fn run_typed<K: TopicKind>(
@@ -97,6 +109,16 @@ async fn run_typed<K: TopicKind>(
     pipeline: &PipelineSettings,
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
+    // A typo in a topic name (or a topic not created yet) would otherwise leave a healthy-
+    // looking pipeline that consumes nothing forever.
+    let admin = sluice_kafka::Admin::new(&settings.bootstrap_servers, Duration::from_secs(15))?;
+    if admin.partition_count(&pipeline.topic)?.is_none() {
+        return Err(PipelineError::MissingTopic {
+            topic: pipeline.topic.clone(),
+            variable: format!("STORAGE_TOPIC_{}", pipeline.kind.env_suffix()),
+        });
+    }
+    drop(admin);
     let client_id = format!("sluice-{}-{}", pipeline.kind, std::process::id());
     let consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
@@ -116,13 +138,17 @@ async fn run_typed<K: TopicKind>(
     // ahead without holding more than a couple of batches.
     let (to_writer, batches) = mpsc::sync_channel::<Polled<K::Message>>(1);
     let (stored_tx, stored_rx) = mpsc::channel::<Stored>();
+    let liveness = ReaderLiveness::default();
     let reader = {
         let (stop, batch_size, timeout) =
             (stop.clone(), pipeline.batch_size, settings.poll_timeout);
+        let liveness = liveness.clone();
         std::thread::Builder::new()
             .name(format!("pipeline-{}-kafka", pipeline.kind))
             .spawn(move || {
-                run_reader::<K>(consumer, batch_size, timeout, to_writer, stored_rx, stop)
+                run_reader::<K>(
+                    consumer, batch_size, timeout, to_writer, stored_rx, stop, liveness,
+                )
             })
             .map_err(PipelineError::Thread)?
     };
@@ -130,7 +156,10 @@ async fn run_typed<K: TopicKind>(
     let mut writer = Writer::new(settings, pipeline);
     let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), pipeline.kind.name());
     let written: Result<(), PipelineError> = loop {
-        heartbeat.beat();
+        // Healthy means both halves make progress: a stuck reader stops the heartbeat too.
+        if liveness.is_alive(READER_STALL) {
+            heartbeat.beat();
+        }
         if stop.is_cancelled() {
             break Ok(());
         }
@@ -148,7 +177,7 @@ async fn run_typed<K: TopicKind>(
         let storing = Instant::now();
         phases.writer_wait = storing - waiting;
         match writer
-            .store_with_retries::<K>(&records, &decoded, stop)
+            .store_with_retries::<K>(&records, &decoded, stop, &mut heartbeat)
             .await
         {
             Ok(Some(report)) => {
@@ -186,9 +215,6 @@ async fn run_typed<K: TopicKind>(
                 records = totals.report.records, "pipeline stopped");
             Ok(totals)
         }
-        Err(error) => {
-            tracing::error!(pipeline = %pipeline.kind, %error, "pipeline failed");
-            Err(error)
-        }
+        Err(error) => Err(error),
     }
 }

@@ -9,6 +9,7 @@
 //! rebalance only means it is redelivered.
 
 use crate::batch::{Decoded, decode_batch};
+use crate::heartbeat::ReaderLiveness;
 use crate::kind::TopicKind;
 use crate::pipeline::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
 use sluice_core::{BatchReport, PipelineKind};
@@ -65,6 +66,7 @@ pub fn run_reader<K: TopicKind>(
     to_writer: SyncSender<Polled<K::Message>>,
     stored: Receiver<Stored>,
     stop: CancellationToken,
+    liveness: ReaderLiveness,
 ) -> Result<PipelineTotals, PipelineError> {
     let mut committer = Committer {
         kind: K::KIND,
@@ -74,6 +76,7 @@ pub fn run_reader<K: TopicKind>(
     // Poll in short slices so stored batches are committed promptly when the topic is idle.
     let slice = poll_timeout.min(Duration::from_millis(100));
     let outcome = loop {
+        liveness.turn();
         // Commit what the database side finished, first.
         match committer.commit_ready(&consumer, &stored) {
             Ok(true) => {}
@@ -99,14 +102,16 @@ pub fn run_reader<K: TopicKind>(
             ..Phases::default()
         };
         // Blocks while the writer still has a batch waiting: at most one is read ahead.
-        if to_writer
+        liveness.waiting_for_writer();
+        let writer_gone = to_writer
             .send(Polled {
                 records,
                 decoded,
                 phases,
             })
-            .is_err()
-        {
+            .is_err();
+        liveness.turn();
+        if writer_gone {
             break Ok(()); // the writer stopped; its batches are committed below
         }
     };
@@ -156,25 +161,28 @@ impl Committer {
             mut phases,
         } = done;
         let committing = Instant::now();
-        match consumer.commit(&records) {
+        let committed = consumer.commit(&records);
+        match committed {
             Ok(()) => self.failures = 0,
-            Err(error) => {
+            Err(ref error) => {
                 self.failures += 1;
                 tracing::warn!(pipeline = %self.kind, %error, consecutive = self.failures,
                     "offset commit failed; the data is durable and will be redelivered as a no-op");
-                if self.failures >= MAX_CONSECUTIVE_COMMIT_FAILURES {
-                    return Err(PipelineError::CommitFailures {
-                        count: self.failures,
-                        last: error,
-                    });
-                }
             }
         }
         phases.commit = committing.elapsed();
         self.totals.batches += 1;
         self.totals.report += report;
-        log_batch(self.kind, &report, &records, &phases);
-        Ok(())
+        log_batch(self.kind, &report, &records, &phases, committed.is_ok());
+        match committed {
+            Err(last) if self.failures >= MAX_CONSECUTIVE_COMMIT_FAILURES => {
+                Err(PipelineError::CommitFailures {
+                    count: self.failures,
+                    last,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -182,7 +190,18 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-fn log_batch(kind: PipelineKind, report: &BatchReport, records: &[Record], phases: &Phases) {
+fn log_batch(
+    kind: PipelineKind,
+    report: &BatchReport,
+    records: &[Record],
+    phases: &Phases,
+    committed: bool,
+) {
+    let message = if committed {
+        "batch committed"
+    } else {
+        "batch stored; offset commit failed"
+    };
     let partitions: std::collections::BTreeSet<i32> = records.iter().map(|r| r.partition).collect();
     tracing::info!(
         pipeline = %kind,
@@ -202,6 +221,6 @@ fn log_batch(kind: PipelineKind, report: &BatchReport, records: &[Record], phase
         writer_wait_us = micros(phases.writer_wait),
         store_us = micros(phases.store),
         commit_us = micros(phases.commit),
-        "batch committed"
+        "{message}"
     );
 }

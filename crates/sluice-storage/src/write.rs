@@ -13,9 +13,10 @@ use crate::kind::TopicKind;
 use sluice_core::dedupe::Deduped;
 use sluice_core::{Bound, DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
 use sluice_kafka::Record;
+use sluice_postgres::ApplicationResolver;
 use sluice_postgres::{disposition, sqlstate};
 use sqlx::PgConnection;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The result of a write: what the rows did and which rows were isolated.
 #[derive(Debug, Default)]
@@ -35,12 +36,19 @@ async fn exec(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Er
 
 /// Upserts the de-duplicated rows, isolating rows that break a constraint; a rejected row
 /// is replaced by the best row it superseded, as if the two had come in separate batches.
+///
+/// A foreign-key violation (23503) usually means the cached application id went stale (the
+/// app was deleted, perhaps re-created with a new id, within the cache's TTL): the name is
+/// resolved again inside the transaction; a new id re-binds the row, no id makes it an
+/// `unknown_application` dead letter, and only the same id again is a constraint violation.
 pub async fn write_isolating<K: TopicKind>(
     conn: &mut PgConnection,
+    resolver: &ApplicationResolver,
     deduped: Deduped<Bound<K::Message>>,
     records: &[Record],
 ) -> Result<Written, sqlx::Error> {
     let mut written = Written::default();
+    let mut re_resolved: HashSet<usize> = HashSet::new();
     let Deduped { rows, superseded } = deduped;
     let mut runners_up: HashMap<usize, Vec<Bound<K::Message>>> = rows
         .iter()
@@ -66,15 +74,34 @@ pub async fn write_isolating<K: TopicKind>(
                 )
                 .await?;
                 if chunk.len() == 1 {
-                    let row = &chunk[0];
                     let code = sqlstate(&error).unwrap_or_default();
-                    tracing::warn!(
-                        pipeline = %K::KIND,
-                        record = %crate::batch::coords(&records[row.record]),
-                        sqlstate = %code,
-                        %error,
-                        "row breaks a constraint; dead-lettering it"
-                    );
+                    if code == "23503" && re_resolved.insert(chunk[0].record) {
+                        let mut row = chunk.swap_remove(0);
+                        let name = K::package_name(&row.message).to_owned();
+                        resolver.forget(&name);
+                        let (ids, _) = resolver.resolve(conn, [name.as_str()]).await?;
+                        match ids.get(&name) {
+                            Some(&id) if id != row.application_id => {
+                                row.application_id = id;
+                                pending.push(vec![row]);
+                                continue;
+                            }
+                            Some(_) => chunk.push(row),
+                            None => {
+                                written.rejected.push(dead_letter(
+                                    &records[row.record],
+                                    DeadLetterKind::UnknownApplication,
+                                    format!(
+                                        "field `package_name`: unknown application `{}` \
+                                         (deleted after it was resolved)",
+                                        crate::batch::truncate(&name, 80)
+                                    ),
+                                ));
+                                continue;
+                            }
+                        }
+                    }
+                    let row = &chunk[0];
                     written.rejected.push(dead_letter(
                         &records[row.record],
                         DeadLetterKind::ConstraintViolation,

@@ -2,6 +2,7 @@
 //! transient failures (SPEC S4.7) with back-off on a fresh connection.
 
 use crate::batch::{Decoded, store_batch};
+use crate::heartbeat::Heartbeat;
 use crate::kind::TopicKind;
 use crate::pipeline::PipelineError;
 use crate::rejects::log_rejects;
@@ -10,6 +11,7 @@ use sluice_core::{BatchReport, DeadLetter, Disposition};
 use sluice_kafka::Record;
 use sluice_postgres::{ApplicationResolver, disposition, sqlstate};
 use sqlx::{Connection, PgConnection};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The pipeline's own connection and cache.
@@ -48,6 +50,7 @@ impl<'a> Writer<'a> {
         records: &[Record],
         decoded: &Decoded<K::Message>,
         stop: &CancellationToken,
+        heartbeat: &mut Heartbeat,
     ) -> Result<Option<BatchReport>, PipelineError> {
         let mut delays = self.settings.db_retry.delays();
         let mut retries = 0u32;
@@ -78,9 +81,16 @@ impl<'a> Writer<'a> {
             retries += 1;
             tracing::warn!(pipeline = %self.pipeline.kind, %error, retry = retries,
                 delay_ms = delay.as_millis() as u64, "transient database error; retrying the batch");
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = stop.cancelled() => return Ok(None),
+            // Waiting out an outage is what the pipeline should be doing: keep the heartbeat
+            // fresh (a PostgreSQL restart must not make a liveness probe kill the process).
+            let until = tokio::time::Instant::now() + delay;
+            while tokio::time::Instant::now() < until {
+                heartbeat.beat();
+                let step = until.min(tokio::time::Instant::now() + Duration::from_secs(1));
+                tokio::select! {
+                    () = tokio::time::sleep_until(step) => {}
+                    () = stop.cancelled() => return Ok(None),
+                }
             }
         }
     }

@@ -261,7 +261,12 @@ async fn show(conn: &mut PgConnection, id: i64, json: bool) -> Result<(), Failur
 
 /// Why a row cannot be replayed, if it cannot.
 fn refusal(row: &DeadLetterRow, max_replays: i32) -> Option<String> {
-    if row.replay_count >= max_replays {
+    if row.replayed_at.is_some() {
+        Some(format!(
+            "already replayed (replay {}); replay the dead letter of that copy if it failed again",
+            row.replay_count
+        ))
+    } else if row.replay_count >= max_replays {
         Some(format!(
             "already replayed {} time(s) (limit {max_replays})",
             row.replay_count

@@ -64,7 +64,9 @@ pub fn collect(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Fail
                     partition: m.partition,
                     committed: c,
                     end: m.high,
-                    lag: m.high - c.unwrap_or(m.low).max(m.low),
+                    // Never negative: a committed offset past the end (a re-created topic)
+                    // means nothing is waiting.
+                    lag: (m.high - c.unwrap_or(m.low).max(m.low)).max(0),
                 }
             })
             .collect();

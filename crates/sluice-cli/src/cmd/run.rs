@@ -23,7 +23,20 @@ pub fn settings_help() -> String {
 pub fn run() -> Result<(), Failure> {
     let settings = Arc::new(super::settings()?);
     let runtime = super::runtime()?;
-    runtime.block_on(super::migrate::apply(&settings))?;
+    // A stop signal while migrating (or waiting for another starter's migration lock) is a
+    // clean stop too: the migration's transaction rolls back and nothing was consumed.
+    let migrated = runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            result = super::migrate::apply(&settings) => result.map(|()| true),
+            _ = term.recv() => Ok(false),
+            _ = tokio::signal::ctrl_c() => Ok(false),
+        }
+    });
+    if !migrated? {
+        tracing::info!("stop signal during migrations: exiting before any pipeline started");
+        return Ok(());
+    }
 
     let stop = CancellationToken::new();
     let supervisor = {
