@@ -8,7 +8,7 @@
 //! transaction and is repeated as a whole if a transient database error forces a retry.
 
 use crate::kind::TopicKind;
-use crate::write::write_isolating;
+use crate::write::{Isolation, write_isolating};
 use chrono::{DateTime, Utc};
 use sluice_core::{BatchReport, Bound, DeadLetter, DeadLetterKind, RecordCoords};
 use sluice_kafka::Record;
@@ -93,6 +93,31 @@ pub async fn store_batch<K: TopicKind>(
     records: &[Record],
     decoded: &Decoded<K::Message>,
 ) -> Result<(BatchReport, Vec<DeadLetter>), sqlx::Error> {
+    // Almost every batch is clean: write it without savepoints (two round trips fewer).
+    // If a row breaks a constraint, that transaction is rolled back and the batch is
+    // written again with savepoint isolation.
+    let args = (resolver, group, applications_table, records, decoded);
+    match store_batch_in::<K>(conn, args, Isolation::Optimistic).await? {
+        Some(stored) => Ok(stored),
+        None => store_batch_in::<K>(conn, args, Isolation::Savepoints)
+            .await?
+            .ok_or_else(|| sqlx::Error::Protocol("savepoint isolation did not settle".into())),
+    }
+}
+
+type BatchArgs<'a, M> = (
+    &'a ApplicationResolver,
+    &'a str,
+    &'a str,
+    &'a [Record],
+    &'a Decoded<M>,
+);
+
+async fn store_batch_in<K: TopicKind>(
+    conn: &mut PgConnection,
+    (resolver, group, applications_table, records, decoded): BatchArgs<'_, K::Message>,
+    isolation: Isolation,
+) -> Result<Option<(BatchReport, Vec<DeadLetter>)>, sqlx::Error> {
     let mut report = BatchReport {
         records: records.len() as u64,
         decode_errors: decoded.rejected.len() as u64,
@@ -128,7 +153,11 @@ pub async fn store_batch<K: TopicKind>(
 
     let deduped = K::dedupe(bound);
     report.write.skipped += deduped.dropped() as u64;
-    let written = write_isolating::<K>(&mut tx, resolver, deduped, records).await?;
+    let Some(written) =
+        write_isolating::<K>(&mut tx, resolver, deduped, records, isolation).await?
+    else {
+        return Ok(None); // dropping `tx` rolls the attempt back
+    };
     report.write += written.outcome;
     report.write.skipped -= written.revived;
     for letter in &written.rejected {
@@ -141,7 +170,7 @@ pub async fn store_batch<K: TopicKind>(
 
     report.dead_letters_inserted = insert_dead_letters(&mut tx, group, &dead).await?;
     tx.commit().await?;
-    Ok((report, dead))
+    Ok(Some((report, dead)))
 }
 
 /// Shortens a string for a log line or a reason.

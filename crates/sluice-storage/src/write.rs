@@ -41,13 +41,28 @@ async fn exec(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Er
 /// app was deleted, perhaps re-created with a new id, within the cache's TTL): the name is
 /// resolved again inside the transaction; a new id re-binds the row, no id makes it an
 /// `unknown_application` dead letter, and only the same id again is a constraint violation.
+///
+/// With [`Isolation::Optimistic`] the whole batch is upserted without a savepoint, and
+/// `Ok(None)` says a row broke a constraint: the transaction is aborted, and the caller
+/// rolls it back and writes the batch again with [`Isolation::Savepoints`].
 pub async fn write_isolating<K: TopicKind>(
     conn: &mut PgConnection,
     resolver: &ApplicationResolver,
     deduped: Deduped<Bound<K::Message>>,
     records: &[Record],
-) -> Result<Written, sqlx::Error> {
+    isolation: Isolation,
+) -> Result<Option<Written>, sqlx::Error> {
     let mut written = Written::default();
+    if isolation == Isolation::Optimistic && !deduped.rows.is_empty() {
+        return match K::upsert(conn, &deduped.rows).await {
+            Ok(outcome) => {
+                written.outcome = outcome;
+                Ok(Some(written))
+            }
+            Err(error) if disposition(&error) == Disposition::DeadLetter => Ok(None),
+            Err(error) => Err(error),
+        };
+    }
     let mut re_resolved: HashSet<usize> = HashSet::new();
     let Deduped { rows, superseded } = deduped;
     let mut runners_up: HashMap<usize, Vec<Bound<K::Message>>> = rows
@@ -126,7 +141,16 @@ pub async fn write_isolating<K: TopicKind>(
             Err(error) => return Err(error),
         }
     }
-    Ok(written)
+    Ok(Some(written))
+}
+
+/// How a batch is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// One statement, no savepoint: the fast path for a clean batch.
+    Optimistic,
+    /// Savepoints and bisection: isolates the rows that break a constraint.
+    Savepoints,
 }
 
 fn database_message(error: &sqlx::Error) -> String {
