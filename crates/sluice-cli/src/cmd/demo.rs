@@ -106,19 +106,31 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
     let producer = ResilientProducer::new(&settings.bootstrap_servers, "sluice-demo")?;
     // The analyzer runs on its own thread so the burst's producer cannot starve it.
     let analyzer_stop = Arc::new(AtomicBool::new(false));
+    let analyzer_go = Arc::new(AtomicBool::new(false));
     let analyzer = {
-        let (settings, apps, stop) = (settings.clone(), apps.clone(), Arc::clone(&analyzer_stop));
+        let (settings, apps) = (settings.clone(), apps.clone());
+        let (stop, go) = (Arc::clone(&analyzer_stop), Arc::clone(&analyzer_go));
         let interval = args.metrics_interval;
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build();
             match runtime {
-                Ok(rt) => rt.block_on(analyzer_loop(settings, apps, interval, crawl, stop)),
+                Ok(rt) => rt.block_on(analyzer_loop(settings, apps, interval, crawl, stop, go)),
                 Err(error) => eprintln!("analyzer: {error}"),
             }
         })
     };
+    // The latency figures start from a warm path: the analyzer's warm-up message (dated
+    // before the run, so the report leaves it out) has gone all the way into PostgreSQL.
+    wait_for_warm_up(
+        &mut conn,
+        &analyzer_config(apps.clone(), crawl),
+        &mut child,
+        &args.log,
+    )
+    .await?;
+    analyzer_go.store(true, Ordering::Relaxed);
     let produced_bar = bar(records.len() as u64, "produce", false);
     send_all(settings, &producer, &records, 0, &produced_bar).await?;
     produced_bar.finish();
@@ -227,22 +239,75 @@ async fn wait_for_members(
     }
 }
 
+fn analyzer_config(apps: Vec<String>, crawl: u32) -> AnalyzerConfig {
+    AnalyzerConfig {
+        apps,
+        seed: u64::from(crawl),
+    }
+}
+
+/// The analyzer's unmeasured first message.
+fn warm_up(config: &AnalyzerConfig) -> sluice_loadgen::Generated {
+    analysis(config, u64::MAX, Utc::now() - chrono::Duration::days(1))
+}
+
+async fn wait_for_warm_up(
+    conn: &mut PgConnection,
+    config: &AnalyzerConfig,
+    child: &mut Child,
+    log: &std::path::Path,
+) -> Result<(), Failure> {
+    let id = String::from_utf8_lossy(&warm_up(config).key).into_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Err(anyhow!("the consumer exited with {status}; see {}", log.display()).into());
+        }
+        let seen: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM network_metrics WHERE analysis_id = $1::uuid)",
+        )
+        .bind(&id)
+        .fetch_one(&mut *conn)
+        .await?;
+        if seen {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!("the analyzer's warm-up message did not land within 60 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn analyzer_loop(
     settings: Settings,
     apps: Vec<String>,
     interval: f64,
     crawl: u32,
     stop: Arc<AtomicBool>,
+    go: Arc<AtomicBool>,
 ) {
     let Ok(producer) = ResilientProducer::new(&settings.bootstrap_servers, "sluice-demo-analyzer")
     else {
         return;
     };
-    let config = AnalyzerConfig {
-        apps,
-        seed: u64::from(crawl),
-    };
+    let config = analyzer_config(apps, crawl);
     let hidden = indicatif::ProgressBar::hidden();
+    let warm = warm_up(&config);
+    if let Err(error) = send_all(
+        &settings,
+        &producer,
+        std::slice::from_ref(&warm),
+        0,
+        &hidden,
+    )
+    .await
+    {
+        eprintln!("analyzer: {:#}", error.error);
+    }
+    while !go.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for n in 0.. {
         if stop.load(Ordering::Relaxed) {
             return;
