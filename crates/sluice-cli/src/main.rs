@@ -55,6 +55,14 @@ enum Command {
         #[command(subcommand)]
         action: cmd::dlq::DlqAction,
     },
+    /// Run the outbox dispatcher: publish committed outbox events until SIGTERM/SIGINT.
+    #[command(after_long_help = cmd::dispatch::settings_help())]
+    Dispatch,
+    /// Inspect the outbox; release PREQUEUED events; re-open FAILURE events.
+    Outbox {
+        #[command(subcommand)]
+        action: cmd::outbox::OutboxAction,
+    },
 }
 
 /// A failure with its exit code.
@@ -98,6 +106,8 @@ fn main() -> ExitCode {
         Command::Produce { action } => cmd::produce::run(action),
         Command::Demo(args) => cmd::demo::run(&args),
         Command::Bench(args) => cmd::bench::run(&args),
+        Command::Dispatch => cmd::dispatch::run(),
+        Command::Outbox { action } => cmd::outbox::run(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

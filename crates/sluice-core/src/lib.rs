@@ -12,6 +12,7 @@ pub mod dedupe;
 pub mod disposition;
 pub mod messages;
 pub mod outbox;
+pub mod outbox_settings;
 pub mod outcome;
 pub mod pipeline;
 pub mod retry;

@@ -6,13 +6,20 @@
 //!                 ▲         │  │  │                         ▲      └──────► PUSHED_FAILURE
 //!                 └─────────┘  │  └─────────────────────────┘
 //!             (publish failed) └──► FAILURE (attempt limit)
+//!                 ▲                    │
+//!                 └────────────────────┘ (operator re-open: `sluice outbox retry-failed`)
 //! ```
 //!
 //! Invariant: a status changes only along an edge of [`EDGES`]. Every status change goes
 //! through [`transition`] here and, in the database, through one compare-and-set
 //! (`UPDATE … WHERE status = ANY(allowed_sources(to))`); the `outbox_events` trigger
 //! (`migrations/0005_outbox.sql`) rejects any other edge written by hand. The SQL copy of the
-//! edge table is checked against [`EDGES`] by the tests of `sluice-outbox`.
+//! edge table is checked against [`EDGES`] by the tests of `sluice-outbox` (the newest
+//! migration that defines the trigger function, `migrations/0006_outbox_retry_failed.sql`).
+//!
+//! FAILURE → PENDING is the one edge no automatic process takes: it is the operator's
+//! re-open of an event that exhausted its attempts (`sluice outbox retry-failed`). The
+//! dispatcher and the consumer treat FAILURE as terminal ([`OutboxStatus::is_terminal`]).
 //!
 //! Why DISPATCHING → UNDER_PROCESSING: the consumer may see the record before the publisher
 //! has recorded the broker's acknowledgement, so processing may start from DISPATCHING. The
@@ -38,7 +45,8 @@ pub enum OutboxStatus {
     Success,
     /// Terminal: the consumer rejected the record.
     PushedFailure,
-    /// Terminal: publishing failed past the attempt limit.
+    /// Terminal for the dispatcher: publishing failed past the attempt limit. Only an
+    /// operator re-opens it (FAILURE → PENDING).
     Failure,
 }
 
@@ -80,9 +88,13 @@ impl OutboxStatus {
             .ok_or_else(|| UnknownStatus(value.to_owned()))
     }
 
-    /// Whether no edge leaves this status (SUCCESS, PUSHED_FAILURE, FAILURE).
+    /// Whether no automatic process moves a row out of this status (SUCCESS,
+    /// PUSHED_FAILURE, FAILURE). FAILURE's only way out is [`OPERATOR_REOPEN`].
     pub const fn is_terminal(self) -> bool {
-        self.successors().is_empty()
+        matches!(
+            self,
+            OutboxStatus::Success | OutboxStatus::PushedFailure | OutboxStatus::Failure
+        )
     }
 
     /// The statuses this one may move to: the edge table, read by source.
@@ -94,7 +106,8 @@ impl OutboxStatus {
             Dispatching => &[Published, Pending, Failure, UnderProcessing],
             Published => &[UnderProcessing],
             UnderProcessing => &[Success, PushedFailure],
-            Success | PushedFailure | Failure => &[],
+            Failure => &[Pending],
+            Success | PushedFailure => &[],
         }
     }
 }
@@ -114,7 +127,7 @@ impl FromStr for OutboxStatus {
 }
 
 /// Every allowed edge `(from, to)`; the same list as [`OutboxStatus::successors`].
-pub const EDGES: [(OutboxStatus, OutboxStatus); 9] = {
+pub const EDGES: [(OutboxStatus, OutboxStatus); 10] = {
     use OutboxStatus::*;
     [
         (Prequeued, Pending),
@@ -126,8 +139,14 @@ pub const EDGES: [(OutboxStatus, OutboxStatus); 9] = {
         (Published, UnderProcessing),
         (UnderProcessing, Success),
         (UnderProcessing, PushedFailure),
+        (Failure, Pending),
     ]
 };
+
+/// The operator's re-open of an event that exhausted its publish attempts: the only edge
+/// out of a terminal status, taken by `sluice outbox retry-failed` and nothing else.
+pub const OPERATOR_REOPEN: (OutboxStatus, OutboxStatus) =
+    (OutboxStatus::Failure, OutboxStatus::Pending);
 
 /// A string that is not one of the eight statuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -161,12 +180,13 @@ pub fn transition(from: OutboxStatus, to: OutboxStatus) -> Result<OutboxStatus, 
 /// The statuses a compare-and-set moving a row to `to` accepts
 /// (`UPDATE … SET status = to WHERE status = ANY(allowed_sources(to))`).
 ///
-/// Empty for PREQUEUED: a row is only ever inserted in that status.
+/// Empty for PREQUEUED: a row is only ever inserted in that status. PENDING includes FAILURE
+/// (the operator re-open): automatic requeues pass `[DISPATCHING]` explicitly.
 pub const fn allowed_sources(to: OutboxStatus) -> &'static [OutboxStatus] {
     use OutboxStatus::*;
     match to {
         Prequeued => &[],
-        Pending => &[Prequeued, Dispatching],
+        Pending => &[Prequeued, Dispatching, Failure],
         Dispatching => &[Pending],
         Published => &[Dispatching],
         UnderProcessing => &[Dispatching, Published],
@@ -218,7 +238,7 @@ mod tests {
         [0, 0, 0, 0, 0, 1, 1, 0], // UNDER_PROCESSING
         [0, 0, 0, 0, 0, 0, 0, 0], // SUCCESS
         [0, 0, 0, 0, 0, 0, 0, 0], // PUSHED_FAILURE
-        [0, 0, 0, 0, 0, 0, 0, 0], // FAILURE
+        [0, 1, 0, 0, 0, 0, 0, 0], // FAILURE (operator re-open)
     ];
 
     #[test]
@@ -272,6 +292,12 @@ mod tests {
             .filter(|s| s.is_terminal())
             .collect();
         assert_eq!(terminal, vec![Success, PushedFailure, Failure]);
+        // The only edge out of a terminal status is the operator's re-open.
+        let out_of_terminal: Vec<_> = EDGES
+            .into_iter()
+            .filter(|(from, _)| from.is_terminal())
+            .collect();
+        assert_eq!(out_of_terminal, vec![OPERATOR_REOPEN]);
     }
 
     #[test]

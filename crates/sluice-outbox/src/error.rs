@@ -32,6 +32,12 @@ pub enum OutboxError {
     /// The database failed (connection, constraint, the transition trigger).
     #[error("outbox query failed: {0}")]
     Database(#[from] sqlx::Error),
+    /// A Kafka call of the dispatcher or of stale recovery failed.
+    #[error("outbox kafka call failed: {0}")]
+    Kafka(rdkafka::error::KafkaError),
+    /// Stale dispatch recovery could not finish its search; nothing was changed.
+    #[error("stale dispatch recovery: {0}")]
+    Recovery(String),
 }
 
 /// Whether a database error is the transition trigger rejecting a status change.

@@ -7,26 +7,36 @@
 //! - A status changes only along an edge of [`sluice_core::outbox`], by a compare-and-set
 //!   (`UPDATE … WHERE status = ANY(allowed sources)`) in [`transition`], [`release`] or
 //!   [`mark_published`]; a lost race is reported, never overwritten. The database enforces
-//!   the same edges with a trigger (`migrations/0005_outbox.sql`), so a status written by
+//!   the same edges with a trigger (`migrations/0005_outbox.sql`, its edges replaced by
+//!   `0006_outbox_retry_failed.sql`), so a status written by
 //!   hand cannot skip the state machine either.
 //! - An acknowledgement never moves a row back: [`mark_published`] leaves a row that is
 //!   already PUBLISHED, UNDER_PROCESSING, SUCCESS or PUSHED_FAILURE as it is.
 //!
 //! Like the other repositories, nothing here holds a connection: every function takes the
-//! caller's `&mut PgConnection` (a transaction dereferences to one).
+//! caller's `&mut PgConnection` (a transaction dereferences to one). The exception is the
+//! [`Dispatcher`] (`dispatch/`), a process component that owns its connection, listener
+//! and producer; its claim, failure, recovery and retention steps are again functions over
+//! a borrowed connection.
 
+pub mod dispatch;
 mod enqueue;
 mod error;
 mod event;
 #[cfg(test)]
 mod migration_sync;
+pub mod ops;
 mod transition;
 
+pub use dispatch::Dispatcher;
+pub use dispatch::publish::EVENT_ID_HEADER;
 pub use enqueue::{enqueue, release};
 pub use error::{OutboxError, TRANSITION_CONSTRAINT, is_rejected_transition};
 pub use event::NewEvent;
 pub use sluice_core::outbox::OutboxStatus;
-pub use transition::{MarkPublishedOutcome, TransitionOutcome, mark_published, transition};
+pub use transition::{
+    MarkPublishedOutcome, TransitionOutcome, mark_published, mark_published_batch, transition,
+};
 
 /// The LISTEN/NOTIFY channel a committed, claimable event is announced on; the payload is
 /// the event's topic.

@@ -124,6 +124,48 @@ pub async fn mark_published(
     }
 }
 
+/// [`mark_published`] for a batch of acknowledgements `(id, partition, offset)`: one
+/// compare-and-set statement for the rows still DISPATCHING, then [`mark_published`] row by
+/// row for the others (already past PUBLISHED, or an error). One outcome per input, in order.
+pub async fn mark_published_batch(
+    conn: &mut PgConnection,
+    acks: &[(Uuid, i32, i64)],
+) -> Result<Vec<MarkPublishedOutcome>, OutboxError> {
+    if acks.is_empty() {
+        return Ok(vec![]);
+    }
+    let to = OutboxStatus::Published;
+    let sources = checked_sources(outbox::allowed_sources(to), to)?;
+    let ids: Vec<Uuid> = acks.iter().map(|a| a.0).collect();
+    let partitions: Vec<i32> = acks.iter().map(|a| a.1).collect();
+    let offsets: Vec<i64> = acks.iter().map(|a| a.2).collect();
+    let moved: std::collections::HashSet<Uuid> =
+        sqlx::query_scalar(include_str!("sql/mark_published_batch.sql"))
+            .bind(&ids)
+            .bind(&partitions)
+            .bind(&offsets)
+            .bind(to.as_str())
+            .bind(&sources)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect();
+    let mut outcomes = Vec::with_capacity(acks.len());
+    for &(id, partition, offset) in acks {
+        if moved.contains(&id) {
+            outcomes.push(MarkPublishedOutcome::Published);
+        } else {
+            outcomes.push(mark_published(conn, id, partition, offset).await?);
+        }
+    }
+    tracing::debug!(
+        acks = acks.len(),
+        moved = moved.len(),
+        "outbox batch published"
+    );
+    Ok(outcomes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

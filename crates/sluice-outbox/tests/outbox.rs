@@ -374,7 +374,11 @@ async fn every_pair_through_the_trigger_and_through_transition() {
         }
     }
     assert_eq!(checked, 64);
-    assert_eq!(EDGES.len(), 9);
+    assert_eq!(
+        EDGES.len(),
+        10,
+        "nine automatic edges and the operator re-open"
+    );
     teardown(schema, conn).await;
 }
 

@@ -43,6 +43,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(3, "0003_network_metrics.sql"),
     migration!(4, "0004_dead_letter_events.sql"),
     migration!(5, "0005_outbox.sql"),
+    migration!(6, "0006_outbox_retry_failed.sql"),
 ];
 
 /// The advisory-lock key that serialises migration runs ("sluice-mg" as bytes).

@@ -2,10 +2,12 @@
 
 pub mod bench;
 pub mod demo;
+pub mod dispatch;
 pub mod dlq;
 pub mod health;
 pub mod lag;
 pub mod migrate;
+pub mod outbox;
 pub mod produce;
 pub mod replay;
 pub mod run;

@@ -1,0 +1,88 @@
+//! `sluice dispatch`: the outbox dispatcher (SPEC S9) until SIGTERM/SIGINT.
+//!
+//! Settings come from the environment (`OUTBOX_*`, see `--help`); an invalid value exits 2.
+//! A stop signal lets the batch in flight finish (publish, then mark), and the process exits
+//! 0. Several dispatchers may run at once.
+
+use crate::Failure;
+use anyhow::anyhow;
+use sluice_core::outbox_settings::{OutboxSettings, VARIABLES};
+use sluice_outbox::Dispatcher;
+use sqlx::{Connection, PgConnection};
+use tokio_util::sync::CancellationToken;
+
+/// The settings table for `sluice dispatch --help`.
+pub fn settings_help() -> String {
+    let mut help = String::from("Environment (SPEC S9):\n");
+    for (name, default, meaning) in VARIABLES {
+        help.push_str(&format!("  {name:<32} {meaning} [default: {default}]\n"));
+    }
+    help.push_str(
+        "\nExit codes: 0 stopped by SIGTERM/SIGINT after the batch in flight; 1 the outbox \
+         table is missing or the dispatcher failed; 2 invalid settings.",
+    );
+    help
+}
+
+/// `hostname-pid`: the default dispatcher id.
+fn default_dispatcher_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "sluice".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+/// The dispatcher settings from the process environment (exit 2 when invalid).
+pub fn outbox_settings() -> Result<OutboxSettings, Failure> {
+    OutboxSettings::from_lookup(&|name| std::env::var(name).ok(), &default_dispatcher_id())
+        .map_err(Failure::config)
+}
+
+/// Fails unless the outbox table exists (run `sluice migrate` first).
+pub async fn require_outbox_table(conn: &mut PgConnection) -> Result<(), Failure> {
+    let found: Option<String> = sqlx::query_scalar("SELECT to_regclass('outbox_events')::text")
+        .fetch_one(conn)
+        .await?;
+    if found.is_none() {
+        return Err(
+            anyhow!("the outbox_events table does not exist; run `sluice migrate` first").into(),
+        );
+    }
+    Ok(())
+}
+
+/// Entry point.
+pub fn run() -> Result<(), Failure> {
+    let settings = outbox_settings()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut conn = PgConnection::connect(&settings.database_url).await?;
+        require_outbox_table(&mut conn).await?;
+        conn.close().await?;
+        let stop = CancellationToken::new();
+        let dispatcher = Dispatcher::new(settings)?;
+        let mut task = tokio::spawn(dispatcher.run(stop.child_token()));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let finished = tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM: finishing the batch in flight"); None }
+            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: finishing the batch in flight"); None }
+            result = &mut task => Some(result),
+        };
+        stop.cancel();
+        let result = match finished {
+            Some(result) => result,
+            None => task.await,
+        };
+        match result {
+            Ok(Ok(_totals)) => Ok(()),
+            Ok(Err(error)) => Err(error.into()),
+            Err(join) => Err(anyhow!("the dispatcher task failed: {join}").into()),
+        }
+    })
+}

@@ -1,0 +1,89 @@
+//! `sluice outbox status|release|retry-failed`: the operator's view of the outbox (SPEC S9).
+
+use crate::Failure;
+use clap::{Args, Subcommand};
+use serde_json::json;
+use sluice_outbox::ops::{retry_failed, summary};
+use sluice_outbox::release;
+use sqlx::{Connection, PgConnection};
+use uuid::Uuid;
+
+/// Outbox actions.
+#[derive(Debug, Subcommand)]
+pub enum OutboxAction {
+    /// Counts per status, the oldest due PENDING event's age, stuck DISPATCHING events.
+    Status(StatusArgs),
+    /// Release PREQUEUED events to PENDING; prints how many moved.
+    Release {
+        /// Event ids (repeat or comma-separate).
+        #[arg(required = true, value_delimiter = ',')]
+        ids: Vec<Uuid>,
+    },
+    /// Re-open FAILURE events (FAILURE → PENDING, attempts reset); prints how many moved.
+    RetryFailed {
+        /// Only these event ids (default: every FAILURE event).
+        #[arg(long = "id", value_delimiter = ',')]
+        ids: Vec<Uuid>,
+    },
+}
+
+/// Options of `outbox status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Entry point.
+pub fn run(action: OutboxAction) -> Result<(), Failure> {
+    let settings = super::dispatch::outbox_settings()?;
+    let runtime = super::runtime()?;
+    runtime.block_on(async {
+        let mut conn = PgConnection::connect(&settings.database_url).await?;
+        super::dispatch::require_outbox_table(&mut conn).await?;
+        match action {
+            OutboxAction::Status(args) => {
+                let s = summary(&mut conn, settings.stale_dispatch).await?;
+                if args.json {
+                    let counts: serde_json::Map<String, serde_json::Value> = s
+                        .counts
+                        .iter()
+                        .map(|(status, n)| (status.as_str().to_owned(), json!(n)))
+                        .collect();
+                    let value = json!({
+                        "counts": counts,
+                        "oldest_pending_seconds": s.oldest_pending_seconds,
+                        "stuck_dispatching": s.stuck_dispatching,
+                        "stale_dispatch_seconds": settings.stale_dispatch.as_secs(),
+                    });
+                    println!("{}", serde_json::to_string_pretty(&value)?);
+                } else {
+                    for (status, n) in &s.counts {
+                        println!("{:<18} {n}", status.as_str());
+                    }
+                    match s.oldest_pending_seconds {
+                        Some(age) => println!("oldest pending     {age:.1} s"),
+                        None => println!("oldest pending     -"),
+                    }
+                    println!(
+                        "stuck dispatching  {} (claimed more than {} s ago)",
+                        s.stuck_dispatching,
+                        settings.stale_dispatch.as_secs()
+                    );
+                }
+            }
+            OutboxAction::Release { ids } => {
+                let moved = release(&mut conn, &ids).await?;
+                println!("released {moved} of {} events", ids.len());
+            }
+            OutboxAction::RetryFailed { ids } => {
+                let chosen = (!ids.is_empty()).then_some(ids.as_slice());
+                let moved = retry_failed(&mut conn, chosen).await?;
+                println!("re-opened {moved} FAILURE events");
+            }
+        }
+        conn.close().await?;
+        Ok(())
+    })
+}

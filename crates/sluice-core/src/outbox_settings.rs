@@ -1,0 +1,286 @@
+//! Settings of the outbox dispatcher (`sluice dispatch`, SPEC S9), parsed from the
+//! environment by a pure function, like the storage consumer's [`crate::Settings`].
+//!
+//! [`OutboxSettings::from_lookup`] takes any `name → value` lookup and returns one immutable
+//! value, or a [`SettingsError`] naming the variable. The back-off rule of a failed publish
+//! ([`OutboxSettings::after_failed_publish`]) lives here too, so it is tested without a
+//! database.
+
+use crate::settings::SettingsError;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The longest back-off between two publish attempts of one event.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Every variable: (name, default, meaning), for `--help`.
+pub const VARIABLES: [(&str, &str, &str); 9] = [
+    (
+        "DATABASE_URL",
+        "(required)",
+        "the database holding outbox_events",
+    ),
+    ("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092", "the brokers"),
+    ("OUTBOX_BATCH_SIZE", "100", "events claimed per batch"),
+    (
+        "OUTBOX_POLL_INTERVAL_MS",
+        "1000",
+        "poll when no NOTIFY arrives",
+    ),
+    (
+        "OUTBOX_MAX_ATTEMPTS",
+        "10",
+        "failed publishes before FAILURE",
+    ),
+    (
+        "OUTBOX_BACKOFF_BASE_MS",
+        "500",
+        "first back-off; doubles, capped at 5 min",
+    ),
+    (
+        "OUTBOX_STALE_DISPATCH_SECONDS",
+        "60",
+        "DISPATCHING this long is checked against Kafka",
+    ),
+    (
+        "OUTBOX_RETENTION_DAYS",
+        "7",
+        "SUCCESS/PUBLISHED rows older than this are purged",
+    ),
+    (
+        "OUTBOX_DISPATCHER_ID",
+        "hostname-pid",
+        "recorded in claimed_by",
+    ),
+];
+
+/// The validated, immutable settings of one dispatcher process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxSettings {
+    /// `DATABASE_URL`.
+    pub database_url: String,
+    /// `KAFKA_BOOTSTRAP_SERVERS`.
+    pub bootstrap_servers: String,
+    /// `OUTBOX_BATCH_SIZE`: events claimed per batch.
+    pub batch_size: u32,
+    /// `OUTBOX_POLL_INTERVAL_MS`: the longest wait without a notification.
+    pub poll_interval: Duration,
+    /// `OUTBOX_MAX_ATTEMPTS`: failed publishes before FAILURE.
+    pub max_attempts: u32,
+    /// `OUTBOX_BACKOFF_BASE_MS`: the back-off after the first failed publish.
+    pub backoff_base: Duration,
+    /// `OUTBOX_STALE_DISPATCH_SECONDS`: a DISPATCHING row older than this is recovered.
+    pub stale_dispatch: Duration,
+    /// `OUTBOX_RETENTION_DAYS`: age after which SUCCESS and PUBLISHED rows are purged.
+    pub retention: Duration,
+    /// `OUTBOX_DISPATCHER_ID`: this dispatcher's name in `claimed_by`.
+    pub dispatcher_id: String,
+}
+
+/// What to do with an event whose publish failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailedPublish {
+    /// Back to PENDING, claimable again after `delay`; `attempts` failed so far.
+    Retry {
+        /// Failed attempts, this one included.
+        attempts: u32,
+        /// The back-off before the next attempt.
+        delay: Duration,
+    },
+    /// The attempt limit is reached: FAILURE.
+    GiveUp {
+        /// Failed attempts, this one included.
+        attempts: u32,
+    },
+}
+
+impl OutboxSettings {
+    /// Builds the settings from a `name → value` lookup; empty values count as unset.
+    /// `default_id` is the dispatcher id when `OUTBOX_DISPATCHER_ID` is unset (the binary
+    /// passes `hostname-pid`).
+    pub fn from_lookup(
+        lookup: &dyn Fn(&str) -> Option<String>,
+        default_id: &str,
+    ) -> Result<Self, SettingsError> {
+        let raw = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let number = |name: &str, default: u64| -> Result<u64, SettingsError> {
+            match raw(name) {
+                None => Ok(default),
+                Some(value) => match value.parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(n),
+                    _ => Err(error(
+                        name,
+                        &value,
+                        &format!("a positive whole number (default {default})"),
+                    )),
+                },
+            }
+        };
+        let small = |name: &str, default: u64| -> Result<u32, SettingsError> {
+            let n = number(name, default)?;
+            u32::try_from(n).map_err(|_| error(name, &n.to_string(), "at most 4294967295"))
+        };
+        let database_url = raw("DATABASE_URL")
+            .ok_or_else(|| error("DATABASE_URL", "", "a postgres:// URL (required)"))?;
+        if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
+            return Err(error(
+                "DATABASE_URL",
+                &crate::settings::redact_password(&database_url),
+                "a postgres:// URL",
+            ));
+        }
+        let retention_days = number("OUTBOX_RETENTION_DAYS", 7)?;
+        if retention_days > 36_500 {
+            return Err(error(
+                "OUTBOX_RETENTION_DAYS",
+                &retention_days.to_string(),
+                "at most 36500 days",
+            ));
+        }
+        let dispatcher_id = raw("OUTBOX_DISPATCHER_ID").unwrap_or_else(|| default_id.to_owned());
+        Ok(Self {
+            database_url,
+            bootstrap_servers: raw("KAFKA_BOOTSTRAP_SERVERS")
+                .unwrap_or_else(|| "127.0.0.1:9092".to_owned()),
+            batch_size: small("OUTBOX_BATCH_SIZE", 100)?,
+            poll_interval: Duration::from_millis(number("OUTBOX_POLL_INTERVAL_MS", 1000)?),
+            max_attempts: small("OUTBOX_MAX_ATTEMPTS", 10)?,
+            backoff_base: Duration::from_millis(number("OUTBOX_BACKOFF_BASE_MS", 500)?),
+            stale_dispatch: Duration::from_secs(number("OUTBOX_STALE_DISPATCH_SECONDS", 60)?),
+            retention: Duration::from_secs(retention_days * 86_400),
+            dispatcher_id,
+        })
+    }
+
+    /// [`OutboxSettings::from_lookup`] over a map (tests).
+    pub fn from_map(
+        map: &BTreeMap<String, String>,
+        default_id: &str,
+    ) -> Result<Self, SettingsError> {
+        Self::from_lookup(&|name| map.get(name).cloned(), default_id)
+    }
+
+    /// The back-off before attempt `attempts + 1`: base × 2^(attempts − 1), capped at
+    /// [`MAX_BACKOFF`].
+    pub fn backoff(&self, attempts: u32) -> Duration {
+        let exponent = attempts.saturating_sub(1).min(30);
+        self.backoff_base
+            .saturating_mul(1 << exponent)
+            .min(MAX_BACKOFF)
+    }
+
+    /// The rule of `mark_publish_failed`: `failed_before` attempts had failed before this
+    /// one; PENDING with back-off, or FAILURE once the attempt limit is reached.
+    pub fn after_failed_publish(&self, failed_before: u32) -> AfterFailedPublish {
+        let attempts = failed_before.saturating_add(1);
+        if attempts >= self.max_attempts {
+            AfterFailedPublish::GiveUp { attempts }
+        } else {
+            AfterFailedPublish::Retry {
+                attempts,
+                delay: self.backoff(attempts),
+            }
+        }
+    }
+}
+
+fn error(name: &str, value: &str, expected: &str) -> SettingsError {
+    SettingsError {
+        variable: name.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<OutboxSettings, SettingsError> {
+        let mut map: BTreeMap<String, String> = [(
+            "DATABASE_URL".to_owned(),
+            "postgres://u@127.0.0.1:5432/db".to_owned(),
+        )]
+        .into();
+        for (k, v) in pairs {
+            map.insert((*k).to_owned(), (*v).to_owned());
+        }
+        OutboxSettings::from_map(&map, "host-1")
+    }
+
+    #[test]
+    fn defaults() {
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.bootstrap_servers, "127.0.0.1:9092");
+        assert_eq!(s.batch_size, 100);
+        assert_eq!(s.poll_interval, Duration::from_millis(1000));
+        assert_eq!(s.max_attempts, 10);
+        assert_eq!(s.backoff_base, Duration::from_millis(500));
+        assert_eq!(s.stale_dispatch, Duration::from_secs(60));
+        assert_eq!(s.retention, Duration::from_secs(7 * 86_400));
+        assert_eq!(s.dispatcher_id, "host-1");
+        let s = settings(&[("OUTBOX_DISPATCHER_ID", " d2 "), ("OUTBOX_BATCH_SIZE", "7")]).unwrap();
+        assert_eq!(s.dispatcher_id, "d2");
+        assert_eq!(s.batch_size, 7);
+    }
+
+    #[test]
+    fn each_invalid_value_names_its_variable() {
+        for (name, value) in [
+            ("OUTBOX_BATCH_SIZE", "0"),
+            ("OUTBOX_BATCH_SIZE", "99999999999"),
+            ("OUTBOX_POLL_INTERVAL_MS", "soon"),
+            ("OUTBOX_MAX_ATTEMPTS", "-1"),
+            ("OUTBOX_BACKOFF_BASE_MS", "1.5"),
+            ("OUTBOX_STALE_DISPATCH_SECONDS", "0"),
+            ("OUTBOX_RETENTION_DAYS", "100000"),
+            ("DATABASE_URL", "mysql://x"),
+        ] {
+            let error = settings(&[(name, value)]).unwrap_err();
+            assert_eq!(error.variable, name, "{name}={value}");
+        }
+        let missing = OutboxSettings::from_map(&BTreeMap::new(), "h").unwrap_err();
+        assert_eq!(missing.variable, "DATABASE_URL");
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let s = settings(&[]).unwrap();
+        let delays: Vec<_> = (1..=4).map(|a| s.backoff(a).as_millis()).collect();
+        assert_eq!(delays, vec![500, 1000, 2000, 4000]);
+        assert_eq!(s.backoff(20), MAX_BACKOFF);
+        assert_eq!(s.backoff(u32::MAX), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn failure_after_the_attempt_limit() {
+        let s = settings(&[("OUTBOX_MAX_ATTEMPTS", "3")]).unwrap();
+        assert_eq!(
+            s.after_failed_publish(0),
+            AfterFailedPublish::Retry {
+                attempts: 1,
+                delay: Duration::from_millis(500)
+            }
+        );
+        assert_eq!(
+            s.after_failed_publish(1),
+            AfterFailedPublish::Retry {
+                attempts: 2,
+                delay: Duration::from_millis(1000)
+            }
+        );
+        assert_eq!(
+            s.after_failed_publish(2),
+            AfterFailedPublish::GiveUp { attempts: 3 }
+        );
+        let once = settings(&[("OUTBOX_MAX_ATTEMPTS", "1")]).unwrap();
+        assert_eq!(
+            once.after_failed_publish(0),
+            AfterFailedPublish::GiveUp { attempts: 1 }
+        );
+    }
+}

@@ -1,0 +1,229 @@
+//! Stale dispatch recovery (SPEC S9): a row in DISPATCHING past the timeout is not proof
+//! that nothing reached Kafka, so it is checked against Kafka before it is requeued.
+//!
+//! For each stale row, the row's topic — its explicit partition, or every partition — is
+//! read from the offset of the claim time (offsets for times, minus a clock margin) to the
+//! end offset taken at the start of the search, with a plain consumer (`assign`, no group,
+//! nothing committed), looking for a record whose `sluice-event-id` header is the row's id.
+//! Found → PUBLISHED with that partition and offset (the `mark_published` compare-and-set);
+//! not found → PENDING (the transition helper), and the event is published again.
+//!
+//! A search that cannot finish (broker down, deadline) changes nothing: the rows stay
+//! DISPATCHING for the next round, because requeuing a row whose record merely was not seen
+//! would publish it twice. The remaining duplicate window is a dispatcher that is still
+//! alive past the timeout and publishes after the search: at-least-once, never loss.
+
+use super::publish::EVENT_ID_HEADER;
+use crate::error::OutboxError;
+use crate::transition::{TransitionOutcome, mark_published, transition};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+use sluice_core::outbox::OutboxStatus;
+use sluice_kafka::Admin;
+use sluice_kafka::config::admin_config;
+use sqlx::{FromRow, PgConnection};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// Stale rows checked per round.
+const STALE_LIMIT: i64 = 1000;
+/// How far before the claim time the search starts (clock skew between the database and
+/// the producer's host, which stamps the record).
+const CLOCK_MARGIN_MS: i64 = 60_000;
+/// The longest one topic's search may take before the round gives up.
+const SEARCH_DEADLINE: Duration = Duration::from_secs(60);
+/// Kafka calls' timeout.
+const KAFKA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What one recovery round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Stale DISPATCHING rows found.
+    pub stale: usize,
+    /// Found in Kafka and marked PUBLISHED (or already past it).
+    pub published: usize,
+    /// Not found in Kafka and requeued to PENDING.
+    pub requeued: usize,
+    /// Moved by someone else while the search ran; left alone.
+    pub raced: usize,
+}
+
+#[derive(Debug, Clone, FromRow)]
+struct StaleRow {
+    id: Uuid,
+    topic: String,
+    partition: Option<i32>,
+    claimed_at_ms: i64,
+}
+
+/// One recovery round over every row DISPATCHING for longer than `stale_after`.
+pub async fn recover_stale(
+    conn: &mut PgConnection,
+    bootstrap_servers: &str,
+    stale_after: Duration,
+) -> Result<RecoveryReport, OutboxError> {
+    let rows: Vec<StaleRow> = sqlx::query_as(include_str!("../sql/stale.sql"))
+        .bind(stale_after.as_secs_f64())
+        .bind(STALE_LIMIT)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut report = RecoveryReport {
+        stale: rows.len(),
+        ..RecoveryReport::default()
+    };
+    if rows.is_empty() {
+        return Ok(report);
+    }
+    let mut by_topic: BTreeMap<String, Vec<StaleRow>> = BTreeMap::new();
+    for row in rows {
+        by_topic.entry(row.topic.clone()).or_default().push(row);
+    }
+    for (topic, rows) in by_topic {
+        let bootstrap = bootstrap_servers.to_owned();
+        let wanted: Vec<(Uuid, Option<i32>)> = rows.iter().map(|r| (r.id, r.partition)).collect();
+        let from_ms = rows.iter().map(|r| r.claimed_at_ms).min().unwrap_or(0) - CLOCK_MARGIN_MS;
+        let search_topic = topic.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            search_topic_for_ids(&bootstrap, &search_topic, from_ms, &wanted)
+        })
+        .await
+        .map_err(|e| OutboxError::Recovery(format!("search task failed: {e}")))??;
+        for row in rows {
+            match found.get(&row.id) {
+                Some(&(partition, offset)) => {
+                    mark_published(conn, row.id, partition, offset).await?;
+                    tracing::info!(id = %row.id, %topic, partition, offset,
+                        "stale dispatch: record found in Kafka, marked PUBLISHED");
+                    report.published += 1;
+                }
+                None => {
+                    let outcome = transition(
+                        conn,
+                        row.id,
+                        &[OutboxStatus::Dispatching],
+                        OutboxStatus::Pending,
+                    )
+                    .await?;
+                    if outcome == TransitionOutcome::Moved {
+                        tracing::info!(id = %row.id, %topic,
+                            "stale dispatch: no record in Kafka, requeued");
+                        report.requeued += 1;
+                    } else {
+                        report.raced += 1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Reads `topic` from `from_ms` to its current end, looking for records whose event-id
+/// header is one of `wanted` (an id with an explicit partition is looked for there only).
+/// Returns id → (partition, offset) of the first record found for each id.
+pub fn search_topic_for_ids(
+    bootstrap_servers: &str,
+    topic: &str,
+    from_ms: i64,
+    wanted: &[(Uuid, Option<i32>)],
+) -> Result<HashMap<Uuid, (i32, i64)>, OutboxError> {
+    let admin = Admin::new(bootstrap_servers, KAFKA_TIMEOUT)?;
+    let Some(count) = admin.partition_count(topic)? else {
+        return Ok(HashMap::new());
+    };
+    let partitions: BTreeSet<i32> = if wanted.iter().any(|(_, p)| p.is_none()) {
+        (0..count).collect()
+    } else {
+        wanted
+            .iter()
+            .filter_map(|(_, p)| *p)
+            .filter(|p| *p < count)
+            .collect()
+    };
+    let ids: HashMap<String, Option<i32>> =
+        wanted.iter().map(|(id, p)| (id.to_string(), *p)).collect();
+    let starts: HashMap<i32, i64> = admin
+        .offsets_for_time(topic, from_ms.max(0))?
+        .into_iter()
+        .collect();
+    let ends: HashMap<i32, i64> = admin
+        .watermarks(topic)?
+        .into_iter()
+        .map(|m| (m.partition, m.high))
+        .collect();
+    let mut list = TopicPartitionList::new();
+    let mut open: BTreeSet<i32> = BTreeSet::new();
+    for &partition in &partitions {
+        let (Some(&start), Some(&end)) = (starts.get(&partition), ends.get(&partition)) else {
+            continue;
+        };
+        if start < end {
+            list.add_partition_offset(topic, partition, Offset::Offset(start))?;
+            open.insert(partition);
+        }
+    }
+    let mut found = HashMap::new();
+    if open.is_empty() {
+        return Ok(found);
+    }
+    let mut config = admin_config(bootstrap_servers);
+    config
+        .set("group.id", "sluice-outbox-recovery")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "true");
+    let reader: BaseConsumer = config.create()?;
+    reader.assign(&list)?;
+    let deadline = Instant::now() + SEARCH_DEADLINE;
+    while !open.is_empty() && found.len() < ids.len() {
+        if Instant::now() > deadline {
+            return Err(OutboxError::Recovery(format!(
+                "searching {topic} did not reach the end offsets within {SEARCH_DEADLINE:?}"
+            )));
+        }
+        let Some(message) = reader.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let message = match message {
+            Ok(message) => message,
+            Err(KafkaError::PartitionEOF(partition)) => {
+                open.remove(&partition);
+                continue;
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let partition = message.partition();
+        let offset = message.offset();
+        if ends.get(&partition).is_some_and(|&end| offset + 1 >= end) {
+            open.remove(&partition);
+        }
+        let Some(headers) = message.headers() else {
+            continue;
+        };
+        let Some(id) = headers
+            .iter()
+            .find(|h| h.key == EVENT_ID_HEADER)
+            .and_then(|h| h.value)
+            .and_then(|v| std::str::from_utf8(v).ok())
+        else {
+            continue;
+        };
+        if let Some(explicit) = ids.get(id)
+            && explicit.is_none_or(|p| p == partition)
+            && let Ok(uuid) = Uuid::parse_str(id)
+        {
+            found.entry(uuid).or_insert((partition, offset));
+        }
+    }
+    Ok(found)
+}
+
+impl From<KafkaError> for OutboxError {
+    fn from(error: KafkaError) -> Self {
+        OutboxError::Kafka(error)
+    }
+}

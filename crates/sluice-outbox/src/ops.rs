@@ -1,0 +1,66 @@
+//! Operator actions on the outbox: status counts and the re-open of failed events.
+
+use crate::error::OutboxError;
+use crate::transition::checked_sources;
+use sluice_core::outbox::{OPERATOR_REOPEN, OutboxStatus};
+use sqlx::PgConnection;
+use sqlx::types::Json;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// What `sluice outbox status` shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxSummary {
+    /// Rows per status (every status, zero included).
+    pub counts: BTreeMap<OutboxStatus, i64>,
+    /// Seconds since the oldest due PENDING row became due; `None` when none is due.
+    pub oldest_pending_seconds: Option<f64>,
+    /// DISPATCHING rows claimed longer ago than the stale timeout.
+    pub stuck_dispatching: i64,
+}
+
+/// Counts the outbox; `stale_after` decides what "stuck" means.
+pub async fn summary(
+    conn: &mut PgConnection,
+    stale_after: Duration,
+) -> Result<OutboxSummary, OutboxError> {
+    let (counts, oldest_pending_seconds, stuck_dispatching): (
+        Json<BTreeMap<String, i64>>,
+        Option<f64>,
+        i64,
+    ) = sqlx::query_as(include_str!("sql/status.sql"))
+        .bind(stale_after.as_secs_f64())
+        .fetch_one(conn)
+        .await?;
+    let mut all: BTreeMap<OutboxStatus, i64> =
+        OutboxStatus::ALL.into_iter().map(|s| (s, 0)).collect();
+    for (status, n) in counts.0 {
+        all.insert(OutboxStatus::parse(&status)?, n);
+    }
+    Ok(OutboxSummary {
+        counts: all,
+        oldest_pending_seconds,
+        stuck_dispatching,
+    })
+}
+
+/// The operator's re-open (FAILURE → PENDING, attempts reset): of `ids`, or of every
+/// FAILURE row when `ids` is `None`. Returns how many moved; rows in another status are
+/// left alone.
+pub async fn retry_failed(
+    conn: &mut PgConnection,
+    ids: Option<&[Uuid]>,
+) -> Result<u64, OutboxError> {
+    let (from, to) = OPERATOR_REOPEN;
+    let sources = checked_sources(&[from], to)?;
+    let moved = sqlx::query(include_str!("sql/retry_failed.sql"))
+        .bind(to.as_str())
+        .bind(&sources)
+        .bind(ids)
+        .execute(conn)
+        .await?
+        .rows_affected();
+    tracing::info!(moved, "re-opened FAILURE outbox events");
+    Ok(moved)
+}

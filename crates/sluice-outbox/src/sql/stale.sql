@@ -1,0 +1,9 @@
+-- stale_dispatches: $1 age in seconds, $2 limit. DISPATCHING rows claimed before the
+-- cut-off, oldest claim first (outbox_events_dispatching_claimed_idx).
+SELECT id, topic, partition,
+       (extract(epoch FROM claimed_at) * 1000)::bigint AS claimed_at_ms
+FROM outbox_events
+WHERE status = 'DISPATCHING'
+  AND claimed_at < now() - make_interval(secs => $1::double precision)
+ORDER BY claimed_at
+LIMIT $2

@@ -1,0 +1,320 @@
+//! Stale dispatch recovery on the real stack (issue 6, acceptance 3), and the operator's
+//! side: retention, retry-failed, status counts.
+//!
+//! "Killed after the broker acknowledged, before marking" is simulated by claiming a row as
+//! a dispatcher that then disappears, publishing its record by hand with the event-id
+//! header, and ageing the claim; "killed before publishing" the same without the record.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+mod common;
+
+use common::kafka::{read_topic, settings};
+use common::{event, row_in, setup, status_of, teardown};
+use serde_json::json;
+use sluice_kafka::ResilientProducer;
+use sluice_kafka::producer::Outgoing;
+use sluice_outbox::dispatch::claim::claim_batch;
+use sluice_outbox::dispatch::publish::record_headers;
+use sluice_outbox::dispatch::recovery::{RecoveryReport, recover_stale};
+use sluice_outbox::dispatch::retention::purge_expired;
+use sluice_outbox::ops::{retry_failed, summary};
+use sluice_outbox::{Dispatcher, NewEvent, OutboxStatus, enqueue};
+use sqlx::PgConnection;
+use std::time::Duration;
+use uuid::Uuid;
+
+async fn age_claim(conn: &mut PgConnection, id: Uuid, minutes: i32) {
+    sqlx::query(
+        "UPDATE outbox_events SET claimed_at = now() - make_interval(mins => $2) WHERE id = $1",
+    )
+    .bind(id)
+    .bind(minutes)
+    .execute(conn)
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_marks_acknowledged_records_and_requeues_unpublished_ones() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let topic = sluice_testkit::unique("outbox-recovery");
+    sluice_testkit::create_topic(&stack, &topic, 3).await;
+
+    // Some unrelated traffic in the topic, before and after.
+    let producer = ResilientProducer::new(&stack.bootstrap, "test").unwrap();
+    for i in 0..20 {
+        producer
+            .send(Outgoing {
+                topic: &topic,
+                key: Some(format!("noise-{i}").as_bytes()),
+                payload: b"{}",
+                partition: None,
+                headers: &[],
+            })
+            .await
+            .unwrap();
+    }
+
+    let acked = NewEvent::new(&topic, "user", "1", "mailbox.command", json!({"n": 1}));
+    let lost = NewEvent::new(&topic, "user", "2", "mailbox.command", json!({"n": 2}));
+    let explicit =
+        NewEvent::new(&topic, "user", "3", "mailbox.command", json!({"n": 3})).with_partition(2);
+    for e in [&acked, &lost, &explicit] {
+        enqueue(&mut conn, e).await.unwrap();
+    }
+    // A dispatcher claims all three, publishes two, and dies before marking anything.
+    let claimed = claim_batch(&mut conn, "dead-dispatcher", 10).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    let mut published_at = std::collections::HashMap::new();
+    for c in claimed.iter().filter(|c| c.id != lost.id) {
+        let headers = record_headers(c);
+        let refs: Vec<(&str, &[u8])> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .collect();
+        let payload = c.payload.to_string();
+        let delivered = producer
+            .send(Outgoing {
+                topic: &topic,
+                key: Some(c.partition_key.as_bytes()),
+                payload: payload.as_bytes(),
+                partition: c.partition,
+                headers: &refs,
+            })
+            .await
+            .unwrap();
+        published_at.insert(c.id, (delivered.partition, delivered.offset));
+    }
+    for i in 0..5 {
+        producer
+            .send(Outgoing {
+                topic: &topic,
+                key: Some(format!("late-{i}").as_bytes()),
+                payload: b"{}",
+                partition: None,
+                headers: &[],
+            })
+            .await
+            .unwrap();
+    }
+    let before = read_topic(&stack, &topic).len();
+    assert_eq!(before, 27);
+
+    // Not stale yet: nothing happens.
+    let report = recover_stale(&mut conn, &stack.bootstrap, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(report, RecoveryReport::default());
+
+    for c in &claimed {
+        age_claim(&mut conn, c.id, 5).await;
+    }
+    let report = recover_stale(&mut conn, &stack.bootstrap, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        report,
+        RecoveryReport {
+            stale: 3,
+            published: 2,
+            requeued: 1,
+            raced: 0
+        }
+    );
+    for id in [acked.id, explicit.id] {
+        let (status, p, o): (String, Option<i32>, Option<i64>) = sqlx::query_as(
+            "SELECT status, published_partition, published_offset FROM outbox_events WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        let (wp, wo) = published_at[&id];
+        assert_eq!(
+            (status.as_str(), p, o),
+            ("PUBLISHED", Some(wp), Some(wo)),
+            "{id}"
+        );
+    }
+    assert_eq!(status_of(&mut conn, lost.id).await, OutboxStatus::Pending);
+    assert_eq!(
+        read_topic(&stack, &topic).len(),
+        before,
+        "recovery publishes nothing"
+    );
+
+    // A live dispatcher now publishes the requeued event, once, and nothing else.
+    let mut dispatcher = Dispatcher::new(settings(&stack, &schema, "alive")).unwrap();
+    let batch = dispatcher.dispatch_once().await.unwrap();
+    assert_eq!((batch.claimed, batch.published), (1, 1));
+    assert_eq!(dispatcher.dispatch_once().await.unwrap().claimed, 0);
+    let records = read_topic(&stack, &topic);
+    assert_eq!(records.len(), before + 1);
+    for id in [acked.id, lost.id, explicit.id] {
+        assert_eq!(
+            records.iter().filter(|r| r.event_id == id).count(),
+            1,
+            "{id} once"
+        );
+    }
+    assert_eq!(status_of(&mut conn, lost.id).await, OutboxStatus::Published);
+    sluice_testkit::delete_topics(&stack, &[&topic]).await;
+    teardown(schema, conn).await;
+}
+
+#[tokio::test]
+async fn retention_purges_old_success_and_published_only() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox");
+    let mut old = vec![];
+    for status in [
+        OutboxStatus::Success,
+        OutboxStatus::Published,
+        OutboxStatus::Failure,
+        OutboxStatus::PushedFailure,
+        OutboxStatus::Pending,
+        OutboxStatus::UnderProcessing,
+    ] {
+        for _ in 0..3 {
+            old.push((status, row_in(&mut conn, &topic, status).await));
+        }
+    }
+    let fresh_success = row_in(&mut conn, &topic, OutboxStatus::Success).await;
+    sqlx::query(
+        "UPDATE outbox_events SET updated_at = now() - interval '8 days' WHERE id = ANY($1)",
+    )
+    .bind(old.iter().map(|(_, id)| *id).collect::<Vec<_>>())
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let deleted = purge_expired(&mut conn, Duration::from_secs(7 * 86_400))
+        .await
+        .unwrap();
+    assert_eq!(deleted, 6, "3 SUCCESS + 3 PUBLISHED");
+    let left: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM outbox_events")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    for (status, id) in &old {
+        let purged = matches!(status, OutboxStatus::Success | OutboxStatus::Published);
+        assert_eq!(!left.contains(id), purged, "{status}");
+    }
+    assert!(
+        left.contains(&fresh_success),
+        "a recent SUCCESS row is kept"
+    );
+    teardown(schema, conn).await;
+}
+
+#[tokio::test]
+async fn retry_failed_reopens_failures_and_status_counts() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox");
+    let failed: Vec<Uuid> = {
+        let mut ids = vec![];
+        for _ in 0..3 {
+            ids.push(row_in(&mut conn, &topic, OutboxStatus::Failure).await);
+        }
+        ids
+    };
+    sqlx::query("UPDATE outbox_events SET attempts = 10, last_error = 'broker said no'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let stuck = row_in(&mut conn, &topic, OutboxStatus::Dispatching).await;
+    age_claim(&mut conn, stuck, 5).await;
+    enqueue(&mut conn, &event(&topic)).await.unwrap();
+
+    let s = summary(&mut conn, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(s.counts[&OutboxStatus::Failure], 3);
+    assert_eq!(s.counts[&OutboxStatus::Dispatching], 1);
+    assert_eq!(s.counts[&OutboxStatus::Pending], 1);
+    assert_eq!(s.counts[&OutboxStatus::Success], 0);
+    assert_eq!(s.stuck_dispatching, 1);
+    assert!(s.oldest_pending_seconds.is_some());
+
+    // One chosen, then the rest; a non-FAILURE id is ignored.
+    assert_eq!(
+        retry_failed(&mut conn, Some(&[failed[0], stuck]))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(retry_failed(&mut conn, None).await.unwrap(), 2);
+    assert_eq!(retry_failed(&mut conn, None).await.unwrap(), 0);
+    let rows: Vec<(String, i32, Option<String>)> =
+        sqlx::query_as("SELECT status, attempts, last_error FROM outbox_events WHERE id = ANY($1)")
+            .bind(&failed)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    for (status, attempts, last_error) in rows {
+        assert_eq!((status.as_str(), attempts), ("PENDING", 0));
+        assert_eq!(
+            last_error.as_deref(),
+            Some("broker said no"),
+            "history kept"
+        );
+    }
+    assert_eq!(status_of(&mut conn, stuck).await, OutboxStatus::Dispatching);
+    teardown(schema, conn).await;
+}
+
+#[tokio::test]
+async fn mark_published_batch_moves_dispatching_rows_and_never_moves_one_back() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox");
+    let a = row_in(&mut conn, &topic, OutboxStatus::Dispatching).await;
+    let b = row_in(&mut conn, &topic, OutboxStatus::UnderProcessing).await;
+    let c = row_in(&mut conn, &topic, OutboxStatus::Dispatching).await;
+    let outcomes =
+        sluice_outbox::mark_published_batch(&mut conn, &[(a, 1, 10), (b, 1, 11), (c, 2, 12)])
+            .await
+            .unwrap();
+    assert_eq!(
+        outcomes,
+        vec![
+            sluice_outbox::MarkPublishedOutcome::Published,
+            sluice_outbox::MarkPublishedOutcome::AlreadyPast {
+                current: OutboxStatus::UnderProcessing
+            },
+            sluice_outbox::MarkPublishedOutcome::Published,
+        ]
+    );
+    let rows: Vec<(Uuid, String, Option<i32>, Option<i64>)> = sqlx::query_as(
+        "SELECT id, status, published_partition, published_offset FROM outbox_events ORDER BY seq",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            (a, "PUBLISHED".into(), Some(1), Some(10)),
+            (b, "UNDER_PROCESSING".into(), None, None),
+            (c, "PUBLISHED".into(), Some(2), Some(12)),
+        ]
+    );
+    let pending = row_in(&mut conn, &topic, OutboxStatus::Pending).await;
+    assert!(
+        sluice_outbox::mark_published_batch(&mut conn, &[(pending, 0, 1)])
+            .await
+            .is_err(),
+        "an acknowledgement for a PENDING row is an error"
+    );
+    assert_eq!(status_of(&mut conn, pending).await, OutboxStatus::Pending);
+    teardown(schema, conn).await;
+}
