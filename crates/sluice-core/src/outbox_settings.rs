@@ -5,6 +5,11 @@
 //! value, or a [`SettingsError`] naming the variable. The back-off rule of a failed publish
 //! ([`OutboxSettings::after_failed_publish`]) lives here too, so it is tested without a
 //! database.
+//!
+//! Not a setting: `SLUICE_FAILPOINT` (`before-publish` / `after-publish`) is test-only fault
+//! injection — the dispatcher SIGKILLs itself at that point of its first batch. It is read
+//! by `sluice_outbox::dispatch::Failpoint`, deliberately absent from [`VARIABLES`], and must
+//! never be set in production.
 
 use crate::settings::SettingsError;
 use std::collections::BTreeMap;

@@ -11,6 +11,13 @@
 //! The loop: claim and publish while there is work; otherwise wait for a NOTIFY on
 //! [`crate::NOTIFY_CHANNEL`], the poll interval, or the stop token. Recovery and retention
 //! run between batches on their own timers. A stop lets the batch in flight finish.
+//!
+//! Test-only fault injection: the environment variable `SLUICE_FAILPOINT`, read once when
+//! a [`Dispatcher`] is created, makes the process SIGKILL itself at a chosen point of a
+//! batch (see [`Failpoint`]): `before-publish` (the claim committed, nothing published:
+//! the rows are left DISPATCHING with nothing in Kafka) or `after-publish` (every record of
+//! the batch acknowledged, none marked: the rows are left DISPATCHING with their records
+//! in Kafka). Unset, empty or any other value: no fault. Never set it in production.
 
 pub mod claim;
 pub mod failure;
@@ -37,6 +44,58 @@ const RECOVERY_EVERY: Duration = Duration::from_secs(30);
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
 /// The wait before an event whose partition was just created is claimed again.
 const NEW_PARTITION_DELAY: Duration = Duration::from_secs(1);
+
+/// A test-only fault injected by `SLUICE_FAILPOINT` (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failpoint {
+    /// `before-publish`: SIGKILL right after the claim commits, before publishing.
+    BeforePublish,
+    /// `after-publish`: SIGKILL right after the broker acknowledged the batch, before the
+    /// outcomes are marked.
+    AfterPublish,
+}
+
+impl Failpoint {
+    /// The environment variable.
+    pub const VAR: &'static str = "SLUICE_FAILPOINT";
+
+    /// Parses a value of `SLUICE_FAILPOINT`; anything unknown is no fault.
+    pub fn parse(value: &str) -> Option<Failpoint> {
+        match value.trim() {
+            "before-publish" => Some(Failpoint::BeforePublish),
+            "after-publish" => Some(Failpoint::AfterPublish),
+            _ => None,
+        }
+    }
+
+    /// The fault of this process, from its environment.
+    pub fn from_env() -> Option<Failpoint> {
+        let value = std::env::var(Self::VAR).ok()?;
+        let failpoint = Self::parse(&value);
+        match failpoint {
+            Some(point) => tracing::warn!(
+                ?point,
+                "{} is set: this dispatcher will SIGKILL itself",
+                Self::VAR
+            ),
+            None if value.trim().is_empty() => {}
+            None => tracing::warn!(%value, "unknown {} ignored", Self::VAR),
+        }
+        failpoint
+    }
+
+    /// Kills this process with SIGKILL (no destructor, no flush, no mark), as `kill -9`
+    /// from outside would; aborts if the signal could not be sent.
+    fn trigger(self) -> ! {
+        tracing::warn!(point = ?self, "failpoint reached: SIGKILL");
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &std::process::id().to_string()])
+            .status();
+        // The signal is delivered asynchronously; give it a moment before the fallback.
+        std::thread::sleep(Duration::from_secs(5));
+        std::process::abort()
+    }
+}
 
 /// What one batch did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,6 +138,7 @@ pub struct Dispatcher {
     conn: Option<PgConnection>,
     producer: ResilientProducer,
     admin: Admin,
+    failpoint: Option<Failpoint>,
 }
 
 impl Dispatcher {
@@ -93,6 +153,7 @@ impl Dispatcher {
             conn: None,
             producer,
             admin,
+            failpoint: Failpoint::from_env(),
         })
     }
 
@@ -125,9 +186,15 @@ impl Dispatcher {
         if events.is_empty() {
             return Ok(report);
         }
+        if self.failpoint == Some(Failpoint::BeforePublish) {
+            Failpoint::BeforePublish.trigger();
+        }
         let started = std::time::Instant::now();
         let results = publish_batch(&self.producer, &events).await;
         report.publish_time = started.elapsed();
+        if self.failpoint == Some(Failpoint::AfterPublish) {
+            Failpoint::AfterPublish.trigger();
+        }
         let started = std::time::Instant::now();
         let mut failures = vec![];
         let mut acks = Vec::with_capacity(events.len());
@@ -338,5 +405,24 @@ async fn listen(url: &str) -> Option<PgListener> {
             tracing::warn!(%error, "cannot LISTEN for outbox events; polling only");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Failpoint;
+
+    #[test]
+    fn failpoint_values() {
+        assert_eq!(
+            Failpoint::parse("before-publish"),
+            Some(Failpoint::BeforePublish)
+        );
+        assert_eq!(
+            Failpoint::parse(" after-publish\n"),
+            Some(Failpoint::AfterPublish)
+        );
+        assert_eq!(Failpoint::parse(""), None);
+        assert_eq!(Failpoint::parse("after-mark"), None);
     }
 }

@@ -1,4 +1,4 @@
-//! `sluice bench`: sluice's reviews pipeline measured against baselines in the same run,
+//! `sluice bench [storage]`: sluice's reviews pipeline measured against baselines in the same run,
 //! with the same generated rows, on the real stack (SPEC S13). Not a test: it prints a
 //! Markdown table and writes a JSON file with the ratios.
 //!
@@ -8,14 +8,17 @@
 //! - S: `sluice run` (a child process), reviews pipeline, produce-all-first then drain;
 //! - latency isolation: network-metrics produce → committed (visible) while reviews drain;
 //! - the consumer's peak RSS.
+//!
+//! `sluice bench outbox` measures the outbox dispatcher instead (see [`outbox`]).
 
 mod copy;
 mod latency;
+mod outbox;
 
 use super::produce::{bar, send_all};
 use crate::Failure;
 use anyhow::{Context, anyhow};
-use clap::Args;
+use clap::{Args, Subcommand};
 use serde_json::json;
 use sluice_core::messages::{Review, decode_review};
 use sluice_core::{Bound, Settings};
@@ -27,9 +30,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Options of `sluice bench`.
+/// Options of `sluice bench`; with no subcommand, the storage bench.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// What to measure (default: storage).
+    #[command(subcommand)]
+    target: Option<BenchTarget>,
     /// Reviews in the workload.
     #[arg(long, default_value_t = 200_000)]
     reviews: usize,
@@ -44,10 +50,26 @@ pub struct BenchArgs {
     out: PathBuf,
 }
 
+/// The benches.
+#[derive(Debug, Subcommand)]
+enum BenchTarget {
+    /// The storage consumer against baselines (the default; options before `storage`).
+    Storage,
+    /// The outbox dispatcher: sustained events/s and commit→ack latency.
+    Outbox(outbox::OutboxBenchArgs),
+}
+
 const BATCH: usize = 500;
 
 /// Entry point.
 pub fn run(args: &BenchArgs) -> Result<(), Failure> {
+    match &args.target {
+        Some(BenchTarget::Outbox(outbox)) => outbox::run(outbox),
+        Some(BenchTarget::Storage) | None => run_storage(args),
+    }
+}
+
+fn run_storage(args: &BenchArgs) -> Result<(), Failure> {
     let settings = super::settings()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -1,0 +1,455 @@
+//! `sluice bench outbox`: the outbox dispatcher (SPEC S9) measured on the real stack, in its
+//! own schema and topic. Not a test: it prints a Markdown table and writes a JSON file.
+//!
+//! - throughput: a backlog enqueued first (batches of 1,000 rows, one transaction each,
+//!   about 1,000 distinct partition keys), then N dispatchers in this process until every
+//!   row is PUBLISHED; events/s = count / (last `published_at` − the dispatchers' start),
+//!   both read from PostgreSQL's clock;
+//! - latency: one idle dispatcher, events enqueued one per transaction at a paced rate;
+//!   per event `published_at − created_at`, both PostgreSQL's clock (`created_at` is the
+//!   enqueue transaction's start, `published_at` the start of the statement recording the
+//!   broker's acknowledgement, acks=all).
+
+use crate::Failure;
+use anyhow::{Context, anyhow};
+use clap::Args;
+use serde_json::json;
+use sluice_core::outbox_settings::OutboxSettings;
+use sluice_kafka::Admin;
+use sluice_outbox::{Dispatcher, NewEvent, enqueue};
+use sqlx::{Connection, PgConnection};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Options of `sluice bench outbox`.
+#[derive(Debug, Clone, Args)]
+pub struct OutboxBenchArgs {
+    /// Events in the throughput backlog.
+    #[arg(long, default_value_t = 50_000)]
+    events: usize,
+    /// Rows per enqueue transaction while building the backlog.
+    #[arg(long, default_value_t = 1_000)]
+    enqueue_batch: usize,
+    /// Distinct partition keys.
+    #[arg(long, default_value_t = 1_000)]
+    keys: usize,
+    /// Dispatchers (in this process) draining the backlog.
+    #[arg(long, default_value_t = 3)]
+    dispatchers: usize,
+    /// Events claimed per batch (OUTBOX_BATCH_SIZE of each dispatcher). With ~1,000 keys a
+    /// batch of 1,000 holds every key, and the claim's per-key exclusivity then leaves the
+    /// other dispatchers nothing to claim; 300 measured best of 100/200/300/500/1,000.
+    #[arg(long, default_value_t = 300)]
+    batch_size: u32,
+    /// Topic partitions.
+    #[arg(long, default_value_t = 3)]
+    partitions: i32,
+    /// Enqueue rate of the latency phase, events/s (one transaction each).
+    #[arg(long, default_value_t = 1_000.0)]
+    latency_rate: f64,
+    /// Length of the latency phase, seconds.
+    #[arg(long, default_value_t = 10)]
+    latency_seconds: u64,
+    /// Connections enqueueing in the latency phase (each paced to its share of the rate).
+    #[arg(long, default_value_t = 4)]
+    latency_writers: usize,
+    /// Where the JSON results go.
+    #[arg(long, default_value = "bench-outbox-results.json")]
+    out: PathBuf,
+}
+
+/// The issue's sustained throughput target on the reference machine.
+const TARGET_EVENTS_PER_SECOND: f64 = 20_000.0;
+/// The event type of the latency phase's events.
+const LATENCY_TYPE: &str = "bench.latency";
+/// Events published before the latency phase (not measured).
+const WARM_UP: usize = 10;
+
+/// Entry point.
+pub fn run(args: &OutboxBenchArgs) -> Result<(), Failure> {
+    let settings = super::super::settings()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(bench(
+        &settings.database_url,
+        &settings.bootstrap_servers,
+        args,
+    ))
+}
+
+struct Env {
+    schema: String,
+    url: String,
+    topic: String,
+    bootstrap: String,
+}
+
+impl Env {
+    /// Dispatcher settings: the process environment's `OUTBOX_*`, with the bench's
+    /// database, brokers, batch size and id.
+    fn dispatcher_settings(&self, id: &str, batch: u32) -> Result<OutboxSettings, Failure> {
+        let batch = batch.to_string();
+        OutboxSettings::from_lookup(
+            &|name| match name {
+                "DATABASE_URL" => Some(self.url.clone()),
+                "KAFKA_BOOTSTRAP_SERVERS" => Some(self.bootstrap.clone()),
+                "OUTBOX_BATCH_SIZE" => Some(batch.clone()),
+                "OUTBOX_DISPATCHER_ID" => Some(id.to_owned()),
+                other => std::env::var(other).ok(),
+            },
+            id,
+        )
+        .map_err(Failure::config)
+    }
+}
+
+const FIXTURE: &str = include_str!("../../../../../fixtures/applications.sql");
+
+async fn setup(
+    database_url: &str,
+    bootstrap: &str,
+    args: &OutboxBenchArgs,
+) -> Result<Env, Failure> {
+    let id = format!("benchoutbox{}", std::process::id());
+    let mut admin_conn = PgConnection::connect(database_url)
+        .await
+        .context("DATABASE_URL")?;
+    sqlx::raw_sql(&format!("CREATE SCHEMA {id}"))
+        .execute(&mut admin_conn)
+        .await?;
+    admin_conn.close().await?;
+    let separator = if database_url.contains('?') { '&' } else { '?' };
+    let url = format!("{database_url}{separator}options=-c%20search_path%3D{id}");
+    let mut conn = PgConnection::connect(&url).await?;
+    sqlx::raw_sql(FIXTURE).execute(&mut conn).await?;
+    sluice_postgres::migrate(&mut conn, "apps_registry_application").await?;
+    conn.close().await?;
+    let topic = format!("{id}-outbox");
+    let admin = Admin::new(bootstrap, Duration::from_secs(30))?;
+    admin.ensure_topic(&topic, args.partitions).await?;
+    Ok(Env {
+        schema: id,
+        url,
+        topic,
+        bootstrap: bootstrap.to_owned(),
+    })
+}
+
+async fn teardown(database_url: &str, env: &Env) -> Result<(), Failure> {
+    let admin = Admin::new(&env.bootstrap, Duration::from_secs(30))?;
+    admin.delete_topic(&env.topic).await?;
+    let mut conn = PgConnection::connect(database_url).await?;
+    sqlx::raw_sql(&format!("DROP SCHEMA {} CASCADE", env.schema))
+        .execute(&mut conn)
+        .await?;
+    Ok(())
+}
+
+fn event(topic: &str, event_type: &str, n: usize, keys: usize) -> NewEvent {
+    NewEvent::new(
+        topic,
+        "bench",
+        format!("key-{}", n % keys.max(1)),
+        event_type,
+        json!({"n": n, "text": "sluice outbox bench event"}),
+    )
+}
+
+async fn bench(database_url: &str, bootstrap: &str, args: &OutboxBenchArgs) -> Result<(), Failure> {
+    let env = setup(database_url, bootstrap, args).await?;
+    println!(
+        "== outbox bench: schema {}, topic {} ({} partitions), acks=all, batch size {}",
+        env.schema, env.topic, args.partitions, args.batch_size
+    );
+    let throughput = throughput(&env, args).await?;
+    let latency = latency(&env, args).await?;
+    report(args, &throughput, &latency)?;
+    teardown(database_url, &env).await
+}
+
+/// The throughput phase's numbers.
+#[derive(Debug, Clone, Copy)]
+struct Throughput {
+    events: i64,
+    enqueue_per_second: f64,
+    seconds: f64,
+    per_second: f64,
+    wall_seconds: f64,
+    first_batch_seconds: f64,
+    steady_per_second: f64,
+}
+
+async fn throughput(env: &Env, args: &OutboxBenchArgs) -> Result<Throughput, Failure> {
+    println!(
+        "== throughput: enqueue {} events ({} per transaction, {} keys; not timed)",
+        args.events, args.enqueue_batch, args.keys
+    );
+    let mut conn = PgConnection::connect(&env.url).await?;
+    let started = Instant::now();
+    let mut n = 0;
+    while n < args.events {
+        let end = (n + args.enqueue_batch.max(1)).min(args.events);
+        let mut tx = conn.begin().await?;
+        for i in n..end {
+            enqueue(&mut tx, &event(&env.topic, "bench.backlog", i, args.keys)).await?;
+        }
+        tx.commit().await?;
+        n = end;
+    }
+    let enqueue_per_second = args.events as f64 / started.elapsed().as_secs_f64().max(1e-9);
+    println!("   enqueued at {enqueue_per_second:.0} events/s");
+    sqlx::raw_sql("ANALYZE outbox_events")
+        .execute(&mut conn)
+        .await?;
+
+    println!(
+        "== throughput: {} dispatchers drain the backlog",
+        args.dispatchers
+    );
+    let stop = CancellationToken::new();
+    let mut dispatchers = Vec::new();
+    let db_start: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&mut conn)
+        .await?;
+    let wall = Instant::now();
+    for d in 0..args.dispatchers {
+        let settings = env.dispatcher_settings(&format!("bench-{d}"), args.batch_size)?;
+        let dispatcher = Dispatcher::new(settings)?;
+        dispatchers.push(tokio::spawn(dispatcher.run(stop.child_token())));
+    }
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let total = args.events as i64;
+    loop {
+        let (published, failed): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE status = 'PUBLISHED'), \
+                    count(*) FILTER (WHERE status = 'FAILURE') FROM outbox_events",
+        )
+        .fetch_one(&mut conn)
+        .await?;
+        if failed > 0 {
+            stop.cancel();
+            return Err(anyhow!("{failed} events ended in FAILURE").into());
+        }
+        if published >= total {
+            break;
+        }
+        if Instant::now() > deadline {
+            stop.cancel();
+            return Err(anyhow!("only {published}/{total} PUBLISHED after 600 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let wall_seconds = wall.elapsed().as_secs_f64();
+    stop.cancel();
+    for task in dispatchers {
+        task.await.map_err(|e| anyhow!("dispatcher task: {e}"))??;
+    }
+    let (first, last): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
+        sqlx::query_as("SELECT min(published_at), max(published_at) FROM outbox_events")
+            .fetch_one(&mut conn)
+            .await?;
+    let secs = |d: chrono::TimeDelta| (d.num_microseconds().unwrap_or(0) as f64 / 1e6).max(1e-9);
+    let seconds = secs(last - db_start);
+    let per_second = total as f64 / seconds;
+    let first_batch_seconds = secs(first - db_start);
+    let first_batch: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE published_at = $1")
+            .bind(first)
+            .fetch_one(&mut conn)
+            .await?;
+    let steady_per_second = (total - first_batch) as f64 / secs(last - first);
+    println!(
+        "   {total} events PUBLISHED in {seconds:.2} s (PostgreSQL clock): {per_second:.0} events/s; \
+         first batch marked after {first_batch_seconds:.2} s, {steady_per_second:.0} events/s after it"
+    );
+    conn.close().await?;
+    Ok(Throughput {
+        events: total,
+        enqueue_per_second,
+        seconds,
+        per_second,
+        wall_seconds,
+        first_batch_seconds,
+        steady_per_second,
+    })
+}
+
+/// The latency phase's numbers, milliseconds.
+#[derive(Debug, Clone, Copy)]
+struct Latency {
+    count: i64,
+    enqueue_per_second: f64,
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+async fn latency(env: &Env, args: &OutboxBenchArgs) -> Result<Latency, Failure> {
+    let total = (args.latency_rate * args.latency_seconds as f64).round() as usize;
+    println!(
+        "== latency: 1 idle dispatcher (after a {WARM_UP}-event warm-up); {total} events at {:.0}/s, one per transaction, {} writers",
+        args.latency_rate, args.latency_writers
+    );
+    let stop = CancellationToken::new();
+    let settings = env.dispatcher_settings("bench-latency", args.batch_size)?;
+    let task = tokio::spawn(Dispatcher::new(settings)?.run(stop.child_token()));
+    // Warm-up: a few events through the dispatcher first, so that its producer has its
+    // connection, metadata and producer id (the first publish of a new producer takes up to
+    // a second, which would otherwise dominate the tail); then it idles.
+    let mut conn = PgConnection::connect(&env.url).await?;
+    for k in 0..WARM_UP {
+        let mut tx = conn.begin().await?;
+        enqueue(&mut tx, &event(&env.topic, "bench.warm-up", k, args.keys)).await?;
+        tx.commit().await?;
+    }
+    wait_published(&mut conn, "bench.warm-up", &stop).await?;
+    println!("   warm-up: {WARM_UP} events published; dispatcher idle");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let writers = args.latency_writers.max(1);
+    let interval = Duration::from_secs_f64(1.0 / args.latency_rate.max(1e-3));
+    let start = tokio::time::Instant::now() + Duration::from_millis(100);
+    let mut handles = Vec::new();
+    for w in 0..writers {
+        let url = env.url.clone();
+        let topic = env.topic.clone();
+        let keys = args.keys;
+        handles.push(tokio::spawn(async move {
+            let mut conn = PgConnection::connect(&url).await?;
+            for k in (w..total).step_by(writers) {
+                tokio::time::sleep_until(start + interval * k as u32).await;
+                let mut tx = conn.begin().await?;
+                enqueue(&mut tx, &event(&topic, LATENCY_TYPE, k, keys)).await?;
+                tx.commit().await?;
+            }
+            conn.close().await?;
+            Ok::<(), anyhow::Error>(())
+        }));
+    }
+    for handle in handles {
+        handle.await.map_err(|e| anyhow!("writer task: {e}"))??;
+    }
+    let enqueue_seconds = start.elapsed().as_secs_f64();
+    let enqueue_per_second = total as f64 / enqueue_seconds.max(1e-9);
+    println!("   enqueued {total} in {enqueue_seconds:.2} s ({enqueue_per_second:.0}/s achieved)");
+
+    wait_published(&mut conn, LATENCY_TYPE, &stop).await?;
+    stop.cancel();
+    task.await.map_err(|e| anyhow!("dispatcher task: {e}"))??;
+    let (count, p50, p99, max): (i64, f64, f64, f64) = sqlx::query_as(
+        "WITH l AS (SELECT EXTRACT(EPOCH FROM published_at - created_at)::float8 * 1000 AS ms \
+                    FROM outbox_events WHERE event_type = $1) \
+         SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), \
+                percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms) FROM l",
+    )
+    .bind(LATENCY_TYPE)
+    .fetch_one(&mut conn)
+    .await?;
+    conn.close().await?;
+    println!(
+        "   commit→ack over {count} events: p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms"
+    );
+    Ok(Latency {
+        count,
+        enqueue_per_second,
+        p50,
+        p99,
+        max,
+    })
+}
+
+/// Waits until every event of `event_type` is PUBLISHED (at most 120 s; then `stop`).
+async fn wait_published(
+    conn: &mut PgConnection,
+    event_type: &str,
+    stop: &CancellationToken,
+) -> Result<(), Failure> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let pending: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM outbox_events WHERE event_type = $1 AND status <> 'PUBLISHED'",
+        )
+        .bind(event_type)
+        .fetch_one(&mut *conn)
+        .await?;
+        if pending == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            stop.cancel();
+            return Err(anyhow!("{pending} {event_type} events not PUBLISHED after 120 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn report(args: &OutboxBenchArgs, t: &Throughput, l: &Latency) -> Result<(), Failure> {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let met = t.per_second >= TARGET_EVENTS_PER_SECOND;
+    println!(
+        "\n## sluice bench outbox — {cores} cores, acks=all, {} partitions, batch size {}\n",
+        args.partitions, args.batch_size
+    );
+    println!("| measure | value | target | met |");
+    println!("|---|---|---|---|");
+    println!(
+        "| enqueue (backlog, {} rows/transaction) | {:.0} events/s | | |",
+        args.enqueue_batch, t.enqueue_per_second
+    );
+    println!(
+        "| sustained dispatch, {} dispatchers, {} events | {:.0} events/s ({:.2} s; {:.2} s wall incl. start-up and polling) | ≥ {TARGET_EVENTS_PER_SECOND:.0} events/s | {} |",
+        args.dispatchers,
+        t.events,
+        t.per_second,
+        t.seconds,
+        t.wall_seconds,
+        if met { "yes" } else { "NO" }
+    );
+    println!(
+        "| (the same run after the first batch was marked at {:.2} s: producers connected) | {:.0} events/s | | |",
+        t.first_batch_seconds, t.steady_per_second
+    );
+    println!(
+        "| commit→ack latency at {:.0} events/s offered ({:.0}/s achieved), 1 dispatcher | p50 {:.1} / p99 {:.1} / max {:.1} ms ({} events) | | |",
+        args.latency_rate, l.enqueue_per_second, l.p50, l.p99, l.max, l.count
+    );
+    println!(
+        "\nLatency = published_at − created_at, both PostgreSQL's clock: created_at is the \
+         enqueue transaction's start (now()), published_at is set by the statement that \
+         records the broker's acknowledgement (acks=all). Throughput = events / (last \
+         published_at − the dispatchers' start, clock_timestamp())."
+    );
+    let results = json!({
+        "cores": cores,
+        "partitions": args.partitions,
+        "batch_size": args.batch_size,
+        "throughput": {
+            "events": t.events,
+            "dispatchers": args.dispatchers,
+            "keys": args.keys,
+            "enqueue_events_per_second": t.enqueue_per_second,
+            "seconds": t.seconds,
+            "wall_seconds": t.wall_seconds,
+            "events_per_second": t.per_second,
+            "first_batch_marked_after_seconds": t.first_batch_seconds,
+            "events_per_second_after_first_batch": t.steady_per_second,
+            "target_events_per_second": TARGET_EVENTS_PER_SECOND,
+            "met": met,
+        },
+        "latency_ms": {
+            "offered_rate": args.latency_rate,
+            "achieved_rate": l.enqueue_per_second,
+            "count": l.count,
+            "p50": l.p50,
+            "p99": l.p99,
+            "max": l.max,
+            "definition": "published_at - created_at (PostgreSQL clock; created_at = enqueue transaction start, published_at = ack recorded)",
+        },
+    });
+    std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
+    println!("\nJSON: {}", args.out.display());
+    Ok(())
+}

@@ -1,0 +1,271 @@
+//! A real `kill -9` of `sluice dispatch` (acceptance item 3 of the outbox, SPEC S9): the
+//! binary SIGKILLs itself through the test-only `SLUICE_FAILPOINT` at either side of the
+//! publish, and a restarted dispatcher's stale dispatch recovery finishes the job.
+//!
+//! - `after-publish`: the batch is in Kafka, the rows are DISPATCHING; recovery must find
+//!   the records and mark the rows PUBLISHED at their real partition/offset without
+//!   publishing them again;
+//! - `before-publish`: nothing is in Kafka, the rows are DISPATCHING; recovery must requeue
+//!   them and the dispatcher publish each exactly once.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+mod support;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use serde_json::json;
+use sluice_outbox::{EVENT_ID_HEADER, NewEvent, enqueue};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use support::*;
+use uuid::Uuid;
+
+/// Events enqueued per scenario.
+const N: usize = 20;
+
+/// The dispatcher's settings for these tests: short polls, a 1 s stale timeout.
+const DISPATCH_VARS: [(&str, &str); 4] = [
+    ("OUTBOX_POLL_INTERVAL_MS", "100"),
+    ("OUTBOX_BATCH_SIZE", "100"),
+    ("OUTBOX_BACKOFF_BASE_MS", "100"),
+    ("OUTBOX_STALE_DISPATCH_SECONDS", "1"),
+];
+
+/// (partition, offset) of every record of `topic`, by its `sluice-event-id` header; a
+/// record without the header is under `Uuid::nil()`.
+fn read_topic(bootstrap: &str, topic: &str) -> BTreeMap<Uuid, Vec<(i32, i64)>> {
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "outbox-kill-reader")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let metadata = reader
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    let partitions = metadata.topics()[0].partitions().len() as i32;
+    let mut list = TopicPartitionList::new();
+    let mut open = BTreeSet::new();
+    for p in 0..partitions {
+        let (low, high) = reader
+            .fetch_watermarks(topic, p, Duration::from_secs(10))
+            .unwrap();
+        if high > low {
+            list.add_partition_offset(topic, p, Offset::Offset(low))
+                .unwrap();
+            open.insert(p);
+        }
+    }
+    let mut found: BTreeMap<Uuid, Vec<(i32, i64)>> = BTreeMap::new();
+    if open.is_empty() {
+        return found;
+    }
+    reader.assign(&list).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !open.is_empty() {
+        assert!(Instant::now() < deadline, "reading {topic} took too long");
+        match reader.poll(Duration::from_millis(500)) {
+            None => {}
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                open.remove(&p);
+            }
+            Some(Err(e)) => panic!("read {topic}: {e}"),
+            Some(Ok(m)) => {
+                let id = m
+                    .headers()
+                    .and_then(|h| h.iter().find(|h| h.key == EVENT_ID_HEADER))
+                    .and_then(|h| h.value)
+                    .map(|v| Uuid::parse_str(std::str::from_utf8(v).unwrap()).unwrap())
+                    .unwrap_or_else(Uuid::nil);
+                found
+                    .entry(id)
+                    .or_default()
+                    .push((m.partition(), m.offset()));
+            }
+        }
+    }
+    found
+}
+
+/// Enqueues `N` events with distinct keys in one transaction; returns their ids.
+async fn enqueue_events(env: &Env, topic: &str) -> BTreeSet<Uuid> {
+    let mut conn = env.schema.connect().await;
+    let mut tx = sqlx::Connection::begin(&mut conn).await.unwrap();
+    let mut ids = BTreeSet::new();
+    for i in 0..N {
+        let event = NewEvent::new(
+            topic,
+            "user",
+            format!("kill-{i}"),
+            "mailbox.command",
+            json!({"n": i}),
+        );
+        ids.insert(enqueue(&mut tx, &event).await.unwrap());
+    }
+    tx.commit().await.unwrap();
+    ids
+}
+
+/// Status → count over the topic's rows.
+async fn statuses(env: &Env, topic: &str) -> BTreeMap<String, i64> {
+    let mut conn = env.schema.connect().await;
+    sqlx::query_as("SELECT status, count(*) FROM outbox_events WHERE topic = $1 GROUP BY status")
+        .bind(topic)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// Starts `sluice dispatch` with its JSON log in `<dir>/<name>.log`.
+fn spawn_dispatch(env: &Env, name: &str, extra: &[(&str, &str)]) -> Running {
+    let log = env.dir.join(format!("{name}.log"));
+    let mut cmd = env.sluice(&["dispatch"]);
+    cmd.envs(DISPATCH_VARS)
+        .envs(extra.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    Running {
+        child: cmd.spawn().unwrap(),
+        log,
+    }
+}
+
+/// One scenario: migrate, enqueue, dispatch with the failpoint (killed by signal 9), check
+/// the state left, then a clean dispatcher until every row is PUBLISHED, SIGTERM, check.
+async fn killed_then_recovered(failpoint: &str) {
+    let Some(env) = Env::new().await else {
+        return;
+    };
+    let topic = format!("{}-outbox-{failpoint}", env.prefix);
+    sluice_testkit::create_topic(&env.stack, &topic, 3).await;
+    let migrated = env.output(&["migrate"], &[]);
+    assert!(
+        migrated.status.success(),
+        "sluice migrate: {}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    let ids = enqueue_events(&env, &topic).await;
+    assert_eq!(ids.len(), N);
+
+    // The failpoint: the process SIGKILLs itself at its first batch.
+    let mut killed = spawn_dispatch(&env, "killed", &[("SLUICE_FAILPOINT", failpoint)]);
+    let status = killed.wait(Duration::from_secs(60));
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "expected death by SIGKILL, got {status}:\n{}",
+        killed.tail()
+    );
+    let killed_at = Instant::now();
+    assert_eq!(
+        statuses(&env, &topic).await,
+        BTreeMap::from([("DISPATCHING".to_owned(), N as i64)]),
+        "rows after the kill"
+    );
+    let in_kafka = read_topic(&env.stack.bootstrap, &topic);
+    match failpoint {
+        "after-publish" => {
+            let once: BTreeSet<Uuid> = in_kafka.keys().copied().collect();
+            assert_eq!(once, ids, "the acknowledged batch is in Kafka");
+            assert!(
+                in_kafka.values().all(|at| at.len() == 1),
+                "each event once: {in_kafka:?}"
+            );
+        }
+        _ => assert!(in_kafka.is_empty(), "nothing published: {in_kafka:?}"),
+    }
+
+    // A clean dispatcher after the stale timeout (1 s) has passed.
+    let wait = Duration::from_millis(1500).saturating_sub(killed_at.elapsed());
+    tokio::time::sleep(wait).await;
+    let mut clean = spawn_dispatch(&env, "clean", &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        clean.assert_alive();
+        let now = statuses(&env, &topic).await;
+        if now == BTreeMap::from([("PUBLISHED".to_owned(), N as i64)]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rows {now:?} after 60 s:\n{}",
+            clean.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    clean.signal("TERM");
+    let status = clean.wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "SIGTERM exit:\n{}", clean.tail());
+
+    // Exactly once in Kafka, and each row points at its record.
+    let in_kafka = read_topic(&env.stack.bootstrap, &topic);
+    let seen: BTreeSet<Uuid> = in_kafka.keys().copied().collect();
+    assert_eq!(seen, ids, "every event, nothing else");
+    for (id, at) in &in_kafka {
+        assert_eq!(
+            at.len(),
+            1,
+            "event {id} published {} times: {at:?}",
+            at.len()
+        );
+    }
+    // The clean dispatcher's recovery did the work: found in Kafka (after-publish) or
+    // requeued (before-publish), every row, nothing else.
+    let sum = |field: &str| -> u64 {
+        clean
+            .events_named("stale dispatch recovery")
+            .iter()
+            .map(|e| e[field].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let (found, requeued) = match failpoint {
+        "after-publish" => (N as u64, 0),
+        _ => (0, N as u64),
+    };
+    assert_eq!(
+        (sum("published"), sum("requeued")),
+        (found, requeued),
+        "recovery (found in Kafka, requeued):\n{}",
+        clean.tail()
+    );
+    let mut conn = env.schema.connect().await;
+    let rows: Vec<(Uuid, Option<i32>, Option<i64>)> = sqlx::query_as(
+        "SELECT id, published_partition, published_offset FROM outbox_events WHERE topic = $1",
+    )
+    .bind(&topic)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), N);
+    for (id, partition, offset) in rows {
+        let (p, o) = in_kafka[&id][0];
+        assert_eq!(
+            (partition, offset),
+            (Some(p), Some(o)),
+            "row {id} vs its record"
+        );
+    }
+    drop(conn);
+    sluice_testkit::delete_topics(&env.stack, &[topic.as_str()]).await;
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_after_publish_is_recovered_without_republishing() {
+    killed_then_recovered("after-publish").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_before_publish_is_requeued_and_published_once() {
+    killed_then_recovered("before-publish").await;
+}
