@@ -344,11 +344,24 @@ async fn lag_agrees_with_kafka_consumer_groups_and_replay_is_safe() {
     let theirs_text = String::from_utf8_lossy(&theirs.stdout);
     println!("kafka-consumer-groups --describe:\n{theirs_text}");
     let theirs = parse_describe(&theirs_text, &env.topic("reviews"));
-    assert_eq!(theirs.len(), 3, "three partitions in Kafka's own output");
+    // Kafka's tool lists the partitions the group has committed; the keys of a few apps may
+    // all hash to two of the three partitions, so compare partition by partition.
+    assert!(
+        !theirs.is_empty(),
+        "Kafka's own output lists the group's partitions"
+    );
     let mut total_lag = 0;
     for p in ours[0]["partitions"].as_array().unwrap() {
         let partition = p["partition"].as_i64().unwrap() as i32;
-        let (current, end, lag) = &theirs[&partition];
+        let Some((current, end, lag)) = theirs.get(&partition) else {
+            assert_eq!(
+                p["committed"],
+                Value::Null,
+                "partition {partition}: Kafka lists no commit"
+            );
+            assert_eq!(p["end"], 0, "partition {partition} holds no records");
+            continue;
+        };
         assert_eq!(
             p["committed"].to_string(),
             *current,

@@ -23,9 +23,12 @@ pub mod dispatch;
 mod enqueue;
 mod error;
 mod event;
+mod handle_record;
 #[cfg(test)]
 mod migration_sync;
 pub mod ops;
+pub mod partitions;
+mod process_once;
 mod transition;
 
 pub use dispatch::Dispatcher;
@@ -33,6 +36,12 @@ pub use dispatch::publish::EVENT_ID_HEADER;
 pub use enqueue::{enqueue, release};
 pub use error::{OutboxError, TRANSITION_CONSTRAINT, is_rejected_transition};
 pub use event::NewEvent;
+pub use handle_record::{HandleError, Handled, RecordOutcome, handle_outbox_record};
+pub use partitions::{AssignError, assign_partition};
+pub use process_once::{
+    MessageKey, ProcessError, ProcessKey, Processed, process_keyed, process_once,
+    process_once_by_event_id,
+};
 pub use sluice_core::outbox::OutboxStatus;
 pub use transition::{
     MarkPublishedOutcome, TransitionOutcome, mark_published, mark_published_batch, transition,

@@ -44,6 +44,8 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(4, "0004_dead_letter_events.sql"),
     migration!(5, "0005_outbox.sql"),
     migration!(6, "0006_outbox_retry_failed.sql"),
+    migration!(7, "0007_processed_kafka_messages.sql"),
+    migration!(8, "0008_partition_assignment.sql"),
 ];
 
 /// The advisory-lock key that serialises migration runs ("sluice-mg" as bytes).

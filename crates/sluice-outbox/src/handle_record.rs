@@ -1,0 +1,156 @@
+//! The outbox-aware consumer helper (SPEC S10, S12): process one record of an outbox event
+//! once and move its outbox row to its final status in the same transaction.
+//!
+//! Invariant: the processed row, the work's effects and the row's final status (SUCCESS or
+//! PUSHED_FAILURE) commit together. The outbox row is locked first, so two consumers handling
+//! the same event take turns. A row already terminal is skipped without running the work; a
+//! record already processed whose row is not terminal (its success transition was lost, e.g.
+//! the work was committed by a bare [`process_once`](crate::process_once)) gets the missing
+//! transition to SUCCESS, and the work does not run again.
+
+use crate::error::OutboxError;
+use crate::process_once::{ProcessError, ProcessKey, Processed, process_keyed};
+use crate::transition::{TransitionOutcome, transition};
+use sluice_core::outbox::OutboxStatus;
+use sqlx::{Connection, PgConnection};
+use uuid::Uuid;
+
+/// What the consumer's work decided about a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handled {
+    /// The record was applied: the outbox row ends SUCCESS.
+    Applied,
+    /// The handler rejected the record for this reason: the outbox row ends PUSHED_FAILURE.
+    /// The work's writes (e.g. a rejection logged in the projection) still commit.
+    Rejected(String),
+}
+
+/// What [`handle_outbox_record`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordOutcome {
+    /// The work ran and applied the record; the row is SUCCESS.
+    Applied,
+    /// The work ran and rejected the record; the row is PUSHED_FAILURE.
+    Rejected(String),
+    /// The record was already processed but its row was not terminal: the missing transition
+    /// to SUCCESS was added and the work did not run.
+    Completed {
+        /// The row's status before, DISPATCHING, PUBLISHED or UNDER_PROCESSING.
+        from: OutboxStatus,
+    },
+    /// The row was already terminal (SUCCESS, PUSHED_FAILURE, FAILURE); nothing was done.
+    Skipped {
+        /// The row's status.
+        status: OutboxStatus,
+    },
+    /// The row is PREQUEUED or PENDING (requeued after this record was published): it cannot
+    /// move to UNDER_PROCESSING, nothing was done, and the dispatcher publishes it again.
+    NotReady {
+        /// The row's status.
+        status: OutboxStatus,
+    },
+}
+
+/// Why [`handle_outbox_record`] failed; in every case nothing was committed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandleError<E> {
+    /// The caller's work failed; its error is unchanged.
+    #[error("processing work failed")]
+    Work(#[source] E),
+    /// Reading or moving the outbox row failed (no such event, an illegal move, the
+    /// database).
+    #[error("outbox record handling failed")]
+    Outbox(#[from] OutboxError),
+}
+
+impl<E> From<sqlx::Error> for HandleError<E> {
+    fn from(error: sqlx::Error) -> Self {
+        HandleError::Outbox(OutboxError::Database(error))
+    }
+}
+
+/// Processes the record of outbox event `event_id` once for `key` and moves its row to its
+/// final status, all in one transaction on `conn`; see the module docs.
+///
+/// DISPATCHING or PUBLISHED → UNDER_PROCESSING, then [`process_keyed`] with `work`, then
+/// UNDER_PROCESSING → SUCCESS ([`Handled::Applied`]) or PUSHED_FAILURE
+/// ([`Handled::Rejected`]). When `key` was already processed, UNDER_PROCESSING → SUCCESS
+/// without running `work`. `work` fails → everything rolls back and its error is returned.
+pub async fn handle_outbox_record<E>(
+    conn: &mut PgConnection,
+    key: &ProcessKey,
+    event_id: Uuid,
+    work: impl AsyncFnOnce(&mut PgConnection) -> Result<Handled, E>,
+) -> Result<RecordOutcome, HandleError<E>> {
+    use OutboxStatus::*;
+    let mut tx = conn.begin().await?;
+    let status: Option<String> = sqlx::query_scalar(include_str!("sql/lock_status.sql"))
+        .bind(event_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let status = status.ok_or(OutboxError::NotFound { id: event_id })?;
+    let from = OutboxStatus::parse(&status).map_err(OutboxError::from)?;
+    match from {
+        Success | PushedFailure | Failure => {
+            tx.rollback().await?;
+            tracing::debug!(%event_id, status = %from, "outbox row already terminal; skipped");
+            return Ok(RecordOutcome::Skipped { status: from });
+        }
+        Prequeued | Pending => {
+            tx.rollback().await?;
+            tracing::debug!(%event_id, status = %from, "outbox row not published; skipped");
+            return Ok(RecordOutcome::NotReady { status: from });
+        }
+        Dispatching | Published => {
+            move_row(
+                &mut tx,
+                event_id,
+                &[Dispatching, Published],
+                UnderProcessing,
+            )
+            .await?;
+        }
+        UnderProcessing => {}
+    }
+    let outcome = match process_keyed(&mut tx, key, work).await {
+        Ok(Processed::Done(Handled::Applied)) => {
+            move_row(&mut tx, event_id, &[UnderProcessing], Success).await?;
+            RecordOutcome::Applied
+        }
+        Ok(Processed::Done(Handled::Rejected(reason))) => {
+            move_row(&mut tx, event_id, &[UnderProcessing], PushedFailure).await?;
+            RecordOutcome::Rejected(reason)
+        }
+        Ok(Processed::AlreadyProcessed) => {
+            move_row(&mut tx, event_id, &[UnderProcessing], Success).await?;
+            tracing::info!(
+                %event_id,
+                %from,
+                "added the lost success transition of a processed record"
+            );
+            RecordOutcome::Completed { from }
+        }
+        Err(ProcessError::Work(error)) => return Err(HandleError::Work(error)),
+        Err(ProcessError::Database(error)) => return Err(error.into()),
+    };
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// [`transition`] on the row this transaction holds locked: it cannot have moved, so a stale
+/// outcome is a broken invariant, reported as the illegal move it would have been.
+async fn move_row(
+    conn: &mut PgConnection,
+    id: Uuid,
+    from: &[OutboxStatus],
+    to: OutboxStatus,
+) -> Result<(), OutboxError> {
+    match transition(conn, id, from, to).await? {
+        TransitionOutcome::Moved => Ok(()),
+        TransitionOutcome::Stale { current } => {
+            tracing::error!(%id, %current, %to, "locked outbox row changed status");
+            Err(sluice_core::outbox::IllegalTransition { from: current, to }.into())
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Idempotent processing (SPEC S10): a consumer's database work runs at most once per key.
+//!
+//! Invariant: the processed row and the work's effects commit together or not at all. The
+//! row is inserted first, in the same transaction as `work`; a key that is already there (a
+//! redelivered record) returns [`Processed::AlreadyProcessed`] without running `work`, and a
+//! failing `work` rolls back both, so the record is processed again when it comes again.
+//!
+//! Two keys:
+//! - [`MessageKey`], the seed's contract: `(consumer_group, topic, partition, kafka_offset)`
+//!   in `processed_kafka_messages`.
+//! - The outbox event id ([`process_once_by_event_id`]), an addition to the seed's contract:
+//!   `(consumer_group, event_id)` in `processed_outbox_events`. A re-published event (stale
+//!   dispatch recovery, an operator's retry) comes at another offset with the same id
+//!   ([`crate::EVENT_ID_HEADER`]), so only this key survives re-publication.
+//!
+//! Either key protects the transaction's own effects only: another group has another key,
+//! and side effects outside the database (an e-mail, an HTTP call) need their own idempotency.
+//!
+//! Each call opens its own transaction on `conn` (a savepoint when `conn` is already in
+//! one), so `process_once` can run inside a caller's larger transaction, as
+//! [`crate::handle_outbox_record`] does.
+
+use sqlx::{Connection, PgConnection};
+use uuid::Uuid;
+
+/// A Kafka record's coordinates for one consumer group: the key of `processed_kafka_messages`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MessageKey {
+    /// The consumer group that processes the record (at most 255 bytes).
+    pub consumer_group: String,
+    /// The record's topic (at most 249 bytes).
+    pub topic: String,
+    /// The record's partition.
+    pub partition: i32,
+    /// The record's offset in its partition.
+    pub offset: i64,
+}
+
+/// What a record is known by for idempotency: its coordinates, or its outbox event id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ProcessKey {
+    /// The record's coordinates (`processed_kafka_messages`).
+    Message(MessageKey),
+    /// The outbox event id, which survives re-publication (`processed_outbox_events`).
+    Event {
+        /// The consumer group that processes the event (at most 255 bytes).
+        consumer_group: String,
+        /// The outbox event's id.
+        event_id: Uuid,
+    },
+}
+
+impl From<MessageKey> for ProcessKey {
+    fn from(key: MessageKey) -> Self {
+        ProcessKey::Message(key)
+    }
+}
+
+/// The result of [`process_once`] when nothing failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Processed<T> {
+    /// The work ran and its effects committed together with the processed row.
+    Done(T),
+    /// The key was already processed; the work did not run and nothing was written.
+    AlreadyProcessed,
+}
+
+/// Why [`process_once`] failed; in every case nothing was committed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProcessError<E> {
+    /// The caller's work failed; its error is unchanged.
+    #[error("processing work failed")]
+    Work(#[source] E),
+    /// The database failed (the processed row, the transaction itself).
+    #[error("idempotent processing query failed")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Runs `work` once for `key` (SPEC S10); see the module docs.
+///
+/// In one transaction: insert the processed row (`ON CONFLICT DO NOTHING`), run `work` on
+/// the transaction, commit. No row inserted → roll back and return
+/// [`Processed::AlreadyProcessed`] without running `work`. `work` fails → roll back both
+/// and return [`ProcessError::Work`] with its error unchanged.
+pub async fn process_once<T, E>(
+    conn: &mut PgConnection,
+    key: &MessageKey,
+    work: impl AsyncFnOnce(&mut PgConnection) -> Result<T, E>,
+) -> Result<Processed<T>, ProcessError<E>> {
+    process_keyed(conn, &ProcessKey::Message(key.clone()), work).await
+}
+
+/// [`process_once`] keyed by the outbox event id instead of the record's coordinates (an
+/// addition to the seed's contract: the key survives re-publication).
+pub async fn process_once_by_event_id<T, E>(
+    conn: &mut PgConnection,
+    consumer_group: &str,
+    event_id: Uuid,
+    work: impl AsyncFnOnce(&mut PgConnection) -> Result<T, E>,
+) -> Result<Processed<T>, ProcessError<E>> {
+    let key = ProcessKey::Event {
+        consumer_group: consumer_group.to_owned(),
+        event_id,
+    };
+    process_keyed(conn, &key, work).await
+}
+
+/// [`process_once`] for either key.
+pub async fn process_keyed<T, E>(
+    conn: &mut PgConnection,
+    key: &ProcessKey,
+    work: impl AsyncFnOnce(&mut PgConnection) -> Result<T, E>,
+) -> Result<Processed<T>, ProcessError<E>> {
+    let mut tx = conn.begin().await?;
+    let inserted = match key {
+        ProcessKey::Message(key) => {
+            sqlx::query(include_str!("sql/insert_processed_message.sql"))
+                .bind(&key.consumer_group)
+                .bind(&key.topic)
+                .bind(key.partition)
+                .bind(key.offset)
+                .execute(&mut *tx)
+                .await?
+        }
+        ProcessKey::Event {
+            consumer_group,
+            event_id,
+        } => {
+            sqlx::query(include_str!("sql/insert_processed_event.sql"))
+                .bind(consumer_group)
+                .bind(event_id)
+                .execute(&mut *tx)
+                .await?
+        }
+    }
+    .rows_affected();
+    if inserted == 0 {
+        tx.rollback().await?;
+        tracing::debug!(?key, "record already processed; work skipped");
+        return Ok(Processed::AlreadyProcessed);
+    }
+    match work(&mut tx).await {
+        Ok(value) => {
+            tx.commit().await?;
+            tracing::debug!(?key, "record processed");
+            Ok(Processed::Done(value))
+        }
+        Err(error) => {
+            // A failed rollback ends the connection's transaction anyway; the work's error
+            // is the one the caller must see.
+            if let Err(rollback) = tx.rollback().await {
+                tracing::warn!(?key, error = %rollback, "rollback after failed work failed");
+            }
+            tracing::debug!(?key, "processing work failed; rolled back");
+            Err(ProcessError::Work(error))
+        }
+    }
+}
