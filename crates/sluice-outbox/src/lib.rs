@@ -24,6 +24,7 @@ mod enqueue;
 mod error;
 mod event;
 mod handle_record;
+pub mod mailbox;
 #[cfg(test)]
 mod migration_sync;
 pub mod ops;

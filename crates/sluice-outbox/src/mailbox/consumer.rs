@@ -1,0 +1,219 @@
+//! The example's consumer: one record, one transaction, then the offset.
+
+use super::{GROUP, MailboxError, REJECT_REASON, users::CommandPayload};
+use crate::{EVENT_ID_HEADER, Handled, OutboxError, ProcessKey, RecordOutcome};
+use crate::{HandleError, handle_outbox_record};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use serde_json::Value;
+use sqlx::{Connection, PgConnection};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Where the consumer reads and writes.
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    /// `bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// The database holding the outbox and the example's tables.
+    pub database_url: String,
+    /// The mailbox topic.
+    pub topic: String,
+    /// The consumer group; [`GROUP`] by default.
+    pub group: String,
+    /// `client.id`.
+    pub client_id: String,
+}
+
+impl ConsumerConfig {
+    /// A configuration in group [`GROUP`].
+    pub fn new(
+        bootstrap_servers: impl Into<String>,
+        database_url: impl Into<String>,
+        topic: impl Into<String>,
+    ) -> ConsumerConfig {
+        ConsumerConfig {
+            bootstrap_servers: bootstrap_servers.into(),
+            database_url: database_url.into(),
+            topic: topic.into(),
+            group: GROUP.to_owned(),
+            client_id: "mailbox-example".to_owned(),
+        }
+    }
+
+    fn client(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &self.bootstrap_servers)
+            .set("group.id", &self.group)
+            .set("client.id", &self.client_id)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.partition.eof", "false")
+            // Partitions are added as users are created: see them within a second.
+            .set("topic.metadata.refresh.interval.ms", "1000")
+            .set("session.timeout.ms", "10000");
+        config
+    }
+}
+
+/// What a consumer's run did, per record outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConsumerTotals {
+    /// Commands applied (row SUCCESS).
+    pub applied: u64,
+    /// Commands rejected by the handler (row PUSHED_FAILURE).
+    pub rejected: u64,
+    /// Already processed records whose missing SUCCESS transition was added.
+    pub completed: u64,
+    /// Records whose row was already terminal (a redelivery).
+    pub skipped: u64,
+    /// Records whose row was requeued (it is published again) or unusable (no event id
+    /// header, no outbox row).
+    pub ignored: u64,
+}
+
+/// Consumes the mailbox topic until `stop` is cancelled: each record is handled by
+/// [`handle_command`] in its own transaction, then its offset is committed. A database or
+/// broker failure ends the run with the error (the uncommitted record is read again by the
+/// next run, and processed at most once).
+pub async fn run_consumer(
+    config: &ConsumerConfig,
+    stop: CancellationToken,
+) -> Result<ConsumerTotals, MailboxError> {
+    let consumer: StreamConsumer = config.client().create()?;
+    consumer.subscribe(&[config.topic.as_str()])?;
+    let mut conn = PgConnection::connect(&config.database_url).await?;
+    let mut totals = ConsumerTotals::default();
+    tracing::info!(topic = %config.topic, group = %config.group, "mailbox consumer started");
+    loop {
+        let message = tokio::select! {
+            () = stop.cancelled() => break,
+            message = consumer.recv() => message,
+        };
+        let message = match message {
+            Ok(message) => message,
+            Err(error) => {
+                if sluice_kafka::error::flags(&error).fatal {
+                    return Err(error.into());
+                }
+                tracing::warn!(%error, "mailbox consumer error (the client retries)");
+                continue;
+            }
+        };
+        match handle_message(&mut conn, &config.group, &message).await? {
+            Some(RecordOutcome::Applied) => totals.applied += 1,
+            Some(RecordOutcome::Rejected(_)) => totals.rejected += 1,
+            Some(RecordOutcome::Completed { .. }) => totals.completed += 1,
+            Some(RecordOutcome::Skipped { .. }) => totals.skipped += 1,
+            Some(RecordOutcome::NotReady { .. }) | None => totals.ignored += 1,
+        }
+        consumer.commit_message(&message, CommitMode::Async)?;
+    }
+    consumer.unsubscribe();
+    conn.close().await?;
+    tracing::info!(?totals, "mailbox consumer stopped");
+    Ok(totals)
+}
+
+/// One record: `None` when it cannot be an outbox event of this database (no or bad event
+/// id header, no such outbox row); such a record is logged and passed over.
+async fn handle_message(
+    conn: &mut PgConnection,
+    group: &str,
+    message: &BorrowedMessage<'_>,
+) -> Result<Option<RecordOutcome>, MailboxError> {
+    let event_id = message
+        .headers()
+        .and_then(|headers| headers.iter().find(|h| h.key == EVENT_ID_HEADER))
+        .and_then(|h| h.value)
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| Uuid::parse_str(v).ok());
+    let Some(event_id) = event_id else {
+        tracing::warn!(
+            partition = message.partition(),
+            offset = message.offset(),
+            "mailbox record without an event id header; passed over"
+        );
+        return Ok(None);
+    };
+    let payload: Option<Value> = message
+        .payload()
+        .and_then(|bytes| serde_json::from_slice(bytes).ok());
+    match handle_command(conn, group, event_id, payload.as_ref()).await {
+        Ok(outcome) => Ok(Some(outcome)),
+        Err(HandleError::Outbox(OutboxError::NotFound { id })) => {
+            tracing::warn!(%id, "mailbox record without an outbox row; passed over");
+            Ok(None)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Handles the command of outbox event `event_id` once for `group`, in one transaction:
+/// a `{"op": "reject"}` command counts as rejected in `mailbox_state` and its row ends
+/// PUSHED_FAILURE; any other command is appended to `mailbox_projection`, counted as applied
+/// and its row ends SUCCESS. A value that is not a command of a known user is rejected.
+pub async fn handle_command(
+    conn: &mut PgConnection,
+    group: &str,
+    event_id: Uuid,
+    value: Option<&Value>,
+) -> Result<RecordOutcome, HandleError<sqlx::Error>> {
+    let key = ProcessKey::Event {
+        consumer_group: group.to_owned(),
+        event_id,
+    };
+    let payload = value.and_then(CommandPayload::from_json);
+    handle_outbox_record(conn, &key, event_id, async |tx: &mut PgConnection| {
+        let Some(payload) = payload else {
+            return Ok(Handled::Rejected("not a mailbox command".to_owned()));
+        };
+        apply(tx, &payload).await
+    })
+    .await
+}
+
+async fn apply(tx: &mut PgConnection, payload: &CommandPayload) -> Result<Handled, sqlx::Error> {
+    if payload.is_reject() {
+        let known = sqlx::query(
+            "UPDATE mailbox_state SET rejected = rejected + 1, last_seq = $2 WHERE user_id = $1",
+        )
+        .bind(&payload.user_id)
+        .bind(payload.seq)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        return Ok(Handled::Rejected(if known == 0 {
+            format!("unknown mailbox user {}", payload.user_id)
+        } else {
+            REJECT_REASON.to_owned()
+        }));
+    }
+    let position: Option<i64> = sqlx::query_scalar(
+        "UPDATE mailbox_state SET applied = applied + 1, last_seq = $2
+         WHERE user_id = $1 RETURNING applied",
+    )
+    .bind(&payload.user_id)
+    .bind(payload.seq)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(position) = position else {
+        return Ok(Handled::Rejected(format!(
+            "unknown mailbox user {}",
+            payload.user_id
+        )));
+    };
+    sqlx::query(
+        "INSERT INTO mailbox_projection (user_id, seq, command, position) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(&payload.user_id)
+    .bind(payload.seq)
+    .bind(payload.command.to_string())
+    .bind(position)
+    .execute(&mut *tx)
+    .await?;
+    Ok(Handled::Applied)
+}
