@@ -63,6 +63,11 @@ enum Command {
         #[command(subcommand)]
         action: cmd::outbox::OutboxAction,
     },
+    /// The mailbox example service: run its consumer until SIGTERM/SIGINT.
+    Mailbox {
+        #[command(subcommand)]
+        action: cmd::mailbox::MailboxAction,
+    },
 }
 
 /// A failure with its exit code.
@@ -108,6 +113,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(&args),
         Command::Dispatch => cmd::dispatch::run(),
         Command::Outbox { action } => cmd::outbox::run(action),
+        Command::Mailbox { action } => cmd::mailbox::run(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

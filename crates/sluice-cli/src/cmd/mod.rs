@@ -6,6 +6,7 @@ pub mod dispatch;
 pub mod dlq;
 pub mod health;
 pub mod lag;
+pub mod mailbox;
 pub mod migrate;
 pub mod outbox;
 pub mod produce;

@@ -1,0 +1,90 @@
+//! `sluice mailbox consume`: the mailbox example's consumer (SPEC S12) until SIGTERM/SIGINT.
+//!
+//! Environment: `DATABASE_URL` (required), `KAFKA_BOOTSTRAP_SERVERS` (default
+//! `127.0.0.1:9092`), `MAILBOX_TOPIC` (required), `MAILBOX_GROUP` (default
+//! `mailbox-example`). A missing or empty required variable exits 2. The example's tables
+//! are created first (idempotent); a stop signal ends the run after the record in flight
+//! (its transaction and offset commit), and the process exits 0.
+
+use crate::Failure;
+use anyhow::anyhow;
+use clap::Subcommand;
+use sluice_outbox::mailbox::{self, ConsumerConfig};
+use sqlx::{Connection, PgConnection};
+use tokio_util::sync::CancellationToken;
+
+/// `sluice mailbox …`.
+#[derive(Debug, Subcommand)]
+pub enum MailboxAction {
+    /// Run the mailbox consumer until SIGTERM/SIGINT (env: DATABASE_URL,
+    /// KAFKA_BOOTSTRAP_SERVERS, MAILBOX_TOPIC, MAILBOX_GROUP).
+    Consume,
+}
+
+/// A non-empty variable of the environment, or `None`.
+fn var(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// The consumer configuration from the process environment (exit 2 when incomplete).
+fn consumer_config() -> Result<ConsumerConfig, Failure> {
+    let database_url = var("DATABASE_URL")
+        .ok_or_else(|| Failure::config(anyhow!("DATABASE_URL is required (a postgres:// URL)")))?;
+    if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
+        return Err(Failure::config(anyhow!(
+            "DATABASE_URL must be a postgres:// URL"
+        )));
+    }
+    let bootstrap = var("KAFKA_BOOTSTRAP_SERVERS").unwrap_or_else(|| "127.0.0.1:9092".to_owned());
+    let topic = var("MAILBOX_TOPIC")
+        .ok_or_else(|| Failure::config(anyhow!("MAILBOX_TOPIC is required (the mailbox topic)")))?;
+    let mut config = ConsumerConfig::new(bootstrap, database_url, topic);
+    if let Some(group) = var("MAILBOX_GROUP") {
+        config.group = group;
+    }
+    Ok(config)
+}
+
+/// Entry point.
+pub fn run(action: MailboxAction) -> Result<(), Failure> {
+    match action {
+        MailboxAction::Consume => consume(),
+    }
+}
+
+fn consume() -> Result<(), Failure> {
+    let config = consumer_config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut conn = PgConnection::connect(&config.database_url).await?;
+        mailbox::setup(&mut conn).await?;
+        conn.close().await?;
+        let stop = CancellationToken::new();
+        let mut task = {
+            let (config, stop) = (config.clone(), stop.child_token());
+            tokio::spawn(async move { mailbox::run_consumer(&config, stop).await })
+        };
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let finished = tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM: finishing the record in flight"); None }
+            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: finishing the record in flight"); None }
+            result = &mut task => Some(result),
+        };
+        stop.cancel();
+        let result = match finished {
+            Some(result) => result,
+            None => task.await,
+        };
+        match result {
+            Ok(Ok(_totals)) => Ok(()),
+            Ok(Err(error)) => Err(error.into()),
+            Err(join) => Err(anyhow!("the mailbox consumer task failed: {join}").into()),
+        }
+    })
+}
