@@ -19,6 +19,23 @@ pub enum MailboxAction {
     /// Run the mailbox consumer until SIGTERM/SIGINT (env: DATABASE_URL,
     /// KAFKA_BOOTSTRAP_SERVERS, MAILBOX_TOPIC, MAILBOX_GROUP).
     Consume,
+    /// Create a user and pin it to a partition (idempotent); prints the partition.
+    CreateUser {
+        /// The canonical mailbox user id (never an e-mail or a display name).
+        user_id: String,
+        /// Users per partition before the next partition opens.
+        #[arg(long, default_value_t = 100)]
+        max_users_per_partition: i32,
+    },
+    /// Send a command to a user through the outbox (key = user id, the user's partition).
+    Send {
+        /// The canonical mailbox user id.
+        user_id: String,
+        /// The command's sequence number for this user.
+        seq: i64,
+        /// The command as JSON, e.g. '{"op":"archive"}' ('{"op":"reject"}' is rejected).
+        command: String,
+    },
 }
 
 /// A non-empty variable of the environment, or `None`.
@@ -52,6 +69,48 @@ fn consumer_config() -> Result<ConsumerConfig, Failure> {
 pub fn run(action: MailboxAction) -> Result<(), Failure> {
     match action {
         MailboxAction::Consume => consume(),
+        MailboxAction::CreateUser {
+            user_id,
+            max_users_per_partition,
+        } => {
+            let config = consumer_config()?;
+            super::runtime()?.block_on(async {
+                let mut conn = PgConnection::connect(&config.database_url).await?;
+                mailbox::setup(&mut conn).await?;
+                let admin = sluice_kafka::Admin::new(
+                    &config.bootstrap_servers,
+                    std::time::Duration::from_secs(30),
+                )?;
+                let partition = mailbox::create_user(
+                    &mut conn,
+                    &admin,
+                    &config.topic,
+                    &user_id,
+                    max_users_per_partition,
+                )
+                .await?;
+                println!("{user_id}: partition {partition}");
+                Ok(())
+            })
+        }
+        MailboxAction::Send {
+            user_id,
+            seq,
+            command,
+        } => {
+            let config = consumer_config()?;
+            let command: serde_json::Value = serde_json::from_str(&command)
+                .map_err(|e| Failure::config(anyhow!("the command is not JSON: {e}")))?;
+            super::runtime()?.block_on(async {
+                let mut conn = PgConnection::connect(&config.database_url).await?;
+                let mut tx = conn.begin().await?;
+                let id =
+                    mailbox::send_command(&mut tx, &config.topic, &user_id, seq, command).await?;
+                tx.commit().await?;
+                println!("enqueued event {id}");
+                Ok(())
+            })
+        }
     }
 }
 
