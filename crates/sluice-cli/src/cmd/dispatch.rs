@@ -67,22 +67,9 @@ pub fn run() -> Result<(), Failure> {
         conn.close().await?;
         let stop = CancellationToken::new();
         let dispatcher = Dispatcher::new(settings)?;
-        let mut task = tokio::spawn(dispatcher.run(stop.child_token()));
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let finished = tokio::select! {
-            _ = term.recv() => { tracing::info!("SIGTERM: finishing the batch in flight"); None }
-            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: finishing the batch in flight"); None }
-            result = &mut task => Some(result),
-        };
-        stop.cancel();
-        let result = match finished {
-            Some(result) => result,
-            None => task.await,
-        };
-        match result {
-            Ok(Ok(_totals)) => Ok(()),
-            Ok(Err(error)) => Err(error.into()),
-            Err(join) => Err(anyhow!("the dispatcher task failed: {join}").into()),
-        }
+        let task = tokio::spawn(dispatcher.run(stop.child_token()));
+        super::run_until_signal("dispatcher", stop, task)
+            .await
+            .map(|_totals| ())
     })
 }

@@ -125,25 +125,12 @@ fn consume() -> Result<(), Failure> {
         mailbox::setup(&mut conn).await?;
         conn.close().await?;
         let stop = CancellationToken::new();
-        let mut task = {
+        let task = {
             let (config, stop) = (config.clone(), stop.child_token());
             tokio::spawn(async move { mailbox::run_consumer(&config, stop).await })
         };
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let finished = tokio::select! {
-            _ = term.recv() => { tracing::info!("SIGTERM: finishing the record in flight"); None }
-            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: finishing the record in flight"); None }
-            result = &mut task => Some(result),
-        };
-        stop.cancel();
-        let result = match finished {
-            Some(result) => result,
-            None => task.await,
-        };
-        match result {
-            Ok(Ok(_totals)) => Ok(()),
-            Ok(Err(error)) => Err(error.into()),
-            Err(join) => Err(anyhow!("the mailbox consumer task failed: {join}").into()),
-        }
+        super::run_until_signal("mailbox consumer", stop, task)
+            .await
+            .map(|_totals| ())
     })
 }

@@ -30,3 +30,32 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .enable_all()
         .build()?)
 }
+
+/// Runs `task` until it ends or SIGTERM/SIGINT arrives; on a signal, cancels `stop` and waits
+/// for the task to finish its work in flight. `what` names the task in logs and errors.
+pub async fn run_until_signal<T, E>(
+    what: &str,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<Result<T, E>>,
+) -> Result<T, Failure>
+where
+    E: Into<anyhow::Error>,
+{
+    let mut task = task;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let finished = tokio::select! {
+        _ = term.recv() => { tracing::info!("SIGTERM: {what} finishes the work in flight"); None }
+        _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: {what} finishes the work in flight"); None }
+        result = &mut task => Some(result),
+    };
+    stop.cancel();
+    let result = match finished {
+        Some(result) => result,
+        None => task.await,
+    };
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(Failure::from(error.into())),
+        Err(join) => Err(anyhow::anyhow!("the {what} task failed: {join}").into()),
+    }
+}
