@@ -113,14 +113,27 @@ async fn sigkill_mid_ingest_then_restart_loses_and_duplicates_nothing() {
     let extra = [
         ("STORAGE_PIPELINES", "reviews"),
         ("STORAGE_MAX_POLL_RECORDS_REVIEWS", "200"),
-        // The broker's minimum: a killed member's partitions are reassigned soon.
-        ("STORAGE_SESSION_TIMEOUT_MS", "6000"),
+        // The default session timeout: the dead process's membership outlives it by 45 s,
+        // and static membership (the same STORAGE_INSTANCE_ID) must make that irrelevant.
+        ("STORAGE_SESSION_TIMEOUT_MS", "45000"),
+        ("STORAGE_INSTANCE_ID", "kill-test"),
     ];
+    // Restart to first committed batch, asserted loosely (the target is 5 s).
+    let restart_bound = Duration::from_secs(15);
     let count = "SELECT count(*) FROM reviews";
     let started = Instant::now();
     let mut rows = 0;
     for k in 1..=KILLS {
+        let spawned = Instant::now();
         let mut run = env.spawn_run(&format!("run-{k}"), &extra);
+        if k > 1 {
+            let first = run.first_batch(spawned, Duration::from_secs(120));
+            println!(
+                "run-{k}: first committed batch {:.2} s after the restart",
+                first.as_secs_f64()
+            );
+            assert!(first < restart_bound, "run-{k} resumed after {first:?}");
+        }
         let seen = env
             .wait_rows(count, rows + PROGRESS, &mut run, Duration::from_secs(120))
             .await;
@@ -141,7 +154,14 @@ async fn sigkill_mid_ingest_then_restart_loses_and_duplicates_nothing() {
     }
 
     // The last run: catch up, then a graceful stop.
+    let spawned = Instant::now();
     let mut run = env.spawn_run("final", &extra);
+    let first = run.first_batch(spawned, Duration::from_secs(120));
+    println!(
+        "final run: first committed batch {:.2} s after the restart",
+        first.as_secs_f64()
+    );
+    assert!(first < restart_bound, "the final run resumed after {first:?}");
     env.wait_caught_up("reviews", &mut run, Duration::from_secs(300))
         .await;
     run.signal("TERM");

@@ -70,6 +70,13 @@ pub struct Settings {
     pub heartbeat_dir: String,
     /// `STORAGE_APPLICATIONS_TABLE`.
     pub applications_table: String,
+    /// `STORAGE_INSTANCE_ID` (default: the host name): each pipeline's consumer joins its
+    /// group as the static member `<instance>-<pipeline>`, so a restarted process takes its
+    /// partitions back at once. `None` (`STORAGE_INSTANCE_ID=off`): dynamic membership.
+    pub instance_id: Option<String>,
+    /// `STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS`: a consumer error that keeps coming back
+    /// this long stops the pipeline (see `stall`).
+    pub consumer_error_timeout: Duration,
 }
 
 /// A setting that is missing or malformed.
@@ -181,6 +188,16 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
         "apps_registry_application",
         "the applications table",
     ),
+    (
+        "STORAGE_INSTANCE_ID",
+        "(host name)",
+        "static group member id prefix, unique per live process; off = dynamic",
+    ),
+    (
+        "STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS",
+        "30",
+        "a consumer error repeating this long stops the pipeline",
+    ),
 ];
 
 struct Reader<'a> {
@@ -245,6 +262,48 @@ fn is_identifier(s: &str) -> bool {
     let first = parts.next().is_some_and(ok);
     let rest: Vec<&str> = parts.collect();
     first && rest.len() <= 1 && rest.iter().all(|p| ok(p))
+}
+
+/// The longest instance id: `<id>-network-metrics` must fit Kafka's 249 characters.
+const MAX_INSTANCE_ID: usize = 249 - 1 - "network-metrics".len();
+
+/// `STORAGE_INSTANCE_ID`, else the host name (`HOSTNAME`, which the binary fills in from the
+/// kernel when the shell did not export it), made a legal id; `off` turns static membership off.
+fn instance_id(env: &Reader<'_>) -> Result<Option<String>, SettingsError> {
+    const VAR: &str = "STORAGE_INSTANCE_ID";
+    if let Some(value) = env.raw(VAR) {
+        let value = value.trim();
+        if value.eq_ignore_ascii_case("off") {
+            return Ok(None);
+        }
+        if !is_topic_name(value) || value.len() > MAX_INSTANCE_ID {
+            return Err(Reader::error(
+                VAR,
+                value,
+                "1-233 of letters, digits, '.', '_', '-' (unique per live process), or off",
+            ));
+        }
+        return Ok(Some(value.to_owned()));
+    }
+    let host: String = env
+        .raw("HOSTNAME")
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(MAX_INSTANCE_ID)
+        .collect();
+    Ok(Some(if host.is_empty() || host == "." || host == ".." {
+        "sluice".to_owned()
+    } else {
+        host
+    }))
 }
 
 fn is_topic_name(s: &str) -> bool {
@@ -444,6 +503,9 @@ impl Settings {
             ));
         }
 
+        let instance_id = instance_id(&env)?;
+        let consumer_error_timeout = env.seconds("STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS", 30)?;
+
         Ok(Settings {
             bootstrap_servers,
             database_url,
@@ -457,7 +519,16 @@ impl Settings {
             shutdown_timeout,
             heartbeat_dir,
             applications_table,
+            instance_id,
+            consumer_error_timeout,
         })
+    }
+
+    /// The `group.instance.id` of a pipeline's consumer, if static membership is on.
+    pub fn group_instance_id(&self, pipeline: PipelineKind) -> Option<String> {
+        self.instance_id
+            .as_ref()
+            .map(|id| format!("{id}-{}", pipeline.name()))
     }
 
     /// Builds the settings from a map (tests, tools).
@@ -677,6 +748,38 @@ mod tests {
         let err = Settings::from_map(&BTreeMap::new()).unwrap_err();
         assert_eq!(err.variable, "DATABASE_URL");
         assert!(err.to_string().contains("DATABASE_URL"));
+    }
+
+    #[test]
+    fn the_instance_id_defaults_to_the_host_name_and_may_be_turned_off() {
+        let s = settings(&[("HOSTNAME", "worker-7.example")]).unwrap();
+        assert_eq!(s.instance_id.as_deref(), Some("worker-7.example"));
+        assert_eq!(
+            s.group_instance_id(PipelineKind::Reviews).as_deref(),
+            Some("worker-7.example-reviews")
+        );
+        let s = settings(&[("HOSTNAME", "odd host/name"), ("STORAGE_PIPELINES", "reviews")]);
+        assert_eq!(s.unwrap().instance_id.as_deref(), Some("odd-host-name"));
+        assert_eq!(settings(&[]).unwrap().instance_id.as_deref(), Some("sluice"));
+        let s = settings(&[("HOSTNAME", "h"), ("STORAGE_INSTANCE_ID", "a-1")]).unwrap();
+        assert_eq!(s.instance_id.as_deref(), Some("a-1"));
+        let s = settings(&[("STORAGE_INSTANCE_ID", "OFF")]).unwrap();
+        assert_eq!(s.group_instance_id(PipelineKind::Reviews), None);
+        for bad in ["a b", "x/y", &"i".repeat(234)] {
+            assert_eq!(
+                failing_variable(&[("STORAGE_INSTANCE_ID", bad)]),
+                "STORAGE_INSTANCE_ID",
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            settings(&[]).unwrap().consumer_error_timeout,
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            failing_variable(&[("STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS", "0")]),
+            "STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS"
+        );
     }
 
     #[test]

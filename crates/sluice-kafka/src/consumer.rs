@@ -3,14 +3,76 @@
 //! Invariant: this type never commits by itself. `commit` is called by the pipeline with
 //! the records of a batch whose database transaction has committed; it commits, per
 //! partition, the offset after the highest record of the batch, synchronously.
+//!
+//! A topic never stalls silently: every consumer error goes through a
+//! [`StallWatch`](sluice_core::stall::StallWatch). Errors librdkafka recovers from (a broker
+//! restarting, a leader moving) are ridden out; an error that cannot heal, or that keeps
+//! coming back for the bound, ends the pipeline with a [`ConsumeError`] naming the topic,
+//! the stuck partitions with their offsets, and the cause. The topic's existence is checked
+//! every few seconds too, since a deleted topic does not always surface as an error.
 
 use crate::config::{ConsumerOptions, consumer_config};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::BTreeMap;
+use sluice_core::stall::{ErrorClass, StallWatch, Verdict};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
+
+/// How often the consumer checks that its topic still exists.
+const TOPIC_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Why consuming stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConsumeError {
+    /// The client failed (could not be created, or a fatal client state).
+    #[error("kafka: {0}")]
+    Client(#[from] KafkaError),
+    /// A consumer error that cannot heal or did not heal within the bound.
+    #[error("topic `{topic}` is stalled: {cause} (reported {reports} times over {} s); {stuck}", .for_.as_secs())]
+    Stalled {
+        /// The topic.
+        topic: String,
+        /// The stuck partitions and their offsets, as far as the client knows them.
+        stuck: String,
+        /// The error librdkafka keeps reporting.
+        cause: String,
+        /// How long it was reported.
+        for_: Duration,
+        /// How many times.
+        reports: u64,
+    },
+    /// The topic disappeared while the pipeline was running.
+    #[error("topic `{topic}` no longer exists (deleted while running; checked for {} s)", .for_.as_secs())]
+    TopicGone {
+        /// The topic.
+        topic: String,
+        /// How long it has been missing.
+        for_: Duration,
+    },
+    /// Another live consumer joined the group with the same static member id.
+    #[error(
+        "fenced: another live process joined group `{group}` as static member `{instance}`; \
+         each live process needs its own STORAGE_INSTANCE_ID ({detail})"
+    )]
+    Fenced {
+        /// The group.
+        group: String,
+        /// The shared `group.instance.id`.
+        instance: String,
+        /// librdkafka's message.
+        detail: String,
+    },
+}
+
+/// What the stall watch is keyed by: an error code, or the topic's absence.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Trouble {
+    Code(i32),
+    TopicMissing,
+}
 
 /// One consumed record, detached from the client's buffers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +117,12 @@ fn replay_count<M: Message>(message: &M) -> i32 {
 pub struct BatchConsumer {
     consumer: BaseConsumer,
     topic: String,
+    group: String,
+    instance: Option<String>,
+    watch: StallWatch<Trouble>,
+    /// When each partition last delivered a record (to name the stuck ones).
+    last_record: HashMap<i32, Instant>,
+    next_topic_check: Instant,
 }
 
 impl std::fmt::Debug for BatchConsumer {
@@ -66,14 +134,30 @@ impl std::fmt::Debug for BatchConsumer {
 }
 
 impl BatchConsumer {
-    /// Creates the client and subscribes to `topic`.
-    pub fn subscribe(options: &ConsumerOptions<'_>, topic: &str) -> Result<Self, KafkaError> {
+    /// Creates the client and subscribes to `topic`. A consumer error that keeps coming
+    /// back for `stall_bound` ends polling with [`ConsumeError::Stalled`].
+    pub fn subscribe(
+        options: &ConsumerOptions<'_>,
+        topic: &str,
+        stall_bound: Duration,
+    ) -> Result<Self, KafkaError> {
         let consumer: BaseConsumer = consumer_config(options).create()?;
         consumer.subscribe(&[topic])?;
         Ok(Self {
             consumer,
             topic: topic.to_owned(),
+            group: options.group.to_owned(),
+            instance: options.group_instance_id.map(str::to_owned),
+            watch: StallWatch::new(stall_bound),
+            last_record: HashMap::new(),
+            next_topic_check: Instant::now() + TOPIC_CHECK_INTERVAL,
         })
+    }
+
+    /// Whether a consumer error has been repeating lately: the pipeline is not healthy,
+    /// even before the error becomes fatal.
+    pub fn is_failing(&self) -> bool {
+        self.watch.is_failing(Instant::now())
     }
 
     /// The topic this consumer reads.
@@ -82,9 +166,14 @@ impl BatchConsumer {
     }
 
     /// Waits up to `timeout` for a first record, then takes what is already fetched, up to
-    /// `max` records. Transient client errors (a broker going away) are logged and the
-    /// client reconnects by itself; a fatal client error is returned.
-    pub fn poll_batch(&self, max: usize, timeout: Duration) -> Result<Vec<Record>, KafkaError> {
+    /// `max` records. Errors librdkafka recovers from are logged and ridden out; a fatal
+    /// client error, or one that does not heal within the bound, is returned.
+    pub fn poll_batch(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Record>, ConsumeError> {
+        self.check_topic()?;
         let mut records = Vec::new();
         let deadline = Instant::now() + timeout;
         while records.len() < max {
@@ -104,13 +193,7 @@ impl BatchConsumer {
                     replay_count: replay_count(&message),
                 }),
                 Some(Err(error)) => {
-                    // librdkafka reports most poll errors for information and recovers by
-                    // itself (a broker restarting); a state retrying cannot fix (a fatal
-                    // client, a missing ACL, a refused configuration) ends the pipeline.
-                    if crate::error::flags(&error).fatal {
-                        return Err(error);
-                    }
-                    tracing::warn!(topic = %self.topic, %error, "consumer error (the client retries)");
+                    self.on_error(error)?;
                     if records.is_empty() && Instant::now() >= deadline {
                         break;
                     }
@@ -122,7 +205,135 @@ impl BatchConsumer {
                 }
             }
         }
+        if !records.is_empty() {
+            let now = Instant::now();
+            for r in &records {
+                self.last_record.insert(r.partition, now);
+            }
+        }
         Ok(records)
+    }
+
+    fn on_error(&mut self, error: KafkaError) -> Result<(), ConsumeError> {
+        if crate::error::flags(&error).fatal
+            && let Some((code, detail)) = self.consumer.client().fatal_error()
+        {
+            if code == RDKafkaErrorCode::FencedInstanceId {
+                return Err(ConsumeError::Fenced {
+                    group: self.group.clone(),
+                    instance: self.instance.clone().unwrap_or_default(),
+                    detail,
+                });
+            }
+            return Err(ConsumeError::Stalled {
+                topic: self.topic.clone(),
+                stuck: self.stuck_partitions(None),
+                cause: format!("{error}: {detail}"),
+                for_: Duration::ZERO,
+                reports: 1,
+            });
+        }
+        let class = crate::error::consumer_error_class(&error);
+        let key = error
+            .rdkafka_error_code()
+            .map_or(Trouble::Code(i32::MIN), |code| Trouble::Code(code as i32));
+        match self.watch.observe(key, class, Instant::now()) {
+            Verdict::Ride => {
+                if class == ErrorClass::Transient {
+                    tracing::warn!(topic = %self.topic, %error, "consumer error (the client retries)");
+                } else {
+                    tracing::warn!(topic = %self.topic, %error, bound_s = self.watch.bound().as_secs(),
+                        "consumer error; the pipeline stops if it keeps coming back for the bound");
+                }
+                Ok(())
+            }
+            Verdict::Stalled { for_, reports } => {
+                let since = Instant::now().checked_sub(for_);
+                Err(ConsumeError::Stalled {
+                    topic: self.topic.clone(),
+                    stuck: self.stuck_partitions(since),
+                    cause: error.to_string(),
+                    for_,
+                    reports,
+                })
+            }
+        }
+    }
+
+    /// Every few seconds: is the topic still there? A deleted topic is bounded like any
+    /// persistent error, so a topic that is being re-created has the bound to come back.
+    fn check_topic(&mut self) -> Result<(), ConsumeError> {
+        let now = Instant::now();
+        if now < self.next_topic_check {
+            return Ok(());
+        }
+        self.next_topic_check = now + TOPIC_CHECK_INTERVAL;
+        let Ok(metadata) = self
+            .consumer
+            .fetch_metadata(Some(&self.topic), Duration::from_secs(2))
+        else {
+            return Ok(()); // the broker is unreachable: nothing learned
+        };
+        let missing = match metadata.topics().iter().find(|t| t.name() == self.topic) {
+            None => true,
+            Some(t) => t.error().is_some_and(|code| {
+                matches!(
+                    RDKafkaErrorCode::from(code),
+                    RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic
+                )
+            }),
+        };
+        if !missing {
+            return Ok(());
+        }
+        match self
+            .watch
+            .observe(Trouble::TopicMissing, ErrorClass::Persistent, now)
+        {
+            Verdict::Ride => {
+                tracing::warn!(topic = %self.topic, bound_s = self.watch.bound().as_secs(),
+                    "the topic does not exist; the pipeline stops if it does not come back");
+                Ok(())
+            }
+            Verdict::Stalled { for_, .. } => Err(ConsumeError::TopicGone {
+                topic: self.topic.clone(),
+                for_,
+            }),
+        }
+    }
+
+    /// The assigned partitions that have records left but delivered none since `since`,
+    /// with the offset the client is stuck at, e.g. `partition 1 at offset 200 of 400`.
+    fn stuck_partitions(&self, since: Option<Instant>) -> String {
+        let Ok(positions) = self.consumer.position() else {
+            return "partitions unknown (no assignment)".to_owned();
+        };
+        let mut stuck = Vec::new();
+        for e in positions.elements() {
+            let recent = match (since, self.last_record.get(&e.partition())) {
+                (Some(since), Some(t)) => *t >= since,
+                _ => false,
+            };
+            if recent {
+                continue;
+            }
+            let high = self
+                .consumer
+                .fetch_watermarks(e.topic(), e.partition(), Duration::from_secs(1))
+                .map_or(-1, |(_, high)| high);
+            let at = match e.offset() {
+                Offset::Offset(o) => o.to_string(),
+                other => format!("{other:?}"),
+            };
+            if high < 0 || e.offset().to_raw().is_none_or(|o| o < 0 || o < high) {
+                stuck.push(format!("partition {} at offset {at} of {high}", e.partition()));
+            }
+        }
+        if stuck.is_empty() {
+            "no assigned partition with records left".to_owned()
+        } else {
+            format!("stuck: {}", stuck.join(", "))
+        }
     }
 
     /// Commits, synchronously, the offset after the highest record of each partition that

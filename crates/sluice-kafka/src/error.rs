@@ -3,6 +3,7 @@
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use sluice_core::Disposition;
 use sluice_core::disposition::{KafkaErrorFlags, classify_kafka};
+use sluice_core::stall::ErrorClass;
 
 /// librdkafka's flags for an error, as far as the error carries them.
 ///
@@ -49,11 +50,41 @@ pub fn flags(error: &KafkaError) -> KafkaErrorFlags {
             | C::IllegalGeneration
             | C::UnknownMemberId
             | C::StaleMemberEpoch
-            | C::UnknownTopicOrPartition
             | C::AssignmentLost
             | C::State
     );
     KafkaErrorFlags { fatal, retriable }
+}
+
+/// How a consumer error behaves over time (see `sluice_core::stall`): a state librdkafka
+/// recovers from once its cause passes, one that may or may not heal, or one that cannot.
+///
+/// Codes that cannot heal: `NotImplemented` is what librdkafka reports for a record batch
+/// in a codec it was built without; `BadCompression` and `BadMsg` are batches it cannot
+/// decode. The offset never moves past them, so retrying is a silent stall.
+pub fn consumer_error_class(error: &KafkaError) -> ErrorClass {
+    use RDKafkaErrorCode as C;
+    let f = flags(error);
+    if f.fatal {
+        return ErrorClass::Permanent;
+    }
+    if f.retriable {
+        return ErrorClass::Transient;
+    }
+    match error.rdkafka_error_code() {
+        Some(
+            C::NotImplemented
+            | C::BadCompression
+            | C::BadMessage
+            | C::InvalidMessage
+            | C::UnsupportedCompressionType
+            | C::UnsupportedForMessageFormat
+            | C::InconsistentGroupProtocol,
+        ) => ErrorClass::Permanent,
+        // Deleted topics, missing partitions and everything not classified above: they may
+        // heal (metadata catching up after a topic is created), so they are bounded in time.
+        _ => ErrorClass::Persistent,
+    }
 }
 
 /// Retry, or fatal, for a Kafka client error. (Kafka errors are never a dead letter: a
@@ -84,5 +115,37 @@ mod tests {
         }
         let creation = KafkaError::ClientCreation("bad config".into());
         assert_eq!(disposition(&creation), Disposition::Fatal);
+    }
+
+    #[test]
+    fn consumer_errors_by_how_they_behave_over_time() {
+        let class = |code| consumer_error_class(&KafkaError::MessageConsumption(code));
+        use RDKafkaErrorCode as C;
+        for code in [
+            C::BrokerTransportFailure,
+            C::AllBrokersDown,
+            C::NotLeaderForPartition,
+            C::LeaderNotAvailable,
+            C::CoordinatorNotAvailable,
+            C::RebalanceInProgress,
+        ] {
+            assert_eq!(class(code), ErrorClass::Transient, "{code:?}");
+        }
+        for code in [C::UnknownTopicOrPartition, C::UnknownTopic, C::UnknownPartition] {
+            assert_eq!(class(code), ErrorClass::Persistent, "{code:?}");
+        }
+        for code in [
+            C::NotImplemented,
+            C::BadCompression,
+            C::BadMessage,
+            C::Fatal,
+            C::TopicAuthorizationFailed,
+        ] {
+            assert_eq!(class(code), ErrorClass::Permanent, "{code:?}");
+        }
+        assert_eq!(
+            consumer_error_class(&KafkaError::MessageConsumptionFatal(C::Fatal)),
+            ErrorClass::Permanent
+        );
     }
 }

@@ -12,6 +12,6 @@ pub mod error;
 pub mod producer;
 
 pub use admin::Admin;
-pub use consumer::{BatchConsumer, REPLAY_COUNT_HEADER, Record};
+pub use consumer::{BatchConsumer, ConsumeError, REPLAY_COUNT_HEADER, Record};
 pub use error::disposition;
 pub use producer::ResilientProducer;

@@ -83,7 +83,7 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
         "keys spread over partitions"
     );
 
-    let consumer = BatchConsumer::subscribe(
+    let mut consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
             bootstrap_servers: &stack.bootstrap,
             group: &group,
@@ -91,8 +91,10 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
             session_timeout: Duration::from_secs(10),
             max_poll_interval: Duration::from_secs(60),
             client_id: "smoke",
+            group_instance_id: None,
         },
         &topic,
+        Duration::from_secs(30),
     )
     .unwrap();
     let mut received = 0;

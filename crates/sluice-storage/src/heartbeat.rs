@@ -67,9 +67,13 @@ pub fn age(dir: &Path, pipeline: &str) -> Option<Duration> {
 }
 
 /// The reader thread's progress, as seen by the writer that owns the heartbeat: the file is
-/// only touched while both halves of the pipeline make progress.
+/// only touched while both halves of the pipeline make progress, and not while the reader
+/// sees a consumer error repeating (a stalled topic is not healthy).
 #[derive(Debug, Clone)]
-pub struct ReaderLiveness(std::sync::Arc<std::sync::atomic::AtomicU64>);
+pub struct ReaderLiveness(
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+);
 
 /// A reader that blocks longer than this (outside of waiting for the writer) is stuck.
 pub const READER_STALL: Duration = Duration::from_secs(30);
@@ -84,9 +88,10 @@ fn now_ms() -> u64 {
 
 impl Default for ReaderLiveness {
     fn default() -> Self {
-        Self(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(
-            now_ms(),
-        )))
+        Self(
+            std::sync::Arc::new(std::sync::atomic::AtomicU64::new(now_ms())),
+            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        )
     }
 }
 
@@ -103,8 +108,17 @@ impl ReaderLiveness {
             .store(WAITING_FOR_WRITER, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Whether the reader turned its loop within `within` (or waits for the writer).
+    /// The reader sees a consumer error repeating (`true`) or not (`false`).
+    pub fn set_failing(&self, failing: bool) {
+        self.1.store(failing, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the reader turned its loop within `within` (or waits for the writer), and
+    /// no consumer error is repeating.
     pub fn is_alive(&self, within: Duration) -> bool {
+        if self.1.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
         let last = self.0.load(std::sync::atomic::Ordering::Relaxed);
         last == WAITING_FOR_WRITER
             || now_ms().saturating_sub(last)
@@ -127,6 +141,10 @@ mod tests {
         liveness.waiting_for_writer();
         assert!(liveness.is_alive(Duration::from_secs(1)));
         liveness.turn();
+        assert!(liveness.is_alive(Duration::from_secs(1)));
+        liveness.set_failing(true);
+        assert!(!liveness.is_alive(Duration::from_secs(1)), "a stalling topic");
+        liveness.set_failing(false);
         assert!(liveness.is_alive(Duration::from_secs(1)));
     }
 

@@ -34,6 +34,10 @@ pub enum PipelineError {
     /// The Kafka client could not be created or failed fatally.
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    /// Consuming stopped: a fatal client error, a stalled or deleted topic, or a fenced
+    /// static member.
+    #[error(transparent)]
+    Consume(#[from] sluice_kafka::ConsumeError),
     /// A database error that is not transient (e.g. a revoked privilege).
     #[error("database error (not transient, SQLSTATE {}): {source}", .sqlstate.as_deref().unwrap_or("none"))]
     Database {
@@ -120,6 +124,7 @@ async fn run_typed<K: TopicKind>(
     }
     drop(admin);
     let client_id = format!("sluice-{}-{}", pipeline.kind, std::process::id());
+    let instance = settings.group_instance_id(pipeline.kind);
     let consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
             bootstrap_servers: &settings.bootstrap_servers,
@@ -128,10 +133,13 @@ async fn run_typed<K: TopicKind>(
             session_timeout: settings.session_timeout,
             max_poll_interval: settings.max_poll_interval,
             client_id: &client_id,
+            group_instance_id: instance.as_deref(),
         },
         &pipeline.topic,
+        settings.consumer_error_timeout,
     )?;
     tracing::info!(pipeline = %pipeline.kind, topic = %pipeline.topic, group = %pipeline.group,
+        group_instance_id = instance.as_deref().unwrap_or("(dynamic)"),
         batch_size = pipeline.batch_size, "pipeline started");
 
     // One batch waits in the channel while the writer stores another: the reader stays

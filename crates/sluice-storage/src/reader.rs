@@ -60,7 +60,7 @@ pub struct Phases {
 /// commits every batch the database side stored and closes the consumer (leaving the group).
 /// `poll_timeout` bounds each wait for records.
 pub fn run_reader<K: TopicKind>(
-    consumer: BatchConsumer,
+    mut consumer: BatchConsumer,
     batch_size: usize,
     poll_timeout: Duration,
     to_writer: SyncSender<Polled<K::Message>>,
@@ -87,9 +87,13 @@ pub fn run_reader<K: TopicKind>(
             break Ok(());
         }
         let polled_at = Instant::now();
-        let records = match consumer.poll_batch(batch_size, slice) {
+        let polled = consumer.poll_batch(batch_size, slice);
+        // A consumer error that keeps coming back makes the pipeline unhealthy at once,
+        // before it becomes fatal.
+        liveness.set_failing(consumer.is_failing());
+        let records = match polled {
             Ok(records) => records,
-            Err(error) => break Err(PipelineError::Kafka(error)),
+            Err(error) => break Err(PipelineError::Consume(error)),
         };
         if records.is_empty() {
             continue;

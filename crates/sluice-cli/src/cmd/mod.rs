@@ -21,7 +21,18 @@ use sluice_core::Settings;
 /// The settings from the process environment; a bad value is a configuration failure
 /// (exit 2) naming the variable.
 pub fn settings() -> Result<Settings, Failure> {
-    Settings::from_lookup(&|name| std::env::var(name).ok()).map_err(Failure::config)
+    Settings::from_lookup(&env_lookup).map_err(Failure::config)
+}
+
+/// The process environment; `HOSTNAME`, which shells set without exporting, falls back to
+/// the kernel's host name (the default static group member id).
+pub fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok().or_else(|| {
+        (name == "HOSTNAME")
+            .then(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+            .flatten()
+            .map(|h| h.trim().to_owned())
+    })
 }
 
 /// A single-threaded runtime for the commands that do I/O on the main thread.

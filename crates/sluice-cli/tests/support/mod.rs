@@ -293,6 +293,28 @@ impl Running {
             .collect()
     }
 
+    /// Waits for the first committed batch that held records; returns the time since
+    /// `since` (the process's start: the restart-to-first-batch figure).
+    pub fn first_batch(&mut self, since: Instant, timeout: Duration) -> Duration {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found = self
+                .events_named("batch committed")
+                .iter()
+                .any(|e| e["records"].as_u64().is_some_and(|n| n > 0));
+            if found {
+                return since.elapsed();
+            }
+            self.assert_alive();
+            assert!(
+                Instant::now() < deadline,
+                "no batch committed within {timeout:?}:\n{}",
+                self.tail()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
