@@ -161,7 +161,10 @@ async fn sigkill_mid_ingest_then_restart_loses_and_duplicates_nothing() {
         "final run: first committed batch {:.2} s after the restart",
         first.as_secs_f64()
     );
-    assert!(first < restart_bound, "the final run resumed after {first:?}");
+    assert!(
+        first < restart_bound,
+        "the final run resumed after {first:?}"
+    );
     env.wait_caught_up("reviews", &mut run, Duration::from_secs(300))
         .await;
     run.signal("TERM");

@@ -758,9 +758,15 @@ mod tests {
             s.group_instance_id(PipelineKind::Reviews).as_deref(),
             Some("worker-7.example-reviews")
         );
-        let s = settings(&[("HOSTNAME", "odd host/name"), ("STORAGE_PIPELINES", "reviews")]);
+        let s = settings(&[
+            ("HOSTNAME", "odd host/name"),
+            ("STORAGE_PIPELINES", "reviews"),
+        ]);
         assert_eq!(s.unwrap().instance_id.as_deref(), Some("odd-host-name"));
-        assert_eq!(settings(&[]).unwrap().instance_id.as_deref(), Some("sluice"));
+        assert_eq!(
+            settings(&[]).unwrap().instance_id.as_deref(),
+            Some("sluice")
+        );
         let s = settings(&[("HOSTNAME", "h"), ("STORAGE_INSTANCE_ID", "a-1")]).unwrap();
         assert_eq!(s.instance_id.as_deref(), Some("a-1"));
         let s = settings(&[("STORAGE_INSTANCE_ID", "OFF")]).unwrap();

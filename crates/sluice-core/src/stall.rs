@@ -221,7 +221,10 @@ mod tests {
             watch.observe(2, ErrorClass::Persistent, at(start, 31.0)),
             Verdict::Ride
         );
-        assert!(!watch.is_failing(at(start, 31.0)), "one report is no episode");
+        assert!(
+            !watch.is_failing(at(start, 31.0)),
+            "one report is no episode"
+        );
         assert!(watch.oldest_open(at(start, 31.0)).is_some());
     }
 

@@ -215,10 +215,17 @@ impl BatchConsumer {
     }
 
     fn on_error(&mut self, error: KafkaError) -> Result<(), ConsumeError> {
-        if crate::error::flags(&error).fatal
-            && let Some((code, detail)) = self.consumer.client().fatal_error()
-        {
-            if code == RDKafkaErrorCode::FencedInstanceId {
+        if crate::error::flags(&error).fatal {
+            // The client's own account of its fatal state, when it has one.
+            let (code, detail) = self.consumer.client().fatal_error().unwrap_or_else(|| {
+                let code = error
+                    .rdkafka_error_code()
+                    .unwrap_or(RDKafkaErrorCode::Fatal);
+                (code, error.to_string())
+            });
+            if code == RDKafkaErrorCode::FencedInstanceId
+                || error.rdkafka_error_code() == Some(RDKafkaErrorCode::FencedInstanceId)
+            {
                 return Err(ConsumeError::Fenced {
                     group: self.group.clone(),
                     instance: self.instance.clone().unwrap_or_default(),
@@ -228,7 +235,7 @@ impl BatchConsumer {
             return Err(ConsumeError::Stalled {
                 topic: self.topic.clone(),
                 stuck: self.stuck_partitions(None),
-                cause: format!("{error}: {detail}"),
+                cause: format!("{error} ({detail})"),
                 for_: Duration::ZERO,
                 reports: 1,
             });
@@ -326,7 +333,10 @@ impl BatchConsumer {
                 other => format!("{other:?}"),
             };
             if high < 0 || e.offset().to_raw().is_none_or(|o| o < 0 || o < high) {
-                stuck.push(format!("partition {} at offset {at} of {high}", e.partition()));
+                stuck.push(format!(
+                    "partition {} at offset {at} of {high}",
+                    e.partition()
+                ));
             }
         }
         if stuck.is_empty() {

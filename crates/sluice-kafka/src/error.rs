@@ -21,19 +21,22 @@ pub fn flags(error: &KafkaError) -> KafkaErrorFlags {
     use RDKafkaErrorCode as C;
     // Client states that retrying cannot fix: a fatal client, missing credentials or ACLs,
     // a configuration the broker refuses.
-    let fatal = matches!(
-        code,
-        C::Fatal
-            | C::Authentication
-            | C::SaslAuthenticationFailed
-            | C::TopicAuthorizationFailed
-            | C::GroupAuthorizationFailed
-            | C::ClusterAuthorizationFailed
-            | C::InvalidSessionTimeout
-            | C::InvalidGroupId
-            | C::InvalidConfig
-            | C::UnsupportedVersion
-    );
+    // librdkafka marks some consumption errors fatal itself (a fenced static member).
+    let fatal = matches!(error, KafkaError::MessageConsumptionFatal(_))
+        || matches!(
+            code,
+            C::Fatal
+                | C::FencedInstanceId
+                | C::Authentication
+                | C::SaslAuthenticationFailed
+                | C::TopicAuthorizationFailed
+                | C::GroupAuthorizationFailed
+                | C::ClusterAuthorizationFailed
+                | C::InvalidSessionTimeout
+                | C::InvalidGroupId
+                | C::InvalidConfig
+                | C::UnsupportedVersion
+        );
     let retriable = matches!(
         code,
         C::BrokerTransportFailure
@@ -131,7 +134,11 @@ mod tests {
         ] {
             assert_eq!(class(code), ErrorClass::Transient, "{code:?}");
         }
-        for code in [C::UnknownTopicOrPartition, C::UnknownTopic, C::UnknownPartition] {
+        for code in [
+            C::UnknownTopicOrPartition,
+            C::UnknownTopic,
+            C::UnknownPartition,
+        ] {
             assert_eq!(class(code), ErrorClass::Persistent, "{code:?}");
         }
         for code in [

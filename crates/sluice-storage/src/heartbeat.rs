@@ -143,7 +143,10 @@ mod tests {
         liveness.turn();
         assert!(liveness.is_alive(Duration::from_secs(1)));
         liveness.set_failing(true);
-        assert!(!liveness.is_alive(Duration::from_secs(1)), "a stalling topic");
+        assert!(
+            !liveness.is_alive(Duration::from_secs(1)),
+            "a stalling topic"
+        );
         liveness.set_failing(false);
         assert!(liveness.is_alive(Duration::from_secs(1)));
     }
