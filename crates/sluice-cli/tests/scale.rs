@@ -121,7 +121,12 @@ async fn processes_share_a_group_through_a_kill_and_a_join() {
         .iter()
         .map(|r| {
             let totals = r.events_named("pipeline totals");
-            format!("{}", totals.first().map_or(0, |t| t["records"].as_u64().unwrap_or(0)))
+            format!(
+                "{}",
+                totals
+                    .first()
+                    .map_or(0, |t| t["records"].as_u64().unwrap_or(0))
+            )
         })
         .collect();
     println!("records per surviving process (a, c, d): {per_process:?}");

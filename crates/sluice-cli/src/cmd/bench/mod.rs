@@ -14,6 +14,7 @@
 mod copy;
 mod latency;
 mod outbox;
+mod restart;
 
 use super::produce::{bar, send_all};
 use crate::Failure;
@@ -224,6 +225,16 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     );
     let rss_kb = s_run.rss_kb.max(lat_run.rss_kb);
 
+    println!(
+        "== restart: SIGKILL of `sluice run` mid-drain, restart, time to the first committed batch"
+    );
+    sqlx::raw_sql("TRUNCATE reviews").execute(&mut conn).await?;
+    let restart = restart::measure(&env).await?;
+    println!(
+        "   static membership (default): {:.2} s; dynamic membership (STORAGE_INSTANCE_ID=off, baseline): {:.2} s",
+        restart.static_s, restart.dynamic_s
+    );
+
     report(
         args,
         &[
@@ -236,6 +247,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         &lat,
         rss_kb,
         s2,
+        &restart,
     )?;
     teardown(settings, &env, &admin, &mut conn).await
 }
@@ -384,24 +396,8 @@ async fn drain(
 ) -> Result<Drained, Failure> {
     let prefix = format!("{}-{tag}", env.id);
     let log = PathBuf::from(format!(".stack/bench-{tag}.log"));
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.arg("run")
-        .env("KAFKA_BOOTSTRAP_SERVERS", &env.settings.bootstrap_servers)
-        .env("DATABASE_URL", &env.url)
-        .env("STORAGE_TOPIC_REVIEWS", format!("{}-reviews", env.id))
-        .env(
-            "STORAGE_TOPIC_NETWORK_METRICS",
-            format!("{}-network-metrics", env.id),
-        )
-        .env("STORAGE_GROUP_PREFIX", &prefix)
-        .env(
-            "STORAGE_HEARTBEAT_DIR",
-            format!(".stack/bench-heartbeat-{tag}"),
-        )
-        .env("SLUICE_LOG_FORMAT", "json")
-        .envs(extra.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log)?);
+    let mut cmd = run_command(env, &prefix, tag, &log)?;
+    cmd.envs(extra.iter().copied());
     let mut child = cmd.spawn()?;
     let group = format!("{prefix}.reviews");
     let topic = format!("{}-reviews", env.id);
@@ -468,6 +464,34 @@ async fn drain(
     })
 }
 
+/// `sluice run` (this executable) with the bench's settings, group prefix `prefix`, its JSON
+/// log in `log`.
+fn run_command(
+    env: &Env,
+    prefix: &str,
+    tag: &str,
+    log: &std::path::Path,
+) -> Result<Command, Failure> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("run")
+        .env("KAFKA_BOOTSTRAP_SERVERS", &env.settings.bootstrap_servers)
+        .env("DATABASE_URL", &env.url)
+        .env("STORAGE_TOPIC_REVIEWS", format!("{}-reviews", env.id))
+        .env(
+            "STORAGE_TOPIC_NETWORK_METRICS",
+            format!("{}-network-metrics", env.id),
+        )
+        .env("STORAGE_GROUP_PREFIX", prefix)
+        .env(
+            "STORAGE_HEARTBEAT_DIR",
+            format!(".stack/bench-heartbeat-{tag}"),
+        )
+        .env("SLUICE_LOG_FORMAT", "json")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log)?);
+    Ok(cmd)
+}
+
 fn check_alive(child: &mut Child, log: &std::path::Path) -> Result<(), Failure> {
     match child.try_wait()? {
         Some(status) => Err(anyhow!(
@@ -485,6 +509,7 @@ fn report(
     lat: &latency::Summary,
     rss_kb: u64,
     s_with_metrics: f64,
+    restart: &restart::Restart,
 ) -> Result<(), Failure> {
     let get = |name: &str| {
         rates
@@ -529,6 +554,12 @@ fn report(
         "| consumer peak RSS | {rss_mib:.1} MiB | ≤ 150 MB | {} |",
         yes(rss_mib * 1.048_576 <= 150.0)
     );
+    println!(
+        "| restart: SIGKILL + restart → first committed batch | {:.2} s | ≤ 5 s (dynamic membership: {:.2} s) | {} |",
+        restart.static_s,
+        restart.dynamic_s,
+        yes(restart.static_s <= 5.0)
+    );
     let results = json!({
         "reviews": args.reviews,
         "cores": cores,
@@ -536,6 +567,8 @@ fn report(
         "ratios": {"S/U": s / u, "S/L": s / l, "S/K": s / k},
         "network_metrics_latency_ms": {"p50": lat.p50, "p99": lat.p99, "max": lat.max, "count": lat.count},
         "peak_rss_mib": rss_mib,
+        "restart_to_first_batch_s": restart.static_s,
+        "restart_to_first_batch_dynamic_membership_s": restart.dynamic_s,
         "targets": {"S>=0.6U": s >= 0.6 * u, "p99<=100ms": lat.p99 <= 100.0, "rss<=150MB": rss_mib * 1.048_576 <= 150.0},
     });
     std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
