@@ -116,8 +116,14 @@ fn replay_count<M: Message>(message: &M) -> i32 {
 /// A subscribed, manual-commit consumer of one topic.
 pub struct BatchConsumer {
     consumer: BaseConsumer,
+    /// The configuration, to build the client again after self-fencing (see `on_fenced`).
+    config: rdkafka::ClientConfig,
     topic: String,
     group: String,
+    /// When the client last reported a transient (broker-side) error.
+    last_transient: Option<Instant>,
+    /// When the client was built again after being fenced.
+    rejoins: Vec<Instant>,
     instance: Option<String>,
     watch: StallWatch<Trouble>,
     /// When each partition last delivered a record (to name the stuck ones).
@@ -141,10 +147,14 @@ impl BatchConsumer {
         topic: &str,
         stall_bound: Duration,
     ) -> Result<Self, KafkaError> {
-        let consumer: BaseConsumer = consumer_config(options).create()?;
+        let config = consumer_config(options);
+        let consumer: BaseConsumer = config.create()?;
         consumer.subscribe(&[topic])?;
         Ok(Self {
             consumer,
+            config,
+            last_transient: None,
+            rejoins: Vec::new(),
             topic: topic.to_owned(),
             group: options.group.to_owned(),
             instance: options.group_instance_id.map(str::to_owned),
@@ -226,11 +236,7 @@ impl BatchConsumer {
             if code == RDKafkaErrorCode::FencedInstanceId
                 || error.rdkafka_error_code() == Some(RDKafkaErrorCode::FencedInstanceId)
             {
-                return Err(ConsumeError::Fenced {
-                    group: self.group.clone(),
-                    instance: self.instance.clone().unwrap_or_default(),
-                    detail,
-                });
+                return self.on_fenced(detail);
             }
             return Err(ConsumeError::Stalled {
                 topic: self.topic.clone(),
@@ -247,6 +253,7 @@ impl BatchConsumer {
         match self.watch.observe(key, class, Instant::now()) {
             Verdict::Ride => {
                 if class == ErrorClass::Transient {
+                    self.last_transient = Some(Instant::now());
                     tracing::warn!(topic = %self.topic, %error, "consumer error (the client retries)");
                 } else {
                     tracing::warn!(topic = %self.topic, %error, bound_s = self.watch.bound().as_secs(),
@@ -265,6 +272,35 @@ impl BatchConsumer {
                 })
             }
         }
+    }
+
+    /// Fenced as a static member. Either another live process joined with the same
+    /// `group.instance.id` (a configuration error: exit with a clear message rather than
+    /// fence each other back and forth), or the client fenced itself: after a broker
+    /// restart or a coordinator move, librdkafka may join again without its member id, and
+    /// the coordinator then fences the session it still holds — which is this process's own.
+    /// So a fence that comes within a minute of a broker-side error is taken for the second
+    /// case and the client is built again and rejoins, at most three times in ten minutes;
+    /// any other fence ends the pipeline. Records already polled stay valid: a batch whose
+    /// partitions the new client does not own is simply not committed and comes again.
+    fn on_fenced(&mut self, detail: String) -> Result<(), ConsumeError> {
+        let now = Instant::now();
+        let fenced = ConsumeError::Fenced {
+            group: self.group.clone(),
+            instance: self.instance.clone().unwrap_or_default(),
+            detail,
+        };
+        if !may_rejoin_after_fence(now, self.last_transient, &mut self.rejoins) {
+            return Err(fenced);
+        }
+        tracing::warn!(topic = %self.topic, group = %self.group, rejoins = self.rejoins.len() + 1,
+            error = %fenced, "fenced right after a broker disruption (the client fencing its own \
+            previous session); building the client again and rejoining");
+        let consumer: BaseConsumer = self.config.create()?;
+        consumer.subscribe(&[self.topic.as_str()])?;
+        self.consumer = consumer;
+        self.rejoins.push(now);
+        Ok(())
     }
 
     /// Every few seconds: is the topic still there? A deleted topic is bounded like any
@@ -376,6 +412,23 @@ impl BatchConsumer {
     }
 }
 
+/// Whether a fence at `now` is taken for self-fencing (see `BatchConsumer::on_fenced`): a
+/// broker-side error within the last minute, and fewer than three rejoins in ten minutes.
+/// Forgets rejoins older than ten minutes.
+fn may_rejoin_after_fence(
+    now: Instant,
+    last_transient: Option<Instant>,
+    rejoins: &mut Vec<Instant>,
+) -> bool {
+    const SELF_FENCE_WINDOW: Duration = Duration::from_secs(60);
+    const REJOIN_WINDOW: Duration = Duration::from_secs(600);
+    const MAX_REJOINS: usize = 3;
+    rejoins.retain(|t| now.saturating_duration_since(*t) < REJOIN_WINDOW);
+    let after_broker_trouble =
+        last_transient.is_some_and(|t| now.saturating_duration_since(t) < SELF_FENCE_WINDOW);
+    after_broker_trouble && rejoins.len() < MAX_REJOINS
+}
+
 /// Per partition, the offset after the highest record: what a commit stores.
 pub fn next_offsets(records: &[Record]) -> Result<TopicPartitionList, KafkaError> {
     let mut highest: BTreeMap<(&str, i32), i64> = BTreeMap::new();
@@ -406,6 +459,33 @@ mod tests {
             timestamp_ms: None,
             replay_count: 0,
         }
+    }
+
+    #[test]
+    fn a_fence_is_taken_for_self_fencing_only_right_after_broker_trouble_and_rarely() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut rejoins = Vec::new();
+        // No broker trouble: another live process has the id.
+        assert!(!may_rejoin_after_fence(at(100), None, &mut rejoins));
+        assert!(!may_rejoin_after_fence(at(100), Some(at(30)), &mut rejoins));
+        // Right after a broker restart: rejoin, but three times at most in ten minutes.
+        for i in 0..3 {
+            assert!(may_rejoin_after_fence(
+                at(100 + i),
+                Some(at(90)),
+                &mut rejoins
+            ));
+            rejoins.push(at(100 + i));
+        }
+        assert!(!may_rejoin_after_fence(
+            at(110),
+            Some(at(105)),
+            &mut rejoins
+        ));
+        // Ten minutes later the budget is back.
+        assert!(may_rejoin_after_fence(at(800), Some(at(790)), &mut rejoins));
+        assert!(rejoins.is_empty(), "old rejoins forgotten");
     }
 
     #[test]

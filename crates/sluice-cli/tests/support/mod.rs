@@ -103,22 +103,29 @@ impl Env {
         Admin::new(&self.stack.bootstrap, Duration::from_secs(10)).unwrap()
     }
 
-    /// (end offsets, committed offsets) summed over the topic's partitions.
+    /// (end offsets, committed offsets) summed over the topic's partitions. Retries for a
+    /// while: right after a broker restart, metadata calls fail until leaders are elected.
     pub fn offsets(&self, pipeline: &str) -> (i64, i64) {
-        let admin = self.admin();
-        let end = admin
-            .watermarks(&self.topic(pipeline))
-            .unwrap()
-            .iter()
-            .map(|m| m.high)
-            .sum();
-        let committed = admin
-            .committed_offsets(&self.group(pipeline), &self.topic(pipeline))
-            .unwrap()
-            .iter()
-            .map(|(_, o)| o.unwrap_or(0))
-            .sum();
-        (end, committed)
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let admin = self.admin();
+            let attempt = admin.watermarks(&self.topic(pipeline)).and_then(|marks| {
+                let committed =
+                    admin.committed_offsets(&self.group(pipeline), &self.topic(pipeline))?;
+                Ok((
+                    marks.iter().map(|m| m.high).sum(),
+                    committed.iter().map(|(_, o)| o.unwrap_or(0)).sum(),
+                ))
+            });
+            match attempt {
+                Ok(offsets) => return offsets,
+                Err(error) if Instant::now() < deadline => {
+                    eprintln!("offsets of {pipeline}: {error}; retrying");
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err(error) => panic!("offsets of {pipeline}: {error}"),
+            }
+        }
     }
 
     pub fn group_members_now(&self, pipeline: &str) -> usize {
