@@ -117,12 +117,13 @@ async fn a_row_locked_past_lock_timeout_is_retried_until_the_lock_is_released() 
         report.retries
     );
     assert!(report.retries >= 2, "{report:?}");
-    assert_eq!(report.dead_lettered(), 0, "a lock wait is never a dead letter");
-    assert_eq!(report.write.updated, 1, "{report:?}");
     assert_eq!(
-        fx.count("SELECT count(*) FROM dead_letter_events").await,
-        0
+        report.dead_lettered(),
+        0,
+        "a lock wait is never a dead letter"
     );
+    assert_eq!(report.write.updated, 1, "{report:?}");
+    assert_eq!(fx.count("SELECT count(*) FROM dead_letter_events").await, 0);
     fx.cleanup().await;
 }
 
