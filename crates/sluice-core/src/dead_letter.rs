@@ -1,8 +1,11 @@
-//! Dead letters: messages that can never be stored (SPEC S4.5).
+//! Dead letters: messages that can never be stored.
 //!
-//! A dead letter keeps the record's coordinates (its identity: replaying a partition must
-//! not multiply rows), its key, its payload as raw bytes (invalid UTF-8 is kept), the
-//! original size, and a reason that names the field and the rule. Payloads over 64 KiB are
+//! A dead letter keeps the record's coordinates, its Kafka timestamp, its key, its payload
+//! as raw bytes (invalid UTF-8 is kept), the original size, and a reason that names the
+//! field and the rule. Its identity is the coordinates *and* the record's timestamp, key
+//! and payload: replaying a partition must not multiply rows (a redelivered record is
+//! byte-identical), and a new record at reused coordinates (its topic was deleted and
+//! created again) must not be taken for the old one and dropped. Payloads over 64 KiB are
 //! truncated to 64 KiB and the reason says so.
 
 use chrono::{DateTime, Utc};
@@ -11,7 +14,7 @@ use std::fmt;
 /// The largest payload stored in a dead-letter row.
 pub const MAX_STORED_PAYLOAD: usize = 64 * 1024;
 
-/// Where a Kafka record came from: its identity.
+/// Where a Kafka record came from (unique only while its topic is not re-created).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RecordCoords {
     /// Topic name.
@@ -71,7 +74,7 @@ impl fmt::Display for DeadLetterKind {
 /// One dead-letter row, ready to insert.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter {
-    /// The record's identity.
+    /// Where the record came from.
     pub coords: RecordCoords,
     /// The record's key, if any.
     pub key: Option<Vec<u8>>,
