@@ -17,6 +17,7 @@ pub mod outcome;
 pub mod pipeline;
 pub mod retry;
 pub mod settings;
+pub mod untrusted;
 
 pub use bound::Bound;
 pub use dead_letter::{DeadLetter, DeadLetterKind, RecordCoords};
