@@ -17,26 +17,23 @@ use support::*;
 /// A terminal title change, a colour, and a forged second line.
 const HOSTILE: &str = "\u{1b}]0;pwned\u{7}\u{1b}[31m\nforged line";
 
-/// Produces raw records to the reviews topic, each with its headers.
-async fn produce_with_headers(env: &Env, records: &[(&[u8], &[u8], &[(&str, &[u8])])]) {
+/// A raw record: key, payload, and the value of its `sluice-replay-count` header, if any.
+type Raw<'a> = (&'a [u8], &'a [u8], Option<&'a [u8]>);
+
+/// Produces raw records to the reviews topic.
+async fn produce_raw(env: &Env, records: &[Raw<'_>]) {
     let producer = sluice_testkit::producer(&env.stack);
     let topic = env.topic("reviews");
-    for (key, payload, headers) in records {
-        let mut owned = OwnedHeaders::new();
-        for (name, value) in *headers {
-            owned = owned.insert(Header {
-                key: name,
-                value: Some(*value),
-            });
+    for &(key, payload, replay_count) in records {
+        let mut record = FutureRecord::to(&topic).key(key).payload(payload);
+        if let Some(value) = replay_count {
+            record = record.headers(OwnedHeaders::new().insert(Header {
+                key: "sluice-replay-count",
+                value: Some(value),
+            }));
         }
         producer
-            .send(
-                FutureRecord::to(&topic)
-                    .key(*key)
-                    .payload(*payload)
-                    .headers(owned),
-                Duration::from_secs(30),
-            )
+            .send(record, Duration::from_secs(30))
             .await
             .map_err(|(e, _)| e)
             .expect("delivered");
@@ -62,11 +59,11 @@ async fn dlq_list_and_show_print_no_raw_control_character_from_a_message() {
     // 2. A payload that is not JSON at all, with raw escapes in it and in its key.
     let raw_payload = format!("{{\"review_id\": \"{HOSTILE}\"");
     let raw_key = format!("key{HOSTILE}");
-    produce_with_headers(
+    produce_raw(
         &env,
         &[
-            (b"k1", valid.as_bytes(), &[]),
-            (raw_key.as_bytes(), raw_payload.as_bytes(), &[]),
+            (b"k1", valid.as_bytes(), None),
+            (raw_key.as_bytes(), raw_payload.as_bytes(), None),
         ],
     )
     .await;
@@ -148,20 +145,12 @@ async fn a_forged_replay_count_header_cannot_stretch_the_replay_limit() {
     let payloads: Vec<String> = (0..forged.len())
         .map(|i| review(i, &late, "2026-11-03T08:00:00Z").to_string())
         .collect();
-    let records: Vec<(&[u8], &[u8], [(&str, &[u8]); 1])> = forged
+    let records: Vec<Raw<'_>> = forged
         .iter()
         .zip(&payloads)
-        .map(|(value, payload)| {
-            (
-                late.as_bytes(),
-                payload.as_bytes(),
-                [("sluice-replay-count", *value)],
-            )
-        })
+        .map(|(&value, payload)| (late.as_bytes(), payload.as_bytes(), Some(value)))
         .collect();
-    let records: Vec<(&[u8], &[u8], &[(&str, &[u8])])> =
-        records.iter().map(|(k, p, h)| (*k, *p, &h[..])).collect();
-    produce_with_headers(&env, &records).await;
+    produce_raw(&env, &records).await;
     let mut run = env.spawn_run("forged", &[("STORAGE_PIPELINES", "reviews")]);
     env.wait_caught_up("reviews", &mut run, Duration::from_secs(60))
         .await;

@@ -125,10 +125,13 @@ mod tests {
     /// A model of a `DO NOTHING` table: each batch is de-duplicated with `rule`, then each
     /// survivor is inserted if its key is absent; a survivor marked `rejected` (it breaks a
     /// constraint at write time) is skipped and its best runner-up tried in its place.
+    /// (key, value, rejected at write time)
+    type Row = (u8, u32, bool);
+
     fn insert_if_absent_in_batches(
-        rows: &[(u8, u32, bool)],
+        rows: &[Row],
         batch_size: usize,
-        rule: fn(&(u8, u32, bool), &(u8, u32, bool)) -> bool,
+        rule: fn(&Row, &Row) -> bool,
     ) -> std::collections::BTreeMap<u8, u32> {
         let mut table = std::collections::BTreeMap::new();
         for batch in rows.chunks(batch_size) {
