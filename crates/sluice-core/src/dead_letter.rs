@@ -1,8 +1,11 @@
-//! Dead letters: messages that can never be stored (SPEC S4.5).
+//! Dead letters: messages that can never be stored.
 //!
-//! A dead letter keeps the record's coordinates (its identity: replaying a partition must
-//! not multiply rows), its key, its payload as raw bytes (invalid UTF-8 is kept), the
-//! original size, and a reason that names the field and the rule. Payloads over 64 KiB are
+//! A dead letter keeps the record's coordinates, its Kafka timestamp, its key, its payload
+//! as raw bytes (invalid UTF-8 is kept), the original size, and a reason that names the
+//! field and the rule. Its identity is the coordinates *and* the record's timestamp, key
+//! and payload: replaying a partition must not multiply rows (a redelivered record is
+//! byte-identical), and a new record at reused coordinates (its topic was deleted and
+//! created again) must not be taken for the old one and dropped. Payloads over 64 KiB are
 //! truncated to 64 KiB and the reason says so.
 
 use chrono::{DateTime, Utc};
@@ -11,7 +14,7 @@ use std::fmt;
 /// The largest payload stored in a dead-letter row.
 pub const MAX_STORED_PAYLOAD: usize = 64 * 1024;
 
-/// Where a Kafka record came from: its identity.
+/// Where a Kafka record came from (unique only while its topic is not re-created).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RecordCoords {
     /// Topic name.
@@ -68,10 +71,33 @@ impl fmt::Display for DeadLetterKind {
     }
 }
 
+/// The replay count given to a record whose `sluice-replay-count` header cannot be read.
+pub const UNREADABLE_REPLAY_COUNT: i32 = i32::MAX;
+
+/// The replay count of a record, from the values of all its `sluice-replay-count` headers.
+///
+/// `sluice dlq replay` writes the header as a plain decimal number (the copy's replay
+/// count, 1 or more). No header means 0. A value that is anything else — negative, signed,
+/// padded, empty, not UTF-8, too large, or a header without a value — was not written by
+/// sluice (a forged or corrupted header), and is read as [`UNREADABLE_REPLAY_COUNT`]: the
+/// record is still processed as usual, but if it is dead-lettered again it can never be
+/// replayed, so a forged header cannot stretch the replay limit. When the header occurs
+/// more than once, the highest count wins, for the same reason.
+pub fn parse_replay_count<'a>(values: impl IntoIterator<Item = Option<&'a [u8]>>) -> i32 {
+    values.into_iter().fold(0, |highest, value| {
+        let count = value
+            .filter(|v| !v.is_empty() && v.len() <= 10 && v.iter().all(u8::is_ascii_digit))
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.parse::<i32>().ok())
+            .unwrap_or(UNREADABLE_REPLAY_COUNT);
+        highest.max(count)
+    })
+}
+
 /// One dead-letter row, ready to insert.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter {
-    /// The record's identity.
+    /// Where the record came from.
     pub coords: RecordCoords,
     /// The record's key, if any.
     pub key: Option<Vec<u8>>,
@@ -83,7 +109,8 @@ pub struct DeadLetter {
     pub kafka_timestamp: Option<DateTime<Utc>>,
     /// The class of failure.
     pub kind: DeadLetterKind,
-    /// A human reason naming the field and the rule (and the truncation, if any).
+    /// A human reason naming the field and the rule (and the truncation, if any), with
+    /// control characters escaped: it may echo bytes of the message.
     pub reason: String,
     /// Times this record was already re-published from the dead-letter table.
     pub replay_count: i32,
@@ -91,7 +118,9 @@ pub struct DeadLetter {
 
 impl DeadLetter {
     /// Builds a dead letter, truncating the payload to [`MAX_STORED_PAYLOAD`] bytes and
-    /// saying so in the reason.
+    /// saying so in the reason. The reason's control characters are escaped
+    /// ([`crate::untrusted::escape_controls`]): it is logged and printed, and may quote a
+    /// package name or a field value from the message.
     pub fn new(
         coords: RecordCoords,
         key: Option<&[u8]>,
@@ -100,7 +129,8 @@ impl DeadLetter {
         kind: DeadLetterKind,
         reason: impl Into<String>,
     ) -> Self {
-        let mut reason = reason.into();
+        let reason = reason.into();
+        let mut reason = crate::untrusted::escape_controls(&reason).into_owned();
         let size = payload.map_or(0, <[u8]>::len);
         let stored = payload.map(|p| {
             if p.len() > MAX_STORED_PAYLOAD {
@@ -183,6 +213,66 @@ mod tests {
         let dl = DeadLetter::new(coords(), None, None, None, DeadLetterKind::DecodeError, "t");
         assert_eq!(dl.payload, None);
         assert_eq!(dl.payload_size, 0);
+    }
+
+    #[test]
+    fn a_reason_echoing_message_bytes_holds_no_control_character() {
+        let dl = DeadLetter::new(
+            coords(),
+            None,
+            Some(b"x"),
+            None,
+            DeadLetterKind::UnknownApplication,
+            "unknown application `a\u{1b}]0;pwned\u{7}\u{1b}[31m\nb`",
+        );
+        assert!(!dl.reason.chars().any(char::is_control), "{}", dl.reason);
+        assert!(dl.reason.contains("a\\u{1b}]0;pwned"), "{}", dl.reason);
+    }
+
+    #[test]
+    fn replay_count_header_cannot_stretch_the_limit() {
+        let one = |v: &'static [u8]| parse_replay_count([Some(v)]);
+        assert_eq!(parse_replay_count([]), 0, "no header");
+        assert_eq!(one(b"0"), 0);
+        assert_eq!(one(b"1"), 1);
+        assert_eq!(one(b"3"), 3);
+        assert_eq!(one(b"2147483647"), i32::MAX);
+        for garbage in [
+            &b"-1"[..],
+            b"-2147483648",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"",
+            b"abc",
+            b"1e3",
+            b"2147483648",
+            b"99999999999",
+            b"\xff",
+            b"\xff1",
+            b"\x31\x00",
+        ] {
+            assert_eq!(
+                one(garbage),
+                UNREADABLE_REPLAY_COUNT,
+                "{:?}",
+                String::from_utf8_lossy(garbage)
+            );
+        }
+        assert_eq!(
+            parse_replay_count([None]),
+            UNREADABLE_REPLAY_COUNT,
+            "no value"
+        );
+        assert_eq!(
+            parse_replay_count([Some(&b"0"[..]), Some(b"2")]),
+            2,
+            "the highest of repeated headers"
+        );
+        assert_eq!(
+            parse_replay_count([Some(&b"1"[..]), Some(b"-5")]),
+            UNREADABLE_REPLAY_COUNT
+        );
     }
 
     #[test]

@@ -3,8 +3,17 @@
 //! PostgreSQL refuses an `INSERT … ON CONFLICT DO UPDATE` that touches the same row twice
 //! (SQLSTATE 21000, "cannot affect row a second time"), which would abort the whole batch.
 //! So at most one row per natural key reaches the statement. The survivor is chosen by a
-//! `prefer` rule: for reviews the newest `last_synced_at` (the same rule as the monotonic
-//! guard in the database), otherwise the later record in the batch.
+//! rule that must agree with what the database does *across* batches, so that the final
+//! table does not depend on where batch boundaries fall:
+//!
+//! - reviews (`DO UPDATE` with a monotonic guard): the newest `last_synced_at` wins, ties go
+//!   to the later record — exactly what two separate batches would leave behind;
+//! - `app_stats` and `network_metrics` (`DO NOTHING`): the first delivery wins
+//!   ([`earlier_wins`]), because across batches the row written first is never replaced.
+//!
+//! The other rows of a key are kept as runners-up, best first: if the survivor is rejected
+//! at write time (a constraint violation), the next one takes its place, as it would have
+//! if the survivor had come in a batch of its own.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -29,7 +38,7 @@ impl<T> Deduped<T> {
 }
 
 /// Keeps one row per key. `replace(current, candidate)` says whether a later `candidate`
-/// beats the row kept so far; ties should return `true` so that the later offset wins.
+/// beats the row kept so far ([`later_wins`], [`earlier_wins`], or a version comparison).
 pub fn dedupe_by_key<T, K, FK, FR>(rows: Vec<T>, key: FK, replace: FR) -> Deduped<T>
 where
     K: Eq + Hash,
@@ -69,9 +78,14 @@ where
     }
 }
 
-/// The rule "the later record in the batch wins".
+/// The rule "the later record in the batch wins" (what `DO UPDATE` does across batches).
 pub fn later_wins<T>(_current: &T, _candidate: &T) -> bool {
     true
+}
+
+/// The rule "the first delivery wins" (what `DO NOTHING` does across batches).
+pub fn earlier_wins<T>(_current: &T, _candidate: &T) -> bool {
+    false
 }
 
 #[cfg(test)]
@@ -99,7 +113,75 @@ mod tests {
         assert_eq!(out.dropped(), 2);
     }
 
+    #[test]
+    fn earlier_record_wins_for_insert_if_absent_and_the_rest_wait_in_order() {
+        let rows = vec![("a", 1), ("b", 2), ("a", 3), ("a", 4)];
+        let out = dedupe_by_key(rows, |r| r.0, earlier_wins);
+        assert_eq!(out.rows, vec![("a", 1), ("b", 2)]);
+        assert_eq!(out.superseded, vec![vec![("a", 3), ("a", 4)], vec![]]);
+        assert_eq!(out.dropped(), 2);
+    }
+
+    /// A model of a `DO NOTHING` table: each batch is de-duplicated with `rule`, then each
+    /// survivor is inserted if its key is absent; a survivor marked `rejected` (it breaks a
+    /// constraint at write time) is skipped and its best runner-up tried in its place.
+    /// (key, value, rejected at write time)
+    type Row = (u8, u32, bool);
+
+    fn insert_if_absent_in_batches(
+        rows: &[Row],
+        batch_size: usize,
+        rule: fn(&Row, &Row) -> bool,
+    ) -> std::collections::BTreeMap<u8, u32> {
+        let mut table = std::collections::BTreeMap::new();
+        for batch in rows.chunks(batch_size) {
+            let out = dedupe_by_key(batch.to_vec(), |r| r.0, rule);
+            for (survivor, runners_up) in out.rows.into_iter().zip(out.superseded) {
+                let written = std::iter::once(survivor)
+                    .chain(runners_up)
+                    .find(|&(_, _, rejected)| !rejected);
+                if let Some((key, value, _)) = written {
+                    table.entry(key).or_insert(value);
+                }
+            }
+        }
+        table
+    }
+
+    #[test]
+    fn later_wins_would_make_a_do_nothing_table_depend_on_the_batch_size() {
+        let rows = [(1, 10, false), (1, 20, false)];
+        let one_by_one = insert_if_absent_in_batches(&rows, 1, later_wins);
+        let together = insert_if_absent_in_batches(&rows, 2, later_wins);
+        assert_ne!(
+            one_by_one, together,
+            "the reason DO NOTHING tables use earlier_wins"
+        );
+        assert_eq!(
+            insert_if_absent_in_batches(&rows, 2, earlier_wins),
+            one_by_one
+        );
+    }
+
     proptest! {
+        #[test]
+        fn first_delivery_wins_whatever_the_batch_size(
+            rows in proptest::collection::vec((0u8..6, 0u32..1000, proptest::bool::weighted(0.2)), 0..60),
+            batch_size in 1usize..70,
+        ) {
+            let one_by_one = insert_if_absent_in_batches(&rows, 1, earlier_wins);
+            let batched = insert_if_absent_in_batches(&rows, batch_size, earlier_wins);
+            prop_assert_eq!(&batched, &one_by_one);
+            // And that table is: per key, the first row that was not rejected.
+            let mut first = std::collections::BTreeMap::new();
+            for &(key, value, rejected) in &rows {
+                if !rejected {
+                    first.entry(key).or_insert(value);
+                }
+            }
+            prop_assert_eq!(batched, first);
+        }
+
         #[test]
         fn one_row_per_key_and_counts_add_up(keys in proptest::collection::vec(0u8..8, 0..200)) {
             let rows: Vec<(u8, usize)> = keys.iter().copied().zip(0..).collect();

@@ -23,12 +23,27 @@ pub enum Disposition {
 /// | `08…` | connection exception | retry |
 /// | `53…` | insufficient resources | retry |
 /// | `57P01`–`57P03` | admin/crash shutdown, cannot connect now | retry |
+/// | `57014` | statement timeout (`statement_timeout`) or a cancelled query | retry |
+/// | `55P03` | lock not available (`lock_timeout`, `NOWAIT`) | retry |
+/// | `25P03` | idle-in-transaction session timeout | retry |
 /// | `40001`, `40P01` | serialization failure, deadlock | retry |
 /// | `22…`, `23…` | data exception, integrity constraint violation | dead-letter the row |
 /// | anything else | e.g. `42501` insufficient privilege, `42P01` undefined table | fatal |
+///
+/// The server-side limits (`57014`, `55P03`, `25P03`) are transient: they say the server
+/// was busy (a long lock holder, a slow moment), not that the batch is wrong. The batch is
+/// retried on a fresh connection with the back-off; if the limit keeps firing, the retries
+/// run out and the pipeline stops (never a crash loop onto the same batch at full speed).
 pub fn classify_sqlstate(code: &str) -> Disposition {
     match code {
-        "57P01" | "57P02" | "57P03" | "40001" | "40P01" => return Disposition::Retry,
+        sqlstate::ADMIN_SHUTDOWN
+        | sqlstate::CRASH_SHUTDOWN
+        | sqlstate::CANNOT_CONNECT_NOW
+        | sqlstate::QUERY_CANCELED
+        | sqlstate::LOCK_NOT_AVAILABLE
+        | sqlstate::IDLE_IN_TRANSACTION_SESSION_TIMEOUT
+        | sqlstate::SERIALIZATION_FAILURE
+        | sqlstate::DEADLOCK_DETECTED => return Disposition::Retry,
         _ => {}
     }
     match code.get(..2) {
@@ -36,6 +51,26 @@ pub fn classify_sqlstate(code: &str) -> Disposition {
         Some("22" | "23") => Disposition::DeadLetter,
         _ => Disposition::Fatal,
     }
+}
+
+/// The SQLSTATEs named by the disposition table.
+pub mod sqlstate {
+    /// `57P01`: the server is shutting down (fast shutdown, `pg_terminate_backend`).
+    pub const ADMIN_SHUTDOWN: &str = "57P01";
+    /// `57P02`: another backend crashed; the server is resetting.
+    pub const CRASH_SHUTDOWN: &str = "57P02";
+    /// `57P03`: the server is starting up or in recovery.
+    pub const CANNOT_CONNECT_NOW: &str = "57P03";
+    /// `57014`: `statement_timeout` fired (or the query was cancelled).
+    pub const QUERY_CANCELED: &str = "57014";
+    /// `55P03`: `lock_timeout` fired (or `NOWAIT` found the lock taken).
+    pub const LOCK_NOT_AVAILABLE: &str = "55P03";
+    /// `25P03`: `idle_in_transaction_session_timeout` ended the session.
+    pub const IDLE_IN_TRANSACTION_SESSION_TIMEOUT: &str = "25P03";
+    /// `40001`: serialization failure.
+    pub const SERIALIZATION_FAILURE: &str = "40001";
+    /// `40P01`: deadlock detected.
+    pub const DEADLOCK_DETECTED: &str = "40P01";
 }
 
 /// librdkafka's own flags for an error.
@@ -77,6 +112,9 @@ mod tests {
             ("57P01", Disposition::Retry),
             ("57P02", Disposition::Retry),
             ("57P03", Disposition::Retry),
+            ("57014", Disposition::Retry),
+            ("55P03", Disposition::Retry),
+            ("25P03", Disposition::Retry),
             ("40001", Disposition::Retry),
             ("40P01", Disposition::Retry),
             ("22001", Disposition::DeadLetter),
@@ -88,7 +126,10 @@ mod tests {
             ("40000", Disposition::Fatal),
             ("42501", Disposition::Fatal),
             ("42P01", Disposition::Fatal),
-            ("57014", Disposition::Fatal),
+            ("55000", Disposition::Fatal),
+            ("55006", Disposition::Fatal),
+            ("25P02", Disposition::Fatal),
+            ("25006", Disposition::Fatal),
             ("57P04", Disposition::Fatal),
             ("XX000", Disposition::Fatal),
             ("", Disposition::Fatal),

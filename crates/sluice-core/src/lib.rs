@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod retry;
 pub mod settings;
 pub mod stall;
+pub mod untrusted;
 
 pub use bound::Bound;
 pub use dead_letter::{DeadLetter, DeadLetterKind, RecordCoords};

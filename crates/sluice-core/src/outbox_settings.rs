@@ -134,7 +134,7 @@ impl OutboxSettings {
         if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
             return Err(error(
                 "DATABASE_URL",
-                &crate::settings::redact_password(&database_url),
+                &crate::untrusted::redact_url(&database_url),
                 "a postgres:// URL",
             ));
         }

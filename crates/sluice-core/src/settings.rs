@@ -8,6 +8,7 @@
 
 use crate::pipeline::PipelineKind;
 use crate::retry::Backoff;
+use crate::untrusted::redact_url;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -346,7 +347,7 @@ impl Settings {
         if !valid_database_url(&database_url) {
             return Err(Reader::error(
                 "DATABASE_URL",
-                &redact_password(&database_url),
+                &redact_url(&database_url),
                 "postgres://user[:password]@host[:port]/database",
             ));
         }
@@ -542,22 +543,6 @@ impl Settings {
     }
 }
 
-/// The URL with its password replaced by `***`, for messages.
-pub fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) if userinfo.contains(':') => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}{tail}")
-        }
-        _ => url.to_owned(),
-    }
-}
-
 fn valid_database_url(url: &str) -> bool {
     let Some(rest) = url
         .strip_prefix("postgres://")
@@ -723,11 +708,10 @@ mod tests {
         let err =
             settings(&[("DATABASE_URL", "postgres://u:s3cret@host:notaport/db")]).unwrap_err();
         assert!(!err.to_string().contains("s3cret"), "{err}");
-        assert_eq!(
-            redact_password("postgres://u:pw@h:1/db?x=1"),
-            "postgres://u:***@h:1/db?x=1"
-        );
-        assert_eq!(redact_password("postgres://u@h/db"), "postgres://u@h/db");
+        let err = settings(&[("DATABASE_URL", "postgres://u:ab/cd@host:notaport/db")]).unwrap_err();
+        assert!(!err.to_string().contains("ab/cd"), "{err}");
+        let err = settings(&[("DATABASE_URL", "mysql://u:p@ss@h/db")]).unwrap_err();
+        assert!(!err.to_string().contains("p@ss"), "{err}");
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub struct Record {
     /// The record's timestamp in milliseconds since the epoch, if it has one.
     pub timestamp_ms: Option<i64>,
     /// How many times this record was re-published from the dead-letter table (the
-    /// [`REPLAY_COUNT_HEADER`] header; 0 when absent).
+    /// [`REPLAY_COUNT_HEADER`] header; 0 when absent, `i32::MAX` when unreadable).
     pub replay_count: i32,
 }
 
@@ -98,19 +98,17 @@ pub struct Record {
 /// that fails again keeps its count and cannot loop forever.
 pub const REPLAY_COUNT_HEADER: &str = "sluice-replay-count";
 
+/// The record's replay count; see [`sluice_core::dead_letter::parse_replay_count`] (an
+/// unreadable header counts as no replays left).
 fn replay_count<M: Message>(message: &M) -> i32 {
     use rdkafka::message::Headers;
-    message
-        .headers()
-        .and_then(|headers| {
-            headers
-                .iter()
-                .find(|h| h.key == REPLAY_COUNT_HEADER)
-                .and_then(|h| h.value)
-        })
-        .and_then(|v| std::str::from_utf8(v).ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    let values = message.headers().into_iter().flat_map(|headers| {
+        headers
+            .iter()
+            .filter(|h| h.key == REPLAY_COUNT_HEADER)
+            .map(|h| h.value)
+    });
+    sluice_core::dead_letter::parse_replay_count(values)
 }
 
 /// A subscribed, manual-commit consumer of one topic.

@@ -14,9 +14,11 @@ pub fn sqlstate(error: &sqlx::Error) -> Option<String> {
 /// Retry, dead-letter or fatal for a database error.
 ///
 /// Errors without a SQLSTATE are classified by what they mean for the connection: an I/O
-/// failure, a pool time-out or a crashed worker is transient (the server restarting looks
-/// exactly like this); a configuration, TLS or decoding error is a bug or a bad setting
-/// and is fatal.
+/// failure, a TLS failure, a pool time-out or a crashed worker is transient (the server
+/// restarting looks exactly like this: the handshake of a fresh connection is cut or
+/// refused while it comes back); a configuration or decoding error is a bug or a bad
+/// setting and is fatal. A TLS setting that can never work (a wrong CA) is retried too,
+/// until the retries run out, and then stops the pipeline with the TLS error.
 pub fn disposition(error: &sqlx::Error) -> Disposition {
     match error {
         sqlx::Error::Database(db) => match db.code() {
@@ -24,6 +26,7 @@ pub fn disposition(error: &sqlx::Error) -> Disposition {
             None => Disposition::Fatal,
         },
         sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
@@ -45,6 +48,8 @@ mod tests {
             disposition(&sqlx::Error::Protocol("eof".into())),
             Disposition::Retry
         );
+        let tls = sqlx::Error::Tls("handshake interrupted: server closed the connection".into());
+        assert_eq!(disposition(&tls), Disposition::Retry);
         assert_eq!(disposition(&sqlx::Error::RowNotFound), Disposition::Fatal);
         let config = sqlx::Error::Configuration("bad url".into());
         assert_eq!(disposition(&config), Disposition::Fatal);

@@ -1,22 +1,142 @@
-//! Health without an HTTP server (SPEC S6): each pipeline touches its own file on every
-//! loop turn, at most about once a second. A write error warns once and never stops
-//! ingestion; `sluice health` reads the files' modification times.
+//! Health without an HTTP server: each pipeline touches its own file on every loop turn,
+//! at most about once a second. A write error warns once and never stops ingestion;
+//! `sluice health` reads the files' modification times.
+//!
+//! The directory often lives in a shared place such as `/tmp`, so it is handled as if
+//! another user could have prepared it: it is created with mode 0700 (an existing one is
+//! set to 0700, which fails unless this user owns it), a symbolic link in its place or in
+//! place of a heartbeat file is refused, and each heartbeat is written to a temporary file
+//! opened without following links and renamed over the heartbeat file, so sluice never
+//! writes through a link to somewhere else.
 
+use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The minimum time between two writes.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
+/// The mode of the heartbeat directory: only its owner may enter it.
+pub const DIR_MODE: u32 = 0o700;
+
 /// The heartbeat file of one pipeline.
 pub fn path(dir: &Path, pipeline: &str) -> PathBuf {
     dir.join(format!("{pipeline}.heartbeat"))
 }
 
+/// Why a heartbeat could not be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeartbeatError {
+    /// The heartbeat directory is a symbolic link.
+    #[error(
+        "heartbeat directory {0} is a symbolic link; refusing to use it (set STORAGE_HEARTBEAT_DIR to a real directory)"
+    )]
+    DirIsSymlink(PathBuf),
+    /// Something other than a directory is in the heartbeat directory's place.
+    #[error("heartbeat directory {0} is not a directory")]
+    NotADirectory(PathBuf),
+    /// The heartbeat file is a symbolic link.
+    #[error("heartbeat file {0} is a symbolic link; refusing to replace it (remove it)")]
+    FileIsSymlink(PathBuf),
+    /// The file system refused an operation (e.g. the directory belongs to another user).
+    #[error("heartbeat {action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> HeartbeatError {
+    let path = path.to_owned();
+    move |source| HeartbeatError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// Creates `dir` with mode 0700 (parents too), or checks an existing one: not a link, a
+/// directory, and set to mode 0700.
+pub fn prepare_dir(dir: &Path) -> Result<(), HeartbeatError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(HeartbeatError::DirIsSymlink(dir.to_owned()));
+        }
+        Ok(meta) if !meta.is_dir() => return Err(HeartbeatError::NotADirectory(dir.to_owned())),
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(dir)
+                .map_err(io("cannot create directory", dir))?;
+        }
+        Err(error) => return Err(io("cannot inspect directory", dir)(error)),
+    }
+    // Open the directory itself (never a link) and set its mode through that handle: a
+    // directory of another user cannot be chmod-ed, so it is refused here.
+    let handle = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
+        .open(dir)
+        .map_err(|error| match error.raw_os_error() {
+            Some(libc::ELOOP) => HeartbeatError::DirIsSymlink(dir.to_owned()),
+            Some(libc::ENOTDIR) => HeartbeatError::NotADirectory(dir.to_owned()),
+            _ => io("cannot open directory", dir)(error),
+        })?;
+    let mode = handle
+        .metadata()
+        .map_err(io("cannot inspect directory", dir))?
+        .permissions()
+        .mode();
+    if mode & 0o777 != DIR_MODE {
+        handle
+            .set_permissions(Permissions::from_mode(DIR_MODE))
+            .map_err(io("cannot set mode 0700 on directory", dir))?;
+    }
+    Ok(())
+}
+
+/// Writes the heartbeat file of `pipeline` in `dir`: a temporary file opened without
+/// following links, renamed over the heartbeat file; a link in either place is refused.
+pub fn write(dir: &Path, pipeline: &str) -> Result<(), HeartbeatError> {
+    prepare_dir(dir)?;
+    let target = path(dir, pipeline);
+    if std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(HeartbeatError::FileIsSymlink(target));
+    }
+    let temp = dir.join(format!(".{pipeline}.heartbeat.{}.tmp", std::process::id()));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&temp)
+        .map_err(|error| match error.raw_os_error() {
+            Some(libc::ELOOP) => HeartbeatError::FileIsSymlink(temp.clone()),
+            _ => io("cannot write", &temp)(error),
+        })?;
+    file.write_all(format!("{:?}\n", SystemTime::now()).as_bytes())
+        .map_err(io("cannot write", &temp))?;
+    drop(file);
+    // rename(2) replaces the directory entry; it never follows a link at the target.
+    std::fs::rename(&temp, &target).map_err(io("cannot rename onto", &target))
+}
+
 /// A rate-limited heartbeat writer.
 #[derive(Debug)]
 pub struct Heartbeat {
-    path: PathBuf,
+    dir: PathBuf,
+    pipeline: String,
     last: Option<Instant>,
     warned: bool,
 }
@@ -25,7 +145,8 @@ impl Heartbeat {
     /// A heartbeat for `pipeline` in `dir` (created on first beat).
     pub fn new(dir: &Path, pipeline: &str) -> Self {
         Self {
-            path: path(dir, pipeline),
+            dir: dir.to_owned(),
+            pipeline: pipeline.to_owned(),
             last: None,
             warned: false,
         }
@@ -37,15 +158,10 @@ impl Heartbeat {
             return;
         }
         self.last = Some(Instant::now());
-        let result = self
-            .path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&self.path, format!("{:?}\n", SystemTime::now())));
-        if let Err(error) = result {
+        if let Err(error) = write(&self.dir, &self.pipeline) {
             if !self.warned {
                 self.warned = true;
-                tracing::warn!(path = %self.path.display(), %error,
+                tracing::warn!(pipeline = %self.pipeline, %error,
                     "cannot write the heartbeat file; ingestion continues, health checks will fail");
             }
         } else {
@@ -54,11 +170,14 @@ impl Heartbeat {
     }
 }
 
-/// How old a heartbeat file is, or `None` if it is missing.
+/// How old a heartbeat file is, or `None` if it is missing (or is not a regular file: a
+/// symbolic link is never a heartbeat).
 pub fn age(dir: &Path, pipeline: &str) -> Option<Duration> {
-    let modified = std::fs::metadata(path(dir, pipeline))
-        .and_then(|m| m.modified())
-        .ok()?;
+    let meta = std::fs::symlink_metadata(path(dir, pipeline)).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let modified = meta.modified().ok()?;
     Some(
         SystemTime::now()
             .duration_since(modified)
@@ -167,5 +286,97 @@ mod tests {
         assert!(age(&dir, "reviews").is_some_and(|a| a < Duration::from_secs(5)));
         assert_eq!(age(&dir, "missing"), None);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("sluice-hb-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    }
+
+    #[test]
+    fn the_directory_is_created_with_mode_0700_and_an_open_one_is_closed() {
+        let root = scratch("mode");
+        let dir = root.join("nested").join("heartbeat");
+        write(&dir, "reviews").unwrap();
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&root.join("nested")), 0o700, "created parents too");
+        assert_eq!(mode(&path(&dir, "reviews")), 0o600);
+        std::fs::set_permissions(&dir, Permissions::from_mode(0o777)).unwrap();
+        write(&dir, "reviews").unwrap();
+        assert_eq!(mode(&dir), 0o700, "an existing directory is set to 0700");
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            leftovers,
+            vec![std::ffi::OsString::from("reviews.heartbeat")]
+        );
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_the_directory_is_refused() {
+        let root = scratch("dirlink");
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, Permissions::from_mode(0o755)).unwrap();
+        let dir = root.join("heartbeat");
+        std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+        let error = write(&dir, "reviews").unwrap_err();
+        assert!(matches!(error, HeartbeatError::DirIsSymlink(_)), "{error}");
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+        assert_eq!(
+            std::fs::read_dir(&elsewhere).unwrap().count(),
+            0,
+            "nothing written"
+        );
+        assert_eq!(mode(&elsewhere), 0o755, "the link's target is left alone");
+        let mut heartbeat = Heartbeat::new(&dir, "reviews");
+        heartbeat.beat();
+        assert!(heartbeat.warned, "beat() warns and carries on");
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn a_symlink_as_the_heartbeat_file_is_refused() {
+        let root = scratch("filelink");
+        let dir = root.join("heartbeat");
+        write(&dir, "app-stats").unwrap();
+        let victim = root.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, path(&dir, "reviews")).unwrap();
+        let error = write(&dir, "reviews").unwrap_err();
+        assert!(matches!(error, HeartbeatError::FileIsSymlink(_)), "{error}");
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(
+            std::fs::symlink_metadata(path(&dir, "reviews"))
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "the link is left for an operator to look at"
+        );
+        assert_eq!(
+            age(&dir, "reviews"),
+            None,
+            "a link is never a fresh heartbeat"
+        );
+        // A link planted at the temporary file's name is not followed either.
+        let temp = dir.join(format!(".app-stats.heartbeat.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &temp).unwrap();
+        let error = write(&dir, "app-stats").unwrap_err();
+        assert!(matches!(error, HeartbeatError::FileIsSymlink(_)), "{error}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let _ = std::fs::remove_dir_all(root);
     }
 }

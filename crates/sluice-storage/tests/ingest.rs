@@ -330,6 +330,66 @@ async fn the_same_review_twice_in_one_batch_keeps_the_newer() {
     fx.cleanup().await;
 }
 
+/// `DO NOTHING` tables keep the first delivery, in one batch as across batches (issue 10,
+/// item 3): a re-sent snapshot with different values never replaces the first one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_snapshot_twice_in_one_batch_keeps_the_first() {
+    let Some(fx) = Fixture::new().await else {
+        return;
+    };
+    let apps = app_names(&fx.prefix, 1);
+    fx.schema.register_apps(&apps).await;
+    let app = &apps[0];
+    let crawled_at = "2026-11-01T10:00:00Z";
+    let mut first = app_stats(app, crawled_at);
+    first["ratings"] = json!(111);
+    let mut resent = app_stats(app, crawled_at);
+    resent["ratings"] = json!(222);
+    let analysis_id = uuid::Uuid::new_v4().to_string();
+    let mut first_metrics = network_metrics(&analysis_id, app);
+    first_metrics["packet_count"] = json!(111);
+    let mut resent_metrics = network_metrics(&analysis_id, app);
+    resent_metrics["packet_count"] = json!(222);
+    // Same key → same partition → one batch each.
+    fx.produce_json(
+        PipelineKind::AppStats,
+        &[(app.clone(), first), (app.clone(), resent)],
+    )
+    .await;
+    fx.produce_json(
+        PipelineKind::NetworkMetrics,
+        &[(app.clone(), first_metrics), (app.clone(), resent_metrics)],
+    )
+    .await;
+    let kinds = [PipelineKind::AppStats, PipelineKind::NetworkMetrics];
+    let running = fx.start(fx.settings(&kinds, &[]));
+    for kind in kinds {
+        fx.wait_caught_up(kind, Duration::from_secs(60)).await;
+    }
+    let totals = stop(running);
+    for kind in kinds {
+        let t = &totals[&kind];
+        assert_eq!(t.batches, 1, "{kind}: both records in one batch");
+        assert_eq!(
+            (t.report.write.inserted, t.report.write.skipped),
+            (1, 1),
+            "{kind}: {:?}",
+            t.report
+        );
+    }
+    assert_eq!(
+        fx.count("SELECT ratings FROM app_stats").await,
+        111,
+        "app_stats: the first delivery stays"
+    );
+    assert_eq!(
+        fx.count("SELECT packet_count FROM network_metrics").await,
+        111,
+        "network_metrics: the first delivery stays"
+    );
+    fx.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_package_is_dead_lettered_and_seen_at_once_after_registration() {
     let Some(fx) = Fixture::new().await else {

@@ -5,12 +5,17 @@
 //! the original key and payload to the original topic with a `sluice-replay-count` header,
 //! waits for the broker's acknowledgement, and only then commits the mark. A record that
 //! fails again is dead-lettered with the carried-over count, so it cannot loop forever.
+//!
+//! Keys, payloads and reasons hold bytes from the message: the text output escapes their
+//! control characters (an ANSI or OSC sequence, a newline) and the JSON output escapes the
+//! ones a JSON serializer leaves raw, so printing a dead letter cannot drive the terminal.
 
 use crate::Failure;
 use anyhow::{Context, anyhow};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use sluice_core::untrusted::{escape_controls, escape_json_text};
 use sluice_core::{DeadLetterKind, PipelineKind, Settings};
 use sluice_kafka::producer::Outgoing;
 use sluice_kafka::{REPLAY_COUNT_HEADER, ResilientProducer};
@@ -192,7 +197,7 @@ async fn list(
     let rows = list_dead_letters(conn, filter).await?;
     if json {
         let shown: Vec<Shown> = rows.iter().map(shown).collect();
-        println!("{}", serde_json::to_string_pretty(&shown)?);
+        print_json(&shown)?;
         return Ok(());
     }
     println!(
@@ -203,12 +208,13 @@ async fn list(
         let record = format!("{}[{}]@{}", row.topic, row.partition, row.kafka_offset);
         let reason: String = row.reason.chars().take(100).collect();
         println!(
-            "{:>8}  {:<20} {:<28} {:<21} {:>7}  {reason}",
+            "{:>8}  {:<20} {:<28} {:<21} {:>7}  {}",
             row.id,
             row.recorded_at.format("%Y-%m-%d %H:%M:%S"),
-            record,
-            row.error_kind,
-            row.replay_count
+            escape_controls(&record),
+            escape_controls(&row.error_kind),
+            row.replay_count,
+            escape_controls(&reason)
         );
     }
     println!("{} row(s)", rows.len());
@@ -228,16 +234,19 @@ async fn show(conn: &mut PgConnection, id: i64, json: bool) -> Result<(), Failur
         .ok_or_else(|| anyhow!("no dead letter with id {id}"))?;
     let s = shown(&row);
     if json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        print_json(&s)?;
         return Ok(());
     }
     println!("id:           {}", s.id);
     println!(
         "record:       {}[{}]@{} (group {})",
-        s.topic, s.partition, s.kafka_offset, s.consumer_group
+        escape_controls(&s.topic),
+        s.partition,
+        s.kafka_offset,
+        escape_controls(&s.consumer_group)
     );
-    println!("kind:         {}", s.error_kind);
-    println!("reason:       {}", s.reason);
+    println!("kind:         {}", escape_controls(&s.error_kind));
+    println!("reason:       {}", escape_controls(&s.reason));
     println!("recorded at:  {}", s.recorded_at.to_rfc3339());
     println!("replays:      {}", s.replay_count);
     println!(
@@ -252,10 +261,19 @@ async fn show(conn: &mut PgConnection, id: i64, json: bool) -> Result<(), Failur
     for (label, value) in [("key", &s.key), ("payload", &s.payload)] {
         match value {
             None => println!("{label}: (null)"),
-            Some(Payload::Utf8(text)) => println!("{label} (utf-8):\n{text}"),
+            Some(Payload::Utf8(text)) => {
+                println!("{label} (utf-8):\n{}", escape_controls(text));
+            }
             Some(Payload::Hex(hex)) => println!("{label} (hex, not valid UTF-8):\n{hex}"),
         }
     }
+    Ok(())
+}
+
+/// Prints a value as pretty JSON with no raw control character (see the module docs).
+fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
+    let json = serde_json::to_string_pretty(value)?;
+    println!("{}", escape_json_text(&json));
     Ok(())
 }
 
@@ -346,10 +364,15 @@ async fn replay(
         });
     }
     if args.filter.json {
-        println!("{}", serde_json::to_string_pretty(&lines)?);
+        print_json(&lines)?;
     } else {
         for line in &lines {
-            println!("{:>8}  {:<28} {}", line.id, line.record, line.action);
+            println!(
+                "{:>8}  {:<28} {}",
+                line.id,
+                escape_controls(&line.record),
+                escape_controls(&line.action)
+            );
         }
         if !args.execute {
             println!("dry run: nothing published; add --execute");

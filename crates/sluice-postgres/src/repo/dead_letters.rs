@@ -3,7 +3,9 @@ use sluice_core::DeadLetter;
 use sqlx::PgConnection;
 
 /// Inserts dead letters in the caller's transaction; returns how many rows were new (a
-/// redelivered record's dead letter already exists and is not inserted twice).
+/// redelivered record's dead letter already exists and is not inserted twice). A dead
+/// letter is identified by its record's coordinates, Kafka timestamp, key and payload, so a
+/// new record at reused coordinates (a re-created topic) is a new row.
 pub async fn insert_dead_letters(
     conn: &mut PgConnection,
     consumer_group: &str,

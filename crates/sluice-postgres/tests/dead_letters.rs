@@ -1,0 +1,94 @@
+//! Dead-letter identity on the real PostgreSQL (issue 10, item 3): a redelivered record's
+//! dead letter is inserted once; a different record at the same coordinates is kept.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+use chrono::{DateTime, Utc};
+use sluice_core::{DeadLetter, DeadLetterKind, RecordCoords};
+use sluice_postgres::repo::insert_dead_letters;
+use sqlx::Connection;
+
+fn letter(timestamp_ms: Option<i64>, key: Option<&[u8]>, payload: Option<&[u8]>) -> DeadLetter {
+    let coords = RecordCoords {
+        topic: "reviews".into(),
+        partition: 0,
+        offset: 0,
+    };
+    let timestamp = timestamp_ms.map(|ms| DateTime::<Utc>::from_timestamp_millis(ms).unwrap());
+    DeadLetter::new(
+        coords,
+        key,
+        payload,
+        timestamp,
+        DeadLetterKind::DecodeError,
+        "bad",
+    )
+}
+
+#[tokio::test]
+async fn redelivery_is_a_no_op_and_a_new_record_at_the_same_coordinates_is_kept() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let schema = sluice_testkit::TestSchema::create(&stack).await;
+    let mut conn = schema.connect().await;
+    sluice_postgres::migrate(&mut conn, "apps_registry_application")
+        .await
+        .unwrap();
+    let mut insert = async |letters: &[DeadLetter]| {
+        let mut tx = conn.begin().await.unwrap();
+        let n = insert_dead_letters(&mut tx, "g", letters).await.unwrap();
+        tx.commit().await.unwrap();
+        n
+    };
+    let first = letter(Some(1_700_000_000_000), Some(b"k"), Some(b"{oops"));
+    assert_eq!(insert(std::slice::from_ref(&first)).await, 1);
+    assert_eq!(
+        insert(&[first.clone(), first]).await,
+        0,
+        "redelivered: no-op"
+    );
+    // The topic was re-created: a new record at the same coordinates, produced later.
+    let later = letter(Some(1_700_000_100_000), Some(b"k"), Some(b"{oops"));
+    assert_eq!(
+        insert(std::slice::from_ref(&later)).await,
+        1,
+        "a new record"
+    );
+    // A producer that sets the same timestamp explicitly, with other bytes.
+    assert_eq!(
+        insert(&[letter(Some(1_700_000_000_000), Some(b"k"), Some(b"{other"))]).await,
+        1
+    );
+    assert_eq!(
+        insert(&[letter(Some(1_700_000_000_000), Some(b"k2"), Some(b"{oops"))]).await,
+        1,
+        "another key"
+    );
+    // Key and payload cannot run into each other: "k" + "{oops" is not "k{" + "oops".
+    assert_eq!(
+        insert(&[letter(Some(1_700_000_000_000), Some(b"k{"), Some(b"oops"))]).await,
+        1
+    );
+    // No timestamp, tombstones, no key: each still has exactly one identity.
+    let without = [
+        letter(None, None, None),
+        letter(None, None, Some(b"")),
+        letter(None, Some(b""), None),
+    ];
+    assert_eq!(insert(&without).await, 3);
+    assert_eq!(
+        insert(&without).await,
+        0,
+        "redelivered without a timestamp: no-op"
+    );
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letter_events")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(total, 8);
+    schema.drop_schema().await;
+}
