@@ -404,8 +404,30 @@ impl BatchConsumer {
     }
 
     /// Leaves the group and closes the client (the broker rebalances at once).
+    ///
+    /// librdkafka never sends a LeaveGroup for a static member while the client is being
+    /// destroyed (a static member is meant to come back); it does send one when the
+    /// application unsubscribes and the revocation completes. So the client is polled after
+    /// `unsubscribe` until its assignment is gone and the leave has had a moment to go out:
+    /// a clean stop frees the partitions at once, and `sluice replay` sees no member left.
     pub fn close(self) {
         self.consumer.unsubscribe();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut unassigned_at: Option<Instant> = None;
+        while Instant::now() < deadline {
+            // Records polled now were never committed; dropping them means redelivery.
+            let _ = self.consumer.poll(Duration::from_millis(50));
+            let empty = self
+                .consumer
+                .assignment()
+                .map_or(true, |a| a.count() == 0);
+            match (empty, unassigned_at) {
+                (true, None) => unassigned_at = Some(Instant::now()),
+                (true, Some(t)) if t.elapsed() >= Duration::from_millis(300) => break,
+                (false, _) => unassigned_at = None,
+                _ => {}
+            }
+        }
         drop(self.consumer);
     }
 }
