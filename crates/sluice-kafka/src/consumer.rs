@@ -417,10 +417,7 @@ impl BatchConsumer {
         while Instant::now() < deadline {
             // Records polled now were never committed; dropping them means redelivery.
             let _ = self.consumer.poll(Duration::from_millis(50));
-            let empty = self
-                .consumer
-                .assignment()
-                .map_or(true, |a| a.count() == 0);
+            let empty = self.consumer.assignment().map_or(true, |a| a.count() == 0);
             match (empty, unassigned_at) {
                 (true, None) => unassigned_at = Some(Instant::now()),
                 (true, Some(t)) if t.elapsed() >= Duration::from_millis(300) => break,
