@@ -212,7 +212,8 @@ mod tests {
             watch.observe(1, ErrorClass::Persistent, at(start, 40.0)),
             Verdict::Stalled { .. }
         ));
-        // Another code, with a quiet gap longer than the bound: healed in between.
+        // Another error, with a quiet gap longer than the bound: healed in between.
+        let mut watch = StallWatch::new(BOUND);
         assert_eq!(
             watch.observe(2, ErrorClass::Persistent, at(start, 0.0)),
             Verdict::Ride
