@@ -18,6 +18,7 @@ ALTER TABLE dead_letter_events
         || int4send(coalesce(length(payload), -1)) || coalesce(payload, '\x'::bytea)
     )) STORED;
 ALTER TABLE dead_letter_events DROP CONSTRAINT dead_letter_events_coordinates;
--- A record without a timestamp still has one identity: NULLS NOT DISTINCT.
-ALTER TABLE dead_letter_events ADD CONSTRAINT dead_letter_events_identity
-    UNIQUE NULLS NOT DISTINCT (topic, partition, kafka_offset, kafka_timestamp, record_digest);
+-- A record without a timestamp still has one identity: the missing timestamp counts as one
+-- value (an expression index rather than NULLS NOT DISTINCT, which needs PostgreSQL 15).
+CREATE UNIQUE INDEX dead_letter_events_identity ON dead_letter_events
+    (topic, partition, kafka_offset, coalesce(kafka_timestamp, '-infinity'::timestamptz), record_digest);

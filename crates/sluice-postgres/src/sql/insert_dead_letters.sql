@@ -10,4 +10,5 @@ SELECT * FROM UNNEST(
     $1::varchar[], $2::int[], $3::bigint[], $4::varchar[], $5::bytea[], $6::bytea[], $7::int[],
     $8::timestamptz[], $9::varchar[], $10::text[], $11::int[]
 )
-ON CONFLICT ON CONSTRAINT dead_letter_events_identity DO NOTHING
+-- The only conflict possible is on dead_letter_events_identity (the id is generated).
+ON CONFLICT DO NOTHING
