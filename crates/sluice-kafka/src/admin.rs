@@ -6,6 +6,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
+use sluice_core::KafkaClientSettings;
 use std::time::Duration;
 
 /// What `ensure_topic` found or did.
@@ -39,26 +40,26 @@ pub struct PartitionOffsets {
 pub struct Admin {
     admin: AdminClient<DefaultClientContext>,
     metadata: BaseConsumer,
-    bootstrap_servers: String,
+    client: KafkaClientSettings,
     timeout: Duration,
 }
 
 impl std::fmt::Debug for Admin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admin")
-            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("bootstrap_servers", &self.client.bootstrap_servers)
             .finish()
     }
 }
 
 impl Admin {
     /// Connects lazily to the cluster; calls time out after `timeout`.
-    pub fn new(bootstrap_servers: &str, timeout: Duration) -> Result<Self, KafkaError> {
-        let config = admin_config(bootstrap_servers);
+    pub fn new(client: &KafkaClientSettings, timeout: Duration) -> Result<Self, KafkaError> {
+        let config = admin_config(client);
         Ok(Self {
             admin: config.create()?,
             metadata: config.create()?,
-            bootstrap_servers: bootstrap_servers.to_owned(),
+            client: client.clone(),
             timeout,
         })
     }
@@ -196,7 +197,7 @@ impl Admin {
                 RDKafkaErrorCode::UnknownTopicOrPartition,
             ));
         };
-        let mut config = admin_config(&self.bootstrap_servers);
+        let mut config = admin_config(&self.client);
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false");
@@ -252,7 +253,7 @@ impl Admin {
         topic: &str,
         offsets: &[(i32, i64)],
     ) -> Result<(), KafkaError> {
-        let mut config = admin_config(&self.bootstrap_servers);
+        let mut config = admin_config(&self.client);
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false");

@@ -37,8 +37,15 @@ fn default_dispatcher_id() -> String {
 
 /// The dispatcher settings from the process environment (exit 2 when invalid).
 pub fn outbox_settings() -> Result<OutboxSettings, Failure> {
-    OutboxSettings::from_lookup(&|name| std::env::var(name).ok(), &default_dispatcher_id())
-        .map_err(Failure::config)
+    let names = super::env_names();
+    let settings = OutboxSettings::from_vars(
+        &|name| std::env::var(name).ok(),
+        names.iter().map(String::as_str),
+        &default_dispatcher_id(),
+    )
+    .map_err(Failure::config)?;
+    super::check_kafka(&settings.kafka)?;
+    Ok(settings)
 }
 
 /// Fails unless the outbox table exists (run `sluice migrate` first).

@@ -295,7 +295,7 @@ async fn replay(
     let rows = list_dead_letters(conn, &filter(settings, &args.filter)?).await?;
     let producer = if args.execute {
         Some(ResilientProducer::new(
-            &settings.bootstrap_servers,
+            &settings.kafka,
             "sluice-dlq-replay",
         )?)
     } else {

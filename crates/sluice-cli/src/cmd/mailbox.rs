@@ -55,10 +55,10 @@ fn consumer_config() -> Result<ConsumerConfig, Failure> {
             "DATABASE_URL must be a postgres:// URL"
         )));
     }
-    let bootstrap = var("KAFKA_BOOTSTRAP_SERVERS").unwrap_or_else(|| "127.0.0.1:9092".to_owned());
+    let kafka = super::kafka_settings()?;
     let topic = var("MAILBOX_TOPIC")
         .ok_or_else(|| Failure::config(anyhow!("MAILBOX_TOPIC is required (the mailbox topic)")))?;
-    let mut config = ConsumerConfig::new(bootstrap, database_url, topic);
+    let mut config = ConsumerConfig::new(kafka, database_url, topic);
     if let Some(group) = var("MAILBOX_GROUP") {
         config.group = group;
     }
@@ -77,10 +77,8 @@ pub fn run(action: MailboxAction) -> Result<(), Failure> {
             super::runtime()?.block_on(async {
                 let mut conn = PgConnection::connect(&config.database_url).await?;
                 mailbox::setup(&mut conn).await?;
-                let admin = sluice_kafka::Admin::new(
-                    &config.bootstrap_servers,
-                    std::time::Duration::from_secs(30),
-                )?;
+                let admin =
+                    sluice_kafka::Admin::new(&config.kafka, std::time::Duration::from_secs(30))?;
                 let partition = mailbox::create_user(
                     &mut conn,
                     &admin,

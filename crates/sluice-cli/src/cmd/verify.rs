@@ -78,7 +78,7 @@ async fn verify(settings: &Settings, max_lag: Option<i64>) -> Vec<Step> {
             return steps;
         }
     };
-    let admin = match Admin::new(&settings.bootstrap_servers, Duration::from_secs(10)) {
+    let admin = match Admin::new(&settings.kafka, Duration::from_secs(10)) {
         Ok(admin) => admin,
         Err(e) => {
             push(

@@ -145,9 +145,8 @@ impl Dispatcher {
     /// Creates the Kafka clients; the database is connected lazily (and again after a
     /// lost connection).
     pub fn new(settings: OutboxSettings) -> Result<Self, OutboxError> {
-        let producer =
-            ResilientProducer::new(&settings.bootstrap_servers, &settings.dispatcher_id)?;
-        let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(10))?;
+        let producer = ResilientProducer::new(&settings.kafka, &settings.dispatcher_id)?;
+        let admin = Admin::new(&settings.kafka, Duration::from_secs(10))?;
         Ok(Self {
             settings,
             conn: None,
@@ -274,10 +273,7 @@ impl Dispatcher {
     /// Replaces the producer by a new one, whose first metadata request sees the topic's
     /// current partitions. Every delivery of the old one was already awaited.
     fn refresh_producer(&mut self) {
-        match ResilientProducer::new(
-            &self.settings.bootstrap_servers,
-            &self.settings.dispatcher_id,
-        ) {
+        match ResilientProducer::new(&self.settings.kafka, &self.settings.dispatcher_id) {
             Ok(producer) => self.producer = producer,
             Err(error) => {
                 tracing::warn!(%error, "cannot create a new producer; keeping the old one")
@@ -287,7 +283,7 @@ impl Dispatcher {
 
     /// One stale dispatch recovery round (see [`recovery`]).
     pub async fn recover_stale(&mut self) -> Result<recovery::RecoveryReport, OutboxError> {
-        let bootstrap = self.settings.bootstrap_servers.clone();
+        let bootstrap = self.settings.kafka.clone();
         let stale = self.settings.stale_dispatch;
         recovery::recover_stale(self.connection().await?, &bootstrap, stale).await
     }

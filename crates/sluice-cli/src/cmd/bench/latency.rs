@@ -55,7 +55,7 @@ impl Probe {
             .pipeline(sluice_core::PipelineKind::NetworkMetrics)
             .map(|p| p.topic.clone())
             .unwrap_or_default();
-        let producer = ResilientProducer::new(&settings.bootstrap_servers, "sluice-bench-probe")?;
+        let producer = ResilientProducer::new(&settings.kafka, "sluice-bench-probe")?;
         let running = Arc::new(AtomicBool::new(true));
         let started = Arc::new(AtomicBool::new(false));
         let sent: Sent = Arc::default();

@@ -14,6 +14,7 @@ use crate::Failure;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use serde_json::json;
+use sluice_core::KafkaClientSettings;
 use sluice_core::outbox_settings::OutboxSettings;
 use sluice_kafka::Admin;
 use sluice_outbox::{Dispatcher, NewEvent, enqueue};
@@ -73,18 +74,14 @@ pub fn run(args: &OutboxBenchArgs) -> Result<(), Failure> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(bench(
-        &settings.database_url,
-        &settings.bootstrap_servers,
-        args,
-    ))
+    runtime.block_on(bench(&settings.database_url, &settings.kafka, args))
 }
 
 struct Env {
     schema: String,
     url: String,
     topic: String,
-    bootstrap: String,
+    kafka: KafkaClientSettings,
 }
 
 impl Env {
@@ -95,13 +92,16 @@ impl Env {
         OutboxSettings::from_lookup(
             &|name| match name {
                 "DATABASE_URL" => Some(self.url.clone()),
-                "KAFKA_BOOTSTRAP_SERVERS" => Some(self.bootstrap.clone()),
                 "OUTBOX_BATCH_SIZE" => Some(batch.clone()),
                 "OUTBOX_DISPATCHER_ID" => Some(id.to_owned()),
                 other => std::env::var(other).ok(),
             },
             id,
         )
+        .map(|settings| OutboxSettings {
+            kafka: self.kafka.clone(),
+            ..settings
+        })
         .map_err(Failure::config)
     }
 }
@@ -110,7 +110,7 @@ const FIXTURE: &str = include_str!("../../../../../fixtures/applications.sql");
 
 async fn setup(
     database_url: &str,
-    bootstrap: &str,
+    kafka: &KafkaClientSettings,
     args: &OutboxBenchArgs,
 ) -> Result<Env, Failure> {
     let id = format!("benchoutbox{}", std::process::id());
@@ -128,18 +128,18 @@ async fn setup(
     sluice_postgres::migrate(&mut conn, "apps_registry_application").await?;
     conn.close().await?;
     let topic = format!("{id}-outbox");
-    let admin = Admin::new(bootstrap, Duration::from_secs(30))?;
+    let admin = Admin::new(kafka, Duration::from_secs(30))?;
     admin.ensure_topic(&topic, args.partitions).await?;
     Ok(Env {
         schema: id,
         url,
         topic,
-        bootstrap: bootstrap.to_owned(),
+        kafka: kafka.clone(),
     })
 }
 
 async fn teardown(database_url: &str, env: &Env) -> Result<(), Failure> {
-    let admin = Admin::new(&env.bootstrap, Duration::from_secs(30))?;
+    let admin = Admin::new(&env.kafka, Duration::from_secs(30))?;
     admin.delete_topic(&env.topic).await?;
     let mut conn = PgConnection::connect(database_url).await?;
     sqlx::raw_sql(&format!("DROP SCHEMA {} CASCADE", env.schema))
@@ -158,8 +158,12 @@ fn event(topic: &str, event_type: &str, n: usize, keys: usize) -> NewEvent {
     )
 }
 
-async fn bench(database_url: &str, bootstrap: &str, args: &OutboxBenchArgs) -> Result<(), Failure> {
-    let env = setup(database_url, bootstrap, args).await?;
+async fn bench(
+    database_url: &str,
+    kafka: &KafkaClientSettings,
+    args: &OutboxBenchArgs,
+) -> Result<(), Failure> {
+    let env = setup(database_url, kafka, args).await?;
     println!(
         "== outbox bench: schema {}, topic {} ({} partitions), acks=all, batch size {}",
         env.schema, env.topic, args.partitions, args.batch_size
