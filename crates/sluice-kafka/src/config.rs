@@ -178,6 +178,18 @@ pub fn admin_config(client: &KafkaClientSettings) -> ClientConfig {
     with_properties(base_config(client), client)
 }
 
+/// librdkafka's version and its `builtin.features` (compiled-in codecs, TLS and SASL).
+pub fn librdkafka_build() -> Result<(String, Vec<String>), KafkaError> {
+    let (_, version) = rdkafka::util::get_rdkafka_version();
+    let features = ClientConfig::new()
+        .create_native_config()?
+        .get("builtin.features")?;
+    Ok((
+        version,
+        features.split(',').map(|f| f.trim().to_owned()).collect(),
+    ))
+}
+
 fn millis(duration: Duration) -> String {
     duration.as_millis().to_string()
 }
@@ -245,6 +257,27 @@ mod tests {
             .insert("ssl.ca.location".into(), "/nonexistent/ca.pem".into());
         let err = check_properties(&client).unwrap_err();
         assert_eq!(err.variable, "KAFKA_SSL_CA_LOCATION", "{err}");
+    }
+
+    #[test]
+    fn librdkafka_has_tls_sasl_and_every_codec() {
+        let (version, features) = librdkafka_build().unwrap();
+        assert!(version.starts_with('2'), "{version}");
+        // librdkafka names zlib `gzip` in builtin.features.
+        for needed in [
+            "ssl",
+            "sasl_plain",
+            "sasl_scram",
+            "gzip",
+            "snappy",
+            "lz4",
+            "zstd",
+        ] {
+            assert!(
+                features.iter().any(|f| f == needed),
+                "{needed} missing from {features:?}"
+            );
+        }
     }
 
     #[test]

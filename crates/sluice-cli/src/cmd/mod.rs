@@ -14,6 +14,7 @@ pub mod replay;
 pub mod run;
 pub mod topics;
 pub mod verify;
+pub mod version;
 
 use crate::Failure;
 use sluice_core::{KafkaClientSettings, Settings};
