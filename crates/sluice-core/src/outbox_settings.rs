@@ -149,7 +149,7 @@ impl OutboxSettings {
         };
         let database_url = raw("DATABASE_URL")
             .ok_or_else(|| error("DATABASE_URL", "", "a postgres:// URL (required)"))?;
-        if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
+        if !crate::settings::valid_database_url(&database_url) {
             return Err(error(
                 "DATABASE_URL",
                 &crate::settings::redact_password(&database_url),

@@ -564,7 +564,9 @@ pub fn redact_password(url: &str) -> String {
     }
 }
 
-fn valid_database_url(url: &str) -> bool {
+/// A `postgres://` URL with a host (`host[:port]` or the `host=` parameter: a name, or a
+/// Unix socket directory as in `postgres:///db?host=/var/run/postgresql`).
+pub fn valid_database_url(url: &str) -> bool {
     let Some(rest) = url
         .strip_prefix("postgres://")
         .or_else(|| url.strip_prefix("postgresql://"))
@@ -573,8 +575,14 @@ fn valid_database_url(url: &str) -> bool {
     };
     let authority = rest.split(['/', '?']).next().unwrap_or_default();
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let host_parameter = rest.split_once('?').is_some_and(|(_, query)| {
+        query
+            .split('&')
+            .any(|pair| pair.strip_prefix("host=").is_some_and(|h| !h.is_empty()))
+    });
     if host_port.is_empty() {
-        return false;
+        // `user@` with no host is not a URL (`postgres:///db?user=u&host=/dir` is).
+        return host_parameter && !authority.contains('@');
     }
     match host_port.rsplit_once(':') {
         Some((host, port)) if !host.ends_with(']') || host_port.starts_with('[') => {
@@ -690,6 +698,8 @@ mod tests {
             ("DATABASE_URL", "mysql://x@y/z"),
             ("DATABASE_URL", "postgres://"),
             ("DATABASE_URL", "postgres://u@host:notaport/db"),
+            ("DATABASE_URL", "postgres:///db?host="),
+            ("DATABASE_URL", "postgres://u@/db?host=/run/pg"),
             ("KAFKA_BOOTSTRAP_SERVERS", "localhost"),
             ("KAFKA_BOOTSTRAP_SERVERS", "a:1,b:x"),
             ("STORAGE_AUTO_OFFSET_RESET", "beginning"),
@@ -810,6 +820,17 @@ mod tests {
         );
         let s = settings(&[("KAFKA_SASL_PASSWORD", "hunter2")]).unwrap();
         assert!(!format!("{s:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn unix_socket_and_tls_urls_are_accepted() {
+        for url in [
+            "postgres:///sluice?host=/var/run/postgresql",
+            "postgres:///sluice?user=sluice&host=%2Frun%2Fpg&sslmode=disable",
+            "postgres://u@localhost:5432/db?sslmode=verify-full&sslrootcert=/ca.crt",
+        ] {
+            assert!(settings(&[("DATABASE_URL", url)]).is_ok(), "{url}");
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use sluice_kafka::{Admin, ResilientProducer};
 use sluice_loadgen::{
     AnalyzerConfig, CrawlerConfig, analysis, app_names, app_stats_for_crawl, reviews_for_crawl,
 };
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -55,7 +55,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
 }
 
 async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
-    let mut conn = PgConnection::connect(&settings.database_url)
+    let mut conn = sluice_postgres::connect(&settings.database_url, "demo")
         .await
         .context("DATABASE_URL")?;
     println!("== 1. applications table (fixture) and {} apps", args.apps);

@@ -69,7 +69,7 @@ pub fn run() -> Result<(), Failure> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let mut conn = PgConnection::connect(&settings.database_url).await?;
+        let mut conn = sluice_postgres::connect(&settings.database_url, "dispatch").await?;
         require_outbox_table(&mut conn).await?;
         conn.close().await?;
         let stop = CancellationToken::new();

@@ -166,7 +166,7 @@ fn filter(settings: &Settings, args: &FilterArgs) -> Result<DeadLetterFilter, Fa
 }
 
 async fn connect(settings: &Settings) -> Result<PgConnection, Failure> {
-    Ok(PgConnection::connect(&settings.database_url)
+    Ok(sluice_postgres::connect(&settings.database_url, "dlq")
         .await
         .context("cannot connect to DATABASE_URL")?)
 }

@@ -32,8 +32,8 @@ use failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt
 use publish::{is_unknown_partition, publish_batch};
 use sluice_core::outbox_settings::OutboxSettings;
 use sluice_kafka::{Admin, ResilientProducer};
+use sqlx::PgConnection;
 use sqlx::postgres::PgListener;
-use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -160,7 +160,8 @@ impl Dispatcher {
         let conn = match self.conn.take() {
             Some(conn) => conn,
             None => {
-                let mut conn = PgConnection::connect(&self.settings.database_url).await?;
+                let mut conn =
+                    sluice_postgres::connect(&self.settings.database_url, "dispatch").await?;
                 // The claim's correlated probes give it a large estimated cost, which would
                 // make PostgreSQL JIT-compile it on every call (about 250 ms for a batch of
                 // 1,000, ten times the query itself).
@@ -388,7 +389,7 @@ impl Dispatcher {
 }
 
 async fn listen(url: &str) -> Option<PgListener> {
-    let mut listener = match PgListener::connect(url).await {
+    let mut listener = match sluice_postgres::connect::listener(url, "dispatch").await {
         Ok(l) => l,
         Err(error) => {
             tracing::warn!(%error, "cannot LISTEN for outbox events; polling only");

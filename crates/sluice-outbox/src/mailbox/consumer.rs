@@ -85,7 +85,7 @@ pub async fn run_consumer(
 ) -> Result<ConsumerTotals, MailboxError> {
     let consumer: StreamConsumer = config.client().create()?;
     consumer.subscribe(&[config.topic.as_str()])?;
-    let mut conn = PgConnection::connect(&config.database_url).await?;
+    let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
     let mut totals = ConsumerTotals::default();
     tracing::info!(topic = %config.topic, group = %config.group, "mailbox consumer started");
     loop {

@@ -8,7 +8,7 @@ use sluice_core::Settings;
 use sluice_kafka::ResilientProducer;
 use sluice_kafka::producer::Outgoing;
 use sluice_loadgen::{AnalyzerConfig, analysis};
-use sqlx::{Connection, PgConnection};
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -208,7 +208,7 @@ fn watch(url: &str, watching: &AtomicBool, sent: &Sent, seen: &Seen) {
         return;
     };
     rt.block_on(async {
-        let Ok(mut conn) = PgConnection::connect(url).await else {
+        let Ok(mut conn) = sluice_postgres::connect(url, "bench").await else {
             return;
         };
         while watching.load(Ordering::Relaxed) {

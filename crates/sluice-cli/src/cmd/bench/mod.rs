@@ -103,7 +103,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         ..CrawlerConfig::default()
     };
     let records = reviews_for_crawl(&config);
-    let mut conn = PgConnection::connect(&env.url)
+    let mut conn = sluice_postgres::connect(&env.url, "bench")
         .await
         .context("bench schema")?;
     let ids: HashMap<String, i64> =
@@ -253,7 +253,7 @@ fn rate(n: usize, elapsed: Duration) -> f64 {
 const FIXTURE: &str = include_str!("../../../../../fixtures/applications.sql");
 
 async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, Failure> {
-    let mut admin_conn = PgConnection::connect(&settings.database_url)
+    let mut admin_conn = sluice_postgres::connect(&settings.database_url, "bench")
         .await
         .context("DATABASE_URL")?;
     let schema = id.to_owned();
@@ -269,7 +269,7 @@ async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, F
         "{}{separator}options=-c%20search_path%3D{schema}",
         settings.database_url
     );
-    let mut conn = PgConnection::connect(&url).await?;
+    let mut conn = sluice_postgres::connect(&url, "bench").await?;
     sqlx::raw_sql(FIXTURE).execute(&mut conn).await?;
     sqlx::query("INSERT INTO apps_registry_application (package_name) SELECT unnest($1::text[])")
         .bind(app_names(&format!("com.{id}"), args.apps))
@@ -311,7 +311,7 @@ async fn teardown(
     for p in &env.settings.pipelines {
         admin.delete_topic(&p.topic).await?;
     }
-    let mut admin_conn = PgConnection::connect(&settings.database_url).await?;
+    let mut admin_conn = sluice_postgres::connect(&settings.database_url, "bench").await?;
     sqlx::raw_sql(&format!("DROP SCHEMA {} CASCADE", env.schema))
         .execute(&mut admin_conn)
         .await?;

@@ -114,7 +114,7 @@ async fn setup(
     args: &OutboxBenchArgs,
 ) -> Result<Env, Failure> {
     let id = format!("benchoutbox{}", std::process::id());
-    let mut admin_conn = PgConnection::connect(database_url)
+    let mut admin_conn = sluice_postgres::connect(database_url, "bench")
         .await
         .context("DATABASE_URL")?;
     sqlx::raw_sql(&format!("CREATE SCHEMA {id}"))
@@ -123,7 +123,7 @@ async fn setup(
     admin_conn.close().await?;
     let separator = if database_url.contains('?') { '&' } else { '?' };
     let url = format!("{database_url}{separator}options=-c%20search_path%3D{id}");
-    let mut conn = PgConnection::connect(&url).await?;
+    let mut conn = sluice_postgres::connect(&url, "bench").await?;
     sqlx::raw_sql(FIXTURE).execute(&mut conn).await?;
     sluice_postgres::migrate(&mut conn, "apps_registry_application").await?;
     conn.close().await?;
@@ -141,7 +141,7 @@ async fn setup(
 async fn teardown(database_url: &str, env: &Env) -> Result<(), Failure> {
     let admin = Admin::new(&env.kafka, Duration::from_secs(30))?;
     admin.delete_topic(&env.topic).await?;
-    let mut conn = PgConnection::connect(database_url).await?;
+    let mut conn = sluice_postgres::connect(database_url, "bench").await?;
     sqlx::raw_sql(&format!("DROP SCHEMA {} CASCADE", env.schema))
         .execute(&mut conn)
         .await?;
@@ -191,7 +191,7 @@ async fn throughput(env: &Env, args: &OutboxBenchArgs) -> Result<Throughput, Fai
         "== throughput: enqueue {} events ({} per transaction, {} keys; not timed)",
         args.events, args.enqueue_batch, args.keys
     );
-    let mut conn = PgConnection::connect(&env.url).await?;
+    let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
     let started = Instant::now();
     let mut n = 0;
     while n < args.events {
@@ -303,7 +303,7 @@ async fn latency(env: &Env, args: &OutboxBenchArgs) -> Result<Latency, Failure> 
     // Warm-up: a few events through the dispatcher first, so that its producer has its
     // connection, metadata and producer id (the first publish of a new producer takes up to
     // a second, which would otherwise dominate the tail); then it idles.
-    let mut conn = PgConnection::connect(&env.url).await?;
+    let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
     for k in 0..WARM_UP {
         let mut tx = conn.begin().await?;
         enqueue(&mut tx, &event(&env.topic, "bench.warm-up", k, args.keys)).await?;
@@ -322,7 +322,7 @@ async fn latency(env: &Env, args: &OutboxBenchArgs) -> Result<Latency, Failure> 
         let topic = env.topic.clone();
         let keys = args.keys;
         handles.push(tokio::spawn(async move {
-            let mut conn = PgConnection::connect(&url).await?;
+            let mut conn = sluice_postgres::connect(&url, "bench").await?;
             for k in (w..total).step_by(writers) {
                 tokio::time::sleep_until(start + interval * k as u32).await;
                 let mut tx = conn.begin().await?;
