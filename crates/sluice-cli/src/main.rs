@@ -63,6 +63,8 @@ enum Command {
         #[command(subcommand)]
         action: cmd::outbox::OutboxAction,
     },
+    /// sluice's version, librdkafka's version and its built-in features.
+    Version,
     /// The mailbox example service: run its consumer until SIGTERM/SIGINT.
     Mailbox {
         #[command(subcommand)]
@@ -114,6 +116,7 @@ fn main() -> ExitCode {
         Command::Dispatch => cmd::dispatch::run(),
         Command::Outbox { action } => cmd::outbox::run(action),
         Command::Mailbox { action } => cmd::mailbox::run(action),
+        Command::Version => cmd::version::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

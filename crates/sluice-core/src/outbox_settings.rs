@@ -11,6 +11,7 @@
 //! by `sluice_outbox::dispatch::Failpoint`, deliberately absent from [`VARIABLES`], and must
 //! never be set in production.
 
+use crate::kafka_client::KafkaClientSettings;
 use crate::settings::SettingsError;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,13 +20,18 @@ use std::time::Duration;
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Every variable: (name, default, meaning), for `--help`.
-pub const VARIABLES: [(&str, &str, &str); 9] = [
+pub const VARIABLES: [(&str, &str, &str); 10] = [
     (
         "DATABASE_URL",
         "(required)",
         "the database holding outbox_events",
     ),
     ("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092", "the brokers"),
+    (
+        "KAFKA_<NAME>",
+        "(none)",
+        "librdkafka property <name>, lower-case with _ → .",
+    ),
     ("OUTBOX_BATCH_SIZE", "100", "events claimed per batch"),
     (
         "OUTBOX_POLL_INTERVAL_MS",
@@ -64,8 +70,8 @@ pub const VARIABLES: [(&str, &str, &str); 9] = [
 pub struct OutboxSettings {
     /// `DATABASE_URL`.
     pub database_url: String,
-    /// `KAFKA_BOOTSTRAP_SERVERS`.
-    pub bootstrap_servers: String,
+    /// `KAFKA_BOOTSTRAP_SERVERS` and the `KAFKA_*` client properties.
+    pub kafka: KafkaClientSettings,
     /// `OUTBOX_BATCH_SIZE`: events claimed per batch.
     pub batch_size: u32,
     /// `OUTBOX_POLL_INTERVAL_MS`: the longest wait without a notification.
@@ -100,13 +106,25 @@ pub enum AfterFailedPublish {
 }
 
 impl OutboxSettings {
-    /// Builds the settings from a `name → value` lookup; empty values count as unset.
-    /// `default_id` is the dispatcher id when `OUTBOX_DISPATCHER_ID` is unset (the binary
-    /// passes `hostname-pid`).
+    /// Builds the settings from a `name → value` lookup, without `KAFKA_*` client
+    /// properties (see [`OutboxSettings::from_vars`]).
     pub fn from_lookup(
         lookup: &dyn Fn(&str) -> Option<String>,
         default_id: &str,
     ) -> Result<Self, SettingsError> {
+        Self::from_vars(lookup, [], default_id)
+    }
+
+    /// Builds the settings from a `name → value` lookup and the names of the variables that
+    /// exist (the `KAFKA_*` client properties are found among them); empty values count as
+    /// unset. `default_id` is the dispatcher id when `OUTBOX_DISPATCHER_ID` is unset (the
+    /// binary passes `hostname-pid`).
+    pub fn from_vars<'a>(
+        lookup: &dyn Fn(&str) -> Option<String>,
+        names: impl IntoIterator<Item = &'a str>,
+        default_id: &str,
+    ) -> Result<Self, SettingsError> {
+        let kafka = KafkaClientSettings::from_vars(lookup, names)?;
         let raw = |name: &str| {
             lookup(name)
                 .map(|v| v.trim().to_owned())
@@ -131,7 +149,7 @@ impl OutboxSettings {
         };
         let database_url = raw("DATABASE_URL")
             .ok_or_else(|| error("DATABASE_URL", "", "a postgres:// URL (required)"))?;
-        if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
+        if !crate::settings::valid_database_url(&database_url) {
             return Err(error(
                 "DATABASE_URL",
                 &crate::untrusted::redact_url(&database_url),
@@ -149,8 +167,7 @@ impl OutboxSettings {
         let dispatcher_id = raw("OUTBOX_DISPATCHER_ID").unwrap_or_else(|| default_id.to_owned());
         Ok(Self {
             database_url,
-            bootstrap_servers: raw("KAFKA_BOOTSTRAP_SERVERS")
-                .unwrap_or_else(|| "127.0.0.1:9092".to_owned()),
+            kafka,
             batch_size: small("OUTBOX_BATCH_SIZE", 100)?,
             poll_interval: Duration::from_millis(number("OUTBOX_POLL_INTERVAL_MS", 1000)?),
             max_attempts: small("OUTBOX_MAX_ATTEMPTS", 10)?,
@@ -166,7 +183,11 @@ impl OutboxSettings {
         map: &BTreeMap<String, String>,
         default_id: &str,
     ) -> Result<Self, SettingsError> {
-        Self::from_lookup(&|name| map.get(name).cloned(), default_id)
+        Self::from_vars(
+            &|name| map.get(name).cloned(),
+            map.keys().map(String::as_str),
+            default_id,
+        )
     }
 
     /// The back-off before attempt `attempts + 1`: base × 2^(attempts − 1), capped at
@@ -220,7 +241,7 @@ mod tests {
     #[test]
     fn defaults() {
         let s = settings(&[]).unwrap();
-        assert_eq!(s.bootstrap_servers, "127.0.0.1:9092");
+        assert_eq!(s.kafka.bootstrap_servers, "127.0.0.1:9092");
         assert_eq!(s.batch_size, 100);
         assert_eq!(s.poll_interval, Duration::from_millis(1000));
         assert_eq!(s.max_attempts, 10);
@@ -244,6 +265,8 @@ mod tests {
             ("OUTBOX_STALE_DISPATCH_SECONDS", "0"),
             ("OUTBOX_RETENTION_DAYS", "100000"),
             ("DATABASE_URL", "mysql://x"),
+            ("KAFKA_ACKS", "1"),
+            ("KAFKA_BOOTSTRAP_SERVERS", "no-port"),
         ] {
             let error = settings(&[(name, value)]).unwrap_err();
             assert_eq!(error.variable, name, "{name}={value}");

@@ -6,6 +6,7 @@
 //! read-only, or a [`SettingsError`] naming the variable and the accepted form. The binary
 //! exits with status 2 on such an error, before anything is consumed.
 
+use crate::kafka_client::KafkaClientSettings;
 use crate::pipeline::PipelineKind;
 use crate::retry::Backoff;
 use crate::untrusted::redact_url;
@@ -47,8 +48,8 @@ pub struct PipelineSettings {
 /// The validated, immutable settings of one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
-    /// `KAFKA_BOOTSTRAP_SERVERS`.
-    pub bootstrap_servers: String,
+    /// `KAFKA_BOOTSTRAP_SERVERS` and the `KAFKA_*` client properties.
+    pub kafka: KafkaClientSettings,
     /// `DATABASE_URL`.
     pub database_url: String,
     /// The pipelines this process runs, from `STORAGE_PIPELINES`.
@@ -98,6 +99,11 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
         "KAFKA_BOOTSTRAP_SERVERS",
         "127.0.0.1:9092",
         "Kafka bootstrap servers (host:port,…)",
+    ),
+    (
+        "KAFKA_<NAME>",
+        "(none)",
+        "librdkafka property <name>, lower-case with _ → . (e.g. KAFKA_SECURITY_PROTOCOL)",
     ),
     (
         "DATABASE_URL",
@@ -317,24 +323,21 @@ fn is_topic_name(s: &str) -> bool {
 }
 
 impl Settings {
-    /// Builds the settings from a `name → value` lookup. Empty values count as unset.
+    /// Builds the settings from a `name → value` lookup, without `KAFKA_*` client
+    /// properties (a lookup cannot list them; see [`Settings::from_vars`]).
     pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
-        let env = Reader { lookup };
+        Self::from_vars(lookup, [])
+    }
 
-        let bootstrap_servers = env.string("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092");
-        let servers_ok = bootstrap_servers.split(',').all(|s| {
-            let s = s.trim();
-            s.rsplit_once(':').is_some_and(|(host, port)| {
-                !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-            })
-        });
-        if !servers_ok {
-            return Err(Reader::error(
-                "KAFKA_BOOTSTRAP_SERVERS",
-                &bootstrap_servers,
-                "comma-separated host:port pairs, e.g. 127.0.0.1:9092",
-            ));
-        }
+    /// Builds the settings from a `name → value` lookup and the names of the variables
+    /// that exist (the `KAFKA_*` client properties are found among them). Empty values
+    /// count as unset.
+    pub fn from_vars<'a>(
+        lookup: &dyn Fn(&str) -> Option<String>,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, SettingsError> {
+        let env = Reader { lookup };
+        let kafka = KafkaClientSettings::from_vars(lookup, names)?;
 
         let database_url = env.raw("DATABASE_URL").ok_or_else(|| {
             Reader::error(
@@ -508,7 +511,7 @@ impl Settings {
         let consumer_error_timeout = env.seconds("STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS", 30)?;
 
         Ok(Settings {
-            bootstrap_servers,
+            kafka,
             database_url,
             pipelines,
             auto_offset_reset,
@@ -534,7 +537,10 @@ impl Settings {
 
     /// Builds the settings from a map (tests, tools).
     pub fn from_map(map: &BTreeMap<String, String>) -> Result<Self, SettingsError> {
-        Self::from_lookup(&|name| map.get(name).cloned())
+        Self::from_vars(
+            &|name| map.get(name).cloned(),
+            map.keys().map(String::as_str),
+        )
     }
 
     /// The settings of one pipeline, if this process runs it.
@@ -543,7 +549,9 @@ impl Settings {
     }
 }
 
-fn valid_database_url(url: &str) -> bool {
+/// A `postgres://` URL with a host (`host[:port]` or the `host=` parameter: a name, or a
+/// Unix socket directory as in `postgres:///db?host=/var/run/postgresql`).
+pub fn valid_database_url(url: &str) -> bool {
     let Some(rest) = url
         .strip_prefix("postgres://")
         .or_else(|| url.strip_prefix("postgresql://"))
@@ -552,8 +560,14 @@ fn valid_database_url(url: &str) -> bool {
     };
     let authority = rest.split(['/', '?']).next().unwrap_or_default();
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let host_parameter = rest.split_once('?').is_some_and(|(_, query)| {
+        query
+            .split('&')
+            .any(|pair| pair.strip_prefix("host=").is_some_and(|h| !h.is_empty()))
+    });
     if host_port.is_empty() {
-        return false;
+        // `user@` with no host is not a URL (`postgres:///db?user=u&host=/dir` is).
+        return host_parameter && !authority.contains('@');
     }
     match host_port.rsplit_once(':') {
         Some((host, port)) if !host.ends_with(']') || host_port.starts_with('[') => {
@@ -589,7 +603,7 @@ mod tests {
     #[test]
     fn defaults_match_the_spec() {
         let s = settings(&[]).unwrap();
-        assert_eq!(s.bootstrap_servers, "127.0.0.1:9092");
+        assert_eq!(s.kafka.bootstrap_servers, "127.0.0.1:9092");
         let batches: Vec<(&str, &str, &str, usize)> = s
             .pipelines
             .iter()
@@ -669,6 +683,8 @@ mod tests {
             ("DATABASE_URL", "mysql://x@y/z"),
             ("DATABASE_URL", "postgres://"),
             ("DATABASE_URL", "postgres://u@host:notaport/db"),
+            ("DATABASE_URL", "postgres:///db?host="),
+            ("DATABASE_URL", "postgres://u@/db?host=/run/pg"),
             ("KAFKA_BOOTSTRAP_SERVERS", "localhost"),
             ("KAFKA_BOOTSTRAP_SERVERS", "a:1,b:x"),
             ("STORAGE_AUTO_OFFSET_RESET", "beginning"),
@@ -770,6 +786,35 @@ mod tests {
             failing_variable(&[("STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS", "0")]),
             "STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS"
         );
+    }
+
+    #[test]
+    fn kafka_client_properties_pass_through_and_guarantees_are_refused() {
+        let s = settings(&[("KAFKA_SECURITY_PROTOCOL", "SSL")]).unwrap();
+        assert_eq!(
+            s.kafka
+                .properties
+                .get("security.protocol")
+                .map(String::as_str),
+            Some("SSL")
+        );
+        assert_eq!(
+            failing_variable(&[("KAFKA_ENABLE_AUTO_COMMIT", "true")]),
+            "KAFKA_ENABLE_AUTO_COMMIT"
+        );
+        let s = settings(&[("KAFKA_SASL_PASSWORD", "hunter2")]).unwrap();
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn unix_socket_and_tls_urls_are_accepted() {
+        for url in [
+            "postgres:///sluice?host=/var/run/postgresql",
+            "postgres:///sluice?user=sluice&host=%2Frun%2Fpg&sslmode=disable",
+            "postgres://u@localhost:5432/db?sslmode=verify-full&sslrootcert=/ca.crt",
+        ] {
+            assert!(settings(&[("DATABASE_URL", url)]).is_ok(), "{url}");
+        }
     }
 
     #[test]

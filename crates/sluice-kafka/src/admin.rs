@@ -1,11 +1,12 @@
 //! Topic and group administration: ensure topics, partition counts, offsets, members.
 
 use crate::config::admin_config;
+use crate::context::ErrorMemory;
 use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
+use sluice_core::KafkaClientSettings;
 use std::time::Duration;
 
 /// What `ensure_topic` found or did.
@@ -37,30 +38,63 @@ pub struct PartitionOffsets {
 
 /// An admin client plus a metadata client.
 pub struct Admin {
-    admin: AdminClient<DefaultClientContext>,
-    metadata: BaseConsumer,
-    bootstrap_servers: String,
+    admin: AdminClient<ErrorMemory>,
+    metadata: BaseConsumer<ErrorMemory>,
+    errors: ErrorMemory,
+    client: KafkaClientSettings,
     timeout: Duration,
 }
 
 impl std::fmt::Debug for Admin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admin")
-            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("bootstrap_servers", &self.client.bootstrap_servers)
             .finish()
     }
 }
 
 impl Admin {
     /// Connects lazily to the cluster; calls time out after `timeout`.
-    pub fn new(bootstrap_servers: &str, timeout: Duration) -> Result<Self, KafkaError> {
-        let config = admin_config(bootstrap_servers);
+    pub fn new(client: &KafkaClientSettings, timeout: Duration) -> Result<Self, KafkaError> {
+        let config = admin_config(client);
+        let errors = ErrorMemory::default();
         Ok(Self {
-            admin: config.create()?,
-            metadata: config.create()?,
-            bootstrap_servers: bootstrap_servers.to_owned(),
+            admin: config.create_with_context(errors.clone())?,
+            metadata: config.create_with_context(errors.clone())?,
+            errors,
+            client: client.clone(),
             timeout,
         })
+    }
+
+    /// A failed call's error, or the authentication or TLS failure behind it: librdkafka
+    /// queues its logs and errors as events, which only a poll hands to the context.
+    fn explain(&self, error: KafkaError) -> KafkaError {
+        for _ in 0..1000 {
+            if self.metadata.poll(Duration::ZERO).is_none() {
+                break;
+            }
+        }
+        self.errors.explain(error)
+    }
+
+    /// Metadata of `topic`, asked in slices of a second so that an authentication or TLS
+    /// failure ends the call at once instead of after the whole timeout.
+    fn fetch_metadata(&self, topic: &str) -> Result<rdkafka::metadata::Metadata, KafkaError> {
+        let deadline = std::time::Instant::now() + self.timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let slice = left.min(Duration::from_secs(1));
+            match self.metadata.fetch_metadata(Some(topic), slice) {
+                Ok(metadata) => return Ok(metadata),
+                Err(error) => {
+                    let error = self.explain(error);
+                    if left <= slice || matches!(error, KafkaError::Global(_)) {
+                        return Err(error);
+                    }
+                }
+            }
+        }
     }
 
     fn options(&self) -> AdminOptions {
@@ -71,7 +105,7 @@ impl Admin {
 
     /// The topic's partition count, or `None` if it does not exist.
     pub fn partition_count(&self, topic: &str) -> Result<Option<i32>, KafkaError> {
-        let metadata = self.metadata.fetch_metadata(Some(topic), self.timeout)?;
+        let metadata = self.fetch_metadata(topic)?;
         let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
             return Ok(None);
         };
@@ -196,7 +230,7 @@ impl Admin {
                 RDKafkaErrorCode::UnknownTopicOrPartition,
             ));
         };
-        let mut config = admin_config(&self.bootstrap_servers);
+        let mut config = admin_config(&self.client);
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false");
@@ -252,7 +286,7 @@ impl Admin {
         topic: &str,
         offsets: &[(i32, i64)],
     ) -> Result<(), KafkaError> {
-        let mut config = admin_config(&self.bootstrap_servers);
+        let mut config = admin_config(&self.client);
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false");
@@ -266,7 +300,10 @@ impl Admin {
 
     /// How many members a consumer group has right now (0 for an empty or unknown group).
     pub fn group_members(&self, group: &str) -> Result<usize, KafkaError> {
-        let groups = self.metadata.fetch_group_list(Some(group), self.timeout)?;
+        let groups = self
+            .metadata
+            .fetch_group_list(Some(group), self.timeout)
+            .map_err(|e| self.explain(e))?;
         Ok(groups
             .groups()
             .iter()

@@ -1,14 +1,19 @@
-//! librdkafka configurations: the manual-commit consumer (SPEC S3, S4.9) and the resilient
-//! producer (SPEC S7).
+//! librdkafka configurations: the manual-commit consumer, the resilient producer and the
+//! admin client. Every client sluice creates is built here, so the `KAFKA_*` client
+//! properties (security, SASL, TLS, tuning) reach all of them.
 
 use rdkafka::ClientConfig;
+use rdkafka::consumer::BaseConsumer;
+use rdkafka::error::KafkaError;
+use sluice_core::KafkaClientSettings;
+use sluice_core::kafka_client::variable_of;
 use std::time::Duration;
 
 /// What a storage consumer needs to know to build its client.
 #[derive(Debug, Clone)]
 pub struct ConsumerOptions<'a> {
-    /// `bootstrap.servers`.
-    pub bootstrap_servers: &'a str,
+    /// `bootstrap.servers` and the `KAFKA_*` client properties.
+    pub client: &'a KafkaClientSettings,
     /// `group.id`.
     pub group: &'a str,
     /// `auto.offset.reset` (`earliest` | `latest`).
@@ -28,9 +33,8 @@ pub struct ConsumerOptions<'a> {
 /// A consumer configuration with auto-commit off (it cannot be turned on) and the
 /// cooperative-sticky assignor.
 pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
-    let mut config = ClientConfig::new();
+    let mut config = base_config(options.client);
     config
-        .set("bootstrap.servers", options.bootstrap_servers)
         .set("group.id", options.group)
         .set("client.id", options.client_id)
         .set("enable.auto.commit", "false")
@@ -46,14 +50,98 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
         // When that buffer is full, librdkafka postpones the next fetch by this long
         // (default 1000 ms): long enough to drain the buffer and stall the writer. Measured
         // with `sluice bench`: 300–600 ms stalls every ~40k records at the default.
-        .set("fetch.queue.backoff.ms", "10")
-        // Errors seen by the broker connection are retried inside librdkafka; we log them.
-        .set("log.connection.close", "false");
+        .set("fetch.queue.backoff.ms", "10");
     if let Some(id) = options.group_instance_id {
         config.set("group.instance.id", id);
     }
+    with_properties(config, options.client)
+}
+
+/// `bootstrap.servers` and what every client shares.
+fn base_config(client: &KafkaClientSettings) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &client.bootstrap_servers)
+        // Errors seen by the broker connection are retried inside librdkafka; we log them.
+        .set("log.connection.close", "false");
+    config
+}
+
+/// Applies the `KAFKA_*` properties last: they may tune what sluice chose (none of them is
+/// a property a guarantee depends on, those are refused when the settings are read).
+fn with_properties(mut config: ClientConfig, client: &KafkaClientSettings) -> ClientConfig {
+    for (name, value) in &client.properties {
+        config.set(name, value);
+    }
     debug_from_env(&mut config);
     config
+}
+
+/// A `KAFKA_*` variable librdkafka does not accept.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {variable}: {reason}")]
+pub struct InvalidProperty {
+    /// The variable (`KAFKA_<NAME>`), or `KAFKA_*` when librdkafka does not say which.
+    pub variable: String,
+    /// librdkafka's message.
+    pub reason: String,
+}
+
+/// Checks the `KAFKA_*` properties with librdkafka itself, before anything connects: each
+/// property alone (an unknown name or a malformed value names its variable), then all of
+/// them together in a throw-away client (files that do not exist, combinations librdkafka
+/// refuses).
+pub fn check_properties(client: &KafkaClientSettings) -> Result<(), InvalidProperty> {
+    for (name, value) in &client.properties {
+        let mut one = ClientConfig::new();
+        one.set(name, value);
+        if let Err(error) = one.create_native_config() {
+            return Err(InvalidProperty {
+                variable: variable_of(name),
+                reason: describe(&error),
+            });
+        }
+    }
+    let whole = with_properties(base_config(client), client);
+    match whole.create::<BaseConsumer>() {
+        Ok(_) => Ok(()),
+        Err(error) => {
+            let reason = describe(&error);
+            let variable = client
+                .properties
+                .keys()
+                .find(|name| reason.contains(name.as_str()))
+                .cloned()
+                .or_else(|| named_property(&reason))
+                .map_or_else(|| "KAFKA_*".to_owned(), |name| variable_of(&name));
+            Err(InvalidProperty { variable, reason })
+        }
+    }
+}
+
+/// The first property a librdkafka message names (`sasl.username and …` → `sasl.username`;
+/// `No provider for SASL mechanism …` → `sasl.mechanism`).
+fn named_property(message: &str) -> Option<String> {
+    if message.contains("SASL mechanism") {
+        return Some("sasl.mechanism".to_owned());
+    }
+    message
+        .split(|c: char| !(c.is_ascii_lowercase() || c == '.'))
+        .find(|word| {
+            word.contains('.')
+                && !word.starts_with('.')
+                && !word.ends_with('.')
+                && !word.contains("..")
+        })
+        .map(str::to_owned)
+}
+
+fn describe(error: &KafkaError) -> String {
+    match error {
+        KafkaError::ClientConfig(_, description, _, _) => description.clone(),
+        KafkaError::ClientCreation(description) => description.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// `SLUICE_KAFKA_DEBUG` (e.g. `cgrp,fetch`) turns on librdkafka's debug contexts; they are
@@ -68,12 +156,12 @@ fn debug_from_env(config: &mut ClientConfig) {
     }
 }
 
-/// The resilient producer of SPEC S7: acks=all, idempotence, zstd, linger 20 ms,
-/// batches of 64 KiB, unbounded retries within the delivery timeout.
-pub fn producer_config(bootstrap_servers: &str, client_id: &str) -> ClientConfig {
-    let mut config = ClientConfig::new();
+/// The resilient producer: acks=all, idempotence, zstd, linger 20 ms, batches of 64 KiB,
+/// unbounded retries within the delivery timeout, and keys hashed like the Java client
+/// (murmur2), so a key lands on the same partition whichever client produced it.
+pub fn producer_config(client: &KafkaClientSettings, client_id: &str) -> ClientConfig {
+    let mut config = base_config(client);
     config
-        .set("bootstrap.servers", bootstrap_servers)
         .set("client.id", client_id)
         .set("acks", "all")
         .set("enable.idempotence", "true")
@@ -81,17 +169,25 @@ pub fn producer_config(bootstrap_servers: &str, client_id: &str) -> ClientConfig
         .set("linger.ms", "20")
         .set("batch.size", "65536")
         .set("message.timeout.ms", "120000")
-        .set("log.connection.close", "false");
-    config
+        .set("partitioner", "murmur2_random");
+    with_properties(config, client)
 }
 
-/// A plain client for admin and metadata calls.
-pub fn admin_config(bootstrap_servers: &str) -> ClientConfig {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", bootstrap_servers)
-        .set("log.connection.close", "false");
-    config
+/// A client for admin and metadata calls.
+pub fn admin_config(client: &KafkaClientSettings) -> ClientConfig {
+    with_properties(base_config(client), client)
+}
+
+/// librdkafka's version and its `builtin.features` (compiled-in codecs, TLS and SASL).
+pub fn librdkafka_build() -> Result<(String, Vec<String>), KafkaError> {
+    let (_, version) = rdkafka::util::get_rdkafka_version();
+    let features = ClientConfig::new()
+        .create_native_config()?
+        .get("builtin.features")?;
+    Ok((
+        version,
+        features.split(',').map(|f| f.trim().to_owned()).collect(),
+    ))
 }
 
 fn millis(duration: Duration) -> String {
@@ -104,8 +200,12 @@ mod tests {
 
     #[test]
     fn consumer_never_auto_commits() {
+        let mut client = KafkaClientSettings::new("127.0.0.1:9092");
+        client
+            .properties
+            .insert("security.protocol".into(), "SASL_SSL".into());
         let config = consumer_config(&ConsumerOptions {
-            bootstrap_servers: "127.0.0.1:9092",
+            client: &client,
             group: "g",
             auto_offset_reset: "earliest",
             session_timeout: Duration::from_secs(45),
@@ -122,12 +222,69 @@ mod tests {
         );
         assert_eq!(config.get("session.timeout.ms"), Some("45000"));
         assert_eq!(config.get("max.poll.interval.ms"), Some("300000"));
+        assert_eq!(config.get("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(config.get("bootstrap.servers"), Some("127.0.0.1:9092"));
+    }
+
+    #[test]
+    fn librdkafka_rejects_unknown_properties_naming_the_variable() {
+        let mut client = KafkaClientSettings::new("127.0.0.1:9092");
+        client
+            .properties
+            .insert("no.such.property".into(), "1".into());
+        let err = check_properties(&client).unwrap_err();
+        assert_eq!(err.variable, "KAFKA_NO_SUCH_PROPERTY");
+        let mut client = KafkaClientSettings::new("127.0.0.1:9092");
+        client
+            .properties
+            .insert("security.protocol".into(), "CARRIER_PIGEON".into());
+        assert_eq!(
+            check_properties(&client).unwrap_err().variable,
+            "KAFKA_SECURITY_PROTOCOL"
+        );
+        let mut client = KafkaClientSettings::new("127.0.0.1:9092");
+        for (name, value) in [
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "u"),
+            ("sasl.password", "p"),
+        ] {
+            client.properties.insert(name.into(), value.into());
+        }
+        check_properties(&client).unwrap();
+        client
+            .properties
+            .insert("ssl.ca.location".into(), "/nonexistent/ca.pem".into());
+        let err = check_properties(&client).unwrap_err();
+        assert_eq!(err.variable, "KAFKA_SSL_CA_LOCATION", "{err}");
+    }
+
+    #[test]
+    fn librdkafka_has_tls_sasl_and_every_codec() {
+        let (version, features) = librdkafka_build().unwrap();
+        assert!(version.starts_with('2'), "{version}");
+        // librdkafka names zlib `gzip` in builtin.features.
+        for needed in [
+            "ssl",
+            "sasl_plain",
+            "sasl_scram",
+            "gzip",
+            "snappy",
+            "lz4",
+            "zstd",
+        ] {
+            assert!(
+                features.iter().any(|f| f == needed),
+                "{needed} missing from {features:?}"
+            );
+        }
     }
 
     #[test]
     fn producer_is_resilient() {
-        let config = producer_config("127.0.0.1:9092", "p");
+        let config = producer_config(&KafkaClientSettings::new("127.0.0.1:9092"), "p");
         for (key, value) in [
+            ("partitioner", "murmur2_random"),
             ("acks", "all"),
             ("enable.idempotence", "true"),
             ("compression.type", "zstd"),

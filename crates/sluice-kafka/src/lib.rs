@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod config;
 pub mod consumer;
+pub mod context;
 pub mod error;
 pub mod producer;
 

@@ -1,10 +1,11 @@
-//! The resilient producer (SPEC S7): acks=all, idempotence, zstd, linger 20 ms, 64 KiB
+//! The resilient producer: acks=all, idempotence, zstd, linger 20 ms, 64 KiB
 //! batches, and every delivery report checked.
 
 use crate::config::producer_config;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use sluice_core::KafkaClientSettings;
 use std::time::Duration;
 
 /// Where a record landed.
@@ -45,9 +46,9 @@ impl std::fmt::Debug for ResilientProducer {
 
 impl ResilientProducer {
     /// Creates the producer.
-    pub fn new(bootstrap_servers: &str, client_id: &str) -> Result<Self, KafkaError> {
+    pub fn new(client: &KafkaClientSettings, client_id: &str) -> Result<Self, KafkaError> {
         Ok(Self {
-            producer: producer_config(bootstrap_servers, client_id).create()?,
+            producer: producer_config(client, client_id).create()?,
         })
     }
 

@@ -41,7 +41,11 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
 
     let topic = sluice_testkit::unique("smoke");
     let group = sluice_testkit::unique("smoke-group");
-    let admin = Admin::new(&stack.bootstrap, Duration::from_secs(30)).unwrap();
+    let admin = Admin::new(
+        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        Duration::from_secs(30),
+    )
+    .unwrap();
     assert_eq!(
         admin.ensure_topic(&topic, 3).await.unwrap(),
         TopicChange::Created(3)
@@ -52,7 +56,11 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
     );
     assert_eq!(admin.partition_count(&topic).unwrap(), Some(3));
 
-    let producer = ResilientProducer::new(&stack.bootstrap, "smoke").unwrap();
+    let producer = ResilientProducer::new(
+        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        "smoke",
+    )
+    .unwrap();
     let mut sent: BTreeMap<String, (i32, i64)> = BTreeMap::new();
     for i in 0..60 {
         let key = format!("key-{}", i % 12);
@@ -85,7 +93,7 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
 
     let mut consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
-            bootstrap_servers: &stack.bootstrap,
+            client: &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
             group: &group,
             auto_offset_reset: "earliest",
             session_timeout: Duration::from_secs(10),

@@ -381,7 +381,11 @@ async fn unknown_partition_grows_the_topic_without_burning_attempts() {
         assert!(Instant::now() < deadline, "still {status} after 60 s");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let admin = sluice_kafka::Admin::new(&stack.bootstrap, Duration::from_secs(10)).unwrap();
+    let admin = sluice_kafka::Admin::new(
+        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        Duration::from_secs(10),
+    )
+    .unwrap();
     assert!(admin.partition_count(&topic).unwrap().unwrap() >= 5);
     let records = read_topic(&stack, &topic);
     assert_eq!(records.iter().filter(|r| r.event_id == event.id).count(), 1);

@@ -59,7 +59,11 @@ async fn two_hundred_users_fifty_commands_each_applied_in_order_exactly_once() {
     let stack = sluice_testkit::stack().unwrap();
     let topic = sluice_testkit::unique("mailbox-e2e");
     sluice_testkit::create_topic(&stack, &topic, 1).await;
-    let admin = Admin::new(&stack.bootstrap, Duration::from_secs(30)).expect("admin");
+    let admin = Admin::new(
+        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        Duration::from_secs(30),
+    )
+    .expect("admin");
     mailbox::setup(&mut conn).await.expect("mailbox setup");
     mailbox::setup(&mut conn)
         .await
@@ -86,7 +90,11 @@ async fn two_hundred_users_fifty_commands_each_applied_in_order_exactly_once() {
 
     // One consumer and two dispatchers, in-process.
     let stop = CancellationToken::new();
-    let mut consumer_config = ConsumerConfig::new(&stack.bootstrap, &schema.url, &topic);
+    let mut consumer_config = ConsumerConfig::new(
+        sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        &schema.url,
+        &topic,
+    );
     consumer_config.group = sluice_testkit::unique("mailbox-example");
     let consumer = {
         let (config, stop) = (consumer_config.clone(), stop.child_token());

@@ -41,7 +41,13 @@ async fn concurrent_assignments_fill_partitions_in_order_and_grow_the_topic() {
     };
     let topic = sluice_testkit::unique("mailbox");
     sluice_testkit::create_topic(&stack, &topic, 1).await;
-    let admin = Arc::new(Admin::new(&stack.bootstrap, Duration::from_secs(30)).expect("admin"));
+    let admin = Arc::new(
+        Admin::new(
+            &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+            Duration::from_secs(30),
+        )
+        .expect("admin"),
+    );
     let pool = PgPoolOptions::new()
         .max_connections(16)
         .acquire_slow_threshold(Duration::from_secs(60))
@@ -137,7 +143,13 @@ async fn concurrent_calls_for_the_same_user_assign_it_once() {
     };
     let topic = sluice_testkit::unique("mailbox");
     sluice_testkit::create_topic(&stack, &topic, 1).await;
-    let admin = Arc::new(Admin::new(&stack.bootstrap, Duration::from_secs(30)).expect("admin"));
+    let admin = Arc::new(
+        Admin::new(
+            &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+            Duration::from_secs(30),
+        )
+        .expect("admin"),
+    );
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .acquire_slow_threshold(Duration::from_secs(60))
@@ -175,7 +187,11 @@ async fn an_unknown_topic_assigns_nothing() {
         return;
     };
     let topic = sluice_testkit::unique("missing");
-    let admin = Admin::new(&stack.bootstrap, Duration::from_secs(10)).expect("admin");
+    let admin = Admin::new(
+        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        Duration::from_secs(10),
+    )
+    .expect("admin");
     let error = assign_partition(&mut conn, &admin, &topic, "user-1", CAP)
         .await
         .expect_err("unknown topic");

@@ -15,6 +15,7 @@ mod common;
 use common::kafka::{read_topic, settings};
 use common::{event, row_in, setup, status_of, teardown};
 use serde_json::json;
+use sluice_core::KafkaClientSettings;
 use sluice_kafka::ResilientProducer;
 use sluice_kafka::producer::Outgoing;
 use sluice_outbox::dispatch::claim::claim_batch;
@@ -48,7 +49,8 @@ async fn recovery_marks_acknowledged_records_and_requeues_unpublished_ones() {
     sluice_testkit::create_topic(&stack, &topic, 3).await;
 
     // Some unrelated traffic in the topic, before and after.
-    let producer = ResilientProducer::new(&stack.bootstrap, "test").unwrap();
+    let producer =
+        ResilientProducer::new(&KafkaClientSettings::new(&stack.bootstrap), "test").unwrap();
     for i in 0..20 {
         producer
             .send(Outgoing {
@@ -108,17 +110,25 @@ async fn recovery_marks_acknowledged_records_and_requeues_unpublished_ones() {
     assert_eq!(before, 27);
 
     // Not stale yet: nothing happens.
-    let report = recover_stale(&mut conn, &stack.bootstrap, Duration::from_secs(60))
-        .await
-        .unwrap();
+    let report = recover_stale(
+        &mut conn,
+        &KafkaClientSettings::new(&stack.bootstrap),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
     assert_eq!(report, RecoveryReport::default());
 
     for c in &claimed {
         age_claim(&mut conn, c.id, 5).await;
     }
-    let report = recover_stale(&mut conn, &stack.bootstrap, Duration::from_secs(60))
-        .await
-        .unwrap();
+    let report = recover_stale(
+        &mut conn,
+        &KafkaClientSettings::new(&stack.bootstrap),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         report,
         RecoveryReport {

@@ -7,11 +7,13 @@
 //! no-op (SPEC S2, S4.3).
 
 pub mod classify;
+pub mod connect;
 pub mod migrate;
 pub mod ops;
 pub mod repo;
 pub mod resolver;
 
 pub use classify::{disposition, sqlstate};
+pub use connect::{connect, connect_options};
 pub use migrate::{MigrateError, MigrationReport, migrate};
 pub use resolver::ApplicationResolver;

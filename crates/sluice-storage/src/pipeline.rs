@@ -115,7 +115,7 @@ async fn run_typed<K: TopicKind>(
 ) -> Result<PipelineTotals, PipelineError> {
     // A typo in a topic name (or a topic not created yet) would otherwise leave a healthy-
     // looking pipeline that consumes nothing forever.
-    let admin = sluice_kafka::Admin::new(&settings.bootstrap_servers, Duration::from_secs(15))?;
+    let admin = sluice_kafka::Admin::new(&settings.kafka, Duration::from_secs(15))?;
     if admin.partition_count(&pipeline.topic)?.is_none() {
         return Err(PipelineError::MissingTopic {
             topic: pipeline.topic.clone(),
@@ -127,7 +127,7 @@ async fn run_typed<K: TopicKind>(
     let instance = settings.group_instance_id(pipeline.kind);
     let consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
-            bootstrap_servers: &settings.bootstrap_servers,
+            client: &settings.kafka,
             group: &pipeline.group,
             auto_offset_reset: settings.auto_offset_reset.as_str(),
             session_timeout: settings.session_timeout,

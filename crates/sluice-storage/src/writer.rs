@@ -102,9 +102,10 @@ impl<'a> Writer<'a> {
     ) -> Result<(BatchReport, Vec<DeadLetter>), sqlx::Error> {
         let conn = match self.conn.as_mut() {
             Some(conn) => conn,
-            None => self
-                .conn
-                .insert(PgConnection::connect(&self.settings.database_url).await?),
+            None => self.conn.insert(
+                sluice_postgres::connect(&self.settings.database_url, self.pipeline.kind.name())
+                    .await?,
+            ),
         };
         store_batch::<K>(
             conn,

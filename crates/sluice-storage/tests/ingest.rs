@@ -169,7 +169,11 @@ async fn every_topic_lands_exactly_once_and_replay_changes_nothing() {
 
     // Replay: reset every group to earliest and run again.
     let snapshot = table_digest(&fx).await;
-    let admin = sluice_kafka::Admin::new(&fx.stack.bootstrap, Duration::from_secs(10)).unwrap();
+    let admin = sluice_kafka::Admin::new(
+        &sluice_core::KafkaClientSettings::new(&fx.stack.bootstrap),
+        Duration::from_secs(10),
+    )
+    .unwrap();
     for kind in PipelineKind::ALL {
         let lows: Vec<(i32, i64)> = admin
             .watermarks(fx.topic(kind))

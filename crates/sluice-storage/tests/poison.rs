@@ -98,7 +98,11 @@ async fn produce_plan(fx: &Fixture, plan: &Plan) {
 /// The one partition holding the topic's records; asserts the others are empty and that it
 /// holds exactly `n` records (offsets 0 … n-1).
 fn the_partition(fx: &Fixture, kind: PipelineKind, n: usize) -> i32 {
-    let admin = sluice_kafka::Admin::new(&fx.stack.bootstrap, Duration::from_secs(10)).unwrap();
+    let admin = sluice_kafka::Admin::new(
+        &sluice_core::KafkaClientSettings::new(&fx.stack.bootstrap),
+        Duration::from_secs(10),
+    )
+    .unwrap();
     let used: Vec<_> = admin
         .watermarks(fx.topic(kind))
         .unwrap()
@@ -112,7 +116,11 @@ fn the_partition(fx: &Fixture, kind: PipelineKind, n: usize) -> i32 {
 
 /// Resets the group of `kind` to the start of every partition (no member may be running).
 fn reset_to_earliest(fx: &Fixture, kind: PipelineKind) {
-    let admin = sluice_kafka::Admin::new(&fx.stack.bootstrap, Duration::from_secs(10)).unwrap();
+    let admin = sluice_kafka::Admin::new(
+        &sluice_core::KafkaClientSettings::new(&fx.stack.bootstrap),
+        Duration::from_secs(10),
+    )
+    .unwrap();
     let lows: Vec<(i32, i64)> = admin
         .watermarks(fx.topic(kind))
         .unwrap()

@@ -41,8 +41,11 @@ async fn recreate_with_one_partition(fx: &Fixture, topic: &str) {
         }
     }
     // Usable: its end offset is 0 on the new partition 0.
-    let watermarks =
-        sluice_kafka::Admin::new(&fx.stack.bootstrap, Duration::from_secs(10)).unwrap();
+    let watermarks = sluice_kafka::Admin::new(
+        &sluice_core::KafkaClientSettings::new(&fx.stack.bootstrap),
+        Duration::from_secs(10),
+    )
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !watermarks
         .watermarks(topic)

@@ -18,7 +18,7 @@ use sluice_kafka::{Admin, ResilientProducer};
 use sluice_loadgen::{
     AnalyzerConfig, CrawlerConfig, analysis, app_names, app_stats_for_crawl, reviews_for_crawl,
 };
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -55,7 +55,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
 }
 
 async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
-    let mut conn = PgConnection::connect(&settings.database_url)
+    let mut conn = sluice_postgres::connect(&settings.database_url, "demo")
         .await
         .context("DATABASE_URL")?;
     println!("== 1. applications table (fixture) and {} apps", args.apps);
@@ -71,7 +71,7 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
     println!("== 2. migrations");
     super::migrate::apply(settings).await?;
     println!("== 3. topics");
-    let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(30))?;
+    let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
     for p in &settings.pipelines {
         admin
             .ensure_topic(&p.topic, super::topics::PARTITIONS)
@@ -103,7 +103,7 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
     records.extend(reviews_for_crawl(&config));
     // Measure from a consumer that is in its groups, not from its start-up.
     wait_for_members(settings, &admin, &mut child, &args.log).await?;
-    let producer = ResilientProducer::new(&settings.bootstrap_servers, "sluice-demo")?;
+    let producer = ResilientProducer::new(&settings.kafka, "sluice-demo")?;
     // The analyzer runs on its own thread so the burst's producer cannot starve it.
     let analyzer_stop = Arc::new(AtomicBool::new(false));
     let analyzer_go = Arc::new(AtomicBool::new(false));
@@ -287,8 +287,7 @@ async fn analyzer_loop(
     stop: Arc<AtomicBool>,
     go: Arc<AtomicBool>,
 ) {
-    let Ok(producer) = ResilientProducer::new(&settings.bootstrap_servers, "sluice-demo-analyzer")
-    else {
+    let Ok(producer) = ResilientProducer::new(&settings.kafka, "sluice-demo-analyzer") else {
         return;
     };
     let config = analyzer_config(apps, crawl);

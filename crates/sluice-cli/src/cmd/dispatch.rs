@@ -37,8 +37,15 @@ fn default_dispatcher_id() -> String {
 
 /// The dispatcher settings from the process environment (exit 2 when invalid).
 pub fn outbox_settings() -> Result<OutboxSettings, Failure> {
-    OutboxSettings::from_lookup(&|name| std::env::var(name).ok(), &default_dispatcher_id())
-        .map_err(Failure::config)
+    let names = super::env_names();
+    let settings = OutboxSettings::from_vars(
+        &|name| std::env::var(name).ok(),
+        names.iter().map(String::as_str),
+        &default_dispatcher_id(),
+    )
+    .map_err(Failure::config)?;
+    super::check_kafka(&settings.kafka)?;
+    Ok(settings)
 }
 
 /// Fails unless the outbox table exists (run `sluice migrate` first).
@@ -62,7 +69,7 @@ pub fn run() -> Result<(), Failure> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let mut conn = PgConnection::connect(&settings.database_url).await?;
+        let mut conn = sluice_postgres::connect(&settings.database_url, "dispatch").await?;
         require_outbox_table(&mut conn).await?;
         conn.close().await?;
         let stop = CancellationToken::new();

@@ -171,7 +171,7 @@ fn filter(settings: &Settings, args: &FilterArgs) -> Result<DeadLetterFilter, Fa
 }
 
 async fn connect(settings: &Settings) -> Result<PgConnection, Failure> {
-    Ok(PgConnection::connect(&settings.database_url)
+    Ok(sluice_postgres::connect(&settings.database_url, "dlq")
         .await
         .context("cannot connect to DATABASE_URL")?)
 }
@@ -313,7 +313,7 @@ async fn replay(
     let rows = list_dead_letters(conn, &filter(settings, &args.filter)?).await?;
     let producer = if args.execute {
         Some(ResilientProducer::new(
-            &settings.bootstrap_servers,
+            &settings.kafka,
             "sluice-dlq-replay",
         )?)
     } else {

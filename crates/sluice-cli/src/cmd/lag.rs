@@ -85,7 +85,7 @@ pub fn collect(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Fail
 /// Entry point.
 pub fn run(args: &LagArgs) -> Result<(), Failure> {
     let settings = super::settings()?;
-    let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(15))?;
+    let admin = Admin::new(&settings.kafka, Duration::from_secs(15))?;
     let groups = collect(&settings, &admin)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&groups)?);

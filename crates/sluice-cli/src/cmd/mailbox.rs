@@ -10,7 +10,7 @@ use crate::Failure;
 use anyhow::anyhow;
 use clap::Subcommand;
 use sluice_outbox::mailbox::{self, ConsumerConfig};
-use sqlx::{Connection, PgConnection};
+use sqlx::Connection;
 use tokio_util::sync::CancellationToken;
 
 /// `sluice mailbox …`.
@@ -55,10 +55,10 @@ fn consumer_config() -> Result<ConsumerConfig, Failure> {
             "DATABASE_URL must be a postgres:// URL"
         )));
     }
-    let bootstrap = var("KAFKA_BOOTSTRAP_SERVERS").unwrap_or_else(|| "127.0.0.1:9092".to_owned());
+    let kafka = super::kafka_settings()?;
     let topic = var("MAILBOX_TOPIC")
         .ok_or_else(|| Failure::config(anyhow!("MAILBOX_TOPIC is required (the mailbox topic)")))?;
-    let mut config = ConsumerConfig::new(bootstrap, database_url, topic);
+    let mut config = ConsumerConfig::new(kafka, database_url, topic);
     if let Some(group) = var("MAILBOX_GROUP") {
         config.group = group;
     }
@@ -75,12 +75,10 @@ pub fn run(action: MailboxAction) -> Result<(), Failure> {
         } => {
             let config = consumer_config()?;
             super::runtime()?.block_on(async {
-                let mut conn = PgConnection::connect(&config.database_url).await?;
+                let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
                 mailbox::setup(&mut conn).await?;
-                let admin = sluice_kafka::Admin::new(
-                    &config.bootstrap_servers,
-                    std::time::Duration::from_secs(30),
-                )?;
+                let admin =
+                    sluice_kafka::Admin::new(&config.kafka, std::time::Duration::from_secs(30))?;
                 let partition = mailbox::create_user(
                     &mut conn,
                     &admin,
@@ -102,7 +100,7 @@ pub fn run(action: MailboxAction) -> Result<(), Failure> {
             let command: serde_json::Value = serde_json::from_str(&command)
                 .map_err(|e| Failure::config(anyhow!("the command is not JSON: {e}")))?;
             super::runtime()?.block_on(async {
-                let mut conn = PgConnection::connect(&config.database_url).await?;
+                let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
                 let mut tx = conn.begin().await?;
                 let id =
                     mailbox::send_command(&mut tx, &config.topic, &user_id, seq, command).await?;
@@ -121,7 +119,7 @@ fn consume() -> Result<(), Failure> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let mut conn = PgConnection::connect(&config.database_url).await?;
+        let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
         mailbox::setup(&mut conn).await?;
         conn.close().await?;
         let stop = CancellationToken::new();

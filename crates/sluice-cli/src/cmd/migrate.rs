@@ -3,11 +3,10 @@
 use crate::Failure;
 use anyhow::Context;
 use sluice_core::Settings;
-use sqlx::{Connection, PgConnection};
 
 /// Applies the migrations of this build.
 pub async fn apply(settings: &Settings) -> Result<(), Failure> {
-    let mut conn = PgConnection::connect(&settings.database_url)
+    let mut conn = sluice_postgres::connect(&settings.database_url, "migrate")
         .await
         .context("cannot connect to DATABASE_URL")?;
     let report = sluice_postgres::migrate(&mut conn, &settings.applications_table).await?;

@@ -14,14 +14,40 @@ pub mod replay;
 pub mod run;
 pub mod topics;
 pub mod verify;
+pub mod version;
 
 use crate::Failure;
-use sluice_core::Settings;
+use sluice_core::{KafkaClientSettings, Settings};
 
 /// The settings from the process environment; a bad value is a configuration failure
 /// (exit 2) naming the variable.
 pub fn settings() -> Result<Settings, Failure> {
-    Settings::from_lookup(&env_lookup).map_err(Failure::config)
+    let names = env_names();
+    let settings = Settings::from_vars(&env_lookup, names.iter().map(String::as_str))
+        .map_err(Failure::config)?;
+    check_kafka(&settings.kafka)?;
+    Ok(settings)
+}
+
+/// The Kafka client settings alone (`KAFKA_BOOTSTRAP_SERVERS`, `KAFKA_*`), checked.
+pub fn kafka_settings() -> Result<KafkaClientSettings, Failure> {
+    let names = env_names();
+    let kafka = KafkaClientSettings::from_vars(&env_lookup, names.iter().map(String::as_str))
+        .map_err(Failure::config)?;
+    check_kafka(&kafka)?;
+    Ok(kafka)
+}
+
+/// librdkafka accepts every `KAFKA_*` property, or exit 2 naming the variable.
+pub fn check_kafka(kafka: &KafkaClientSettings) -> Result<(), Failure> {
+    sluice_kafka::config::check_properties(kafka).map_err(Failure::config)
+}
+
+/// The names of the process environment's variables (to find the `KAFKA_*` properties).
+pub fn env_names() -> Vec<String> {
+    std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .collect()
 }
 
 /// The process environment; `HOSTNAME`, which shells set without exporting, falls back to

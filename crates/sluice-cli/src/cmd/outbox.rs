@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use sluice_outbox::ops::{retry_failed, summary};
 use sluice_outbox::release;
-use sqlx::{Connection, PgConnection};
+use sqlx::Connection;
 use uuid::Uuid;
 
 /// Outbox actions.
@@ -40,7 +40,7 @@ pub fn run(action: OutboxAction) -> Result<(), Failure> {
     let settings = super::dispatch::outbox_settings()?;
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let mut conn = PgConnection::connect(&settings.database_url).await?;
+        let mut conn = sluice_postgres::connect(&settings.database_url, "outbox").await?;
         super::dispatch::require_outbox_table(&mut conn).await?;
         match action {
             OutboxAction::Status(args) => {

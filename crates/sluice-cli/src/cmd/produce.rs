@@ -169,7 +169,7 @@ pub fn bar(len: u64, what: &str, quiet: bool) -> ProgressBar {
 /// Entry point.
 pub fn run(action: ProduceAction) -> Result<(), Failure> {
     let settings = super::settings()?;
-    let producer = ResilientProducer::new(&settings.bootstrap_servers, "sluice-produce")?;
+    let producer = ResilientProducer::new(&settings.kafka, "sluice-produce")?;
     super::runtime()?.block_on(async {
         match action {
             ProduceAction::Crawler(args) => {

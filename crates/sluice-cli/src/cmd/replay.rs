@@ -80,7 +80,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
             args.pipeline
         ))
     })?;
-    let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(15))?;
+    let admin = Admin::new(&settings.kafka, Duration::from_secs(15))?;
     let marks = admin.watermarks(&pipeline.topic)?;
     let committed = admin.committed_offsets(&pipeline.group, &pipeline.topic)?;
     let targets: Vec<(i32, i64)> = match args.to {

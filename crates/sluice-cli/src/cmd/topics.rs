@@ -19,7 +19,7 @@ pub enum TopicsAction {
 pub fn run(action: TopicsAction) -> Result<(), Failure> {
     let TopicsAction::Ensure = action;
     let settings = super::settings()?;
-    let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(30))?;
+    let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
     super::runtime()?.block_on(async {
         for pipeline in &settings.pipelines {
             let change = admin.ensure_topic(&pipeline.topic, PARTITIONS).await?;

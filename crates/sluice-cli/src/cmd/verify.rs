@@ -14,7 +14,7 @@ use sluice_core::Settings;
 use sluice_kafka::Admin;
 use sluice_postgres::migrate::{MIGRATIONS, applications_table_exists, schema_version};
 use sluice_postgres::ops::{dead_letters_by_kind, table_counts};
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 use std::time::Duration;
 
 /// Options of `sluice verify`.
@@ -67,7 +67,7 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
 
 async fn verify(settings: &Settings, max_lag: Option<i64>) -> Vec<Step> {
     let mut steps = Vec::new();
-    let mut conn = match PgConnection::connect(&settings.database_url).await {
+    let mut conn = match sluice_postgres::connect(&settings.database_url, "verify").await {
         Ok(conn) => conn,
         Err(e) => {
             push(
@@ -78,7 +78,7 @@ async fn verify(settings: &Settings, max_lag: Option<i64>) -> Vec<Step> {
             return steps;
         }
     };
-    let admin = match Admin::new(&settings.bootstrap_servers, Duration::from_secs(10)) {
+    let admin = match Admin::new(&settings.kafka, Duration::from_secs(10)) {
         Ok(admin) => admin,
         Err(e) => {
             push(

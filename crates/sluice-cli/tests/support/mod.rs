@@ -100,7 +100,11 @@ impl Env {
     }
 
     pub fn admin(&self) -> Admin {
-        Admin::new(&self.stack.bootstrap, Duration::from_secs(10)).unwrap()
+        Admin::new(
+            &sluice_core::KafkaClientSettings::new(&self.stack.bootstrap),
+            Duration::from_secs(10),
+        )
+        .unwrap()
     }
 
     /// (end offsets, committed offsets) summed over the topic's partitions. Retries for a

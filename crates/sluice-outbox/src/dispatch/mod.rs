@@ -32,8 +32,8 @@ use failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt
 use publish::{is_unknown_partition, publish_batch};
 use sluice_core::outbox_settings::OutboxSettings;
 use sluice_kafka::{Admin, ResilientProducer};
+use sqlx::PgConnection;
 use sqlx::postgres::PgListener;
-use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -145,9 +145,8 @@ impl Dispatcher {
     /// Creates the Kafka clients; the database is connected lazily (and again after a
     /// lost connection).
     pub fn new(settings: OutboxSettings) -> Result<Self, OutboxError> {
-        let producer =
-            ResilientProducer::new(&settings.bootstrap_servers, &settings.dispatcher_id)?;
-        let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(10))?;
+        let producer = ResilientProducer::new(&settings.kafka, &settings.dispatcher_id)?;
+        let admin = Admin::new(&settings.kafka, Duration::from_secs(10))?;
         Ok(Self {
             settings,
             conn: None,
@@ -161,7 +160,8 @@ impl Dispatcher {
         let conn = match self.conn.take() {
             Some(conn) => conn,
             None => {
-                let mut conn = PgConnection::connect(&self.settings.database_url).await?;
+                let mut conn =
+                    sluice_postgres::connect(&self.settings.database_url, "dispatch").await?;
                 // The claim's correlated probes give it a large estimated cost, which would
                 // make PostgreSQL JIT-compile it on every call (about 250 ms for a batch of
                 // 1,000, ten times the query itself).
@@ -274,10 +274,7 @@ impl Dispatcher {
     /// Replaces the producer by a new one, whose first metadata request sees the topic's
     /// current partitions. Every delivery of the old one was already awaited.
     fn refresh_producer(&mut self) {
-        match ResilientProducer::new(
-            &self.settings.bootstrap_servers,
-            &self.settings.dispatcher_id,
-        ) {
+        match ResilientProducer::new(&self.settings.kafka, &self.settings.dispatcher_id) {
             Ok(producer) => self.producer = producer,
             Err(error) => {
                 tracing::warn!(%error, "cannot create a new producer; keeping the old one")
@@ -287,7 +284,7 @@ impl Dispatcher {
 
     /// One stale dispatch recovery round (see [`recovery`]).
     pub async fn recover_stale(&mut self) -> Result<recovery::RecoveryReport, OutboxError> {
-        let bootstrap = self.settings.bootstrap_servers.clone();
+        let bootstrap = self.settings.kafka.clone();
         let stale = self.settings.stale_dispatch;
         recovery::recover_stale(self.connection().await?, &bootstrap, stale).await
     }
@@ -392,7 +389,7 @@ impl Dispatcher {
 }
 
 async fn listen(url: &str) -> Option<PgListener> {
-    let mut listener = match PgListener::connect(url).await {
+    let mut listener = match sluice_postgres::connect::listener(url, "dispatch").await {
         Ok(l) => l,
         Err(error) => {
             tracing::warn!(%error, "cannot LISTEN for outbox events; polling only");

@@ -20,6 +20,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
+use sluice_core::KafkaClientSettings;
 use sluice_core::outbox::OutboxStatus;
 use sluice_kafka::Admin;
 use sluice_kafka::config::admin_config;
@@ -62,7 +63,7 @@ struct StaleRow {
 /// One recovery round over every row DISPATCHING for longer than `stale_after`.
 pub async fn recover_stale(
     conn: &mut PgConnection,
-    bootstrap_servers: &str,
+    kafka: &KafkaClientSettings,
     stale_after: Duration,
 ) -> Result<RecoveryReport, OutboxError> {
     let rows: Vec<StaleRow> = sqlx::query_as(include_str!("../sql/stale.sql"))
@@ -82,7 +83,7 @@ pub async fn recover_stale(
         by_topic.entry(row.topic.clone()).or_default().push(row);
     }
     for (topic, rows) in by_topic {
-        let bootstrap = bootstrap_servers.to_owned();
+        let bootstrap = kafka.clone();
         let wanted: Vec<(Uuid, Option<i32>)> = rows.iter().map(|r| (r.id, r.partition)).collect();
         let from_ms = rows.iter().map(|r| r.claimed_at_ms).min().unwrap_or(0) - CLOCK_MARGIN_MS;
         let search_topic = topic.clone();
@@ -125,12 +126,12 @@ pub async fn recover_stale(
 /// header is one of `wanted` (an id with an explicit partition is looked for there only).
 /// Returns id → (partition, offset) of the first record found for each id.
 pub fn search_topic_for_ids(
-    bootstrap_servers: &str,
+    kafka: &KafkaClientSettings,
     topic: &str,
     from_ms: i64,
     wanted: &[(Uuid, Option<i32>)],
 ) -> Result<HashMap<Uuid, (i32, i64)>, OutboxError> {
-    let admin = Admin::new(bootstrap_servers, KAFKA_TIMEOUT)?;
+    let admin = Admin::new(kafka, KAFKA_TIMEOUT)?;
     let Some(count) = admin.partition_count(topic)? else {
         return Ok(HashMap::new());
     };
@@ -169,7 +170,7 @@ pub fn search_topic_for_ids(
     if open.is_empty() {
         return Ok(found);
     }
-    let mut config = admin_config(bootstrap_servers);
+    let mut config = admin_config(kafka);
     config
         .set("group.id", "sluice-outbox-recovery")
         .set("enable.auto.commit", "false")

@@ -7,6 +7,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use serde_json::Value;
+use sluice_core::KafkaClientSettings;
 use sqlx::{Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -14,8 +15,8 @@ use uuid::Uuid;
 /// Where the consumer reads and writes.
 #[derive(Debug, Clone)]
 pub struct ConsumerConfig {
-    /// `bootstrap.servers`.
-    pub bootstrap_servers: String,
+    /// `bootstrap.servers` and the `KAFKA_*` client properties.
+    pub kafka: KafkaClientSettings,
     /// The database holding the outbox and the example's tables.
     pub database_url: String,
     /// The mailbox topic.
@@ -29,12 +30,12 @@ pub struct ConsumerConfig {
 impl ConsumerConfig {
     /// A configuration in group [`GROUP`].
     pub fn new(
-        bootstrap_servers: impl Into<String>,
+        kafka: KafkaClientSettings,
         database_url: impl Into<String>,
         topic: impl Into<String>,
     ) -> ConsumerConfig {
         ConsumerConfig {
-            bootstrap_servers: bootstrap_servers.into(),
+            kafka,
             database_url: database_url.into(),
             topic: topic.into(),
             group: GROUP.to_owned(),
@@ -43,9 +44,8 @@ impl ConsumerConfig {
     }
 
     fn client(&self) -> ClientConfig {
-        let mut config = ClientConfig::new();
+        let mut config = sluice_kafka::config::admin_config(&self.kafka);
         config
-            .set("bootstrap.servers", &self.bootstrap_servers)
             .set("group.id", &self.group)
             .set("client.id", &self.client_id)
             .set("enable.auto.commit", "false")
@@ -85,7 +85,7 @@ pub async fn run_consumer(
 ) -> Result<ConsumerTotals, MailboxError> {
     let consumer: StreamConsumer = config.client().create()?;
     consumer.subscribe(&[config.topic.as_str()])?;
-    let mut conn = PgConnection::connect(&config.database_url).await?;
+    let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
     let mut totals = ConsumerTotals::default();
     tracing::info!(topic = %config.topic, group = %config.group, "mailbox consumer started");
     loop {

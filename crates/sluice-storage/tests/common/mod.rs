@@ -121,8 +121,11 @@ impl Fixture {
 
     /// Sum over partitions of (end offset) and of the group's committed offset.
     pub fn offsets(&self, kind: PipelineKind) -> (i64, i64) {
-        let admin =
-            sluice_kafka::Admin::new(&self.stack.bootstrap, Duration::from_secs(10)).unwrap();
+        let admin = sluice_kafka::Admin::new(
+            &sluice_core::KafkaClientSettings::new(&self.stack.bootstrap),
+            Duration::from_secs(10),
+        )
+        .unwrap();
         let end: i64 = admin
             .watermarks(self.topic(kind))
             .unwrap()

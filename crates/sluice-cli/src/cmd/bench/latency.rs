@@ -8,7 +8,7 @@ use sluice_core::Settings;
 use sluice_kafka::ResilientProducer;
 use sluice_kafka::producer::Outgoing;
 use sluice_loadgen::{AnalyzerConfig, analysis};
-use sqlx::{Connection, PgConnection};
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,7 +55,7 @@ impl Probe {
             .pipeline(sluice_core::PipelineKind::NetworkMetrics)
             .map(|p| p.topic.clone())
             .unwrap_or_default();
-        let producer = ResilientProducer::new(&settings.bootstrap_servers, "sluice-bench-probe")?;
+        let producer = ResilientProducer::new(&settings.kafka, "sluice-bench-probe")?;
         let running = Arc::new(AtomicBool::new(true));
         let started = Arc::new(AtomicBool::new(false));
         let sent: Sent = Arc::default();
@@ -208,7 +208,7 @@ fn watch(url: &str, watching: &AtomicBool, sent: &Sent, seen: &Seen) {
         return;
     };
     rt.block_on(async {
-        let Ok(mut conn) = PgConnection::connect(url).await else {
+        let Ok(mut conn) = sluice_postgres::connect(url, "bench").await else {
             return;
         };
         while watching.load(Ordering::Relaxed) {

@@ -103,7 +103,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         ..CrawlerConfig::default()
     };
     let records = reviews_for_crawl(&config);
-    let mut conn = PgConnection::connect(&env.url)
+    let mut conn = sluice_postgres::connect(&env.url, "bench")
         .await
         .context("bench schema")?;
     let ids: HashMap<String, i64> =
@@ -163,23 +163,17 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         .pipeline(sluice_core::PipelineKind::Reviews)
         .map(|p| p.topic.clone())
         .unwrap_or_default();
-    let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(30))?;
+    let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
     for p in &env.settings.pipelines {
         admin.ensure_topic(&p.topic, 3).await?;
     }
-    let producer =
-        sluice_kafka::ResilientProducer::new(&settings.bootstrap_servers, "sluice-bench")?;
+    let producer = sluice_kafka::ResilientProducer::new(&settings.kafka, "sluice-bench")?;
     let progress = bar(records.len() as u64, "produce", false);
     send_all(&env.settings, &producer, &records, 0, &progress).await?;
     progress.finish();
 
     println!("== K: count-and-drop rdkafka consumer");
-    let k = count_and_drop(
-        &settings.bootstrap_servers,
-        &topic,
-        &format!("{id}-k"),
-        records.len(),
-    )?;
+    let k = count_and_drop(&settings.kafka, &topic, &format!("{id}-k"), records.len())?;
     println!("   {k:.0} records/s");
 
     println!("== S: sluice run (reviews pipeline), drain the backlog");
@@ -259,7 +253,7 @@ fn rate(n: usize, elapsed: Duration) -> f64 {
 const FIXTURE: &str = include_str!("../../../../../fixtures/applications.sql");
 
 async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, Failure> {
-    let mut admin_conn = PgConnection::connect(&settings.database_url)
+    let mut admin_conn = sluice_postgres::connect(&settings.database_url, "bench")
         .await
         .context("DATABASE_URL")?;
     let schema = id.to_owned();
@@ -275,7 +269,7 @@ async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, F
         "{}{separator}options=-c%20search_path%3D{schema}",
         settings.database_url
     );
-    let mut conn = PgConnection::connect(&url).await?;
+    let mut conn = sluice_postgres::connect(&url, "bench").await?;
     sqlx::raw_sql(FIXTURE).execute(&mut conn).await?;
     sqlx::query("INSERT INTO apps_registry_application (package_name) SELECT unnest($1::text[])")
         .bind(app_names(&format!("com.{id}"), args.apps))
@@ -285,7 +279,7 @@ async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, F
     let vars: BTreeMap<String, String> = [
         (
             "KAFKA_BOOTSTRAP_SERVERS",
-            settings.bootstrap_servers.clone(),
+            settings.kafka.bootstrap_servers.clone(),
         ),
         ("DATABASE_URL", url.clone()),
         ("STORAGE_PIPELINES", "reviews,network-metrics".into()),
@@ -317,7 +311,7 @@ async fn teardown(
     for p in &env.settings.pipelines {
         admin.delete_topic(&p.topic).await?;
     }
-    let mut admin_conn = PgConnection::connect(&settings.database_url).await?;
+    let mut admin_conn = sluice_postgres::connect(&settings.database_url, "bench").await?;
     sqlx::raw_sql(&format!("DROP SCHEMA {} CASCADE", env.schema))
         .execute(&mut admin_conn)
         .await?;
@@ -326,14 +320,13 @@ async fn teardown(
 }
 
 fn count_and_drop(
-    bootstrap: &str,
+    kafka: &sluice_core::KafkaClientSettings,
     topic: &str,
     group: &str,
     expected: usize,
 ) -> Result<f64, Failure> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
-    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let consumer: BaseConsumer = sluice_kafka::config::admin_config(kafka)
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
@@ -474,7 +467,10 @@ fn run_command(
 ) -> Result<Command, Failure> {
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.arg("run")
-        .env("KAFKA_BOOTSTRAP_SERVERS", &env.settings.bootstrap_servers)
+        .env(
+            "KAFKA_BOOTSTRAP_SERVERS",
+            &env.settings.kafka.bootstrap_servers,
+        )
         .env("DATABASE_URL", &env.url)
         .env("STORAGE_TOPIC_REVIEWS", format!("{}-reviews", env.id))
         .env(

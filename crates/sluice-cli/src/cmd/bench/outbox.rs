@@ -14,6 +14,7 @@ use crate::Failure;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use serde_json::json;
+use sluice_core::KafkaClientSettings;
 use sluice_core::outbox_settings::OutboxSettings;
 use sluice_kafka::Admin;
 use sluice_outbox::{Dispatcher, NewEvent, enqueue};
@@ -73,18 +74,14 @@ pub fn run(args: &OutboxBenchArgs) -> Result<(), Failure> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(bench(
-        &settings.database_url,
-        &settings.bootstrap_servers,
-        args,
-    ))
+    runtime.block_on(bench(&settings.database_url, &settings.kafka, args))
 }
 
 struct Env {
     schema: String,
     url: String,
     topic: String,
-    bootstrap: String,
+    kafka: KafkaClientSettings,
 }
 
 impl Env {
@@ -95,13 +92,16 @@ impl Env {
         OutboxSettings::from_lookup(
             &|name| match name {
                 "DATABASE_URL" => Some(self.url.clone()),
-                "KAFKA_BOOTSTRAP_SERVERS" => Some(self.bootstrap.clone()),
                 "OUTBOX_BATCH_SIZE" => Some(batch.clone()),
                 "OUTBOX_DISPATCHER_ID" => Some(id.to_owned()),
                 other => std::env::var(other).ok(),
             },
             id,
         )
+        .map(|settings| OutboxSettings {
+            kafka: self.kafka.clone(),
+            ..settings
+        })
         .map_err(Failure::config)
     }
 }
@@ -110,11 +110,11 @@ const FIXTURE: &str = include_str!("../../../../../fixtures/applications.sql");
 
 async fn setup(
     database_url: &str,
-    bootstrap: &str,
+    kafka: &KafkaClientSettings,
     args: &OutboxBenchArgs,
 ) -> Result<Env, Failure> {
     let id = format!("benchoutbox{}", std::process::id());
-    let mut admin_conn = PgConnection::connect(database_url)
+    let mut admin_conn = sluice_postgres::connect(database_url, "bench")
         .await
         .context("DATABASE_URL")?;
     sqlx::raw_sql(&format!("CREATE SCHEMA {id}"))
@@ -123,25 +123,25 @@ async fn setup(
     admin_conn.close().await?;
     let separator = if database_url.contains('?') { '&' } else { '?' };
     let url = format!("{database_url}{separator}options=-c%20search_path%3D{id}");
-    let mut conn = PgConnection::connect(&url).await?;
+    let mut conn = sluice_postgres::connect(&url, "bench").await?;
     sqlx::raw_sql(FIXTURE).execute(&mut conn).await?;
     sluice_postgres::migrate(&mut conn, "apps_registry_application").await?;
     conn.close().await?;
     let topic = format!("{id}-outbox");
-    let admin = Admin::new(bootstrap, Duration::from_secs(30))?;
+    let admin = Admin::new(kafka, Duration::from_secs(30))?;
     admin.ensure_topic(&topic, args.partitions).await?;
     Ok(Env {
         schema: id,
         url,
         topic,
-        bootstrap: bootstrap.to_owned(),
+        kafka: kafka.clone(),
     })
 }
 
 async fn teardown(database_url: &str, env: &Env) -> Result<(), Failure> {
-    let admin = Admin::new(&env.bootstrap, Duration::from_secs(30))?;
+    let admin = Admin::new(&env.kafka, Duration::from_secs(30))?;
     admin.delete_topic(&env.topic).await?;
-    let mut conn = PgConnection::connect(database_url).await?;
+    let mut conn = sluice_postgres::connect(database_url, "bench").await?;
     sqlx::raw_sql(&format!("DROP SCHEMA {} CASCADE", env.schema))
         .execute(&mut conn)
         .await?;
@@ -158,8 +158,12 @@ fn event(topic: &str, event_type: &str, n: usize, keys: usize) -> NewEvent {
     )
 }
 
-async fn bench(database_url: &str, bootstrap: &str, args: &OutboxBenchArgs) -> Result<(), Failure> {
-    let env = setup(database_url, bootstrap, args).await?;
+async fn bench(
+    database_url: &str,
+    kafka: &KafkaClientSettings,
+    args: &OutboxBenchArgs,
+) -> Result<(), Failure> {
+    let env = setup(database_url, kafka, args).await?;
     println!(
         "== outbox bench: schema {}, topic {} ({} partitions), acks=all, batch size {}",
         env.schema, env.topic, args.partitions, args.batch_size
@@ -187,7 +191,7 @@ async fn throughput(env: &Env, args: &OutboxBenchArgs) -> Result<Throughput, Fai
         "== throughput: enqueue {} events ({} per transaction, {} keys; not timed)",
         args.events, args.enqueue_batch, args.keys
     );
-    let mut conn = PgConnection::connect(&env.url).await?;
+    let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
     let started = Instant::now();
     let mut n = 0;
     while n < args.events {
@@ -299,7 +303,7 @@ async fn latency(env: &Env, args: &OutboxBenchArgs) -> Result<Latency, Failure> 
     // Warm-up: a few events through the dispatcher first, so that its producer has its
     // connection, metadata and producer id (the first publish of a new producer takes up to
     // a second, which would otherwise dominate the tail); then it idles.
-    let mut conn = PgConnection::connect(&env.url).await?;
+    let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
     for k in 0..WARM_UP {
         let mut tx = conn.begin().await?;
         enqueue(&mut tx, &event(&env.topic, "bench.warm-up", k, args.keys)).await?;
@@ -318,7 +322,7 @@ async fn latency(env: &Env, args: &OutboxBenchArgs) -> Result<Latency, Failure> 
         let topic = env.topic.clone();
         let keys = args.keys;
         handles.push(tokio::spawn(async move {
-            let mut conn = PgConnection::connect(&url).await?;
+            let mut conn = sluice_postgres::connect(&url, "bench").await?;
             for k in (w..total).step_by(writers) {
                 tokio::time::sleep_until(start + interval * k as u32).await;
                 let mut tx = conn.begin().await?;

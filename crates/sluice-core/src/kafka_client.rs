@@ -1,0 +1,327 @@
+//! The Kafka client settings every client sluice creates shares: the bootstrap servers and
+//! the librdkafka properties passed through from the environment.
+//!
+//! Every variable `KAFKA_<NAME>` other than `KAFKA_BOOTSTRAP_SERVERS` sets the librdkafka
+//! property `<name>` lower-cased with `_` → `.` (`KAFKA_SECURITY_PROTOCOL=SASL_SSL` →
+//! `security.protocol=SASL_SSL`). Properties that sluice's guarantees depend on are refused
+//! here, naming the variable and why; whether librdkafka knows a property is checked by the
+//! Kafka adapter when the binary starts. Secret values never reach `Debug` or an error.
+
+use crate::settings::SettingsError;
+use std::collections::BTreeMap;
+
+/// The prefix of the pass-through variables.
+pub const PREFIX: &str = "KAFKA_";
+
+/// Variables with the prefix that are not client properties: the bootstrap servers, and
+/// what Kafka's own shell scripts read (a machine with Kafka installed often exports them).
+const NOT_PROPERTIES: &[&str] = &[
+    "KAFKA_BOOTSTRAP_SERVERS",
+    "KAFKA_HOME",
+    "KAFKA_OPTS",
+    "KAFKA_HEAP_OPTS",
+    "KAFKA_JVM_PERFORMANCE_OPTS",
+    "KAFKA_LOG4J_OPTS",
+    "KAFKA_GC_LOG_OPTS",
+    "KAFKA_JMX_OPTS",
+    "KAFKA_LOG_DIR",
+    "KAFKA_DEBUG",
+];
+
+/// Properties sluice sets itself because a guarantee depends on them, with the reason.
+pub const REFUSED: &[(&str, &str)] = &[
+    (
+        "enable.auto.commit",
+        "sluice commits an offset only after the database transaction that holds its effect",
+    ),
+    (
+        "enable.auto.offset.store",
+        "sluice stores an offset only after the database transaction that holds its effect",
+    ),
+    (
+        "enable.idempotence",
+        "the producer must be idempotent so that its retries never duplicate a record",
+    ),
+    (
+        "acks",
+        "a record counts as published only when every in-sync replica has it (acks=all)",
+    ),
+    (
+        "isolation.level",
+        "the consumers read only committed records (read_committed)",
+    ),
+    (
+        "group.id",
+        "each pipeline's group is STORAGE_GROUP_PREFIX.<pipeline>",
+    ),
+    (
+        "group.instance.id",
+        "static membership is set per pipeline by STORAGE_INSTANCE_ID",
+    ),
+    ("bootstrap.servers", "use KAFKA_BOOTSTRAP_SERVERS"),
+    ("metadata.broker.list", "use KAFKA_BOOTSTRAP_SERVERS"),
+    (
+        "partition.assignment.strategy",
+        "the consumers rely on the cooperative-sticky assignor",
+    ),
+    ("auto.offset.reset", "use STORAGE_AUTO_OFFSET_RESET"),
+    (
+        "enable.partition.eof",
+        "sluice decides per client whether the end of a partition is reported",
+    ),
+    (
+        "transactional.id",
+        "sluice's producer is idempotent, not transactional",
+    ),
+    (
+        "partitioner",
+        "keys are hashed like the Java client (murmur2_random) so every client agrees",
+    ),
+    ("session.timeout.ms", "use STORAGE_SESSION_TIMEOUT_MS"),
+    ("max.poll.interval.ms", "use STORAGE_MAX_POLL_INTERVAL_MS"),
+];
+
+/// The bootstrap servers and the pass-through properties of every Kafka client.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KafkaClientSettings {
+    /// `KAFKA_BOOTSTRAP_SERVERS`.
+    pub bootstrap_servers: String,
+    /// librdkafka property → value, from `KAFKA_<NAME>`; none of them is [`REFUSED`].
+    pub properties: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for KafkaClientSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaClientSettings")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("properties", &self.redacted())
+            .finish()
+    }
+}
+
+impl KafkaClientSettings {
+    /// Plaintext settings with no extra property (tests, tools).
+    pub fn new(bootstrap_servers: impl Into<String>) -> Self {
+        Self {
+            bootstrap_servers: bootstrap_servers.into(),
+            properties: BTreeMap::new(),
+        }
+    }
+
+    /// Reads `KAFKA_BOOTSTRAP_SERVERS` and every `KAFKA_<NAME>` among `names` through
+    /// `lookup`. Empty values count as unset.
+    pub fn from_vars<'a>(
+        lookup: &dyn Fn(&str) -> Option<String>,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, SettingsError> {
+        let value = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let bootstrap_servers =
+            value("KAFKA_BOOTSTRAP_SERVERS").unwrap_or_else(|| "127.0.0.1:9092".to_owned());
+        let servers_ok = bootstrap_servers.split(',').all(|s| {
+            s.trim().rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+            })
+        });
+        if !servers_ok {
+            return Err(error(
+                "KAFKA_BOOTSTRAP_SERVERS",
+                &bootstrap_servers,
+                "comma-separated host:port pairs, e.g. 127.0.0.1:9092",
+            ));
+        }
+        let mut properties = BTreeMap::new();
+        for variable in names {
+            let Some(property) = property_of(variable) else {
+                continue;
+            };
+            let Some(v) = value(variable) else {
+                continue;
+            };
+            if let Some((_, why)) = REFUSED.iter().find(|(p, _)| *p == property) {
+                return Err(error(
+                    variable,
+                    &redact(&property, &v),
+                    &format!("not settable ({property}): {why}"),
+                ));
+            }
+            properties.insert(property, v);
+        }
+        Ok(Self {
+            bootstrap_servers,
+            properties,
+        })
+    }
+
+    /// The properties with secret values replaced by `***`, for printing.
+    pub fn redacted(&self) -> BTreeMap<&str, String> {
+        self.properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), redact(k, v)))
+            .collect()
+    }
+}
+
+/// The librdkafka property a variable sets, or `None` if it is not a pass-through variable.
+pub fn property_of(variable: &str) -> Option<String> {
+    let rest = variable.strip_prefix(PREFIX)?;
+    if rest.is_empty() || NOT_PROPERTIES.contains(&variable) {
+        return None;
+    }
+    Some(rest.to_ascii_lowercase().replace('_', "."))
+}
+
+/// The variable that sets a property (`ssl.ca.location` → `KAFKA_SSL_CA_LOCATION`).
+pub fn variable_of(property: &str) -> String {
+    format!(
+        "{PREFIX}{}",
+        property.to_ascii_uppercase().replace('.', "_")
+    )
+}
+
+/// Whether a property's value is a secret: its name holds password, secret, token, jaas or
+/// key (a `.location` is a path, not a secret).
+pub fn is_secret(property: &str) -> bool {
+    let p = property.to_ascii_lowercase();
+    ["password", "secret", "token", "jaas"]
+        .iter()
+        .any(|s| p.contains(s))
+        || (p.contains("key") && !p.ends_with(".location"))
+}
+
+fn redact(property: &str, value: &str) -> String {
+    if is_secret(property) {
+        "***".to_owned()
+    } else {
+        value.to_owned()
+    }
+}
+
+fn error(variable: &str, value: &str, expected: &str) -> SettingsError {
+    SettingsError {
+        variable: variable.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(pairs: &[(&str, &str)]) -> Result<KafkaClientSettings, SettingsError> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        KafkaClientSettings::from_vars(&|n| map.get(n).cloned(), map.keys().map(String::as_str))
+    }
+
+    #[test]
+    fn kafka_variables_become_properties() {
+        let s = read(&[
+            ("KAFKA_BOOTSTRAP_SERVERS", "b1:9093,b2:9093"),
+            ("KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),
+            ("KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"),
+            ("KAFKA_SSL_CA_LOCATION", "/etc/ca.pem"),
+            ("KAFKA_SASL_PASSWORD", " pw "),
+            ("KAFKA_LINGER_MS", ""),
+            ("KAFKA_HEAP_OPTS", "-Xmx1g"),
+            ("STORAGE_PIPELINES", "reviews"),
+        ])
+        .unwrap();
+        assert_eq!(s.bootstrap_servers, "b1:9093,b2:9093");
+        let props: Vec<(&str, &str)> = s
+            .properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            props,
+            vec![
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.password", "pw"),
+                ("security.protocol", "SASL_SSL"),
+                ("ssl.ca.location", "/etc/ca.pem"),
+            ]
+        );
+        assert_eq!(
+            read(&[]).unwrap(),
+            KafkaClientSettings::new("127.0.0.1:9092")
+        );
+    }
+
+    #[test]
+    fn guarantees_cannot_be_overridden() {
+        for (property, _) in REFUSED {
+            let variable = match variable_of(property) {
+                // KAFKA_BOOTSTRAP_SERVERS is the bootstrap setting itself.
+                v if v == "KAFKA_BOOTSTRAP_SERVERS" => "KAFKA_bootstrap_servers".to_owned(),
+                v => v,
+            };
+            let err = read(&[(variable.as_str(), "x")]).unwrap_err();
+            assert_eq!(err.variable, variable);
+            assert!(err.expected.contains(property), "{err}");
+        }
+        let err = read(&[("KAFKA_ENABLE_AUTO_COMMIT", "true")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid setting KAFKA_ENABLE_AUTO_COMMIT=\"true\": not settable \
+             (enable.auto.commit): sluice commits an offset only after the database \
+             transaction that holds its effect"
+        );
+        assert_eq!(
+            read(&[("KAFKA_BOOTSTRAP_SERVERS", "nohost")])
+                .unwrap_err()
+                .variable,
+            "KAFKA_BOOTSTRAP_SERVERS"
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        for secret in [
+            "sasl.password",
+            "ssl.key.password",
+            "ssl.key.pem",
+            "sasl.oauthbearer.client.secret",
+            "sasl.oauthbearer.token.endpoint.url",
+            "sasl.jaas.config",
+        ] {
+            assert!(is_secret(secret), "{secret}");
+        }
+        for public in [
+            "ssl.key.location",
+            "ssl.keystore.location",
+            "sasl.username",
+            "ssl.ca.location",
+        ] {
+            assert!(!is_secret(public), "{public}");
+        }
+        let s = read(&[
+            ("KAFKA_SASL_PASSWORD", "hunter2"),
+            ("KAFKA_SASL_USERNAME", "alice"),
+        ])
+        .unwrap();
+        let debug = format!("{s:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("alice") && debug.contains("***"), "{debug}");
+        let err = read(&[("KAFKA_SSL_KEY_PASSWORD", "k"), ("KAFKA_ACKS", "1")]).unwrap_err();
+        assert_eq!(err.variable, "KAFKA_ACKS");
+    }
+
+    #[test]
+    fn variable_and_property_names_map_both_ways() {
+        assert_eq!(
+            property_of("KAFKA_SSL_CA_LOCATION").as_deref(),
+            Some("ssl.ca.location")
+        );
+        assert_eq!(variable_of("ssl.ca.location"), "KAFKA_SSL_CA_LOCATION");
+        assert_eq!(property_of("KAFKA_BOOTSTRAP_SERVERS"), None);
+        assert_eq!(property_of("KAFKA_"), None);
+        assert_eq!(property_of("SLUICE_KAFKA_DEBUG"), None);
+    }
+}

@@ -1,0 +1,67 @@
+//! Every connection sluice opens goes through here: the URL is read the way libpq reads it
+//! (`sslmode` disable | prefer | require | verify-ca | verify-full, `sslrootcert`, `sslcert`,
+//! `sslkey`, a Unix socket directory in `host=/path`), and the connection is named
+//! `sluice-<role>` in `pg_stat_activity` unless the URL (or `PGAPPNAME`) names it.
+//!
+//! TLS is rustls: with `prefer` (the default) a server that offers TLS gets an encrypted
+//! connection, never a silent plaintext one; `verify-full` checks the certificate against
+//! `sslrootcert` (else the Mozilla roots) and the host name.
+
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::{ConnectOptions, PgConnection};
+use std::str::FromStr;
+
+/// The options of `url`, named `sluice-<role>` unless the URL sets `application_name`.
+pub fn connect_options(url: &str, role: &str) -> Result<PgConnectOptions, sqlx::Error> {
+    let options = PgConnectOptions::from_str(url)?;
+    Ok(if options.get_application_name().is_some() {
+        options
+    } else {
+        options.application_name(&format!("sluice-{role}"))
+    })
+}
+
+/// One connection for `role` (see [`connect_options`]).
+pub async fn connect(url: &str, role: &str) -> Result<PgConnection, sqlx::Error> {
+    connect_options(url, role)?.connect().await
+}
+
+/// A `LISTEN` connection for `role` (see [`connect_options`]).
+pub async fn listener(url: &str, role: &str) -> Result<PgListener, sqlx::Error> {
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with(connect_options(url, role)?);
+    PgListener::connect_with(&pool).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_role_names_the_connection_unless_the_url_does() {
+        let o = connect_options("postgres://u@h:5432/db", "reviews").unwrap();
+        assert_eq!(o.get_application_name(), Some("sluice-reviews"));
+        let o = connect_options("postgres://u@h/db?application_name=billing", "x").unwrap();
+        assert_eq!(o.get_application_name(), Some("billing"));
+    }
+
+    #[test]
+    fn libpq_url_parameters_are_understood() {
+        let o = connect_options(
+            "postgres://u@localhost/db?sslmode=verify-full&sslrootcert=/ca.crt",
+            "t",
+        )
+        .unwrap();
+        assert!(matches!(
+            o.get_ssl_mode(),
+            sqlx::postgres::PgSslMode::VerifyFull
+        ));
+        let o = connect_options("postgres:///db?host=/var/run/postgresql", "t").unwrap();
+        assert_eq!(
+            o.get_socket(),
+            Some(&std::path::PathBuf::from("/var/run/postgresql"))
+        );
+        assert!(connect_options("postgres://u@h/db?sslmode=sometimes", "t").is_err());
+    }
+}
