@@ -51,6 +51,25 @@ impl ResilientProducer {
         })
     }
 
+    /// [`ResilientProducer::new`] whose records are acknowledged or failed within
+    /// `delivery_timeout` of being queued (`message.timeout.ms`; the request timeout is
+    /// lowered to it when shorter). The outbox dispatcher relies on that bound.
+    pub fn with_delivery_timeout(
+        bootstrap_servers: &str,
+        client_id: &str,
+        delivery_timeout: Duration,
+    ) -> Result<Self, KafkaError> {
+        let millis = delivery_timeout.as_millis().max(1);
+        let mut config = producer_config(bootstrap_servers, client_id);
+        config.set("message.timeout.ms", millis.to_string());
+        if millis < 30_000 {
+            config.set("request.timeout.ms", millis.to_string());
+        }
+        Ok(Self {
+            producer: config.create()?,
+        })
+    }
+
     /// Publishes one record and waits for its delivery report.
     pub async fn send(&self, record: Outgoing<'_>) -> Result<Delivered, KafkaError> {
         self.enqueue(record)?.await

@@ -46,6 +46,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(6, "0006_outbox_retry_failed.sql"),
     migration!(7, "0007_processed_kafka_messages.sql"),
     migration!(8, "0008_partition_assignment.sql"),
+    migration!(9, "0009_outbox_claim_token.sql"),
 ];
 
 /// The advisory-lock key that serialises migration runs ("sluice-mg" as bytes).
