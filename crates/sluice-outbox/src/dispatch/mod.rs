@@ -54,6 +54,11 @@ use uuid::Uuid;
 const RECOVERY_EVERY: Duration = Duration::from_secs(30);
 /// How often retention runs.
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+/// The producer's linger: short, because a key with several events in a batch costs one
+/// linger plus one round trip per event ([`publish`] sends a key's next event only after
+/// the previous one was acknowledged). Events of distinct keys are queued together before
+/// any report is awaited, so they still share produce requests.
+const LINGER: Duration = Duration::from_millis(5);
 /// The wait before an event whose partition was just created is claimed again.
 const NEW_PARTITION_DELAY: Duration = Duration::from_secs(1);
 
@@ -173,10 +178,11 @@ impl Dispatcher {
     /// Creates the Kafka clients; the database is connected lazily (and again after a
     /// lost connection).
     pub fn new(settings: OutboxSettings) -> Result<Self, OutboxError> {
-        let producer = ResilientProducer::with_delivery_timeout(
+        let producer = ResilientProducer::with_timings(
             &settings.bootstrap_servers,
             &settings.dispatcher_id,
             settings.delivery_timeout,
+            LINGER,
         )?;
         let admin = Admin::new(&settings.bootstrap_servers, Duration::from_secs(10))?;
         Ok(Self {
@@ -363,10 +369,11 @@ impl Dispatcher {
     /// Replaces the producer by a new one, whose first metadata request sees the topic's
     /// current partitions. Every delivery of the old one was already awaited.
     fn refresh_producer(&mut self) {
-        match ResilientProducer::with_delivery_timeout(
+        match ResilientProducer::with_timings(
             &self.settings.bootstrap_servers,
             &self.settings.dispatcher_id,
             self.settings.delivery_timeout,
+            LINGER,
         ) {
             Ok(producer) => self.producer = producer,
             Err(error) => {
