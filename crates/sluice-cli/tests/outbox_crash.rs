@@ -4,7 +4,7 @@
 //! Each round: 4 writers enqueue 10,000 events over 100 keys while 3 `sluice dispatch`
 //! processes run with a 5 s stale timeout (so every survivor runs stale dispatch recovery,
 //! and two recoveries may list the same stale row); one dispatcher is SIGKILLed, another a
-//! moment later, and the second is restarted. Three rounds kill at different moments. Then
+//! moment later, and the second is restarted in phase with the survivor's recovery timer. Three rounds kill at different moments. Then
 //! every event id is in the topic exactly once, and within each key the topic order is the
 //! creation order.
 #![allow(
@@ -31,9 +31,10 @@ const EVENTS: usize = 10_000;
 const WRITERS: usize = 4;
 const KEYS: usize = 100;
 /// Events per writer transaction, and the pause between a writer's transactions: the
-/// writes span about 4 s, so the kills land while events are still arriving.
+/// writes span about 9 s, so the kills and the recoveries land while events still arrive
+/// and the dispatchers claim continuously.
 const PER_TX: usize = 25;
-const WRITE_PAUSE: Duration = Duration::from_millis(40);
+const WRITE_PAUSE: Duration = Duration::from_millis(80);
 
 /// The smallest stale timeout the settings accept with a 2 s delivery timeout is 4 s; the
 /// issue's scenario used 5 s.
@@ -187,6 +188,14 @@ async fn round(env: &Env, r: usize, first_kill: Duration, second_kill: Duration)
     d1.assert_alive();
     kill9(&mut d1);
     let second_at = started.elapsed();
+    // Restart it in phase with d2's recovery timer (every 5 s from its start), 150 ms late:
+    // both then list the same stale rows while the other's Kafka search is still running,
+    // and one acts after the other's requeue was re-claimed by a busy dispatcher — the race
+    // of two recoveries over one stale row that the claim token settles.
+    let phase = Duration::from_secs(5);
+    let next = phase * (started.elapsed().as_millis() / phase.as_millis() + 1) as u32
+        + Duration::from_millis(150);
+    tokio::time::sleep(next.saturating_sub(started.elapsed())).await;
     let mut d1_again = spawn_dispatch(env, &format!("r{r}-d1-restarted"));
     for w in writers {
         w.await.unwrap();
@@ -297,5 +306,29 @@ async fn sigkilled_dispatchers_publish_every_event_once_in_key_order() {
     for (r, (first, second)) in ROUNDS.into_iter().enumerate() {
         round(&env, r, first, second).await;
     }
+    env.cleanup().await;
+}
+
+/// A stale timeout that a delivery could outlast is refused before anything is claimed:
+/// exit 2, naming both settings (the old defaults were stale 60 s, delivery 120 s).
+#[tokio::test]
+async fn a_stale_timeout_below_the_delivery_timeout_exits_2() {
+    let Some(env) = Env::new().await else {
+        return;
+    };
+    let out = env.output(
+        &["dispatch"],
+        &[
+            ("OUTBOX_STALE_DISPATCH_SECONDS", "60"),
+            ("OUTBOX_DELIVERY_TIMEOUT_MS", "120000"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("OUTBOX_STALE_DISPATCH_SECONDS")
+            && stderr.contains("OUTBOX_DELIVERY_TIMEOUT_MS"),
+        "names both settings: {stderr}"
+    );
     env.cleanup().await;
 }
