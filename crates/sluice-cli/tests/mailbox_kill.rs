@@ -25,12 +25,14 @@ const COMMANDS: i64 = 20;
 const CAP: i32 = 10;
 const WAVES: i64 = 4;
 
-/// The dispatcher's settings: short polls, a 1 s stale timeout.
-const DISPATCH_VARS: [(&str, &str); 4] = [
+/// The dispatcher's settings: short polls, a 3 s stale timeout (the smallest the settings
+/// accept with a 1 s delivery timeout).
+const DISPATCH_VARS: [(&str, &str); 5] = [
     ("OUTBOX_POLL_INTERVAL_MS", "50"),
     ("OUTBOX_BATCH_SIZE", "100"),
     ("OUTBOX_BACKOFF_BASE_MS", "100"),
-    ("OUTBOX_STALE_DISPATCH_SECONDS", "1"),
+    ("OUTBOX_STALE_DISPATCH_SECONDS", "3"),
+    ("OUTBOX_DELIVERY_TIMEOUT_MS", "1000"),
 ];
 
 fn user_id(i: usize) -> String {

@@ -1,4 +1,4 @@
-//! A real `kill -9` of `sluice dispatch` (acceptance item 3 of the outbox, SPEC S9): the
+//! A real `kill -9` of `sluice dispatch` (acceptance item 3 of the outbox): the
 //! binary SIGKILLs itself through the test-only `SLUICE_FAILPOINT` at either side of the
 //! publish, and a restarted dispatcher's stale dispatch recovery finishes the job.
 //!
@@ -30,12 +30,14 @@ use uuid::Uuid;
 /// Events enqueued per scenario.
 const N: usize = 20;
 
-/// The dispatcher's settings for these tests: short polls, a 1 s stale timeout.
-const DISPATCH_VARS: [(&str, &str); 4] = [
+/// The dispatcher's settings for these tests: short polls, a 3 s stale timeout (the
+/// smallest the settings accept with a 1 s delivery timeout).
+const DISPATCH_VARS: [(&str, &str); 5] = [
     ("OUTBOX_POLL_INTERVAL_MS", "100"),
     ("OUTBOX_BATCH_SIZE", "100"),
     ("OUTBOX_BACKOFF_BASE_MS", "100"),
-    ("OUTBOX_STALE_DISPATCH_SECONDS", "1"),
+    ("OUTBOX_STALE_DISPATCH_SECONDS", "3"),
+    ("OUTBOX_DELIVERY_TIMEOUT_MS", "1000"),
 ];
 
 /// (partition, offset) of every record of `topic`, by its `sluice-event-id` header; a
@@ -185,8 +187,8 @@ async fn killed_then_recovered(failpoint: &str) {
         _ => assert!(in_kafka.is_empty(), "nothing published: {in_kafka:?}"),
     }
 
-    // A clean dispatcher after the stale timeout (1 s) has passed.
-    let wait = Duration::from_millis(1500).saturating_sub(killed_at.elapsed());
+    // A clean dispatcher after the stale timeout (3 s) has passed.
+    let wait = Duration::from_millis(3500).saturating_sub(killed_at.elapsed());
     tokio::time::sleep(wait).await;
     let mut clean = spawn_dispatch(&env, "clean", &[]);
     let deadline = Instant::now() + Duration::from_secs(60);

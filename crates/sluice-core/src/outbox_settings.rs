@@ -1,4 +1,4 @@
-//! Settings of the outbox dispatcher (`sluice dispatch`, SPEC S9), parsed from the
+//! Settings of the outbox dispatcher (`sluice dispatch`), parsed from the
 //! environment by a pure function, like the storage consumer's [`crate::Settings`].
 //!
 //! [`OutboxSettings::from_lookup`] takes any `name → value` lookup and returns one immutable
@@ -19,8 +19,15 @@ use std::time::Duration;
 /// The longest back-off between two publish attempts of one event.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
+/// Slack kept between "the last record of a claim is resolved" and "the claim is stale":
+/// the time a delivery report or the broker's append may trail the producer's own timeout.
+pub const STALE_MARGIN: Duration = Duration::from_secs(1);
+
+/// The shortest time a dispatcher must have to hand a claimed batch to the producer.
+pub const MIN_SEND_WINDOW: Duration = Duration::from_secs(1);
+
 /// Every variable: (name, default, meaning), for `--help`.
-pub const VARIABLES: [(&str, &str, &str); 10] = [
+pub const VARIABLES: [(&str, &str, &str); 11] = [
     (
         "DATABASE_URL",
         "(required)",
@@ -51,7 +58,12 @@ pub const VARIABLES: [(&str, &str, &str); 10] = [
     (
         "OUTBOX_STALE_DISPATCH_SECONDS",
         "60",
-        "DISPATCHING this long is checked against Kafka",
+        "DISPATCHING this long is checked against Kafka; at least delivery timeout + 2 s",
+    ),
+    (
+        "OUTBOX_DELIVERY_TIMEOUT_MS",
+        "30000",
+        "the producer's message.timeout.ms: a publish not acknowledged by then fails",
     ),
     (
         "OUTBOX_RETENTION_DAYS",
@@ -81,7 +93,10 @@ pub struct OutboxSettings {
     /// `OUTBOX_BACKOFF_BASE_MS`: the back-off after the first failed publish.
     pub backoff_base: Duration,
     /// `OUTBOX_STALE_DISPATCH_SECONDS`: a DISPATCHING row older than this is recovered.
+    /// Always at least `delivery_timeout` + [`STALE_MARGIN`] + [`MIN_SEND_WINDOW`].
     pub stale_dispatch: Duration,
+    /// `OUTBOX_DELIVERY_TIMEOUT_MS`: the dispatcher producer's `message.timeout.ms`.
+    pub delivery_timeout: Duration,
     /// `OUTBOX_RETENTION_DAYS`: age after which SUCCESS and PUBLISHED rows are purged.
     pub retention: Duration,
     /// `OUTBOX_DISPATCHER_ID`: this dispatcher's name in `claimed_by`.
@@ -165,6 +180,32 @@ impl OutboxSettings {
             ));
         }
         let dispatcher_id = raw("OUTBOX_DISPATCHER_ID").unwrap_or_else(|| default_id.to_owned());
+        let stale_seconds = number("OUTBOX_STALE_DISPATCH_SECONDS", 60)?;
+        let stale_dispatch = Duration::from_secs(stale_seconds);
+        let delivery_ms = number("OUTBOX_DELIVERY_TIMEOUT_MS", 30_000)?;
+        if !(100..=900_000).contains(&delivery_ms) {
+            return Err(error(
+                "OUTBOX_DELIVERY_TIMEOUT_MS",
+                &delivery_ms.to_string(),
+                "between 100 and 900000 milliseconds",
+            ));
+        }
+        let delivery_timeout = Duration::from_millis(delivery_ms);
+        // Stale recovery must never see a claim whose records can still reach Kafka: a
+        // dispatcher hands its batch to the producer within the send window after the
+        // claim, and each record is acknowledged or failed within the delivery timeout.
+        if stale_dispatch < delivery_timeout + STALE_MARGIN + MIN_SEND_WINDOW {
+            return Err(error(
+                "OUTBOX_STALE_DISPATCH_SECONDS",
+                &stale_seconds.to_string(),
+                &format!(
+                    "at least OUTBOX_DELIVERY_TIMEOUT_MS ({delivery_ms} ms) + {} s, so that \
+                     stale recovery never requeues a claim whose records may still be \
+                     delivered; raise it or lower OUTBOX_DELIVERY_TIMEOUT_MS",
+                    (STALE_MARGIN + MIN_SEND_WINDOW).as_secs()
+                ),
+            ));
+        }
         Ok(Self {
             database_url,
             kafka,
@@ -172,7 +213,8 @@ impl OutboxSettings {
             poll_interval: Duration::from_millis(number("OUTBOX_POLL_INTERVAL_MS", 1000)?),
             max_attempts: small("OUTBOX_MAX_ATTEMPTS", 10)?,
             backoff_base: Duration::from_millis(number("OUTBOX_BACKOFF_BASE_MS", 500)?),
-            stale_dispatch: Duration::from_secs(number("OUTBOX_STALE_DISPATCH_SECONDS", 60)?),
+            stale_dispatch,
+            delivery_timeout,
             retention: Duration::from_secs(retention_days * 86_400),
             dispatcher_id,
         })
@@ -188,6 +230,16 @@ impl OutboxSettings {
             map.keys().map(String::as_str),
             default_id,
         )
+    }
+
+    /// How long after its claim a dispatcher may still hand a claimed event to the
+    /// producer: the stale timeout minus the delivery timeout and [`STALE_MARGIN`]. An event
+    /// not sent by then is requeued without an attempt, so every record of a claim is
+    /// acknowledged or failed before stale recovery may look at the claim.
+    pub fn send_window(&self) -> Duration {
+        self.stale_dispatch
+            .saturating_sub(self.delivery_timeout)
+            .saturating_sub(STALE_MARGIN)
     }
 
     /// The back-off before attempt `attempts + 1`: base × 2^(attempts − 1), capped at
@@ -247,6 +299,8 @@ mod tests {
         assert_eq!(s.max_attempts, 10);
         assert_eq!(s.backoff_base, Duration::from_millis(500));
         assert_eq!(s.stale_dispatch, Duration::from_secs(60));
+        assert_eq!(s.delivery_timeout, Duration::from_secs(30));
+        assert_eq!(s.send_window(), Duration::from_secs(29));
         assert_eq!(s.retention, Duration::from_secs(7 * 86_400));
         assert_eq!(s.dispatcher_id, "host-1");
         let s = settings(&[("OUTBOX_DISPATCHER_ID", " d2 "), ("OUTBOX_BATCH_SIZE", "7")]).unwrap();
@@ -264,6 +318,8 @@ mod tests {
             ("OUTBOX_BACKOFF_BASE_MS", "1.5"),
             ("OUTBOX_STALE_DISPATCH_SECONDS", "0"),
             ("OUTBOX_RETENTION_DAYS", "100000"),
+            ("OUTBOX_DELIVERY_TIMEOUT_MS", "50"),
+            ("OUTBOX_DELIVERY_TIMEOUT_MS", "ten"),
             ("DATABASE_URL", "mysql://x"),
             ("KAFKA_ACKS", "1"),
             ("KAFKA_BOOTSTRAP_SERVERS", "no-port"),
@@ -273,6 +329,48 @@ mod tests {
         }
         let missing = OutboxSettings::from_map(&BTreeMap::new(), "h").unwrap_err();
         assert_eq!(missing.variable, "DATABASE_URL");
+    }
+
+    #[test]
+    fn stale_timeout_must_exceed_the_delivery_timeout() {
+        // The old defaults (stale 60 s, producer timeout 120 s) are refused, naming both.
+        let error = settings(&[("OUTBOX_DELIVERY_TIMEOUT_MS", "120000")]).unwrap_err();
+        assert_eq!(error.variable, "OUTBOX_STALE_DISPATCH_SECONDS");
+        assert!(
+            error.expected.contains("OUTBOX_DELIVERY_TIMEOUT_MS"),
+            "{error:?}"
+        );
+        // Exactly delivery + margin + the shortest send window is accepted, 1 ms more is not.
+        let ok = settings(&[
+            ("OUTBOX_STALE_DISPATCH_SECONDS", "5"),
+            ("OUTBOX_DELIVERY_TIMEOUT_MS", "3000"),
+        ])
+        .unwrap();
+        assert_eq!(ok.send_window(), Duration::from_secs(1));
+        let error = settings(&[
+            ("OUTBOX_STALE_DISPATCH_SECONDS", "5"),
+            ("OUTBOX_DELIVERY_TIMEOUT_MS", "3001"),
+        ])
+        .unwrap_err();
+        assert_eq!(error.variable, "OUTBOX_STALE_DISPATCH_SECONDS");
+        // A stale timeout alone below the default delivery timeout is refused too.
+        let error = settings(&[("OUTBOX_STALE_DISPATCH_SECONDS", "5")]).unwrap_err();
+        assert_eq!(error.variable, "OUTBOX_STALE_DISPATCH_SECONDS");
+        // For every accepted pair, the send window plus the delivery timeout plus the margin
+        // fits in the stale timeout.
+        for stale in 1..=40_u64 {
+            for delivery in (100..=40_000_u64).step_by(700) {
+                if let Ok(s) = settings(&[
+                    ("OUTBOX_STALE_DISPATCH_SECONDS", &stale.to_string()),
+                    ("OUTBOX_DELIVERY_TIMEOUT_MS", &delivery.to_string()),
+                ]) {
+                    assert!(s.send_window() >= MIN_SEND_WINDOW);
+                    assert!(
+                        s.send_window() + s.delivery_timeout + STALE_MARGIN <= s.stale_dispatch
+                    );
+                }
+            }
+        }
     }
 
     #[test]

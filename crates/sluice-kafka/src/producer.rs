@@ -52,6 +52,30 @@ impl ResilientProducer {
         })
     }
 
+    /// [`ResilientProducer::new`] whose records are acknowledged or failed within
+    /// `delivery_timeout` of being queued (`message.timeout.ms`; the request timeout is
+    /// lowered to it when shorter), with `linger` instead of the default 20 ms. The outbox
+    /// dispatcher relies on the bound, and waits for a key's record before sending the
+    /// next one, so it wants a short linger.
+    pub fn with_timings(
+        client: &KafkaClientSettings,
+        client_id: &str,
+        delivery_timeout: Duration,
+        linger: Duration,
+    ) -> Result<Self, KafkaError> {
+        let millis = delivery_timeout.as_millis().max(1);
+        let mut config = producer_config(client, client_id);
+        config
+            .set("message.timeout.ms", millis.to_string())
+            .set("linger.ms", linger.as_millis().to_string());
+        if millis < 30_000 {
+            config.set("request.timeout.ms", millis.to_string());
+        }
+        Ok(Self {
+            producer: config.create()?,
+        })
+    }
+
     /// Publishes one record and waits for its delivery report.
     pub async fn send(&self, record: Outgoing<'_>) -> Result<Delivered, KafkaError> {
         self.enqueue(record)?.await

@@ -1,4 +1,4 @@
-//! The outbox-aware consumer helper (SPEC S10, S12): process one record of an outbox event
+//! The outbox-aware consumer helper: process one record of an outbox event
 //! once and move its outbox row to its final status in the same transaction.
 //!
 //! Invariant: the processed row, the work's effects and the row's final status (SUCCESS or
@@ -77,6 +77,11 @@ impl<E> From<sqlx::Error> for HandleError<E> {
 /// UNDER_PROCESSING → SUCCESS ([`Handled::Applied`]) or PUSHED_FAILURE
 /// ([`Handled::Rejected`]). When `key` was already processed, UNDER_PROCESSING → SUCCESS
 /// without running `work`. `work` fails → everything rolls back and its error is returned.
+///
+/// No outbox row for `event_id` is [`OutboxError::NotFound`]: either the record is not an
+/// event of this database, or retention already purged the row because the consumer lags
+/// more than `OUTBOX_RETENTION_DAYS` behind. A consumer must not pass over it silently (the
+/// mailbox consumer logs it as an error with its coordinates and counts it).
 pub async fn handle_outbox_record<E>(
     conn: &mut PgConnection,
     key: &ProcessKey,
@@ -132,7 +137,9 @@ pub async fn handle_outbox_record<E>(
             RecordOutcome::Completed { from }
         }
         Err(ProcessError::Work(error)) => return Err(HandleError::Work(error)),
-        Err(ProcessError::Database(error)) => return Err(error.into()),
+        Err(ProcessError::Database(error) | ProcessError::Aborted(error)) => {
+            return Err(error.into());
+        }
     };
     tx.commit().await?;
     Ok(outcome)

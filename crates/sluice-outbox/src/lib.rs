@@ -1,4 +1,4 @@
-//! sluice's transactional outbox, the database side (SPEC S9).
+//! sluice's transactional outbox, the database side.
 //!
 //! Invariants this crate keeps:
 //! - An event exists exactly when the caller's business write committed: [`enqueue`] inserts
@@ -10,6 +10,9 @@
 //!   the same edges with a trigger (`migrations/0005_outbox.sql`, its edges replaced by
 //!   `0006_outbox_retry_failed.sql`), so a status written by
 //!   hand cannot skip the state machine either.
+//! - A row leaves DISPATCHING only through the claim that put it there: each claim writes a
+//!   fresh token (`claim_id`, `migrations/0010_outbox_claim_token.sql`), and every move a
+//!   dispatcher or stale recovery makes compares it ([`dispatch::settle`]).
 //! - An acknowledgement never moves a row back: [`mark_published`] leaves a row that is
 //!   already PUBLISHED, UNDER_PROCESSING, SUCCESS or PUSHED_FAILURE as it is.
 //!

@@ -11,9 +11,10 @@ const MIGRATION: &str = include_str!("../../../migrations/0005_outbox.sql");
 
 /// Every migration that touches the outbox, oldest first; applied files are never edited,
 /// so a changed edge table arrives as a new file that replaces the trigger function.
-const OUTBOX_MIGRATIONS: [&str; 2] = [
+const OUTBOX_MIGRATIONS: [&str; 3] = [
     MIGRATION,
     include_str!("../../../migrations/0006_outbox_retry_failed.sql"),
+    include_str!("../../../migrations/0010_outbox_claim_token.sql"),
 ];
 
 /// The newest migration with an edge block: the trigger function the database runs.

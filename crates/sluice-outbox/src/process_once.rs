@@ -1,4 +1,4 @@
-//! Idempotent processing (SPEC S10): a consumer's database work runs at most once per key.
+//! Idempotent processing: a consumer's database work runs at most once per key.
 //!
 //! Invariant: the processed row and the work's effects commit together or not at all. The
 //! row is inserted first, in the same transaction as `work`; a key that is already there (a
@@ -75,14 +75,24 @@ pub enum ProcessError<E> {
     /// The database failed (the processed row, the transaction itself).
     #[error("idempotent processing query failed")]
     Database(#[from] sqlx::Error),
+    /// The work returned success, but a statement in it had failed and aborted the
+    /// transaction (the work swallowed the database error): PostgreSQL would answer COMMIT
+    /// with ROLLBACK, so nothing was committed and the record is not processed.
+    #[error("the work returned Ok but its transaction was aborted by a failed statement")]
+    Aborted(#[source] sqlx::Error),
 }
 
-/// Runs `work` once for `key` (SPEC S10); see the module docs.
+/// SQLSTATE 25P02, `in_failed_sql_transaction`: a statement in an aborted transaction.
+const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
+
+/// Runs `work` once for `key`; see the module docs.
 ///
 /// In one transaction: insert the processed row (`ON CONFLICT DO NOTHING`), run `work` on
 /// the transaction, commit. No row inserted → roll back and return
 /// [`Processed::AlreadyProcessed`] without running `work`. `work` fails → roll back both
-/// and return [`ProcessError::Work`] with its error unchanged.
+/// and return [`ProcessError::Work`] with its error unchanged. `work` returns Ok
+/// although a statement of it failed (the transaction is aborted) → roll back and return
+/// [`ProcessError::Aborted`], never [`Processed::Done`].
 pub async fn process_once<T, E>(
     conn: &mut PgConnection,
     key: &MessageKey,
@@ -142,6 +152,27 @@ pub async fn process_keyed<T, E>(
     }
     match work(&mut tx).await {
         Ok(value) => {
+            // COMMIT of an aborted transaction is not an error to sqlx: PostgreSQL answers
+            // it with the ROLLBACK command tag, which sqlx does not check. So ask first: in
+            // an aborted transaction any statement fails with 25P02 (one round trip, the
+            // price of never reporting Done for work that was rolled back).
+            if let Err(error) = sqlx::query("SELECT 1").execute(&mut *tx).await {
+                let aborted = error
+                    .as_database_error()
+                    .and_then(|db| db.code())
+                    .is_some_and(|code| code == IN_FAILED_SQL_TRANSACTION);
+                if let Err(rollback) = tx.rollback().await {
+                    tracing::warn!(?key, error = %rollback, "rollback after an aborted work failed");
+                }
+                if aborted {
+                    tracing::warn!(
+                        ?key,
+                        "work returned Ok in an aborted transaction; rolled back"
+                    );
+                    return Err(ProcessError::Aborted(error));
+                }
+                return Err(ProcessError::Database(error));
+            }
             tx.commit().await?;
             tracing::debug!(?key, "record processed");
             Ok(Processed::Done(value))

@@ -124,7 +124,9 @@ pub async fn mark_published(
     }
 }
 
-/// [`mark_published`] for a batch of acknowledgements `(id, partition, offset)`: one
+/// [`mark_published`] for a batch of acknowledgements `(id, partition, offset)`, comparing
+/// the status only — the dispatcher does not use it: it settles its batch under its claim
+/// token ([`crate::dispatch::settle::settle_published`]). One
 /// compare-and-set statement for the rows still DISPATCHING, then [`mark_published`] row by
 /// row for the others (already past PUBLISHED, or an error). One outcome per input, in order.
 pub async fn mark_published_batch(

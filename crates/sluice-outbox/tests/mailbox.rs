@@ -244,3 +244,73 @@ async fn two_hundred_users_fifty_commands_each_applied_in_order_exactly_once() {
     sluice_testkit::delete_topics(&stack, &[&topic]).await;
     teardown(schema, conn).await;
 }
+
+/// Retention vs a lagging consumer: a record whose outbox row is gone (purged) is not
+/// passed over silently — the consumer counts it in `missing_row` (and logs it as an error
+/// with its coordinates) and goes on with the next record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_record_whose_outbox_row_was_purged_is_counted() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let topic = sluice_testkit::unique("mailbox-purged");
+    sluice_testkit::create_topic(&stack, &topic, 1).await;
+    let admin = Admin::new(
+        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        Duration::from_secs(30),
+    )
+    .expect("admin");
+    mailbox::setup(&mut conn).await.expect("mailbox setup");
+    mailbox::create_user(&mut conn, &admin, &topic, "purged-user", 10)
+        .await
+        .expect("create user");
+    let first = mailbox::send_command(&mut conn, &topic, "purged-user", 1, command(1))
+        .await
+        .unwrap();
+    let second = mailbox::send_command(&mut conn, &topic, "purged-user", 2, command(2))
+        .await
+        .unwrap();
+    let mut dispatcher = Dispatcher::new(settings(&stack, &schema, "purge-test")).unwrap();
+    let batch = dispatcher.dispatch_once().await.unwrap();
+    assert_eq!(batch.published, 2);
+    // Retention purged the first row before the consumer read its record.
+    sqlx::query("DELETE FROM outbox_events WHERE id = $1")
+        .bind(first)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+
+    let stop = CancellationToken::new();
+    let mut config = ConsumerConfig::new(
+        sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        &schema.url,
+        &topic,
+    );
+    config.group = sluice_testkit::unique("mailbox-purged");
+    let consumer = {
+        let stop = stop.child_token();
+        tokio::spawn(async move { mailbox::run_consumer(&config, stop).await })
+    };
+    // The second record is handled after the first (one partition, in order).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status: String = sqlx::query_scalar("SELECT status FROM outbox_events WHERE id = $1")
+            .bind(second)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        if status == OutboxStatus::Success.as_str() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "second command still {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    let totals = consumer.await.unwrap().expect("consumer run");
+    assert_eq!(totals.missing_row, 1, "{totals:?}");
+    assert_eq!(totals.applied, 1, "{totals:?}");
+    assert_eq!(totals.ignored, 0, "{totals:?}");
+    sluice_testkit::delete_topics(&stack, &[&topic]).await;
+    teardown(schema, conn).await;
+}

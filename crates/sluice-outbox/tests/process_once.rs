@@ -429,3 +429,42 @@ async fn concurrent_deliveries_of_one_record_run_the_work_once() {
     other.close().await.expect("close");
     teardown(schema, conn).await;
 }
+
+/// A work that swallows a database error and returns Ok: PostgreSQL answers the COMMIT of
+/// the aborted transaction with ROLLBACK (sqlx does not report that as an error), so
+/// `process_once` must not say Done. It returns `Aborted`, nothing is committed, the record
+/// is processed again on its next delivery, and the connection is usable.
+#[tokio::test]
+async fn a_work_that_swallows_a_database_error_is_not_done() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    create_projection(&mut conn).await;
+    let k = key("swallow", "t", 1);
+    let outcome = process_once(&mut conn, &k, async |tx: &mut PgConnection| {
+        project(tx, "written before the failure").await?;
+        // A failing statement; its error is dropped on purpose.
+        let swallowed = sqlx::query("SELECT 1 / 0").execute(&mut *tx).await;
+        assert!(swallowed.is_err());
+        Ok::<_, sqlx::Error>(())
+    })
+    .await;
+    match outcome {
+        Err(ProcessError::Aborted(error)) => {
+            let code = error.as_database_error().and_then(|d| d.code());
+            assert_eq!(code.as_deref(), Some("25P02"), "{error:?}");
+        }
+        other => panic!("expected Aborted, got {other:?}"),
+    }
+    assert_eq!(count(&mut conn, "processed_kafka_messages").await, 0);
+    assert_eq!(count(&mut conn, "projection").await, 0);
+    // The next delivery processes it.
+    let again = process_once(&mut conn, &k, async |tx: &mut PgConnection| {
+        project(tx, "second delivery").await
+    })
+    .await
+    .unwrap();
+    assert_eq!(again, Processed::Done(()));
+    assert_eq!(count(&mut conn, "projection").await, 1);
+    teardown(schema, conn).await;
+}

@@ -47,6 +47,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(7, "0007_processed_kafka_messages.sql"),
     migration!(8, "0008_partition_assignment.sql"),
     migration!(9, "0009_dead_letter_identity.sql"),
+    migration!(10, "0010_outbox_claim_token.sql"),
 ];
 
 /// The advisory-lock key that serialises migration runs ("sluice-mg" as bytes).

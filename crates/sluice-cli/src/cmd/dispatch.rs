@@ -1,4 +1,4 @@
-//! `sluice dispatch`: the outbox dispatcher (SPEC S9) until SIGTERM/SIGINT.
+//! `sluice dispatch`: the outbox dispatcher until SIGTERM/SIGINT.
 //!
 //! Settings come from the environment (`OUTBOX_*`, see `--help`); an invalid value exits 2.
 //! A stop signal lets the batch in flight finish (publish, then mark), and the process exits
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The settings table for `sluice dispatch --help`.
 pub fn settings_help() -> String {
-    let mut help = String::from("Environment (SPEC S9):\n");
+    let mut help = String::from("Environment:\n");
     for (name, default, meaning) in VARIABLES {
         help.push_str(&format!("  {name:<32} {meaning} [default: {default}]\n"));
     }

@@ -1,4 +1,5 @@
-//! Claiming a batch: PENDING → DISPATCHING in one statement (`sql/claim.sql`).
+//! Claiming a batch: PENDING → DISPATCHING in one statement (`sql/claim.sql`), under a
+//! fresh claim token that every later move of those rows compares (see [`super::settle`]).
 
 use crate::error::OutboxError;
 use serde_json::{Map, Value};
@@ -31,14 +32,26 @@ pub struct ClaimedEvent {
     pub headers: Map<String, Value>,
     /// Failed publish attempts before this claim.
     pub attempts: i32,
+    /// The token of the claim that holds the row (`claim_id`).
+    pub claim_id: Uuid,
 }
 
-/// Claims up to `limit` due PENDING events for `dispatcher` and returns them in creation
-/// order. Concurrent dispatchers never claim the same event, and never hold events of the
-/// same (topic, key) at the same time (see `sql/claim.sql`).
+/// Claims up to `limit` due PENDING events for `dispatcher` under a new claim token and
+/// returns them in creation order. Concurrent dispatchers never claim the same event, and
+/// never hold events of the same (topic, key) at the same time (see `sql/claim.sql`).
 pub async fn claim_batch(
     conn: &mut PgConnection,
     dispatcher: &str,
+    limit: u32,
+) -> Result<Vec<ClaimedEvent>, OutboxError> {
+    claim_batch_as(conn, dispatcher, Uuid::new_v4(), limit).await
+}
+
+/// [`claim_batch`] with the caller's claim token (a fresh random one per call).
+pub async fn claim_batch_as(
+    conn: &mut PgConnection,
+    dispatcher: &str,
+    claim: Uuid,
     limit: u32,
 ) -> Result<Vec<ClaimedEvent>, OutboxError> {
     // Planned on every call (an unnamed statement), never with a cached generic plan: the
@@ -48,6 +61,7 @@ pub async fn claim_batch(
         .persistent(false)
         .bind(dispatcher)
         .bind(i64::from(limit))
+        .bind(claim)
         .fetch_all(conn)
         .await?;
     // UPDATE … RETURNING has no order of its own.

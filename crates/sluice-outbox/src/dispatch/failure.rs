@@ -1,5 +1,7 @@
 //! A failed publish: back to PENDING with back-off, or FAILURE after the attempt limit
-//! (`mark_publish_failed`); and the requeue that costs no attempt (unknown partition).
+//! (`mark_publish_failed`); and the requeue that costs no attempt (unknown partition, an
+//! event held behind an earlier failed event of its key, or one not sent in the claim's
+//! send window). Both compare the claim token (see [`super::settle`]).
 
 use crate::error::OutboxError;
 use crate::transition::checked_sources;
@@ -22,17 +24,17 @@ pub enum FailedPublishOutcome {
         /// Failed attempts.
         attempts: u32,
     },
-    /// The row is no longer this dispatcher's DISPATCHING claim (recovery moved it); it is
-    /// unchanged.
+    /// The row is no longer held by this claim (recovery moved it, or it was re-claimed);
+    /// it is unchanged.
     NotClaimed,
 }
 
-/// Records a failed publish of an event `dispatcher` claimed with `failed_before` failed
+/// Records a failed publish of an event held by claim `claim` with `failed_before` failed
 /// attempts: PENDING with exponential back-off, or FAILURE at the attempt limit.
 pub async fn mark_publish_failed(
     conn: &mut PgConnection,
     settings: &OutboxSettings,
-    dispatcher: &str,
+    claim: Uuid,
     id: Uuid,
     failed_before: u32,
     error: &str,
@@ -43,7 +45,8 @@ pub async fn mark_publish_failed(
             (OutboxStatus::Failure, attempts, Duration::ZERO)
         }
     };
-    if !set_back(conn, dispatcher, id, to, attempts, delay, error).await? {
+    if !set_back(conn, claim, id, to, attempts, delay, error).await? {
+        tracing::warn!(%id, %claim, "failed publish not recorded: the claim was lost");
         return Ok(FailedPublishOutcome::NotClaimed);
     }
     if to == OutboxStatus::Failure {
@@ -55,32 +58,35 @@ pub async fn mark_publish_failed(
     }
 }
 
-/// Back to PENDING after `delay` without counting an attempt (the explicit partition did
-/// not exist yet and the topic was grown). False when the row is no longer this
-/// dispatcher's claim.
+/// Back to PENDING after `delay` without counting an attempt. False (and logged) when the
+/// row is no longer held by claim `claim`.
 pub async fn requeue_without_attempt(
     conn: &mut PgConnection,
-    dispatcher: &str,
+    claim: Uuid,
     id: Uuid,
     attempts: u32,
     delay: Duration,
     reason: &str,
 ) -> Result<bool, OutboxError> {
-    set_back(
+    let moved = set_back(
         conn,
-        dispatcher,
+        claim,
         id,
         OutboxStatus::Pending,
         attempts,
         delay,
         reason,
     )
-    .await
+    .await?;
+    if !moved {
+        tracing::warn!(%id, %claim, reason, "requeue not recorded: the claim was lost");
+    }
+    Ok(moved)
 }
 
 async fn set_back(
     conn: &mut PgConnection,
-    dispatcher: &str,
+    claim: Uuid,
     id: Uuid,
     to: OutboxStatus,
     attempts: u32,
@@ -90,7 +96,7 @@ async fn set_back(
     checked_sources(&[OutboxStatus::Dispatching], to)?;
     let moved: Option<String> = sqlx::query_scalar(include_str!("../sql/mark_publish_failed.sql"))
         .bind(id)
-        .bind(dispatcher)
+        .bind(claim)
         .bind(to.as_str())
         .bind(i32::try_from(attempts).unwrap_or(i32::MAX))
         .bind(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX))

@@ -1,12 +1,21 @@
-//! The outbox dispatcher (SPEC S9): claim a batch, publish it, record the outcome.
+//! The outbox dispatcher: claim a batch, publish it, record the outcome.
 //!
 //! At-least-once, written where it is implemented: a row is marked PUBLISHED only after the
 //! broker acknowledged its record (acks=all); a failed publish puts it back to PENDING (or
 //! FAILURE at the attempt limit); a dispatcher that dies between the acknowledgement and the
 //! mark leaves the row DISPATCHING, and [`recovery`] finds the record in Kafka instead of
-//! publishing it again. Events of one (topic, partition key) are claimed by one dispatcher
-//! at a time and published in creation order (`sql/claim.sql`); a publish failure in the
-//! middle of a key's run can still reorder that key (the failed event is retried later).
+//! publishing it again. Every one of those moves compares the claim token ([`settle`]), so
+//! no actor ever moves a claim other than the one it acts on.
+//!
+//! Per-key order: events of one (topic, partition key) are claimed by one dispatcher at a
+//! time (`sql/claim.sql`) and sent in creation order, each only after the previous one of
+//! its key was acknowledged ([`publish`]); at a key's first failure the rest of its chain is
+//! requeued without an attempt behind the failed event's back-off.
+//!
+//! Stale timeout vs delivery: records are handed to the producer only within the claim's
+//! send window, and resolve within the delivery timeout; the settings refuse a stale timeout
+//! shorter than both plus a margin, so stale recovery never requeues a claim whose records
+//! can still arrive.
 //!
 //! The loop: claim and publish while there is work; otherwise wait for a NOTIFY on
 //! [`crate::NOTIFY_CHANNEL`], the poll interval, or the stop token. Recovery and retention
@@ -17,19 +26,21 @@
 //! batch (see [`Failpoint`]): `before-publish` (the claim committed, nothing published:
 //! the rows are left DISPATCHING with nothing in Kafka) or `after-publish` (every record of
 //! the batch acknowledged, none marked: the rows are left DISPATCHING with their records
-//! in Kafka). Unset, empty or any other value: no fault. Never set it in production.
+//! in Kafka). `fail-first-publish` does not kill: the first event this dispatcher would
+//! publish is not sent and fails as a delivery timeout would (once). Unset, empty or any
+//! other value: no fault. Never set it in production.
 
 pub mod claim;
 pub mod failure;
 pub mod publish;
 pub mod recovery;
 pub mod retention;
+pub mod settle;
 
 use crate::error::OutboxError;
-use crate::transition::mark_published_batch;
-use claim::{ClaimedEvent, claim_batch};
+use claim::{ClaimedEvent, claim_batch_as};
 use failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt};
-use publish::{is_unknown_partition, publish_batch};
+use publish::{Sent, is_unknown_partition, publish_in_key_order};
 use sluice_core::outbox_settings::OutboxSettings;
 use sluice_kafka::{Admin, ResilientProducer};
 use sqlx::PgConnection;
@@ -37,11 +48,17 @@ use sqlx::postgres::PgListener;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 /// How often stale dispatch recovery runs (at most; it also waits for the stale timeout).
 const RECOVERY_EVERY: Duration = Duration::from_secs(30);
 /// How often retention runs.
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+/// The producer's linger: short, because a key with several events in a batch costs one
+/// linger plus one round trip per event ([`publish`] sends a key's next event only after
+/// the previous one was acknowledged). Events of distinct keys are queued together before
+/// any report is awaited, so they still share produce requests.
+const LINGER: Duration = Duration::from_millis(5);
 /// The wait before an event whose partition was just created is claimed again.
 const NEW_PARTITION_DELAY: Duration = Duration::from_secs(1);
 
@@ -53,6 +70,9 @@ pub enum Failpoint {
     /// `after-publish`: SIGKILL right after the broker acknowledged the batch, before the
     /// outcomes are marked.
     AfterPublish,
+    /// `fail-first-publish`: the first event to be published is not sent and fails once,
+    /// as a delivery timeout would; no kill.
+    FailFirstPublish,
 }
 
 impl Failpoint {
@@ -64,6 +84,7 @@ impl Failpoint {
         match value.trim() {
             "before-publish" => Some(Failpoint::BeforePublish),
             "after-publish" => Some(Failpoint::AfterPublish),
+            "fail-first-publish" => Some(Failpoint::FailFirstPublish),
             _ => None,
         }
     }
@@ -75,7 +96,7 @@ impl Failpoint {
         match failpoint {
             Some(point) => tracing::warn!(
                 ?point,
-                "{} is set: this dispatcher will SIGKILL itself",
+                "{} is set: this dispatcher will fail on purpose",
                 Self::VAR
             ),
             None if value.trim().is_empty() => {}
@@ -110,6 +131,12 @@ pub struct BatchReport {
     pub failed: usize,
     /// Explicit partition missing: topic grown, requeued without an attempt.
     pub repartitioned: usize,
+    /// Not sent (behind an earlier failed event of its key, or the send window closed):
+    /// requeued without an attempt.
+    pub held: usize,
+    /// The claim was lost before the outcome could be recorded (the row was requeued or
+    /// re-claimed meanwhile): left to its new holder.
+    pub lost: usize,
     /// Time spent claiming.
     pub claim_time: Duration,
     /// Time from the first record queued to the last delivery report.
@@ -129,6 +156,10 @@ pub struct DispatchTotals {
     pub retried: u64,
     /// Events moved to FAILURE.
     pub failed: u64,
+    /// Events requeued without an attempt because they were not sent.
+    pub held: u64,
+    /// Outcomes not recorded because the claim was lost.
+    pub lost: u64,
 }
 
 /// One dispatcher: its own database connection, listener and producer.
@@ -139,21 +170,38 @@ pub struct Dispatcher {
     producer: ResilientProducer,
     admin: Admin,
     failpoint: Option<Failpoint>,
+    /// The `fail-first-publish` fault is still to be spent.
+    fail_next: bool,
 }
 
 impl Dispatcher {
     /// Creates the Kafka clients; the database is connected lazily (and again after a
     /// lost connection).
     pub fn new(settings: OutboxSettings) -> Result<Self, OutboxError> {
-        let producer = ResilientProducer::new(&settings.kafka, &settings.dispatcher_id)?;
+        let producer = ResilientProducer::with_timings(
+            &settings.kafka,
+            &settings.dispatcher_id,
+            settings.delivery_timeout,
+            LINGER,
+        )?;
         let admin = Admin::new(&settings.kafka, Duration::from_secs(10))?;
         Ok(Self {
             settings,
             conn: None,
             producer,
             admin,
-            failpoint: Failpoint::from_env(),
-        })
+            failpoint: None,
+            fail_next: false,
+        }
+        .with_failpoint(Failpoint::from_env()))
+    }
+
+    /// Replaces the fault taken from the environment (tests inject one without touching
+    /// the process environment).
+    pub fn with_failpoint(mut self, failpoint: Option<Failpoint>) -> Self {
+        self.failpoint = failpoint;
+        self.fail_next = failpoint == Some(Failpoint::FailFirstPublish);
+        self
     }
 
     async fn connection(&mut self) -> Result<&mut PgConnection, OutboxError> {
@@ -172,12 +220,17 @@ impl Dispatcher {
         Ok(self.conn.insert(conn))
     }
 
-    /// Claims one batch, publishes it and records every outcome.
+    /// Claims one batch under a fresh claim token, publishes it key by key and records
+    /// every outcome under that token.
     pub async fn dispatch_once(&mut self) -> Result<BatchReport, OutboxError> {
         let id = self.settings.dispatcher_id.clone();
         let limit = self.settings.batch_size;
+        let claim = Uuid::new_v4();
+        // Taken before the claim statement starts, so never later than the claim time the
+        // database records: the send window is measured conservatively.
         let started = std::time::Instant::now();
-        let events = claim_batch(self.connection().await?, &id, limit).await?;
+        let send_until = started + self.settings.send_window();
+        let events = claim_batch_as(self.connection().await?, &id, claim, limit).await?;
         let mut report = BatchReport {
             claimed: events.len(),
             claim_time: started.elapsed(),
@@ -190,26 +243,53 @@ impl Dispatcher {
             Failpoint::BeforePublish.trigger();
         }
         let started = std::time::Instant::now();
-        let results = publish_batch(&self.producer, &events).await;
+        let results =
+            publish_in_key_order(&self.producer, &events, send_until, &mut self.fail_next).await;
         report.publish_time = started.elapsed();
         if self.failpoint == Some(Failpoint::AfterPublish) {
             Failpoint::AfterPublish.trigger();
         }
         let started = std::time::Instant::now();
         let mut failures = vec![];
+        let mut held = vec![];
         let mut acks = Vec::with_capacity(events.len());
         for (event, result) in events.iter().zip(results) {
             match result {
-                Ok(delivered) => acks.push((event.id, delivered.partition, delivered.offset)),
-                Err(error) => failures.push((event, error)),
+                Sent::Delivered(d) => acks.push((event.id, d.partition, d.offset)),
+                Sent::Failed(error) => failures.push((event, error)),
+                Sent::Held(why) => held.push((event, why)),
             }
         }
-        let outcomes = mark_published_batch(self.connection().await?, &acks).await?;
-        report.published = outcomes.len();
+        let settled =
+            settle::settle_published(self.connection().await?, Some(claim), &acks).await?;
+        report.published = settled.published + settled.already_past;
+        report.lost += settled.lost;
+        if settled.lost > 0 {
+            tracing::warn!(%claim, lost = settled.lost,
+                "acknowledged records whose claim was lost before the mark (left to the new holder)");
+        }
         let mut refresh = false;
         for (event, error) in failures {
             self.record_failure(event, &error, &mut report, &mut refresh)
                 .await?;
+        }
+        for (event, why) in held {
+            let attempts = u32::try_from(event.attempts).unwrap_or(0);
+            let conn = self.connection().await?;
+            if requeue_without_attempt(
+                conn,
+                claim,
+                event.id,
+                attempts,
+                Duration::ZERO,
+                why.as_str(),
+            )
+            .await?
+            {
+                report.held += 1;
+            } else {
+                report.lost += 1;
+            }
         }
         if refresh {
             self.refresh_producer();
@@ -225,7 +305,7 @@ impl Dispatcher {
         report: &mut BatchReport,
         refresh: &mut bool,
     ) -> Result<(), OutboxError> {
-        let id = self.settings.dispatcher_id.clone();
+        let claim = event.claim_id;
         let attempts = u32::try_from(event.attempts).unwrap_or(0);
         if is_unknown_partition(event, error) {
             let wanted = event.partition.unwrap_or(0).saturating_add(1);
@@ -252,21 +332,37 @@ impl Dispatcher {
                 "unknown partition {}: {error}",
                 event.partition.unwrap_or(-1)
             );
-            if requeue_without_attempt(conn, &id, event.id, attempts, NEW_PARTITION_DELAY, &reason)
-                .await?
+            if requeue_without_attempt(
+                conn,
+                claim,
+                event.id,
+                attempts,
+                NEW_PARTITION_DELAY,
+                &reason,
+            )
+            .await?
             {
                 report.repartitioned += 1;
+            } else {
+                report.lost += 1;
             }
             return Ok(());
         }
         let settings = self.settings.clone();
         let conn = self.connection().await?;
-        match mark_publish_failed(conn, &settings, &id, event.id, attempts, &error.to_string())
-            .await?
+        match mark_publish_failed(
+            conn,
+            &settings,
+            claim,
+            event.id,
+            attempts,
+            &error.to_string(),
+        )
+        .await?
         {
             FailedPublishOutcome::Requeued { .. } => report.retried += 1,
             FailedPublishOutcome::Failed { .. } => report.failed += 1,
-            FailedPublishOutcome::NotClaimed => {}
+            FailedPublishOutcome::NotClaimed => report.lost += 1,
         }
         Ok(())
     }
@@ -274,7 +370,12 @@ impl Dispatcher {
     /// Replaces the producer by a new one, whose first metadata request sees the topic's
     /// current partitions. Every delivery of the old one was already awaited.
     fn refresh_producer(&mut self) {
-        match ResilientProducer::new(&self.settings.kafka, &self.settings.dispatcher_id) {
+        match ResilientProducer::with_timings(
+            &self.settings.kafka,
+            &self.settings.dispatcher_id,
+            self.settings.delivery_timeout,
+            LINGER,
+        ) {
             Ok(producer) => self.producer = producer,
             Err(error) => {
                 tracing::warn!(%error, "cannot create a new producer; keeping the old one")
@@ -315,12 +416,16 @@ impl Dispatcher {
                         totals.published += report.published as u64;
                         totals.retried += report.retried as u64;
                         totals.failed += report.failed as u64;
+                        totals.held += report.held as u64;
+                        totals.lost += report.lost as u64;
                         tracing::info!(
                             claimed = report.claimed,
                             published = report.published,
                             retried = report.retried,
                             failed = report.failed,
                             repartitioned = report.repartitioned,
+                            held = report.held,
+                            lost = report.lost,
                             claim_ms = report.claim_time.as_millis() as u64,
                             publish_ms = report.publish_time.as_millis() as u64,
                             mark_ms = report.mark_time.as_millis() as u64,
@@ -382,6 +487,8 @@ impl Dispatcher {
             published = totals.published,
             retried = totals.retried,
             failed = totals.failed,
+            held = totals.held,
+            lost = totals.lost,
             "outbox dispatcher stopped"
         );
         Ok(totals)
@@ -418,6 +525,10 @@ mod tests {
         assert_eq!(
             Failpoint::parse(" after-publish\n"),
             Some(Failpoint::AfterPublish)
+        );
+        assert_eq!(
+            Failpoint::parse("fail-first-publish"),
+            Some(Failpoint::FailFirstPublish)
         );
         assert_eq!(Failpoint::parse(""), None);
         assert_eq!(Failpoint::parse("after-mark"), None);

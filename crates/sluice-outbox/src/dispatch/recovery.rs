@@ -1,27 +1,32 @@
-//! Stale dispatch recovery (SPEC S9): a row in DISPATCHING past the timeout is not proof
-//! that nothing reached Kafka, so it is checked against Kafka before it is requeued.
+//! Stale dispatch recovery: a row in DISPATCHING past the timeout is not proof that nothing
+//! reached Kafka, so it is checked against Kafka before it is requeued.
 //!
 //! For each stale row, the row's topic — its explicit partition, or every partition — is
 //! read from the offset of the claim time (offsets for times, minus a clock margin) to the
 //! end offset taken at the start of the search, with a plain consumer (`assign`, no group,
 //! nothing committed), looking for a record whose `sluice-event-id` header is the row's id.
-//! Found → PUBLISHED with that partition and offset (the `mark_published` compare-and-set);
-//! not found → PENDING (the transition helper), and the event is published again.
+//! Found → PUBLISHED with that partition and offset; not found → PENDING, and the event is
+//! published again. Both moves compare the claim token listed with the row
+//! ([`super::settle`]): several dispatchers run recovery, and a round that listed a row
+//! before another round requeued it (and a dispatcher re-claimed it) must not move the new
+//! claim. A lost compare is counted as `raced`.
 //!
 //! A search that cannot finish (broker down, deadline) changes nothing: the rows stay
 //! DISPATCHING for the next round, because requeuing a row whose record merely was not seen
-//! would publish it twice. The remaining duplicate window is a dispatcher that is still
-//! alive past the timeout and publishes after the search: at-least-once, never loss.
+//! would publish it twice. A live dispatcher cannot still be publishing a stale claim: it
+//! hands records to the producer only within its send window after the claim, and the
+//! settings guarantee send window + delivery timeout + margin ≤ stale timeout
+//! (`OutboxSettings::send_window`), so every record of a stale claim was acknowledged (and
+//! is in the searched range) or failed before the row was listed.
 
 use super::publish::EVENT_ID_HEADER;
+use super::settle::{requeue_stale, settle_published};
 use crate::error::OutboxError;
-use crate::transition::{TransitionOutcome, mark_published, transition};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
-use sluice_core::outbox::OutboxStatus;
 use sluice_kafka::Admin;
 use sluice_kafka::config::admin_config;
 use sqlx::{FromRow, PgConnection};
@@ -52,25 +57,53 @@ pub struct RecoveryReport {
     pub raced: usize,
 }
 
-#[derive(Debug, Clone, FromRow)]
-struct StaleRow {
-    id: Uuid,
-    topic: String,
-    partition: Option<i32>,
-    claimed_at_ms: i64,
+/// A stale DISPATCHING row as recovery listed it.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct StaleRow {
+    /// The event id.
+    pub id: Uuid,
+    /// Its topic.
+    pub topic: String,
+    /// Its explicit partition, if any.
+    pub partition: Option<i32>,
+    /// The token of the claim found stale (`None`: claimed before tokens existed).
+    pub claim_id: Option<Uuid>,
+    /// The claim time, milliseconds since the epoch (database clock).
+    pub claimed_at_ms: i64,
 }
 
-/// One recovery round over every row DISPATCHING for longer than `stale_after`.
+/// One recovery round over every row DISPATCHING for longer than `stale_after`:
+/// [`list_stale`], then [`settle_stale`].
 pub async fn recover_stale(
     conn: &mut PgConnection,
     kafka: &KafkaClientSettings,
     stale_after: Duration,
 ) -> Result<RecoveryReport, OutboxError> {
-    let rows: Vec<StaleRow> = sqlx::query_as(include_str!("../sql/stale.sql"))
+    let rows = list_stale(conn, stale_after).await?;
+    settle_stale(conn, kafka, rows).await
+}
+
+/// The rows DISPATCHING for longer than `stale_after` (at most 1,000, oldest claim first),
+/// each with the claim token it is held by.
+pub async fn list_stale(
+    conn: &mut PgConnection,
+    stale_after: Duration,
+) -> Result<Vec<StaleRow>, OutboxError> {
+    Ok(sqlx::query_as(include_str!("../sql/stale.sql"))
         .bind(stale_after.as_secs_f64())
         .bind(STALE_LIMIT)
         .fetch_all(&mut *conn)
-        .await?;
+        .await?)
+}
+
+/// Looks for each listed row's record in Kafka and settles the row under the claim it was
+/// listed with: found → PUBLISHED, not found → PENDING. A row no longer held by that claim
+/// is left alone (`raced`).
+pub async fn settle_stale(
+    conn: &mut PgConnection,
+    kafka: &KafkaClientSettings,
+    rows: Vec<StaleRow>,
+) -> Result<RecoveryReport, OutboxError> {
     let mut report = RecoveryReport {
         stale: rows.len(),
         ..RecoveryReport::default()
@@ -95,24 +128,27 @@ pub async fn recover_stale(
         for row in rows {
             match found.get(&row.id) {
                 Some(&(partition, offset)) => {
-                    mark_published(conn, row.id, partition, offset).await?;
-                    tracing::info!(id = %row.id, %topic, partition, offset,
-                        "stale dispatch: record found in Kafka, marked PUBLISHED");
-                    report.published += 1;
+                    let settled =
+                        settle_published(conn, row.claim_id, &[(row.id, partition, offset)])
+                            .await?;
+                    if settled.published + settled.already_past > 0 {
+                        tracing::info!(id = %row.id, %topic, partition, offset,
+                            "stale dispatch: record found in Kafka, marked PUBLISHED");
+                        report.published += 1;
+                    } else {
+                        tracing::info!(id = %row.id, %topic, claim = ?row.claim_id,
+                            "stale dispatch: found in Kafka, but the row changed claim; left alone");
+                        report.raced += 1;
+                    }
                 }
                 None => {
-                    let outcome = transition(
-                        conn,
-                        row.id,
-                        &[OutboxStatus::Dispatching],
-                        OutboxStatus::Pending,
-                    )
-                    .await?;
-                    if outcome == TransitionOutcome::Moved {
-                        tracing::info!(id = %row.id, %topic,
+                    if requeue_stale(conn, row.id, row.claim_id).await? {
+                        tracing::info!(id = %row.id, %topic, claim = ?row.claim_id,
                             "stale dispatch: no record in Kafka, requeued");
                         report.requeued += 1;
                     } else {
+                        tracing::info!(id = %row.id, %topic, claim = ?row.claim_id,
+                            "stale dispatch: the row changed claim since it was listed; left alone");
                         report.raced += 1;
                     }
                 }

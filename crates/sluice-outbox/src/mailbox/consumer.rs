@@ -70,9 +70,24 @@ pub struct ConsumerTotals {
     pub completed: u64,
     /// Records whose row was already terminal (a redelivery).
     pub skipped: u64,
-    /// Records whose row was requeued (it is published again) or unusable (no event id
-    /// header, no outbox row).
+    /// Records whose row was requeued (it is published again) or without an event id
+    /// header.
     pub ignored: u64,
+    /// Records whose outbox row does not exist: purged by retention before this consumer
+    /// got to them (it lags more than `OUTBOX_RETENTION_DAYS`), or not this database's
+    /// events. Their commands were NOT applied; each is logged as an error with its
+    /// coordinates.
+    pub missing_row: u64,
+}
+
+/// What one record came to.
+enum Handling {
+    /// Handled through its outbox row.
+    Outcome(RecordOutcome),
+    /// No event id header.
+    NoEventId,
+    /// No outbox row for its event id.
+    MissingRow,
 }
 
 /// Consumes the mailbox topic until `stop` is cancelled: each record is handled by
@@ -104,11 +119,14 @@ pub async fn run_consumer(
             }
         };
         match handle_message(&mut conn, &config.group, &message).await? {
-            Some(RecordOutcome::Applied) => totals.applied += 1,
-            Some(RecordOutcome::Rejected(_)) => totals.rejected += 1,
-            Some(RecordOutcome::Completed { .. }) => totals.completed += 1,
-            Some(RecordOutcome::Skipped { .. }) => totals.skipped += 1,
-            Some(RecordOutcome::NotReady { .. }) | None => totals.ignored += 1,
+            Handling::Outcome(RecordOutcome::Applied) => totals.applied += 1,
+            Handling::Outcome(RecordOutcome::Rejected(_)) => totals.rejected += 1,
+            Handling::Outcome(RecordOutcome::Completed { .. }) => totals.completed += 1,
+            Handling::Outcome(RecordOutcome::Skipped { .. }) => totals.skipped += 1,
+            Handling::Outcome(RecordOutcome::NotReady { .. }) | Handling::NoEventId => {
+                totals.ignored += 1
+            }
+            Handling::MissingRow => totals.missing_row += 1,
         }
         consumer.commit_message(&message, CommitMode::Async)?;
     }
@@ -118,13 +136,14 @@ pub async fn run_consumer(
     Ok(totals)
 }
 
-/// One record: `None` when it cannot be an outbox event of this database (no or bad event
-/// id header, no such outbox row); such a record is logged and passed over.
+/// One record. Without an event id header it is logged and passed over; without an outbox
+/// row (purged by retention, or not this database's event) it is logged as an ERROR with its
+/// coordinates and counted — never skipped silently — and the consumer moves on.
 async fn handle_message(
     conn: &mut PgConnection,
     group: &str,
     message: &BorrowedMessage<'_>,
-) -> Result<Option<RecordOutcome>, MailboxError> {
+) -> Result<Handling, MailboxError> {
     let event_id = message
         .headers()
         .and_then(|headers| headers.iter().find(|h| h.key == EVENT_ID_HEADER))
@@ -137,16 +156,24 @@ async fn handle_message(
             offset = message.offset(),
             "mailbox record without an event id header; passed over"
         );
-        return Ok(None);
+        return Ok(Handling::NoEventId);
     };
     let payload: Option<Value> = message
         .payload()
         .and_then(|bytes| serde_json::from_slice(bytes).ok());
     match handle_command(conn, group, event_id, payload.as_ref()).await {
-        Ok(outcome) => Ok(Some(outcome)),
+        Ok(outcome) => Ok(Handling::Outcome(outcome)),
         Err(HandleError::Outbox(OutboxError::NotFound { id })) => {
-            tracing::warn!(%id, "mailbox record without an outbox row; passed over");
-            Ok(None)
+            tracing::error!(
+                event_id = %id,
+                topic = message.topic(),
+                partition = message.partition(),
+                offset = message.offset(),
+                "mailbox record whose outbox row does not exist (purged by retention: the \
+                 consumer lags more than OUTBOX_RETENTION_DAYS; or not this database's event); \
+                 NOT applied"
+            );
+            Ok(Handling::MissingRow)
         }
         Err(error) => Err(error.into()),
     }

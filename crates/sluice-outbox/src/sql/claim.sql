@@ -1,4 +1,5 @@
--- claim_batch: $1 dispatcher id, $2 batch size. PENDING -> DISPATCHING for up to $2 due
+-- claim_batch: $1 dispatcher id, $2 batch size, $3 this claim's token (claim_id, fresh per
+-- call; every later move of these rows compares it). PENDING -> DISPATCHING for up to $2 due
 -- events, in seq order, in ONE statement; FOR UPDATE SKIP LOCKED: no event is claimed twice.
 --
 -- Per-key order across dispatchers: an event is claimed only if no earlier event of its
@@ -34,7 +35,7 @@ WITH candidates AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE outbox_events AS e
-SET status = 'DISPATCHING', claimed_by = $1, claimed_at = now()
+SET status = 'DISPATCHING', claimed_by = $1, claimed_at = now(), claim_id = $3
 FROM candidates AS c
 WHERE e.id = c.id
   AND NOT EXISTS (
@@ -44,4 +45,4 @@ WHERE e.id = c.id
         AND o.id NOT IN (SELECT id FROM candidates)
   )
 RETURNING e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.topic,
-          e.partition_key, e.partition, e.payload, e.headers, e.attempts
+          e.partition_key, e.partition, e.payload, e.headers, e.attempts, e.claim_id

@@ -1,6 +1,7 @@
 -- stale_dispatches: $1 age in seconds, $2 limit. DISPATCHING rows claimed before the
--- cut-off, oldest claim first (outbox_events_dispatching_claimed_idx).
-SELECT id, topic, partition,
+-- cut-off, oldest claim first (outbox_events_dispatching_claimed_idx), with the claim token
+-- each is held by: recovery's later moves compare it.
+SELECT id, topic, partition, claim_id,
        (extract(epoch FROM claimed_at) * 1000)::bigint AS claimed_at_ms
 FROM outbox_events
 WHERE status = 'DISPATCHING'

@@ -1,0 +1,11 @@
+-- The claim token of an outbox row (0005_outbox.sql is applied and never edited).
+--
+-- Every claim (PENDING -> DISPATCHING) writes a fresh random claim_id, one per claim
+-- statement. Every move out of DISPATCHING that a dispatcher or stale dispatch recovery
+-- makes (PUBLISHED, back to PENDING, FAILURE) is a compare-and-set on status AND claim_id,
+-- so an actor holding an old view of a row (a recovery round that listed it before another
+-- round requeued it, a dispatcher whose claim went stale and was re-claimed) can never move
+-- someone else's newer claim. A row claimed before this migration has no token (NULL); the
+-- compare uses IS NOT DISTINCT FROM, so it is still settled exactly once, and its next
+-- claim gets a token.
+ALTER TABLE outbox_events ADD COLUMN claim_id UUID;
