@@ -13,32 +13,8 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::*;
-
-struct BrokerStopped {
-    script: String,
-}
-
-impl BrokerStopped {
-    fn stop(script: &str) -> BrokerStopped {
-        let status = Command::new(script).arg("kafka-stop").status().unwrap();
-        assert!(status.success(), "kafka-stop");
-        BrokerStopped {
-            script: script.to_owned(),
-        }
-    }
-}
-
-impl Drop for BrokerStopped {
-    fn drop(&mut self) {
-        let status = Command::new(&self.script).arg("kafka-start").status();
-        if !matches!(status, Ok(s) if s.success()) {
-            eprintln!("kafka-start after the outage failed: {status:?}");
-        }
-    }
-}
 
 const REVIEWS: usize = 20_000;
 
@@ -65,7 +41,7 @@ async fn a_broker_outage_longer_than_the_stall_bound_is_ridden_out() {
         .await;
 
     let outage = Duration::from_secs(20);
-    let stopped = BrokerStopped::stop(&script);
+    let stopped = sluice_testkit::BrokerStopped::stop(&script);
     let down = Instant::now();
     let at_stop = env.count(count).await;
     while down.elapsed() < outage {

@@ -15,12 +15,9 @@
 
 mod support;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::json;
-use sluice_outbox::{EVENT_ID_HEADER, NewEvent, enqueue};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use sluice_outbox::{NewEvent, enqueue};
+use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -52,63 +49,6 @@ const ROUNDS: [(Duration, Duration); 3] = [
     (Duration::from_millis(1900), Duration::from_millis(1200)),
     (Duration::from_millis(3100), Duration::from_millis(2600)),
 ];
-
-/// One record read back: (partition, offset, key, event id).
-type Record = (i32, i64, String, Uuid);
-
-fn read_topic(bootstrap: &str, topic: &str) -> Vec<Record> {
-    let reader: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "outbox-crash-reader")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .create()
-        .unwrap();
-    let metadata = reader
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .unwrap();
-    let partitions = metadata.topics()[0].partitions().len() as i32;
-    let mut list = TopicPartitionList::new();
-    let mut open = BTreeSet::new();
-    for p in 0..partitions {
-        let (low, high) = reader
-            .fetch_watermarks(topic, p, Duration::from_secs(10))
-            .unwrap();
-        if high > low {
-            list.add_partition_offset(topic, p, Offset::Offset(low))
-                .unwrap();
-            open.insert(p);
-        }
-    }
-    let mut records = vec![];
-    if open.is_empty() {
-        return records;
-    }
-    reader.assign(&list).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !open.is_empty() {
-        assert!(Instant::now() < deadline, "reading {topic} took too long");
-        match reader.poll(Duration::from_millis(500)) {
-            None => {}
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
-                open.remove(&p);
-            }
-            Some(Err(e)) => panic!("read {topic}: {e}"),
-            Some(Ok(m)) => {
-                let id = m
-                    .headers()
-                    .and_then(|h| h.iter().find(|h| h.key == EVENT_ID_HEADER))
-                    .and_then(|h| h.value)
-                    .map(|v| Uuid::parse_str(std::str::from_utf8(v).unwrap()).unwrap())
-                    .unwrap_or_else(Uuid::nil);
-                let key = String::from_utf8(m.key().unwrap_or_default().to_vec()).unwrap();
-                records.push((m.partition(), m.offset(), key, id));
-            }
-        }
-    }
-    records.sort();
-    records
-}
 
 fn spawn_dispatch(env: &Env, name: &str) -> Running {
     let log = env.dir.join(format!("{name}.log"));
@@ -240,7 +180,7 @@ async fn round(env: &Env, r: usize, first_kill: Duration, second_kill: Duration)
             .unwrap()
             .into_iter()
             .collect();
-    let records = read_topic(&env.stack.bootstrap, &topic);
+    let records = read_outbox_topic(&env.stack.bootstrap, &topic);
     let mut times: BTreeMap<Uuid, usize> = BTreeMap::new();
     for (_, _, _, id) in &records {
         *times.entry(*id).or_default() += 1;

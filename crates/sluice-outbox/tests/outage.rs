@@ -17,41 +17,8 @@ use common::{setup, teardown};
 use serde_json::json;
 use sluice_outbox::{Dispatcher, NewEvent, enqueue};
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// Runs `$SLUICE_STACK <action>` and panics if it fails.
-fn stack_command(script: &str, action: &str) {
-    let status = Command::new(script)
-        .arg(action)
-        .status()
-        .unwrap_or_else(|e| panic!("{script} {action}: {e}"));
-    assert!(status.success(), "{script} {action} failed: {status}");
-}
-
-/// The broker is stopped while this lives; dropping it (also while unwinding) starts it.
-struct BrokerStopped {
-    script: String,
-}
-
-impl BrokerStopped {
-    fn stop(script: &str) -> BrokerStopped {
-        stack_command(script, "kafka-stop");
-        BrokerStopped {
-            script: script.to_owned(),
-        }
-    }
-}
-
-impl Drop for BrokerStopped {
-    fn drop(&mut self) {
-        let status = Command::new(&self.script).arg("kafka-start").status();
-        if !matches!(status, Ok(s) if s.success()) {
-            eprintln!("kafka-start after the outage failed: {status:?}");
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn broker_down_for_thirty_seconds_loses_nothing() {
@@ -101,7 +68,7 @@ async fn broker_down_for_thirty_seconds_loses_nothing() {
     };
 
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let outage = BrokerStopped::stop(&script);
+    let outage = sluice_testkit::BrokerStopped::stop(&script);
     tokio::time::sleep(Duration::from_secs(30)).await;
     let during: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_events")
         .fetch_one(&mut conn)

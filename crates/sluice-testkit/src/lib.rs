@@ -262,3 +262,35 @@ pub async fn produce(stack: &Stack, topic: &str, records: &[RawRecord]) {
             .expect("delivered");
     }
 }
+
+/// The single broker is stopped (`$SLUICE_STACK kafka-stop`) while this lives; dropping it,
+/// also while a failing test unwinds, starts it again (`kafka-start` waits until it is ready).
+#[derive(Debug)]
+pub struct BrokerStopped {
+    script: String,
+}
+
+impl BrokerStopped {
+    /// Stops the broker with the stack script `script`; panics if that fails.
+    pub fn stop(script: &str) -> BrokerStopped {
+        let status = std::process::Command::new(script)
+            .arg("kafka-stop")
+            .status()
+            .unwrap_or_else(|e| panic!("{script} kafka-stop: {e}"));
+        assert!(status.success(), "{script} kafka-stop failed: {status}");
+        BrokerStopped {
+            script: script.to_owned(),
+        }
+    }
+}
+
+impl Drop for BrokerStopped {
+    fn drop(&mut self) {
+        let status = std::process::Command::new(&self.script)
+            .arg("kafka-start")
+            .status();
+        if !matches!(status, Ok(s) if s.success()) {
+            eprintln!("kafka-start after the outage failed: {status:?}");
+        }
+    }
+}

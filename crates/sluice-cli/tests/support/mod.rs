@@ -7,6 +7,8 @@
     reason = "tests panic with a clear message"
 )]
 
+use rdkafka::consumer::Consumer;
+use rdkafka::message::{Headers, Message};
 use serde_json::Value;
 use sluice_kafka::Admin;
 use sluice_testkit::{Stack, TestSchema};
@@ -350,4 +352,62 @@ pub fn review(i: usize, package: &str, synced: &str) -> Value {
         "at": "2026-11-01T10:00:00Z",
         "last_synced_at": synced,
     })
+}
+
+/// One record read back: (partition, offset, key, event id).
+pub type OutboxRecord = (i32, i64, String, uuid::Uuid);
+
+/// Every record of an outbox topic, sorted, with the event id from its header.
+pub fn read_outbox_topic(bootstrap: &str, topic: &str) -> Vec<OutboxRecord> {
+    let reader: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "outbox-test-reader")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let metadata = reader
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    let partitions = metadata.topics()[0].partitions().len() as i32;
+    let mut list = rdkafka::TopicPartitionList::new();
+    let mut open = std::collections::BTreeSet::new();
+    for p in 0..partitions {
+        let (low, high) = reader
+            .fetch_watermarks(topic, p, Duration::from_secs(10))
+            .unwrap();
+        if high > low {
+            list.add_partition_offset(topic, p, rdkafka::Offset::Offset(low))
+                .unwrap();
+            open.insert(p);
+        }
+    }
+    let mut records = vec![];
+    if open.is_empty() {
+        return records;
+    }
+    reader.assign(&list).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !open.is_empty() {
+        assert!(Instant::now() < deadline, "reading {topic} took too long");
+        match reader.poll(Duration::from_millis(500)) {
+            None => {}
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                open.remove(&p);
+            }
+            Some(Err(e)) => panic!("read {topic}: {e}"),
+            Some(Ok(m)) => {
+                let id = m
+                    .headers()
+                    .and_then(|h| h.iter().find(|h| h.key == sluice_outbox::EVENT_ID_HEADER))
+                    .and_then(|h| h.value)
+                    .map(|v| uuid::Uuid::parse_str(std::str::from_utf8(v).unwrap()).unwrap())
+                    .unwrap_or_else(uuid::Uuid::nil);
+                let key = String::from_utf8(m.key().unwrap_or_default().to_vec()).unwrap();
+                records.push((m.partition(), m.offset(), key, id));
+            }
+        }
+    }
+    records.sort();
+    records
 }
