@@ -105,17 +105,17 @@ impl TopicSettings {
             |n| n == -1 || n > 0,
             "milliseconds > 0, or -1 to keep forever (default: the broker's)",
         )?;
-        if let (Some(rf), Some(min)) = (replication_factor, min_insync_replicas) {
-            if min > i32::from(rf) {
-                return Err(error(
-                    "STORAGE_TOPIC_MIN_INSYNC_REPLICAS",
-                    &min.to_string(),
-                    &format!(
-                        "at most STORAGE_TOPIC_REPLICATION_FACTOR ({rf}): more in-sync \
-                         replicas than replicas refuses every write"
-                    ),
-                ));
-            }
+        if let (Some(rf), Some(min)) = (replication_factor, min_insync_replicas)
+            && min > i32::from(rf)
+        {
+            return Err(error(
+                "STORAGE_TOPIC_MIN_INSYNC_REPLICAS",
+                &min.to_string(),
+                &format!(
+                    "at most STORAGE_TOPIC_REPLICATION_FACTOR ({rf}): more in-sync \
+                     replicas than replicas refuses every write"
+                ),
+            ));
         }
         Ok(Self {
             partitions,

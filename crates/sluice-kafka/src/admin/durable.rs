@@ -159,14 +159,14 @@ impl Admin {
                 to: plan.min_insync_replicas.to_string(),
             });
         }
-        if let Some(retention) = plan.retention_ms {
-            if state.retention_ms != Some(retention) {
-                changed.push(ConfigChange {
-                    name: RETENTION_MS,
-                    from: state.retention_ms.map(|v| v.to_string()),
-                    to: retention.to_string(),
-                });
-            }
+        if let Some(retention) = plan.retention_ms
+            && state.retention_ms != Some(retention)
+        {
+            changed.push(ConfigChange {
+                name: RETENTION_MS,
+                from: state.retention_ms.map(|v| v.to_string()),
+                to: retention.to_string(),
+            });
         }
         if !changed.is_empty() {
             self.set_configs(topic, &state.overrides, &changed).await?;
