@@ -552,6 +552,7 @@ async fn verify_passes_on_a_healthy_deployment_and_names_the_failing_step() {
             "schema version",
             "applications table",
             "topics",
+            "topic durability",
             "messages produced",
             "rows written",
             "dead letters",

@@ -354,3 +354,115 @@ async fn sluice_and_the_java_producer_put_a_key_on_the_same_partition() {
     sluice_testkit::delete_topics(&env.stack, &[&java_topic, &sluice_topic]).await;
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatch_publishes_outbox_events_over_sasl_ssl_and_verify_full() {
+    use rdkafka::message::Headers;
+    const EVENTS: usize = 1_000;
+    let Some(env) = Env::new().await else { return };
+    let topic = format!("{}-outbox-tls", env.prefix);
+    sluice_testkit::create_topic(&env.stack, &topic, 3).await;
+    let migrated = env.output(&["migrate"], &[]);
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    let mut conn = env.schema.connect().await;
+    let mut tx = sqlx::Connection::begin(&mut conn).await.unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    for i in 0..EVENTS {
+        let event = sluice_outbox::NewEvent::new(
+            &topic,
+            "user",
+            format!("tls-{i}"),
+            "mailbox.command",
+            serde_json::json!({"n": i}),
+        );
+        ids.insert(sluice_outbox::enqueue(&mut tx, &event).await.unwrap());
+    }
+    tx.commit().await.unwrap();
+
+    // Only the secured endpoints: SASL_SSL to Kafka, verify-full to PostgreSQL.
+    let mut secure = tls_vars(&env.schema);
+    secure.push(("OUTBOX_POLL_INTERVAL_MS".into(), "100".into()));
+    let log = env.dir.join("dispatch-tls.log");
+    let mut cmd = env.sluice(&["dispatch"]);
+    cmd.envs(secure.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut dispatch = Running {
+        child: cmd.spawn().unwrap(),
+        log,
+    };
+    let started = Instant::now();
+    let published = format!(
+        "SELECT count(*) FROM outbox_events WHERE topic = '{topic}' AND status = 'PUBLISHED'"
+    );
+    env.wait_rows(
+        &published,
+        EVENTS as i64,
+        &mut dispatch,
+        Duration::from_secs(120),
+    )
+    .await;
+    let took = started.elapsed();
+    let encrypted: bool = sqlx::query_scalar(
+        "SELECT coalesce(bool_and(s.ssl), false) AND count(*) > 0 FROM pg_stat_activity a
+         JOIN pg_stat_ssl s USING (pid)
+         WHERE a.application_name = 'sluice-dispatch' AND a.datname = current_database()",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    dispatch.signal("TERM");
+    assert_eq!(
+        dispatch.wait(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        dispatch.tail()
+    );
+    assert!(encrypted, "pg_stat_ssl shows sluice-dispatch encrypted");
+
+    // Read back over plaintext: every event id once.
+    let reader: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &env.stack.bootstrap)
+        .set("group.id", sluice_testkit::unique("outbox-tls"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let end: i64 = (0..3)
+        .map(|p| {
+            reader
+                .fetch_watermarks(&topic, p, Duration::from_secs(10))
+                .unwrap()
+                .1
+        })
+        .sum();
+    assert_eq!(end, EVENTS as i64, "records in {topic}");
+    reader.subscribe(&[&topic]).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < EVENTS {
+        assert!(Instant::now() < deadline, "{} of {EVENTS} read", seen.len());
+        if let Some(message) = reader.poll(Duration::from_millis(200)) {
+            let message = message.unwrap();
+            let id = message
+                .headers()
+                .and_then(|h| h.iter().find(|h| h.key == sluice_outbox::EVENT_ID_HEADER))
+                .and_then(|h| h.value)
+                .map(|v| uuid::Uuid::parse_str(std::str::from_utf8(v).unwrap()).unwrap())
+                .expect("event id header");
+            assert!(seen.insert(id), "event {id} twice");
+        }
+    }
+    assert_eq!(seen, ids);
+    println!(
+        "{EVENTS} outbox events dispatched over SASL_SSL + verify-full in {:.1} s, each id once",
+        took.as_secs_f64()
+    );
+    drop(conn);
+    sluice_testkit::delete_topics(&env.stack, &[&topic]).await;
+    env.cleanup().await;
+}

@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod retry;
 pub mod settings;
 pub mod stall;
+pub mod topic_settings;
 pub mod untrusted;
 
 pub use bound::Bound;
@@ -28,3 +29,4 @@ pub use kafka_client::KafkaClientSettings;
 pub use outcome::{BatchReport, WriteOutcome};
 pub use pipeline::PipelineKind;
 pub use settings::Settings;
+pub use topic_settings::{TopicPlan, TopicSettings};

@@ -9,6 +9,7 @@
 use crate::kafka_client::KafkaClientSettings;
 use crate::pipeline::PipelineKind;
 use crate::retry::Backoff;
+use crate::topic_settings::TopicSettings;
 use crate::untrusted::redact_url;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -79,6 +80,8 @@ pub struct Settings {
     /// `STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS`: a consumer error that keeps coming back
     /// this long stops the pipeline (see `stall`).
     pub consumer_error_timeout: Duration,
+    /// Partitions, replication and retention of the storage topics (`STORAGE_TOPIC_*`).
+    pub topics: TopicSettings,
 }
 
 /// A setting that is missing or malformed.
@@ -129,6 +132,26 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
         "STORAGE_TOPIC_NETWORK_METRICS",
         "network-metrics",
         "topic of the network-metrics pipeline",
+    ),
+    (
+        "STORAGE_TOPIC_PARTITIONS",
+        "3",
+        "partitions of a storage topic (topics ensure grows, never shrinks)",
+    ),
+    (
+        "STORAGE_TOPIC_REPLICATION_FACTOR",
+        "3 (fewer brokers: their count)",
+        "replication factor of a new storage topic",
+    ),
+    (
+        "STORAGE_TOPIC_MIN_INSYNC_REPLICAS",
+        "min(2, replication factor)",
+        "min.insync.replicas of the storage topics",
+    ),
+    (
+        "STORAGE_TOPIC_RETENTION_MS",
+        "(broker default)",
+        "retention.ms of the storage topics; -1 keeps forever",
     ),
     (
         "STORAGE_GROUP_PREFIX",
@@ -509,6 +532,7 @@ impl Settings {
 
         let instance_id = instance_id(&env)?;
         let consumer_error_timeout = env.seconds("STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS", 30)?;
+        let topics = TopicSettings::from_lookup(lookup)?;
 
         Ok(Settings {
             kafka,
@@ -525,6 +549,7 @@ impl Settings {
             applications_table,
             instance_id,
             consumer_error_timeout,
+            topics,
         })
     }
 

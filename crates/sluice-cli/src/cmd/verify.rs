@@ -1,9 +1,11 @@
 //! `sluice verify`: check a deployment step by step and name the first failing step.
 //!
 //! Steps, in order: schema version, applications table, topics (exist, ≥ 3 partitions),
-//! messages produced, rows written, dead letters by kind, lag per group. A step that cannot
-//! be determined or does not hold fails, and the later steps are not run (they depend on
-//! the earlier ones).
+//! topic durability, messages produced, rows written, dead letters by kind, lag per group.
+//! A step that cannot be determined or does not hold fails, and the later steps are not run
+//! (they depend on the earlier ones). Topic durability (replication factor ≥ 3,
+//! `min.insync.replicas` ≥ 2, unclean leader election off) is a warning that lets the later
+//! steps run, unless `--strict` makes it a failure.
 
 use crate::Failure;
 use anyhow::anyhow;
@@ -26,12 +28,17 @@ pub struct VerifyArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Fail (instead of warn) when a topic has a replication factor below 3,
+    /// min.insync.replicas below 2 or unclean leader election enabled.
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(Debug, Serialize)]
 struct Step {
     step: &'static str,
     ok: bool,
+    warning: bool,
     detail: String,
     data: Value,
 }
@@ -41,8 +48,8 @@ type StepResult = Result<(String, Value), String>;
 /// Entry point.
 pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
     let settings = super::settings()?;
-    let steps = super::runtime()?.block_on(verify(&settings, args.max_lag));
-    let failed = steps.iter().find(|s| !s.ok).map(|s| s.step);
+    let steps = super::runtime()?.block_on(verify(&settings, args.max_lag, args.strict));
+    let failed = steps.iter().find(|s| !s.ok);
     if args.json {
         println!(
             "{}",
@@ -52,7 +59,11 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
         for (i, s) in steps.iter().enumerate() {
             println!(
                 "{} {}. {:<18} {}",
-                if s.ok { "ok  " } else { "FAIL" },
+                match (s.ok, s.warning) {
+                    (true, false) => "ok  ",
+                    (true, true) => "WARN",
+                    _ => "FAIL",
+                },
                 i + 1,
                 s.step,
                 s.detail
@@ -61,11 +72,11 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
     }
     match failed {
         None => Ok(()),
-        Some(step) => Err(anyhow!("verify failed at step `{step}`").into()),
+        Some(s) => Err(anyhow!("verify failed at step `{}`: {}", s.step, s.detail).into()),
     }
 }
 
-async fn verify(settings: &Settings, max_lag: Option<i64>) -> Vec<Step> {
+async fn verify(settings: &Settings, max_lag: Option<i64>, strict: bool) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut conn = match sluice_postgres::connect(&settings.database_url, "verify").await {
         Ok(conn) => conn,
@@ -96,6 +107,7 @@ async fn verify(settings: &Settings, max_lag: Option<i64>) -> Vec<Step> {
             applications(&mut conn, settings).await,
         )
         || !push(&mut steps, "topics", topics(&admin, settings))
+        || !push_durability(&mut steps, durability(&admin, settings).await, strict)
         || !push(&mut steps, "messages produced", produced(&admin, settings))
         || !push(&mut steps, "rows written", rows(&mut conn).await)
         || !push(&mut steps, "dead letters", dead_letters(&mut conn).await)
@@ -112,10 +124,78 @@ fn push(steps: &mut Vec<Step>, step: &'static str, result: StepResult) -> bool {
     steps.push(Step {
         step,
         ok,
+        warning: false,
         detail,
         data,
     });
     ok
+}
+
+/// The durability step: findings are a warning, or a failure with `--strict`.
+fn push_durability(
+    steps: &mut Vec<Step>,
+    result: Result<Vec<String>, String>,
+    strict: bool,
+) -> bool {
+    const STEP: &str = "topic durability";
+    let findings = match result {
+        Ok(findings) => findings,
+        Err(e) => return push(steps, STEP, Err(e)),
+    };
+    let data = json!(findings);
+    let (ok, warning, detail) = if findings.is_empty() {
+        (
+            true,
+            false,
+            "replication factor ≥ 3, min.insync.replicas ≥ 2, no unclean leader election".into(),
+        )
+    } else {
+        (!strict, !strict, findings.join("; "))
+    };
+    steps.push(Step {
+        step: STEP,
+        ok,
+        warning,
+        detail,
+        data,
+    });
+    ok
+}
+
+/// Per topic, what falls short of a durable topic.
+async fn durability(admin: &Admin, settings: &Settings) -> Result<Vec<String>, String> {
+    use sluice_core::topic_settings::{DURABLE_MIN_INSYNC_REPLICAS, DURABLE_REPLICATION_FACTOR};
+    let mut findings = Vec::new();
+    for p in &settings.pipelines {
+        let Some(state) = admin
+            .describe_topic(&p.topic)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Err(format!("topic {} does not exist", p.topic));
+        };
+        if state.replication_factor < DURABLE_REPLICATION_FACTOR {
+            findings.push(format!(
+                "topic {}: replication factor {} < {DURABLE_REPLICATION_FACTOR}",
+                p.topic, state.replication_factor
+            ));
+        }
+        match state.min_insync_replicas {
+            Some(n) if n >= DURABLE_MIN_INSYNC_REPLICAS => {}
+            n => findings.push(format!(
+                "topic {}: min.insync.replicas {} < {DURABLE_MIN_INSYNC_REPLICAS}",
+                p.topic,
+                n.map_or_else(|| "unknown".to_owned(), |n| n.to_string())
+            )),
+        }
+        if state.unclean_leader_election {
+            findings.push(format!(
+                "topic {}: unclean.leader.election.enable=true",
+                p.topic
+            ));
+        }
+    }
+    Ok(findings)
 }
 
 async fn schema(conn: &mut PgConnection) -> StepResult {

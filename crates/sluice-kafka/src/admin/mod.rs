@@ -9,6 +9,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
 use std::time::Duration;
 
+mod durable;
+pub use durable::{ConfigChange, TopicReport, TopicState};
+
 /// What `ensure_topic` found or did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TopicChange {
