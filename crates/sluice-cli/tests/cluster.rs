@@ -16,13 +16,12 @@
 
 mod support;
 
+use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::json;
 use sluice_core::{KafkaClientSettings, TopicSettings};
 use sluice_kafka::Admin;
-use sluice_outbox::{EVENT_ID_HEADER, NewEvent, enqueue};
+use sluice_outbox::{NewEvent, enqueue};
 use sluice_testkit::Stack;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
@@ -96,55 +95,11 @@ fn leader(bootstrap: &str, topic: &str) -> i32 {
     partition.leader()
 }
 
-/// Every record of `topic` by its `sluice-event-id` header (nil when absent).
+/// Every record of `topic` by its `sluice-event-id` header (nil when absent): copies per id.
 fn event_ids(bootstrap: &str, topic: &str) -> BTreeMap<Uuid, usize> {
-    let reader: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "cluster-reader")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .create()
-        .unwrap();
-    let metadata = reader
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .unwrap();
-    let partitions = metadata.topics()[0].partitions().len() as i32;
-    let mut list = TopicPartitionList::new();
-    let mut open = BTreeSet::new();
-    for p in 0..partitions {
-        let (low, high) = reader
-            .fetch_watermarks(topic, p, Duration::from_secs(10))
-            .unwrap();
-        if high > low {
-            list.add_partition_offset(topic, p, Offset::Offset(low))
-                .unwrap();
-            open.insert(p);
-        }
-    }
     let mut found: BTreeMap<Uuid, usize> = BTreeMap::new();
-    if open.is_empty() {
-        return found;
-    }
-    reader.assign(&list).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !open.is_empty() {
-        assert!(Instant::now() < deadline, "reading {topic} took too long");
-        match reader.poll(Duration::from_millis(500)) {
-            None => {}
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
-                open.remove(&p);
-            }
-            Some(Err(e)) => panic!("read {topic}: {e}"),
-            Some(Ok(m)) => {
-                let id = m
-                    .headers()
-                    .and_then(|h| h.iter().find(|h| h.key == EVENT_ID_HEADER))
-                    .and_then(|h| h.value)
-                    .map(|v| Uuid::parse_str(std::str::from_utf8(v).unwrap()).unwrap())
-                    .unwrap_or_else(Uuid::nil);
-                *found.entry(id).or_default() += 1;
-            }
-        }
+    for (_, _, _, id) in read_outbox_topic(bootstrap, topic) {
+        *found.entry(id).or_default() += 1;
     }
     found
 }
