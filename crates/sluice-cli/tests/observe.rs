@@ -174,11 +174,6 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
     ];
     let mut run = env.spawn_run("observe", &vars);
 
-    // A port in use is refused at start, exit 2, naming the variable.
-    let busy = env.output(&["run"], &vars);
-    assert_eq!(busy.status.code(), Some(2), "{busy:?}");
-    assert!(String::from_utf8_lossy(&busy.stderr).contains("SLUICE_HTTP_ADDR"));
-
     // Scrape during the ingest: every scrape parses, and the counters only grow.
     let started = Instant::now();
     let mut last = 0.0;
@@ -203,6 +198,12 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     println!("{scrapes} scrapes during the ingest of {total} records");
+    // A second process on the same address (held by the first, which is serving) is
+    // refused at start, exit 2, naming the variable.
+    let busy = env.output(&["run"], &vars);
+    assert_eq!(busy.status.code(), Some(2), "{busy:?}");
+    assert!(String::from_utf8_lossy(&busy.stderr).contains("SLUICE_HTTP_ADDR"));
+
     env.wait_caught_up("reviews", &mut run, Duration::from_secs(60))
         .await;
 
@@ -353,4 +354,43 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
     );
     proxy.stop();
     env.cleanup().await;
+}
+
+/// A `.env` in the working directory is read; the process environment wins over it.
+#[test]
+fn dotenv_fills_in_and_the_environment_wins() {
+    let dir = std::env::temp_dir().join(sluice_testkit::unique("dotenv"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join(".env"),
+        "# test\nDATABASE_URL=postgres://u@127.0.0.1:1/db\nSLUICE_HTTP_ADDR=from-dotenv\n",
+    )
+    .unwrap();
+    let run = |extra: &[(&str, &str)]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .current_dir(&dir)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(extra.iter().copied())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = run(&[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("SLUICE_HTTP_ADDR=\"from-dotenv\""),
+        "{stderr}"
+    );
+    let (code, stderr) = run(&[("SLUICE_HTTP_ADDR", "from-environment")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("SLUICE_HTTP_ADDR=\"from-environment\""),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
