@@ -6,6 +6,7 @@
 
 mod cmd;
 mod logging;
+mod observe;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -99,8 +100,19 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 }
 
 fn main() -> ExitCode {
+    // A `.env` file in the working directory fills in variables the process environment
+    // does not set (the environment wins); read before clap, whose arguments read variables.
+    let dotenv = dotenvy::dotenv();
     let cli = Cli::parse();
     logging::init();
+    match dotenv {
+        Ok(path) => tracing::debug!(path = %path.display(), "loaded .env"),
+        Err(error) if error.not_found() => {}
+        Err(error) => {
+            eprintln!("sluice: error: .env: {error}");
+            return ExitCode::from(2);
+        }
+    }
     let result = match cli.command {
         Command::Migrate => cmd::migrate::run(),
         Command::Topics { action } => cmd::topics::run(action),

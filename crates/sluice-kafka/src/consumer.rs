@@ -380,6 +380,44 @@ impl BatchConsumer {
         }
     }
 
+    /// Records left per assigned partition: the partition's end (high watermark, asked of
+    /// the broker) minus this consumer's position (the offset after the last record handed
+    /// to the application; the group's committed offset where nothing was consumed yet, and
+    /// the start of the partition where the group never committed). A fetch of the
+    /// watermarks that fails leaves the partition out.
+    pub fn lag(&self, timeout: Duration) -> Result<Vec<(i32, i64)>, KafkaError> {
+        let positions = self.consumer.position()?;
+        let committed = if positions
+            .elements()
+            .iter()
+            .any(|e| e.offset().to_raw().is_none_or(|o| o < 0))
+        {
+            Some(self.consumer.committed(timeout)?)
+        } else {
+            None
+        };
+        let mut lags = Vec::with_capacity(positions.count());
+        for e in positions.elements() {
+            let Ok((low, high)) = self
+                .consumer
+                .fetch_watermarks(e.topic(), e.partition(), timeout)
+            else {
+                continue;
+            };
+            let known = |o: Offset| o.to_raw().filter(|o| *o >= 0);
+            let at = known(e.offset())
+                .or_else(|| {
+                    committed
+                        .as_ref()
+                        .and_then(|c| c.find_partition(e.topic(), e.partition()))
+                        .and_then(|c| known(c.offset()))
+                })
+                .unwrap_or(low);
+            lags.push((e.partition(), (high - at).max(0)));
+        }
+        Ok(lags)
+    }
+
     /// Commits, synchronously, the offset after the highest record of each partition that
     /// this consumer still owns. Offsets of partitions revoked since the batch was polled
     /// are left out: their new owner re-reads them (a no-op write), and committing them

@@ -17,6 +17,7 @@
 pub mod batch;
 pub mod heartbeat;
 pub mod kind;
+pub mod metrics;
 pub mod pipeline;
 pub mod reader;
 pub mod rejects;
@@ -24,5 +25,6 @@ pub mod supervisor;
 pub mod write;
 pub mod writer;
 
+pub use metrics::StorageMetrics;
 pub use pipeline::PipelineError;
 pub use supervisor::{SupervisorError, run_pipelines};

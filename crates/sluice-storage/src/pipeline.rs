@@ -12,6 +12,7 @@
 
 use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness};
 use crate::kind::{AppStatsTopic, NetworkMetricsTopic, ReviewsTopic, TopicKind};
+use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, Stored, run_reader};
 use crate::writer::Writer;
 use sluice_core::settings::{PipelineSettings, Settings};
@@ -93,15 +94,20 @@ pub struct PipelineTotals {
 pub async fn run_pipeline(
     settings: &Settings,
     pipeline: &PipelineSettings,
+    metrics: &PipelineMetrics,
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
+    metrics.set_up(true);
     let result = match pipeline.kind {
-        PipelineKind::AppStats => run_typed::<AppStatsTopic>(settings, pipeline, stop).await,
-        PipelineKind::Reviews => run_typed::<ReviewsTopic>(settings, pipeline, stop).await,
+        PipelineKind::AppStats => {
+            run_typed::<AppStatsTopic>(settings, pipeline, metrics, stop).await
+        }
+        PipelineKind::Reviews => run_typed::<ReviewsTopic>(settings, pipeline, metrics, stop).await,
         PipelineKind::NetworkMetrics => {
-            run_typed::<NetworkMetricsTopic>(settings, pipeline, stop).await
+            run_typed::<NetworkMetricsTopic>(settings, pipeline, metrics, stop).await
         }
     };
+    metrics.set_up(false);
     if let Err(error) = &result {
         tracing::error!(pipeline = %pipeline.kind, %error, "pipeline failed");
     }
@@ -111,6 +117,7 @@ pub async fn run_pipeline(
 async fn run_typed<K: TopicKind>(
     settings: &Settings,
     pipeline: &PipelineSettings,
+    metrics: &PipelineMetrics,
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
     // A typo in a topic name (or a topic not created yet) would otherwise leave a healthy-
@@ -151,22 +158,24 @@ async fn run_typed<K: TopicKind>(
         let (stop, batch_size, timeout) =
             (stop.clone(), pipeline.batch_size, settings.poll_timeout);
         let liveness = liveness.clone();
+        let metrics = metrics.clone();
         std::thread::Builder::new()
             .name(format!("pipeline-{}-kafka", pipeline.kind))
             .spawn(move || {
                 run_reader::<K>(
-                    consumer, batch_size, timeout, to_writer, stored_rx, stop, liveness,
+                    consumer, batch_size, timeout, to_writer, stored_rx, stop, liveness, metrics,
                 )
             })
             .map_err(PipelineError::Thread)?
     };
 
-    let mut writer = Writer::new(settings, pipeline);
+    let mut writer = Writer::new(settings, pipeline, metrics);
     let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), pipeline.kind.name());
     let written: Result<(), PipelineError> = loop {
         // Healthy means both halves make progress: a stuck reader stops the heartbeat too.
         if liveness.is_alive(READER_STALL) {
             heartbeat.beat();
+            metrics.beat();
         }
         if stop.is_cancelled() {
             break Ok(());

@@ -11,6 +11,7 @@
 use crate::batch::{Decoded, decode_batch};
 use crate::heartbeat::ReaderLiveness;
 use crate::kind::TopicKind;
+use crate::metrics::PipelineMetrics;
 use crate::pipeline::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
 use sluice_core::{BatchReport, PipelineKind};
 use sluice_kafka::{BatchConsumer, Record};
@@ -59,6 +60,10 @@ pub struct Phases {
 /// Runs the Kafka side until `stop`, a fatal error, or the database side hanging up; then
 /// commits every batch the database side stored and closes the consumer (leaving the group).
 /// `poll_timeout` bounds each wait for records.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the reader thread's whole world, moved in once at spawn"
+)]
 pub fn run_reader<K: TopicKind>(
     mut consumer: BatchConsumer,
     batch_size: usize,
@@ -67,11 +72,17 @@ pub fn run_reader<K: TopicKind>(
     stored: Receiver<Stored>,
     stop: CancellationToken,
     liveness: ReaderLiveness,
+    metrics: PipelineMetrics,
 ) -> Result<PipelineTotals, PipelineError> {
     let mut committer = Committer {
         kind: K::KIND,
         totals: PipelineTotals::default(),
         failures: 0,
+        metrics,
+        last_timestamp_ms: None,
+        started_ms: chrono::Utc::now().timestamp_millis(),
+        lag_partitions: Vec::new(),
+        next_lag: Instant::now(),
     };
     // Poll in short slices so stored batches are committed promptly when the topic is idle.
     let slice = poll_timeout.min(Duration::from_millis(100));
@@ -86,6 +97,7 @@ pub fn run_reader<K: TopicKind>(
         if stop.is_cancelled() {
             break Ok(());
         }
+        committer.observe_lag(&consumer);
         let polled_at = Instant::now();
         let polled = consumer.poll_batch(batch_size, slice);
         // A consumer error that keeps coming back makes the pipeline unhealthy at once,
@@ -135,13 +147,51 @@ pub fn run_reader<K: TopicKind>(
     outcome.and(drained).map(|()| committer.totals)
 }
 
+/// How often the reader measures its lag (a metadata round trip per partition).
+pub const LAG_INTERVAL: Duration = Duration::from_secs(5);
+
 struct Committer {
     kind: PipelineKind,
     totals: PipelineTotals,
     failures: u32,
+    metrics: PipelineMetrics,
+    /// The newest Kafka timestamp among the records of the last committed batch.
+    last_timestamp_ms: Option<i64>,
+    started_ms: i64,
+    lag_partitions: Vec<i32>,
+    next_lag: Instant,
 }
 
 impl Committer {
+    /// Every [`LAG_INTERVAL`]: the assignment, the lag per partition and its age in seconds.
+    /// The age is an estimate: while records are left, now minus the Kafka timestamp of the
+    /// last record committed (or minus the pipeline's start, before its first commit); 0 when
+    /// nothing is left.
+    fn observe_lag(&mut self, consumer: &BatchConsumer) {
+        if Instant::now() < self.next_lag {
+            return;
+        }
+        self.next_lag = Instant::now() + LAG_INTERVAL;
+        let lags = match consumer.lag(Duration::from_secs(1)) {
+            Ok(lags) => lags,
+            Err(error) => {
+                tracing::debug!(pipeline = %self.kind, %error, "cannot measure the lag");
+                return;
+            }
+        };
+        self.metrics.set_assigned(!lags.is_empty());
+        let behind = lags.iter().any(|(_, lag)| *lag > 0);
+        let seconds = if behind {
+            let since = self.last_timestamp_ms.unwrap_or(self.started_ms);
+            let age_ms = chrono::Utc::now().timestamp_millis() - since;
+            (age_ms.max(0) as f64) / 1000.0
+        } else {
+            0.0
+        };
+        self.metrics.set_lag(&lags, &self.lag_partitions, seconds);
+        self.lag_partitions = lags.iter().map(|(p, _)| *p).collect();
+    }
+
     /// Commits every stored batch already waiting; `Ok(false)` if the sender is gone.
     fn commit_ready(
         &mut self,
@@ -170,6 +220,7 @@ impl Committer {
             Ok(()) => self.failures = 0,
             Err(ref error) => {
                 self.failures += 1;
+                self.metrics.commit_failed();
                 tracing::warn!(pipeline = %self.kind, %error, consecutive = self.failures,
                     "offset commit failed; the data is durable and will be redelivered as a no-op");
             }
@@ -177,6 +228,14 @@ impl Committer {
         phases.commit = committing.elapsed();
         self.totals.batches += 1;
         self.totals.report += report;
+        if let Some(newest) = records.iter().filter_map(|r| r.timestamp_ms).max() {
+            self.last_timestamp_ms = Some(newest);
+        }
+        self.metrics.batch(
+            &report,
+            records.len(),
+            [phases.poll, phases.decode, phases.store, phases.commit],
+        );
         log_batch(self.kind, &report, &records, &phases, committed.is_ok());
         match committed {
             Err(last) if self.failures >= MAX_CONSECUTIVE_COMMIT_FAILURES => {

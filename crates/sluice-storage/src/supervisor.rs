@@ -6,6 +6,7 @@
 //! returned and the binary exits non-zero. On SIGTERM the caller cancels the token; every
 //! pipeline must be gone within the shutdown timeout.
 
+use crate::metrics::StorageMetrics;
 use crate::pipeline::{PipelineError, PipelineTotals, run_pipeline};
 use sluice_core::{PipelineKind, Settings};
 use std::sync::Arc;
@@ -46,9 +47,11 @@ pub enum SupervisorError {
 
 type Outcome = (PipelineKind, Result<PipelineTotals, SupervisorError>);
 
-/// Runs every configured pipeline until `stop` is cancelled or one fails.
+/// Runs every configured pipeline until `stop` is cancelled or one fails; each pipeline
+/// reports to its own handles of `metrics`.
 pub fn run_pipelines(
     settings: Arc<Settings>,
+    metrics: &StorageMetrics,
     stop: CancellationToken,
 ) -> Result<Vec<(PipelineKind, PipelineTotals)>, SupervisorError> {
     let (done_tx, done_rx) = mpsc::channel::<Outcome>();
@@ -58,6 +61,7 @@ pub fn run_pipelines(
         let settings = Arc::clone(&settings);
         let token = stop.clone();
         let done = done_tx.clone();
+        let metrics = metrics.pipeline(kind);
         let spawned = std::thread::Builder::new()
             .name(format!("pipeline-{kind}"))
             .spawn(move || {
@@ -66,7 +70,7 @@ pub fn run_pipelines(
                     .build()
                 {
                     Ok(runtime) => runtime
-                        .block_on(run_pipeline(&settings, &pipeline, &token))
+                        .block_on(run_pipeline(&settings, &pipeline, &metrics, &token))
                         .map_err(|source| SupervisorError::Pipeline {
                             pipeline: kind,
                             source,

@@ -4,6 +4,7 @@
 use crate::batch::{Decoded, store_batch};
 use crate::heartbeat::Heartbeat;
 use crate::kind::TopicKind;
+use crate::metrics::PipelineMetrics;
 use crate::pipeline::PipelineError;
 use crate::rejects::log_rejects;
 use sluice_core::settings::{PipelineSettings, Settings};
@@ -21,11 +22,16 @@ pub struct Writer<'a> {
     pipeline: &'a PipelineSettings,
     resolver: ApplicationResolver,
     conn: Option<PgConnection>,
+    metrics: &'a PipelineMetrics,
 }
 
 impl<'a> Writer<'a> {
     /// A writer with a fresh cache; it connects on first use.
-    pub fn new(settings: &'a Settings, pipeline: &'a PipelineSettings) -> Self {
+    pub fn new(
+        settings: &'a Settings,
+        pipeline: &'a PipelineSettings,
+        metrics: &'a PipelineMetrics,
+    ) -> Self {
         let resolver =
             ApplicationResolver::new(&settings.applications_table, settings.app_cache_ttl);
         Self {
@@ -33,6 +39,7 @@ impl<'a> Writer<'a> {
             pipeline,
             resolver,
             conn: None,
+            metrics,
         }
     }
 
@@ -54,11 +61,27 @@ impl<'a> Writer<'a> {
     ) -> Result<Option<BatchReport>, PipelineError> {
         let mut delays = self.settings.db_retry.delays();
         let mut retries = 0u32;
+        let stored = self
+            .retry_loop::<K>(records, decoded, stop, heartbeat, &mut delays, &mut retries)
+            .await;
+        self.metrics.retries_over();
+        stored
+    }
+
+    async fn retry_loop<K: TopicKind>(
+        &mut self,
+        records: &[Record],
+        decoded: &Decoded<K::Message>,
+        stop: &CancellationToken,
+        heartbeat: &mut Heartbeat,
+        delays: &mut impl Iterator<Item = Duration>,
+        retries: &mut u32,
+    ) -> Result<Option<BatchReport>, PipelineError> {
         loop {
             let attempt = self.try_store::<K>(records, decoded).await;
             let error = match attempt {
                 Ok((mut report, dead)) => {
-                    report.retries = retries;
+                    report.retries = *retries;
                     log_rejects(self.pipeline.kind, &dead);
                     return Ok(Some(report));
                 }
@@ -74,12 +97,14 @@ impl<'a> Writer<'a> {
             self.conn = None;
             let Some(delay) = delays.next() else {
                 return Err(PipelineError::RetriesExhausted {
-                    attempts: retries,
+                    attempts: *retries,
                     source: error,
                 });
             };
-            retries += 1;
-            tracing::warn!(pipeline = %self.pipeline.kind, %error, retry = retries,
+            *retries += 1;
+            self.metrics
+                .retrying(sqlstate(&error).as_deref(), &error.to_string());
+            tracing::warn!(pipeline = %self.pipeline.kind, %error, retry = *retries,
                 delay_ms = delay.as_millis() as u64, "transient database error; retrying the batch");
             // Waiting out an outage is what the pipeline should be doing: keep the heartbeat
             // fresh (a PostgreSQL restart must not make a liveness probe kill the process).

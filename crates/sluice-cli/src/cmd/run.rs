@@ -2,7 +2,7 @@
 
 use crate::Failure;
 use sluice_core::settings::VARIABLES;
-use sluice_storage::run_pipelines;
+use sluice_storage::{StorageMetrics, run_pipelines};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +22,16 @@ pub fn settings_help() -> String {
 /// Entry point: migrations, then the pipelines until a signal or a failure.
 pub fn run() -> Result<(), Failure> {
     let settings = Arc::new(super::settings()?);
+    // The endpoint starts before the migrations so that a port in use fails at once (exit 2)
+    // and /health/ready says "not running" while the migrations run.
+    let mut registry = prometheus_client::registry::Registry::default();
+    crate::observe::register_build_info(&mut registry);
+    let kinds: Vec<_> = settings.pipelines.iter().map(|p| p.kind).collect();
+    let metrics = StorageMetrics::register(&mut registry, &kinds);
+    let _endpoint = {
+        let metrics = metrics.clone();
+        crate::observe::start(registry, Arc::new(move || metrics.readiness()))?
+    };
     let runtime = super::runtime()?;
     // A stop signal while migrating (or waiting for another starter's migration lock) is a
     // clean stop too: the migration's transaction rolls back and nothing was consumed.
@@ -44,7 +54,7 @@ pub fn run() -> Result<(), Failure> {
         let stop = stop.clone();
         std::thread::Builder::new()
             .name("supervisor".into())
-            .spawn(move || run_pipelines(settings, stop))?
+            .spawn(move || run_pipelines(settings, &metrics, stop))?
     };
     runtime.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -95,7 +95,12 @@ impl Fixture {
     pub fn start(&self, settings: Settings) -> Running {
         let stop = CancellationToken::new();
         let token = stop.clone();
-        let handle = std::thread::spawn(move || run_pipelines(Arc::new(settings), token));
+        let handle = std::thread::spawn(move || {
+            let kinds: Vec<_> = settings.pipelines.iter().map(|p| p.kind).collect();
+            let mut registry = prometheus_client::registry::Registry::default();
+            let metrics = sluice_storage::StorageMetrics::register(&mut registry, &kinds);
+            run_pipelines(Arc::new(settings), &metrics, token)
+        });
         (stop, handle)
     }
 

@@ -1,0 +1,427 @@
+//! The storage consumer's Prometheus metrics and readiness state.
+//!
+//! One [`StorageMetrics`] is made by the binary, registered in its registry, and handed to
+//! the supervisor; each pipeline takes its own [`PipelineMetrics`], whose label sets are
+//! resolved once at start, so an update on the hot path is an atomic add (once per batch,
+//! never per record) and no lock is taken. Metric names are a contract: dashboards and
+//! alert rules in `deploy/` depend on them.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use sluice_core::dead_letter::DeadLetterKind;
+use sluice_core::{BatchReport, PipelineKind};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A heartbeat older than this makes a pipeline not ready.
+pub const READY_MAX_HEARTBEAT_AGE: Duration = Duration::from_secs(10);
+
+/// `{pipeline}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PipelineLabels {
+    /// The pipeline's name.
+    pub pipeline: String,
+}
+
+/// `{pipeline,outcome}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// `inserted|updated|skipped|dead_lettered`.
+    pub outcome: String,
+}
+
+/// `{pipeline,kind}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// The dead letter's error kind.
+    pub kind: String,
+}
+
+/// `{pipeline,phase}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// `poll|decode|store|commit`.
+    pub phase: String,
+}
+
+/// `{pipeline,partition}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PartitionLabels {
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// The partition number.
+    pub partition: String,
+}
+
+/// `{pipeline,sqlstate}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SqlstateLabels {
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// The SQLSTATE, or `none` for an error without one (connection refused, TLS).
+    pub sqlstate: String,
+}
+
+fn duration_histogram() -> Histogram {
+    // 100 µs … ~52 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
+}
+
+fn records_histogram() -> Histogram {
+    // 1 … 4096 records.
+    Histogram::new(exponential_buckets(1.0, 2.0, 13))
+}
+
+/// The families of every storage metric, and each pipeline's readiness state.
+#[derive(Debug, Clone)]
+pub struct StorageMetrics {
+    records: Family<OutcomeLabels, Counter>,
+    dead_letters: Family<KindLabels, Counter>,
+    batch_duration: Family<PhaseLabels, Histogram, fn() -> Histogram>,
+    batch_records: Family<PipelineLabels, Histogram, fn() -> Histogram>,
+    consumer_lag: Family<PartitionLabels, Gauge>,
+    consumer_lag_seconds: Family<PipelineLabels, Gauge<f64, AtomicU64>>,
+    db_retries: Family<SqlstateLabels, Counter>,
+    commit_failures: Family<PipelineLabels, Counter>,
+    pipeline_up: Family<PipelineLabels, Gauge>,
+    health: Arc<BTreeMap<PipelineKind, Arc<PipelineHealth>>>,
+}
+
+impl StorageMetrics {
+    /// Registers every storage metric in `registry`, with a readiness entry for each of
+    /// `pipelines` (the configured ones).
+    pub fn register(registry: &mut Registry, pipelines: &[PipelineKind]) -> Self {
+        let metrics = Self {
+            records: Family::default(),
+            dead_letters: Family::default(),
+            batch_duration: Family::new_with_constructor(duration_histogram),
+            batch_records: Family::new_with_constructor(records_histogram),
+            consumer_lag: Family::default(),
+            consumer_lag_seconds: Family::default(),
+            db_retries: Family::default(),
+            commit_failures: Family::default(),
+            pipeline_up: Family::default(),
+            health: Arc::new(
+                pipelines
+                    .iter()
+                    .map(|k| (*k, Arc::new(PipelineHealth::default())))
+                    .collect(),
+            ),
+        };
+        registry.register(
+            "sluice_records",
+            "Records handled, by outcome (inserted, updated, skipped, dead_lettered)",
+            metrics.records.clone(),
+        );
+        registry.register(
+            "sluice_dead_letters",
+            "Records dead-lettered, by error kind",
+            metrics.dead_letters.clone(),
+        );
+        registry.register_with_unit(
+            "sluice_batch_duration",
+            "Time a batch spent in each phase (poll, decode, store, commit)",
+            Unit::Seconds,
+            metrics.batch_duration.clone(),
+        );
+        registry.register(
+            "sluice_batch_records",
+            "Records per committed batch",
+            metrics.batch_records.clone(),
+        );
+        registry.register(
+            "sluice_consumer_lag",
+            "Records between the consumer's position and the partition's end, per assigned partition",
+            metrics.consumer_lag.clone(),
+        );
+        registry.register_with_unit(
+            "sluice_consumer_lag",
+            "Estimated age of the oldest unconsumed record: now minus the Kafka timestamp of the last committed record while lag > 0, else 0",
+            Unit::Seconds,
+            metrics.consumer_lag_seconds.clone(),
+        );
+        registry.register(
+            "sluice_db_retries",
+            "Batches retried after a transient database error, by SQLSTATE",
+            metrics.db_retries.clone(),
+        );
+        registry.register(
+            "sluice_commit_failures",
+            "Offset commits that failed (the data is durable; the batch is redelivered as a no-op)",
+            metrics.commit_failures.clone(),
+        );
+        registry.register(
+            "sluice_pipeline_up",
+            "1 while the pipeline runs, 0 once it stopped",
+            metrics.pipeline_up.clone(),
+        );
+        metrics
+    }
+
+    /// The handles of one pipeline, label sets resolved once.
+    pub fn pipeline(&self, kind: PipelineKind) -> PipelineMetrics {
+        let name = kind.name().to_owned();
+        let outcome = |outcome: &str| {
+            self.records.get_or_create_owned(&OutcomeLabels {
+                pipeline: name.clone(),
+                outcome: outcome.to_owned(),
+            })
+        };
+        let phase = |phase: &str| {
+            self.batch_duration.get_or_create_owned(&PhaseLabels {
+                pipeline: name.clone(),
+                phase: phase.to_owned(),
+            })
+        };
+        let labels = PipelineLabels {
+            pipeline: name.clone(),
+        };
+        PipelineMetrics {
+            inserted: outcome("inserted"),
+            updated: outcome("updated"),
+            skipped: outcome("skipped"),
+            dead_lettered: outcome("dead_lettered"),
+            kinds: DeadLetterKind::ALL.map(|kind| {
+                self.dead_letters.get_or_create_owned(&KindLabels {
+                    pipeline: name.clone(),
+                    kind: kind.as_str().to_owned(),
+                })
+            }),
+            poll: phase("poll"),
+            decode: phase("decode"),
+            store: phase("store"),
+            commit: phase("commit"),
+            batch_records: self.batch_records.get_or_create_owned(&labels),
+            lag_seconds: self.consumer_lag_seconds.get_or_create_owned(&labels),
+            commit_failures: self.commit_failures.get_or_create_owned(&labels),
+            up: self.pipeline_up.get_or_create_owned(&labels),
+            health: self.health.get(&kind).cloned().unwrap_or_default(),
+            families: self.clone(),
+            name,
+        }
+    }
+
+    /// Why the process is not ready (one line per pipeline), or `Ok` when every pipeline
+    /// has its assignment, a fresh heartbeat and no database retry in progress.
+    pub fn readiness(&self) -> Result<(), Vec<String>> {
+        let now = now_ms();
+        let problems: Vec<String> = self
+            .health
+            .iter()
+            .filter_map(|(kind, h)| h.problem(now).map(|p| format!("{kind}: {p}")))
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// What `/health/ready` needs to know about one pipeline; written by the pipeline's own
+/// threads, read by the HTTP server.
+#[derive(Debug, Default)]
+pub struct PipelineHealth {
+    running: AtomicBool,
+    assigned: AtomicBool,
+    last_beat_ms: AtomicU64,
+    retrying: AtomicBool,
+    /// The error being retried (written once per retry, never on the hot path).
+    retry_reason: Mutex<String>,
+}
+
+impl PipelineHealth {
+    fn problem(&self, now_ms: u64) -> Option<String> {
+        if !self.running.load(Ordering::Relaxed) {
+            return Some("not running".into());
+        }
+        if self.retrying.load(Ordering::Relaxed) {
+            let reason = self
+                .retry_reason
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_default();
+            return Some(format!("retrying the database: {reason}"));
+        }
+        if !self.assigned.load(Ordering::Relaxed) {
+            return Some("no partitions assigned".into());
+        }
+        let beat = self.last_beat_ms.load(Ordering::Relaxed);
+        let age = Duration::from_millis(now_ms.saturating_sub(beat));
+        if beat == 0 || age > READY_MAX_HEARTBEAT_AGE {
+            return Some(format!("heartbeat is {} s old", age.as_secs()));
+        }
+        None
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// One pipeline's metric handles: every update is an atomic operation.
+#[derive(Debug, Clone)]
+pub struct PipelineMetrics {
+    name: String,
+    inserted: Counter,
+    updated: Counter,
+    skipped: Counter,
+    dead_lettered: Counter,
+    /// Dead letters by kind, in [`DeadLetterKind::ALL`] order.
+    kinds: [Counter; 3],
+    poll: Histogram,
+    decode: Histogram,
+    store: Histogram,
+    commit: Histogram,
+    batch_records: Histogram,
+    lag_seconds: Gauge<f64, AtomicU64>,
+    commit_failures: Counter,
+    up: Gauge,
+    health: Arc<PipelineHealth>,
+    families: StorageMetrics,
+}
+
+impl PipelineMetrics {
+    /// The pipeline started (`true`) or stopped (`false`).
+    pub fn set_up(&self, up: bool) {
+        self.up.set(i64::from(up));
+        self.health.running.store(up, Ordering::Relaxed);
+    }
+
+    /// The pipeline's heartbeat was touched.
+    pub fn beat(&self) {
+        self.health.last_beat_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Whether the consumer holds at least one partition.
+    pub fn set_assigned(&self, assigned: bool) {
+        self.health.assigned.store(assigned, Ordering::Relaxed);
+    }
+
+    /// A transient database error: the batch is retried after a back-off.
+    pub fn retrying(&self, sqlstate: Option<&str>, error: &str) {
+        self.families
+            .db_retries
+            .get_or_create(&SqlstateLabels {
+                pipeline: self.name.clone(),
+                sqlstate: sqlstate.unwrap_or("none").to_owned(),
+            })
+            .inc();
+        if let Ok(mut reason) = self.health.retry_reason.lock() {
+            *reason = error.to_owned();
+        }
+        self.health.retrying.store(true, Ordering::Relaxed);
+    }
+
+    /// The retries are over (the batch stored, or the pipeline stopped).
+    pub fn retries_over(&self) {
+        self.health.retrying.store(false, Ordering::Relaxed);
+    }
+
+    /// A committed batch (its transaction; the offset commit is counted separately).
+    pub fn batch(&self, report: &BatchReport, records: usize, phases: [Duration; 4]) {
+        self.inserted.inc_by(report.write.inserted);
+        self.updated.inc_by(report.write.updated);
+        self.skipped.inc_by(report.write.skipped);
+        self.dead_lettered.inc_by(report.dead_lettered());
+        let [decode_errors, unknown, violations] = &self.kinds;
+        decode_errors.inc_by(report.decode_errors);
+        unknown.inc_by(report.unknown_applications);
+        violations.inc_by(report.constraint_violations);
+        self.batch_records.observe(records as f64);
+        let [poll, decode, store, commit] = phases;
+        self.poll.observe(poll.as_secs_f64());
+        self.decode.observe(decode.as_secs_f64());
+        self.store.observe(store.as_secs_f64());
+        self.commit.observe(commit.as_secs_f64());
+    }
+
+    /// An offset commit failed.
+    pub fn commit_failed(&self) {
+        self.commit_failures.inc();
+    }
+
+    /// The lag of the assigned partitions (the others' series are removed) and the
+    /// estimated age of the oldest unconsumed record.
+    pub fn set_lag(&self, partitions: &[(i32, i64)], previous: &[i32], lag_seconds: f64) {
+        for p in previous {
+            if !partitions.iter().any(|(q, _)| q == p) {
+                self.families.consumer_lag.remove(&self.partition(*p));
+            }
+        }
+        for (p, lag) in partitions {
+            self.families
+                .consumer_lag
+                .get_or_create(&self.partition(*p))
+                .set(*lag);
+        }
+        self.lag_seconds.set(lag_seconds);
+    }
+
+    fn partition(&self, partition: i32) -> PartitionLabels {
+        PartitionLabels {
+            pipeline: self.name.clone(),
+            partition: partition.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_contract() {
+        let mut registry = Registry::default();
+        let metrics = StorageMetrics::register(&mut registry, &[PipelineKind::Reviews]);
+        let p = metrics.pipeline(PipelineKind::Reviews);
+        p.set_up(true);
+        p.retrying(Some("57P01"), "terminating connection");
+        p.commit_failed();
+        p.set_lag(&[(0, 5)], &[], 1.5);
+        let report = BatchReport {
+            records: 3,
+            decode_errors: 2,
+            ..BatchReport::default()
+        };
+        p.batch(&report, 3, [Duration::ZERO; 4]);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for name in [
+            "sluice_records_total{pipeline=\"reviews\",outcome=\"inserted\"}",
+            "sluice_dead_letters_total{pipeline=\"reviews\",kind=\"decode_error\"} 2",
+            "sluice_batch_duration_seconds_bucket{",
+            "sluice_batch_records_count{pipeline=\"reviews\"} 1",
+            "sluice_consumer_lag{pipeline=\"reviews\",partition=\"0\"} 5",
+            "sluice_consumer_lag_seconds{pipeline=\"reviews\"} 1.5",
+            "sluice_db_retries_total{pipeline=\"reviews\",sqlstate=\"57P01\"} 1",
+            "sluice_commit_failures_total{pipeline=\"reviews\"} 1",
+            "sluice_pipeline_up{pipeline=\"reviews\"} 1",
+        ] {
+            assert!(text.contains(name), "{name} missing from\n{text}");
+        }
+        let not_ready = metrics.readiness().unwrap_err();
+        assert!(
+            not_ready[0].contains("reviews: retrying the database"),
+            "{not_ready:?}"
+        );
+        p.retries_over();
+        p.set_assigned(true);
+        p.beat();
+        assert_eq!(metrics.readiness(), Ok(()));
+    }
+}

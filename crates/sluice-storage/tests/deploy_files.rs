@@ -1,0 +1,103 @@
+//! The alert rules and the dashboard under `deploy/` parse, and every metric they query is
+//! one sluice exports. (`promtool check rules` would also check PromQL syntax, but promtool
+//! cannot be installed here; this test only parses YAML/JSON and checks the names.)
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+use prometheus_client::registry::Registry;
+use sluice_core::PipelineKind;
+use sluice_storage::StorageMetrics;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn deploy(file: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every series name sluice's storage consumer exports (histograms with their suffixes).
+fn exported() -> BTreeSet<String> {
+    let mut registry = Registry::default();
+    let metrics = StorageMetrics::register(&mut registry, &[PipelineKind::Reviews]);
+    let p = metrics.pipeline(PipelineKind::Reviews);
+    p.set_up(true);
+    p.retrying(Some("57P01"), "x");
+    p.commit_failed();
+    p.set_lag(&[(0, 1)], &[], 1.0);
+    p.batch(&Default::default(), 1, [Duration::ZERO; 4]);
+    let mut text = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut text, &registry).unwrap();
+    let mut names: BTreeSet<String> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_owned())
+        .collect();
+    // Registered by the binary itself.
+    names.insert("sluice_build_info".into());
+    names
+}
+
+fn referenced(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("sluice_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.push(tail[..end].to_owned());
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[test]
+fn alert_rules_parse_and_query_only_exported_metrics() {
+    let exported = exported();
+    let rules: serde_yaml::Value =
+        serde_yaml::from_str(&deploy("prometheus/sluice-alerts.yml")).expect("valid YAML");
+    let mut alerts = 0;
+    for group in rules["groups"].as_sequence().expect("groups") {
+        for rule in group["rules"].as_sequence().expect("rules") {
+            let name = rule["alert"].as_str().expect("every rule is an alert");
+            let expr = rule["expr"].as_str().expect("expr");
+            assert!(
+                rule["annotations"]["summary"].is_string(),
+                "{name}: summary"
+            );
+            let used = referenced(expr);
+            assert!(!used.is_empty(), "{name} queries a sluice metric");
+            for metric in used {
+                assert!(
+                    exported.contains(&metric),
+                    "{name}: {metric} is not exported"
+                );
+            }
+            alerts += 1;
+        }
+    }
+    assert!(alerts >= 5);
+}
+
+#[test]
+fn dashboard_parses_and_queries_only_exported_metrics() {
+    let exported = exported();
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&deploy("grafana/sluice-storage.json")).expect("valid JSON");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(!panels.is_empty());
+    for panel in panels {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            for metric in referenced(expr) {
+                assert!(exported.contains(&metric), "{}: {metric}", panel["title"]);
+            }
+        }
+    }
+}
