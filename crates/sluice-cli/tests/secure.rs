@@ -146,20 +146,59 @@ async fn reviews_ingested_over_sasl_ssl_and_verify_full_land_exactly() {
         "lag over TLS: {}",
         String::from_utf8_lossy(&lag.stderr)
     );
-    let replay = env.output(&["replay", "reviews", "--to", "earliest"], &secure_env);
+    run.signal("TERM");
+    assert_eq!(run.wait(Duration::from_secs(30)).code(), Some(0));
+
+    // With the group empty: `replay --execute` moves the TLS group back to the start.
+    let replay = env.output(
+        &["replay", "reviews", "--to", "earliest", "--execute"],
+        &secure_env,
+    );
     assert!(
-        replay.status.success() || String::from_utf8_lossy(&replay.stderr).contains("active"),
+        replay.status.success(),
         "replay over TLS: {}",
         String::from_utf8_lossy(&replay.stderr)
     );
-    let dlq = env.output(&["dlq", "replay"], &secure_env);
+    let committed: i64 = env
+        .admin()
+        .committed_offsets(&format!("{tls_prefix}.reviews"), &env.topic("reviews"))
+        .unwrap()
+        .iter()
+        .map(|(_, o)| o.unwrap_or(0))
+        .sum();
+    assert_eq!(
+        committed, 0,
+        "the TLS group was moved to the earliest offsets"
+    );
+
+    // `dlq replay --execute` re-publishes a dead letter over SASL_SSL.
+    let payload = review(REVIEWS, &apps[0], "2026-11-01T10:00:00Z").to_string();
+    sqlx::query(
+        "INSERT INTO dead_letter_events (topic, partition, kafka_offset, consumer_group, key,
+             payload, payload_size, error_kind, reason)
+         VALUES ($1, 0, 999999, $2, NULL, $3, $4, 'unknown_application', 'test dead letter')",
+    )
+    .bind(env.topic("reviews"))
+    .bind(format!("{tls_prefix}.reviews"))
+    .bind(payload.as_bytes())
+    .bind(payload.len() as i32)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let (end_before, _) = env.offsets("reviews");
+    let dlq = env.output(&["dlq", "replay", "--execute"], &secure_env);
     assert!(
         dlq.status.success(),
-        "dlq replay (dry run) over TLS: {}",
+        "dlq replay over TLS: {}\n{}",
+        String::from_utf8_lossy(&dlq.stdout),
         String::from_utf8_lossy(&dlq.stderr)
     );
-    run.signal("TERM");
-    assert_eq!(run.wait(Duration::from_secs(30)).code(), Some(0));
+    let (end_after, _) = env.offsets("reviews");
+    assert_eq!(
+        end_after,
+        end_before + 1,
+        "one record re-published over SASL_SSL"
+    );
     let rate = |d: Duration| REVIEWS as f64 / d.as_secs_f64();
     println!(
         "{REVIEWS} reviews: plaintext {:.0} reviews/s ({:.1} s), SASL_SSL + verify-full {:.0} \
