@@ -24,9 +24,8 @@ use sluice_kafka::ResilientProducer;
 use sluice_kafka::producer::Outgoing;
 use sluice_testkit::TestSchema;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::ToSocketAddrs;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -323,36 +322,8 @@ async fn sluice_and_the_java_producer_put_a_key_on_the_same_partition() {
     sluice_testkit::create_topic(&env.stack, &sluice_topic, 6).await;
     let keys: Vec<String> = (0..KEYS).map(|i| format!("user-{i}")).collect();
 
-    let mut child = Command::new(var("SLUICE_STACK"))
-        .args([
-            "kafka-tool",
-            "org.apache.kafka.tools.ConsoleProducer",
-            "--bootstrap-server",
-            &env.stack.bootstrap,
-            "--topic",
-            &java_topic,
-            "--reader-property",
-            "parse.key=true",
-            "--reader-property",
-            "key.separator=\t",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        for key in &keys {
-            writeln!(stdin, "{key}\tv").unwrap();
-        }
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "console producer: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let lines: Vec<String> = keys.iter().map(|key| format!("{key}\tv")).collect();
+    java_produce(&env, &java_topic, "none", &lines);
 
     let producer = ResilientProducer::new(
         &KafkaClientSettings::new(&env.stack.bootstrap),

@@ -15,52 +15,8 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::*;
-
-fn stack_script() -> String {
-    std::env::var("SLUICE_STACK").expect("SLUICE_STACK (from scripts/stack env)")
-}
-
-/// Produces `lines` (`key<TAB>value`) with Kafka's Java console producer and `codec`.
-fn java_produce(env: &Env, topic: &str, codec: &str, lines: &[String]) {
-    let mut child = Command::new(stack_script())
-        .args([
-            "kafka-tool",
-            "org.apache.kafka.tools.ConsoleProducer",
-            "--bootstrap-server",
-            &env.stack.bootstrap,
-            "--topic",
-            topic,
-            "--compression-codec",
-            codec,
-            "--reader-property",
-            "parse.key=true",
-            "--reader-property",
-            "key.separator=\t",
-            "--producer-property",
-            "linger.ms=50",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        for line in lines {
-            writeln!(stdin, "{line}").unwrap();
-        }
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "console producer ({codec}) failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_in_every_codec_from_the_java_producer_land() {

@@ -13,6 +13,7 @@ use serde_json::Value;
 use sluice_kafka::Admin;
 use sluice_testkit::{Stack, TestSchema};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -410,4 +411,43 @@ pub fn read_outbox_topic(bootstrap: &str, topic: &str) -> Vec<OutboxRecord> {
     }
     records.sort();
     records
+}
+
+/// Produces `lines` (`key<TAB>value`) with Kafka's Java console producer and `codec`.
+pub fn java_produce(env: &Env, topic: &str, codec: &str, lines: &[String]) {
+    let mut child =
+        Command::new(std::env::var("SLUICE_STACK").expect("SLUICE_STACK (from scripts/stack env)"))
+            .args([
+                "kafka-tool",
+                "org.apache.kafka.tools.ConsoleProducer",
+                "--bootstrap-server",
+                &env.stack.bootstrap,
+                "--topic",
+                topic,
+                "--compression-codec",
+                codec,
+                "--reader-property",
+                "parse.key=true",
+                "--reader-property",
+                "key.separator=\t",
+                "--producer-property",
+                "linger.ms=50",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for line in lines {
+            writeln!(stdin, "{line}").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "console producer ({codec}) failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
