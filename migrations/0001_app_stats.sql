@@ -1,4 +1,4 @@
--- app_stats: one row per app per crawl; append-only (SPEC S4.3).
+-- app_stats: one row per app per crawl; append-only (docs/ARCHITECTURE.md#tables).
 -- Natural key (application_id, crawled_at): the same pair again is a redelivery.
 CREATE TABLE app_stats (
     id             BIGSERIAL PRIMARY KEY,

@@ -1,4 +1,4 @@
--- reviews: one row per review, updated as it changes (SPEC S4.3, S4.4).
+-- reviews: one row per review, updated as it changes (docs/ARCHITECTURE.md#tables).
 -- Natural key review_id. first_seen_at is set once; sentiment is never written by sluice.
 CREATE TABLE reviews (
     id              BIGSERIAL PRIMARY KEY,

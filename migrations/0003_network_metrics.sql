@@ -1,4 +1,4 @@
--- network_metrics: one row per analysed capture (SPEC S4.3).
+-- network_metrics: one row per analysed capture (docs/ARCHITECTURE.md#tables).
 -- Natural key analysis_id: a re-run of the analysis gets a new UUID.
 CREATE TABLE network_metrics (
     id                      BIGSERIAL PRIMARY KEY,

@@ -1,4 +1,4 @@
--- dead_letter_events: records that can never be stored (SPEC S4.5).
+-- dead_letter_events: records that can never be stored (docs/ARCHITECTURE.md#dead-letters).
 -- Natural key (topic, partition, kafka_offset): replaying a partition must not multiply rows.
 CREATE TABLE dead_letter_events (
     id              BIGSERIAL PRIMARY KEY,

@@ -1,4 +1,4 @@
--- outbox_events: the transactional outbox (SPEC S9).
+-- outbox_events: the transactional outbox (docs/ARCHITECTURE.md#outbox).
 --
 -- Domain code inserts a row in the same transaction as its business write, so the event
 -- exists exactly when the write committed, whether Kafka is up or not. A dispatcher claims
@@ -86,7 +86,7 @@ BEGIN
                     OLD.status, NEW.status, OLD.id
                 USING ERRCODE = 'check_violation',
                       CONSTRAINT = 'outbox_events_status_transition',
-                      HINT = 'status changes go through the outbox transition helper (SPEC S9)';
+                      HINT = 'status changes go through the outbox transition helper (docs/ARCHITECTURE.md#outbox)';
         END IF;
     END IF;
     IF NEW.updated_at IS NOT DISTINCT FROM OLD.updated_at THEN
@@ -107,7 +107,7 @@ BEGIN
             NEW.status, NEW.id
         USING ERRCODE = 'check_violation',
               CONSTRAINT = 'outbox_events_status_transition',
-              HINT = 'status changes go through the outbox transition helper (SPEC S9)';
+              HINT = 'status changes go through the outbox transition helper (docs/ARCHITECTURE.md#outbox)';
 END
 $$;
 

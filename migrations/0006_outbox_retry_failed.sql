@@ -27,7 +27,7 @@ BEGIN
                     OLD.status, NEW.status, OLD.id
                 USING ERRCODE = 'check_violation',
                       CONSTRAINT = 'outbox_events_status_transition',
-                      HINT = 'status changes go through the outbox transition helper (SPEC S9)';
+                      HINT = 'status changes go through the outbox transition helper (docs/ARCHITECTURE.md#outbox)';
         END IF;
     END IF;
     IF NEW.updated_at IS NOT DISTINCT FROM OLD.updated_at THEN

@@ -1,4 +1,4 @@
--- Idempotent processing (SPEC S10): a consumer's transaction inserts its processed row here
+-- Idempotent processing (docs/ARCHITECTURE.md#idempotent-processing): a consumer's transaction inserts its processed row here
 -- together with its own effects, so a record redelivered to the same group finds the row
 -- (a key conflict) and is not processed again. See crates/sluice-outbox/src/process_once.rs.
 

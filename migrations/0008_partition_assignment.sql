@@ -1,4 +1,4 @@
--- Sequential partition assignment (SPEC S11): each mailbox user is pinned to one partition of
+-- Sequential partition assignment (docs/ARCHITECTURE.md#partition-assignment): each mailbox user is pinned to one partition of
 -- a topic; partitions fill in order up to a cap, and a full last partition opens the next.
 --
 -- Concurrency: sluice_outbox::assign_partition serialises allocation per topic with a

@@ -1,4 +1,4 @@
-//! `kill -9` in the middle of an ingest, again and again (acceptance item 8; SPEC S2.1, S2.2,
+//! `kill -9` in the middle of an ingest, again and again (acceptance item 8; docs/ARCHITECTURE.md#guarantees,
 //! S3.1): the real `sluice run` binary is SIGKILLed while it writes reviews, restarted,
 //! killed again, and finally left to catch up and stopped with SIGTERM. Whatever a kill
 //! interrupted (a batch before its COMMIT, or between its COMMIT and the offset commit) is

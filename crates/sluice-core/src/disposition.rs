@@ -1,4 +1,4 @@
-//! What to do with an error: retry, dead-letter, or stop (SPEC S4.7).
+//! What to do with an error: retry, dead-letter, or stop (docs/ARCHITECTURE.md#errors).
 //!
 //! The adapters keep their errors' original types (the database driver's, librdkafka's);
 //! they only ask this module which class a failure belongs to, from the SQLSTATE or

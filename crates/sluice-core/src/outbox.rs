@@ -1,4 +1,4 @@
-//! The outbox state machine (SPEC S9): the eight statuses of an outbox row and the only
+//! The outbox state machine (docs/ARCHITECTURE.md#outbox): the eight statuses of an outbox row and the only
 //! edges between them.
 //!
 //! ```text
@@ -208,7 +208,7 @@ pub enum MarkPublished {
     Illegal,
 }
 
-/// The rule of `mark_published` (SPEC S9): a compare-and-set from DISPATCHING only, which
+/// The rule of `mark_published` (docs/ARCHITECTURE.md#outbox): a compare-and-set from DISPATCHING only, which
 /// accepts a row the consumer already moved on and never moves it back.
 ///
 /// "Already past" is every status reachable from PUBLISHED, PUBLISHED included: a second

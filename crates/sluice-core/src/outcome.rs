@@ -1,4 +1,4 @@
-//! Counters of one batch, logged as one INFO line (SPEC S3.1).
+//! Counters of one batch, logged as one INFO line (docs/ARCHITECTURE.md#batch-loop).
 
 use std::ops::AddAssign;
 

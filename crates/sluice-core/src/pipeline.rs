@@ -1,4 +1,4 @@
-//! The three storage pipelines and their built-in defaults (SPEC S3).
+//! The three storage pipelines and their built-in defaults (docs/ARCHITECTURE.md#batch-loop).
 
 use std::fmt;
 use std::str::FromStr;
@@ -41,7 +41,7 @@ impl PipelineKind {
         }
     }
 
-    /// Built-in max poll records (SPEC S3).
+    /// Built-in max poll records (docs/ARCHITECTURE.md#batch-loop).
     pub fn default_batch_size(self) -> usize {
         match self {
             Self::AppStats => 200,

@@ -1,4 +1,4 @@
-//! Retry policy for transient errors, as plain data (SPEC S4.7).
+//! Retry policy for transient errors, as plain data (docs/ARCHITECTURE.md#errors).
 //!
 //! A transient failure (the database restarting, a lost connection) retries the *same*
 //! batch after 1 s, 2 s, 4 s, 8 s and 16 s, with a fresh connection before each attempt.
@@ -17,7 +17,7 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    /// The SPEC default: 5 retries from 1 s (1, 2, 4, 8, 16 s; 31 s in all).
+    /// The default: 5 retries from 1 s (1, 2, 4, 8, 16 s; 31 s in all).
     pub const DEFAULT: Backoff = Backoff {
         max_attempts: 5,
         base: Duration::from_secs(1),

@@ -1,4 +1,4 @@
-//! Settings of the storage consumer (SPEC S4.9), parsed — not merely validated — from the
+//! Settings of the storage consumer (docs/ARCHITECTURE.md#settings), parsed — not merely validated — from the
 //! environment by a pure function.
 //!
 //! [`Settings::from_lookup`] takes any `name → value` lookup (the process environment in

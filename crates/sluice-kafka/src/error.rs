@@ -1,4 +1,4 @@
-//! The disposition of a Kafka client error (SPEC S4.7).
+//! The disposition of a Kafka client error (docs/ARCHITECTURE.md#errors).
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use sluice_core::Disposition;

@@ -1,4 +1,4 @@
-//! Sequential partition assignment (SPEC S11): every mailbox user is pinned to one partition
+//! Sequential partition assignment (docs/ARCHITECTURE.md#partition-assignment): every mailbox user is pinned to one partition
 //! of a topic, so one user's commands stay ordered.
 //!
 //! Invariants this module keeps, per topic:

@@ -48,7 +48,7 @@ pub(crate) fn checked_sources(
 }
 
 /// Moves one row to `to` if its status is one of `from_expected` — the single transition
-/// helper (SPEC S9). Pass [`outbox::allowed_sources`]`(to)` to accept any legal source.
+/// helper (docs/ARCHITECTURE.md#outbox). Pass [`outbox::allowed_sources`]`(to)` to accept any legal source.
 ///
 /// An expected source that has no edge to `to` is an [`OutboxError::Illegal`] and nothing
 /// is written. A row in another status is left alone and reported as
@@ -79,7 +79,7 @@ pub async fn transition(
 }
 
 /// Records the broker's acknowledgement: DISPATCHING → PUBLISHED with `partition` and
-/// `offset`, as a compare-and-set (SPEC S9).
+/// `offset`, as a compare-and-set (docs/ARCHITECTURE.md#outbox).
 ///
 /// A row the consumer already moved on (or that recovery already marked PUBLISHED) is
 /// [`MarkPublishedOutcome::AlreadyPast`] and keeps its status and offset. A row that is

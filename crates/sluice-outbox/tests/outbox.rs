@@ -192,7 +192,7 @@ async fn mark_published_moves_dispatching_and_never_moves_a_row_back() {
     teardown(schema, conn).await;
 }
 
-/// The race of SPEC S9: the consumer moves the row on while the acknowledgement is being
+/// The race described in docs/ARCHITECTURE.md#outbox: the consumer moves the row on while the acknowledgement is being
 /// recorded. `mark_published` waits for the consumer's transaction and then reports the
 /// status it found, instead of overwriting it or calling it illegal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Sequential partition assignment (SPEC S11) against the real database and broker (issue 7,
+//! Sequential partition assignment (docs/ARCHITECTURE.md#partition-assignment) against the real database and broker (issue 7,
 //! acceptance 2).
 #![allow(
     clippy::unwrap_used,

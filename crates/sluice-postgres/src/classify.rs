@@ -1,4 +1,4 @@
-//! The disposition of a database error (SPEC S4.7), from its SQLSTATE when it has one.
+//! The disposition of a database error (docs/ARCHITECTURE.md#errors), from its SQLSTATE when it has one.
 
 use sluice_core::Disposition;
 use sluice_core::disposition::classify_sqlstate;

@@ -4,7 +4,7 @@
 //! transaction (`&mut PgConnection`), so the data rows, the dead letters and the idempotency
 //! records of one batch commit or roll back together. Every write is one statement per
 //! batch (`UNNEST` arrays) with `ON CONFLICT` on the table's natural key, so redelivery is a
-//! no-op (SPEC S2, S4.3).
+//! no-op (docs/ARCHITECTURE.md#guarantees, docs/ARCHITECTURE.md#tables).
 
 pub mod classify;
 pub mod connect;

@@ -1,4 +1,4 @@
-//! The migration runner (SPEC S4.8).
+//! The migration runner (docs/ARCHITECTURE.md#migrations).
 //!
 //! Numbered SQL files from `migrations/`, embedded in the binary, applied in order, each in
 //! its own transaction together with its row in `storage_consumer_migrations`. Concurrent

@@ -1,4 +1,4 @@
-//! Queries behind the operations commands (SPEC S8): row counts, dead-letter listing,
+//! Queries behind the operations commands (docs/ARCHITECTURE.md#operations): row counts, dead-letter listing,
 //! inspection and replay bookkeeping.
 
 use chrono::{DateTime, Utc};

@@ -1,4 +1,4 @@
-//! `package_name` → application id (SPEC S4.6).
+//! `package_name` → application id (docs/ARCHITECTURE.md#resolver).
 //!
 //! Producers never know database ids. Each pipeline owns one resolver: a TTL cache in front
 //! of one `WHERE package_name = ANY($1)` query per batch for the names it misses. There is

@@ -1,4 +1,4 @@
-//! One batch, one transaction (SPEC S3.1):
+//! One batch, one transaction (docs/ARCHITECTURE.md#batch-loop):
 //!
 //! ```text
 //! decode → resolve package names → bind ids → dedupe → upsert (isolating bad rows)

@@ -1,4 +1,4 @@
-//! The storage consumer: Kafka → PostgreSQL with the four guarantees of SPEC S2.
+//! The storage consumer: Kafka → PostgreSQL with the four guarantees of docs/ARCHITECTURE.md#guarantees.
 //!
 //! 1. **Nothing published is lost**: a batch's offsets are committed to Kafka only after the
 //!    PostgreSQL transaction holding its effect has committed ([`pipeline`]).

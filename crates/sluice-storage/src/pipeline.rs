@@ -1,4 +1,4 @@
-//! The batch loop of one pipeline (SPEC S3.1).
+//! The batch loop of one pipeline (docs/ARCHITECTURE.md#batch-loop).
 //!
 //! Invariant: an offset is committed to Kafka only after the PostgreSQL transaction that
 //! holds its batch's effect has committed. No state survives from one poll to the next,
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// Consecutive failed offset commits after which the pipeline fails on purpose: a livelock
-/// that never lowers lag is worse than a crash (SPEC S3.1).
+/// that never lowers lag is worse than a crash (docs/ARCHITECTURE.md#batch-loop).
 pub const MAX_CONSECUTIVE_COMMIT_FAILURES: u32 = 5;
 
 /// Why a pipeline stopped with an error. Every variant is fatal for the process.

@@ -4,7 +4,7 @@
 //!
 //! Invariant: offsets are committed only for batches that come back on the `stored`
 //! channel, that is, after their PostgreSQL transaction committed; and synchronously, so a
-//! failed commit is seen and counted (five in a row are fatal, SPEC S3.1). At most one
+//! failed commit is seen and counted (five in a row are fatal, docs/ARCHITECTURE.md#batch-loop). At most one
 //! batch is read ahead; it was never committed, so dropping it on shutdown or on a
 //! rebalance only means it is redelivered.
 

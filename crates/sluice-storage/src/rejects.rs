@@ -1,4 +1,4 @@
-//! Log-volume control for rejected records (SPEC S4.5): a batch may reject all 500 of its
+//! Log-volume control for rejected records (docs/ARCHITECTURE.md#dead-letters): a batch may reject all 500 of its
 //! messages; the first few are logged in detail, the rest as one line grouped by reason.
 
 use sluice_core::{DeadLetter, PipelineKind};

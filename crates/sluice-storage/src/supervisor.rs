@@ -1,4 +1,4 @@
-//! The supervisor (SPEC S5): the process lives while all its pipelines live.
+//! The supervisor (docs/ARCHITECTURE.md#supervisor): the process lives while all its pipelines live.
 //!
 //! One OS thread per pipeline, each with its own single-threaded runtime. They share only
 //! the immutable settings and one cancellation token. The first pipeline to fail cancels

@@ -1,4 +1,4 @@
-//! Writing a batch so that one bad row cannot sink it (SPEC S4.7, last paragraph).
+//! Writing a batch so that one bad row cannot sink it (docs/ARCHITECTURE.md#errors, last paragraph).
 //!
 //! A row can pass decoding and still break a constraint at write time (SQLSTATE classes 22
 //! and 23 — e.g. its application was deleted between resolve and insert). The batch's

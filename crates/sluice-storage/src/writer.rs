@@ -1,5 +1,5 @@
 //! The database side of a pipeline: stores one decoded batch in one transaction, retrying
-//! transient failures (SPEC S4.7) with back-off on a fresh connection.
+//! transient failures (docs/ARCHITECTURE.md#errors) with back-off on a fresh connection.
 
 use crate::batch::{Decoded, store_batch};
 use crate::heartbeat::Heartbeat;

@@ -1,4 +1,4 @@
-//! PostgreSQL restarts in the middle of an ingest (acceptance item 7; SPEC S2.1, S2.2, S4.7):
+//! PostgreSQL restarts in the middle of an ingest (acceptance item 7; docs/ARCHITECTURE.md#guarantees, docs/ARCHITECTURE.md#errors):
 //! a `fast` and then an `immediate` restart of the real server while the reviews and
 //! app-stats pipelines are writing. A restart is a transient error: the batch in flight is
 //! retried on a fresh connection, nothing is lost, nothing is duplicated and nothing goes

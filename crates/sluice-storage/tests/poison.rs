@@ -1,6 +1,6 @@
 //! Poison messages on the real stack: one batch mixing good records with every kind of bad
 //! one, write-time constraint violations isolated to their rows, and replays that do not
-//! multiply dead letters (issue acceptance items 4 and 6; SPEC S2.3, S4.2, S4.5, S4.7).
+//! multiply dead letters (issue acceptance items 4 and 6; docs/ARCHITECTURE.md#guarantees, docs/ARCHITECTURE.md#messages, docs/ARCHITECTURE.md#dead-letters, docs/ARCHITECTURE.md#errors).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -956,7 +956,7 @@ async fn a_write_time_constraint_violation_dead_letters_only_that_row() {
 
 /// A real foreign-key violation, made deterministic through the resolver's cache: the app's
 /// id is cached by one batch, the app is deleted, and the next batch still binds the stale
-/// id — exactly "its application was deleted between resolve and insert" (SPEC S4.7).
+/// id — exactly "its application was deleted between resolve and insert" (docs/ARCHITECTURE.md#errors).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_key_violation_at_write_time_dead_letters_only_that_row() {
     let Some(fx) = Fixture::new().await else {

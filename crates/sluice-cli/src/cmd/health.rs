@@ -1,4 +1,4 @@
-//! `sluice health` (SPEC S6): exit 0 only if every expected pipeline's heartbeat is fresh.
+//! `sluice health` (docs/ARCHITECTURE.md#health): exit 0 only if every expected pipeline's heartbeat is fresh.
 
 use crate::Failure;
 use clap::Args;

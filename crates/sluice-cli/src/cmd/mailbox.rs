@@ -1,4 +1,4 @@
-//! `sluice mailbox consume`: the mailbox example's consumer (SPEC S12) until SIGTERM/SIGINT.
+//! `sluice mailbox consume`: the mailbox example's consumer (docs/ARCHITECTURE.md#mailbox) until SIGTERM/SIGINT.
 //!
 //! Environment: `DATABASE_URL` (required), `KAFKA_BOOTSTRAP_SERVERS` (default
 //! `127.0.0.1:9092`), `MAILBOX_TOPIC` (required), `MAILBOX_GROUP` (default

@@ -1,4 +1,4 @@
-//! `sluice migrate` (SPEC S4.8).
+//! `sluice migrate` (docs/ARCHITECTURE.md#migrations).
 
 use crate::Failure;
 use anyhow::Context;

@@ -1,4 +1,4 @@
-//! `sluice outbox status|release|retry-failed`: the operator's view of the outbox (SPEC S9).
+//! `sluice outbox status|release|retry-failed`: the operator's view of the outbox (docs/ARCHITECTURE.md#outbox).
 
 use crate::Failure;
 use clap::{Args, Subcommand};

@@ -1,4 +1,4 @@
-//! `sluice produce crawler|analyzer`: load generators on the resilient producer (SPEC S7).
+//! `sluice produce crawler|analyzer`: load generators on the resilient producer (docs/ARCHITECTURE.md#producer).
 //!
 //! Every record's delivery report is awaited; the command fails if any record was not
 //! acknowledged by the broker (acks=all).

@@ -1,4 +1,4 @@
-//! `sluice run`: the storage consumer under its supervisor (SPEC S5).
+//! `sluice run`: the storage consumer under its supervisor (docs/ARCHITECTURE.md#supervisor).
 
 use crate::Failure;
 use sluice_core::settings::VARIABLES;
@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The settings table for `sluice run --help`.
 pub fn settings_help() -> String {
-    let mut help = String::from("Environment (SPEC S4.9):\n");
+    let mut help = String::from("Environment (docs/ARCHITECTURE.md#settings):\n");
     for (name, default, meaning) in VARIABLES {
         help.push_str(&format!("  {name:<38} {meaning} [default: {default}]\n"));
     }

@@ -1,4 +1,4 @@
-//! `app-stats` messages: one per app per crawl (SPEC S4.1), written to `app_stats`.
+//! `app-stats` messages: one per app per crawl (docs/ARCHITECTURE.md#messages), written to `app_stats`.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -48,7 +48,7 @@ impl AppStats {
 pub fn decode_app_stats(payload: Option<&[u8]>) -> Result<AppStats, DecodeError> {
     let object = parse_object(payload)?;
     let fields = Fields::new(&object);
-    // Fields in SPEC order, so the first broken rule is the one reported.
+    // Fields in the documented order, so the first broken rule is the one reported.
     Ok(AppStats {
         package_name: fields.required_str("package_name", 1, 255)?,
         crawled_at: fields.required_timestamp("crawled_at")?,

@@ -1,4 +1,4 @@
-//! Typed messages of the three storage topics and their decoders (SPEC S4.1, S4.2).
+//! Typed messages of the three storage topics and their decoders (docs/ARCHITECTURE.md#messages).
 //!
 //! Invariant: a value of any type in this module already satisfies every limit of the
 //! database column it is written to (integer ranges, VARCHAR lengths in characters, UUID

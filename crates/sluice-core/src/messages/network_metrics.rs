@@ -1,4 +1,4 @@
-//! `network-metrics` messages: one per analysed capture (SPEC S4.1), written to
+//! `network-metrics` messages: one per analysed capture (docs/ARCHITECTURE.md#messages), written to
 //! `network_metrics`.
 
 use chrono::{DateTime, Utc};
@@ -55,7 +55,7 @@ impl NetworkMetrics {
 pub fn decode_network_metrics(payload: Option<&[u8]>) -> Result<NetworkMetrics, DecodeError> {
     let object = parse_object(payload)?;
     let fields = Fields::new(&object);
-    // Fields in SPEC order, so the first broken rule is the one reported.
+    // Fields in the documented order, so the first broken rule is the one reported.
     Ok(NetworkMetrics {
         analysis_id: fields.required_uuid("analysis_id")?,
         package_name: fields.required_str("package_name", 1, 255)?,

@@ -1,4 +1,4 @@
-//! `reviews` messages: one per review per crawl (SPEC S4.1), upserted into `reviews`.
+//! `reviews` messages: one per review per crawl (docs/ARCHITECTURE.md#messages), upserted into `reviews`.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -29,7 +29,7 @@ pub struct Review {
     pub reply_content: Option<String>,
     /// When the developer replied.
     pub replied_at: Option<DateTime<Utc>>,
-    /// When the crawler read the review; the monotonic guard compares it (SPEC S4.4).
+    /// When the crawler read the review; the monotonic guard compares it (docs/ARCHITECTURE.md#tables).
     pub last_synced_at: DateTime<Utc>,
 }
 
@@ -44,7 +44,7 @@ impl Review {
 pub fn decode_review(payload: Option<&[u8]>) -> Result<Review, DecodeError> {
     let object = parse_object(payload)?;
     let fields = Fields::new(&object);
-    // Fields in SPEC order, so the first broken rule is the one reported.
+    // Fields in the documented order, so the first broken rule is the one reported.
     Ok(Review {
         review_id: fields.required_str("review_id", 1, 255)?,
         package_name: fields.required_str("package_name", 1, 255)?,

@@ -1,4 +1,4 @@
-//! Retention (SPEC S9): SUCCESS and untracked PUBLISHED rows older than the configured age
+//! Retention (docs/ARCHITECTURE.md#outbox): SUCCESS and untracked PUBLISHED rows older than the configured age
 //! are deleted in batches; FAILURE and PUSHED_FAILURE rows are never purged.
 
 use crate::error::OutboxError;

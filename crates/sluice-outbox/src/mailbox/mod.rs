@@ -1,4 +1,4 @@
-//! The mailbox example service (SPEC S12): users pinned to partitions (S11), commands sent
+//! The mailbox example service (docs/ARCHITECTURE.md#mailbox): users pinned to partitions (S11), commands sent
 //! through the outbox (S9), a consumer that processes each record once (S10) and keeps a
 //! per-user projection.
 //!

@@ -3,7 +3,7 @@ use sluice_core::messages::Review;
 use sluice_core::{Bound, WriteOutcome};
 use sqlx::PgConnection;
 
-/// Upserts reviews with the monotonic guard (SPEC S4.4); one statement for the whole slice.
+/// Upserts reviews with the monotonic guard (docs/ARCHITECTURE.md#tables); one statement for the whole slice.
 /// The slice must hold at most one row per `review_id` (see `sluice_core::dedupe`).
 pub async fn upsert_reviews(
     conn: &mut PgConnection,

@@ -1,4 +1,4 @@
--- One statement per batch. Natural key (application_id, crawled_at): DO NOTHING (SPEC S4.3).
+-- One statement per batch. Natural key (application_id, crawled_at): DO NOTHING (docs/ARCHITECTURE.md#tables).
 -- histogram arrives as one JSON array per row (NULL allowed): UNNEST cannot carry a
 -- ragged array of arrays, so each row's array is rebuilt in order from its JSON.
 INSERT INTO app_stats (

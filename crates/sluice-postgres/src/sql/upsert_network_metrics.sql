@@ -1,4 +1,4 @@
--- One statement per batch. Natural key analysis_id: DO NOTHING (SPEC S4.3).
+-- One statement per batch. Natural key analysis_id: DO NOTHING (docs/ARCHITECTURE.md#tables).
 -- domains arrives as one JSON array per row (NULL allowed), rebuilt in order.
 INSERT INTO network_metrics (
     analysis_id, application_id, captured_at, duration_seconds, packet_count, total_bytes,

@@ -1,4 +1,4 @@
--- One statement per batch, with the monotonic guard of SPEC S4.4: an older message never
+-- One statement per batch, with the monotonic guard of docs/ARCHITECTURE.md#tables: an older message never
 -- overwrites a newer row. first_seen_at and sentiment are never written here.
 -- RETURNING (xmax = 0) tells inserted (true) from updated (false); rows not returned were
 -- skipped by the guard.

@@ -1,5 +1,5 @@
 //! `sluice bench [storage]`: sluice's reviews pipeline measured against baselines in the same run,
-//! with the same generated rows, on the real stack (SPEC S13). Not a test: it prints a
+//! with the same generated rows, on the real stack (docs/ARCHITECTURE.md#performance). Not a test: it prints a
 //! Markdown table and writes a JSON file with the ratios.
 //!
 //! - U: the same upsert statement, same batches, straight into PostgreSQL (no Kafka);

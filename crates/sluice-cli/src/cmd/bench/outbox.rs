@@ -1,4 +1,4 @@
-//! `sluice bench outbox`: the outbox dispatcher (SPEC S9) measured on the real stack, in its
+//! `sluice bench outbox`: the outbox dispatcher (docs/ARCHITECTURE.md#outbox) measured on the real stack, in its
 //! own schema and topic. Not a test: it prints a Markdown table and writes a JSON file.
 //!
 //! - throughput: a backlog enqueued first (batches of 1,000 rows, one transaction each,
