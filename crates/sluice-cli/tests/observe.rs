@@ -15,55 +15,11 @@
 
 mod support;
 
-use prometheus_parse::{Sample, Scrape, Value as Metric};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
+use support::http::*;
 use support::*;
 use tokio_util::sync::CancellationToken;
-
-/// `GET path` over HTTP/1.0: (status, body).
-fn get(port: u16, path: &str, accept: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: localhost\r\nAccept: {accept}\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_owned())
-}
-
-fn scrape(port: u16) -> Vec<Sample> {
-    let (status, body) = get(port, "/metrics", "text/plain");
-    assert_eq!(status, 200, "{body}");
-    Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
-        .unwrap()
-        .samples
-}
-
-fn value(s: &Sample) -> f64 {
-    match s.value {
-        Metric::Counter(v) | Metric::Gauge(v) | Metric::Untyped(v) => v,
-        _ => f64::NAN,
-    }
-}
-
-/// The sum of `metric`'s samples whose labels include every `(name, value)` of `labels`.
-fn sum(samples: &[Sample], metric: &str, labels: &[(&str, &str)]) -> f64 {
-    samples
-        .iter()
-        .filter(|s| s.metric == metric)
-        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map(value)
-        .sum()
-}
 
 /// A TCP proxy to PostgreSQL that can be stopped (every connection closed, new ones
 /// refused) and started again on the same port.
@@ -112,14 +68,6 @@ impl Proxy {
     fn stop(&self) {
         self.stop.cancel();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
