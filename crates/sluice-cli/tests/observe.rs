@@ -16,6 +16,7 @@
 mod support;
 
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use support::http::*;
 use support::*;
@@ -70,6 +71,69 @@ impl Proxy {
     }
 }
 
+/// The lag gauge per partition: (partition, records).
+fn lag_gauge(samples: &[prometheus_parse::Sample]) -> BTreeMap<String, i64> {
+    samples
+        .iter()
+        .filter(|s| s.metric == "sluice_consumer_lag")
+        .map(|s| {
+            (
+                s.labels.get("partition").unwrap().to_owned(),
+                value(s) as i64,
+            )
+        })
+        .collect()
+}
+
+/// `sluice lag --json` for the reviews pipeline: (partition, records not committed).
+fn cli_lag(env: &Env) -> BTreeMap<String, i64> {
+    let out = env.output(&["lag", "--json"], &[("STORAGE_PIPELINES", "reviews")]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    json[0]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["partition"].to_string(), p["lag"].as_i64().unwrap()))
+        .collect()
+}
+
+/// While the pipeline drains a backlog (nothing is produced meanwhile, so the true lag only
+/// falls), `sluice lag` taken between two scrapes lies between the gauges: the gauge read
+/// before it was measured earlier, so it is at least the uncommitted lag minus what the
+/// pipeline holds in flight (a batch being stored and one read ahead, 100 records each
+/// here); the gauge read a lag interval (2 s) after it was measured later, so it is at most
+/// the uncommitted lag. `None` when the backlog is too small to compare.
+fn lag_while_running(
+    env: &Env,
+    http: u16,
+    before: &[prometheus_parse::Sample],
+) -> Option<(
+    BTreeMap<String, i64>,
+    BTreeMap<String, i64>,
+    BTreeMap<String, i64>,
+)> {
+    const IN_FLIGHT: i64 = 2 * 100;
+    let before = lag_gauge(before);
+    if before.values().sum::<i64>() < 10_000 {
+        return None;
+    }
+    let cli = cli_lag(env);
+    std::thread::sleep(Duration::from_millis(3_000));
+    let after = lag_gauge(&scrape(http));
+    assert!(
+        cli.values().sum::<i64>() > 0,
+        "compared while running: {cli:?}"
+    );
+    for (partition, committed) in &cli {
+        let (early, late) = (before[partition], after[partition]);
+        assert!(
+            late <= *committed && *committed <= early + IN_FLIGHT,
+            "partition {partition}: gauge {early} then {late}, sluice lag {committed} between"
+        );
+    }
+    Some((before, cli, after))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_database() {
     let Some(env) = Env::new().await else { return };
@@ -115,6 +179,8 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
     let addr = format!("127.0.0.1:{http}");
     let vars = [
         ("STORAGE_PIPELINES", "reviews"),
+        // Small batches: the ingest lasts long enough to compare the lag while running.
+        ("STORAGE_MAX_POLL_RECORDS_REVIEWS", "100"),
         ("DATABASE_URL", proxied.as_str()),
         ("SLUICE_HTTP_ADDR", addr.as_str()),
         ("STORAGE_DB_RETRY_MAX_ATTEMPTS", "8"),
@@ -126,6 +192,7 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
     let started = Instant::now();
     let mut last = 0.0;
     let mut scrapes = 0;
+    let mut compared_running = None;
     loop {
         run.assert_alive();
         if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", http)) {
@@ -138,6 +205,9 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
             if handled as usize >= total {
                 break;
             }
+            if compared_running.is_none() && lag_gauge(&samples).len() == 3 {
+                compared_running = lag_while_running(&env, http, &samples);
+            }
         }
         assert!(
             started.elapsed() < Duration::from_secs(240),
@@ -146,6 +216,8 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     println!("{scrapes} scrapes during the ingest of {total} records");
+    let (before, cli, after) = compared_running.expect("the lag was compared while running");
+    println!("lag while running: gauge {before:?} >= sluice lag {cli:?} >= gauge {after:?}");
     // A second process on the same address (held by the first, which is serving) is
     // refused at start, exit 2, naming the variable.
     let busy = env.output(&["run"], &vars);

@@ -149,7 +149,7 @@ pub fn run_reader<K: TopicKind>(
 }
 
 /// How often the reader measures its lag (a metadata round trip per partition).
-pub const LAG_INTERVAL: Duration = Duration::from_secs(5);
+pub const LAG_INTERVAL: Duration = Duration::from_secs(2);
 
 struct Committer {
     kind: PipelineKind,
