@@ -97,6 +97,13 @@ fn cli_lag(env: &Env) -> BTreeMap<String, i64> {
         .collect()
 }
 
+/// Lag per partition: the gauge before, `sluice lag`, the gauge after.
+type LagBracket = (
+    BTreeMap<String, i64>,
+    BTreeMap<String, i64>,
+    BTreeMap<String, i64>,
+);
+
 /// While the pipeline drains a backlog (nothing is produced meanwhile, so the true lag only
 /// falls), `sluice lag` taken between two scrapes lies between the gauges: the gauge read
 /// before it was measured earlier, so it is at least the uncommitted lag minus what the
@@ -107,11 +114,7 @@ fn lag_while_running(
     env: &Env,
     http: u16,
     before: &[prometheus_parse::Sample],
-) -> Option<(
-    BTreeMap<String, i64>,
-    BTreeMap<String, i64>,
-    BTreeMap<String, i64>,
-)> {
+) -> Option<LagBracket> {
     const IN_FLIGHT: i64 = 2 * 100;
     let before = lag_gauge(before);
     if before.values().sum::<i64>() < 10_000 {
