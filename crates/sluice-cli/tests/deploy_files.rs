@@ -1,6 +1,7 @@
-//! The alert rules and the dashboard under `deploy/` parse, and every metric they query is
-//! one sluice exports. (`promtool check rules` would also check PromQL syntax, but promtool
-//! cannot be installed here; this test only parses YAML/JSON and checks the names.)
+//! The alert rules and the dashboards under `deploy/` parse, every metric they query is one
+//! sluice exports, and every exported metric is queried. The rules are also checked by
+//! Prometheus's own rule-file parser (`tools/rulecheck`, the check `promtool check rules`
+//! runs: YAML, PromQL, templates), built with Go from the module proxy.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -89,6 +90,43 @@ fn alert_rules_parse_and_query_only_exported_metrics() {
         }
     }
     assert!(alerts >= 12, "{alerts} alerts");
+}
+
+#[test]
+fn prometheus_accepts_the_alert_rules() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let rules = root.join("deploy/prometheus/sluice-alerts.yml");
+    let out = match std::process::Command::new("go")
+        .args(["run", "."])
+        .arg(&rules)
+        .current_dir(root.join("tools/rulecheck"))
+        .output()
+    {
+        Ok(out) => out,
+        Err(error) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("skipped: go is not installed ({error})");
+            return;
+        }
+        Err(error) => panic!("go (needed to run tools/rulecheck): {error}"),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "rulecheck: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: serde_yaml::Value =
+        serde_yaml::from_str(&deploy("prometheus/sluice-alerts.yml")).expect("valid YAML");
+    let rules: usize = parsed["groups"]
+        .as_sequence()
+        .expect("groups")
+        .iter()
+        .map(|g| g["rules"].as_sequence().map_or(0, Vec::len))
+        .sum();
+    assert!(
+        stdout.contains(&format!("SUCCESS: {rules} rules found")),
+        "{stdout}"
+    );
 }
 
 #[test]
