@@ -1,4 +1,5 @@
-//! Writing events: `enqueue` in the caller's transaction, `release` of PREQUEUED events.
+//! Writing events: `enqueue` in the caller's transaction (`enqueue_cdc` for a deployment that
+//! relays the outbox by change data capture), `release` of PREQUEUED events.
 
 use crate::error::OutboxError;
 use crate::event::NewEvent;
@@ -31,6 +32,47 @@ pub async fn enqueue(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, 
         .bind(&event.payload)
         .bind(Json(&event.headers))
         .bind(status.as_str())
+        .bind(event.available_at)
+        .execute(conn)
+        .await?;
+    Ok(event.id)
+}
+
+/// Inserts `event` in status CDC in the caller's open transaction and returns its id: change
+/// data capture (Debezium's Outbox Event Router on a publication of CDC inserts) relays it
+/// when the caller's transaction commits, and no dispatcher ever claims it.
+///
+/// What the relay cannot carry as the dispatcher would is refused before anything is written
+/// ([`OutboxError::NotRelayable`]): headers of the row's own (the router places columns, not
+/// the members of a JSON object; the table's `outbox_events_cdc_headers` check says the same),
+/// a PREQUEUED hold and a later `available_at` (the relay publishes at commit).
+pub async fn enqueue_cdc(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, OutboxError> {
+    let refuse = |reason| {
+        Err(OutboxError::NotRelayable {
+            id: event.id,
+            reason,
+        })
+    };
+    if !event.headers.is_empty() {
+        return refuse("it has headers of its own (the relay sends only sluice's four)");
+    }
+    if event.prequeued {
+        return refuse("it is prequeued (the relay publishes every CDC row at commit)");
+    }
+    if event.available_at.is_some() {
+        return refuse("it has an available_at (the relay publishes at commit)");
+    }
+    sqlx::query(include_str!("sql/insert_event.sql"))
+        .bind(event.id)
+        .bind(&event.aggregate_type)
+        .bind(&event.aggregate_id)
+        .bind(&event.event_type)
+        .bind(&event.topic)
+        .bind(&event.partition_key)
+        .bind(event.partition)
+        .bind(&event.payload)
+        .bind(Json(&event.headers))
+        .bind(OutboxStatus::Cdc.as_str())
         .bind(event.available_at)
         .execute(conn)
         .await?;

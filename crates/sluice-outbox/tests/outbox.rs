@@ -1,6 +1,6 @@
 //! The outbox's database side on the real PostgreSQL (issue 6, acceptance 5 and 6): enqueue
 //! follows the caller's transaction, `mark_published` never moves a consumed row back, the
-//! trigger enforces the core's edges (all 64 pairs), release, and NOTIFY.
+//! trigger enforces the core's edges (all 81 pairs), release, and NOTIFY.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -327,7 +327,7 @@ async fn a_status_written_by_hand_must_follow_an_edge() {
     teardown(schema, conn).await;
 }
 
-/// The trigger and the core agree on all 64 pairs, both by hand-written UPDATEs and through
+/// The trigger and the core agree on all 81 pairs, both by hand-written UPDATEs and through
 /// `transition`; an illegal request changes nothing.
 #[tokio::test]
 async fn every_pair_through_the_trigger_and_through_transition() {
@@ -373,11 +373,11 @@ async fn every_pair_through_the_trigger_and_through_transition() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 64);
+    assert_eq!(checked, 81);
     assert_eq!(
         EDGES.len(),
-        10,
-        "nine automatic edges and the operator re-open"
+        11,
+        "ten automatic edges and the operator re-open"
     );
     teardown(schema, conn).await;
 }
