@@ -552,3 +552,46 @@ async fn committed_claimable_events_notify_the_dispatchers() {
     drop(listener);
     teardown(schema, conn).await;
 }
+
+/// A CDC row: inserted as CDC, with none of what the relay cannot carry; the table's check
+/// refuses row headers on a CDC row written by hand, too.
+#[tokio::test]
+async fn a_cdc_row_carries_only_what_the_relay_can() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox");
+    let plain = event(&topic);
+    let id = sluice_outbox::enqueue_cdc(&mut conn, &plain).await.unwrap();
+    assert_eq!(status_of(&mut conn, id).await, OutboxStatus::Cdc);
+
+    let refused = [
+        event(&topic).with_header("trace", "abc"),
+        event(&topic).prequeued(),
+        event(&topic).available_at(chrono::Utc::now()),
+    ];
+    for event in refused {
+        match sluice_outbox::enqueue_cdc(&mut conn, &event).await {
+            Err(OutboxError::NotRelayable { id, .. }) => assert_eq!(id, event.id),
+            other => panic!("{other:?}"),
+        }
+    }
+    let by_hand = sqlx::query(
+        "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, topic, \
+         partition_key, payload, headers, status) \
+         VALUES ('user', '1', 'e', $1, '1', '{}', '{\"trace\": \"abc\"}', 'CDC')",
+    )
+    .bind(&topic)
+    .execute(&mut conn)
+    .await
+    .unwrap_err();
+    let db = by_hand.as_database_error().unwrap();
+    assert_eq!(db.constraint(), Some("outbox_events_cdc_headers"), "{db}");
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE topic = $1")
+        .bind(&topic)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1, "only the plain CDC row");
+    teardown(schema, conn).await;
+}
