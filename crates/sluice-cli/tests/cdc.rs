@@ -582,6 +582,40 @@ async fn debezium_relays_cdc_rows_as_the_dispatcher_publishes_them() {
         relayed[0].headers
     );
 
+    // Retiring CDC rows: `sluice outbox purge` deletes those past the retention age, and
+    // the relay publishes nothing for the deletes (a marker inserted after them is the next
+    // and last record).
+    let backdated = sqlx::query(
+        "UPDATE outbox_events SET updated_at = now() - interval '8 days' \
+         WHERE id IN (SELECT id FROM outbox_events WHERE topic = $1 ORDER BY seq LIMIT 100)",
+    )
+    .bind(&cdc_topic)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(backdated.rows_affected(), 100);
+    let purge = env.output(&["outbox", "purge"], &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&purge.stdout).trim(),
+        "purged 100 rows older than 7 days",
+        "{}",
+        String::from_utf8_lossy(&purge.stderr)
+    );
+    let marker = NewEvent::new(&cdc_topic, "user", "marker", "cdc.test", json!({"n": 0}));
+    enqueue_cdc(&mut conn, &marker).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while end_total(&env.stack.bootstrap, &cdc_topic) <= EVENTS as i64 {
+        relay.assert_alive();
+        assert!(Instant::now() < deadline, "the marker was not relayed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = read_all(&env.stack.bootstrap, &cdc_topic);
+    assert_eq!(after.len(), EVENTS + 1, "the purge's deletes were relayed");
+    assert_eq!(
+        after.iter().filter(|r| r.event_id() == marker.id).count(),
+        1
+    );
+
     drop(relay);
     let slots: i64 =
         sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1")
