@@ -20,22 +20,7 @@ pub async fn enqueue(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, 
     } else {
         OutboxStatus::Pending
     };
-    debug_assert!(OutboxStatus::INITIAL.contains(&status));
-    sqlx::query(include_str!("sql/insert_event.sql"))
-        .bind(event.id)
-        .bind(&event.aggregate_type)
-        .bind(&event.aggregate_id)
-        .bind(&event.event_type)
-        .bind(&event.topic)
-        .bind(&event.partition_key)
-        .bind(event.partition)
-        .bind(&event.payload)
-        .bind(Json(&event.headers))
-        .bind(status.as_str())
-        .bind(event.available_at)
-        .execute(conn)
-        .await?;
-    Ok(event.id)
+    insert(conn, event, status).await
 }
 
 /// Inserts `event` in status CDC in the caller's open transaction and returns its id: change
@@ -62,6 +47,16 @@ pub async fn enqueue_cdc(conn: &mut PgConnection, event: &NewEvent) -> Result<Uu
     if event.available_at.is_some() {
         return refuse("it has an available_at (the relay publishes at commit)");
     }
+    insert(conn, event, OutboxStatus::Cdc).await
+}
+
+/// The one INSERT of an event, in `status` (an initial status).
+async fn insert(
+    conn: &mut PgConnection,
+    event: &NewEvent,
+    status: OutboxStatus,
+) -> Result<Uuid, OutboxError> {
+    debug_assert!(OutboxStatus::INITIAL.contains(&status));
     sqlx::query(include_str!("sql/insert_event.sql"))
         .bind(event.id)
         .bind(&event.aggregate_type)
@@ -72,7 +67,7 @@ pub async fn enqueue_cdc(conn: &mut PgConnection, event: &NewEvent) -> Result<Uu
         .bind(event.partition)
         .bind(&event.payload)
         .bind(Json(&event.headers))
-        .bind(OutboxStatus::Cdc.as_str())
+        .bind(status.as_str())
         .bind(event.available_at)
         .execute(conn)
         .await?;
