@@ -29,4 +29,4 @@ pub use kafka_client::KafkaClientSettings;
 pub use outcome::{BatchReport, WriteOutcome};
 pub use pipeline::PipelineKind;
 pub use settings::Settings;
-pub use topic_settings::{TopicPlan, TopicSettings};
+pub use topic_settings::{ExistingTopic, TopicPlan, TopicSettings, TopicValues};

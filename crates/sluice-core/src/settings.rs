@@ -154,6 +154,11 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
         "retention.ms of the storage topics; -1 keeps forever",
     ),
     (
+        "STORAGE_TOPIC_<SETTING>_<PIPELINE>",
+        "(the shared value)",
+        "one topic's PARTITIONS, REPLICATION_FACTOR, MIN_INSYNC_REPLICAS or RETENTION_MS",
+    ),
+    (
         "STORAGE_GROUP_PREFIX",
         "storage-consumer",
         "consumer group = prefix.pipeline",
@@ -360,7 +365,8 @@ impl Settings {
         names: impl IntoIterator<Item = &'a str>,
     ) -> Result<Self, SettingsError> {
         let env = Reader { lookup };
-        let kafka = KafkaClientSettings::from_vars(lookup, names)?;
+        let var_names: Vec<&str> = names.into_iter().collect();
+        let kafka = KafkaClientSettings::from_vars(lookup, var_names.iter().copied())?;
 
         let database_url = env.raw("DATABASE_URL").ok_or_else(|| {
             Reader::error(
@@ -532,7 +538,7 @@ impl Settings {
 
         let instance_id = instance_id(&env)?;
         let consumer_error_timeout = env.seconds("STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS", 30)?;
-        let topics = TopicSettings::from_lookup(lookup)?;
+        let topics = TopicSettings::from_vars(lookup, var_names.iter().copied())?;
 
         Ok(Settings {
             kafka,

@@ -1,8 +1,7 @@
 //! The migrations' copy of the state machine must equal the core's: these tests read the
-//! migration files as text and compare the status list and initial statuses of
-//! `migrations/0005_outbox.sql`, and the edge table of the newest migration that (re)defines
-//! the trigger function, with `sluice_core::outbox`. (`tests/outbox.rs` also tries all 64
-//! pairs against the trigger of a migrated database.)
+//! migration files as text and compare the status list, the initial statuses and the edge
+//! table, each from the newest migration that (re)defines it, with `sluice_core::outbox`.
+//! (`tests/outbox.rs` also tries every pair against the trigger of a migrated database.)
 
 use sluice_core::outbox::{EDGES, OutboxStatus};
 use std::collections::BTreeSet;
@@ -11,10 +10,11 @@ const MIGRATION: &str = include_str!("../../../migrations/0005_outbox.sql");
 
 /// Every migration that touches the outbox, oldest first; applied files are never edited,
 /// so a changed edge table arrives as a new file that replaces the trigger function.
-const OUTBOX_MIGRATIONS: [&str; 3] = [
+const OUTBOX_MIGRATIONS: [&str; 4] = [
     MIGRATION,
     include_str!("../../../migrations/0006_outbox_retry_failed.sql"),
     include_str!("../../../migrations/0010_outbox_claim_token.sql"),
+    include_str!("../../../migrations/0011_outbox_cdc.sql"),
 ];
 
 /// The newest migration with an edge block: the trigger function the database runs.
@@ -36,12 +36,19 @@ fn quoted(line: &str) -> Vec<OutboxStatus> {
         .collect()
 }
 
-/// The one line carrying `marker` as its trailing comment.
+/// The one line carrying `marker` as its trailing comment, in the newest migration that has
+/// one.
 fn marked_line(marker: &str) -> &'static str {
-    let lines: Vec<&str> = MIGRATION
-        .lines()
-        .filter(|l| l.trim_end().ends_with(marker))
-        .collect();
+    let lines: Vec<&str> = OUTBOX_MIGRATIONS
+        .into_iter()
+        .rev()
+        .map(|m| {
+            m.lines()
+                .filter(|l| l.trim_end().ends_with(marker))
+                .collect::<Vec<_>>()
+        })
+        .find(|lines| !lines.is_empty())
+        .unwrap_or_default();
     assert_eq!(lines.len(), 1, "exactly one line marked {marker:?}");
     lines[0]
 }

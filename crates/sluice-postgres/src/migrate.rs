@@ -48,6 +48,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(8, "0008_partition_assignment.sql"),
     migration!(9, "0009_dead_letter_identity.sql"),
     migration!(10, "0010_outbox_claim_token.sql"),
+    migration!(11, "0011_outbox_cdc.sql"),
 ];
 
 /// The advisory-lock key that serialises migration runs ("sluice-mg" as bytes).
