@@ -27,6 +27,7 @@ pub mod failpoint;
 mod forward;
 pub mod headers;
 mod names;
+pub mod read;
 mod record;
 mod route;
 mod tier_consumer;
