@@ -139,6 +139,7 @@ pub async fn run_tier<H: RetryHandler>(
         tokio::select! {
             () = stop.cancelled() => break,
             () = sleep_or_forever(wait) => {
+                tracing::debug!(%topic, held = waiting.len(), "a held record is due");
                 let ready: Vec<i32> = waiting
                     .iter()
                     .filter(|(_, w)| w.records.front().is_some_and(|(_, d)| *d <= crate::now_ms()))
@@ -213,6 +214,7 @@ async fn drain<H: RetryHandler>(
     let assigned = consumer
         .assignment()
         .is_ok_and(|a| a.find_partition(topic, partition).is_some());
+    tracing::debug!(%topic, partition, assigned, "handling the due records of a held partition");
     if !assigned {
         // Revoked while held: the new owner reads the records again from the committed
         // offset.
