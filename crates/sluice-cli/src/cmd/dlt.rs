@@ -188,8 +188,18 @@ fn admin(kafka: &KafkaClientSettings) -> Result<Admin, Failure> {
     Ok(Admin::new(kafka, Duration::from_secs(30))?)
 }
 
-/// Per partition of `<topic>.dlt`: (low, high, the replay group's next offset).
-fn cursors(admin: &Admin, topic: &str) -> Result<Vec<(i32, i64, i64, Option<i64>)>, Failure> {
+/// One partition of `<topic>.dlt`: its watermarks and where the replay group stands.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    partition: i32,
+    low: i64,
+    high: i64,
+    /// The replay group's next offset (`None`: nothing replayed yet).
+    next: Option<i64>,
+}
+
+/// Per partition of `<topic>.dlt`: its cursor.
+fn cursors(admin: &Admin, topic: &str) -> Result<Vec<Cursor>, Failure> {
     let dlt = dlt_topic(topic);
     if admin.partition_count(&dlt)?.is_none() {
         return Err(anyhow!("topic {dlt} does not exist").into());
@@ -203,7 +213,12 @@ fn cursors(admin: &Admin, topic: &str) -> Result<Vec<(i32, i64, i64, Option<i64>
                 .iter()
                 .find(|(p, _)| *p == m.partition)
                 .and_then(|(_, o)| *o);
-            (m.partition, m.low, m.high, next)
+            Cursor {
+                partition: m.partition,
+                low: m.low,
+                high: m.high,
+                next,
+            }
         })
         .collect())
 }
@@ -212,10 +227,10 @@ fn list(kafka: &KafkaClientSettings, args: &ListArgs) -> Result<(), Failure> {
     let cursors = cursors(&admin(kafka)?, &args.topic)?;
     let ranges: Vec<Range> = cursors
         .iter()
-        .map(|(partition, low, high, _)| Range {
-            partition: *partition,
-            from: *low,
-            to: *high,
+        .map(|c| Range {
+            partition: c.partition,
+            from: c.low,
+            to: c.high,
         })
         .collect();
     let dlt = dlt_topic(&args.topic);
@@ -231,8 +246,8 @@ fn list(kafka: &KafkaClientSettings, args: &ListArgs) -> Result<(), Failure> {
         .map(|r| {
             let next = cursors
                 .iter()
-                .find(|c| c.0 == r.partition)
-                .and_then(|c| c.3);
+                .find(|c| c.partition == r.partition)
+                .and_then(|c| c.next);
             shown(r, next)
         })
         .collect();
@@ -273,7 +288,10 @@ fn list(kafka: &KafkaClientSettings, args: &ListArgs) -> Result<(), Failure> {
 
 fn show(kafka: &KafkaClientSettings, args: &ShowArgs) -> Result<(), Failure> {
     let cursors = cursors(&admin(kafka)?, &args.topic)?;
-    let Some(&(_, low, high, next)) = cursors.iter().find(|c| c.0 == args.partition) else {
+    let Some(&Cursor {
+        low, high, next, ..
+    }) = cursors.iter().find(|c| c.partition == args.partition)
+    else {
         return Err(anyhow!(
             "{} has no partition {}",
             dlt_topic(&args.topic),
@@ -401,10 +419,10 @@ async fn replay(kafka: &KafkaClientSettings, args: &ReplayArgs) -> Result<(), Fa
     let cursors = cursors(&admin, &args.topic)?;
     let ranges: Vec<Range> = cursors
         .iter()
-        .map(|(partition, low, high, next)| Range {
-            partition: *partition,
-            from: next.unwrap_or(*low).max(*low),
-            to: *high,
+        .map(|c| Range {
+            partition: c.partition,
+            from: c.next.unwrap_or(c.low).max(c.low),
+            to: c.high,
         })
         .collect();
     let mut records = read_ranges(
