@@ -136,7 +136,15 @@ pub async fn handle_outbox_record<E>(
             );
             RecordOutcome::Completed { from }
         }
-        Err(ProcessError::Work(error)) => return Err(HandleError::Work(error)),
+        Err(ProcessError::Work(error)) => {
+            // Roll back now: a dropped transaction only queues its ROLLBACK for the
+            // connection's next use, and until then the outbox row stays locked, so
+            // another consumer of the same event (a retry tier) would wait for it.
+            if let Err(rollback) = tx.rollback().await {
+                tracing::warn!(%event_id, error = %rollback, "rollback after failed work failed");
+            }
+            return Err(HandleError::Work(error));
+        }
         Err(ProcessError::Database(error) | ProcessError::Aborted(error)) => {
             return Err(error.into());
         }

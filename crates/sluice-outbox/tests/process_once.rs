@@ -293,6 +293,18 @@ async fn terminal_and_unpublished_rows_are_left_alone_and_a_failing_work_undoes_
     })
     .await;
     assert!(matches!(failed, Err(HandleError::Work(Refused("broken")))));
+    // The row is unlocked at once, before this connection is used again: another consumer
+    // of the same event (a retry tier on its own connection) does not wait for it.
+    let mut other = schema.connect().await;
+    let locked = sqlx::query("SELECT id FROM outbox_events WHERE id = $1 FOR UPDATE NOWAIT")
+        .bind(id)
+        .execute(&mut other)
+        .await;
+    assert!(
+        locked.is_ok(),
+        "the failed work left the outbox row locked: {locked:?}"
+    );
+    other.close().await.unwrap();
     assert_eq!(
         status_of(&mut conn, id).await,
         Published,
