@@ -273,26 +273,30 @@ struct MetricsCost {
     on: f64,
     /// Scrapes that got a body, over all runs.
     scrapes: u64,
+    /// CPU seconds of `sluice run` per run, off and on: far less sensitive than the rate to
+    /// other work on the machine.
+    off_cpu: Vec<f64>,
+    on_cpu: Vec<f64>,
 }
 
 /// Runs of each side: enough that one disturbed drain does not decide the median.
 const COST_ROUNDS: usize = 4;
 
 /// One drain for the metrics-cost phase: with the endpoint on (and scraped every second)
-/// or off. Returns rows/s and the scrapes that got a body.
+/// or off. Returns the drain and the scrapes that got a body.
 async fn cost_drain(
     env: &Env,
     admin: &Admin,
     conn: &mut PgConnection,
     tag: String,
     on: bool,
-) -> Result<(f64, u64), Failure> {
+) -> Result<(Drained, u64), Failure> {
     sqlx::raw_sql("TRUNCATE reviews")
         .execute(&mut *conn)
         .await?;
     if !on {
         let drained = drain(env, admin, &tag, &[("STORAGE_PIPELINES", "reviews")], None).await?;
-        return Ok((drained.drain, 0));
+        return Ok((drained, 0));
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -311,7 +315,7 @@ async fn cost_drain(
     )
     .await;
     let scrapes = scraper.finish().await;
-    Ok((drained?.drain, scrapes))
+    Ok((drained?, scrapes))
 }
 
 /// Alternates on and off in an ABBA order (on-off, off-on, …), so that neither drift of the
@@ -322,6 +326,7 @@ async fn metrics_cost(
     conn: &mut PgConnection,
 ) -> Result<MetricsCost, Failure> {
     let (mut off_runs, mut on_runs, mut scrapes) = (vec![], vec![], 0);
+    let (mut off_cpu, mut on_cpu) = (vec![], vec![]);
     for round in 0..COST_ROUNDS {
         let order = if round % 2 == 0 {
             [true, false]
@@ -330,12 +335,14 @@ async fn metrics_cost(
         };
         for on in order {
             let tag = format!("{}{round}", if on { "m" } else { "o" });
-            let (rate, scraped) = cost_drain(env, admin, conn, tag, on).await?;
+            let (drained, scraped) = cost_drain(env, admin, conn, tag, on).await?;
             scrapes += scraped;
             if on {
-                on_runs.push(rate);
+                on_runs.push(drained.drain);
+                on_cpu.push(drained.cpu_s);
             } else {
-                off_runs.push(rate);
+                off_runs.push(drained.drain);
+                off_cpu.push(drained.cpu_s);
             }
         }
         println!(
@@ -359,6 +366,8 @@ async fn metrics_cost(
         off_runs,
         on_runs,
         scrapes,
+        off_cpu,
+        on_cpu,
     })
 }
 
@@ -483,6 +492,20 @@ struct Drained {
     with_startup: f64,
     /// Peak RSS, KiB.
     rss_kb: u64,
+    /// CPU time (user + system) the process had used when the backlog was drained, seconds.
+    cpu_s: f64,
+}
+
+/// The CPU time (user + system) process `pid` has used so far, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (in parentheses, which may contain spaces): state is the
+    // 3rd field, utime the 14th and stime the 15th.
+    let after = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // USER_HZ is 100 on every Linux this runs on.
+    Some(ticks / 100.0)
 }
 
 /// When the reviews pipeline first had records in hand: the first batch's log time minus
@@ -565,6 +588,7 @@ async fn drain(
         probe.wait_drained().await?;
     }
     let rss = super::demo::peak_rss_kb(child.id()).unwrap_or(0);
+    let cpu_s = cpu_seconds(child.id()).unwrap_or(0.0);
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()?;
@@ -580,6 +604,7 @@ async fn drain(
         drain: rate(n, drain_time),
         with_startup: rate(n, elapsed),
         rss_kb: rss,
+        cpu_s,
     })
 }
 
@@ -666,6 +691,12 @@ fn report(
     );
     println!("| reviews while network-metrics flows | {s_with_metrics:.0} rows/s | | |");
     let cost_ratio = cost.on / cost.off;
+    let cpu_ratio = median(&cost.on_cpu) / median(&cost.off_cpu).max(1e-9);
+    println!(
+        "| `sluice run` CPU time per drain, endpoint on and scraped vs off (medians) | {:.2} s vs {:.2} s | {cpu_ratio:.3} × off | |",
+        median(&cost.on_cpu),
+        median(&cost.off_cpu)
+    );
     println!(
         "| reviews with /metrics on and scraped every 1 s ({} scrapes; median of {COST_ROUNDS}) | {:.0} rows/s | {cost_ratio:.3} × off ({:.0} rows/s, median of {COST_ROUNDS}, ABBA order); target ≥ 0.97 | {} |",
         cost.scrapes,
@@ -696,7 +727,7 @@ fn report(
         "cores": cores,
         "rows_per_second": {"U": u, "L": l, "K": k, "S": s, "S_including_startup": s_startup, "S_with_network_metrics": s_with_metrics},
         "ratios": {"S/U": s / u, "S/L": s / l, "S/K": s / k, "S_metrics_on/S_metrics_off": cost_ratio},
-        "metrics_cost": {"off_rows_per_second": cost.off, "on_scraped_rows_per_second": cost.on, "off_runs": cost.off_runs, "on_runs": cost.on_runs, "scrapes": cost.scrapes},
+        "metrics_cost": {"off_rows_per_second": cost.off, "on_scraped_rows_per_second": cost.on, "off_runs": cost.off_runs, "on_runs": cost.on_runs, "off_cpu_seconds": cost.off_cpu, "on_cpu_seconds": cost.on_cpu, "cpu_on/off": cpu_ratio, "scrapes": cost.scrapes},
         "network_metrics_latency_ms": {"p50": lat.p50, "p99": lat.p99, "max": lat.max, "count": lat.count},
         "peak_rss_mib": rss_mib,
         "restart_to_first_batch_s": restart.static_s,
