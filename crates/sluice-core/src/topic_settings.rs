@@ -6,7 +6,7 @@
 //! record (replication factor 3, `min.insync.replicas` 2, acks=all). A smaller cluster gets
 //! what it can hold, and the plan says so.
 
-use crate::settings::SettingsError;
+use crate::settings::{EnvReader, SettingsError};
 
 /// The replication factor a durable topic wants.
 pub const DURABLE_REPLICATION_FACTOR: i16 = 3;
@@ -54,68 +54,40 @@ pub struct TopicPlan {
     pub reduced: Option<String>,
 }
 
-fn error(variable: &str, value: &str, expected: &str) -> SettingsError {
-    SettingsError {
-        variable: variable.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
-    }
-}
-
-fn read<T: std::str::FromStr + PartialOrd + Copy>(
-    lookup: &dyn Fn(&str) -> Option<String>,
-    variable: &str,
-    accept: impl Fn(T) -> bool,
-    expected: &str,
-) -> Result<Option<T>, SettingsError> {
-    let Some(raw) = lookup(variable).filter(|v| !v.trim().is_empty()) else {
-        return Ok(None);
-    };
-    match raw.trim().parse::<T>() {
-        Ok(n) if accept(n) => Ok(Some(n)),
-        _ => Err(error(variable, &raw, expected)),
-    }
-}
-
 impl TopicSettings {
     /// Reads the `STORAGE_TOPIC_*` durability settings; empty values count as unset.
     pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
-        let partitions = read::<i32>(
-            lookup,
-            "STORAGE_TOPIC_PARTITIONS",
-            |n| (1..=10_000).contains(&n),
-            "a whole number 1-10000 (default 3)",
-        )?
-        .unwrap_or(DEFAULT_PARTITIONS);
-        let replication_factor = read::<i16>(
-            lookup,
+        let env = EnvReader::new(lookup);
+        let partitions = env
+            .parse::<i32>(
+                "STORAGE_TOPIC_PARTITIONS",
+                |n| (1..=10_000).contains(n),
+                "a whole number 1-10000 (default 3)",
+            )?
+            .unwrap_or(DEFAULT_PARTITIONS);
+        let replication_factor = env.parse::<i16>(
             "STORAGE_TOPIC_REPLICATION_FACTOR",
-            |n| (1..=32).contains(&n),
+            |n| (1..=32).contains(n),
             "a whole number 1-32 (default 3, or the broker count when smaller)",
         )?;
-        let min_insync_replicas = read::<i32>(
-            lookup,
+        let min_insync_replicas = env.parse::<i32>(
             "STORAGE_TOPIC_MIN_INSYNC_REPLICAS",
-            |n| (1..=32).contains(&n),
+            |n| (1..=32).contains(n),
             "a whole number 1-32 (default min(2, replication factor))",
         )?;
-        let retention_ms = read::<i64>(
-            lookup,
+        let retention_ms = env.parse::<i64>(
             "STORAGE_TOPIC_RETENTION_MS",
-            |n| n == -1 || n > 0,
+            |n| *n == -1 || *n > 0,
             "milliseconds > 0, or -1 to keep forever (default: the broker's)",
         )?;
         if let (Some(rf), Some(min)) = (replication_factor, min_insync_replicas)
             && min > i32::from(rf)
         {
-            return Err(error(
-                "STORAGE_TOPIC_MIN_INSYNC_REPLICAS",
-                &min.to_string(),
-                &format!(
-                    "at most STORAGE_TOPIC_REPLICATION_FACTOR ({rf}): more in-sync \
-                     replicas than replicas refuses every write"
-                ),
-            ));
+            return Err(SettingsError::MinInsyncAboveReplicationFactor {
+                min_insync_replicas: min,
+                replication_factor: rf,
+                explicit: true,
+            });
         }
         Ok(Self {
             partitions,
@@ -131,11 +103,10 @@ impl TopicSettings {
         let available = i16::try_from(brokers).unwrap_or(i16::MAX).max(1);
         let (replication_factor, reduced) = match self.replication_factor {
             Some(rf) if rf > available => {
-                return Err(error(
-                    "STORAGE_TOPIC_REPLICATION_FACTOR",
-                    &rf.to_string(),
-                    &format!("at most the cluster's broker count ({brokers})"),
-                ));
+                return Err(SettingsError::ReplicationFactorAboveBrokers {
+                    replication_factor: rf,
+                    brokers,
+                });
             }
             Some(rf) => (rf, None),
             None if available >= DURABLE_REPLICATION_FACTOR => (DURABLE_REPLICATION_FACTOR, None),
@@ -150,14 +121,11 @@ impl TopicSettings {
         };
         let min_insync_replicas = match self.min_insync_replicas {
             Some(min) if min > i32::from(replication_factor) => {
-                return Err(error(
-                    "STORAGE_TOPIC_MIN_INSYNC_REPLICAS",
-                    &min.to_string(),
-                    &format!(
-                        "at most the replication factor ({replication_factor}): more in-sync \
-                         replicas than replicas refuses every write"
-                    ),
-                ));
+                return Err(SettingsError::MinInsyncAboveReplicationFactor {
+                    min_insync_replicas: min,
+                    replication_factor,
+                    explicit: false,
+                });
             }
             Some(min) => min,
             None => DURABLE_MIN_INSYNC_REPLICAS.min(i32::from(replication_factor)),
@@ -243,10 +211,7 @@ mod tests {
             ("STORAGE_TOPIC_RETENTION_MS", "1d"),
         ] {
             let err = parse(&[(variable, value)]).unwrap_err();
-            assert_eq!(
-                (err.variable.as_str(), err.value.as_str()),
-                (variable, value)
-            );
+            assert_eq!((err.variable(), err.value().as_str()), (variable, value));
         }
     }
 
@@ -257,17 +222,17 @@ mod tests {
             ("STORAGE_TOPIC_MIN_INSYNC_REPLICAS", "3"),
         ])
         .unwrap_err();
-        assert_eq!(err.variable, "STORAGE_TOPIC_MIN_INSYNC_REPLICAS");
-        assert!(err.expected.contains("STORAGE_TOPIC_REPLICATION_FACTOR"));
+        assert_eq!(err.variable(), "STORAGE_TOPIC_MIN_INSYNC_REPLICAS");
+        assert!(err.expected().contains("STORAGE_TOPIC_REPLICATION_FACTOR"));
         // With the default replication factor, the cluster decides.
         let s = parse(&[("STORAGE_TOPIC_MIN_INSYNC_REPLICAS", "2")]).unwrap();
         assert_eq!(s.plan(3).unwrap().min_insync_replicas, 2);
         let err = s.plan(1).unwrap_err();
-        assert_eq!(err.variable, "STORAGE_TOPIC_MIN_INSYNC_REPLICAS");
+        assert_eq!(err.variable(), "STORAGE_TOPIC_MIN_INSYNC_REPLICAS");
         // A replication factor the cluster cannot hold.
         let s = parse(&[("STORAGE_TOPIC_REPLICATION_FACTOR", "3")]).unwrap();
         assert_eq!(
-            s.plan(1).unwrap_err().variable,
+            s.plan(1).unwrap_err().variable(),
             "STORAGE_TOPIC_REPLICATION_FACTOR"
         );
     }

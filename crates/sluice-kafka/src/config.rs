@@ -57,6 +57,20 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
     with_properties(config, options.client)
 }
 
+/// A reader that is assigned partitions by hand and never commits (stale-recovery searches,
+/// benchmarks): group `group` only names it in the broker's logs; auto-commit and the
+/// offset store are off, and `enable.partition.eof` tells the reader where a partition ends.
+pub fn reader_config(client: &KafkaClientSettings, group: &str) -> ClientConfig {
+    let mut config = base_config(client);
+    config
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "true");
+    with_properties(config, client)
+}
+
 /// `bootstrap.servers` and what every client shares.
 fn base_config(client: &KafkaClientSettings) -> ClientConfig {
     let mut config = ClientConfig::new();

@@ -1,29 +1,33 @@
 //! The migrations' copy of the state machine must equal the core's: these tests read the
-//! migration files as text and compare the status list and initial statuses of
-//! `migrations/0005_outbox.sql`, and the edge table of the newest migration that (re)defines
+//! migration files as text and compare the status list and initial statuses of the migration
+//! that creates `outbox_events`, and the edge table of the newest migration that (re)defines
 //! the trigger function, with `sluice_core::outbox`. (`tests/outbox.rs` also tries all 64
-//! pairs against the trigger of a migrated database.)
+//! pairs against the trigger of a migrated database.) The migrations are the ones the build
+//! discovered (`sluice_postgres::migrate::MIGRATIONS`), so a new file is seen without a list.
 
 use sluice_core::outbox::{EDGES, OutboxStatus};
+use sluice_postgres::migrate::MIGRATIONS;
 use std::collections::BTreeSet;
 
-const MIGRATION: &str = include_str!("../../../migrations/0005_outbox.sql");
-
-/// Every migration that touches the outbox, oldest first; applied files are never edited,
-/// so a changed edge table arrives as a new file that replaces the trigger function.
-const OUTBOX_MIGRATIONS: [&str; 3] = [
-    MIGRATION,
-    include_str!("../../../migrations/0006_outbox_retry_failed.sql"),
-    include_str!("../../../migrations/0010_outbox_claim_token.sql"),
-];
+/// The migration that creates the outbox table, its status check and its insert trigger.
+fn outbox_migration() -> &'static str {
+    MIGRATIONS
+        .iter()
+        .find(|m| m.sql.contains("CREATE TABLE outbox_events ("))
+        .expect("a migration creating outbox_events")
+        .sql
+}
 
 /// The newest migration with an edge block: the trigger function the database runs.
+/// Applied files are never edited, so a changed edge table arrives as a new file that
+/// replaces the trigger function.
 fn newest_edges_migration() -> &'static str {
-    OUTBOX_MIGRATIONS
-        .into_iter()
+    MIGRATIONS
+        .iter()
         .rev()
-        .find(|m| m.contains("-- edges:begin"))
+        .find(|m| m.sql.contains("-- edges:begin"))
         .expect("a migration with an edge block")
+        .sql
 }
 
 /// The single-quoted words of a line, before any `--` comment.
@@ -38,7 +42,7 @@ fn quoted(line: &str) -> Vec<OutboxStatus> {
 
 /// The one line carrying `marker` as its trailing comment.
 fn marked_line(marker: &str) -> &'static str {
-    let lines: Vec<&str> = MIGRATION
+    let lines: Vec<&str> = outbox_migration()
         .lines()
         .filter(|l| l.trim_end().ends_with(marker))
         .collect();
@@ -65,7 +69,7 @@ fn trigger_edges_equal_the_core_edges() {
     let migration = newest_edges_migration();
     assert!(
         migration.contains("CREATE OR REPLACE FUNCTION outbox_events_before_update()")
-            || std::ptr::eq(migration, MIGRATION),
+            || std::ptr::eq(migration, outbox_migration()),
         "the newest edge block replaces the trigger function"
     );
     let begin = migration

@@ -8,7 +8,11 @@ use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use serde_json::Value;
 use sluice_core::KafkaClientSettings;
+use sluice_core::stall::{StallWatch, Verdict};
+use sluice_kafka::config::{ConsumerOptions, consumer_config};
+use sluice_kafka::error::consumer_error_class;
 use sqlx::{Connection, PgConnection};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -25,6 +29,9 @@ pub struct ConsumerConfig {
     pub group: String,
     /// `client.id`.
     pub client_id: String,
+    /// A consumer error that keeps repeating this long ends the run (the storage
+    /// pipelines' rule, `sluice_core::stall`); 30 s by default.
+    pub error_timeout: Duration,
 }
 
 impl ConsumerConfig {
@@ -40,21 +47,24 @@ impl ConsumerConfig {
             topic: topic.into(),
             group: GROUP.to_owned(),
             client_id: "mailbox-example".to_owned(),
+            error_timeout: Duration::from_secs(30),
         }
     }
 
+    /// The manual-commit consumer configuration of every sluice consumer
+    /// ([`sluice_kafka::config::consumer_config`]).
     fn client(&self) -> ClientConfig {
-        let mut config = sluice_kafka::config::admin_config(&self.kafka);
-        config
-            .set("group.id", &self.group)
-            .set("client.id", &self.client_id)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "earliest")
-            .set("enable.partition.eof", "false")
-            // Partitions are added as users are created: see them within a second.
-            .set("topic.metadata.refresh.interval.ms", "1000")
-            .set("session.timeout.ms", "10000");
+        let mut config = consumer_config(&ConsumerOptions {
+            client: &self.kafka,
+            group: &self.group,
+            auto_offset_reset: "earliest",
+            session_timeout: Duration::from_secs(10),
+            max_poll_interval: Duration::from_secs(300),
+            client_id: &self.client_id,
+            group_instance_id: None,
+        });
+        // Partitions are added as users are created: see them within a second.
+        config.set("topic.metadata.refresh.interval.ms", "1000");
         config
     }
 }
@@ -102,6 +112,7 @@ pub async fn run_consumer(
     consumer.subscribe(&[config.topic.as_str()])?;
     let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
     let mut totals = ConsumerTotals::default();
+    let mut errors = StallWatch::new(config.error_timeout);
     tracing::info!(topic = %config.topic, group = %config.group, "mailbox consumer started");
     loop {
         let message = tokio::select! {
@@ -111,11 +122,23 @@ pub async fn run_consumer(
         let message = match message {
             Ok(message) => message,
             Err(error) => {
-                if sluice_kafka::error::flags(&error).fatal {
-                    return Err(error.into());
+                // The storage pipelines' rule: ride out what heals, stop at once on what
+                // cannot, and bound what may or may not.
+                let class = consumer_error_class(&error);
+                let key = error
+                    .rdkafka_error_code()
+                    .map_or(i32::MIN, |code| code as i32);
+                match errors.observe(key, class, Instant::now()) {
+                    Verdict::Ride => {
+                        tracing::warn!(%error, ?class, "mailbox consumer error (the client retries)");
+                        continue;
+                    }
+                    Verdict::Stalled { for_, reports } => {
+                        tracing::error!(%error, ?class, for_s = for_.as_secs(), reports,
+                            "mailbox consumer error did not heal; stopping");
+                        return Err(error.into());
+                    }
                 }
-                tracing::warn!(%error, "mailbox consumer error (the client retries)");
-                continue;
             }
         };
         match handle_message(&mut conn, &config.group, &message).await? {
