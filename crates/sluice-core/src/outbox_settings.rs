@@ -246,14 +246,7 @@ mod tests {
     use super::*;
 
     fn settings(pairs: &[(&str, &str)]) -> Result<OutboxSettings, SettingsError> {
-        let mut map: BTreeMap<String, String> = [(
-            "DATABASE_URL".to_owned(),
-            "postgres://u@127.0.0.1:5432/db".to_owned(),
-        )]
-        .into();
-        for (k, v) in pairs {
-            map.insert((*k).to_owned(), (*v).to_owned());
-        }
+        let map = crate::settings::with_database_url(pairs);
         OutboxSettings::from_map(&map, "host-1")
     }
 

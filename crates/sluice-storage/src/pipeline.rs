@@ -156,6 +156,7 @@ async fn run_typed<K: Topic>(
     let instance = settings.group_instance_id(pipeline.kind);
     let consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
+            batch_tuning: true,
             client: &settings.kafka,
             group: &pipeline.group,
             auto_offset_reset: settings.auto_offset_reset.as_str(),

@@ -489,19 +489,26 @@ impl Settings {
     }
 }
 
+/// A test environment: a valid `DATABASE_URL` and `pairs` (which may replace it).
+#[cfg(test)]
+pub(crate) fn with_database_url(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut map: BTreeMap<String, String> = [(
+        "DATABASE_URL".to_owned(),
+        "postgres://u@127.0.0.1:5432/db".to_owned(),
+    )]
+    .into();
+    for (k, v) in pairs {
+        map.insert((*k).to_owned(), (*v).to_owned());
+    }
+    map
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn settings(pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-        let mut map: BTreeMap<String, String> = [(
-            "DATABASE_URL".to_owned(),
-            "postgres://u@127.0.0.1:5432/db".to_owned(),
-        )]
-        .into();
-        for (k, v) in pairs {
-            map.insert((*k).to_owned(), (*v).to_owned());
-        }
+        let map = crate::settings::with_database_url(pairs);
         Settings::from_map(&map)
     }
 

@@ -55,6 +55,7 @@ impl ConsumerConfig {
     /// ([`sluice_kafka::config::consumer_config`]).
     fn client(&self) -> ClientConfig {
         let mut config = consumer_config(&ConsumerOptions {
+            batch_tuning: false,
             client: &self.kafka,
             group: &self.group,
             auto_offset_reset: "earliest",
