@@ -24,8 +24,25 @@ use tokio_util::sync::CancellationToken;
 /// The variable that turns the endpoint on.
 pub const ADDR_VARIABLE: &str = "SLUICE_HTTP_ADDR";
 
-/// Whether the command is ready: `Err` lists what is not, one line each.
+/// The `--help` line of [`ADDR_VARIABLE`], its name padded to `width`.
+pub fn help_line(width: usize) -> String {
+    format!(
+        "  {ADDR_VARIABLE:<width$} Serve /metrics, /health/live and /health/ready there, e.g. \
+         127.0.0.1:9464 (a port in use exits 2) [default: off]\n"
+    )
+}
+
+/// Whether the command is ready (or alive): `Err` lists what is not, one line each.
 pub type Readiness = Arc<dyn Fn() -> Result<(), Vec<String>> + Send + Sync>;
+
+/// What the health routes ask.
+#[derive(Clone)]
+pub struct Health {
+    /// `/health/ready`.
+    pub ready: Readiness,
+    /// `/health/live`: the command's loops are alive.
+    pub live: Readiness,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
@@ -70,12 +87,12 @@ impl Drop for Endpoint {
 #[derive(Clone)]
 struct Shared {
     registry: Arc<Registry>,
-    ready: Readiness,
+    health: Health,
 }
 
 /// Starts the endpoint if `SLUICE_HTTP_ADDR` is set. An address that does not parse or
 /// cannot be bound (a port in use) is a configuration failure (exit 2) naming the variable.
-pub fn start(registry: Registry, ready: Readiness) -> Result<Option<Endpoint>, Failure> {
+pub fn start(registry: Registry, health: Health) -> Result<Option<Endpoint>, Failure> {
     let Some(raw) = crate::cmd::env_lookup(ADDR_VARIABLE).filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
@@ -94,7 +111,7 @@ pub fn start(registry: Registry, ready: Readiness) -> Result<Option<Endpoint>, F
     let stop = CancellationToken::new();
     let shared = Shared {
         registry: Arc::new(registry),
-        ready,
+        health,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -122,7 +139,7 @@ async fn serve(listener: std::net::TcpListener, shared: Shared, stop: Cancellati
     };
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .route("/health/live", get(|| async { "ok\n" }))
+        .route("/health/live", get(live))
         .route("/health/ready", get(ready))
         .with_state(shared);
     if let Err(error) = axum::serve(listener, app)
@@ -165,10 +182,19 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
 }
 
 async fn ready(State(shared): State<Shared>) -> Response {
-    match (shared.ready)() {
-        Ok(()) => "ready\n".into_response(),
+    verdict((shared.health.ready)(), "ready", "not ready")
+}
+
+async fn live(State(shared): State<Shared>) -> Response {
+    verdict((shared.health.live)(), "ok", "not alive")
+}
+
+/// 200 with `good`, or 503 with `bad` and one line per problem.
+fn verdict(result: Result<(), Vec<String>>, good: &str, bad: &str) -> Response {
+    match result {
+        Ok(()) => format!("{good}\n").into_response(),
         Err(problems) => {
-            let mut body = String::from("not ready\n");
+            let mut body = format!("{bad}\n");
             for p in problems {
                 body.push_str(&p);
                 body.push('\n');

@@ -15,55 +15,12 @@
 
 mod support;
 
-use prometheus_parse::{Sample, Scrape, Value as Metric};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use support::http::*;
 use support::*;
 use tokio_util::sync::CancellationToken;
-
-/// `GET path` over HTTP/1.0: (status, body).
-fn get(port: u16, path: &str, accept: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: localhost\r\nAccept: {accept}\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_owned())
-}
-
-fn scrape(port: u16) -> Vec<Sample> {
-    let (status, body) = get(port, "/metrics", "text/plain");
-    assert_eq!(status, 200, "{body}");
-    Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
-        .unwrap()
-        .samples
-}
-
-fn value(s: &Sample) -> f64 {
-    match s.value {
-        Metric::Counter(v) | Metric::Gauge(v) | Metric::Untyped(v) => v,
-        _ => f64::NAN,
-    }
-}
-
-/// The sum of `metric`'s samples whose labels include every `(name, value)` of `labels`.
-fn sum(samples: &[Sample], metric: &str, labels: &[(&str, &str)]) -> f64 {
-    samples
-        .iter()
-        .filter(|s| s.metric == metric)
-        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map(value)
-        .sum()
-}
 
 /// A TCP proxy to PostgreSQL that can be stopped (every connection closed, new ones
 /// refused) and started again on the same port.
@@ -114,12 +71,70 @@ impl Proxy {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+/// The lag gauge per partition: (partition, records).
+fn lag_gauge(samples: &[prometheus_parse::Sample]) -> BTreeMap<String, i64> {
+    samples
+        .iter()
+        .filter(|s| s.metric == "sluice_consumer_lag")
+        .map(|s| {
+            (
+                s.labels.get("partition").unwrap().to_owned(),
+                value(s) as i64,
+            )
+        })
+        .collect()
+}
+
+/// `sluice lag --json` for the reviews pipeline: (partition, records not committed).
+fn cli_lag(env: &Env) -> BTreeMap<String, i64> {
+    let out = env.output(&["lag", "--json"], &[("STORAGE_PIPELINES", "reviews")]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    json[0]["partitions"]
+        .as_array()
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .iter()
+        .map(|p| (p["partition"].to_string(), p["lag"].as_i64().unwrap()))
+        .collect()
+}
+
+/// Lag per partition: the gauge before, `sluice lag`, the gauge after.
+type LagBracket = (
+    BTreeMap<String, i64>,
+    BTreeMap<String, i64>,
+    BTreeMap<String, i64>,
+);
+
+/// While the pipeline drains a backlog (nothing is produced meanwhile, so the true lag only
+/// falls), `sluice lag` taken between two scrapes lies between the gauges: the gauge read
+/// before it was measured earlier, so it is at least the uncommitted lag minus what the
+/// pipeline holds in flight (a batch being stored and one read ahead, 100 records each
+/// here); the gauge read a lag interval (2 s) after it was measured later, so it is at most
+/// the uncommitted lag. `None` when the backlog is too small to compare.
+fn lag_while_running(
+    env: &Env,
+    http: u16,
+    before: &[prometheus_parse::Sample],
+) -> Option<LagBracket> {
+    const IN_FLIGHT: i64 = 2 * 100;
+    let before = lag_gauge(before);
+    if before.values().sum::<i64>() < 10_000 {
+        return None;
+    }
+    let cli = cli_lag(env);
+    std::thread::sleep(Duration::from_millis(3_000));
+    let after = lag_gauge(&scrape(http));
+    assert!(
+        cli.values().sum::<i64>() > 0,
+        "compared while running: {cli:?}"
+    );
+    for (partition, committed) in &cli {
+        let (early, late) = (before[partition], after[partition]);
+        assert!(
+            late <= *committed && *committed <= early + IN_FLIGHT,
+            "partition {partition}: gauge {early} then {late}, sluice lag {committed} between"
+        );
+    }
+    Some((before, cli, after))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,6 +182,8 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
     let addr = format!("127.0.0.1:{http}");
     let vars = [
         ("STORAGE_PIPELINES", "reviews"),
+        // Small batches: the ingest lasts long enough to compare the lag while running.
+        ("STORAGE_MAX_POLL_RECORDS_REVIEWS", "100"),
         ("DATABASE_URL", proxied.as_str()),
         ("SLUICE_HTTP_ADDR", addr.as_str()),
         ("STORAGE_DB_RETRY_MAX_ATTEMPTS", "8"),
@@ -178,6 +195,7 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
     let started = Instant::now();
     let mut last = 0.0;
     let mut scrapes = 0;
+    let mut compared_running = None;
     loop {
         run.assert_alive();
         if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", http)) {
@@ -190,6 +208,9 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
             if handled as usize >= total {
                 break;
             }
+            if compared_running.is_none() && lag_gauge(&samples).len() == 3 {
+                compared_running = lag_while_running(&env, http, &samples);
+            }
         }
         assert!(
             started.elapsed() < Duration::from_secs(240),
@@ -198,6 +219,8 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     println!("{scrapes} scrapes during the ingest of {total} records");
+    let (before, cli, after) = compared_running.expect("the lag was compared while running");
+    println!("lag while running: gauge {before:?} >= sluice lag {cli:?} >= gauge {after:?}");
     // A second process on the same address (held by the first, which is serving) is
     // refused at start, exit 2, naming the variable.
     let busy = env.output(&["run"], &vars);

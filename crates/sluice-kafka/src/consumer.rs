@@ -12,6 +12,7 @@
 //! every few seconds too, since a deleted topic does not always surface as an error.
 
 use crate::config::{ConsumerOptions, consumer_config};
+use crate::rebalance::{RebalanceCounter, RebalanceCounts};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
@@ -113,7 +114,9 @@ fn replay_count<M: Message>(message: &M) -> i32 {
 
 /// A subscribed, manual-commit consumer of one topic.
 pub struct BatchConsumer {
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<RebalanceCounter>,
+    /// Counts the group's rebalances; kept across a rebuilt client.
+    rebalances: RebalanceCounter,
     /// The configuration, to build the client again after self-fencing (see `on_fenced`).
     config: rdkafka::ClientConfig,
     topic: String,
@@ -146,10 +149,13 @@ impl BatchConsumer {
         stall_bound: Duration,
     ) -> Result<Self, KafkaError> {
         let config = consumer_config(options);
-        let consumer: BaseConsumer = config.create()?;
+        let rebalances = RebalanceCounter::default();
+        let consumer: BaseConsumer<RebalanceCounter> =
+            config.create_with_context(rebalances.clone())?;
         consumer.subscribe(&[topic])?;
         Ok(Self {
             consumer,
+            rebalances,
             config,
             last_transient: None,
             rejoins: Vec::new(),
@@ -166,6 +172,11 @@ impl BatchConsumer {
     /// even before the error becomes fatal.
     pub fn is_failing(&self) -> bool {
         self.watch.is_failing(Instant::now())
+    }
+
+    /// The group rebalances this consumer has seen, by event.
+    pub fn rebalances(&self) -> RebalanceCounts {
+        self.rebalances.counts()
     }
 
     /// The topic this consumer reads.
@@ -294,7 +305,8 @@ impl BatchConsumer {
         tracing::warn!(topic = %self.topic, group = %self.group, rejoins = self.rejoins.len() + 1,
             error = %fenced, "fenced right after a broker disruption (the client fencing its own \
             previous session); building the client again and rejoining");
-        let consumer: BaseConsumer = self.config.create()?;
+        let consumer: BaseConsumer<RebalanceCounter> =
+            self.config.create_with_context(self.rebalances.clone())?;
         consumer.subscribe(&[self.topic.as_str()])?;
         self.consumer = consumer;
         self.rejoins.push(now);

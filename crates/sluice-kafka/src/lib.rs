@@ -11,6 +11,7 @@ pub mod consumer;
 pub mod context;
 pub mod error;
 pub mod producer;
+pub mod rebalance;
 
 pub use admin::Admin;
 pub use consumer::{BatchConsumer, ConsumeError, REPLAY_COUNT_HEADER, Record};

@@ -6,15 +6,17 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use sluice_core::KafkaClientSettings;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-/// Where a record landed.
+/// Where a record landed, and when its acknowledgement was seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delivered {
     /// Partition.
     pub partition: i32,
     /// Offset.
     pub offset: i64,
+    /// When the delivery report was taken (no earlier than the broker's acknowledgement).
+    pub acked_at: SystemTime,
 }
 
 /// One record to publish.
@@ -119,6 +121,7 @@ impl ResilientProducer {
                 Ok(Ok(d)) => Ok(Delivered {
                     partition: d.partition,
                     offset: d.offset,
+                    acked_at: SystemTime::now(),
                 }),
                 Ok(Err((error, _))) => Err(error),
                 Err(_canceled) => Err(KafkaError::Canceled),

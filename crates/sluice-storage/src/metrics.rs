@@ -14,6 +14,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use sluice_core::dead_letter::DeadLetterKind;
 use sluice_core::{BatchReport, PipelineKind};
+use sluice_kafka::rebalance::RebalanceCounts;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -74,6 +75,15 @@ pub struct SqlstateLabels {
     pub sqlstate: String,
 }
 
+/// `{pipeline,event}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RebalanceLabels {
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// `assign|revoke|error`.
+    pub event: String,
+}
+
 fn duration_histogram() -> Histogram {
     // 100 µs … ~52 s.
     Histogram::new(exponential_buckets(0.0001, 2.0, 20))
@@ -95,6 +105,7 @@ pub struct StorageMetrics {
     consumer_lag_seconds: Family<PipelineLabels, Gauge<f64, AtomicU64>>,
     db_retries: Family<SqlstateLabels, Counter>,
     commit_failures: Family<PipelineLabels, Counter>,
+    rebalances: Family<RebalanceLabels, Counter>,
     pipeline_up: Family<PipelineLabels, Gauge>,
     health: Arc<BTreeMap<PipelineKind, Arc<PipelineHealth>>>,
 }
@@ -112,6 +123,7 @@ impl StorageMetrics {
             consumer_lag_seconds: Family::default(),
             db_retries: Family::default(),
             commit_failures: Family::default(),
+            rebalances: Family::default(),
             pipeline_up: Family::default(),
             health: Arc::new(
                 pipelines
@@ -163,6 +175,11 @@ impl StorageMetrics {
             metrics.commit_failures.clone(),
         );
         registry.register(
+            "sluice_rebalances",
+            "Consumer group rebalance events seen by the pipeline's consumer (assign, revoke, error)",
+            metrics.rebalances.clone(),
+        );
+        registry.register(
             "sluice_pipeline_up",
             "1 while the pipeline runs, 0 once it stopped",
             metrics.pipeline_up.clone(),
@@ -206,6 +223,12 @@ impl StorageMetrics {
             batch_records: self.batch_records.get_or_create_owned(&labels),
             lag_seconds: self.consumer_lag_seconds.get_or_create_owned(&labels),
             commit_failures: self.commit_failures.get_or_create_owned(&labels),
+            rebalances: RebalanceCounts::EVENTS.map(|event| {
+                self.rebalances.get_or_create_owned(&RebalanceLabels {
+                    pipeline: name.clone(),
+                    event: event.to_owned(),
+                })
+            }),
             up: self.pipeline_up.get_or_create_owned(&labels),
             health: self.health.get(&kind).cloned().unwrap_or_default(),
             families: self.clone(),
@@ -290,6 +313,8 @@ pub struct PipelineMetrics {
     batch_records: Histogram,
     lag_seconds: Gauge<f64, AtomicU64>,
     commit_failures: Counter,
+    /// Rebalance events, in [`RebalanceCounts::EVENTS`] order.
+    rebalances: [Counter; 3],
     up: Gauge,
     health: Arc<PipelineHealth>,
     families: StorageMetrics,
@@ -350,6 +375,17 @@ impl PipelineMetrics {
         self.commit.observe(commit.as_secs_f64());
     }
 
+    /// Exports the consumer's rebalance counts (`counts`, in [`RebalanceCounts::EVENTS`]
+    /// order) beyond those already exported (`seen`, updated). A consumer built again
+    /// starts from zero: a count below `seen` is all new.
+    pub fn rebalanced(&self, counts: [u64; 3], seen: &mut [u64; 3]) {
+        for ((counter, now), before) in self.rebalances.iter().zip(counts).zip(seen.iter_mut()) {
+            let new = if now >= *before { now - *before } else { now };
+            counter.inc_by(new);
+            *before = now;
+        }
+    }
+
     /// An offset commit failed.
     pub fn commit_failed(&self) {
         self.commit_failures.inc();
@@ -393,6 +429,11 @@ mod tests {
         p.retrying(Some("57P01"), "terminating connection");
         p.commit_failed();
         p.set_lag(&[(0, 5)], &[], 1.5);
+        let mut seen = [0; 3];
+        p.rebalanced([2, 1, 0], &mut seen);
+        p.rebalanced([3, 1, 0], &mut seen);
+        // A rebuilt consumer counts from zero again.
+        p.rebalanced([1, 0, 0], &mut seen);
         let report = BatchReport {
             records: 3,
             decode_errors: 2,
@@ -411,6 +452,9 @@ mod tests {
             "sluice_db_retries_total{pipeline=\"reviews\",sqlstate=\"57P01\"} 1",
             "sluice_commit_failures_total{pipeline=\"reviews\"} 1",
             "sluice_pipeline_up{pipeline=\"reviews\"} 1",
+            "sluice_rebalances_total{pipeline=\"reviews\",event=\"assign\"} 4",
+            "sluice_rebalances_total{pipeline=\"reviews\",event=\"revoke\"} 1",
+            "sluice_rebalances_total{pipeline=\"reviews\",event=\"error\"} 0",
         ] {
             assert!(text.contains(name), "{name} missing from\n{text}");
         }

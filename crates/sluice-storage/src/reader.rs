@@ -82,6 +82,7 @@ pub fn run_reader<K: Topic>(
         last_timestamp_ms: None,
         started_ms: chrono::Utc::now().timestamp_millis(),
         lag_partitions: Vec::new(),
+        rebalances_seen: [0; 3],
         next_lag: Instant::now(),
     };
     // Poll in short slices so stored batches are committed promptly when the topic is idle.
@@ -148,7 +149,7 @@ pub fn run_reader<K: Topic>(
 }
 
 /// How often the reader measures its lag (a metadata round trip per partition).
-pub const LAG_INTERVAL: Duration = Duration::from_secs(5);
+pub const LAG_INTERVAL: Duration = Duration::from_secs(2);
 
 struct Committer {
     kind: PipelineKind,
@@ -159,6 +160,8 @@ struct Committer {
     last_timestamp_ms: Option<i64>,
     started_ms: i64,
     lag_partitions: Vec<i32>,
+    /// The consumer's rebalance counts already exported.
+    rebalances_seen: [u64; 3],
     next_lag: Instant,
 }
 
@@ -172,6 +175,8 @@ impl Committer {
             return;
         }
         self.next_lag = Instant::now() + LAG_INTERVAL;
+        self.metrics
+            .rebalanced(consumer.rebalances().values(), &mut self.rebalances_seen);
         let lags = match consumer.lag(Duration::from_secs(1)) {
             Ok(lags) => lags,
             Err(error) => {

@@ -8,7 +8,10 @@ use crate::Failure;
 use anyhow::anyhow;
 use sluice_core::outbox_settings::{OutboxSettings, VARIABLES};
 use sluice_outbox::Dispatcher;
+use sluice_outbox::dispatch::metrics::DispatchMetrics;
+use sluice_outbox::dispatch::probe::run_probe;
 use sqlx::{Connection, PgConnection};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The settings table for `sluice dispatch --help`.
@@ -17,6 +20,7 @@ pub fn settings_help() -> String {
     for (name, default, meaning) in VARIABLES {
         help.push_str(&format!("  {name:<32} {meaning} [default: {default}]\n"));
     }
+    help.push_str(&crate::observe::help_line(32));
     help.push_str(
         "\nExit codes: 0 stopped by SIGTERM/SIGINT after the batch in flight; 1 the outbox \
          table is missing or the dispatcher failed; 2 invalid settings.",
@@ -64,6 +68,24 @@ pub async fn require_outbox_table(conn: &mut PgConnection) -> Result<(), Failure
 /// Entry point.
 pub fn run() -> Result<(), Failure> {
     let settings = outbox_settings()?;
+    // The endpoint starts first: a port in use fails at once (exit 2).
+    let mut registry = prometheus_client::registry::Registry::default();
+    crate::observe::register_build_info(&mut registry);
+    // A healthy loop goes round at least once per batch: claim, publish (bounded by the
+    // delivery timeout), mark.
+    let live_within =
+        settings.delivery_timeout * 2 + settings.poll_interval + std::time::Duration::from_secs(60);
+    let metrics = DispatchMetrics::register(&mut registry, live_within);
+    let endpoint = {
+        let (ready, live) = (metrics.clone(), metrics.clone());
+        crate::observe::start(
+            registry,
+            crate::observe::Health {
+                ready: Arc::new(move || ready.readiness()),
+                live: Arc::new(move || live.liveness()),
+            },
+        )?
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -73,7 +95,14 @@ pub fn run() -> Result<(), Failure> {
         require_outbox_table(&mut conn).await?;
         conn.close().await?;
         let stop = CancellationToken::new();
-        let dispatcher = Dispatcher::new(settings)?;
+        if endpoint.is_some() {
+            tokio::spawn(run_probe(
+                settings.clone(),
+                metrics.clone(),
+                stop.child_token(),
+            ));
+        }
+        let dispatcher = Dispatcher::new(settings)?.with_metrics(metrics);
         let task = tokio::spawn(dispatcher.run(stop.child_token()));
         super::run_until_signal("dispatcher", stop, task)
             .await

@@ -12,13 +12,14 @@ use clap::Subcommand;
 use sluice_core::settings::EnvReader;
 use sluice_outbox::mailbox::{self, ConsumerConfig};
 use sqlx::Connection;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// `sluice mailbox …`.
 #[derive(Debug, Subcommand)]
 pub enum MailboxAction {
     /// Run the mailbox consumer until SIGTERM/SIGINT (env: DATABASE_URL,
-    /// KAFKA_BOOTSTRAP_SERVERS, MAILBOX_TOPIC, MAILBOX_GROUP).
+    /// KAFKA_BOOTSTRAP_SERVERS, MAILBOX_TOPIC, MAILBOX_GROUP, SLUICE_HTTP_ADDR).
     Consume,
     /// Create a user and pin it to a partition (idempotent); prints the partition.
     CreateUser {
@@ -104,6 +105,19 @@ pub fn run(action: MailboxAction) -> Result<(), Failure> {
 
 fn consume() -> Result<(), Failure> {
     let config = consumer_config()?;
+    let mut registry = prometheus_client::registry::Registry::default();
+    crate::observe::register_build_info(&mut registry);
+    let metrics = mailbox::metrics::MailboxMetrics::register(&mut registry);
+    let _endpoint = {
+        let (ready, live) = (metrics.clone(), metrics.clone());
+        crate::observe::start(
+            registry,
+            crate::observe::Health {
+                ready: Arc::new(move || ready.readiness()),
+                live: Arc::new(move || live.liveness()),
+            },
+        )?
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -115,7 +129,9 @@ fn consume() -> Result<(), Failure> {
         let stop = CancellationToken::new();
         let task = {
             let (config, stop) = (config.clone(), stop.child_token());
-            tokio::spawn(async move { mailbox::run_consumer(&config, stop).await })
+            tokio::spawn(
+                async move { mailbox::run_consumer_observed(&config, &metrics, stop).await },
+            )
         };
         super::run_until_signal("mailbox consumer", stop, task)
             .await

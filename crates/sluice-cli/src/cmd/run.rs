@@ -12,6 +12,7 @@ pub fn settings_help() -> String {
     for (name, default, meaning) in variables() {
         help.push_str(&format!("  {name:<38} {meaning} [default: {default}]\n"));
     }
+    help.push_str(&crate::observe::help_line(38));
     help.push_str(
         "\nExit codes: 0 stopped by SIGTERM/SIGINT after committing; 1 a pipeline failed or \
          the shutdown timed out; 2 invalid settings (nothing consumed).",
@@ -30,7 +31,15 @@ pub fn run() -> Result<(), Failure> {
     let metrics = StorageMetrics::register(&mut registry, &kinds);
     let _endpoint = {
         let metrics = metrics.clone();
-        crate::observe::start(registry, Arc::new(move || metrics.readiness()))?
+        crate::observe::start(
+            registry,
+            crate::observe::Health {
+                ready: Arc::new(move || metrics.readiness()),
+                // The pipelines' own failures end the process (the supervisor stops
+                // them all), so while it serves, its loops are alive.
+                live: Arc::new(|| Ok(())),
+            },
+        )?
     };
     let runtime = super::runtime()?;
     // A stop signal while migrating (or waiting for another starter's migration lock) is a

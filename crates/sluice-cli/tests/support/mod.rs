@@ -7,6 +7,8 @@
     reason = "tests panic with a clear message"
 )]
 
+pub mod http;
+
 use rdkafka::consumer::Consumer;
 use rdkafka::message::{Headers, Message};
 use serde_json::Value;

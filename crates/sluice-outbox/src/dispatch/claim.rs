@@ -34,6 +34,8 @@ pub struct ClaimedEvent {
     pub attempts: i32,
     /// The token of the claim that holds the row (`claim_id`).
     pub claim_id: Uuid,
+    /// When the enqueuing transaction inserted the row (its start: `now()`).
+    pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Claims up to `limit` due PENDING events for `dispatcher` under a new claim token and

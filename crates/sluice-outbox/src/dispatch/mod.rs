@@ -32,6 +32,8 @@
 
 pub mod claim;
 pub mod failure;
+pub mod metrics;
+pub mod probe;
 pub mod publish;
 pub mod recovery;
 pub mod retention;
@@ -40,6 +42,7 @@ pub mod settle;
 use crate::error::OutboxError;
 use claim::{ClaimedEvent, claim_batch_as};
 use failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt};
+use metrics::DispatchMetrics;
 use publish::{Sent, is_unknown_partition, publish_in_key_order};
 use sluice_core::outbox_settings::OutboxSettings;
 use sluice_kafka::{Admin, ResilientProducer};
@@ -172,6 +175,7 @@ pub struct Dispatcher {
     failpoint: Option<Failpoint>,
     /// The `fail-first-publish` fault is still to be spent.
     fail_next: bool,
+    metrics: DispatchMetrics,
 }
 
 impl Dispatcher {
@@ -192,8 +196,16 @@ impl Dispatcher {
             admin,
             failpoint: None,
             fail_next: false,
+            metrics: DispatchMetrics::default(),
         }
         .with_failpoint(Failpoint::from_env()))
+    }
+
+    /// Exports this dispatcher's counters and health through `metrics` (registered by the
+    /// binary; see [`metrics`]).
+    pub fn with_metrics(mut self, metrics: DispatchMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Replaces the fault taken from the environment (tests inject one without touching
@@ -253,15 +265,21 @@ impl Dispatcher {
         let mut failures = vec![];
         let mut held = vec![];
         let mut acks = Vec::with_capacity(events.len());
+        let mut latencies = Vec::with_capacity(events.len());
         for (event, result) in events.iter().zip(results) {
             match result {
-                Sent::Delivered(d) => acks.push((event.id, d.partition, d.offset)),
+                Sent::Delivered(d) => {
+                    acks.push((event.id, d.partition, d.offset));
+                    latencies.push((std::time::SystemTime::from(event.created_at), d.acked_at));
+                }
                 Sent::Failed(error) => failures.push((event, error)),
                 Sent::Held(why) => held.push((event, why)),
             }
         }
         let settled =
             settle::settle_published(self.connection().await?, Some(claim), &acks).await?;
+        self.metrics
+            .batch(settled.published, latencies, failures.len());
         report.published = settled.published + settled.already_past;
         report.lost += settled.lost;
         if settled.lost > 0 {
@@ -406,11 +424,13 @@ impl Dispatcher {
         let mut next_retention = Instant::now();
         tracing::info!(dispatcher = %self.settings.dispatcher_id, "outbox dispatcher started");
         while !stop.is_cancelled() {
+            self.metrics.tick();
             if listener.is_none() {
                 listener = listen(&self.settings.database_url).await;
             }
             let full = match self.dispatch_once().await {
                 Ok(report) => {
+                    self.metrics.batch_done(None);
                     if report.claimed > 0 {
                         totals.batches += 1;
                         totals.published += report.published as u64;
@@ -436,6 +456,7 @@ impl Dispatcher {
                 }
                 Err(error) => {
                     tracing::warn!(%error, "outbox batch failed; retrying after the poll interval");
+                    self.metrics.batch_done(Some(error.to_string()));
                     self.conn = None;
                     false
                 }
@@ -443,13 +464,16 @@ impl Dispatcher {
             if Instant::now() >= next_recovery {
                 next_recovery = Instant::now() + self.settings.stale_dispatch.min(RECOVERY_EVERY);
                 match self.recover_stale().await {
-                    Ok(r) if r.stale > 0 => tracing::info!(
-                        stale = r.stale,
-                        published = r.published,
-                        requeued = r.requeued,
-                        raced = r.raced,
-                        "stale dispatch recovery"
-                    ),
+                    Ok(r) if r.stale > 0 => {
+                        self.metrics.recovered(r.published, r.requeued, r.raced);
+                        tracing::info!(
+                            stale = r.stale,
+                            published = r.published,
+                            requeued = r.requeued,
+                            raced = r.raced,
+                            "stale dispatch recovery"
+                        );
+                    }
                     Ok(_) => {}
                     Err(error) => tracing::warn!(%error, "stale dispatch recovery failed"),
                 }

@@ -224,6 +224,7 @@ mod tests {
                 .unwrap_or_default(),
             attempts: 0,
             claim_id: Uuid::nil(),
+            created_at: chrono::DateTime::UNIX_EPOCH,
         }
     }
 

@@ -1,5 +1,6 @@
 //! The example's consumer: one record, one transaction, then the offset.
 
+use super::metrics::MailboxMetrics;
 use super::{GROUP, MailboxError, REJECT_REASON, users::CommandPayload};
 use crate::{EVENT_ID_HEADER, Handled, OutboxError, ProcessKey, RecordOutcome};
 use crate::{HandleError, handle_outbox_record};
@@ -109,15 +110,41 @@ pub async fn run_consumer(
     config: &ConsumerConfig,
     stop: CancellationToken,
 ) -> Result<ConsumerTotals, MailboxError> {
+    run_consumer_observed(config, &MailboxMetrics::default(), stop).await
+}
+
+/// [`run_consumer`], counting into `metrics` and keeping its health current.
+pub async fn run_consumer_observed(
+    config: &ConsumerConfig,
+    metrics: &MailboxMetrics,
+    stop: CancellationToken,
+) -> Result<ConsumerTotals, MailboxError> {
+    metrics.set_running(true);
+    let result = consume(config, metrics, stop).await;
+    metrics.set_running(false);
+    result
+}
+
+async fn consume(
+    config: &ConsumerConfig,
+    metrics: &MailboxMetrics,
+    stop: CancellationToken,
+) -> Result<ConsumerTotals, MailboxError> {
     let consumer: StreamConsumer = config.client().create()?;
     consumer.subscribe(&[config.topic.as_str()])?;
     let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
     let mut totals = ConsumerTotals::default();
     let mut errors = StallWatch::new(config.error_timeout);
     tracing::info!(topic = %config.topic, group = %config.group, "mailbox consumer started");
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
         let message = tokio::select! {
             () = stop.cancelled() => break,
+            _ = tick.tick() => {
+                let assigned = consumer.assignment().is_ok_and(|a| a.count() > 0);
+                metrics.tick(assigned);
+                continue;
+            }
             message = consumer.recv() => message,
         };
         let message = match message {
@@ -142,16 +169,34 @@ pub async fn run_consumer(
                 }
             }
         };
-        match handle_message(&mut conn, &config.group, &message).await? {
-            Handling::Outcome(RecordOutcome::Applied) => totals.applied += 1,
-            Handling::Outcome(RecordOutcome::Rejected(_)) => totals.rejected += 1,
-            Handling::Outcome(RecordOutcome::Completed { .. }) => totals.completed += 1,
-            Handling::Outcome(RecordOutcome::Skipped { .. }) => totals.skipped += 1,
-            Handling::Outcome(RecordOutcome::NotReady { .. }) | Handling::NoEventId => {
-                totals.ignored += 1
+        // The index into `metrics::OUTCOMES`.
+        let outcome = match handle_message(&mut conn, &config.group, &message).await? {
+            Handling::Outcome(RecordOutcome::Applied) => {
+                totals.applied += 1;
+                0
             }
-            Handling::MissingRow => totals.missing_row += 1,
-        }
+            Handling::Outcome(RecordOutcome::Rejected(_)) => {
+                totals.rejected += 1;
+                1
+            }
+            Handling::Outcome(RecordOutcome::Completed { .. }) => {
+                totals.completed += 1;
+                2
+            }
+            Handling::Outcome(RecordOutcome::Skipped { .. }) => {
+                totals.skipped += 1;
+                3
+            }
+            Handling::Outcome(RecordOutcome::NotReady { .. }) | Handling::NoEventId => {
+                totals.ignored += 1;
+                4
+            }
+            Handling::MissingRow => {
+                totals.missing_row += 1;
+                5
+            }
+        };
+        metrics.record(outcome);
         consumer.commit_message(&message, CommitMode::Async)?;
     }
     consumer.unsubscribe();

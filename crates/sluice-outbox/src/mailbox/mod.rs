@@ -24,10 +24,13 @@
 //! 1-based order in which a user's commands were applied.
 
 mod consumer;
+pub mod metrics;
 mod schema;
 mod users;
 
-pub use consumer::{ConsumerConfig, ConsumerTotals, handle_command, run_consumer};
+pub use consumer::{
+    ConsumerConfig, ConsumerTotals, handle_command, run_consumer, run_consumer_observed,
+};
 pub use schema::setup;
 pub use users::{CommandPayload, create_user, send_command};
 

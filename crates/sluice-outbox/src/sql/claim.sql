@@ -45,4 +45,4 @@ WHERE e.id = c.id
         AND o.id NOT IN (SELECT id FROM candidates)
   )
 RETURNING e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.topic,
-          e.partition_key, e.partition, e.payload, e.headers, e.attempts, e.claim_id
+          e.partition_key, e.partition, e.payload, e.headers, e.attempts, e.claim_id, e.created_at

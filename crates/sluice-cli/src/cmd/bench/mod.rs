@@ -15,6 +15,7 @@ mod copy;
 mod latency;
 mod outbox;
 mod restart;
+mod scrape;
 
 use super::produce::{bar, send_all};
 use crate::Failure;
@@ -194,6 +195,19 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     }
 
     println!(
+        "== metrics cost: the same drain with SLUICE_HTTP_ADDR on and /metrics scraped every second, \
+         alternated with the endpoint off (two runs each after S)"
+    );
+    let cost = metrics_cost(&env, &admin, &mut conn, s).await?;
+    println!(
+        "   endpoint off {:.0} rows/s (mean of 3), on and scraped {:.0} rows/s (mean of 2, {} scrapes): on/off = {:.3}",
+        cost.off,
+        cost.on,
+        cost.scrapes,
+        cost.on / cost.off
+    );
+
+    println!(
         "== latency isolation: network-metrics every {:.0} ms while the reviews backlog drains",
         1000.0 / args.metrics_rate
     );
@@ -243,8 +257,74 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         rss_kb,
         s2,
         &restart,
+        &cost,
     )?;
     teardown(settings, &env, &admin, &mut conn).await
+}
+
+/// The reviews drain with the metrics endpoint off and on (scraped every second).
+struct MetricsCost {
+    /// Mean rows/s with the endpoint off: S and two more runs.
+    off: f64,
+    /// Mean rows/s with the endpoint on and scraped.
+    on: f64,
+    /// Scrapes that got a body, over both runs.
+    scrapes: u64,
+}
+
+/// Alternates on, off, on, off after S (off), so that drift of the machine during the
+/// phase weighs on both sides alike.
+async fn metrics_cost(
+    env: &Env,
+    admin: &Admin,
+    conn: &mut PgConnection,
+    s: f64,
+) -> Result<MetricsCost, Failure> {
+    let (mut off, mut on, mut scrapes) = (vec![s], vec![], 0);
+    for round in 0..2 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        sqlx::raw_sql("TRUNCATE reviews")
+            .execute(&mut *conn)
+            .await?;
+        let scraper = scrape::Scraper::start(port, Duration::from_secs(1));
+        let drained = drain(
+            env,
+            admin,
+            &format!("m{round}"),
+            &[
+                ("STORAGE_PIPELINES", "reviews"),
+                ("SLUICE_HTTP_ADDR", addr.as_str()),
+            ],
+            None,
+        )
+        .await;
+        scrapes += scraper.finish().await;
+        on.push(drained?.drain);
+        sqlx::raw_sql("TRUNCATE reviews")
+            .execute(&mut *conn)
+            .await?;
+        let drained = drain(
+            env,
+            admin,
+            &format!("o{round}"),
+            &[("STORAGE_PIPELINES", "reviews")],
+            None,
+        )
+        .await?;
+        off.push(drained.drain);
+    }
+    if scrapes == 0 {
+        return Err(anyhow!("the metrics endpoint was never scraped").into());
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    Ok(MetricsCost {
+        off: mean(&off),
+        on: mean(&on),
+        scrapes,
+    })
 }
 
 fn rate(n: usize, elapsed: Duration) -> f64 {
@@ -515,6 +595,7 @@ fn report(
     rss_kb: u64,
     s_with_metrics: f64,
     restart: &restart::Restart,
+    cost: &MetricsCost,
 ) -> Result<(), Failure> {
     let get = |name: &str| {
         rates
@@ -547,6 +628,14 @@ fn report(
         s_startup / u
     );
     println!("| reviews while network-metrics flows | {s_with_metrics:.0} rows/s | | |");
+    let cost_ratio = cost.on / cost.off;
+    println!(
+        "| reviews with /metrics on and scraped every 1 s ({} scrapes) | {:.0} rows/s | {cost_ratio:.3} × off ({:.0} rows/s); target ≥ 0.97 | {} |",
+        cost.scrapes,
+        cost.on,
+        cost.off,
+        yes(cost_ratio >= 0.97)
+    );
     println!(
         "| network-metrics p50 / p99 / max | {:.1} / {:.1} / {:.1} ms ({} msgs) | p99 ≤ 100 ms | {} |",
         lat.p50,
@@ -569,12 +658,13 @@ fn report(
         "reviews": args.reviews,
         "cores": cores,
         "rows_per_second": {"U": u, "L": l, "K": k, "S": s, "S_including_startup": s_startup, "S_with_network_metrics": s_with_metrics},
-        "ratios": {"S/U": s / u, "S/L": s / l, "S/K": s / k},
+        "ratios": {"S/U": s / u, "S/L": s / l, "S/K": s / k, "S_metrics_on/S_metrics_off": cost_ratio},
+        "metrics_cost": {"off_rows_per_second": cost.off, "on_scraped_rows_per_second": cost.on, "scrapes": cost.scrapes},
         "network_metrics_latency_ms": {"p50": lat.p50, "p99": lat.p99, "max": lat.max, "count": lat.count},
         "peak_rss_mib": rss_mib,
         "restart_to_first_batch_s": restart.static_s,
         "restart_to_first_batch_dynamic_membership_s": restart.dynamic_s,
-        "targets": {"S>=0.6U": s >= 0.6 * u, "p99<=100ms": lat.p99 <= 100.0, "rss<=150MB": rss_mib * 1.048_576 <= 150.0},
+        "targets": {"S>=0.6U": s >= 0.6 * u, "p99<=100ms": lat.p99 <= 100.0, "rss<=150MB": rss_mib * 1.048_576 <= 150.0, "metrics_on>=0.97off": cost_ratio >= 0.97},
     });
     std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
     println!("\nJSON: {}", args.out.display());
