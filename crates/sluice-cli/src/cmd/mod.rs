@@ -1,7 +1,5 @@
 //! One module per subcommand.
 
-pub mod bench;
-pub mod demo;
 pub mod dispatch;
 pub mod dlq;
 pub mod health;
@@ -9,7 +7,6 @@ pub mod lag;
 pub mod mailbox;
 pub mod migrate;
 pub mod outbox;
-pub mod produce;
 pub mod replay;
 pub mod run;
 pub mod topics;

@@ -331,7 +331,7 @@ fn rate(n: usize, elapsed: Duration) -> f64 {
     n as f64 / elapsed.as_secs_f64().max(1e-9)
 }
 
-const FIXTURE: &str = include_str!("../../../../../fixtures/applications.sql");
+const FIXTURE: &str = include_str!("../../../../fixtures/applications.sql");
 
 async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, Failure> {
     let mut admin_conn = sluice_postgres::connect(&settings.database_url, "bench")
@@ -551,7 +551,7 @@ fn run_command(
     tag: &str,
     log: &std::path::Path,
 ) -> Result<Command, Failure> {
-    let mut cmd = Command::new(std::env::current_exe()?);
+    let mut cmd = Command::new(crate::sluice_exe()?);
     cmd.arg("run")
         .env(
             "KAFKA_BOOTSTRAP_SERVERS",
