@@ -44,6 +44,16 @@ enum Command {
         #[command(subcommand)]
         action: cmd::dlq::DlqAction,
     },
+    /// Retry topics of a business consumer: records waiting per tier.
+    Retry {
+        #[command(subcommand)]
+        action: cmd::retry::RetryAction,
+    },
+    /// Inspect and replay the dead-letter topic `<topic>.dlt` of the retry tiers.
+    Dlt {
+        #[command(subcommand)]
+        action: cmd::dlt::DltAction,
+    },
     /// Run the outbox dispatcher: publish committed outbox events until SIGTERM/SIGINT.
     #[command(after_long_help = cmd::dispatch::settings_help())]
     Dispatch,
@@ -84,6 +94,8 @@ fn main() -> ExitCode {
         Command::Lag(args) => cmd::lag::run(&args),
         Command::Replay(args) => cmd::replay::run(&args),
         Command::Dlq { action } => cmd::dlq::run(action),
+        Command::Retry { action } => cmd::retry::run(action),
+        Command::Dlt { action } => cmd::dlt::run(action),
         Command::Dispatch => cmd::dispatch::run(),
         Command::Outbox { action } => cmd::outbox::run(action),
         Command::Mailbox { action } => cmd::mailbox::run(action),

@@ -189,6 +189,43 @@ async fn three_broker_cluster_durable_topics_and_a_leader_killed_mid_flight() {
         );
         assert!(!state.unclean_leader_election);
     }
+    // describe on the cluster: three replicas, all in sync, a leader for every partition.
+    let described = env.output(&["topics", "describe", "--json"], &cluster_vars);
+    assert!(described.status.success(), "{}", text(&described.stderr));
+    let described: serde_json::Value = serde_json::from_slice(&described.stdout).unwrap();
+    for topic in described.as_array().unwrap() {
+        assert_eq!(topic["replication_factor"], 3, "{topic}");
+        assert_eq!(topic["under_replicated_partitions"], 0, "{topic}");
+        assert_eq!(topic["configs"]["min.insync.replicas"]["value"], "2");
+        for p in topic["partitions"].as_array().unwrap() {
+            let replicas: BTreeSet<i64> = p["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap())
+                .collect();
+            let isr: BTreeSet<i64> = p["isr"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap())
+                .collect();
+            assert_eq!((replicas.len(), &isr), (3, &replicas), "{p}");
+            assert!(replicas.contains(&p["leader"].as_i64().unwrap()), "{p}");
+        }
+    }
+    // A replication factor set to another value than a topic's is refused, nothing changed.
+    let mut refuse = cluster_vars.clone();
+    refuse.push(("STORAGE_TOPIC_REPLICATION_FACTOR_REVIEWS", "2"));
+    let refused = env.output(&["topics", "ensure"], &refuse);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stdout));
+    assert!(
+        text(&refused.stdout).contains(
+            "refused: its replication factor is 3 and STORAGE_TOPIC_REPLICATION_FACTOR_REVIEWS=2"
+        ),
+        "{}",
+        text(&refused.stdout)
+    );
     let strict = env.output(&["verify", "--strict"], &cluster_vars);
     assert!(
         strict.status.success(),
@@ -279,7 +316,9 @@ async fn three_broker_cluster_durable_topics_and_a_leader_killed_mid_flight() {
 
     // (b) 20,000 outbox events, two dispatchers, the same kill.
     let outbox_topic = format!("{k3}-outbox");
-    let plan = TopicSettings::default().plan(3).unwrap();
+    let plan = TopicSettings::default()
+        .plan_for(sluice_core::PipelineKind::Reviews, 3)
+        .unwrap();
     admin
         .ensure_durable_topic(&outbox_topic, &plan)
         .await

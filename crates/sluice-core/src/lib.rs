@@ -30,5 +30,5 @@ pub use outcome::{BatchReport, WriteOutcome};
 pub use pipeline::PipelineKind;
 pub use resolved::Resolved;
 pub use settings::Settings;
-pub use topic_settings::{TopicPlan, TopicSettings};
+pub use topic_settings::{ExistingTopic, TopicPlan, TopicSettings, TopicValues};
 pub use topics::{Column, Topic, TopicSpec};

@@ -1,4 +1,4 @@
-//! The outbox state machine (docs/ARCHITECTURE.md#outbox): the eight statuses of an outbox row and the only
+//! The outbox state machine (docs/ARCHITECTURE.md#outbox): the nine statuses of an outbox row and the only
 //! edges between them.
 //!
 //! ```text
@@ -8,6 +8,8 @@
 //!             (publish failed) └──► FAILURE (attempt limit)
 //!                 ▲                    │
 //!                 └────────────────────┘ (operator re-open: `sluice outbox retry-failed`)
+//!
+//! CDC ─► UNDER_PROCESSING   (a row relayed by change data capture, never by a dispatcher)
 //! ```
 //!
 //! Invariant: a status changes only along an edge of [`EDGES`]. Every status change goes
@@ -20,6 +22,13 @@
 //! FAILURE → PENDING is the one edge no automatic process takes: it is the operator's
 //! re-open of an event that exhausted its attempts (`sluice outbox retry-failed`). The
 //! dispatcher and the consumer treat FAILURE as terminal ([`OutboxStatus::is_terminal`]).
+//!
+//! CDC is the status of a row that change data capture relays (the Debezium PostgreSQL
+//! connector with its Outbox Event Router, reading a publication of inserts in status CDC):
+//! it is inserted as CDC, its record reaches Kafka when the inserting transaction commits, no
+//! dispatcher ever claims it (a claim takes PENDING rows only), and a consumer that tracks
+//! its processing moves it on as it would a PUBLISHED row. Retention deletes it after the
+//! retention age like an untracked PUBLISHED row.
 //!
 //! Why DISPATCHING → UNDER_PROCESSING: the consumer may see the record before the publisher
 //! has recorded the broker's acknowledgement, so processing may start from DISPATCHING. The
@@ -48,11 +57,13 @@ pub enum OutboxStatus {
     /// Terminal for the dispatcher: publishing failed past the attempt limit. Only an
     /// operator re-opens it (FAILURE → PENDING).
     Failure,
+    /// Relayed by change data capture when its insert commits; no dispatcher claims it.
+    Cdc,
 }
 
 impl OutboxStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [OutboxStatus; 8] = [
+    pub const ALL: [OutboxStatus; 9] = [
         OutboxStatus::Prequeued,
         OutboxStatus::Pending,
         OutboxStatus::Dispatching,
@@ -61,10 +72,15 @@ impl OutboxStatus {
         OutboxStatus::Success,
         OutboxStatus::PushedFailure,
         OutboxStatus::Failure,
+        OutboxStatus::Cdc,
     ];
 
     /// The statuses a new row may be inserted with.
-    pub const INITIAL: [OutboxStatus; 2] = [OutboxStatus::Prequeued, OutboxStatus::Pending];
+    pub const INITIAL: [OutboxStatus; 3] = [
+        OutboxStatus::Prequeued,
+        OutboxStatus::Pending,
+        OutboxStatus::Cdc,
+    ];
 
     /// The value stored in the `status` column.
     pub const fn as_str(self) -> &'static str {
@@ -77,6 +93,7 @@ impl OutboxStatus {
             OutboxStatus::Success => "SUCCESS",
             OutboxStatus::PushedFailure => "PUSHED_FAILURE",
             OutboxStatus::Failure => "FAILURE",
+            OutboxStatus::Cdc => "CDC",
         }
     }
 
@@ -107,6 +124,7 @@ impl OutboxStatus {
             Published => &[UnderProcessing],
             UnderProcessing => &[Success, PushedFailure],
             Failure => &[Pending],
+            Cdc => &[UnderProcessing],
             Success | PushedFailure => &[],
         }
     }
@@ -127,7 +145,7 @@ impl FromStr for OutboxStatus {
 }
 
 /// Every allowed edge `(from, to)`; the same list as [`OutboxStatus::successors`].
-pub const EDGES: [(OutboxStatus, OutboxStatus); 10] = {
+pub const EDGES: [(OutboxStatus, OutboxStatus); 11] = {
     use OutboxStatus::*;
     [
         (Prequeued, Pending),
@@ -140,6 +158,7 @@ pub const EDGES: [(OutboxStatus, OutboxStatus); 10] = {
         (UnderProcessing, Success),
         (UnderProcessing, PushedFailure),
         (Failure, Pending),
+        (Cdc, UnderProcessing),
     ]
 };
 
@@ -148,7 +167,7 @@ pub const EDGES: [(OutboxStatus, OutboxStatus); 10] = {
 pub const OPERATOR_REOPEN: (OutboxStatus, OutboxStatus) =
     (OutboxStatus::Failure, OutboxStatus::Pending);
 
-/// A string that is not one of the eight statuses.
+/// A string that is not one of the nine statuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown outbox status {0:?}")]
 pub struct UnknownStatus(pub String);
@@ -180,16 +199,16 @@ pub fn transition(from: OutboxStatus, to: OutboxStatus) -> Result<OutboxStatus, 
 /// The statuses a compare-and-set moving a row to `to` accepts
 /// (`UPDATE … SET status = to WHERE status = ANY(allowed_sources(to))`).
 ///
-/// Empty for PREQUEUED: a row is only ever inserted in that status. PENDING includes FAILURE
+/// Empty for PREQUEUED and CDC: a row is only ever inserted in those statuses. PENDING includes FAILURE
 /// (the operator re-open): automatic requeues pass `[DISPATCHING]` explicitly.
 pub const fn allowed_sources(to: OutboxStatus) -> &'static [OutboxStatus] {
     use OutboxStatus::*;
     match to {
-        Prequeued => &[],
+        Prequeued | Cdc => &[],
         Pending => &[Prequeued, Dispatching, Failure],
         Dispatching => &[Pending],
         Published => &[Dispatching],
-        UnderProcessing => &[Dispatching, Published],
+        UnderProcessing => &[Dispatching, Published, Cdc],
         Success | PushedFailure => &[UnderProcessing],
         Failure => &[Dispatching],
     }
@@ -203,8 +222,9 @@ pub enum MarkPublished {
     /// PUBLISHED, UNDER_PROCESSING, SUCCESS or PUSHED_FAILURE: the record was already
     /// acknowledged or consumed; leave the row (and its recorded offset) as it is. Not an error.
     AlreadyPast,
-    /// PREQUEUED, PENDING or FAILURE: the row was never claimed, was requeued, or gave up;
-    /// an acknowledgement for it is a bug or a lost race that the caller must see.
+    /// PREQUEUED, PENDING, FAILURE or CDC: the row was never claimed (CDC rows never are),
+    /// was requeued, or gave up; an acknowledgement for it is a bug or a lost race that the
+    /// caller must see.
     Illegal,
 }
 
@@ -218,7 +238,7 @@ pub fn mark_published(current: OutboxStatus) -> MarkPublished {
     match current {
         Dispatching => MarkPublished::Move,
         Published | UnderProcessing | Success | PushedFailure => MarkPublished::AlreadyPast,
-        Prequeued | Pending | Failure => MarkPublished::Illegal,
+        Prequeued | Pending | Failure | Cdc => MarkPublished::Illegal,
     }
 }
 
@@ -229,16 +249,17 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// The edge table written out as a matrix: row = from, column = to, in `ALL` order
-    /// (PREQ, PEND, DISP, PUBL, UNDER, SUCC, PUSHF, FAIL).
-    const MATRIX: [[u8; 8]; 8] = [
-        [0, 1, 0, 0, 0, 0, 0, 0], // PREQUEUED
-        [0, 0, 1, 0, 0, 0, 0, 0], // PENDING
-        [0, 1, 0, 1, 1, 0, 0, 1], // DISPATCHING
-        [0, 0, 0, 0, 1, 0, 0, 0], // PUBLISHED
-        [0, 0, 0, 0, 0, 1, 1, 0], // UNDER_PROCESSING
-        [0, 0, 0, 0, 0, 0, 0, 0], // SUCCESS
-        [0, 0, 0, 0, 0, 0, 0, 0], // PUSHED_FAILURE
-        [0, 1, 0, 0, 0, 0, 0, 0], // FAILURE (operator re-open)
+    /// (PREQ, PEND, DISP, PUBL, UNDER, SUCC, PUSHF, FAIL, CDC).
+    const MATRIX: [[u8; 9]; 9] = [
+        [0, 1, 0, 0, 0, 0, 0, 0, 0], // PREQUEUED
+        [0, 0, 1, 0, 0, 0, 0, 0, 0], // PENDING
+        [0, 1, 0, 1, 1, 0, 0, 1, 0], // DISPATCHING
+        [0, 0, 0, 0, 1, 0, 0, 0, 0], // PUBLISHED
+        [0, 0, 0, 0, 0, 1, 1, 0, 0], // UNDER_PROCESSING
+        [0, 0, 0, 0, 0, 0, 0, 0, 0], // SUCCESS
+        [0, 0, 0, 0, 0, 0, 0, 0, 0], // PUSHED_FAILURE
+        [0, 1, 0, 0, 0, 0, 0, 0, 0], // FAILURE (operator re-open)
+        [0, 0, 0, 0, 1, 0, 0, 0, 0], // CDC
     ];
 
     #[test]
@@ -271,7 +292,7 @@ mod tests {
                 checked += 1;
             }
         }
-        assert_eq!(checked, 64);
+        assert_eq!(checked, 81);
     }
 
     #[test]
@@ -311,6 +332,7 @@ mod tests {
             "SUCCESS",
             "PUSHED_FAILURE",
             "FAILURE",
+            "CDC",
         ];
         for (status, text) in OutboxStatus::ALL.into_iter().zip(expected) {
             assert_eq!(status.as_str(), text);
@@ -337,6 +359,7 @@ mod tests {
             (Success, MarkPublished::AlreadyPast),
             (PushedFailure, MarkPublished::AlreadyPast),
             (Failure, MarkPublished::Illegal),
+            (Cdc, MarkPublished::Illegal),
         ];
         for (status, expected) in cases {
             assert_eq!(mark_published(status), expected, "{status}");
@@ -373,8 +396,9 @@ mod tests {
     }
 
     #[test]
-    fn every_status_but_prequeued_has_a_way_in() {
+    fn every_status_but_the_inserted_only_ones_has_a_way_in() {
         assert!(allowed_sources(Prequeued).is_empty());
+        assert!(allowed_sources(Cdc).is_empty());
         for status in OutboxStatus::ALL {
             if !OutboxStatus::INITIAL.contains(&status) {
                 assert!(!allowed_sources(status).is_empty(), "{status} is reachable");

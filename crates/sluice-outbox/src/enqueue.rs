@@ -1,4 +1,5 @@
-//! Writing events: `enqueue` in the caller's transaction, `release` of PREQUEUED events.
+//! Writing events: `enqueue` in the caller's transaction (`enqueue_cdc` for a deployment that
+//! relays the outbox by change data capture), `release` of PREQUEUED events.
 
 use crate::error::OutboxError;
 use crate::event::NewEvent;
@@ -19,6 +20,42 @@ pub async fn enqueue(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, 
     } else {
         OutboxStatus::Pending
     };
+    insert(conn, event, status).await
+}
+
+/// Inserts `event` in status CDC in the caller's open transaction and returns its id: change
+/// data capture (Debezium's Outbox Event Router on a publication of CDC inserts) relays it
+/// when the caller's transaction commits, and no dispatcher ever claims it.
+///
+/// What the relay cannot carry as the dispatcher would is refused before anything is written
+/// ([`OutboxError::NotRelayable`]): headers of the row's own (the router places columns, not
+/// the members of a JSON object; the table's `outbox_events_cdc_headers` check says the same),
+/// a PREQUEUED hold and a later `available_at` (the relay publishes at commit).
+pub async fn enqueue_cdc(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, OutboxError> {
+    let refuse = |reason| {
+        Err(OutboxError::NotRelayable {
+            id: event.id,
+            reason,
+        })
+    };
+    if !event.headers.is_empty() {
+        return refuse("it has headers of its own (the relay sends only sluice's four)");
+    }
+    if event.prequeued {
+        return refuse("it is prequeued (the relay publishes every CDC row at commit)");
+    }
+    if event.available_at.is_some() {
+        return refuse("it has an available_at (the relay publishes at commit)");
+    }
+    insert(conn, event, OutboxStatus::Cdc).await
+}
+
+/// The one INSERT of an event, in `status` (an initial status).
+async fn insert(
+    conn: &mut PgConnection,
+    event: &NewEvent,
+    status: OutboxStatus,
+) -> Result<Uuid, OutboxError> {
     debug_assert!(OutboxStatus::INITIAL.contains(&status));
     sqlx::query(include_str!("sql/insert_event.sql"))
         .bind(event.id)

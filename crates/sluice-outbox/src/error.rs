@@ -38,6 +38,15 @@ pub enum OutboxError {
     /// Stale dispatch recovery could not finish its search; nothing was changed.
     #[error("stale dispatch recovery: {0}")]
     Recovery(String),
+    /// An event that change data capture cannot relay as the dispatcher would publish it;
+    /// nothing was written.
+    #[error("outbox event {id} cannot be relayed by CDC: {reason}")]
+    NotRelayable {
+        /// The event's id.
+        id: Uuid,
+        /// What the relay could not carry.
+        reason: &'static str,
+    },
 }
 
 /// Whether a database error is the transition trigger rejecting a status change.

@@ -35,7 +35,7 @@ pub enum RecordOutcome {
     /// The record was already processed but its row was not terminal: the missing transition
     /// to SUCCESS was added and the work did not run.
     Completed {
-        /// The row's status before, DISPATCHING, PUBLISHED or UNDER_PROCESSING.
+        /// The row's status before, DISPATCHING, PUBLISHED, CDC or UNDER_PROCESSING.
         from: OutboxStatus,
     },
     /// The row was already terminal (SUCCESS, PUSHED_FAILURE, FAILURE); nothing was done.
@@ -73,7 +73,7 @@ impl<E> From<sqlx::Error> for HandleError<E> {
 /// Processes the record of outbox event `event_id` once for `key` and moves its row to its
 /// final status, all in one transaction on `conn`; see the module docs.
 ///
-/// DISPATCHING or PUBLISHED → UNDER_PROCESSING, then [`process_keyed`] with `work`, then
+/// DISPATCHING, PUBLISHED or CDC → UNDER_PROCESSING, then [`process_keyed`] with `work`, then
 /// UNDER_PROCESSING → SUCCESS ([`Handled::Applied`]) or PUSHED_FAILURE
 /// ([`Handled::Rejected`]). When `key` was already processed, UNDER_PROCESSING → SUCCESS
 /// without running `work`. `work` fails → everything rolls back and its error is returned.
@@ -107,11 +107,11 @@ pub async fn handle_outbox_record<E>(
             tracing::debug!(%event_id, status = %from, "outbox row not published; skipped");
             return Ok(RecordOutcome::NotReady { status: from });
         }
-        Dispatching | Published => {
+        Dispatching | Published | Cdc => {
             move_row(
                 &mut tx,
                 event_id,
-                &[Dispatching, Published],
+                &[Dispatching, Published, Cdc],
                 UnderProcessing,
             )
             .await?;
@@ -136,7 +136,15 @@ pub async fn handle_outbox_record<E>(
             );
             RecordOutcome::Completed { from }
         }
-        Err(ProcessError::Work(error)) => return Err(HandleError::Work(error)),
+        Err(ProcessError::Work(error)) => {
+            // Roll back now: a dropped transaction only queues its ROLLBACK for the
+            // connection's next use, and until then the outbox row stays locked, so
+            // another consumer of the same event (a retry tier) would wait for it.
+            if let Err(rollback) = tx.rollback().await {
+                tracing::warn!(%event_id, error = %rollback, "rollback after failed work failed");
+            }
+            return Err(HandleError::Work(error));
+        }
         Err(ProcessError::Database(error) | ProcessError::Aborted(error)) => {
             return Err(error.into());
         }

@@ -8,8 +8,10 @@
 //!   (`UPDATE … WHERE status = ANY(allowed sources)`) in [`transition`], [`release`] or
 //!   [`mark_published`]; a lost race is reported, never overwritten. The database enforces
 //!   the same edges with a trigger (`migrations/0005_outbox.sql`, its edges replaced by
-//!   `0006_outbox_retry_failed.sql`), so a status written by
+//!   `0006_outbox_retry_failed.sql` and `0011_outbox_cdc.sql`), so a status written by
 //!   hand cannot skip the state machine either.
+//! - A CDC row ([`enqueue_cdc`]) is relayed by change data capture and never claimed: the
+//!   claim takes PENDING rows only.
 //! - A row leaves DISPATCHING only through the claim that put it there: each claim writes a
 //!   fresh token (`claim_id`, `migrations/0010_outbox_claim_token.sql`), and every move a
 //!   dispatcher or stale recovery makes compares it ([`dispatch::settle`]).
@@ -37,7 +39,7 @@ mod transition;
 
 pub use dispatch::Dispatcher;
 pub use dispatch::publish::EVENT_ID_HEADER;
-pub use enqueue::{enqueue, release};
+pub use enqueue::{enqueue, enqueue_cdc, release};
 pub use error::{OutboxError, TRANSITION_CONSTRAINT, is_rejected_transition};
 pub use event::NewEvent;
 pub use handle_record::{HandleError, Handled, RecordOutcome, handle_outbox_record};

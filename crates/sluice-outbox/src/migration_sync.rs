@@ -1,15 +1,14 @@
 //! The migrations' copy of the state machine must equal the core's: these tests read the
-//! migration files as text and compare the status list and initial statuses of the migration
-//! that creates `outbox_events`, and the edge table of the newest migration that (re)defines
-//! the trigger function, with `sluice_core::outbox`. (`tests/outbox.rs` also tries all 64
-//! pairs against the trigger of a migrated database.) The migrations are the ones the build
-//! discovered (`sluice_postgres::migrate::MIGRATIONS`), so a new file is seen without a list.
+//! migration files as text and compare the status list, the initial statuses and the edge
+//! table, each from the newest migration that (re)defines it, with `sluice_core::outbox`.
+//! (`tests/outbox.rs` also tries every pair against the trigger of a migrated database.)
+//! The migrations are the ones the build discovered, so a new file needs no list here.
 
 use sluice_core::outbox::{EDGES, OutboxStatus};
 use sluice_postgres::migrate::MIGRATIONS;
 use std::collections::BTreeSet;
 
-/// The migration that creates the outbox table, its status check and its insert trigger.
+/// The migration that creates the outbox table (the first edge block is in it).
 fn outbox_migration() -> &'static str {
     MIGRATIONS
         .iter()
@@ -18,16 +17,19 @@ fn outbox_migration() -> &'static str {
         .sql
 }
 
+/// Every migration, oldest first, as the build discovered them
+/// (`sluice_postgres::migrate::MIGRATIONS`): applied files are never edited, so a changed
+/// edge table or status list arrives as a new file, seen here without a list to update.
+fn migrations() -> impl DoubleEndedIterator<Item = &'static str> {
+    MIGRATIONS.iter().map(|m| m.sql)
+}
+
 /// The newest migration with an edge block: the trigger function the database runs.
-/// Applied files are never edited, so a changed edge table arrives as a new file that
-/// replaces the trigger function.
 fn newest_edges_migration() -> &'static str {
-    MIGRATIONS
-        .iter()
+    migrations()
         .rev()
-        .find(|m| m.sql.contains("-- edges:begin"))
+        .find(|m| m.contains("-- edges:begin"))
         .expect("a migration with an edge block")
-        .sql
 }
 
 /// The single-quoted words of a line, before any `--` comment.
@@ -40,12 +42,18 @@ fn quoted(line: &str) -> Vec<OutboxStatus> {
         .collect()
 }
 
-/// The one line carrying `marker` as its trailing comment.
+/// The one line carrying `marker` as its trailing comment, in the newest migration that has
+/// one.
 fn marked_line(marker: &str) -> &'static str {
-    let lines: Vec<&str> = outbox_migration()
-        .lines()
-        .filter(|l| l.trim_end().ends_with(marker))
-        .collect();
+    let lines: Vec<&str> = migrations()
+        .rev()
+        .map(|m| {
+            m.lines()
+                .filter(|l| l.trim_end().ends_with(marker))
+                .collect::<Vec<_>>()
+        })
+        .find(|lines| !lines.is_empty())
+        .unwrap_or_default();
     assert_eq!(lines.len(), 1, "exactly one line marked {marker:?}");
     lines[0]
 }

@@ -93,7 +93,8 @@ async fn claim_recovery_and_retention_queries_use_their_indexes() {
     let retention = plan(
         &mut conn,
         "SELECT id FROM outbox_events
-         WHERE status IN ('SUCCESS', 'PUBLISHED') AND updated_at < now() - interval '7 days'
+         WHERE status IN ('SUCCESS', 'PUBLISHED', 'CDC')
+           AND updated_at < now() - interval '7 days'
          LIMIT 1000",
     )
     .await;

@@ -1,6 +1,6 @@
 //! The outbox's database side on the real PostgreSQL (issue 6, acceptance 5 and 6): enqueue
 //! follows the caller's transaction, `mark_published` never moves a consumed row back, the
-//! trigger enforces the core's edges (all 64 pairs), release, and NOTIFY.
+//! trigger enforces the core's edges (all 81 pairs), release, and NOTIFY.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -327,7 +327,7 @@ async fn a_status_written_by_hand_must_follow_an_edge() {
     teardown(schema, conn).await;
 }
 
-/// The trigger and the core agree on all 64 pairs, both by hand-written UPDATEs and through
+/// The trigger and the core agree on all 81 pairs, both by hand-written UPDATEs and through
 /// `transition`; an illegal request changes nothing.
 #[tokio::test]
 async fn every_pair_through_the_trigger_and_through_transition() {
@@ -373,11 +373,11 @@ async fn every_pair_through_the_trigger_and_through_transition() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 64);
+    assert_eq!(checked, 81);
     assert_eq!(
         EDGES.len(),
-        10,
-        "nine automatic edges and the operator re-open"
+        11,
+        "ten automatic edges and the operator re-open"
     );
     teardown(schema, conn).await;
 }
@@ -550,5 +550,48 @@ async fn committed_claimable_events_notify_the_dispatchers() {
     enqueue(&mut conn, &event(&marker_topic)).await.unwrap();
     assert_eq!(next_of(&mut listener, &topics).await, marker_topic);
     drop(listener);
+    teardown(schema, conn).await;
+}
+
+/// A CDC row: inserted as CDC, with none of what the relay cannot carry; the table's check
+/// refuses row headers on a CDC row written by hand, too.
+#[tokio::test]
+async fn a_cdc_row_carries_only_what_the_relay_can() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox");
+    let plain = event(&topic);
+    let id = sluice_outbox::enqueue_cdc(&mut conn, &plain).await.unwrap();
+    assert_eq!(status_of(&mut conn, id).await, OutboxStatus::Cdc);
+
+    let refused = [
+        event(&topic).with_header("trace", "abc"),
+        event(&topic).prequeued(),
+        event(&topic).available_at(chrono::Utc::now()),
+    ];
+    for event in refused {
+        match sluice_outbox::enqueue_cdc(&mut conn, &event).await {
+            Err(OutboxError::NotRelayable { id, .. }) => assert_eq!(id, event.id),
+            other => panic!("{other:?}"),
+        }
+    }
+    let by_hand = sqlx::query(
+        "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, topic, \
+         partition_key, payload, headers, status) \
+         VALUES ('user', '1', 'e', $1, '1', '{}', '{\"trace\": \"abc\"}', 'CDC')",
+    )
+    .bind(&topic)
+    .execute(&mut conn)
+    .await
+    .unwrap_err();
+    let db = by_hand.as_database_error().unwrap();
+    assert_eq!(db.constraint(), Some("outbox_events_cdc_headers"), "{db}");
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE topic = $1")
+        .bind(&topic)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1, "only the plain CDC row");
     teardown(schema, conn).await;
 }

@@ -219,7 +219,8 @@ async fn the_helper_processes_a_record_once_and_ends_its_row() {
         project(tx, "applied").await.map(|()| Handled::Applied)
     };
 
-    for (offset, from) in [(0, Published), (1, Dispatching)] {
+    // A CDC row (relayed by change data capture) is tracked like a PUBLISHED one.
+    for (offset, from) in [(0, Published), (1, Dispatching), (2, Cdc)] {
         let id = row_in(&mut conn, &topic, from).await;
         let key = ProcessKey::Message(key(&group, &topic, offset));
         let outcome = handle_outbox_record(&mut conn, &key, id, apply).await;
@@ -229,8 +230,8 @@ async fn the_helper_processes_a_record_once_and_ends_its_row() {
         let again = handle_outbox_record(&mut conn, &key, id, apply).await;
         assert_eq!(again.unwrap(), RecordOutcome::Skipped { status: Success });
     }
-    assert_eq!(runs.get(), 2);
-    assert_eq!(count(&mut conn, "projection").await, 2);
+    assert_eq!(runs.get(), 3);
+    assert_eq!(count(&mut conn, "projection").await, 3);
 
     // A rejection commits the work's writes and ends PUSHED_FAILURE.
     let id = row_in(&mut conn, &topic, Published).await;
@@ -249,7 +250,7 @@ async fn the_helper_processes_a_record_once_and_ends_its_row() {
         RecordOutcome::Rejected("mailbox full".into())
     );
     assert_eq!(status_of(&mut conn, id).await, PushedFailure);
-    assert_eq!(count(&mut conn, "projection").await, 3);
+    assert_eq!(count(&mut conn, "projection").await, 4);
     teardown(schema, conn).await;
 }
 
@@ -292,6 +293,18 @@ async fn terminal_and_unpublished_rows_are_left_alone_and_a_failing_work_undoes_
     })
     .await;
     assert!(matches!(failed, Err(HandleError::Work(Refused("broken")))));
+    // The row is unlocked at once, before this connection is used again: another consumer
+    // of the same event (a retry tier on its own connection) does not wait for it.
+    let mut other = schema.connect().await;
+    let locked = sqlx::query("SELECT id FROM outbox_events WHERE id = $1 FOR UPDATE NOWAIT")
+        .bind(id)
+        .execute(&mut other)
+        .await;
+    assert!(
+        locked.is_ok(),
+        "the failed work left the outbox row locked: {locked:?}"
+    );
+    other.close().await.unwrap();
     assert_eq!(
         status_of(&mut conn, id).await,
         Published,

@@ -180,7 +180,7 @@ async fn recovery_marks_acknowledged_records_and_requeues_unpublished_ones() {
 }
 
 #[tokio::test]
-async fn retention_purges_old_success_and_published_only() {
+async fn retention_purges_old_success_published_and_cdc_only() {
     let Some((schema, mut conn)) = setup().await else {
         return;
     };
@@ -193,6 +193,7 @@ async fn retention_purges_old_success_and_published_only() {
         OutboxStatus::PushedFailure,
         OutboxStatus::Pending,
         OutboxStatus::UnderProcessing,
+        OutboxStatus::Cdc,
     ] {
         for _ in 0..3 {
             old.push((status, row_in(&mut conn, &topic, status).await));
@@ -209,13 +210,16 @@ async fn retention_purges_old_success_and_published_only() {
     let deleted = purge_expired(&mut conn, Duration::from_secs(7 * 86_400))
         .await
         .unwrap();
-    assert_eq!(deleted, 6, "3 SUCCESS + 3 PUBLISHED");
+    assert_eq!(deleted, 9, "3 SUCCESS + 3 PUBLISHED + 3 CDC");
     let left: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM outbox_events")
         .fetch_all(&mut conn)
         .await
         .unwrap();
     for (status, id) in &old {
-        let purged = matches!(status, OutboxStatus::Success | OutboxStatus::Published);
+        let purged = matches!(
+            status,
+            OutboxStatus::Success | OutboxStatus::Published | OutboxStatus::Cdc
+        );
         assert_eq!(!left.contains(id), purged, "{status}");
     }
     assert!(

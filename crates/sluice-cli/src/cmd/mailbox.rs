@@ -2,7 +2,9 @@
 //!
 //! Environment: `DATABASE_URL` (required), `KAFKA_BOOTSTRAP_SERVERS` (default
 //! `127.0.0.1:9092`), `MAILBOX_TOPIC` (required), `MAILBOX_GROUP` (default
-//! `mailbox-example`). A missing or empty required variable exits 2. The example's tables
+//! `mailbox-example`), `MAILBOX_RETRY_TIERS` (default `30s,2m,5m`: the retry tiers; their
+//! topics and the dead-letter topic are created when missing, and one consumer per tier runs
+//! beside the main one). A missing, empty or invalid variable exits 2. The example's tables
 //! are created first (idempotent); a stop signal ends the run after the record in flight
 //! (its transaction and offset commit), and the process exits 0.
 
@@ -18,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 /// `sluice mailbox …`.
 #[derive(Debug, Subcommand)]
 pub enum MailboxAction {
-    /// Run the mailbox consumer until SIGTERM/SIGINT (env: DATABASE_URL,
-    /// KAFKA_BOOTSTRAP_SERVERS, MAILBOX_TOPIC, MAILBOX_GROUP, SLUICE_HTTP_ADDR).
+    /// Run the mailbox consumer and its retry tier consumers until SIGTERM/SIGINT (env:
+    /// DATABASE_URL, KAFKA_BOOTSTRAP_SERVERS, MAILBOX_TOPIC, MAILBOX_GROUP,
+    /// MAILBOX_RETRY_TIERS, SLUICE_HTTP_ADDR).
     Consume,
     /// Create a user and pin it to a partition (idempotent); prints the partition.
     CreateUser {
@@ -35,7 +38,9 @@ pub enum MailboxAction {
         user_id: String,
         /// The command's sequence number for this user.
         seq: i64,
-        /// The command as JSON, e.g. '{"op":"archive"}' ('{"op":"reject"}' is rejected).
+        /// The command as JSON, e.g. '{"op":"archive"}' ('{"op":"reject"}' is rejected;
+        /// demo ops of the retry topics: '{"op":"flaky","fail_times":N}' fails on its first N
+        /// deliveries, '{"op":"fail"}' always fails and ends in the dead-letter topic).
         command: String,
     },
 }
@@ -104,7 +109,13 @@ pub fn run(action: MailboxAction) -> Result<(), Failure> {
 }
 
 fn consume() -> Result<(), Failure> {
-    let config = consumer_config()?;
+    let mut config = consumer_config()?;
+    let tiers = EnvReader::new(&super::env_lookup)
+        .string("MAILBOX_RETRY_TIERS", sluice_retry::DEFAULT_TIERS);
+    config.retry = Some(
+        sluice_retry::Tiers::parse(&tiers)
+            .map_err(|e| Failure::config(anyhow!("MAILBOX_RETRY_TIERS: {e}")))?,
+    );
     let mut registry = prometheus_client::registry::Registry::default();
     crate::observe::register_build_info(&mut registry);
     let metrics = mailbox::metrics::MailboxMetrics::register(&mut registry);

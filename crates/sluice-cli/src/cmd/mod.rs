@@ -2,12 +2,14 @@
 
 pub mod dispatch;
 pub mod dlq;
+pub mod dlt;
 pub mod health;
 pub mod lag;
 pub mod mailbox;
 pub mod migrate;
 pub mod outbox;
 pub mod replay;
+pub mod retry;
 pub mod run;
 pub mod topics;
 pub mod verify;

@@ -1,8 +1,10 @@
-//! `sluice outbox status|release|retry-failed`: the operator's view of the outbox (docs/ARCHITECTURE.md#outbox).
+//! `sluice outbox status|release|retry-failed|purge`: the operator's view of the outbox
+//! (docs/ARCHITECTURE.md#outbox).
 
 use crate::Failure;
 use clap::{Args, Subcommand};
 use serde_json::json;
+use sluice_outbox::dispatch::retention::purge_expired;
 use sluice_outbox::ops::{retry_failed, summary};
 use sluice_outbox::release;
 use sqlx::Connection;
@@ -25,6 +27,10 @@ pub enum OutboxAction {
         #[arg(long = "id", value_delimiter = ',')]
         ids: Vec<Uuid>,
     },
+    /// Delete SUCCESS, untracked PUBLISHED and CDC rows last changed more than
+    /// OUTBOX_RETENTION_DAYS ago, as `sluice dispatch` does every so often (for a deployment
+    /// that relays by CDC and runs no dispatcher); prints how many.
+    Purge,
 }
 
 /// Options of `outbox status`.
@@ -81,6 +87,13 @@ pub fn run(action: OutboxAction) -> Result<(), Failure> {
                 let chosen = (!ids.is_empty()).then_some(ids.as_slice());
                 let moved = retry_failed(&mut conn, chosen).await?;
                 println!("re-opened {moved} FAILURE events");
+            }
+            OutboxAction::Purge => {
+                let deleted = purge_expired(&mut conn, settings.retention).await?;
+                println!(
+                    "purged {deleted} rows older than {} days",
+                    settings.retention.as_secs() / 86_400
+                );
             }
         }
         conn.close().await?;

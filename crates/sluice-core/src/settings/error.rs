@@ -47,16 +47,21 @@ pub enum SettingsError {
     /// `STORAGE_TOPIC_MIN_INSYNC_REPLICAS` above the replication factor: every write would be
     /// refused.
     MinInsyncAboveReplicationFactor {
-        /// `STORAGE_TOPIC_MIN_INSYNC_REPLICAS`.
+        /// `STORAGE_TOPIC_MIN_INSYNC_REPLICAS`, or a pipeline's own override of it.
+        variable: String,
+        /// Its value.
         min_insync_replicas: i32,
         /// The replication factor.
         replication_factor: i16,
-        /// Whether `STORAGE_TOPIC_REPLICATION_FACTOR` set it (else the cluster chose it).
-        explicit: bool,
+        /// The variable that set the replication factor (`None`: the cluster chose it).
+        replication_variable: Option<String>,
     },
-    /// `STORAGE_TOPIC_REPLICATION_FACTOR` above the cluster's broker count.
+    /// `STORAGE_TOPIC_REPLICATION_FACTOR` (or a pipeline's override) above the cluster's
+    /// broker count.
     ReplicationFactorAboveBrokers {
-        /// `STORAGE_TOPIC_REPLICATION_FACTOR`.
+        /// The variable.
+        variable: String,
+        /// Its value.
         replication_factor: i16,
         /// The brokers of the cluster.
         brokers: usize,
@@ -86,11 +91,12 @@ impl SettingsError {
     /// The variable to change.
     pub fn variable(&self) -> &str {
         match self {
-            Self::Invalid { variable, .. } | Self::TopicShared { variable, .. } => variable,
+            Self::Invalid { variable, .. }
+            | Self::TopicShared { variable, .. }
+            | Self::MinInsyncAboveReplicationFactor { variable, .. }
+            | Self::ReplicationFactorAboveBrokers { variable, .. } => variable,
             Self::PollIntervalNotAboveSessionTimeout { .. } => "STORAGE_MAX_POLL_INTERVAL_MS",
             Self::RetriesOutlastPollInterval { .. } => "STORAGE_DB_RETRY_MAX_ATTEMPTS",
-            Self::MinInsyncAboveReplicationFactor { .. } => "STORAGE_TOPIC_MIN_INSYNC_REPLICAS",
-            Self::ReplicationFactorAboveBrokers { .. } => "STORAGE_TOPIC_REPLICATION_FACTOR",
             Self::StaleDispatchTooShort { .. } => "OUTBOX_STALE_DISPATCH_SECONDS",
         }
     }
@@ -135,15 +141,15 @@ impl SettingsError {
             ),
             Self::MinInsyncAboveReplicationFactor {
                 replication_factor,
-                explicit: true,
+                replication_variable: Some(rf_variable),
                 ..
             } => format!(
-                "at most STORAGE_TOPIC_REPLICATION_FACTOR ({replication_factor}): more in-sync \
-                 replicas than replicas refuses every write"
+                "at most {rf_variable} ({replication_factor}): more in-sync replicas than \
+                 replicas refuses every write"
             ),
             Self::MinInsyncAboveReplicationFactor {
                 replication_factor,
-                explicit: false,
+                replication_variable: None,
                 ..
             } => format!(
                 "at most the replication factor ({replication_factor}): more in-sync \

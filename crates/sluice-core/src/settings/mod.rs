@@ -173,6 +173,11 @@ const FIXED_VARIABLES: &[(&str, &str, &str)] = &[
         "retention.ms of the storage topics; -1 keeps forever",
     ),
     (
+        "STORAGE_TOPIC_<SETTING>_<PIPELINE>",
+        "(the shared value)",
+        "one topic's PARTITIONS, REPLICATION_FACTOR, MIN_INSYNC_REPLICAS or RETENTION_MS",
+    ),
+    (
         "STORAGE_GROUP_PREFIX",
         "storage-consumer",
         "consumer group = prefix.pipeline",
@@ -309,7 +314,8 @@ impl Settings {
         names: impl IntoIterator<Item = &'a str>,
     ) -> Result<Self, SettingsError> {
         let env = EnvReader::new(lookup);
-        let kafka = KafkaClientSettings::from_vars(lookup, names)?;
+        let var_names: Vec<&str> = names.into_iter().collect();
+        let kafka = KafkaClientSettings::from_vars(lookup, var_names.iter().copied())?;
 
         let database_url = env.database_url()?;
 
@@ -447,7 +453,7 @@ impl Settings {
 
         let instance_id = instance_id(&env)?;
         let consumer_error_timeout = env.seconds("STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS", 30)?;
-        let topics = TopicSettings::from_lookup(lookup)?;
+        let topics = TopicSettings::from_vars(lookup, var_names.iter().copied())?;
 
         Ok(Settings {
             kafka,

@@ -9,7 +9,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
 use std::time::Duration;
 
+mod describe;
 mod durable;
+pub use describe::{ConfigDetail, DESCRIBED_CONFIGS, PartitionDetail, TopicDetail};
 pub use durable::{ConfigChange, TopicReport, TopicState};
 
 /// What `ensure_topic` found or did.

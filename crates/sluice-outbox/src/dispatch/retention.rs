@@ -1,4 +1,4 @@
-//! Retention (docs/ARCHITECTURE.md#outbox): SUCCESS and untracked PUBLISHED rows older than the configured age
+//! Retention (docs/ARCHITECTURE.md#outbox): SUCCESS and untracked PUBLISHED and CDC rows older than the configured age
 //! are deleted in batches; FAILURE and PUSHED_FAILURE rows are never purged.
 
 use crate::error::OutboxError;
@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Rows deleted per statement, so a large purge never holds long locks.
 pub const PURGE_BATCH: i64 = 1000;
 
-/// Deletes SUCCESS and PUBLISHED rows last changed more than `age` ago, [`PURGE_BATCH`] at a
+/// Deletes SUCCESS, PUBLISHED and CDC rows last changed more than `age` ago, [`PURGE_BATCH`] at a
 /// time (each its own statement), and returns how many were deleted.
 pub async fn purge_expired(conn: &mut PgConnection, age: Duration) -> Result<u64, OutboxError> {
     let mut total = 0;

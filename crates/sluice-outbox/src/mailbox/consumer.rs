@@ -1,18 +1,19 @@
 //! The example's consumer: one record, one transaction, then the offset.
 
 use super::metrics::MailboxMetrics;
+use super::retry::{MailboxHandler, WorkError};
 use super::{GROUP, MailboxError, REJECT_REASON, users::CommandPayload};
 use crate::{EVENT_ID_HEADER, Handled, OutboxError, ProcessKey, RecordOutcome};
 use crate::{HandleError, handle_outbox_record};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::message::{BorrowedMessage, Headers, Message};
 use serde_json::Value;
 use sluice_core::KafkaClientSettings;
 use sluice_core::stall::{StallWatch, Verdict};
 use sluice_kafka::config::{ConsumerOptions, consumer_config};
 use sluice_kafka::error::consumer_error_class;
-use sqlx::{Connection, PgConnection};
+use sluice_retry::{Forwarder, Outcome, OwnedRecord, RetryHandler, Source, Tiers};
+use sqlx::PgConnection;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -30,9 +31,11 @@ pub struct ConsumerConfig {
     pub group: String,
     /// `client.id`.
     pub client_id: String,
-    /// A consumer error that keeps repeating this long ends the run (the storage
-    /// pipelines' rule, `sluice_core::stall`); 30 s by default.
-    pub error_timeout: Duration,
+    /// The retry tiers (`MAILBOX_RETRY_TIERS` in the CLI): with them, a record the handler
+    /// fails on goes to `<topic>.retry.<tier>` and finally `<topic>.dlt`, and the tier
+    /// consumers run beside the main one. `None` (the default): no retry topics, and such a
+    /// failure ends the run.
+    pub retry: Option<Tiers>,
 }
 
 impl ConsumerConfig {
@@ -48,13 +51,13 @@ impl ConsumerConfig {
             topic: topic.into(),
             group: GROUP.to_owned(),
             client_id: "mailbox-example".to_owned(),
-            error_timeout: Duration::from_secs(30),
+            retry: None,
         }
     }
 
-    /// The manual-commit consumer configuration of every sluice consumer
-    /// ([`sluice_kafka::config::consumer_config`]).
-    fn client(&self) -> ClientConfig {
+    /// The Kafka client configuration of the main consumer: the manual-commit configuration
+    /// of every sluice consumer ([`sluice_kafka::config::consumer_config`]).
+    pub(super) fn client(&self) -> ClientConfig {
         let mut config = consumer_config(&ConsumerOptions {
             batch_tuning: false,
             client: &self.kafka,
@@ -70,6 +73,10 @@ impl ConsumerConfig {
         config
     }
 }
+
+/// A consumer error that keeps repeating this long ends the run (the storage pipelines'
+/// default `STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS`, `sluice_core::stall`).
+const MAX_ERROR_EPISODE: Duration = Duration::from_secs(30);
 
 /// What a consumer's run did, per record outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -90,16 +97,34 @@ pub struct ConsumerTotals {
     /// events. Their commands were NOT applied; each is logged as an error with its
     /// coordinates.
     pub missing_row: u64,
+    /// Records the handler failed on (a demonstration op), each forwarded to a retry tier
+    /// or the dead-letter topic.
+    pub failed: u64,
+}
+
+impl ConsumerTotals {
+    /// Adds another consumer's counts (the tier consumers').
+    pub fn add(&mut self, other: &ConsumerTotals) {
+        self.applied += other.applied;
+        self.rejected += other.rejected;
+        self.completed += other.completed;
+        self.skipped += other.skipped;
+        self.ignored += other.ignored;
+        self.missing_row += other.missing_row;
+        self.failed += other.failed;
+    }
 }
 
 /// What one record came to.
-enum Handling {
+pub(super) enum Handling {
     /// Handled through its outbox row.
     Outcome(RecordOutcome),
     /// No event id header.
     NoEventId,
     /// No outbox row for its event id.
     MissingRow,
+    /// The handler's work failed on the record (retryably); nothing was committed.
+    Failed(String),
 }
 
 /// Consumes the mailbox topic until `stop` is cancelled: each record is handled by
@@ -120,21 +145,35 @@ pub async fn run_consumer_observed(
     stop: CancellationToken,
 ) -> Result<ConsumerTotals, MailboxError> {
     metrics.set_running(true);
-    let result = consume(config, metrics, stop).await;
+    let result = match &config.retry {
+        None => consume(config, metrics, stop).await,
+        Some(tiers) => super::retry::with_tiers(config, tiers, metrics, stop).await,
+    };
     metrics.set_running(false);
     result
 }
 
-async fn consume(
+/// The main consumer. A record the handler fails on is forwarded to the first retry tier
+/// (acknowledged by the broker) before its offset is committed.
+pub(super) async fn consume(
     config: &ConsumerConfig,
     metrics: &MailboxMetrics,
     stop: CancellationToken,
 ) -> Result<ConsumerTotals, MailboxError> {
     let consumer: StreamConsumer = config.client().create()?;
     consumer.subscribe(&[config.topic.as_str()])?;
-    let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
-    let mut totals = ConsumerTotals::default();
-    let mut errors = StallWatch::new(config.error_timeout);
+    let conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
+    let mut handler = MailboxHandler::new(conn, config.group.clone(), metrics.clone());
+    let forwarder = match &config.retry {
+        Some(tiers) => Some(Forwarder::new(
+            &config.kafka,
+            &config.topic,
+            tiers.clone(),
+            &format!("{}-retry", config.client_id),
+        )?),
+        None => None,
+    };
+    let mut errors = StallWatch::new(MAX_ERROR_EPISODE);
     tracing::info!(topic = %config.topic, group = %config.group, "mailbox consumer started");
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
@@ -169,75 +208,91 @@ async fn consume(
                 }
             }
         };
-        // The index into `metrics::OUTCOMES`.
-        let outcome = match handle_message(&mut conn, &config.group, &message).await? {
-            Handling::Outcome(RecordOutcome::Applied) => {
-                totals.applied += 1;
-                0
-            }
-            Handling::Outcome(RecordOutcome::Rejected(_)) => {
-                totals.rejected += 1;
-                1
-            }
-            Handling::Outcome(RecordOutcome::Completed { .. }) => {
-                totals.completed += 1;
-                2
-            }
-            Handling::Outcome(RecordOutcome::Skipped { .. }) => {
-                totals.skipped += 1;
-                3
-            }
-            Handling::Outcome(RecordOutcome::NotReady { .. }) | Handling::NoEventId => {
-                totals.ignored += 1;
-                4
-            }
-            Handling::MissingRow => {
-                totals.missing_row += 1;
-                5
-            }
-        };
-        metrics.record(outcome);
+        let record = OwnedRecord::from_message(&message);
+        if let Outcome::Failed(failure) = handler.handle(&record).await? {
+            let Some(forwarder) = &forwarder else {
+                return Err(MailboxError::HandlerFailed(failure.message));
+            };
+            // Acknowledged before the commit below: a crash in between forwards it again.
+            forwarder.forward(&record, Source::Main, &failure).await?;
+        }
         consumer.commit_message(&message, CommitMode::Async)?;
     }
     consumer.unsubscribe();
-    conn.close().await?;
+    let totals = handler.close().await?;
     tracing::info!(?totals, "mailbox consumer stopped");
     Ok(totals)
 }
 
+/// The index into `metrics::OUTCOMES` of what a record came to, counted in `totals`.
+pub(super) fn count(totals: &mut ConsumerTotals, handling: &Handling) -> usize {
+    match handling {
+        Handling::Outcome(RecordOutcome::Applied) => {
+            totals.applied += 1;
+            0
+        }
+        Handling::Outcome(RecordOutcome::Rejected(_)) => {
+            totals.rejected += 1;
+            1
+        }
+        Handling::Outcome(RecordOutcome::Completed { .. }) => {
+            totals.completed += 1;
+            2
+        }
+        Handling::Outcome(RecordOutcome::Skipped { .. }) => {
+            totals.skipped += 1;
+            3
+        }
+        Handling::Outcome(RecordOutcome::NotReady { .. }) | Handling::NoEventId => {
+            totals.ignored += 1;
+            4
+        }
+        Handling::MissingRow => {
+            totals.missing_row += 1;
+            5
+        }
+        Handling::Failed(_) => {
+            totals.failed += 1;
+            6
+        }
+    }
+}
+
 /// One record. Without an event id header it is logged and passed over; without an outbox
 /// row (purged by retention, or not this database's event) it is logged as an ERROR with its
-/// coordinates and counted — never skipped silently — and the consumer moves on.
-async fn handle_message(
+/// coordinates and counted — never skipped silently — and the consumer moves on. A record
+/// from a retry tier carries its attempt count, which the demonstration ops read.
+pub(super) async fn handle_message(
     conn: &mut PgConnection,
     group: &str,
-    message: &BorrowedMessage<'_>,
+    message: &OwnedRecord,
 ) -> Result<Handling, MailboxError> {
     let event_id = message
-        .headers()
-        .and_then(|headers| headers.iter().find(|h| h.key == EVENT_ID_HEADER))
-        .and_then(|h| h.value)
-        .and_then(|v| std::str::from_utf8(v).ok())
+        .header_str(EVENT_ID_HEADER)
         .and_then(|v| Uuid::parse_str(v).ok());
     let Some(event_id) = event_id else {
         tracing::warn!(
-            partition = message.partition(),
-            offset = message.offset(),
+            topic = %message.topic,
+            partition = message.partition,
+            offset = message.offset,
             "mailbox record without an event id header; passed over"
         );
         return Ok(Handling::NoEventId);
     };
     let payload: Option<Value> = message
-        .payload()
+        .payload
+        .as_deref()
         .and_then(|bytes| serde_json::from_slice(bytes).ok());
-    match handle_command(conn, group, event_id, payload.as_ref()).await {
+    let attempt = sluice_retry::headers::attempt_of(message);
+    match handle_command(conn, group, event_id, payload.as_ref(), attempt).await {
         Ok(outcome) => Ok(Handling::Outcome(outcome)),
+        Err(HandleError::Work(WorkError::Retryable(reason))) => Ok(Handling::Failed(reason)),
         Err(HandleError::Outbox(OutboxError::NotFound { id })) => {
             tracing::error!(
                 event_id = %id,
-                topic = message.topic(),
-                partition = message.partition(),
-                offset = message.offset(),
+                topic = %message.topic,
+                partition = message.partition,
+                offset = message.offset,
                 "mailbox record whose outbox row does not exist (purged by retention: the \
                  consumer lags more than OUTBOX_RETENTION_DAYS; or not this database's event); \
                  NOT applied"
@@ -252,12 +307,19 @@ async fn handle_message(
 /// a `{"op": "reject"}` command counts as rejected in `mailbox_state` and its row ends
 /// PUSHED_FAILURE; any other command is appended to `mailbox_projection`, counted as applied
 /// and its row ends SUCCESS. A value that is not a command of a known user is rejected.
+///
+/// `attempt` is how many times the handler already failed on this record (0 on the main
+/// topic). The demonstration ops fail on purpose, before anything is applied, with
+/// [`WorkError::Retryable`] (nothing commits, the row stays as it was): `{"op": "flaky",
+/// "fail_times": N}` on its first N deliveries, `{"op": "fail"}` always. A record already
+/// processed never runs the work, so it never fails again.
 pub async fn handle_command(
     conn: &mut PgConnection,
     group: &str,
     event_id: Uuid,
     value: Option<&Value>,
-) -> Result<RecordOutcome, HandleError<sqlx::Error>> {
+    attempt: u32,
+) -> Result<RecordOutcome, HandleError<WorkError>> {
     let key = ProcessKey::Event {
         consumer_group: group.to_owned(),
         event_id,
@@ -267,7 +329,10 @@ pub async fn handle_command(
         let Some(payload) = payload else {
             return Ok(Handled::Rejected("not a mailbox command".to_owned()));
         };
-        apply(tx, &payload).await
+        if let Some(reason) = payload.demo_failure(attempt) {
+            return Err(WorkError::Retryable(reason));
+        }
+        apply(tx, &payload).await.map_err(WorkError::Database)
     })
     .await
 }

@@ -20,19 +20,20 @@ struct OutcomeLabels {
 }
 
 /// The outcomes counted, in the order of [`MailboxMetrics::record`]'s index.
-pub const OUTCOMES: [&str; 6] = [
+pub const OUTCOMES: [&str; 7] = [
     "applied",
     "rejected",
     "completed",
     "skipped",
     "ignored",
     "missing_row",
+    "failed",
 ];
 
 /// The consumer's handles; cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub struct MailboxMetrics {
-    records: Arc<[Counter; 6]>,
+    records: Arc<[Counter; 7]>,
     up: Gauge,
     running: Arc<AtomicBool>,
     assigned: Arc<AtomicBool>,

@@ -16,6 +16,9 @@
 //!    appends the command to `mailbox_projection` and updates `mailbox_state`, or rejects a
 //!    `{"op": "reject"}` command; the outbox row ends SUCCESS or PUSHED_FAILURE in the same
 //!    transaction. The offset is committed after that transaction.
+//! 6. With retry tiers configured ([`ConsumerConfig::retry`]), a command the handler fails
+//!    on (the demonstration ops `flaky` and `fail`) goes to the retry topics and the
+//!    dead-letter topic instead of blocking its partition (`retry.rs`).
 //!
 //! Invariants: a command is applied at most once (the processed row, the projection and the
 //! row's final status commit together, keyed by the event id, which survives
@@ -25,12 +28,14 @@
 
 mod consumer;
 pub mod metrics;
+mod retry;
 mod schema;
 mod users;
 
 pub use consumer::{
     ConsumerConfig, ConsumerTotals, handle_command, run_consumer, run_consumer_observed,
 };
+pub use retry::{WorkError, ensure_retry_topics};
 pub use schema::setup;
 pub use users::{CommandPayload, create_user, send_command};
 
@@ -65,12 +70,22 @@ pub enum MailboxError {
     /// The Kafka consumer failed.
     #[error("mailbox kafka consumer failed: {0}")]
     Kafka(#[from] KafkaError),
+    /// Forwarding to a retry tier or the dead-letter topic, or a tier consumer, failed.
+    #[error("mailbox retry failed: {0}")]
+    Retry(#[from] sluice_retry::RetryError),
+    /// The handler failed on a record and no retry tiers are configured.
+    #[error("the mailbox handler failed on a record and no retry tiers are configured: {0}")]
+    HandlerFailed(String),
+    /// A consumer task panicked or was cancelled.
+    #[error("a mailbox consumer task failed: {0}")]
+    Task(String),
 }
 
-impl From<HandleError<sqlx::Error>> for MailboxError {
-    fn from(error: HandleError<sqlx::Error>) -> Self {
+impl From<HandleError<WorkError>> for MailboxError {
+    fn from(error: HandleError<WorkError>) -> Self {
         match error {
-            HandleError::Work(error) => MailboxError::Database(error),
+            HandleError::Work(WorkError::Database(error)) => MailboxError::Database(error),
+            HandleError::Work(WorkError::Retryable(reason)) => MailboxError::HandlerFailed(reason),
             HandleError::Outbox(error) => MailboxError::Outbox(error),
         }
     }

@@ -15,6 +15,9 @@ CREATE TABLE IF NOT EXISTS mailbox_projection (
     position BIGINT NOT NULL,
     PRIMARY KEY (user_id, seq)
 );
+-- When each command was applied (added after the first release: an older table gains it).
+ALTER TABLE mailbox_projection
+    ADD COLUMN IF NOT EXISTS applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp();
 -- The running state: how many commands were applied and rejected, and the last seq seen.
 CREATE TABLE IF NOT EXISTS mailbox_state (
     user_id  TEXT PRIMARY KEY,

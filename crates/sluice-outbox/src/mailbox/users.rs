@@ -14,7 +14,8 @@ pub struct CommandPayload {
     pub user_id: String,
     /// The sender's sequence number of the command for this user.
     pub seq: i64,
-    /// The command; `{"op": "reject"}` is rejected by the handler.
+    /// The command; `{"op": "reject"}` is rejected by the handler; `{"op": "flaky",
+    /// "fail_times": N}` and `{"op": "fail"}` make it fail (see [`CommandPayload::demo_failure`]).
     pub command: Value,
 }
 
@@ -31,6 +32,33 @@ impl CommandPayload {
             seq: value.get("seq")?.as_i64()?,
             command: value.get("command")?.clone(),
         })
+    }
+
+    /// Why the handler fails on this command on purpose, if it does (demonstration ops of
+    /// the retry topics), given how many times it already failed on the record:
+    /// `{"op": "flaky", "fail_times": N}` fails on its first N deliveries (`attempt < N`),
+    /// `{"op": "fail"}` on every one.
+    pub fn demo_failure(&self, attempt: u32) -> Option<String> {
+        match self.command.get("op").and_then(Value::as_str) {
+            Some("fail") => Some(format!(
+                "demo op fail: fails on every delivery ({})",
+                attempt + 1
+            )),
+            Some("flaky") => {
+                let times = self
+                    .command
+                    .get("fail_times")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1);
+                (u64::from(attempt) < times).then(|| {
+                    format!(
+                        "demo op flaky: fails on the first {times} deliveries, this is delivery {}",
+                        attempt + 1
+                    )
+                })
+            }
+            _ => None,
+        }
     }
 
     /// Whether the handler rejects this command.
@@ -103,4 +131,29 @@ pub async fn send_command(
     .with_partition_key(user_id)
     .with_partition(partition);
     Ok(enqueue(conn, &event).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(command: Value) -> CommandPayload {
+        CommandPayload {
+            user_id: "u".into(),
+            seq: 1,
+            command,
+        }
+    }
+
+    #[test]
+    fn demo_ops_fail_on_purpose() {
+        let flaky = payload(json!({"op": "flaky", "fail_times": 2}));
+        assert!(flaky.demo_failure(0).is_some());
+        assert!(flaky.demo_failure(1).is_some());
+        assert_eq!(flaky.demo_failure(2), None);
+        let fail = payload(json!({"op": "fail"}));
+        assert!((0..10).all(|a| fail.demo_failure(a).is_some()));
+        assert_eq!(payload(json!({"op": "send"})).demo_failure(0), None);
+        assert_eq!(payload(json!({"op": "reject"})).demo_failure(0), None);
+    }
 }

@@ -81,7 +81,13 @@ pub async fn row_in(conn: &mut PgConnection, topic: &str, status: OutboxStatus) 
     let (initial, moves) = path_to(status);
     let mut new = event(topic);
     new.prequeued = initial == OutboxStatus::Prequeued;
-    let id = enqueue(conn, &new).await.expect("enqueue");
+    let id = if initial == OutboxStatus::Cdc {
+        sluice_outbox::enqueue_cdc(conn, &new)
+            .await
+            .expect("enqueue_cdc")
+    } else {
+        enqueue(conn, &new).await.expect("enqueue")
+    };
     let mut at = initial;
     for to in moves {
         let outcome = transition(conn, id, &[at], to).await.expect("legal move");
