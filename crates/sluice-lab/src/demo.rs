@@ -54,18 +54,9 @@ const LOCAL_STACK_PORT: u16 = 54329;
 
 /// Whether `url` points at the local stack: a loopback host on the stack's port.
 fn is_local_stack(url: &str, port: u16) -> bool {
-    let Some(rest) = url
-        .strip_prefix("postgres://")
-        .or_else(|| url.strip_prefix("postgresql://"))
-    else {
-        return false;
-    };
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
-    let Some((host, url_port)) = host_port.rsplit_once(':') else {
-        return false;
-    };
-    matches!(host, "127.0.0.1" | "localhost" | "[::1]") && url_port.parse::<u16>() == Ok(port)
+    sluice_core::settings::database_host_port(url).is_some_and(|(host, url_port)| {
+        matches!(host, "127.0.0.1" | "localhost" | "[::1]") && url_port.parse::<u16>() == Ok(port)
+    })
 }
 
 const APP_PREFIX: &str = "com.sluice.demo";

@@ -10,7 +10,7 @@ mod error;
 mod read;
 
 pub use error::SettingsError;
-pub use read::{EnvReader, is_identifier, is_topic_name, valid_database_url};
+pub use read::{EnvReader, database_host_port, is_identifier, is_topic_name, valid_database_url};
 
 use crate::kafka_client::KafkaClientSettings;
 use crate::pipeline::PipelineKind;

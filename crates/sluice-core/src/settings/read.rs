@@ -153,17 +153,29 @@ pub fn is_identifier(s: &str) -> bool {
     first && rest.len() <= 1 && rest.iter().all(|p| ok(p))
 }
 
+/// A `postgres://` URL cut at its authority: (everything after the scheme, the authority,
+/// its `host[:port]` part after any `user[:password]@`).
+fn split_database_url(url: &str) -> Option<(&str, &str, &str)> {
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))?;
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    Some((rest, authority, host_port))
+}
+
+/// The host and port of a `postgres://` URL's authority, when it names both.
+pub fn database_host_port(url: &str) -> Option<(&str, &str)> {
+    let (_, _, host_port) = split_database_url(url)?;
+    host_port.rsplit_once(':')
+}
+
 /// A `postgres://` URL with a host (`host[:port]` or the `host=` parameter: a name, or a
 /// Unix socket directory as in `postgres:///db?host=/var/run/postgresql`).
 pub fn valid_database_url(url: &str) -> bool {
-    let Some(rest) = url
-        .strip_prefix("postgres://")
-        .or_else(|| url.strip_prefix("postgresql://"))
-    else {
+    let Some((rest, authority, host_port)) = split_database_url(url) else {
         return false;
     };
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
     let host_parameter = rest.split_once('?').is_some_and(|(_, query)| {
         query
             .split('&')
