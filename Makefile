@@ -6,13 +6,17 @@ SHELL := /bin/bash
 STACK := scripts/stack
 CARGO ?= cargo
 
-.PHONY: demo test stack-up stack-down lint fmt
+.PHONY: demo test test-container stack-up stack-down lint fmt
 
 demo: stack-up
 	eval "$$($(STACK) env)" && scripts/demo
 
 test: stack-up
 	eval "$$($(STACK) env)" && $(CARGO) test --workspace --locked
+
+# The image, the compose file and the systemd unit, tried for real (podman, as root).
+test-container: stack-up
+	eval "$$($(STACK) env)" && scripts/container-test
 
 stack-up:
 	$(STACK) up

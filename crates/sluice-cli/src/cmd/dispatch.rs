@@ -90,6 +90,10 @@ pub fn run() -> Result<(), Failure> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let mut signals = {
+        let _context = runtime.enter();
+        super::StopSignals::install()?
+    };
     runtime.block_on(async {
         let mut conn = sluice_postgres::connect(&settings.database_url, "dispatch").await?;
         require_outbox_table(&mut conn).await?;
@@ -104,7 +108,7 @@ pub fn run() -> Result<(), Failure> {
         }
         let dispatcher = Dispatcher::new(settings)?.with_metrics(metrics);
         let task = tokio::spawn(dispatcher.run(stop.child_token()));
-        super::run_until_signal("dispatcher", stop, task)
+        super::run_until_signal("dispatcher", &mut signals, stop, task)
             .await
             .map(|_totals| ())
     })

@@ -133,6 +133,10 @@ fn consume() -> Result<(), Failure> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let mut signals = {
+        let _context = runtime.enter();
+        super::StopSignals::install()?
+    };
     runtime.block_on(async {
         let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
         mailbox::setup(&mut conn).await?;
@@ -144,7 +148,7 @@ fn consume() -> Result<(), Failure> {
                 async move { mailbox::run_consumer_observed(&config, &metrics, stop).await },
             )
         };
-        super::run_until_signal("mailbox consumer", stop, task)
+        super::run_until_signal("mailbox consumer", &mut signals, stop, task)
             .await
             .map(|_totals| ())
     })

@@ -71,6 +71,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 /// for the task to finish its work in flight. `what` names the task in logs and errors.
 pub async fn run_until_signal<T, E>(
     what: &str,
+    signals: &mut StopSignals,
     stop: tokio_util::sync::CancellationToken,
     task: tokio::task::JoinHandle<Result<T, E>>,
 ) -> Result<T, Failure>
@@ -78,10 +79,11 @@ where
     E: Into<anyhow::Error>,
 {
     let mut task = task;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let finished = tokio::select! {
-        _ = term.recv() => { tracing::info!("SIGTERM: {what} finishes the work in flight"); None }
-        _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: {what} finishes the work in flight"); None }
+        signal = signals.recv() => {
+            tracing::info!("{signal}: {what} finishes the work in flight");
+            None
+        }
         result = &mut task => Some(result),
     };
     stop.cancel();
@@ -93,5 +95,42 @@ where
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => Err(Failure::from(error.into())),
         Err(join) => Err(anyhow::anyhow!("the {what} task failed: {join}").into()),
+    }
+}
+
+/// SIGTERM and SIGINT, listened to from the moment a long-running command has a runtime.
+///
+/// As PID 1 in a container a signal without a handler is ignored, and tokio drops a signal
+/// that arrives while no stream listens; so each command installs these once, before its
+/// start-up work (migrations, connecting, checking tables), and keeps them to the end: a
+/// stop requested during start-up is seen as soon as the command looks.
+pub struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl std::fmt::Debug for StopSignals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopSignals")
+    }
+}
+
+impl StopSignals {
+    /// Installs the handlers; needs the runtime's context (`Runtime::enter` or inside it).
+    pub fn install() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Waits for the next SIGTERM or SIGINT (one received since the last call counts);
+    /// returns its name.
+    pub async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
     }
 }

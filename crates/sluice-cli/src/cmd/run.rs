@@ -42,14 +42,17 @@ pub fn run() -> Result<(), Failure> {
         )?
     };
     let runtime = super::runtime()?;
+    // Installed once, before any start-up work, and kept to the end (see StopSignals).
+    let mut signals = {
+        let _context = runtime.enter();
+        super::StopSignals::install()?
+    };
     // A stop signal while migrating (or waiting for another starter's migration lock) is a
     // clean stop too: the migration's transaction rolls back and nothing was consumed.
     let migrated = runtime.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             result = super::migrate::apply(&settings) => result.map(|()| true),
-            _ = term.recv() => Ok(false),
-            _ = tokio::signal::ctrl_c() => Ok(false),
+            _ = signals.recv() => Ok(false),
         }
     });
     if !migrated? {
@@ -66,16 +69,13 @@ pub fn run() -> Result<(), Failure> {
             .spawn(move || run_pipelines(settings, &metrics, stop))?
     };
     runtime.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let watch = stop.clone();
         tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM: finishing the batches in flight"),
-            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: finishing the batches in flight"),
+            signal = signals.recv() => tracing::info!("{signal}: finishing the batches in flight"),
             () = watch.cancelled() => {}
         }
         stop.cancel();
-        Ok::<(), std::io::Error>(())
-    })?;
+    });
     match supervisor.join() {
         Ok(Ok(totals)) => {
             for (kind, t) in totals {

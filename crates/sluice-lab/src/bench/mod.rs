@@ -196,11 +196,11 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
 
     println!(
         "== metrics cost: the same drain with SLUICE_HTTP_ADDR on and /metrics scraped every second, \
-         alternated with the endpoint off (two runs each after S)"
+         alternated with the endpoint off ({COST_ROUNDS} pairs, medians compared)"
     );
-    let cost = metrics_cost(&env, &admin, &mut conn, s).await?;
+    let cost = metrics_cost(&env, &admin, &mut conn).await?;
     println!(
-        "   endpoint off {:.0} rows/s (mean of 3), on and scraped {:.0} rows/s (mean of 2, {} scrapes): on/off = {:.3}",
+        "   medians: endpoint off {:.0} rows/s, on and scraped {:.0} rows/s ({} scrapes): on/off = {:.3}",
         cost.off,
         cost.on,
         cost.scrapes,
@@ -264,24 +264,30 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
 
 /// The reviews drain with the metrics endpoint off and on (scraped every second).
 struct MetricsCost {
-    /// Mean rows/s with the endpoint off: S and two more runs.
+    /// Rows/s of each run with the endpoint off.
+    off_runs: Vec<f64>,
+    /// Rows/s of each run with the endpoint on and scraped.
+    on_runs: Vec<f64>,
+    /// Median rows/s with the endpoint off.
     off: f64,
-    /// Mean rows/s with the endpoint on and scraped.
+    /// Median rows/s with the endpoint on and scraped.
     on: f64,
-    /// Scrapes that got a body, over both runs.
+    /// Scrapes that got a body, over all runs.
     scrapes: u64,
 }
 
-/// Alternates on, off, on, off after S (off), so that drift of the machine during the
-/// phase weighs on both sides alike.
+/// Runs of each side: enough that one disturbed drain does not decide the median.
+const COST_ROUNDS: usize = 3;
+
+/// Alternates on and off, pair by pair, so that drift of the machine during the phase weighs
+/// on both sides alike; compares the medians.
 async fn metrics_cost(
     env: &Env,
     admin: &Admin,
     conn: &mut PgConnection,
-    s: f64,
 ) -> Result<MetricsCost, Failure> {
-    let (mut off, mut on, mut scrapes) = (vec![s], vec![], 0);
-    for round in 0..2 {
+    let (mut off_runs, mut on_runs, mut scrapes) = (vec![], vec![], 0);
+    for round in 0..COST_ROUNDS {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -302,7 +308,7 @@ async fn metrics_cost(
         )
         .await;
         scrapes += scraper.finish().await;
-        on.push(drained?.drain);
+        on_runs.push(drained?.drain);
         sqlx::raw_sql("TRUNCATE reviews")
             .execute(&mut *conn)
             .await?;
@@ -314,17 +320,34 @@ async fn metrics_cost(
             None,
         )
         .await?;
-        off.push(drained.drain);
+        off_runs.push(drained.drain);
+        println!(
+            "   pair {}: on {:.0} rows/s, off {:.0} rows/s",
+            round + 1,
+            on_runs[round],
+            off_runs[round]
+        );
     }
     if scrapes == 0 {
         return Err(anyhow!("the metrics endpoint was never scraped").into());
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     Ok(MetricsCost {
-        off: mean(&off),
-        on: mean(&on),
+        off: median(&off_runs),
+        on: median(&on_runs),
+        off_runs,
+        on_runs,
         scrapes,
     })
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
 }
 
 fn rate(n: usize, elapsed: Duration) -> f64 {
@@ -630,7 +653,7 @@ fn report(
     println!("| reviews while network-metrics flows | {s_with_metrics:.0} rows/s | | |");
     let cost_ratio = cost.on / cost.off;
     println!(
-        "| reviews with /metrics on and scraped every 1 s ({} scrapes) | {:.0} rows/s | {cost_ratio:.3} × off ({:.0} rows/s); target ≥ 0.97 | {} |",
+        "| reviews with /metrics on and scraped every 1 s ({} scrapes; median of {COST_ROUNDS}) | {:.0} rows/s | {cost_ratio:.3} × off ({:.0} rows/s, median of {COST_ROUNDS}, alternated); target ≥ 0.97 | {} |",
         cost.scrapes,
         cost.on,
         cost.off,
@@ -659,7 +682,7 @@ fn report(
         "cores": cores,
         "rows_per_second": {"U": u, "L": l, "K": k, "S": s, "S_including_startup": s_startup, "S_with_network_metrics": s_with_metrics},
         "ratios": {"S/U": s / u, "S/L": s / l, "S/K": s / k, "S_metrics_on/S_metrics_off": cost_ratio},
-        "metrics_cost": {"off_rows_per_second": cost.off, "on_scraped_rows_per_second": cost.on, "scrapes": cost.scrapes},
+        "metrics_cost": {"off_rows_per_second": cost.off, "on_scraped_rows_per_second": cost.on, "off_runs": cost.off_runs, "on_runs": cost.on_runs, "scrapes": cost.scrapes},
         "network_metrics_latency_ms": {"p50": lat.p50, "p99": lat.p99, "max": lat.max, "count": lat.count},
         "peak_rss_mib": rss_mib,
         "restart_to_first_batch_s": restart.static_s,
