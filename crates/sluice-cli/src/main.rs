@@ -4,11 +4,8 @@
 //! Exit codes: 0 success; 1 runtime failure (a pipeline died, a step failed); 2 bad
 //! configuration or usage (nothing was consumed).
 
-mod cmd;
-mod logging;
-mod observe;
-
 use clap::{Parser, Subcommand};
+use sluice_cli::{cmd, describe, logging};
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
@@ -42,15 +39,6 @@ enum Command {
     Lag(cmd::lag::LagArgs),
     /// Move one pipeline's group offsets (dry run without --execute).
     Replay(cmd::replay::ReplayArgs),
-    /// Load generators: the crawler and network-analyzer simulators.
-    Produce {
-        #[command(subcommand)]
-        action: cmd::produce::ProduceAction,
-    },
-    /// Benchmarks: sluice against baselines measured in the same run (not a test).
-    Bench(cmd::bench::BenchArgs),
-    /// The main job on the local stack: produce a crawl, consume it, report.
-    Demo(cmd::demo::DemoArgs),
     /// Inspect and replay dead letters.
     Dlq {
         #[command(subcommand)]
@@ -83,32 +71,6 @@ enum Command {
     },
 }
 
-/// A failure with its exit code.
-#[derive(Debug)]
-pub struct Failure {
-    code: u8,
-    error: anyhow::Error,
-}
-
-impl Failure {
-    /// Bad configuration or usage: exit 2.
-    pub fn config(error: impl Into<anyhow::Error>) -> Self {
-        Self {
-            code: 2,
-            error: error.into(),
-        }
-    }
-}
-
-impl<E: Into<anyhow::Error>> From<E> for Failure {
-    fn from(error: E) -> Self {
-        Self {
-            code: 1,
-            error: error.into(),
-        }
-    }
-}
-
 fn main() -> ExitCode {
     // A `.env` file in the working directory fills in variables the process environment
     // does not set (the environment wins); read before clap, whose arguments read variables.
@@ -134,9 +96,6 @@ fn main() -> ExitCode {
         Command::Dlq { action } => cmd::dlq::run(action),
         Command::Retry { action } => cmd::retry::run(action),
         Command::Dlt { action } => cmd::dlt::run(action),
-        Command::Produce { action } => cmd::produce::run(action),
-        Command::Demo(args) => cmd::demo::run(&args),
-        Command::Bench(args) => cmd::bench::run(&args),
         Command::Dispatch => cmd::dispatch::run(),
         Command::Outbox { action } => cmd::outbox::run(action),
         Command::Mailbox { action } => cmd::mailbox::run(action),
@@ -145,22 +104,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("sluice: error: {}", describe(&failure.error));
-            ExitCode::from(failure.code)
+            eprintln!("sluice: error: {}", describe(failure.error()));
+            ExitCode::from(failure.code())
         }
     }
-}
-
-/// The error and its causes, each cause once: our error types already print their source
-/// inline, so anyhow's `{:#}` would repeat it.
-fn describe(error: &anyhow::Error) -> String {
-    let mut text = error.to_string();
-    for cause in error.chain().skip(1) {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
-        }
-    }
-    text
 }

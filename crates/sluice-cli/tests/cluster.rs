@@ -148,7 +148,9 @@ async fn three_broker_cluster_durable_topics_and_a_leader_killed_mid_flight() {
     let mut vars: Vec<(String, String)> = vec![("KAFKA_BOOTSTRAP_SERVERS".into(), cluster.clone())];
     for p in PIPELINES {
         vars.push((
-            format!("STORAGE_TOPIC_{}", p.replace('-', "_").to_uppercase()),
+            p.parse::<sluice_core::PipelineKind>()
+                .expect("a pipeline name")
+                .topic_variable(),
             format!("{k3}-{p}"),
         ));
     }

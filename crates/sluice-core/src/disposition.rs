@@ -57,6 +57,9 @@ pub fn classify_sqlstate(code: &str) -> Disposition {
 pub mod sqlstate {
     /// `57P01`: the server is shutting down (fast shutdown, `pg_terminate_backend`).
     pub const ADMIN_SHUTDOWN: &str = "57P01";
+    /// `23503`: a foreign key points at a row that does not exist (for sluice: an
+    /// application deleted after its id was resolved).
+    pub const FOREIGN_KEY_VIOLATION: &str = "23503";
     /// `57P02`: another backend crashed; the server is resetting.
     pub const CRASH_SHUTDOWN: &str = "57P02";
     /// `57P03`: the server is starting up or in recovery.

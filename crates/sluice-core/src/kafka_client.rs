@@ -7,7 +7,7 @@
 //! here, naming the variable and why; whether librdkafka knows a property is checked by the
 //! Kafka adapter when the binary starts. Secret values never reach `Debug` or an error.
 
-use crate::settings::SettingsError;
+use crate::settings::{EnvReader, SettingsError};
 use std::collections::BTreeMap;
 
 /// The prefix of the pass-through variables.
@@ -114,13 +114,8 @@ impl KafkaClientSettings {
         lookup: &dyn Fn(&str) -> Option<String>,
         names: impl IntoIterator<Item = &'a str>,
     ) -> Result<Self, SettingsError> {
-        let value = |name: &str| {
-            lookup(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        let bootstrap_servers =
-            value("KAFKA_BOOTSTRAP_SERVERS").unwrap_or_else(|| "127.0.0.1:9092".to_owned());
+        let env = EnvReader::new(lookup);
+        let bootstrap_servers = env.string("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092");
         let servers_ok = bootstrap_servers.split(',').all(|s| {
             s.trim().rsplit_once(':').is_some_and(|(host, port)| {
                 !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
@@ -138,7 +133,7 @@ impl KafkaClientSettings {
             let Some(property) = property_of(variable) else {
                 continue;
             };
-            let Some(v) = value(variable) else {
+            let Some(v) = env.raw(variable) else {
                 continue;
             };
             if let Some((_, why)) = REFUSED.iter().find(|(p, _)| *p == property) {
@@ -201,11 +196,7 @@ fn redact(property: &str, value: &str) -> String {
 }
 
 fn error(variable: &str, value: &str, expected: &str) -> SettingsError {
-    SettingsError {
-        variable: variable.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
-    }
+    SettingsError::invalid(variable, value, expected)
 }
 
 #[cfg(test)]
@@ -263,8 +254,8 @@ mod tests {
                 v => v,
             };
             let err = read(&[(variable.as_str(), "x")]).unwrap_err();
-            assert_eq!(err.variable, variable);
-            assert!(err.expected.contains(property), "{err}");
+            assert_eq!(err.variable(), variable);
+            assert!(err.expected().contains(property), "{err}");
         }
         let err = read(&[("KAFKA_ENABLE_AUTO_COMMIT", "true")]).unwrap_err();
         assert_eq!(
@@ -276,7 +267,7 @@ mod tests {
         assert_eq!(
             read(&[("KAFKA_BOOTSTRAP_SERVERS", "nohost")])
                 .unwrap_err()
-                .variable,
+                .variable(),
             "KAFKA_BOOTSTRAP_SERVERS"
         );
     }
@@ -310,7 +301,7 @@ mod tests {
         assert!(!debug.contains("hunter2"), "{debug}");
         assert!(debug.contains("alice") && debug.contains("***"), "{debug}");
         let err = read(&[("KAFKA_SSL_KEY_PASSWORD", "k"), ("KAFKA_ACKS", "1")]).unwrap_err();
-        assert_eq!(err.variable, "KAFKA_ACKS");
+        assert_eq!(err.variable(), "KAFKA_ACKS");
     }
 
     #[test]

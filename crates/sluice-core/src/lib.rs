@@ -6,7 +6,6 @@
 //! fatal, and how long a transient failure is retried before the process gives up.
 //! The adapters (`sluice-kafka`, `sluice-postgres`) depend on this crate, never the reverse.
 
-pub mod bound;
 pub mod dead_letter;
 pub mod dedupe;
 pub mod disposition;
@@ -16,17 +15,20 @@ pub mod outbox;
 pub mod outbox_settings;
 pub mod outcome;
 pub mod pipeline;
+pub mod resolved;
 pub mod retry;
 pub mod settings;
 pub mod stall;
 pub mod topic_settings;
+pub mod topics;
 pub mod untrusted;
 
-pub use bound::Bound;
 pub use dead_letter::{DeadLetter, DeadLetterKind, RecordCoords};
 pub use disposition::Disposition;
 pub use kafka_client::KafkaClientSettings;
 pub use outcome::{BatchReport, WriteOutcome};
 pub use pipeline::PipelineKind;
+pub use resolved::Resolved;
 pub use settings::Settings;
 pub use topic_settings::{ExistingTopic, TopicPlan, TopicSettings, TopicValues};
+pub use topics::{Column, Topic, TopicSpec};

@@ -12,12 +12,13 @@
 //! never be set in production.
 
 use crate::kafka_client::KafkaClientSettings;
-use crate::settings::SettingsError;
+use crate::retry::Backoff;
+use crate::settings::{EnvReader, SettingsError};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The longest back-off between two publish attempts of one event.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+pub const MAX_BACKOFF: Duration = crate::retry::MAX_DELAY;
 
 /// Slack kept between "the last record of a claim is resolved" and "the claim is stale":
 /// the time a delivery report or the broker's append may trail the producer's own timeout.
@@ -140,51 +141,22 @@ impl OutboxSettings {
         default_id: &str,
     ) -> Result<Self, SettingsError> {
         let kafka = KafkaClientSettings::from_vars(lookup, names)?;
-        let raw = |name: &str| {
-            lookup(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        let number = |name: &str, default: u64| -> Result<u64, SettingsError> {
-            match raw(name) {
-                None => Ok(default),
-                Some(value) => match value.parse::<u64>() {
-                    Ok(n) if n > 0 => Ok(n),
-                    _ => Err(error(
-                        name,
-                        &value,
-                        &format!("a positive whole number (default {default})"),
-                    )),
-                },
-            }
-        };
-        let small = |name: &str, default: u64| -> Result<u32, SettingsError> {
-            let n = number(name, default)?;
-            u32::try_from(n).map_err(|_| error(name, &n.to_string(), "at most 4294967295"))
-        };
-        let database_url = raw("DATABASE_URL")
-            .ok_or_else(|| error("DATABASE_URL", "", "a postgres:// URL (required)"))?;
-        if !crate::settings::valid_database_url(&database_url) {
-            return Err(error(
-                "DATABASE_URL",
-                &crate::untrusted::redact_url(&database_url),
-                "a postgres:// URL",
-            ));
-        }
-        let retention_days = number("OUTBOX_RETENTION_DAYS", 7)?;
+        let env = EnvReader::new(lookup);
+        let database_url = env.database_url()?;
+        let retention_days = env.number("OUTBOX_RETENTION_DAYS", 7)?;
         if retention_days > 36_500 {
-            return Err(error(
+            return Err(SettingsError::invalid(
                 "OUTBOX_RETENTION_DAYS",
                 &retention_days.to_string(),
                 "at most 36500 days",
             ));
         }
-        let dispatcher_id = raw("OUTBOX_DISPATCHER_ID").unwrap_or_else(|| default_id.to_owned());
-        let stale_seconds = number("OUTBOX_STALE_DISPATCH_SECONDS", 60)?;
+        let dispatcher_id = env.string("OUTBOX_DISPATCHER_ID", default_id);
+        let stale_seconds = env.number("OUTBOX_STALE_DISPATCH_SECONDS", 60)?;
         let stale_dispatch = Duration::from_secs(stale_seconds);
-        let delivery_ms = number("OUTBOX_DELIVERY_TIMEOUT_MS", 30_000)?;
+        let delivery_ms = env.number("OUTBOX_DELIVERY_TIMEOUT_MS", 30_000)?;
         if !(100..=900_000).contains(&delivery_ms) {
-            return Err(error(
+            return Err(SettingsError::invalid(
                 "OUTBOX_DELIVERY_TIMEOUT_MS",
                 &delivery_ms.to_string(),
                 "between 100 and 900000 milliseconds",
@@ -195,24 +167,19 @@ impl OutboxSettings {
         // dispatcher hands its batch to the producer within the send window after the
         // claim, and each record is acknowledged or failed within the delivery timeout.
         if stale_dispatch < delivery_timeout + STALE_MARGIN + MIN_SEND_WINDOW {
-            return Err(error(
-                "OUTBOX_STALE_DISPATCH_SECONDS",
-                &stale_seconds.to_string(),
-                &format!(
-                    "at least OUTBOX_DELIVERY_TIMEOUT_MS ({delivery_ms} ms) + {} s, so that \
-                     stale recovery never requeues a claim whose records may still be \
-                     delivered; raise it or lower OUTBOX_DELIVERY_TIMEOUT_MS",
-                    (STALE_MARGIN + MIN_SEND_WINDOW).as_secs()
-                ),
-            ));
+            return Err(SettingsError::StaleDispatchTooShort {
+                stale_seconds,
+                delivery_ms,
+                slack_s: (STALE_MARGIN + MIN_SEND_WINDOW).as_secs(),
+            });
         }
         Ok(Self {
             database_url,
             kafka,
-            batch_size: small("OUTBOX_BATCH_SIZE", 100)?,
-            poll_interval: Duration::from_millis(number("OUTBOX_POLL_INTERVAL_MS", 1000)?),
-            max_attempts: small("OUTBOX_MAX_ATTEMPTS", 10)?,
-            backoff_base: Duration::from_millis(number("OUTBOX_BACKOFF_BASE_MS", 500)?),
+            batch_size: env.small("OUTBOX_BATCH_SIZE", 100)?,
+            poll_interval: env.millis("OUTBOX_POLL_INTERVAL_MS", 1000)?,
+            max_attempts: env.small("OUTBOX_MAX_ATTEMPTS", 10)?,
+            backoff_base: env.millis("OUTBOX_BACKOFF_BASE_MS", 500)?,
             stale_dispatch,
             delivery_timeout,
             retention: Duration::from_secs(retention_days * 86_400),
@@ -242,35 +209,35 @@ impl OutboxSettings {
             .saturating_sub(STALE_MARGIN)
     }
 
-    /// The back-off before attempt `attempts + 1`: base × 2^(attempts − 1), capped at
-    /// [`MAX_BACKOFF`].
+    /// The publish back-off: the shared policy ([`crate::retry::Backoff`]) from
+    /// `OUTBOX_BACKOFF_BASE_MS`, capped at [`MAX_BACKOFF`].
+    pub fn publish_backoff(&self) -> Backoff {
+        Backoff {
+            max_attempts: self.max_attempts,
+            base: self.backoff_base,
+            cap: MAX_BACKOFF,
+        }
+    }
+
+    /// The nominal back-off before attempt `attempts + 1`: base × 2^(attempts − 1), capped
+    /// at [`MAX_BACKOFF`] (jitter takes up to a tenth off it).
     pub fn backoff(&self, attempts: u32) -> Duration {
-        let exponent = attempts.saturating_sub(1).min(30);
-        self.backoff_base
-            .saturating_mul(1 << exponent)
-            .min(MAX_BACKOFF)
+        self.publish_backoff().nominal(attempts)
     }
 
     /// The rule of `mark_publish_failed`: `failed_before` attempts had failed before this
-    /// one; PENDING with back-off, or FAILURE once the attempt limit is reached.
-    pub fn after_failed_publish(&self, failed_before: u32) -> AfterFailedPublish {
+    /// one; PENDING with back-off (jittered by `jitter`, in `[0, 1)`), or FAILURE once the
+    /// attempt limit is reached.
+    pub fn after_failed_publish(&self, failed_before: u32, jitter: f64) -> AfterFailedPublish {
         let attempts = failed_before.saturating_add(1);
         if attempts >= self.max_attempts {
             AfterFailedPublish::GiveUp { attempts }
         } else {
             AfterFailedPublish::Retry {
                 attempts,
-                delay: self.backoff(attempts),
+                delay: self.publish_backoff().delay(attempts, jitter),
             }
         }
-    }
-}
-
-fn error(name: &str, value: &str, expected: &str) -> SettingsError {
-    SettingsError {
-        variable: name.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
     }
 }
 
@@ -279,14 +246,7 @@ mod tests {
     use super::*;
 
     fn settings(pairs: &[(&str, &str)]) -> Result<OutboxSettings, SettingsError> {
-        let mut map: BTreeMap<String, String> = [(
-            "DATABASE_URL".to_owned(),
-            "postgres://u@127.0.0.1:5432/db".to_owned(),
-        )]
-        .into();
-        for (k, v) in pairs {
-            map.insert((*k).to_owned(), (*v).to_owned());
-        }
+        let map = crate::settings::with_database_url(pairs);
         OutboxSettings::from_map(&map, "host-1")
     }
 
@@ -325,19 +285,19 @@ mod tests {
             ("KAFKA_BOOTSTRAP_SERVERS", "no-port"),
         ] {
             let error = settings(&[(name, value)]).unwrap_err();
-            assert_eq!(error.variable, name, "{name}={value}");
+            assert_eq!(error.variable(), name, "{name}={value}");
         }
         let missing = OutboxSettings::from_map(&BTreeMap::new(), "h").unwrap_err();
-        assert_eq!(missing.variable, "DATABASE_URL");
+        assert_eq!(missing.variable(), "DATABASE_URL");
     }
 
     #[test]
     fn stale_timeout_must_exceed_the_delivery_timeout() {
         // The old defaults (stale 60 s, producer timeout 120 s) are refused, naming both.
         let error = settings(&[("OUTBOX_DELIVERY_TIMEOUT_MS", "120000")]).unwrap_err();
-        assert_eq!(error.variable, "OUTBOX_STALE_DISPATCH_SECONDS");
+        assert_eq!(error.variable(), "OUTBOX_STALE_DISPATCH_SECONDS");
         assert!(
-            error.expected.contains("OUTBOX_DELIVERY_TIMEOUT_MS"),
+            error.expected().contains("OUTBOX_DELIVERY_TIMEOUT_MS"),
             "{error:?}"
         );
         // Exactly delivery + margin + the shortest send window is accepted, 1 ms more is not.
@@ -352,10 +312,10 @@ mod tests {
             ("OUTBOX_DELIVERY_TIMEOUT_MS", "3001"),
         ])
         .unwrap_err();
-        assert_eq!(error.variable, "OUTBOX_STALE_DISPATCH_SECONDS");
+        assert_eq!(error.variable(), "OUTBOX_STALE_DISPATCH_SECONDS");
         // A stale timeout alone below the default delivery timeout is refused too.
         let error = settings(&[("OUTBOX_STALE_DISPATCH_SECONDS", "5")]).unwrap_err();
-        assert_eq!(error.variable, "OUTBOX_STALE_DISPATCH_SECONDS");
+        assert_eq!(error.variable(), "OUTBOX_STALE_DISPATCH_SECONDS");
         // For every accepted pair, the send window plus the delivery timeout plus the margin
         // fits in the stale timeout.
         for stale in 1..=40_u64 {
@@ -386,26 +346,34 @@ mod tests {
     fn failure_after_the_attempt_limit() {
         let s = settings(&[("OUTBOX_MAX_ATTEMPTS", "3")]).unwrap();
         assert_eq!(
-            s.after_failed_publish(0),
+            s.after_failed_publish(0, 0.0),
             AfterFailedPublish::Retry {
                 attempts: 1,
                 delay: Duration::from_millis(500)
             }
         );
         assert_eq!(
-            s.after_failed_publish(1),
+            s.after_failed_publish(1, 0.0),
             AfterFailedPublish::Retry {
                 attempts: 2,
                 delay: Duration::from_millis(1000)
             }
         );
         assert_eq!(
-            s.after_failed_publish(2),
+            s.after_failed_publish(2, 0.0),
             AfterFailedPublish::GiveUp { attempts: 3 }
+        );
+        assert_eq!(
+            s.after_failed_publish(1, 0.5),
+            AfterFailedPublish::Retry {
+                attempts: 2,
+                delay: Duration::from_millis(950)
+            },
+            "jitter takes up to a tenth off"
         );
         let once = settings(&[("OUTBOX_MAX_ATTEMPTS", "1")]).unwrap();
         assert_eq!(
-            once.after_failed_publish(0),
+            once.after_failed_publish(0, 0.0),
             AfterFailedPublish::GiveUp { attempts: 1 }
         );
     }

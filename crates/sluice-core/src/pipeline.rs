@@ -1,62 +1,66 @@
-//! The three storage pipelines and their built-in defaults (docs/ARCHITECTURE.md#batch-loop).
+//! The storage pipelines, as the topic registry declares them (docs/ARCHITECTURE.md#topics):
+//! names, variables and defaults, all derived from each topic's [`crate::topics::TopicSpec`].
 
 use std::fmt;
 use std::str::FromStr;
 
-/// One storage pipeline: one topic, one consumer group, one table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PipelineKind {
-    /// `app-stats` → `app_stats`: steady, one message per app per crawl.
-    AppStats,
-    /// `reviews` → `reviews`: throughput, bursts of hundreds of thousands.
-    Reviews,
-    /// `network-metrics` → `network_metrics`: latency, a person is waiting.
-    NetworkMetrics,
-}
+pub use crate::topics::PipelineKind;
 
 impl PipelineKind {
-    /// All pipelines, in the order they are started and reported.
-    pub const ALL: [PipelineKind; 3] = [Self::AppStats, Self::Reviews, Self::NetworkMetrics];
-
     /// The pipeline's name, as used in `STORAGE_PIPELINES`, group names and the CLI.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::AppStats => "app-stats",
-            Self::Reviews => "reviews",
-            Self::NetworkMetrics => "network-metrics",
-        }
+    pub const fn name(self) -> &'static str {
+        self.spec().name
     }
 
     /// The default topic name (equal to the pipeline name).
-    pub fn default_topic(self) -> &'static str {
+    pub const fn default_topic(self) -> &'static str {
         self.name()
     }
 
     /// The table the pipeline writes.
-    pub fn table(self) -> &'static str {
-        match self {
-            Self::AppStats => "app_stats",
-            Self::Reviews => "reviews",
-            Self::NetworkMetrics => "network_metrics",
-        }
+    pub const fn table(self) -> &'static str {
+        self.spec().table
     }
 
     /// Built-in max poll records (docs/ARCHITECTURE.md#batch-loop).
-    pub fn default_batch_size(self) -> usize {
-        match self {
-            Self::AppStats => 200,
-            Self::Reviews => 500,
-            Self::NetworkMetrics => 50,
-        }
+    pub const fn default_batch_size(self) -> usize {
+        self.spec().default_batch_size
     }
 
     /// The upper-case suffix of per-pipeline environment variables (`APP_STATS` …).
-    pub fn env_suffix(self) -> &'static str {
-        match self {
-            Self::AppStats => "APP_STATS",
-            Self::Reviews => "REVIEWS",
-            Self::NetworkMetrics => "NETWORK_METRICS",
+    pub const fn env_suffix(self) -> &'static str {
+        self.spec().env_suffix
+    }
+
+    /// The variable naming the pipeline's topic (`STORAGE_TOPIC_REVIEWS` …); the one place
+    /// that builds these names.
+    pub fn topic_variable(self) -> String {
+        format!("STORAGE_TOPIC_{}", self.env_suffix())
+    }
+
+    /// The variable of the pipeline's own batch size (`STORAGE_MAX_POLL_RECORDS_REVIEWS` …).
+    pub fn batch_size_variable(self) -> String {
+        format!("STORAGE_MAX_POLL_RECORDS_{}", self.env_suffix())
+    }
+
+    /// Every pipeline name, comma-separated, in order (the default of `STORAGE_PIPELINES`).
+    pub fn all_names() -> String {
+        Self::ALL.map(Self::name).join(",")
+    }
+
+    /// The length of the longest pipeline name (group and member ids must fit Kafka's and
+    /// the database's limits with any of them).
+    pub const fn longest_name() -> usize {
+        let mut longest = 0;
+        let mut i = 0;
+        while i < Self::ALL.len() {
+            let len = Self::ALL[i].name().len();
+            if len > longest {
+                longest = len;
+            }
+            i += 1;
         }
+        longest
     }
 }
 
@@ -66,9 +70,9 @@ impl fmt::Display for PipelineKind {
     }
 }
 
-/// A pipeline name that is not one of the three.
+/// A pipeline name that is not one of the registry's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown pipeline `{0}` (expected one of: app-stats, reviews, network-metrics)")]
+#[error("unknown pipeline `{0}` (expected one of: {names})", names = PipelineKind::ALL.map(PipelineKind::name).join(", "))]
 pub struct UnknownPipeline(pub String);
 
 impl FromStr for PipelineKind {
@@ -92,5 +96,48 @@ mod tests {
             assert_eq!(kind.name().parse::<PipelineKind>(), Ok(kind));
         }
         assert!("reviewz".parse::<PipelineKind>().is_err());
+    }
+
+    #[test]
+    fn names_and_variables_are_what_dashboards_and_operators_use() {
+        let names: Vec<(&str, &str, usize, String)> = PipelineKind::ALL
+            .iter()
+            .map(|k| {
+                (
+                    k.name(),
+                    k.table(),
+                    k.default_batch_size(),
+                    k.topic_variable(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (
+                    "app-stats",
+                    "app_stats",
+                    200,
+                    "STORAGE_TOPIC_APP_STATS".to_owned()
+                ),
+                (
+                    "reviews",
+                    "reviews",
+                    500,
+                    "STORAGE_TOPIC_REVIEWS".to_owned()
+                ),
+                (
+                    "network-metrics",
+                    "network_metrics",
+                    50,
+                    "STORAGE_TOPIC_NETWORK_METRICS".to_owned()
+                ),
+            ]
+        );
+        assert_eq!(PipelineKind::longest_name(), "network-metrics".len());
+        assert_eq!(
+            UnknownPipeline("x".into()).to_string(),
+            "unknown pipeline `x` (expected one of: app-stats, reviews, network-metrics)"
+        );
     }
 }

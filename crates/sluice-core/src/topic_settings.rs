@@ -7,7 +7,7 @@
 //! what it can hold, and the plan says so.
 
 use crate::pipeline::PipelineKind;
-use crate::settings::SettingsError;
+use crate::settings::{EnvReader, SettingsError};
 use std::collections::BTreeMap;
 
 /// The replication factor a durable topic wants.
@@ -102,11 +102,7 @@ const SETTINGS: [(&str, &str); 4] = [
 ];
 
 fn error(variable: &str, value: &str, expected: &str) -> SettingsError {
-    SettingsError {
-        variable: variable.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
-    }
+    SettingsError::invalid(variable, value, expected)
 }
 
 fn read<T: std::str::FromStr + PartialOrd + Copy>(
@@ -115,13 +111,7 @@ fn read<T: std::str::FromStr + PartialOrd + Copy>(
     accept: impl Fn(T) -> bool,
     expected: &str,
 ) -> Result<Option<T>, SettingsError> {
-    let Some(raw) = lookup(variable).filter(|v| !v.trim().is_empty()) else {
-        return Ok(None);
-    };
-    match raw.trim().parse::<T>() {
-        Ok(n) if accept(n) => Ok(Some(n)),
-        _ => Err(error(variable, &raw, expected)),
-    }
+    EnvReader::new(lookup).parse::<T>(variable, |n| accept(*n), expected)
 }
 
 /// The variable of `setting` (`PARTITIONS` …) for one pipeline, or the shared one.
@@ -181,7 +171,8 @@ impl TopicSettings {
                         &lookup(name).unwrap_or_default(),
                         &format!(
                             "a per-pipeline override STORAGE_TOPIC_{setting}_<PIPELINE> with \
-                             <PIPELINE> one of APP_STATS, REVIEWS, NETWORK_METRICS"
+                             <PIPELINE> one of {}",
+                            PipelineKind::ALL.map(PipelineKind::env_suffix).join(", ")
                         ),
                     ));
                 }
@@ -208,14 +199,12 @@ impl TopicSettings {
                     settings.source("MIN_INSYNC_REPLICAS", kind, |v| v.min_insync_replicas),
                     settings.source("REPLICATION_FACTOR", kind, |v| v.replication_factor),
                 );
-                return Err(error(
-                    &min_var,
-                    &min.to_string(),
-                    &format!(
-                        "at most {rf_var} ({rf}): more in-sync replicas than replicas refuses \
-                         every write"
-                    ),
-                ));
+                return Err(SettingsError::MinInsyncAboveReplicationFactor {
+                    variable: min_var,
+                    min_insync_replicas: min,
+                    replication_factor: rf,
+                    replication_variable: Some(rf_var),
+                });
             }
         }
         Ok(settings)
@@ -255,11 +244,11 @@ impl TopicSettings {
         let available = i16::try_from(brokers).unwrap_or(i16::MAX).max(1);
         let (replication_factor, reduced) = match values.replication_factor {
             Some(rf) if rf > available => {
-                return Err(error(
-                    &rf_var,
-                    &rf.to_string(),
-                    &format!("at most the cluster's broker count ({brokers})"),
-                ));
+                return Err(SettingsError::ReplicationFactorAboveBrokers {
+                    variable: rf_var,
+                    replication_factor: rf,
+                    brokers,
+                });
             }
             Some(rf) => (rf, None),
             None if available >= DURABLE_REPLICATION_FACTOR => (DURABLE_REPLICATION_FACTOR, None),
@@ -274,14 +263,12 @@ impl TopicSettings {
         };
         let min_insync_replicas = match values.min_insync_replicas {
             Some(min) if min > i32::from(replication_factor) => {
-                return Err(error(
-                    &min_var,
-                    &min.to_string(),
-                    &format!(
-                        "at most the replication factor ({replication_factor}): more in-sync \
-                         replicas than replicas refuses every write"
-                    ),
-                ));
+                return Err(SettingsError::MinInsyncAboveReplicationFactor {
+                    variable: min_var,
+                    min_insync_replicas: min,
+                    replication_factor,
+                    replication_variable: None,
+                });
             }
             Some(min) => min,
             None => DURABLE_MIN_INSYNC_REPLICAS.min(i32::from(replication_factor)),
@@ -438,22 +425,25 @@ mod tests {
     #[test]
     fn overrides_are_validated_and_an_unknown_pipeline_is_an_error() {
         let err = parse(&[("STORAGE_TOPIC_PARTITIONS_REVEIWS", "6")]).unwrap_err();
-        assert_eq!(err.variable, "STORAGE_TOPIC_PARTITIONS_REVEIWS");
-        assert!(err.expected.contains("REVIEWS"), "{}", err.expected);
+        assert_eq!(err.variable(), "STORAGE_TOPIC_PARTITIONS_REVEIWS");
+        assert!(err.expected().contains("REVIEWS"), "{}", err.expected());
         let err = parse(&[("STORAGE_TOPIC_RETENTION_MS_APP_STATS", "0")]).unwrap_err();
-        assert_eq!(err.variable, "STORAGE_TOPIC_RETENTION_MS_APP_STATS");
+        assert_eq!(err.variable(), "STORAGE_TOPIC_RETENTION_MS_APP_STATS");
         // The pipeline's own min.insync.replicas against the shared replication factor.
         let err = parse(&[
             ("STORAGE_TOPIC_REPLICATION_FACTOR", "2"),
             ("STORAGE_TOPIC_MIN_INSYNC_REPLICAS_REVIEWS", "3"),
         ])
         .unwrap_err();
-        assert_eq!(err.variable, "STORAGE_TOPIC_MIN_INSYNC_REPLICAS_REVIEWS");
-        assert!(err.expected.contains("STORAGE_TOPIC_REPLICATION_FACTOR ("));
+        assert_eq!(err.variable(), "STORAGE_TOPIC_MIN_INSYNC_REPLICAS_REVIEWS");
+        assert!(
+            err.expected()
+                .contains("STORAGE_TOPIC_REPLICATION_FACTOR (")
+        );
         // A pipeline's replication factor the cluster cannot hold names its own variable.
         let s = parse(&[("STORAGE_TOPIC_REPLICATION_FACTOR_REVIEWS", "3")]).unwrap();
         assert_eq!(
-            plan(&s, 1).unwrap_err().variable,
+            plan(&s, 1).unwrap_err().variable(),
             "STORAGE_TOPIC_REPLICATION_FACTOR_REVIEWS"
         );
         // The topic-name variables are not overrides.
@@ -499,10 +489,7 @@ mod tests {
             ("STORAGE_TOPIC_RETENTION_MS", "1d"),
         ] {
             let err = parse(&[(variable, value)]).unwrap_err();
-            assert_eq!(
-                (err.variable.as_str(), err.value.as_str()),
-                (variable, value)
-            );
+            assert_eq!((err.variable(), err.value().as_str()), (variable, value));
         }
     }
 
@@ -513,17 +500,17 @@ mod tests {
             ("STORAGE_TOPIC_MIN_INSYNC_REPLICAS", "3"),
         ])
         .unwrap_err();
-        assert_eq!(err.variable, "STORAGE_TOPIC_MIN_INSYNC_REPLICAS");
-        assert!(err.expected.contains("STORAGE_TOPIC_REPLICATION_FACTOR"));
+        assert_eq!(err.variable(), "STORAGE_TOPIC_MIN_INSYNC_REPLICAS");
+        assert!(err.expected().contains("STORAGE_TOPIC_REPLICATION_FACTOR"));
         // With the default replication factor, the cluster decides.
         let s = parse(&[("STORAGE_TOPIC_MIN_INSYNC_REPLICAS", "2")]).unwrap();
         assert_eq!(plan(&s, 3).unwrap().min_insync_replicas, 2);
         let err = plan(&s, 1).unwrap_err();
-        assert_eq!(err.variable, "STORAGE_TOPIC_MIN_INSYNC_REPLICAS");
+        assert_eq!(err.variable(), "STORAGE_TOPIC_MIN_INSYNC_REPLICAS");
         // A replication factor the cluster cannot hold.
         let s = parse(&[("STORAGE_TOPIC_REPLICATION_FACTOR", "3")]).unwrap();
         assert_eq!(
-            plan(&s, 1).unwrap_err().variable,
+            plan(&s, 1).unwrap_err().variable(),
             "STORAGE_TOPIC_REPLICATION_FACTOR"
         );
     }

@@ -9,9 +9,13 @@ use sluice_core::KafkaClientSettings;
 use sluice_core::kafka_client::variable_of;
 use std::time::Duration;
 
-/// What a storage consumer needs to know to build its client.
+/// What a consumer needs to know to build its client.
 #[derive(Debug, Clone)]
 pub struct ConsumerOptions<'a> {
+    /// The storage pipelines' tuning: the cooperative-sticky assignor, `max.poll.interval.ms`
+    /// and a bounded prefetch buffer. Off for a consumer that handles one record per
+    /// transaction (the mailbox example), which keeps librdkafka's defaults for them.
+    pub batch_tuning: bool,
     /// `bootstrap.servers` and the `KAFKA_*` client properties.
     pub client: &'a KafkaClientSettings,
     /// `group.id`.
@@ -30,8 +34,9 @@ pub struct ConsumerOptions<'a> {
     pub group_instance_id: Option<&'a str>,
 }
 
-/// A consumer configuration with auto-commit off (it cannot be turned on) and the
-/// cooperative-sticky assignor.
+/// The configuration of every sluice consumer: auto-commit and the offset store off (they
+/// cannot be turned on: an offset moves only when the caller commits it), no partition-EOF
+/// events, and with `batch_tuning` the cooperative-sticky assignor and bounded prefetch.
 pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
     let mut config = base_config(options.client);
     config
@@ -40,21 +45,39 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", options.auto_offset_reset)
-        .set("partition.assignment.strategy", "cooperative-sticky")
         .set("session.timeout.ms", millis(options.session_timeout))
-        .set("max.poll.interval.ms", millis(options.max_poll_interval))
-        .set("enable.partition.eof", "false")
-        // Bound the prefetch buffer (librdkafka's default is 64 MiB per consumer, and a
-        // process runs three): 16 MiB still holds dozens of batches ahead of the writer.
-        .set("queued.max.messages.kbytes", "16384")
-        // When that buffer is full, librdkafka postpones the next fetch by this long
-        // (default 1000 ms): long enough to drain the buffer and stall the writer. Measured
-        // with `sluice bench`: 300–600 ms stalls every ~40k records at the default.
-        .set("fetch.queue.backoff.ms", "10");
+        .set("enable.partition.eof", "false");
+    if options.batch_tuning {
+        config
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("max.poll.interval.ms", millis(options.max_poll_interval))
+            // Bound the prefetch buffer (librdkafka's default is 64 MiB per consumer, and a
+            // process runs three): 16 MiB still holds dozens of batches ahead of the writer.
+            .set("queued.max.messages.kbytes", "16384")
+            // When that buffer is full, librdkafka postpones the next fetch by this long
+            // (default 1000 ms): long enough to drain the buffer and stall the writer.
+            // Measured with `sluice bench`: 300–600 ms stalls every ~40k records at the
+            // default.
+            .set("fetch.queue.backoff.ms", "10");
+    }
     if let Some(id) = options.group_instance_id {
         config.set("group.instance.id", id);
     }
     with_properties(config, options.client)
+}
+
+/// A reader that is assigned partitions by hand and never commits (stale-recovery searches,
+/// benchmarks): group `group` only names it in the broker's logs; auto-commit and the
+/// offset store are off, and `enable.partition.eof` tells the reader where a partition ends.
+pub fn reader_config(client: &KafkaClientSettings, group: &str) -> ClientConfig {
+    let mut config = base_config(client);
+    config
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "true");
+    with_properties(config, client)
 }
 
 /// `bootstrap.servers` and what every client shares.
@@ -205,6 +228,7 @@ mod tests {
             .properties
             .insert("security.protocol".into(), "SASL_SSL".into());
         let config = consumer_config(&ConsumerOptions {
+            batch_tuning: true,
             client: &client,
             group: "g",
             auto_offset_reset: "earliest",

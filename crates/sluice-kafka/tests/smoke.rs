@@ -93,6 +93,7 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
 
     let mut consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
+            batch_tuning: true,
             client: &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
             group: &group,
             auto_offset_reset: "earliest",

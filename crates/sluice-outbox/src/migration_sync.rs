@@ -2,25 +2,31 @@
 //! migration files as text and compare the status list, the initial statuses and the edge
 //! table, each from the newest migration that (re)defines it, with `sluice_core::outbox`.
 //! (`tests/outbox.rs` also tries every pair against the trigger of a migrated database.)
+//! The migrations are the ones the build discovered, so a new file needs no list here.
 
 use sluice_core::outbox::{EDGES, OutboxStatus};
+use sluice_postgres::migrate::MIGRATIONS;
 use std::collections::BTreeSet;
 
-const MIGRATION: &str = include_str!("../../../migrations/0005_outbox.sql");
+/// The migration that creates the outbox table (the first edge block is in it).
+fn outbox_migration() -> &'static str {
+    MIGRATIONS
+        .iter()
+        .find(|m| m.sql.contains("CREATE TABLE outbox_events ("))
+        .expect("a migration creating outbox_events")
+        .sql
+}
 
-/// Every migration that touches the outbox, oldest first; applied files are never edited,
-/// so a changed edge table arrives as a new file that replaces the trigger function.
-const OUTBOX_MIGRATIONS: [&str; 4] = [
-    MIGRATION,
-    include_str!("../../../migrations/0006_outbox_retry_failed.sql"),
-    include_str!("../../../migrations/0010_outbox_claim_token.sql"),
-    include_str!("../../../migrations/0011_outbox_cdc.sql"),
-];
+/// Every migration, oldest first, as the build discovered them
+/// (`sluice_postgres::migrate::MIGRATIONS`): applied files are never edited, so a changed
+/// edge table or status list arrives as a new file, seen here without a list to update.
+fn migrations() -> impl DoubleEndedIterator<Item = &'static str> {
+    MIGRATIONS.iter().map(|m| m.sql)
+}
 
 /// The newest migration with an edge block: the trigger function the database runs.
 fn newest_edges_migration() -> &'static str {
-    OUTBOX_MIGRATIONS
-        .into_iter()
+    migrations()
         .rev()
         .find(|m| m.contains("-- edges:begin"))
         .expect("a migration with an edge block")
@@ -39,8 +45,7 @@ fn quoted(line: &str) -> Vec<OutboxStatus> {
 /// The one line carrying `marker` as its trailing comment, in the newest migration that has
 /// one.
 fn marked_line(marker: &str) -> &'static str {
-    let lines: Vec<&str> = OUTBOX_MIGRATIONS
-        .into_iter()
+    let lines: Vec<&str> = migrations()
         .rev()
         .map(|m| {
             m.lines()
@@ -72,7 +77,7 @@ fn trigger_edges_equal_the_core_edges() {
     let migration = newest_edges_migration();
     assert!(
         migration.contains("CREATE OR REPLACE FUNCTION outbox_events_before_update()")
-            || std::ptr::eq(migration, MIGRATION),
+            || std::ptr::eq(migration, outbox_migration()),
         "the newest edge block replaces the trigger function"
     );
     let begin = migration

@@ -26,30 +26,9 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-macro_rules! migration {
-    ($version:literal, $file:literal) => {
-        Migration {
-            version: $version,
-            name: $file,
-            sql: include_str!(concat!("../../../migrations/", $file)),
-        }
-    };
-}
-
-/// Every migration of this build, in order.
-pub const MIGRATIONS: &[Migration] = &[
-    migration!(1, "0001_app_stats.sql"),
-    migration!(2, "0002_reviews.sql"),
-    migration!(3, "0003_network_metrics.sql"),
-    migration!(4, "0004_dead_letter_events.sql"),
-    migration!(5, "0005_outbox.sql"),
-    migration!(6, "0006_outbox_retry_failed.sql"),
-    migration!(7, "0007_processed_kafka_messages.sql"),
-    migration!(8, "0008_partition_assignment.sql"),
-    migration!(9, "0009_dead_letter_identity.sql"),
-    migration!(10, "0010_outbox_claim_token.sql"),
-    migration!(11, "0011_outbox_cdc.sql"),
-];
+/// Every migration of this build, in order: discovered from `migrations/` by `build.rs`
+/// (numbered `0001_…` on without gaps), never listed by hand.
+pub const MIGRATIONS: &[Migration] = include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
 /// The advisory-lock key that serialises migration runs ("sluice-mg" as bytes).
 const LOCK_KEY: i64 = 0x736c_7569_6365_6d67;
@@ -247,6 +226,32 @@ mod tests {
                 m.name
             );
             assert!(!m.sql.trim().is_empty());
+        }
+    }
+
+    #[test]
+    fn every_file_of_the_migrations_folder_is_embedded() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../migrations");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .expect("the migrations folder")
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| name.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let embedded: Vec<&str> = MIGRATIONS.iter().map(|m| m.name).collect();
+        assert_eq!(files, embedded);
+        assert!(MIGRATIONS.len() >= 10);
+    }
+
+    #[test]
+    fn every_topic_table_is_created_by_a_migration() {
+        for kind in sluice_core::PipelineKind::ALL {
+            let create = format!("CREATE TABLE {} (", kind.table());
+            assert!(
+                MIGRATIONS.iter().any(|m| m.sql.contains(&create)),
+                "no migration creates the {kind} pipeline's table `{}`",
+                kind.table()
+            );
         }
     }
 

@@ -2,17 +2,14 @@
 //! inspection and replay bookkeeping.
 
 use chrono::{DateTime, Utc};
+use sluice_core::PipelineKind;
 use sqlx::PgConnection;
 
-/// Row counts of sluice's tables.
+/// Row counts of sluice's tables: each registered topic's, then the dead letters.
 pub async fn table_counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
     let mut counts = Vec::new();
-    for table in [
-        "app_stats",
-        "reviews",
-        "network_metrics",
-        "dead_letter_events",
-    ] {
+    let tables = PipelineKind::ALL.map(PipelineKind::table);
+    for table in tables.into_iter().chain(["dead_letter_events"]) {
         let sql = format!("SELECT count(*) FROM {table}");
         let n: i64 = sqlx::query_scalar(&sql).fetch_one(&mut *conn).await?;
         counts.push((table.to_owned(), n));

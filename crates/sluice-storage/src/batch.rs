@@ -7,10 +7,10 @@
 //! Decoding is pure and happens once per batch; everything after it runs inside the
 //! transaction and is repeated as a whole if a transient database error forces a retry.
 
-use crate::kind::TopicKind;
-use crate::write::{Isolation, write_isolating};
+use crate::isolate::{Isolation, write_isolating};
 use chrono::{DateTime, Utc};
-use sluice_core::{BatchReport, Bound, DeadLetter, DeadLetterKind, RecordCoords};
+use sluice_core::Topic;
+use sluice_core::{BatchReport, DeadLetter, DeadLetterKind, RecordCoords, Resolved};
 use sluice_kafka::Record;
 use sluice_postgres::ApplicationResolver;
 use sluice_postgres::repo::insert_dead_letters;
@@ -67,7 +67,7 @@ pub fn dead_letter(record: &Record, kind: DeadLetterKind, mut reason: String) ->
 }
 
 /// Decodes every record of a batch; pure.
-pub fn decode_batch<K: TopicKind>(records: &[Record]) -> Decoded<K::Message> {
+pub fn decode_batch<K: Topic>(records: &[Record]) -> Decoded<K::Message> {
     let mut messages = Vec::with_capacity(records.len());
     let mut rejected = Vec::new();
     for (index, record) in records.iter().enumerate() {
@@ -85,7 +85,7 @@ pub fn decode_batch<K: TopicKind>(records: &[Record]) -> Decoded<K::Message> {
 
 /// Runs the transactional part of a batch and commits it. On error the transaction is
 /// rolled back (dropped) and nothing of the batch is durable.
-pub async fn store_batch<K: TopicKind>(
+pub async fn store_batch<K: Topic>(
     conn: &mut PgConnection,
     resolver: &ApplicationResolver,
     group: &str,
@@ -113,7 +113,7 @@ type BatchArgs<'a, M> = (
     &'a Decoded<M>,
 );
 
-async fn store_batch_in<K: TopicKind>(
+async fn store_batch_in<K: Topic>(
     conn: &mut PgConnection,
     (resolver, group, applications_table, records, decoded): BatchArgs<'_, K::Message>,
     isolation: Isolation,
@@ -132,7 +132,7 @@ async fn store_batch_in<K: TopicKind>(
     for (index, message) in &decoded.messages {
         let name = K::package_name(message);
         match ids.get(name) {
-            Some(&application_id) => bound.push(Bound {
+            Some(&application_id) => bound.push(Resolved {
                 record: *index,
                 application_id,
                 message: message.clone(),

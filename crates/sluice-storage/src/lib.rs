@@ -6,7 +6,7 @@
 //!    key, after de-duplicating the batch ([`batch`]).
 //! 3. **One bad message never stops a topic**: undecodable messages, unknown packages and
 //!    rows that break a constraint at write time are dead-lettered in the same transaction
-//!    as the good rows, and the offset moves past them ([`batch`], [`write`]).
+//!    as the good rows, and the offset moves past them ([`batch`], [`isolate`]).
 //! 4. **A half-alive process is a dead process**: if one pipeline fails, all stop and the
 //!    process exits non-zero ([`supervisor`]).
 //!
@@ -16,13 +16,12 @@
 
 pub mod batch;
 pub mod heartbeat;
-pub mod kind;
+pub mod isolate;
 pub mod metrics;
 pub mod pipeline;
 pub mod reader;
 pub mod rejects;
 pub mod supervisor;
-pub mod write;
 pub mod writer;
 
 pub use metrics::StorageMetrics;

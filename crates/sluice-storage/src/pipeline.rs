@@ -11,15 +11,17 @@
 //! the writer stores batch N, so the database — the bottleneck — never waits for Kafka.
 
 use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness};
-use crate::kind::{AppStatsTopic, NetworkMetricsTopic, ReviewsTopic, TopicKind};
 use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, Stored, run_reader};
 use crate::writer::Writer;
 use sluice_core::settings::{PipelineSettings, Settings};
-use sluice_core::{BatchReport, PipelineKind};
+use sluice_core::topics::TopicVisitor;
+use sluice_core::{BatchReport, Topic};
 use sluice_kafka::BatchConsumer;
 use sluice_kafka::config::ConsumerOptions;
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -98,15 +100,13 @@ pub async fn run_pipeline(
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
     metrics.set_up(true);
-    let result = match pipeline.kind {
-        PipelineKind::AppStats => {
-            run_typed::<AppStatsTopic>(settings, pipeline, metrics, stop).await
-        }
-        PipelineKind::Reviews => run_typed::<ReviewsTopic>(settings, pipeline, metrics, stop).await,
-        PipelineKind::NetworkMetrics => {
-            run_typed::<NetworkMetricsTopic>(settings, pipeline, metrics, stop).await
-        }
+    let run = RunTyped {
+        settings,
+        pipeline,
+        metrics,
+        stop,
     };
+    let result = pipeline.kind.visit(run).await;
     metrics.set_up(false);
     if let Err(error) = &result {
         tracing::error!(pipeline = %pipeline.kind, %error, "pipeline failed");
@@ -114,7 +114,29 @@ pub async fn run_pipeline(
     result
 }
 
-async fn run_typed<K: TopicKind>(
+/// The dispatch from a pipeline's kind to its topic type (the registry's visitor).
+struct RunTyped<'a> {
+    settings: &'a Settings,
+    pipeline: &'a PipelineSettings,
+    metrics: &'a PipelineMetrics,
+    stop: &'a CancellationToken,
+}
+
+type PipelineRun<'a> = Pin<Box<dyn Future<Output = Result<PipelineTotals, PipelineError>> + 'a>>;
+
+impl<'a> TopicVisitor for RunTyped<'a> {
+    type Output = PipelineRun<'a>;
+    fn visit<K: Topic>(self) -> PipelineRun<'a> {
+        Box::pin(run_typed::<K>(
+            self.settings,
+            self.pipeline,
+            self.metrics,
+            self.stop,
+        ))
+    }
+}
+
+async fn run_typed<K: Topic>(
     settings: &Settings,
     pipeline: &PipelineSettings,
     metrics: &PipelineMetrics,
@@ -126,7 +148,7 @@ async fn run_typed<K: TopicKind>(
     if admin.partition_count(&pipeline.topic)?.is_none() {
         return Err(PipelineError::MissingTopic {
             topic: pipeline.topic.clone(),
-            variable: format!("STORAGE_TOPIC_{}", pipeline.kind.env_suffix()),
+            variable: pipeline.kind.topic_variable(),
         });
     }
     drop(admin);
@@ -134,6 +156,7 @@ async fn run_typed<K: TopicKind>(
     let instance = settings.group_instance_id(pipeline.kind);
     let consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
+            batch_tuning: true,
             client: &settings.kafka,
             group: &pipeline.group,
             auto_offset_reset: settings.auto_offset_reset.as_str(),

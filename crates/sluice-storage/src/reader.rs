@@ -10,9 +10,9 @@
 
 use crate::batch::{Decoded, decode_batch};
 use crate::heartbeat::ReaderLiveness;
-use crate::kind::TopicKind;
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
+use sluice_core::Topic;
 use sluice_core::{BatchReport, PipelineKind};
 use sluice_kafka::{BatchConsumer, Record};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
@@ -64,7 +64,7 @@ pub struct Phases {
     clippy::too_many_arguments,
     reason = "the reader thread's whole world, moved in once at spawn"
 )]
-pub fn run_reader<K: TopicKind>(
+pub fn run_reader<K: Topic>(
     mut consumer: BatchConsumer,
     batch_size: usize,
     poll_timeout: Duration,

@@ -3,10 +3,10 @@
 
 use crate::batch::{Decoded, store_batch};
 use crate::heartbeat::Heartbeat;
-use crate::kind::TopicKind;
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::PipelineError;
 use crate::rejects::log_rejects;
+use sluice_core::Topic;
 use sluice_core::settings::{PipelineSettings, Settings};
 use sluice_core::{BatchReport, DeadLetter, Disposition};
 use sluice_kafka::Record;
@@ -52,7 +52,7 @@ impl<'a> Writer<'a> {
 
     /// Stores a batch, retrying transient failures with back-off on a fresh connection.
     /// `Ok(None)`: stopped while waiting to retry.
-    pub async fn store_with_retries<K: TopicKind>(
+    pub async fn store_with_retries<K: Topic>(
         &mut self,
         records: &[Record],
         decoded: &Decoded<K::Message>,
@@ -68,7 +68,7 @@ impl<'a> Writer<'a> {
         stored
     }
 
-    async fn retry_loop<K: TopicKind>(
+    async fn retry_loop<K: Topic>(
         &mut self,
         records: &[Record],
         decoded: &Decoded<K::Message>,
@@ -120,7 +120,7 @@ impl<'a> Writer<'a> {
         }
     }
 
-    async fn try_store<K: TopicKind>(
+    async fn try_store<K: Topic>(
         &mut self,
         records: &[Record],
         decoded: &Decoded<K::Message>,

@@ -11,6 +11,7 @@
 use crate::Failure;
 use anyhow::anyhow;
 use clap::Subcommand;
+use sluice_core::settings::EnvReader;
 use sluice_outbox::mailbox::{self, ConsumerConfig};
 use sqlx::Connection;
 use std::sync::Arc;
@@ -44,30 +45,19 @@ pub enum MailboxAction {
     },
 }
 
-/// A non-empty variable of the environment, or `None`.
-fn var(name: &str) -> Option<String> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-}
-
-/// The consumer configuration from the process environment (exit 2 when incomplete).
+/// The consumer configuration from the process environment, read by the same validated
+/// helpers as every other command (exit 2 naming the variable when incomplete).
 fn consumer_config() -> Result<ConsumerConfig, Failure> {
-    let database_url = var("DATABASE_URL")
-        .ok_or_else(|| Failure::config(anyhow!("DATABASE_URL is required (a postgres:// URL)")))?;
-    if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
-        return Err(Failure::config(anyhow!(
-            "DATABASE_URL must be a postgres:// URL"
-        )));
-    }
+    let env = EnvReader::new(&super::env_lookup);
+    let database_url = env.database_url().map_err(Failure::config)?;
     let kafka = super::kafka_settings()?;
-    let topic = var("MAILBOX_TOPIC")
-        .ok_or_else(|| Failure::config(anyhow!("MAILBOX_TOPIC is required (the mailbox topic)")))?;
+    let topic = env
+        .required_topic("MAILBOX_TOPIC", "the mailbox topic")
+        .map_err(Failure::config)?;
     let mut config = ConsumerConfig::new(kafka, database_url, topic);
-    if let Some(group) = var("MAILBOX_GROUP") {
-        config.group = group;
-    }
+    config.group = env
+        .topic("MAILBOX_GROUP", mailbox::GROUP)
+        .map_err(Failure::config)?;
     Ok(config)
 }
 
@@ -120,8 +110,8 @@ pub fn run(action: MailboxAction) -> Result<(), Failure> {
 
 fn consume() -> Result<(), Failure> {
     let mut config = consumer_config()?;
-    let tiers =
-        var("MAILBOX_RETRY_TIERS").unwrap_or_else(|| sluice_retry::DEFAULT_TIERS.to_owned());
+    let tiers = EnvReader::new(&super::env_lookup)
+        .string("MAILBOX_RETRY_TIERS", sluice_retry::DEFAULT_TIERS);
     config.retry = Some(
         sluice_retry::Tiers::parse(&tiers)
             .map_err(|e| Failure::config(anyhow!("MAILBOX_RETRY_TIERS: {e}")))?,

@@ -1,7 +1,5 @@
 //! One module per subcommand.
 
-pub mod bench;
-pub mod demo;
 pub mod dispatch;
 pub mod dlq;
 pub mod dlt;
@@ -10,7 +8,6 @@ pub mod lag;
 pub mod mailbox;
 pub mod migrate;
 pub mod outbox;
-pub mod produce;
 pub mod replay;
 pub mod retry;
 pub mod run;
@@ -110,6 +107,12 @@ where
 pub struct StopSignals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+}
+
+impl std::fmt::Debug for StopSignals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopSignals")
+    }
 }
 
 impl StopSignals {

@@ -1,7 +1,7 @@
 //! `sluice run`: the storage consumer under its supervisor (docs/ARCHITECTURE.md#supervisor).
 
 use crate::Failure;
-use sluice_core::settings::VARIABLES;
+use sluice_core::settings::variables;
 use sluice_storage::{StorageMetrics, run_pipelines};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 /// The settings table for `sluice run --help`.
 pub fn settings_help() -> String {
     let mut help = String::from("Environment (docs/ARCHITECTURE.md#settings):\n");
-    for (name, default, meaning) in VARIABLES {
+    for (name, default, meaning) in variables() {
         help.push_str(&format!("  {name:<38} {meaning} [default: {default}]\n"));
     }
     help.push_str(&crate::observe::help_line(38));

@@ -53,7 +53,9 @@ impl Env {
             let topic = format!("{prefix}-{p}");
             sluice_testkit::create_topic(&stack, &topic, 3).await;
             vars.insert(
-                format!("STORAGE_TOPIC_{}", p.replace('-', "_").to_uppercase()),
+                p.parse::<sluice_core::PipelineKind>()
+                    .expect("a pipeline name")
+                    .topic_variable(),
                 topic,
             );
         }

@@ -1,4 +1,6 @@
-//! Typed messages of the three storage topics and their decoders (docs/ARCHITECTURE.md#messages).
+//! Typed messages of the storage topics and their decoders (docs/ARCHITECTURE.md#messages).
+//! Each topic's message lives in its module under [`crate::topics`]; they are re-exported
+//! here with the field rules they share.
 //!
 //! Invariant: a value of any type in this module already satisfies every limit of the
 //! database column it is written to (integer ranges, VARCHAR lengths in characters, UUID
@@ -6,16 +8,13 @@
 //! decode time with a [`DecodeError`] naming the field, so it alone is dead-lettered and the
 //! good messages of its batch are kept.
 
-mod app_stats;
 mod error;
-mod fields;
-mod network_metrics;
-mod reviews;
+pub(crate) mod fields;
 
-pub use app_stats::{AppStats, decode_app_stats};
+pub use crate::topics::app_stats::{AppStats, decode_app_stats};
+pub use crate::topics::network_metrics::{NetworkMetrics, decode_network_metrics};
+pub use crate::topics::reviews::{Review, decode_review};
 pub use error::DecodeError;
-pub use network_metrics::{NetworkMetrics, decode_network_metrics};
-pub use reviews::{Review, decode_review};
 
 #[cfg(test)]
 mod tests;

@@ -39,7 +39,9 @@ pub async fn mark_publish_failed(
     failed_before: u32,
     error: &str,
 ) -> Result<FailedPublishOutcome, OutboxError> {
-    let (to, attempts, delay) = match settings.after_failed_publish(failed_before) {
+    let (to, attempts, delay) = match settings
+        .after_failed_publish(failed_before, sluice_core::retry::random_unit())
+    {
         AfterFailedPublish::Retry { attempts, delay } => (OutboxStatus::Pending, attempts, delay),
         AfterFailedPublish::GiveUp { attempts } => {
             (OutboxStatus::Failure, attempts, Duration::ZERO)

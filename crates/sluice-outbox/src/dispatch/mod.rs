@@ -121,9 +121,9 @@ impl Failpoint {
     }
 }
 
-/// What one batch did.
+/// What one dispatch batch did (the storage pipelines have `sluice_core::BatchReport`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BatchReport {
+pub struct DispatchReport {
     /// Events claimed.
     pub claimed: usize,
     /// Marked PUBLISHED (or found already past it).
@@ -234,7 +234,7 @@ impl Dispatcher {
 
     /// Claims one batch under a fresh claim token, publishes it key by key and records
     /// every outcome under that token.
-    pub async fn dispatch_once(&mut self) -> Result<BatchReport, OutboxError> {
+    pub async fn dispatch_once(&mut self) -> Result<DispatchReport, OutboxError> {
         let id = self.settings.dispatcher_id.clone();
         let limit = self.settings.batch_size;
         let claim = Uuid::new_v4();
@@ -243,10 +243,10 @@ impl Dispatcher {
         let started = std::time::Instant::now();
         let send_until = started + self.settings.send_window();
         let events = claim_batch_as(self.connection().await?, &id, claim, limit).await?;
-        let mut report = BatchReport {
+        let mut report = DispatchReport {
             claimed: events.len(),
             claim_time: started.elapsed(),
-            ..BatchReport::default()
+            ..DispatchReport::default()
         };
         if events.is_empty() {
             return Ok(report);
@@ -320,7 +320,7 @@ impl Dispatcher {
         &mut self,
         event: &ClaimedEvent,
         error: &rdkafka::error::KafkaError,
-        report: &mut BatchReport,
+        report: &mut DispatchReport,
         refresh: &mut bool,
     ) -> Result<(), OutboxError> {
         let claim = event.claim_id;

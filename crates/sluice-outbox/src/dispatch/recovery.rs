@@ -28,7 +28,7 @@ use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
 use sluice_kafka::Admin;
-use sluice_kafka::config::admin_config;
+use sluice_kafka::config::reader_config;
 use sqlx::{FromRow, PgConnection};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -206,14 +206,7 @@ pub fn search_topic_for_ids(
     if open.is_empty() {
         return Ok(found);
     }
-    let mut config = admin_config(kafka);
-    config
-        .set("group.id", "sluice-outbox-recovery")
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("enable.partition.eof", "true");
-    let reader: BaseConsumer = config.create()?;
+    let reader: BaseConsumer = reader_config(kafka, "sluice-outbox-recovery").create()?;
     reader.assign(&list)?;
     let deadline = Instant::now() + SEARCH_DEADLINE;
     while !open.is_empty() && found.len() < ids.len() {

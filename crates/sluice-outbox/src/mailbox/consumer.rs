@@ -9,8 +9,12 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use serde_json::Value;
 use sluice_core::KafkaClientSettings;
+use sluice_core::stall::{StallWatch, Verdict};
+use sluice_kafka::config::{ConsumerOptions, consumer_config};
+use sluice_kafka::error::consumer_error_class;
 use sluice_retry::{Forwarder, Outcome, OwnedRecord, RetryHandler, Source, Tiers};
 use sqlx::PgConnection;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -51,22 +55,28 @@ impl ConsumerConfig {
         }
     }
 
-    /// The Kafka client configuration of the main consumer.
+    /// The Kafka client configuration of the main consumer: the manual-commit configuration
+    /// of every sluice consumer ([`sluice_kafka::config::consumer_config`]).
     pub(super) fn client(&self) -> ClientConfig {
-        let mut config = sluice_kafka::config::admin_config(&self.kafka);
-        config
-            .set("group.id", &self.group)
-            .set("client.id", &self.client_id)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "earliest")
-            .set("enable.partition.eof", "false")
-            // Partitions are added as users are created: see them within a second.
-            .set("topic.metadata.refresh.interval.ms", "1000")
-            .set("session.timeout.ms", "10000");
+        let mut config = consumer_config(&ConsumerOptions {
+            batch_tuning: false,
+            client: &self.kafka,
+            group: &self.group,
+            auto_offset_reset: "earliest",
+            session_timeout: Duration::from_secs(10),
+            max_poll_interval: Duration::from_secs(300),
+            client_id: &self.client_id,
+            group_instance_id: None,
+        });
+        // Partitions are added as users are created: see them within a second.
+        config.set("topic.metadata.refresh.interval.ms", "1000");
         config
     }
 }
+
+/// A consumer error that keeps repeating this long ends the run (the storage pipelines'
+/// default `STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS`, `sluice_core::stall`).
+const MAX_ERROR_EPISODE: Duration = Duration::from_secs(30);
 
 /// What a consumer's run did, per record outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -163,6 +173,7 @@ pub(super) async fn consume(
         )?),
         None => None,
     };
+    let mut errors = StallWatch::new(MAX_ERROR_EPISODE);
     tracing::info!(topic = %config.topic, group = %config.group, "mailbox consumer started");
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
@@ -178,11 +189,23 @@ pub(super) async fn consume(
         let message = match message {
             Ok(message) => message,
             Err(error) => {
-                if sluice_kafka::error::flags(&error).fatal {
-                    return Err(error.into());
+                // The storage pipelines' rule: ride out what heals, stop at once on what
+                // cannot, and bound what may or may not.
+                let class = consumer_error_class(&error);
+                let key = error
+                    .rdkafka_error_code()
+                    .map_or(i32::MIN, |code| code as i32);
+                match errors.observe(key, class, Instant::now()) {
+                    Verdict::Ride => {
+                        tracing::warn!(%error, ?class, "mailbox consumer error (the client retries)");
+                        continue;
+                    }
+                    Verdict::Stalled { for_, reports } => {
+                        tracing::error!(%error, ?class, for_s = for_.as_secs(), reports,
+                            "mailbox consumer error did not heal; stopping");
+                        return Err(error.into());
+                    }
                 }
-                tracing::warn!(%error, "mailbox consumer error (the client retries)");
-                continue;
             }
         };
         let record = OwnedRecord::from_message(&message);

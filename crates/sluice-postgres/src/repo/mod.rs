@@ -1,14 +1,10 @@
 //! Repositories: one batched statement each, on the caller's connection or transaction.
 
-mod app_stats;
 mod dead_letters;
-mod network_metrics;
-mod reviews;
+mod upsert;
 
-pub use app_stats::upsert_app_stats;
 pub use dead_letters::insert_dead_letters;
-pub use network_metrics::upsert_network_metrics;
-pub use reviews::upsert_reviews;
+pub use upsert::upsert;
 
 use sluice_core::WriteOutcome;
 

@@ -73,15 +73,9 @@ impl Fixture {
         set("DATABASE_URL", &self.schema.url);
         set("STORAGE_PIPELINES", &names.join(","));
         set("STORAGE_GROUP_PREFIX", &self.prefix);
-        set(
-            "STORAGE_TOPIC_APP_STATS",
-            self.topic(PipelineKind::AppStats),
-        );
-        set("STORAGE_TOPIC_REVIEWS", self.topic(PipelineKind::Reviews));
-        set(
-            "STORAGE_TOPIC_NETWORK_METRICS",
-            self.topic(PipelineKind::NetworkMetrics),
-        );
+        for kind in PipelineKind::ALL {
+            set(&kind.topic_variable(), self.topic(kind));
+        }
         set("STORAGE_HEARTBEAT_DIR", &self.heartbeat_dir);
         set("STORAGE_SESSION_TIMEOUT_MS", "10000");
         set("STORAGE_POLL_TIMEOUT_MS", "200");

@@ -1,10 +1,15 @@
-//! `app-stats` messages: one per app per crawl (docs/ARCHITECTURE.md#messages), written to `app_stats`.
+//! The `app-stats` topic: one message per app per crawl (docs/ARCHITECTURE.md#messages),
+//! written to `app_stats`. Natural key (application_id, crawled_at); the first delivery wins,
+//! in a batch as across batches (the table is `DO NOTHING`).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::DecodeError;
-use super::fields::{Fields, parse_object};
+use super::{Column, PipelineKind, Topic, TopicSpec, column};
+use crate::dedupe::{Deduped, dedupe_by_key, earlier_wins};
+use crate::messages::DecodeError;
+use crate::messages::fields::{Fields, parse_object};
+use crate::resolved::Resolved;
 
 /// One crawl of one app's store listing (topic `app-stats`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -64,4 +69,56 @@ pub fn decode_app_stats(payload: Option<&[u8]>) -> Result<AppStats, DecodeError>
         version: fields.optional_str("version", 64)?,
         updated_at: fields.optional_timestamp("updated_at")?,
     })
+}
+
+/// The `app-stats` pipeline.
+#[derive(Debug)]
+pub struct AppStatsTopic;
+
+impl Topic for AppStatsTopic {
+    type Message = AppStats;
+    const KIND: PipelineKind = PipelineKind::AppStats;
+    const SPEC: TopicSpec = TopicSpec {
+        name: "app-stats",
+        table: "app_stats",
+        env_suffix: "APP_STATS",
+        default_batch_size: 200,
+    };
+    const UPSERT_SQL: &'static str = include_str!("app_stats.sql");
+
+    fn decode(payload: Option<&[u8]>) -> Result<AppStats, DecodeError> {
+        decode_app_stats(payload)
+    }
+    fn package_name(message: &AppStats) -> &str {
+        &message.package_name
+    }
+    fn dedupe(rows: Vec<Resolved<AppStats>>) -> Deduped<Resolved<AppStats>> {
+        dedupe_by_key(
+            rows,
+            |r| (r.application_id, r.message.crawled_at),
+            earlier_wins,
+        )
+    }
+    fn columns(rows: &[Resolved<AppStats>]) -> Vec<Column<'_>> {
+        vec![
+            Column::BigInt(column(rows, |r| r.application_id)),
+            Column::Timestamp(column(rows, |r| r.message.crawled_at)),
+            Column::OptText(column(rows, |r| r.message.title.as_deref())),
+            Column::OptDouble(column(rows, |r| r.message.score)),
+            Column::OptBigInt(column(rows, |r| r.message.ratings)),
+            Column::OptBigInt(column(rows, |r| r.message.reviews_count)),
+            Column::OptBigInt(column(rows, |r| r.message.installs_min)),
+            Column::OptBigInt(column(rows, |r| r.message.installs_real)),
+            Column::OptJson(column(rows, |r| {
+                r.message
+                    .histogram
+                    .as_ref()
+                    .map(|h| serde_json::Value::from(h.clone()))
+            })),
+            Column::OptDouble(column(rows, |r| r.message.price)),
+            Column::OptBool(column(rows, |r| r.message.free)),
+            Column::OptText(column(rows, |r| r.message.version.as_deref())),
+            Column::OptTimestamp(column(rows, |r| r.message.updated_at)),
+        ]
+    }
 }

@@ -1,12 +1,16 @@
-//! `network-metrics` messages: one per analysed capture (docs/ARCHITECTURE.md#messages), written to
-//! `network_metrics`.
+//! The `network-metrics` topic: one message per analysed capture
+//! (docs/ARCHITECTURE.md#messages), written to `network_metrics`. Natural key analysis_id; the
+//! first delivery wins (`DO NOTHING`).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::DecodeError;
-use super::fields::{Fields, parse_object};
+use super::{Column, PipelineKind, Topic, TopicSpec, column};
+use crate::dedupe::{Deduped, dedupe_by_key, earlier_wins};
+use crate::messages::DecodeError;
+use crate::messages::fields::{Fields, parse_object};
+use crate::resolved::Resolved;
 
 /// Most domains one capture may list.
 const MAX_DOMAINS: usize = 10_000;
@@ -70,4 +74,51 @@ pub fn decode_network_metrics(payload: Option<&[u8]>) -> Result<NetworkMetrics, 
         plaintext_http_requests: fields.optional_int("plaintext_http_requests", 0, i32::MAX)?,
         domains: fields.optional_str_array("domains", MAX_DOMAINS, 1, MAX_DOMAIN_CHARS)?,
     })
+}
+
+/// The `network-metrics` pipeline.
+#[derive(Debug)]
+pub struct NetworkMetricsTopic;
+
+impl Topic for NetworkMetricsTopic {
+    type Message = NetworkMetrics;
+    const KIND: PipelineKind = PipelineKind::NetworkMetrics;
+    const SPEC: TopicSpec = TopicSpec {
+        name: "network-metrics",
+        table: "network_metrics",
+        env_suffix: "NETWORK_METRICS",
+        default_batch_size: 50,
+    };
+    const UPSERT_SQL: &'static str = include_str!("network_metrics.sql");
+
+    fn decode(payload: Option<&[u8]>) -> Result<NetworkMetrics, DecodeError> {
+        decode_network_metrics(payload)
+    }
+    fn package_name(message: &NetworkMetrics) -> &str {
+        &message.package_name
+    }
+    fn dedupe(rows: Vec<Resolved<NetworkMetrics>>) -> Deduped<Resolved<NetworkMetrics>> {
+        dedupe_by_key(rows, |r| r.message.analysis_id, earlier_wins)
+    }
+    fn columns(rows: &[Resolved<NetworkMetrics>]) -> Vec<Column<'_>> {
+        vec![
+            Column::Uuid(column(rows, |r| r.message.analysis_id)),
+            Column::BigInt(column(rows, |r| r.application_id)),
+            Column::Timestamp(column(rows, |r| r.message.captured_at)),
+            Column::Double(column(rows, |r| r.message.duration_seconds)),
+            Column::BigInt(column(rows, |r| r.message.packet_count)),
+            Column::BigInt(column(rows, |r| r.message.total_bytes)),
+            Column::OptBigInt(column(rows, |r| r.message.bytes_sent)),
+            Column::OptBigInt(column(rows, |r| r.message.bytes_received)),
+            Column::OptInt(column(rows, |r| r.message.dns_queries)),
+            Column::OptInt(column(rows, |r| r.message.tls_handshakes)),
+            Column::OptInt(column(rows, |r| r.message.plaintext_http_requests)),
+            Column::OptJson(column(rows, |r| {
+                r.message
+                    .domains
+                    .as_ref()
+                    .map(|d| serde_json::Value::from(d.clone()))
+            })),
+        ]
+    }
 }

@@ -43,14 +43,40 @@ pub struct DemoArgs {
     /// Where the consumer's JSON log goes.
     #[arg(long, default_value = ".stack/demo-run.log")]
     log: PathBuf,
+    /// Run even though DATABASE_URL is not the local stack's: the demo writes fixture apps
+    /// and test data into whatever database it is given.
+    #[arg(long)]
+    yes_this_database: bool,
+}
+
+/// The local stack's PostgreSQL port when `SLUICE_PG_PORT` is not set (`scripts/stack`).
+const LOCAL_STACK_PORT: u16 = 54329;
+
+/// Whether `url` points at the local stack: a loopback host on the stack's port.
+fn is_local_stack(url: &str, port: u16) -> bool {
+    sluice_core::settings::database_host_port(url).is_some_and(|(host, url_port)| {
+        matches!(host, "127.0.0.1" | "localhost" | "[::1]") && url_port.parse::<u16>() == Ok(port)
+    })
 }
 
 const APP_PREFIX: &str = "com.sluice.demo";
-const FIXTURE: &str = include_str!("../../../../fixtures/applications.sql");
+const FIXTURE: &str = include_str!("../../../fixtures/applications.sql");
 
 /// Entry point.
 pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     let settings = super::settings()?;
+    let port = std::env::var("SLUICE_PG_PORT")
+        .ok()
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or(LOCAL_STACK_PORT);
+    if !args.yes_this_database && !is_local_stack(&settings.database_url, port) {
+        return Err(Failure::config(anyhow!(
+            "DATABASE_URL ({}) is not the local stack's (127.0.0.1:{port}); the demo writes \
+             fixture apps and test data into it. Pass --yes-this-database to run it there \
+             anyway",
+            sluice_core::untrusted::redact_url(&settings.database_url)
+        )));
+    }
     super::runtime()?.block_on(demo(&settings, args))
 }
 
@@ -204,7 +230,7 @@ fn spawn_consumer(log: &PathBuf) -> Result<Child, Failure> {
         std::fs::create_dir_all(dir)?;
     }
     let file = std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
-    let exe = std::env::current_exe()?;
+    let exe = crate::sluice_exe()?;
     Ok(Command::new(exe)
         .arg("run")
         .env("SLUICE_LOG_FORMAT", "json")
@@ -302,7 +328,7 @@ async fn analyzer_loop(
     )
     .await
     {
-        eprintln!("analyzer: {:#}", error.error);
+        eprintln!("analyzer: {:#}", error.error());
     }
     while !go.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -321,7 +347,7 @@ async fn analyzer_loop(
         )
         .await
         {
-            eprintln!("analyzer: {:#}", error.error);
+            eprintln!("analyzer: {:#}", error.error());
         }
         tokio::time::sleep(Duration::from_secs_f64(interval.max(0.05))).await;
     }
@@ -435,4 +461,28 @@ async fn report(
         "kept with a reason naming the field. A second `make demo` runs the next crawl: updates, no duplicates."
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_local_stack_is_accepted_without_asking() {
+        for (url, local) in [
+            ("postgres://sluice@127.0.0.1:54329/sluice", true),
+            (
+                "postgres://u:p@localhost:54329/sluice?sslmode=disable",
+                true,
+            ),
+            ("postgresql://u@[::1]:54329/db", true),
+            ("postgres://u@127.0.0.1:5432/sluice", false),
+            ("postgres://u@db.prod.example:54329/sluice", false),
+            ("postgres://u@127.0.0.1/sluice", false),
+            ("postgres:///sluice?host=/run/postgresql", false),
+            ("mysql://u@127.0.0.1:54329/x", false),
+        ] {
+            assert_eq!(is_local_stack(url, 54329), local, "{url}");
+        }
+    }
 }

@@ -2,7 +2,7 @@
 
 /// A message whose `package_name` resolved to an application id.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Bound<T> {
+pub struct Resolved<T> {
     /// Index of the source record in its batch (to dead-letter it if the row fails).
     pub record: usize,
     /// The application's database id.

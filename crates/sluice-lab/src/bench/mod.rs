@@ -23,7 +23,8 @@ use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use sluice_core::messages::{Review, decode_review};
-use sluice_core::{Bound, Settings};
+use sluice_core::topics::reviews::ReviewsTopic;
+use sluice_core::{PipelineKind, Resolved, Settings};
 use sluice_kafka::Admin;
 use sluice_loadgen::{CrawlerConfig, app_names, reviews_for_crawl};
 use sqlx::{Connection, PgConnection};
@@ -113,7 +114,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
             .await?
             .into_iter()
             .collect();
-    let rows: Vec<Bound<Review>> = records
+    let rows: Vec<Resolved<Review>> = records
         .iter()
         .enumerate()
         .map(|(i, r)| {
@@ -122,7 +123,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
             let application_id = *ids
                 .get(&message.package_name)
                 .ok_or_else(|| anyhow!("unregistered app"))?;
-            Ok(Bound {
+            Ok(Resolved {
                 record: i,
                 application_id,
                 message,
@@ -143,7 +144,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     let started = Instant::now();
     for chunk in rows.chunks(BATCH) {
         let mut tx = conn.begin().await?;
-        sluice_postgres::repo::upsert_reviews(&mut tx, chunk).await?;
+        sluice_postgres::repo::upsert::<ReviewsTopic>(&mut tx, chunk).await?;
         tx.commit().await?;
     }
     let u = rate(rows.len(), started.elapsed());
@@ -385,7 +386,7 @@ fn rate(n: usize, elapsed: Duration) -> f64 {
     n as f64 / elapsed.as_secs_f64().max(1e-9)
 }
 
-const FIXTURE: &str = include_str!("../../../../../fixtures/applications.sql");
+const FIXTURE: &str = include_str!("../../../../fixtures/applications.sql");
 
 async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, Failure> {
     let mut admin_conn = sluice_postgres::connect(&settings.database_url, "bench")
@@ -413,20 +414,25 @@ async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, F
     sluice_postgres::migrate(&mut conn, "apps_registry_application").await?;
     let vars: BTreeMap<String, String> = [
         (
-            "KAFKA_BOOTSTRAP_SERVERS",
+            "KAFKA_BOOTSTRAP_SERVERS".to_owned(),
             settings.kafka.bootstrap_servers.clone(),
         ),
-        ("DATABASE_URL", url.clone()),
-        ("STORAGE_PIPELINES", "reviews,network-metrics".into()),
-        ("STORAGE_TOPIC_REVIEWS", format!("{id}-reviews")),
+        ("DATABASE_URL".to_owned(), url.clone()),
         (
-            "STORAGE_TOPIC_NETWORK_METRICS",
+            "STORAGE_PIPELINES".to_owned(),
+            "reviews,network-metrics".into(),
+        ),
+        (
+            PipelineKind::Reviews.topic_variable(),
+            format!("{id}-reviews"),
+        ),
+        (
+            PipelineKind::NetworkMetrics.topic_variable(),
             format!("{id}-network-metrics"),
         ),
-        ("STORAGE_GROUP_PREFIX", id.to_owned()),
+        ("STORAGE_GROUP_PREFIX".to_owned(), id.to_owned()),
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
     .collect();
     let settings = Settings::from_map(&vars).map_err(Failure::config)?;
     Ok(Env {
@@ -616,16 +622,19 @@ fn run_command(
     tag: &str,
     log: &std::path::Path,
 ) -> Result<Command, Failure> {
-    let mut cmd = Command::new(std::env::current_exe()?);
+    let mut cmd = Command::new(crate::sluice_exe()?);
     cmd.arg("run")
         .env(
             "KAFKA_BOOTSTRAP_SERVERS",
             &env.settings.kafka.bootstrap_servers,
         )
         .env("DATABASE_URL", &env.url)
-        .env("STORAGE_TOPIC_REVIEWS", format!("{}-reviews", env.id))
         .env(
-            "STORAGE_TOPIC_NETWORK_METRICS",
+            PipelineKind::Reviews.topic_variable(),
+            format!("{}-reviews", env.id),
+        )
+        .env(
+            PipelineKind::NetworkMetrics.topic_variable(),
             format!("{}-network-metrics", env.id),
         )
         .env("STORAGE_GROUP_PREFIX", prefix)

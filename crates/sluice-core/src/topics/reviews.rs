@@ -1,10 +1,15 @@
-//! `reviews` messages: one per review per crawl (docs/ARCHITECTURE.md#messages), upserted into `reviews`.
+//! The `reviews` topic: one message per review per crawl (docs/ARCHITECTURE.md#messages),
+//! upserted into `reviews`. Natural key review_id; the newest `last_synced_at` wins (ties: the
+//! later record), the same rule as the monotonic guard of the upsert.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::DecodeError;
-use super::fields::{Fields, parse_object};
+use super::{Column, PipelineKind, Topic, TopicSpec, column};
+use crate::dedupe::{Deduped, dedupe_by_key};
+use crate::messages::DecodeError;
+use crate::messages::fields::{Fields, parse_object};
+use crate::resolved::Resolved;
 
 /// One store review as the crawler last saw it (topic `reviews`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -58,4 +63,49 @@ pub fn decode_review(payload: Option<&[u8]>) -> Result<Review, DecodeError> {
         replied_at: fields.optional_timestamp("replied_at")?,
         last_synced_at: fields.required_timestamp("last_synced_at")?,
     })
+}
+
+/// The `reviews` pipeline.
+#[derive(Debug)]
+pub struct ReviewsTopic;
+
+impl Topic for ReviewsTopic {
+    type Message = Review;
+    const KIND: PipelineKind = PipelineKind::Reviews;
+    const SPEC: TopicSpec = TopicSpec {
+        name: "reviews",
+        table: "reviews",
+        env_suffix: "REVIEWS",
+        default_batch_size: 500,
+    };
+    const UPSERT_SQL: &'static str = include_str!("reviews.sql");
+
+    fn decode(payload: Option<&[u8]>) -> Result<Review, DecodeError> {
+        decode_review(payload)
+    }
+    fn package_name(message: &Review) -> &str {
+        &message.package_name
+    }
+    fn dedupe(rows: Vec<Resolved<Review>>) -> Deduped<Resolved<Review>> {
+        dedupe_by_key(
+            rows,
+            |r| r.message.review_id.clone(),
+            |current, candidate| candidate.message.last_synced_at >= current.message.last_synced_at,
+        )
+    }
+    fn columns(rows: &[Resolved<Review>]) -> Vec<Column<'_>> {
+        vec![
+            Column::Text(column(rows, |r| r.message.review_id.as_str())),
+            Column::BigInt(column(rows, |r| r.application_id)),
+            Column::OptText(column(rows, |r| r.message.user_name.as_deref())),
+            Column::SmallInt(column(rows, |r| r.message.score)),
+            Column::OptText(column(rows, |r| r.message.content.as_deref())),
+            Column::Int(column(rows, |r| r.message.thumbs_up_count)),
+            Column::OptText(column(rows, |r| r.message.app_version.as_deref())),
+            Column::Timestamp(column(rows, |r| r.message.at)),
+            Column::OptText(column(rows, |r| r.message.reply_content.as_deref())),
+            Column::OptTimestamp(column(rows, |r| r.message.replied_at)),
+            Column::Timestamp(column(rows, |r| r.message.last_synced_at)),
+        ]
+    }
 }

@@ -106,7 +106,7 @@ impl Env {
     }
 }
 
-const FIXTURE: &str = include_str!("../../../../../fixtures/applications.sql");
+const FIXTURE: &str = include_str!("../../../../fixtures/applications.sql");
 
 async fn setup(
     database_url: &str,

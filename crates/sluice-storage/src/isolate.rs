@@ -1,0 +1,275 @@
+//! Writing a batch so that one bad row cannot sink it (docs/ARCHITECTURE.md#errors).
+//!
+//! A row can pass decoding and still break a constraint at write time (SQLSTATE classes 22
+//! and 23 — e.g. its application was deleted between resolve and insert). The batch's
+//! upsert runs under a savepoint; if it fails with such an error, the savepoint is rolled
+//! back and the rows are bisected, each half under its own savepoint, until the offending
+//! rows stand alone. They are dead-lettered with their SQLSTATE and message; every other
+//! row is written in the same transaction. A transient or fatal error is returned as is:
+//! a database outage is never a dead letter.
+//!
+//! The bisection ([`isolate`]) only sees a [`RowStore`]: the PostgreSQL one here, and a
+//! table-driven fake in the tests, which check which rows end up written, rejected or revived
+//! without a database.
+
+use crate::batch::dead_letter;
+use sluice_core::Topic;
+use sluice_core::dedupe::Deduped;
+use sluice_core::disposition::sqlstate::FOREIGN_KEY_VIOLATION;
+use sluice_core::{DeadLetter, DeadLetterKind, Disposition, Resolved, WriteOutcome};
+use sluice_kafka::Record;
+use sluice_postgres::ApplicationResolver;
+use sluice_postgres::{disposition, sqlstate};
+use sqlx::PgConnection;
+use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
+
+/// The result of a write: what the rows did and which rows were isolated.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Counters of the rows that were written.
+    pub outcome: WriteOutcome,
+    /// Dead letters for the rows that broke a constraint.
+    pub rejected: Vec<DeadLetter>,
+    /// Superseded rows written in place of a rejected winner (they were counted as
+    /// de-duplicated; their write outcome is in `outcome` now).
+    pub revived: u64,
+}
+
+/// How a batch is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// One statement, no savepoint: the fast path for a clean batch.
+    Optimistic,
+    /// Savepoints and bisection: isolates the rows that break a constraint.
+    Savepoints,
+}
+
+/// Upserts the de-duplicated rows, isolating rows that break a constraint; a rejected row
+/// is replaced by the best row it superseded, as if the two had come in separate batches.
+///
+/// With [`Isolation::Optimistic`] the whole batch is upserted without a savepoint, and
+/// `Ok(None)` says a row broke a constraint: the transaction is aborted, and the caller
+/// rolls it back and writes the batch again with [`Isolation::Savepoints`].
+pub async fn write_isolating<K: Topic>(
+    conn: &mut PgConnection,
+    resolver: &ApplicationResolver,
+    deduped: Deduped<Resolved<K::Message>>,
+    records: &[Record],
+    isolation: Isolation,
+) -> Result<Option<Written>, sqlx::Error> {
+    if isolation == Isolation::Optimistic && !deduped.rows.is_empty() {
+        return match sluice_postgres::repo::upsert::<K>(conn, &deduped.rows).await {
+            Ok(outcome) => Ok(Some(Written {
+                outcome,
+                ..Written::default()
+            })),
+            Err(error) if disposition(&error) == Disposition::DeadLetter => Ok(None),
+            Err(error) => Err(error),
+        };
+    }
+    let mut store = PgRows::<K> {
+        conn,
+        resolver,
+        topic: PhantomData,
+    };
+    let isolated = isolate(&mut store, K::package_name, deduped).await?;
+    Ok(Some(Written {
+        outcome: isolated.outcome,
+        rejected: isolated
+            .rejected
+            .into_iter()
+            .map(|r| dead_letter(&records[r.record], r.kind, r.reason))
+            .collect(),
+        revived: isolated.revived,
+    }))
+}
+
+/// A row-level failure: the statement broke a constraint (SQLSTATE class 22 or 23), its
+/// savepoint was rolled back, and the transaction goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RowError {
+    /// The SQLSTATE.
+    pub sqlstate: String,
+    /// The server's message.
+    pub message: String,
+}
+
+/// What the isolation needs from the database.
+pub(crate) trait RowStore<M> {
+    /// Upserts `rows` with one statement under a savepoint. `Ok(Err(_))`: a row broke a
+    /// constraint and the savepoint was rolled back (nothing of `rows` is written).
+    async fn upsert(
+        &mut self,
+        rows: &[Resolved<M>],
+    ) -> Result<Result<WriteOutcome, RowError>, sqlx::Error>;
+    /// Looks `package_name` up again, past any cache: its id now, or `None` if it is gone.
+    async fn re_resolve(&mut self, package_name: &str) -> Result<Option<i64>, sqlx::Error>;
+}
+
+/// One row isolated as a dead letter, by its record's index in the batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rejection {
+    /// The record's index in its batch.
+    pub record: usize,
+    /// `unknown_application` or `constraint_violation`.
+    pub kind: DeadLetterKind,
+    /// The reason stored with the dead letter.
+    pub reason: String,
+}
+
+/// What [`isolate`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Isolated {
+    /// Counters of the rows written.
+    pub outcome: WriteOutcome,
+    /// The rows isolated, in the order they were found.
+    pub rejected: Vec<Rejection>,
+    /// Runners-up written in place of a rejected winner.
+    pub revived: u64,
+}
+
+/// Bisects `deduped` until every row that breaks a constraint stands alone.
+///
+/// Runner-up and revived logic: de-duplication kept one row per natural key and set the
+/// others aside (`superseded`, best first). When a kept row is rejected, its key would
+/// otherwise lose every delivery of this batch, although a later batch holding only the
+/// runner-up would have written it. So the best runner-up is written in its place (it is
+/// *revived*, counted in [`Isolated::revived`]), and the remaining runners-up move behind it:
+/// if the revived row is rejected too, the next one takes its place, and so on. The outcome
+/// is therefore the same as if each delivery had come in a batch of its own.
+///
+/// A foreign-key violation (23503) usually means the cached application id went stale (the
+/// app was deleted, perhaps re-created with a new id, within the cache's TTL): the name is
+/// resolved again inside the transaction, once per row; a new id re-binds the row, no id
+/// makes it an `unknown_application` dead letter, and only the same id again is a
+/// constraint violation.
+pub(crate) async fn isolate<M, S: RowStore<M>>(
+    store: &mut S,
+    package_name: impl Fn(&M) -> &str,
+    deduped: Deduped<Resolved<M>>,
+) -> Result<Isolated, sqlx::Error> {
+    let mut done = Isolated::default();
+    let mut re_resolved: HashSet<usize> = HashSet::new();
+    let Deduped { rows, superseded } = deduped;
+    let mut runners_up: HashMap<usize, Vec<Resolved<M>>> = rows
+        .iter()
+        .zip(superseded)
+        .filter(|(_, losers)| !losers.is_empty())
+        .map(|(row, losers)| (row.record, losers))
+        .collect();
+    let mut pending = vec![rows];
+    while let Some(mut chunk) = pending.pop() {
+        if chunk.is_empty() {
+            continue;
+        }
+        let error = match store.upsert(&chunk).await? {
+            Ok(outcome) => {
+                done.outcome += outcome;
+                continue;
+            }
+            Err(error) => error,
+        };
+        if chunk.len() > 1 {
+            let second = chunk.split_off(chunk.len() / 2);
+            pending.push(second);
+            pending.push(chunk);
+            continue;
+        }
+        let mut row = chunk.swap_remove(0);
+        if error.sqlstate == FOREIGN_KEY_VIOLATION && re_resolved.insert(row.record) {
+            let name = package_name(&row.message).to_owned();
+            match store.re_resolve(&name).await? {
+                Some(id) if id != row.application_id => {
+                    row.application_id = id;
+                    pending.push(vec![row]);
+                    continue;
+                }
+                Some(_) => {}
+                None => {
+                    done.rejected.push(Rejection {
+                        record: row.record,
+                        kind: DeadLetterKind::UnknownApplication,
+                        reason: format!(
+                            "field `package_name`: unknown application `{}` \
+                             (deleted after it was resolved)",
+                            crate::batch::truncate(&name, 80)
+                        ),
+                    });
+                    continue;
+                }
+            }
+        }
+        done.rejected.push(Rejection {
+            record: row.record,
+            kind: DeadLetterKind::ConstraintViolation,
+            reason: format!("SQLSTATE {}: {}", error.sqlstate, error.message),
+        });
+        if let Some(mut losers) = runners_up.remove(&row.record)
+            && !losers.is_empty()
+        {
+            let next = losers.remove(0);
+            if !losers.is_empty() {
+                runners_up.insert(next.record, losers);
+            }
+            done.revived += 1;
+            pending.push(vec![next]);
+        }
+    }
+    Ok(done)
+}
+
+/// The PostgreSQL [`RowStore`]: the topic's upsert under a savepoint on the batch's
+/// transaction, and the pipeline's resolver.
+struct PgRows<'a, K> {
+    conn: &'a mut PgConnection,
+    resolver: &'a ApplicationResolver,
+    topic: PhantomData<K>,
+}
+
+async fn exec(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(sql).execute(conn).await.map(|_| ())
+}
+
+impl<K: Topic> RowStore<K::Message> for PgRows<'_, K> {
+    async fn upsert(
+        &mut self,
+        rows: &[Resolved<K::Message>],
+    ) -> Result<Result<WriteOutcome, RowError>, sqlx::Error> {
+        exec(self.conn, "SAVEPOINT sluice_write").await?;
+        match sluice_postgres::repo::upsert::<K>(self.conn, rows).await {
+            Ok(outcome) => {
+                exec(self.conn, "RELEASE SAVEPOINT sluice_write").await?;
+                Ok(Ok(outcome))
+            }
+            Err(error) if disposition(&error) == Disposition::DeadLetter => {
+                exec(
+                    self.conn,
+                    "ROLLBACK TO SAVEPOINT sluice_write; RELEASE SAVEPOINT sluice_write",
+                )
+                .await?;
+                Ok(Err(RowError {
+                    sqlstate: sqlstate(&error).unwrap_or_default(),
+                    message: database_message(&error),
+                }))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn re_resolve(&mut self, package_name: &str) -> Result<Option<i64>, sqlx::Error> {
+        self.resolver.forget(package_name);
+        let (ids, _) = self.resolver.resolve(self.conn, [package_name]).await?;
+        Ok(ids.get(package_name).copied())
+    }
+}
+
+fn database_message(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
