@@ -6,6 +6,7 @@
 //! fatal, and how long a transient failure is retried before the process gives up.
 //! The adapters (`sluice-kafka`, `sluice-postgres`) depend on this crate, never the reverse.
 
+pub mod clock;
 pub mod dead_letter;
 pub mod dedupe;
 pub mod disposition;

@@ -12,13 +12,14 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
+use sluice_core::clock::unix_ms;
 use sluice_core::dead_letter::DeadLetterKind;
 use sluice_core::{BatchReport, PipelineKind};
 use sluice_kafka::rebalance::RebalanceCounts;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// A heartbeat older than this makes a pipeline not ready.
 pub const READY_MAX_HEARTBEAT_AGE: Duration = Duration::from_secs(10);
@@ -239,7 +240,7 @@ impl StorageMetrics {
     /// Why the process is not ready (one line per pipeline), or `Ok` when every pipeline
     /// has its assignment, a fresh heartbeat and no database retry in progress.
     pub fn readiness(&self) -> Result<(), Vec<String>> {
-        let now = now_ms();
+        let now = unix_ms();
         let problems: Vec<String> = self
             .health
             .iter()
@@ -290,12 +291,6 @@ impl PipelineHealth {
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// One pipeline's metric handles: every update is an atomic operation.
 #[derive(Debug, Clone)]
 pub struct PipelineMetrics {
@@ -329,7 +324,7 @@ impl PipelineMetrics {
 
     /// The pipeline's heartbeat was touched.
     pub fn beat(&self) {
-        self.health.last_beat_ms.store(now_ms(), Ordering::Relaxed);
+        self.health.last_beat_ms.store(unix_ms(), Ordering::Relaxed);
     }
 
     /// Whether the consumer holds at least one partition.

@@ -12,11 +12,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
+use sluice_core::clock::unix_ms;
 use sluice_core::outbox::OutboxStatus;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// `{status}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -178,7 +179,7 @@ impl DispatchMetrics {
 
     /// The dispatch loop goes round.
     pub fn tick(&self) {
-        self.health.last_tick_ms.store(now_ms(), Ordering::Relaxed);
+        self.health.last_tick_ms.store(unix_ms(), Ordering::Relaxed);
     }
 
     /// A batch ran: `batch_error` is its failure, if it failed (kept until the next batch).
@@ -243,7 +244,7 @@ impl DispatchMetrics {
             // Not started yet (connecting, checking the table): alive.
             return Ok(());
         }
-        let age = Duration::from_millis(now_ms().saturating_sub(last));
+        let age = Duration::from_millis(unix_ms().saturating_sub(last));
         if age > self.health.live_within {
             Err(vec![format!(
                 "dispatcher: the dispatch loop has not gone round for {} s (bound {} s)",
@@ -265,12 +266,6 @@ fn set_reach(slot: &Mutex<Reach>, result: Result<(), String>) {
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,7 +280,7 @@ mod tests {
     fn names_follow_the_contract() {
         let mut registry = Registry::default();
         let m = DispatchMetrics::register(&mut registry, Duration::from_secs(60));
-        let t0 = UNIX_EPOCH + Duration::from_secs(1_000);
+        let t0 = std::time::UNIX_EPOCH + Duration::from_secs(1_000);
         m.batch(2, [(t0, t0 + Duration::from_millis(3)); 2], 1);
         m.recovered(1, 2, 0);
         let counts = BTreeMap::from([(OutboxStatus::Pending, 7), (OutboxStatus::Failure, 1)]);
@@ -345,7 +340,7 @@ mod tests {
         assert_eq!(m.liveness(), Ok(()));
         m.health
             .last_tick_ms
-            .store(now_ms() - 6_000, Ordering::Relaxed);
+            .store(unix_ms() - 6_000, Ordering::Relaxed);
         let dead = m.liveness().unwrap_err();
         assert!(dead[0].contains("has not gone round for 6 s"), "{dead:?}");
     }

@@ -6,9 +6,10 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use sluice_core::clock::unix_ms;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The loop goes round at least this often (it wakes every second to look at its
 /// assignment); older means stuck.
@@ -82,7 +83,7 @@ impl MailboxMetrics {
     /// The loop went round; `assigned`: the consumer holds at least one partition.
     pub(super) fn tick(&self, assigned: bool) {
         self.assigned.store(assigned, Ordering::Relaxed);
-        self.last_tick_ms.store(now_ms(), Ordering::Relaxed);
+        self.last_tick_ms.store(unix_ms(), Ordering::Relaxed);
     }
 
     /// `Ok` while the consumer runs and holds partitions.
@@ -99,7 +100,7 @@ impl MailboxMetrics {
     /// `Ok` while the loop goes round.
     pub fn liveness(&self) -> Result<(), Vec<String>> {
         let last = self.last_tick_ms.load(Ordering::Relaxed);
-        let age = Duration::from_millis(now_ms().saturating_sub(last));
+        let age = Duration::from_millis(unix_ms().saturating_sub(last));
         if last != 0 && age > LIVE_WITHIN {
             return Err(vec![format!(
                 "mailbox: the consumer loop has not gone round for {} s",
@@ -108,12 +109,6 @@ impl MailboxMetrics {
         }
         Ok(())
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
