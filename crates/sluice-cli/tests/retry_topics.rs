@@ -550,16 +550,19 @@ async fn killed_between_a_tier_forward_and_its_commit_the_command_is_applied_onc
         },
     )
     .await;
-    // The duplicate forward is visible: tier 2 s holds two copies of the command.
+    // Tier 2 s holds the forward made before the kill, and a second copy when the restarted
+    // tier 1 s reached its redelivered record before tier 2 s applied the first copy; when
+    // tier 2 s was first, the redelivered record is already processed and is committed
+    // without a forward. Either way: attempt 2 only, at most one duplicate, applied once.
     let copies: Vec<u32> = records(&env, &mailbox.tier_topic(1))
         .iter()
         .filter(|r| event_id(r) == Some(&id.to_string()))
         .map(headers::attempt_of)
         .collect();
-    assert_eq!(
-        copies,
-        vec![2, 2],
-        "the forward was repeated after the restart"
+    println!("copies in tier 2 s after the restart: {copies:?}");
+    assert!(
+        copies == vec![2] || copies == vec![2, 2],
+        "the forward before the kill, at most one duplicate: {copies:?}"
     );
     let once: (i64, i64, String) = {
         let mut conn = env.schema.connect().await;
