@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use sluice_core::KafkaClientSettings;
 use sluice_kafka::Admin;
+use sluice_kafka::admin::GroupOffsets;
 use sluice_retry::read::{Range, read_ranges};
 use sluice_retry::{Tiers, dlt_topic, headers, retry_topic, tier_group};
 use std::time::Duration;
@@ -138,24 +139,16 @@ fn waiting(
     topic: &str,
     group: &str,
 ) -> Result<(i64, Option<i64>), Failure> {
-    let marks = admin.watermarks(topic)?;
-    let committed = admin.committed_offsets(group, topic)?;
-    let mut ranges = Vec::with_capacity(marks.len());
-    let mut total = 0;
-    for mark in &marks {
-        let done = committed
-            .iter()
-            .find(|(p, _)| *p == mark.partition)
-            .and_then(|(_, o)| *o)
-            .unwrap_or(mark.low)
-            .max(mark.low);
-        total += (mark.high - done).max(0);
-        ranges.push(Range {
-            partition: mark.partition,
-            from: done,
-            to: mark.high,
-        });
-    }
+    let offsets = admin.group_offsets(group, topic)?;
+    let total = offsets.iter().map(GroupOffsets::lag).sum();
+    let ranges: Vec<Range> = offsets
+        .iter()
+        .map(|p| Range {
+            partition: p.partition,
+            from: p.next(),
+            to: p.high,
+        })
+        .collect();
     let firsts = read_ranges(kafka, topic, &ranges, 1, Duration::from_secs(30))?;
     let oldest = firsts.iter().filter_map(headers::due_of).min();
     Ok((total, oldest))
