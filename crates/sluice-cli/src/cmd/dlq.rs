@@ -250,19 +250,16 @@ async fn show(conn: &mut PgConnection, id: i64, json: bool) -> Result<(), Failur
 /// Why a row cannot be replayed, if it cannot.
 fn refusal(row: &DeadLetterRow, max_replays: i32) -> Option<String> {
     if row.replayed_at.is_some() {
-        Some(format!(
+        return Some(format!(
             "already replayed (replay {}); replay the dead letter of that copy if it failed again",
             row.replay_count
-        ))
-    } else if let Some(why) =
-        replay_limit_refusal(row.replay_count, max_replays, row.payload.is_none())
-    {
-        Some(why)
-    } else if is_truncated(row) {
-        Some("payload was truncated when dead-lettered; the original cannot be rebuilt".into())
-    } else {
-        None
+        ));
     }
+    replay_limit_refusal(row.replay_count, max_replays, row.payload.is_none()).or_else(|| {
+        is_truncated(row).then(|| {
+            "payload was truncated when dead-lettered; the original cannot be rebuilt".to_owned()
+        })
+    })
 }
 
 #[derive(Debug, Serialize)]

@@ -343,18 +343,15 @@ fn show(kafka: &KafkaClientSettings, args: &ShowArgs) -> Result<(), Failure> {
 
 /// Why a record cannot be replayed, if it cannot.
 fn refusal(record: &OwnedRecord, max_replays: i32) -> Option<String> {
-    if let Some(why) =
-        replay_limit_refusal(replay_count(record), max_replays, record.payload.is_none())
-    {
-        Some(why)
-    } else if record.header_str(headers::ORIGINAL_TOPIC).is_none() {
-        Some(format!(
-            "no {} header: the original topic is unknown",
-            headers::ORIGINAL_TOPIC
-        ))
-    } else {
-        None
+    let tombstone = record.payload.is_none();
+    if let Some(why) = replay_limit_refusal(replay_count(record), max_replays, tombstone) {
+        return Some(why);
     }
+    let origin = headers::ORIGINAL_TOPIC;
+    record
+        .header_str(origin)
+        .is_none()
+        .then(|| format!("no {origin} header: the original topic is unknown"))
 }
 
 #[derive(Debug, Serialize)]
