@@ -362,3 +362,32 @@ fn existing_topic<'m>(
         Some(code) => Err(KafkaError::MetadataFetch(code.into())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::GroupOffsets;
+
+    #[test]
+    fn a_group_reads_next_from_its_commit_or_the_oldest_retained_record() {
+        let at = |committed| GroupOffsets {
+            partition: 0,
+            low: 10,
+            high: 50,
+            committed,
+        };
+        // (committed, next, lag)
+        for (committed, next, lag) in [
+            (None, 10, 40),     // never committed: from the low watermark
+            (Some(30), 30, 20), // the usual case
+            (Some(4), 10, 40),  // its offset was deleted by retention
+            (Some(50), 50, 0),  // caught up
+            (Some(70), 70, 0),  // past the end (a re-created topic): nothing waits
+        ] {
+            assert_eq!(
+                (at(committed).next(), at(committed).lag()),
+                (next, lag),
+                "{committed:?}"
+            );
+        }
+    }
+}
