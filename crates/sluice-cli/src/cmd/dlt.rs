@@ -13,6 +13,7 @@
 use super::dead_letters::{
     Payload, ReplayReport, print_json, print_key_and_payload, replay_limit_refusal, would_republish,
 };
+use super::retry::main_topic;
 use crate::Failure;
 use anyhow::anyhow;
 use chrono::{DateTime, Utc};
@@ -42,9 +43,9 @@ pub enum DltAction {
 /// Options of `dlt list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// The main topic (its dead-letter topic is `<topic>.dlt`).
-    #[arg(long, env = "MAILBOX_TOPIC")]
-    topic: String,
+    /// The main topic (its dead-letter topic is `<topic>.dlt`) [default: MAILBOX_TOPIC].
+    #[arg(long)]
+    topic: Option<String>,
     /// At most this many records per partition.
     #[arg(long, default_value_t = 100)]
     limit: usize,
@@ -56,9 +57,9 @@ pub struct ListArgs {
 /// Options of `dlt show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The main topic.
-    #[arg(long, env = "MAILBOX_TOPIC")]
-    topic: String,
+    /// The main topic [default: MAILBOX_TOPIC].
+    #[arg(long)]
+    topic: Option<String>,
     /// The record's partition in `<topic>.dlt`.
     #[arg(long)]
     partition: i32,
@@ -73,9 +74,9 @@ pub struct ShowArgs {
 /// Options of `dlt replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The main topic.
-    #[arg(long, env = "MAILBOX_TOPIC")]
-    topic: String,
+    /// The main topic [default: MAILBOX_TOPIC].
+    #[arg(long)]
+    topic: Option<String>,
     /// At most this many records in all.
     #[arg(long, default_value_t = 100)]
     limit: usize,
@@ -160,9 +161,12 @@ fn shown(record: &OwnedRecord, replayed_before: Option<i64>) -> Shown {
 pub fn run(action: DltAction) -> Result<(), Failure> {
     let kafka = super::kafka_settings()?;
     match action {
-        DltAction::List(args) => list(&kafka, &args),
-        DltAction::Show(args) => show(&kafka, &args),
-        DltAction::Replay(args) => super::runtime()?.block_on(replay(&kafka, &args)),
+        DltAction::List(args) => list(&kafka, &main_topic(args.topic.as_deref())?, &args),
+        DltAction::Show(args) => show(&kafka, &main_topic(args.topic.as_deref())?, &args),
+        DltAction::Replay(args) => {
+            let topic = main_topic(args.topic.as_deref())?;
+            super::runtime()?.block_on(replay(&kafka, &topic, &args))
+        }
     }
 }
 
@@ -208,9 +212,9 @@ fn read_to_end(
     )?)
 }
 
-fn list(kafka: &KafkaClientSettings, args: &ListArgs) -> Result<(), Failure> {
-    let cursors = cursors(&admin(kafka)?, &args.topic)?;
-    let records = read_to_end(kafka, &args.topic, &cursors, |c| c.low, args.limit)?;
+fn list(kafka: &KafkaClientSettings, topic: &str, args: &ListArgs) -> Result<(), Failure> {
+    let cursors = cursors(&admin(kafka)?, topic)?;
+    let records = read_to_end(kafka, topic, &cursors, |c| c.low, args.limit)?;
     let rows: Vec<Shown> = records
         .iter()
         .map(|r| {
@@ -224,7 +228,7 @@ fn list(kafka: &KafkaClientSettings, args: &ListArgs) -> Result<(), Failure> {
     if args.json {
         return print_json(&rows);
     }
-    let dlt = dlt_topic(&args.topic);
+    let dlt = dlt_topic(topic);
     println!(
         "{:<10} {:<20} {:<40} {:<10} {:>7} {:>7} {:>8}  error",
         "record", "dead-lettered", "original", "class", "attempt", "replays", "replayed"
@@ -257,8 +261,8 @@ fn list(kafka: &KafkaClientSettings, args: &ListArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn show(kafka: &KafkaClientSettings, args: &ShowArgs) -> Result<(), Failure> {
-    let cursors = cursors(&admin(kafka)?, &args.topic)?;
+fn show(kafka: &KafkaClientSettings, topic: &str, args: &ShowArgs) -> Result<(), Failure> {
+    let cursors = cursors(&admin(kafka)?, topic)?;
     let Some(&GroupOffsets {
         low,
         high,
@@ -266,17 +270,12 @@ fn show(kafka: &KafkaClientSettings, args: &ShowArgs) -> Result<(), Failure> {
         ..
     }) = cursors.iter().find(|c| c.partition == args.partition)
     else {
-        return Err(anyhow!(
-            "{} has no partition {}",
-            dlt_topic(&args.topic),
-            args.partition
-        )
-        .into());
+        return Err(anyhow!("{} has no partition {}", dlt_topic(topic), args.partition).into());
     };
     if args.offset < low || args.offset >= high {
         return Err(anyhow!(
             "no record at {}[{}]@{} (offsets {low}..{high})",
-            dlt_topic(&args.topic),
+            dlt_topic(topic),
             args.partition,
             args.offset
         )
@@ -287,7 +286,7 @@ fn show(kafka: &KafkaClientSettings, args: &ShowArgs) -> Result<(), Failure> {
         from: args.offset,
         to: args.offset + 1,
     };
-    let records = read_ranges(kafka, &dlt_topic(&args.topic), &[range], 1, READ_TIMEOUT)?;
+    let records = read_ranges(kafka, &dlt_topic(topic), &[range], 1, READ_TIMEOUT)?;
     let record = records
         .first()
         .ok_or_else(|| anyhow!("the record at offset {} was not read", args.offset))?;
@@ -297,7 +296,7 @@ fn show(kafka: &KafkaClientSettings, args: &ShowArgs) -> Result<(), Failure> {
     }
     println!(
         "record:        {}[{}]@{}",
-        dlt_topic(&args.topic),
+        dlt_topic(topic),
         s.partition,
         s.offset
     );
@@ -361,12 +360,16 @@ struct ReplayLine {
     action: String,
 }
 
-async fn replay(kafka: &KafkaClientSettings, args: &ReplayArgs) -> Result<(), Failure> {
+async fn replay(
+    kafka: &KafkaClientSettings,
+    topic: &str,
+    args: &ReplayArgs,
+) -> Result<(), Failure> {
     let admin = admin(kafka)?;
-    let dlt = dlt_topic(&args.topic);
-    let group = replay_group(&args.topic);
-    let cursors = cursors(&admin, &args.topic)?;
-    let mut records = read_to_end(kafka, &args.topic, &cursors, GroupOffsets::next, args.limit)?;
+    let dlt = dlt_topic(topic);
+    let group = replay_group(topic);
+    let cursors = cursors(&admin, topic)?;
+    let mut records = read_to_end(kafka, topic, &cursors, GroupOffsets::next, args.limit)?;
     // Oldest first over all partitions, then the limit in all.
     records.sort_by_key(|r| (r.timestamp_ms, r.partition, r.offset));
     records.truncate(args.limit.max(1));
