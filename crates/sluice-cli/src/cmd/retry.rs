@@ -11,7 +11,7 @@ use serde::Serialize;
 use sluice_core::KafkaClientSettings;
 use sluice_core::settings::EnvReader;
 use sluice_kafka::Admin;
-use sluice_kafka::admin::GroupOffsets;
+use sluice_kafka::admin::{GroupOffsets, PartitionOffsets};
 use sluice_retry::read::{Range, read_ranges};
 use sluice_retry::{Tiers, dlt_topic, headers, retry_topic, tier_group};
 use std::time::Duration;
@@ -134,7 +134,7 @@ fn status(kafka: &KafkaClientSettings, args: &StatusArgs) -> Result<(), Failure>
         out.dlt_records = admin
             .watermarks(&out.dlt_topic)?
             .iter()
-            .map(|m| m.high - m.low)
+            .map(PartitionOffsets::records)
             .sum();
     }
     if args.json {

@@ -42,6 +42,13 @@ pub struct PartitionOffsets {
     pub high: i64,
 }
 
+impl PartitionOffsets {
+    /// Records the partition retains (high minus low watermark).
+    pub fn records(&self) -> i64 {
+        self.high - self.low
+    }
+}
+
 /// Where a consumer group stands in one partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupOffsets {
