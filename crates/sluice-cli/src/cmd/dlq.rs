@@ -7,7 +7,7 @@
 //! fails again is dead-lettered with the carried-over count, so it cannot loop forever.
 //!
 //! Keys, payloads and reasons hold bytes from the message: printed escaped (see
-//! [`super::dead_letters`]), so printing a dead letter cannot drive the terminal.
+//! `cmd::dead_letters`), so printing a dead letter cannot drive the terminal.
 
 use super::dead_letters::{
     Payload, ReplayReport, print_json, print_key_and_payload, replay_limit_refusal, would_republish,

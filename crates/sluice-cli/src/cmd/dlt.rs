@@ -8,7 +8,7 @@
 //! dead-lettered record is replayed once (a crash between the two replays it again, which
 //! the handler's idempotency absorbs). A copy that fails through every tier again lands in
 //! the dead-letter topic with its count, so `--max-replays` bounds the loop. Text from the
-//! record is printed with its control characters escaped (see [`super::dead_letters`]).
+//! record is printed with its control characters escaped (see `cmd::dead_letters`).
 
 use super::dead_letters::{
     Payload, ReplayReport, print_json, print_key_and_payload, replay_limit_refusal, would_republish,
