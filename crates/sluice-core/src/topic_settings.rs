@@ -162,7 +162,11 @@ impl TopicSettings {
     ) -> Result<Self, SettingsError> {
         for name in names {
             for (setting, _) in SETTINGS {
-                let Some(suffix) = name.strip_prefix(&format!("STORAGE_TOPIC_{setting}_")) else {
+                let shared = variable(setting, None);
+                let Some(suffix) = name
+                    .strip_prefix(shared.as_str())
+                    .and_then(|rest| rest.strip_prefix('_'))
+                else {
                     continue;
                 };
                 if !PipelineKind::ALL.iter().any(|k| k.env_suffix() == suffix) {
@@ -170,8 +174,7 @@ impl TopicSettings {
                         name,
                         &lookup(name).unwrap_or_default(),
                         &format!(
-                            "a per-pipeline override STORAGE_TOPIC_{setting}_<PIPELINE> with \
-                             <PIPELINE> one of {}",
+                            "a per-pipeline override {shared}_<PIPELINE> with <PIPELINE> one of {}",
                             PipelineKind::ALL.map(PipelineKind::env_suffix).join(", ")
                         ),
                     ));

@@ -38,12 +38,9 @@ pub struct ConsumerOptions<'a> {
 /// cannot be turned on: an offset moves only when the caller commits it), no partition-EOF
 /// events, and with `batch_tuning` the cooperative-sticky assignor and bounded prefetch.
 pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
-    let mut config = base_config(options.client);
+    let mut config = manual_commit_config(options.client, options.group);
     config
-        .set("group.id", options.group)
         .set("client.id", options.client_id)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", options.auto_offset_reset)
         .set("session.timeout.ms", millis(options.session_timeout))
         .set("enable.partition.eof", "false");
@@ -70,14 +67,28 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
 /// benchmarks): group `group` only names it in the broker's logs; auto-commit and the
 /// offset store are off, and `enable.partition.eof` tells the reader where a partition ends.
 pub fn reader_config(client: &KafkaClientSettings, group: &str) -> ClientConfig {
+    let mut config = manual_commit_config(client, group);
+    config
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "true");
+    with_properties(config, client)
+}
+
+/// A client that only reads or commits a group's offsets for the operator's commands (lag,
+/// replay): it never subscribes nor polls records, and commits only what it is told to.
+pub(crate) fn group_offsets_config(client: &KafkaClientSettings, group: &str) -> ClientConfig {
+    with_properties(manual_commit_config(client, group), client)
+}
+
+/// What every consumer shares: its group, and no offset moves unless the caller commits
+/// (auto-commit and the offset store off).
+fn manual_commit_config(client: &KafkaClientSettings, group: &str) -> ClientConfig {
     let mut config = base_config(client);
     config
         .set("group.id", group)
         .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("enable.partition.eof", "true");
-    with_properties(config, client)
+        .set("enable.auto.offset.store", "false");
+    config
 }
 
 /// `bootstrap.servers` and what every client shares.

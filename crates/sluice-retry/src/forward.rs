@@ -14,6 +14,26 @@ use sluice_core::KafkaClientSettings;
 use sluice_kafka::ResilientProducer;
 use sluice_kafka::producer::Outgoing;
 
+/// The log event of one forward at `$level`: where the record came from and went, its
+/// attempt, the destination's own fields (`$extra`), and the error.
+macro_rules! forward_event {
+    ($level:ident, $record:expr, $forwarded:expr, $failure:expr, { $($extra:tt)* },
+        $message:literal) => {
+        tracing::$level!(
+            from_topic = %$record.topic,
+            from_partition = $record.partition,
+            from_offset = $record.offset,
+            to_topic = %$forwarded.topic,
+            to_partition = $forwarded.partition,
+            to_offset = $forwarded.offset,
+            attempt = $forwarded.attempt,
+            $($extra)*
+            error = %$failure.message,
+            $message
+        )
+    };
+}
+
 /// A forward worked out, not yet sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Planned {
@@ -174,32 +194,12 @@ impl Forwarder {
             offset: delivered.offset,
             attempt: plan.retry.attempt,
         };
-        let log_fields = (&forwarded.topic, forwarded.partition, forwarded.offset);
         match plan.destination {
-            Destination::Tier(_) => tracing::info!(
-                from_topic = %record.topic,
-                from_partition = record.partition,
-                from_offset = record.offset,
-                to_topic = %log_fields.0,
-                to_partition = log_fields.1,
-                to_offset = log_fields.2,
-                attempt = forwarded.attempt,
-                due_ms = plan.retry.due_ms,
-                error = %failure.message,
-                "record forwarded to a retry tier"
-            ),
-            Destination::DeadLetter => tracing::warn!(
-                from_topic = %record.topic,
-                from_partition = record.partition,
-                from_offset = record.offset,
-                to_topic = %log_fields.0,
-                to_partition = log_fields.1,
-                to_offset = log_fields.2,
-                attempt = forwarded.attempt,
-                error_class = failure.class.as_str(),
-                error = %failure.message,
-                "record dead-lettered to the dead-letter topic"
-            ),
+            Destination::Tier(_) => forward_event!(info, record, forwarded, failure,
+                { due_ms = plan.retry.due_ms, }, "record forwarded to a retry tier"),
+            Destination::DeadLetter => forward_event!(warn, record, forwarded, failure,
+                { error_class = failure.class.as_str(), },
+                "record dead-lettered to the dead-letter topic"),
         }
         Ok(forwarded)
     }
@@ -208,6 +208,12 @@ impl Forwarder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The forward of `record` from `source` in tiers `1s,2s` of main topic `mail`.
+    fn plan(record: &OwnedRecord, source: Source, failure: Failure, now_ms: i64) -> Planned {
+        let tiers = Tiers::parse("1s,2s").unwrap_or_else(|e| panic!("{e}"));
+        plan_forward(&tiers, "mail", record, source, &failure, now_ms)
+    }
 
     fn record(topic: &str, headers: Vec<(String, Option<Vec<u8>>)>) -> OwnedRecord {
         OwnedRecord {
@@ -223,17 +229,14 @@ mod tests {
 
     #[test]
     fn a_first_failure_goes_to_the_first_tier_with_the_record_as_origin() {
-        let tiers = Tiers::parse("1s,2s").unwrap_or_else(|e| panic!("{e}"));
         let own = vec![
             ("sluice-event-id".to_owned(), Some(b"abc".to_vec())),
             ("empty".to_owned(), None),
         ];
-        let plan = plan_forward(
-            &tiers,
-            "mail",
+        let plan = plan(
             &record("mail", own),
             Source::Main,
-            &Failure::retryable("boom"),
+            Failure::retryable("boom"),
             50_000,
         );
         assert_eq!(plan.destination, Destination::Tier(0));
@@ -259,16 +262,13 @@ mod tests {
 
     #[test]
     fn a_later_failure_keeps_the_origin_and_first_failure_and_replaces_the_rest() {
-        let tiers = Tiers::parse("1s,2s").unwrap_or_else(|e| panic!("{e}"));
-        let first = plan_forward(
-            &tiers,
-            "mail",
+        let first = plan(
             &record(
                 "mail",
                 vec![("sluice-event-id".into(), Some(b"abc".to_vec()))],
             ),
             Source::Main,
-            &Failure::retryable("one"),
+            Failure::retryable("one"),
             50_000,
         );
         let in_tier = OwnedRecord {
@@ -284,14 +284,7 @@ mod tests {
                 .map(|(k, v)| (k.clone(), Some(v.clone())))
                 .collect(),
         };
-        let second = plan_forward(
-            &tiers,
-            "mail",
-            &in_tier,
-            Source::Tier(0),
-            &Failure::retryable("two"),
-            52_000,
-        );
+        let second = plan(&in_tier, Source::Tier(0), Failure::retryable("two"), 52_000);
         assert_eq!(second.topic, "mail.retry.2s");
         assert_eq!(second.retry.original_offset, 5);
         assert_eq!(second.retry.original_partition, 1);
@@ -301,22 +294,18 @@ mod tests {
         assert_eq!(second.retry.error_message, "two");
         // One copy of each retry header, not two.
         assert_eq!(second.headers.len(), first.headers.len());
-        let third = plan_forward(
-            &tiers,
-            "mail",
+        let third = plan(
             &in_tier,
             Source::Tier(1),
-            &Failure::retryable("three"),
+            Failure::retryable("three"),
             60_000,
         );
         assert_eq!(third.topic, "mail.dlt");
         assert_eq!(third.retry.due_ms, 60_000);
-        let permanent = plan_forward(
-            &tiers,
-            "mail",
+        let permanent = plan(
             &record("mail", vec![]),
             Source::Main,
-            &Failure::permanent("never"),
+            Failure::permanent("never"),
             1,
         );
         assert_eq!(

@@ -41,10 +41,8 @@ pub use route::{Destination, Failure, FailureClass, Source, due_ms, next_destina
 pub use tier_consumer::{Outcome, RetryHandler, TierConfig, TierTotals, run_tier};
 pub use tiers::{DEFAULT_TIERS, Tier, TierError, Tiers};
 
-/// Milliseconds since the Unix epoch, now.
+/// Milliseconds since the Unix epoch, now, as the retry headers carry them
+/// ([`sluice_core::clock::unix_ms`]).
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    i64::try_from(sluice_core::clock::unix_ms()).unwrap_or(i64::MAX)
 }

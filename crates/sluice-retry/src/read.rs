@@ -1,5 +1,6 @@
 //! Reading a retry or dead-letter topic for the operator's commands: ranges of offsets per
-//! partition, without a consumer group (nothing is committed).
+//! partition, with the reader of `sluice_kafka::config::reader_config` (assigned by hand,
+//! nothing is committed).
 
 use crate::error::RetryError;
 use crate::record::OwnedRecord;
@@ -7,6 +8,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
+use sluice_kafka::config::reader_config;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -42,13 +44,7 @@ pub fn read_ranges(
     if wanted.is_empty() {
         return Ok(records);
     }
-    let mut config = sluice_kafka::config::admin_config(kafka);
-    config
-        .set("group.id", "sluice-retry-reader")
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "false");
-    let reader: BaseConsumer = config.create()?;
+    let reader: BaseConsumer = reader_config(kafka, "sluice-retry-reader").create()?;
     reader.assign(&list)?;
     let deadline = Instant::now() + timeout;
     while !wanted.is_empty() {
@@ -57,10 +53,17 @@ pub fn read_ranges(
                 rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
             )));
         }
-        let Some(message) = reader.poll(Duration::from_millis(200)) else {
-            continue;
+        let message = match reader.poll(Duration::from_millis(200)) {
+            None => continue,
+            Some(Ok(message)) => message,
+            // The partition's end: the records of its range that are left were deleted.
+            Some(Err(KafkaError::PartitionEOF(partition))) => {
+                wanted.remove(&partition);
+                continue;
+            }
+            Some(Err(error)) => return Err(error.into()),
         };
-        let record = OwnedRecord::from_message(&message?);
+        let record = OwnedRecord::from_message(&message);
         let Some(last) = wanted.get(&record.partition).copied() else {
             continue;
         };

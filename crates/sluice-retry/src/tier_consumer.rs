@@ -23,6 +23,7 @@ use crate::tiers::Tiers;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
+use sluice_kafka::config::{ConsumerOptions, consumer_config};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -79,17 +80,19 @@ impl TierConfig {
             .map_or_else(String::new, |t| tier_group(&self.group, t))
     }
 
+    /// The manual-commit configuration of every sluice consumer, in the tier's group.
     fn client(&self) -> rdkafka::ClientConfig {
-        let mut config = sluice_kafka::config::admin_config(&self.kafka);
-        config
-            .set("group.id", self.tier_group())
-            .set("client.id", format!("sluice-retry-{}", self.tier_group()))
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "earliest")
-            .set("enable.partition.eof", "false")
-            .set("session.timeout.ms", "10000");
-        config
+        let group = self.tier_group();
+        consumer_config(&ConsumerOptions {
+            batch_tuning: false,
+            client: &self.kafka,
+            group: &group,
+            auto_offset_reset: "earliest",
+            session_timeout: Duration::from_secs(10),
+            max_poll_interval: Duration::from_secs(300),
+            client_id: &format!("sluice-retry-{group}"),
+            group_instance_id: None,
+        })
     }
 }
 
@@ -124,13 +127,20 @@ pub async fn run_tier<H: RetryHandler>(
     let topic = config.tier_topic();
     let consumer: StreamConsumer = config.client().create()?;
     consumer.subscribe(&[topic.as_str()])?;
-    let failpoint = crate::failpoint::armed();
-    let source = Source::Tier(config.tier);
-    let mut totals = TierTotals::default();
-    let mut waiting: BTreeMap<i32, Waiting> = BTreeMap::new();
+    let mut tier = TierLoop {
+        consumer: &consumer,
+        topic: &topic,
+        forwarder,
+        handler,
+        source: Source::Tier(config.tier),
+        failpoint: crate::failpoint::armed(),
+        totals: TierTotals::default(),
+        waiting: BTreeMap::new(),
+    };
     tracing::info!(%topic, group = %config.tier_group(), "retry tier consumer started");
     loop {
-        let next_due = waiting
+        let next_due = tier
+            .waiting
             .values()
             .filter_map(|w| w.records.front().map(|(_, due)| *due))
             .min();
@@ -139,15 +149,15 @@ pub async fn run_tier<H: RetryHandler>(
         tokio::select! {
             () = stop.cancelled() => break,
             () = sleep_or_forever(wait) => {
-                tracing::debug!(%topic, held = waiting.len(), "a held record is due");
-                let ready: Vec<i32> = waiting
+                tracing::debug!(%topic, held = tier.waiting.len(), "a held record is due");
+                let ready: Vec<i32> = tier
+                    .waiting
                     .iter()
                     .filter(|(_, w)| w.records.front().is_some_and(|(_, d)| *d <= crate::now_ms()))
                     .map(|(p, _)| *p)
                     .collect();
                 for partition in ready {
-                    drain(&consumer, &topic, partition, &mut waiting, forwarder, handler, source,
-                        failpoint, &mut totals).await?;
+                    tier.drain(partition).await?;
                 }
             }
             message = consumer.recv() => {
@@ -163,116 +173,127 @@ pub async fn run_tier<H: RetryHandler>(
                 };
                 let record = OwnedRecord::from_message(&message);
                 drop(message);
-                let partition = record.partition;
-                let due = due_of(&record).unwrap_or(0);
-                if let Some(held) = waiting.get_mut(&partition) {
-                    // Fetched before the pause took effect, or read again after a
-                    // rebalance: keep offset order behind (or instead of) the held records.
-                    if held.records.back().is_some_and(|(r, _)| record.offset <= r.offset) {
-                        held.records.retain(|(r, _)| r.offset < record.offset);
-                    }
-                    held.records.push_back((record, due));
-                    totals.queued_while_paused += 1;
-                    pause(&consumer, &topic, partition, true)?;
-                    continue;
-                }
-                if due > crate::now_ms() {
-                    pause(&consumer, &topic, partition, true)?;
-                    totals.paused += 1;
-                    tracing::debug!(%topic, partition, offset = record.offset, due_ms = due,
-                        "record not due yet; partition paused");
-                    waiting.entry(partition).or_default().records.push_back((record, due));
-                    continue;
-                }
-                process(&consumer, &record, forwarder, handler, source, failpoint, &mut totals)
-                    .await?;
+                tier.receive(record).await?;
             }
         }
     }
+    let totals = tier.totals;
     consumer.unsubscribe();
     tracing::info!(%topic, ?totals, "retry tier consumer stopped");
     Ok(totals)
 }
 
-/// Handles the due records at the front of `partition`'s queue, in offset order; resumes the
-/// partition once its queue is empty (or stays paused on a record not due yet).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one loop's state, passed by reference"
-)]
-async fn drain<H: RetryHandler>(
-    consumer: &StreamConsumer,
-    topic: &str,
-    partition: i32,
-    waiting: &mut BTreeMap<i32, Waiting>,
-    forwarder: &Forwarder,
-    handler: &mut H,
+/// One tier consumer's loop state.
+struct TierLoop<'a, H> {
+    consumer: &'a StreamConsumer,
+    topic: &'a str,
+    forwarder: &'a Forwarder,
+    handler: &'a mut H,
     source: Source,
+    /// The crash failpoint is armed (tests): it fires after a forward, before the commit.
     failpoint: bool,
-    totals: &mut TierTotals,
-) -> Result<(), RetryError> {
-    let assigned = consumer
-        .assignment()
-        .is_ok_and(|a| a.find_partition(topic, partition).is_some());
-    tracing::debug!(%topic, partition, assigned, "handling the due records of a held partition");
-    if !assigned {
-        // Revoked while held: the new owner reads the records again from the committed
-        // offset.
-        waiting.remove(&partition);
-        tracing::info!(%topic, partition, "held records dropped: the partition was revoked");
-        return Ok(());
-    }
-    loop {
-        let Some(queue) = waiting.get_mut(&partition) else {
-            return Ok(());
-        };
-        match queue.records.front() {
-            Some((_, due)) if *due > crate::now_ms() => return Ok(()),
-            Some(_) => {}
-            None => {
-                waiting.remove(&partition);
-                pause(consumer, topic, partition, false)?;
-                return Ok(());
-            }
-        }
-        let Some((record, _)) = queue.records.pop_front() else {
-            return Ok(());
-        };
-        process(
-            consumer, &record, forwarder, handler, source, failpoint, totals,
-        )
-        .await?;
-    }
+    totals: TierTotals,
+    /// Per paused partition, the records held until due.
+    waiting: BTreeMap<i32, Waiting>,
 }
 
-/// Handles one record; forwards it on a failure (then the failpoint, if armed); commits.
-async fn process<H: RetryHandler>(
-    consumer: &StreamConsumer,
-    record: &OwnedRecord,
-    forwarder: &Forwarder,
-    handler: &mut H,
-    source: Source,
-    failpoint: bool,
-    totals: &mut TierTotals,
-) -> Result<(), RetryError> {
-    let outcome = handler
-        .handle(record)
-        .await
-        .map_err(|e| RetryError::Handler(Box::new(e)))?;
-    match outcome {
-        Outcome::Done => totals.handled += 1,
-        Outcome::Failed(failure) => {
-            let forwarded = forwarder.forward(record, source, &failure).await?;
-            match forwarded.destination {
-                crate::Destination::Tier(_) => totals.retried += 1,
-                crate::Destination::DeadLetter => totals.dead_lettered += 1,
+impl<H: RetryHandler> TierLoop<'_, H> {
+    /// A record just polled: queued behind its partition's held records, held (and its
+    /// partition paused) when not due yet, else handled.
+    async fn receive(&mut self, record: OwnedRecord) -> Result<(), RetryError> {
+        let partition = record.partition;
+        let due = due_of(&record).unwrap_or(0);
+        if let Some(held) = self.waiting.get_mut(&partition) {
+            // Fetched before the pause took effect, or read again after a
+            // rebalance: keep offset order behind (or instead of) the held records.
+            if held
+                .records
+                .back()
+                .is_some_and(|(r, _)| record.offset <= r.offset)
+            {
+                held.records.retain(|(r, _)| r.offset < record.offset);
             }
-            if failpoint {
-                crate::failpoint::trigger();
+            held.records.push_back((record, due));
+            self.totals.queued_while_paused += 1;
+            return pause(self.consumer, self.topic, partition, true);
+        }
+        if due > crate::now_ms() {
+            pause(self.consumer, self.topic, partition, true)?;
+            self.totals.paused += 1;
+            tracing::debug!(topic = %self.topic, partition, offset = record.offset, due_ms = due,
+                "record not due yet; partition paused");
+            self.waiting
+                .entry(partition)
+                .or_default()
+                .records
+                .push_back((record, due));
+            return Ok(());
+        }
+        self.process(&record).await
+    }
+
+    /// Handles the due records at the front of `partition`'s queue, in offset order;
+    /// resumes the partition once its queue is empty (or stays paused on a record not due
+    /// yet).
+    async fn drain(&mut self, partition: i32) -> Result<(), RetryError> {
+        let topic = self.topic;
+        let assigned = self
+            .consumer
+            .assignment()
+            .is_ok_and(|a| a.find_partition(topic, partition).is_some());
+        tracing::debug!(%topic, partition, assigned, "handling the due records of a held partition");
+        if !assigned {
+            // Revoked while held: the new owner reads the records again from the committed
+            // offset.
+            self.waiting.remove(&partition);
+            tracing::info!(%topic, partition, "held records dropped: the partition was revoked");
+            return Ok(());
+        }
+        loop {
+            let Some(queue) = self.waiting.get_mut(&partition) else {
+                return Ok(());
+            };
+            match queue.records.front() {
+                Some((_, due)) if *due > crate::now_ms() => return Ok(()),
+                Some(_) => {}
+                None => {
+                    self.waiting.remove(&partition);
+                    pause(self.consumer, topic, partition, false)?;
+                    return Ok(());
+                }
             }
+            let Some((record, _)) = queue.records.pop_front() else {
+                return Ok(());
+            };
+            self.process(&record).await?;
         }
     }
-    commit(consumer, record)
+
+    /// Handles one record; forwards it on a failure (then the failpoint, if armed); commits.
+    async fn process(&mut self, record: &OwnedRecord) -> Result<(), RetryError> {
+        let outcome = self
+            .handler
+            .handle(record)
+            .await
+            .map_err(|e| RetryError::Handler(Box::new(e)))?;
+        match outcome {
+            Outcome::Done => self.totals.handled += 1,
+            Outcome::Failed(failure) => {
+                let forwarded = self
+                    .forwarder
+                    .forward(record, self.source, &failure)
+                    .await?;
+                match forwarded.destination {
+                    crate::Destination::Tier(_) => self.totals.retried += 1,
+                    crate::Destination::DeadLetter => self.totals.dead_lettered += 1,
+                }
+                if self.failpoint {
+                    crate::failpoint::trigger();
+                }
+            }
+        }
+        commit(self.consumer, record)
+    }
 }
 
 /// Commits the offset after `record` (asynchronously: a lost commit re-reads the record,

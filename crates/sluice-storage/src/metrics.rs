@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 use sluice_core::clock::unix_ms;
 use sluice_core::dead_letter::DeadLetterKind;
 use sluice_core::{BatchReport, PipelineKind};
@@ -95,6 +95,21 @@ fn records_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 13))
 }
 
+/// `metric`, registered in `registry` as `name` with `help` (and `unit`).
+fn registered<M: Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    metric: M,
+) -> M {
+    match unit {
+        Some(unit) => registry.register_with_unit(name, help, unit, metric.clone()),
+        None => registry.register(name, help, metric.clone()),
+    }
+    metric
+}
+
 /// The families of every storage metric, and each pipeline's readiness state.
 #[derive(Debug, Clone)]
 pub struct StorageMetrics {
@@ -115,77 +130,85 @@ impl StorageMetrics {
     /// Registers every storage metric in `registry`, with a readiness entry for each of
     /// `pipelines` (the configured ones).
     pub fn register(registry: &mut Registry, pipelines: &[PipelineKind]) -> Self {
-        let metrics = Self {
-            records: Family::default(),
-            dead_letters: Family::default(),
-            batch_duration: Family::new_with_constructor(duration_histogram),
-            batch_records: Family::new_with_constructor(records_histogram),
-            consumer_lag: Family::default(),
-            consumer_lag_seconds: Family::default(),
-            db_retries: Family::default(),
-            commit_failures: Family::default(),
-            rebalances: Family::default(),
-            pipeline_up: Family::default(),
+        // Each metric once: its family, name, help and unit, registered in this order.
+        Self {
+            records: registered(
+                registry,
+                "sluice_records",
+                "Records handled, by outcome (inserted, updated, skipped, dead_lettered)",
+                None,
+                Family::default(),
+            ),
+            dead_letters: registered(
+                registry,
+                "sluice_dead_letters",
+                "Records dead-lettered, by error kind",
+                None,
+                Family::default(),
+            ),
+            batch_duration: registered(
+                registry,
+                "sluice_batch_duration",
+                "Time a batch spent in each phase (poll, decode, store, commit)",
+                Some(Unit::Seconds),
+                Family::new_with_constructor(duration_histogram),
+            ),
+            batch_records: registered(
+                registry,
+                "sluice_batch_records",
+                "Records per committed batch",
+                None,
+                Family::new_with_constructor(records_histogram),
+            ),
+            consumer_lag: registered(
+                registry,
+                "sluice_consumer_lag",
+                "Records between the consumer's position and the partition's end, per assigned partition",
+                None,
+                Family::default(),
+            ),
+            consumer_lag_seconds: registered(
+                registry,
+                "sluice_consumer_lag",
+                "Estimated age of the oldest unconsumed record: now minus the Kafka timestamp of the last committed record while lag > 0, else 0",
+                Some(Unit::Seconds),
+                Family::default(),
+            ),
+            db_retries: registered(
+                registry,
+                "sluice_db_retries",
+                "Batches retried after a transient database error, by SQLSTATE",
+                None,
+                Family::default(),
+            ),
+            commit_failures: registered(
+                registry,
+                "sluice_commit_failures",
+                "Offset commits that failed (the data is durable; the batch is redelivered as a no-op)",
+                None,
+                Family::default(),
+            ),
+            rebalances: registered(
+                registry,
+                "sluice_rebalances",
+                "Consumer group rebalance events seen by the pipeline's consumer (assign, revoke, error)",
+                None,
+                Family::default(),
+            ),
+            pipeline_up: registered(
+                registry,
+                "sluice_pipeline_up",
+                "1 while the pipeline runs, 0 once it stopped",
+                None,
+                Family::default(),
+            ),
             health: Arc::new(
                 pipelines
                     .iter()
                     .map(|k| (*k, Arc::new(PipelineHealth::default())))
                     .collect(),
             ),
-        };
-        registry.register(
-            "sluice_records",
-            "Records handled, by outcome (inserted, updated, skipped, dead_lettered)",
-            metrics.records.clone(),
-        );
-        registry.register(
-            "sluice_dead_letters",
-            "Records dead-lettered, by error kind",
-            metrics.dead_letters.clone(),
-        );
-        registry.register_with_unit(
-            "sluice_batch_duration",
-            "Time a batch spent in each phase (poll, decode, store, commit)",
-            Unit::Seconds,
-            metrics.batch_duration.clone(),
-        );
-        registry.register(
-            "sluice_batch_records",
-            "Records per committed batch",
-            metrics.batch_records.clone(),
-        );
-        registry.register(
-            "sluice_consumer_lag",
-            "Records between the consumer's position and the partition's end, per assigned partition",
-            metrics.consumer_lag.clone(),
-        );
-        registry.register_with_unit(
-            "sluice_consumer_lag",
-            "Estimated age of the oldest unconsumed record: now minus the Kafka timestamp of the last committed record while lag > 0, else 0",
-            Unit::Seconds,
-            metrics.consumer_lag_seconds.clone(),
-        );
-        registry.register(
-            "sluice_db_retries",
-            "Batches retried after a transient database error, by SQLSTATE",
-            metrics.db_retries.clone(),
-        );
-        registry.register(
-            "sluice_commit_failures",
-            "Offset commits that failed (the data is durable; the batch is redelivered as a no-op)",
-            metrics.commit_failures.clone(),
-        );
-        registry.register(
-            "sluice_rebalances",
-            "Consumer group rebalance events seen by the pipeline's consumer (assign, revoke, error)",
-            metrics.rebalances.clone(),
-        );
-        registry.register(
-            "sluice_pipeline_up",
-            "1 while the pipeline runs, 0 once it stopped",
-            metrics.pipeline_up.clone(),
-        );
-        metrics
+        }
     }
 
     /// The handles of one pipeline, label sets resolved once.

@@ -6,16 +6,18 @@
 //! waits for the broker's acknowledgement, and only then commits the mark. A record that
 //! fails again is dead-lettered with the carried-over count, so it cannot loop forever.
 //!
-//! Keys, payloads and reasons hold bytes from the message: the text output escapes their
-//! control characters (an ANSI or OSC sequence, a newline) and the JSON output escapes the
-//! ones a JSON serializer leaves raw, so printing a dead letter cannot drive the terminal.
+//! Keys, payloads and reasons hold bytes from the message: printed escaped (see
+//! `cmd::dead_letters`), so printing a dead letter cannot drive the terminal.
 
+use super::dead_letters::{
+    Payload, ReplayReport, print_json, print_key_and_payload, replay_limit_refusal, would_republish,
+};
 use crate::Failure;
 use anyhow::{Context, anyhow};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use sluice_core::untrusted::{escape_controls, escape_json_text};
+use sluice_core::untrusted::escape_controls;
 use sluice_core::{DeadLetterKind, PipelineKind, Settings};
 use sluice_kafka::producer::Outgoing;
 use sluice_kafka::{REPLAY_COUNT_HEADER, ResilientProducer};
@@ -102,23 +104,6 @@ struct Shown {
     truncated: bool,
     key: Option<Payload>,
     payload: Option<Payload>,
-}
-
-/// A payload as printed: UTF-8 text, or hex when it is not valid UTF-8.
-#[derive(Debug, Serialize)]
-#[serde(tag = "encoding", content = "data", rename_all = "lowercase")]
-enum Payload {
-    Utf8(String),
-    Hex(String),
-}
-
-impl Payload {
-    fn of(bytes: &[u8]) -> Self {
-        match std::str::from_utf8(bytes) {
-            Ok(text) => Payload::Utf8(text.to_owned()),
-            Err(_) => Payload::Hex(bytes.iter().map(|b| format!("{b:02x}")).collect()),
-        }
-    }
 }
 
 fn shown(row: &DeadLetterRow) -> Shown {
@@ -258,44 +243,23 @@ async fn show(conn: &mut PgConnection, id: i64, json: bool) -> Result<(), Failur
             ""
         }
     );
-    for (label, value) in [("key", &s.key), ("payload", &s.payload)] {
-        match value {
-            None => println!("{label}: (null)"),
-            Some(Payload::Utf8(text)) => {
-                println!("{label} (utf-8):\n{}", escape_controls(text));
-            }
-            Some(Payload::Hex(hex)) => println!("{label} (hex, not valid UTF-8):\n{hex}"),
-        }
-    }
-    Ok(())
-}
-
-/// Prints a value as pretty JSON with no raw control character (see the module docs).
-fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
-    let json = serde_json::to_string_pretty(value)?;
-    println!("{}", escape_json_text(&json));
+    print_key_and_payload(s.key.as_ref(), s.payload.as_ref());
     Ok(())
 }
 
 /// Why a row cannot be replayed, if it cannot.
 fn refusal(row: &DeadLetterRow, max_replays: i32) -> Option<String> {
     if row.replayed_at.is_some() {
-        Some(format!(
+        return Some(format!(
             "already replayed (replay {}); replay the dead letter of that copy if it failed again",
             row.replay_count
-        ))
-    } else if row.replay_count >= max_replays {
-        Some(format!(
-            "already replayed {} time(s) (limit {max_replays})",
-            row.replay_count
-        ))
-    } else if row.payload.is_none() {
-        Some("tombstone: there is no payload to replay".into())
-    } else if is_truncated(row) {
-        Some("payload was truncated when dead-lettered; the original cannot be rebuilt".into())
-    } else {
-        None
+        ));
     }
+    replay_limit_refusal(row.replay_count, max_replays, row.payload.is_none()).or_else(|| {
+        is_truncated(row).then(|| {
+            "payload was truncated when dead-lettered; the original cannot be rebuilt".to_owned()
+        })
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -319,25 +283,16 @@ async fn replay(
     } else {
         None
     };
-    let mut lines = Vec::with_capacity(rows.len());
-    let mut refused = 0usize;
+    let mut report = ReplayReport::with_capacity(rows.len());
     for row in &rows {
         let record = format!("{}[{}]@{}", row.topic, row.partition, row.kafka_offset);
         let action = match (refusal(row, args.max_replays), &producer) {
-            (Some(why), _) => {
-                refused += 1;
-                format!("refused: {why}")
-            }
-            (None, None) => format!(
-                "would re-publish to {} (replay {})",
-                row.topic,
-                row.replay_count + 1
-            ),
+            (Some(why), _) => report.refuse(&why),
+            (None, None) => would_republish(&row.topic, row.replay_count + 1),
             (None, Some(producer)) => {
                 let mut tx = conn.begin().await?;
                 if !mark_replayed(&mut tx, row.id, args.max_replays).await? {
-                    refused += 1;
-                    "refused: replay limit reached concurrently".to_owned()
+                    report.refuse("replay limit reached concurrently")
                 } else {
                     let count = (row.replay_count + 1).to_string();
                     let delivered = producer
@@ -357,29 +312,24 @@ async fn replay(
                 }
             }
         };
-        lines.push(ReplayLine {
+        report.lines.push(ReplayLine {
             id: row.id,
             record,
             action,
         });
     }
-    if args.filter.json {
-        print_json(&lines)?;
-    } else {
-        for line in &lines {
-            println!(
+    report.print(
+        args.filter.json,
+        args.execute,
+        |line| {
+            format!(
                 "{:>8}  {:<28} {}",
                 line.id,
                 escape_controls(&line.record),
                 escape_controls(&line.action)
-            );
-        }
-        if !args.execute {
-            println!("dry run: nothing published; add --execute");
-        }
-    }
-    if refused > 0 && refused == rows.len() && !rows.is_empty() {
-        return Err(anyhow!("every chosen dead letter was refused").into());
-    }
-    Ok(())
+            )
+        },
+        None,
+        "dead letter",
+    )
 }

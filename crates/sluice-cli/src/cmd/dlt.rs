@@ -8,15 +8,20 @@
 //! dead-lettered record is replayed once (a crash between the two replays it again, which
 //! the handler's idempotency absorbs). A copy that fails through every tier again lands in
 //! the dead-letter topic with its count, so `--max-replays` bounds the loop. Text from the
-//! record is printed with its control characters escaped.
+//! record is printed with its control characters escaped (see `cmd::dead_letters`).
 
+use super::dead_letters::{
+    Payload, ReplayReport, print_json, print_key_and_payload, replay_limit_refusal, would_republish,
+};
+use super::retry::main_topic;
 use crate::Failure;
 use anyhow::anyhow;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use sluice_core::KafkaClientSettings;
-use sluice_core::untrusted::{escape_controls, escape_json_text};
+use sluice_core::untrusted::escape_controls;
+use sluice_kafka::admin::GroupOffsets;
 use sluice_kafka::producer::Outgoing;
 use sluice_kafka::{Admin, REPLAY_COUNT_HEADER, ResilientProducer};
 use sluice_retry::headers::{self, RetryHeaders};
@@ -38,9 +43,9 @@ pub enum DltAction {
 /// Options of `dlt list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// The main topic (its dead-letter topic is `<topic>.dlt`).
-    #[arg(long, env = "MAILBOX_TOPIC")]
-    topic: String,
+    /// The main topic (its dead-letter topic is `<topic>.dlt`) [default: MAILBOX_TOPIC].
+    #[arg(long)]
+    topic: Option<String>,
     /// At most this many records per partition.
     #[arg(long, default_value_t = 100)]
     limit: usize,
@@ -52,9 +57,9 @@ pub struct ListArgs {
 /// Options of `dlt show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The main topic.
-    #[arg(long, env = "MAILBOX_TOPIC")]
-    topic: String,
+    /// The main topic [default: MAILBOX_TOPIC].
+    #[arg(long)]
+    topic: Option<String>,
     /// The record's partition in `<topic>.dlt`.
     #[arg(long)]
     partition: i32,
@@ -69,9 +74,9 @@ pub struct ShowArgs {
 /// Options of `dlt replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The main topic.
-    #[arg(long, env = "MAILBOX_TOPIC")]
-    topic: String,
+    /// The main topic [default: MAILBOX_TOPIC].
+    #[arg(long)]
+    topic: Option<String>,
     /// At most this many records in all.
     #[arg(long, default_value_t = 100)]
     limit: usize,
@@ -109,30 +114,6 @@ struct Shown {
     payload: Option<Payload>,
 }
 
-/// Bytes as printed: UTF-8 text, or hex when they are not valid UTF-8.
-#[derive(Debug, Serialize)]
-#[serde(tag = "encoding", content = "data", rename_all = "lowercase")]
-enum Payload {
-    Utf8(String),
-    Hex(String),
-}
-
-impl Payload {
-    fn of(bytes: &[u8]) -> Self {
-        match std::str::from_utf8(bytes) {
-            Ok(text) => Payload::Utf8(text.to_owned()),
-            Err(_) => Payload::Hex(bytes.iter().map(|b| format!("{b:02x}")).collect()),
-        }
-    }
-
-    fn text(&self) -> String {
-        match self {
-            Payload::Utf8(text) => escape_controls(text).into_owned(),
-            Payload::Hex(hex) => format!("(hex) {hex}"),
-        }
-    }
-}
-
 fn replay_count(record: &OwnedRecord) -> i32 {
     let values = record
         .headers
@@ -142,6 +123,8 @@ fn replay_count(record: &OwnedRecord) -> i32 {
     sluice_core::dead_letter::parse_replay_count(values)
 }
 
+/// `record` as printed; `replayed_before` is the replay group's committed offset in its
+/// partition.
 fn shown(record: &OwnedRecord, replayed_before: Option<i64>) -> Shown {
     let retry = RetryHeaders::decode(record);
     Shown {
@@ -178,9 +161,12 @@ fn shown(record: &OwnedRecord, replayed_before: Option<i64>) -> Shown {
 pub fn run(action: DltAction) -> Result<(), Failure> {
     let kafka = super::kafka_settings()?;
     match action {
-        DltAction::List(args) => list(&kafka, &args),
-        DltAction::Show(args) => show(&kafka, &args),
-        DltAction::Replay(args) => super::runtime()?.block_on(replay(&kafka, &args)),
+        DltAction::List(args) => list(&kafka, &main_topic(args.topic.as_deref())?, &args),
+        DltAction::Show(args) => show(&kafka, &main_topic(args.topic.as_deref())?, &args),
+        DltAction::Replay(args) => {
+            let topic = main_topic(args.topic.as_deref())?;
+            super::runtime()?.block_on(replay(&kafka, &topic, &args))
+        }
     }
 }
 
@@ -188,72 +174,61 @@ fn admin(kafka: &KafkaClientSettings) -> Result<Admin, Failure> {
     Ok(Admin::new(kafka, Duration::from_secs(30))?)
 }
 
-/// One partition of `<topic>.dlt`: its watermarks and where the replay group stands.
-#[derive(Debug, Clone, Copy)]
-struct Cursor {
-    partition: i32,
-    low: i64,
-    high: i64,
-    /// The replay group's next offset (`None`: nothing replayed yet).
-    next: Option<i64>,
-}
+/// How long reading the dead-letter topic may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Per partition of `<topic>.dlt`: its cursor.
-fn cursors(admin: &Admin, topic: &str) -> Result<Vec<Cursor>, Failure> {
+/// Per partition of `<topic>.dlt`: its watermarks and where the replay group stands.
+fn cursors(admin: &Admin, topic: &str) -> Result<Vec<GroupOffsets>, Failure> {
     let dlt = dlt_topic(topic);
     if admin.partition_count(&dlt)?.is_none() {
         return Err(anyhow!("topic {dlt} does not exist").into());
     }
-    let committed = admin.committed_offsets(&replay_group(topic), &dlt)?;
-    Ok(admin
-        .watermarks(&dlt)?
-        .iter()
-        .map(|m| {
-            let next = committed
-                .iter()
-                .find(|(p, _)| *p == m.partition)
-                .and_then(|(_, o)| *o);
-            Cursor {
-                partition: m.partition,
-                low: m.low,
-                high: m.high,
-                next,
-            }
-        })
-        .collect())
+    Ok(admin.group_offsets(&replay_group(topic), &dlt)?)
 }
 
-fn list(kafka: &KafkaClientSettings, args: &ListArgs) -> Result<(), Failure> {
-    let cursors = cursors(&admin(kafka)?, &args.topic)?;
+/// The records of `<topic>.dlt` from each partition's offset `from` to its end, at most
+/// `limit` per partition.
+fn read_to_end(
+    kafka: &KafkaClientSettings,
+    topic: &str,
+    cursors: &[GroupOffsets],
+    from: impl Fn(&GroupOffsets) -> i64,
+    limit: usize,
+) -> Result<Vec<OwnedRecord>, Failure> {
     let ranges: Vec<Range> = cursors
         .iter()
         .map(|c| Range {
             partition: c.partition,
-            from: c.low,
+            from: from(c),
             to: c.high,
         })
         .collect();
-    let dlt = dlt_topic(&args.topic);
-    let records = read_ranges(
+    Ok(read_ranges(
         kafka,
-        &dlt,
+        &dlt_topic(topic),
         &ranges,
-        args.limit.max(1),
-        Duration::from_secs(30),
-    )?;
+        limit.max(1),
+        READ_TIMEOUT,
+    )?)
+}
+
+fn list(kafka: &KafkaClientSettings, topic: &str, args: &ListArgs) -> Result<(), Failure> {
+    let cursors = cursors(&admin(kafka)?, topic)?;
+    let records = read_to_end(kafka, topic, &cursors, |c| c.low, args.limit)?;
     let rows: Vec<Shown> = records
         .iter()
         .map(|r| {
-            let next = cursors
+            let committed = cursors
                 .iter()
                 .find(|c| c.partition == r.partition)
-                .and_then(|c| c.next);
-            shown(r, next)
+                .and_then(|c| c.committed);
+            shown(r, committed)
         })
         .collect();
     if args.json {
         return print_json(&rows);
     }
+    let dlt = dlt_topic(topic);
     println!(
         "{:<10} {:<20} {:<40} {:<10} {:>7} {:>7} {:>8}  error",
         "record", "dead-lettered", "original", "class", "attempt", "replays", "replayed"
@@ -286,23 +261,21 @@ fn list(kafka: &KafkaClientSettings, args: &ListArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn show(kafka: &KafkaClientSettings, args: &ShowArgs) -> Result<(), Failure> {
-    let cursors = cursors(&admin(kafka)?, &args.topic)?;
-    let Some(&Cursor {
-        low, high, next, ..
+fn show(kafka: &KafkaClientSettings, topic: &str, args: &ShowArgs) -> Result<(), Failure> {
+    let cursors = cursors(&admin(kafka)?, topic)?;
+    let Some(&GroupOffsets {
+        low,
+        high,
+        committed,
+        ..
     }) = cursors.iter().find(|c| c.partition == args.partition)
     else {
-        return Err(anyhow!(
-            "{} has no partition {}",
-            dlt_topic(&args.topic),
-            args.partition
-        )
-        .into());
+        return Err(anyhow!("{} has no partition {}", dlt_topic(topic), args.partition).into());
     };
     if args.offset < low || args.offset >= high {
         return Err(anyhow!(
             "no record at {}[{}]@{} (offsets {low}..{high})",
-            dlt_topic(&args.topic),
+            dlt_topic(topic),
             args.partition,
             args.offset
         )
@@ -313,23 +286,17 @@ fn show(kafka: &KafkaClientSettings, args: &ShowArgs) -> Result<(), Failure> {
         from: args.offset,
         to: args.offset + 1,
     };
-    let records = read_ranges(
-        kafka,
-        &dlt_topic(&args.topic),
-        &[range],
-        1,
-        Duration::from_secs(30),
-    )?;
+    let records = read_ranges(kafka, &dlt_topic(topic), &[range], 1, READ_TIMEOUT)?;
     let record = records
         .first()
         .ok_or_else(|| anyhow!("the record at offset {} was not read", args.offset))?;
-    let s = shown(record, next);
+    let s = shown(record, committed);
     if args.json {
         return print_json(&s);
     }
     println!(
         "record:        {}[{}]@{}",
-        dlt_topic(&args.topic),
+        dlt_topic(topic),
         s.partition,
         s.offset
     );
@@ -369,40 +336,21 @@ fn show(kafka: &KafkaClientSettings, args: &ShowArgs) -> Result<(), Failure> {
                 .map_or_else(|| "(null)".to_owned(), Payload::text)
         );
     }
-    for (label, value) in [("key", &s.key), ("payload", &s.payload)] {
-        match value {
-            None => println!("{label}: (null)"),
-            Some(Payload::Utf8(text)) => println!("{label} (utf-8):\n{}", escape_controls(text)),
-            Some(Payload::Hex(hex)) => println!("{label} (hex, not valid UTF-8):\n{hex}"),
-        }
-    }
-    Ok(())
-}
-
-/// Prints a value as pretty JSON with no raw control character.
-fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
-    let json = serde_json::to_string_pretty(value)?;
-    println!("{}", escape_json_text(&json));
+    print_key_and_payload(s.key.as_ref(), s.payload.as_ref());
     Ok(())
 }
 
 /// Why a record cannot be replayed, if it cannot.
 fn refusal(record: &OwnedRecord, max_replays: i32) -> Option<String> {
-    let count = replay_count(record);
-    if count >= max_replays {
-        Some(format!(
-            "already replayed {count} time(s) (limit {max_replays})"
-        ))
-    } else if record.payload.is_none() {
-        Some("tombstone: there is no payload to replay".into())
-    } else if record.header_str(headers::ORIGINAL_TOPIC).is_none() {
-        Some(format!(
-            "no {} header: the original topic is unknown",
-            headers::ORIGINAL_TOPIC
-        ))
-    } else {
-        None
+    let tombstone = record.payload.is_none();
+    if let Some(why) = replay_limit_refusal(replay_count(record), max_replays, tombstone) {
+        return Some(why);
     }
+    let origin = headers::ORIGINAL_TOPIC;
+    record
+        .header_str(origin)
+        .is_none()
+        .then(|| format!("no {origin} header: the original topic is unknown"))
 }
 
 #[derive(Debug, Serialize)]
@@ -412,26 +360,16 @@ struct ReplayLine {
     action: String,
 }
 
-async fn replay(kafka: &KafkaClientSettings, args: &ReplayArgs) -> Result<(), Failure> {
+async fn replay(
+    kafka: &KafkaClientSettings,
+    topic: &str,
+    args: &ReplayArgs,
+) -> Result<(), Failure> {
     let admin = admin(kafka)?;
-    let dlt = dlt_topic(&args.topic);
-    let group = replay_group(&args.topic);
-    let cursors = cursors(&admin, &args.topic)?;
-    let ranges: Vec<Range> = cursors
-        .iter()
-        .map(|c| Range {
-            partition: c.partition,
-            from: c.next.unwrap_or(c.low).max(c.low),
-            to: c.high,
-        })
-        .collect();
-    let mut records = read_ranges(
-        kafka,
-        &dlt,
-        &ranges,
-        args.limit.max(1),
-        Duration::from_secs(30),
-    )?;
+    let dlt = dlt_topic(topic);
+    let group = replay_group(topic);
+    let cursors = cursors(&admin, topic)?;
+    let mut records = read_to_end(kafka, topic, &cursors, GroupOffsets::next, args.limit)?;
     // Oldest first over all partitions, then the limit in all.
     records.sort_by_key(|r| (r.timestamp_ms, r.partition, r.offset));
     records.truncate(args.limit.max(1));
@@ -440,8 +378,7 @@ async fn replay(kafka: &KafkaClientSettings, args: &ReplayArgs) -> Result<(), Fa
     } else {
         None
     };
-    let mut lines = Vec::with_capacity(records.len());
-    let mut refused = 0usize;
+    let mut report = ReplayReport::with_capacity(records.len());
     for record in &records {
         let original = record
             .header_str(headers::ORIGINAL_TOPIC)
@@ -449,11 +386,8 @@ async fn replay(kafka: &KafkaClientSettings, args: &ReplayArgs) -> Result<(), Fa
             .to_owned();
         let count = replay_count(record);
         let action = match (refusal(record, args.max_replays), &producer) {
-            (Some(why), _) => {
-                refused += 1;
-                format!("refused: {why}")
-            }
-            (None, None) => format!("would re-publish to {original} (replay {})", count + 1),
+            (Some(why), _) => report.refuse(&why),
+            (None, None) => would_republish(&original, count + 1),
             (None, Some(producer)) => {
                 let count = (count + 1).to_string();
                 let mut kept: Vec<(&str, &[u8])> = record
@@ -482,31 +416,23 @@ async fn replay(kafka: &KafkaClientSettings, args: &ReplayArgs) -> Result<(), Fa
             // Acknowledged (or refused for good): the replay group moves past the record.
             admin.commit_group_offsets(&group, &dlt, &[(record.partition, record.offset + 1)])?;
         }
-        lines.push(ReplayLine {
+        report.lines.push(ReplayLine {
             record: format!("{dlt}[{}]@{}", record.partition, record.offset),
             original,
             action,
         });
     }
-    if args.json {
-        print_json(&lines)?;
-    } else {
-        for line in &lines {
-            println!(
+    report.print(
+        args.json,
+        args.execute,
+        |line| {
+            format!(
                 "{:<40} {}",
                 escape_controls(&line.record),
                 escape_controls(&line.action)
-            );
-        }
-        if lines.is_empty() {
-            println!("nothing to replay in {dlt}");
-        }
-        if !args.execute {
-            println!("dry run: nothing published; add --execute");
-        }
-    }
-    if refused > 0 && refused == records.len() {
-        return Err(anyhow!("every chosen record was refused").into());
-    }
-    Ok(())
+            )
+        },
+        Some(&format!("nothing to replay in {dlt}")),
+        "record",
+    )
 }

@@ -51,23 +51,14 @@ pub struct GroupLag {
 pub fn collect(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Failure> {
     let mut groups = Vec::new();
     for pipeline in &settings.pipelines {
-        let marks = admin.watermarks(&pipeline.topic)?;
-        let committed = admin.committed_offsets(&pipeline.group, &pipeline.topic)?;
-        let partitions: Vec<PartitionLag> = marks
+        let partitions: Vec<PartitionLag> = admin
+            .group_offsets(&pipeline.group, &pipeline.topic)?
             .iter()
-            .map(|m| {
-                let c = committed
-                    .iter()
-                    .find(|(p, _)| *p == m.partition)
-                    .and_then(|(_, o)| *o);
-                PartitionLag {
-                    partition: m.partition,
-                    committed: c,
-                    end: m.high,
-                    // Never negative: a committed offset past the end (a re-created topic)
-                    // means nothing is waiting.
-                    lag: (m.high - c.unwrap_or(m.low).max(m.low)).max(0),
-                }
+            .map(|p| PartitionLag {
+                partition: p.partition,
+                committed: p.committed,
+                end: p.high,
+                lag: p.lag(),
             })
             .collect();
         groups.push(GroupLag {

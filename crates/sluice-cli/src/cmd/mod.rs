@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+mod dead_letters;
 pub mod dispatch;
 pub mod dlq;
 pub mod dlt;

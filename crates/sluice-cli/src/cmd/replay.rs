@@ -81,11 +81,10 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
         ))
     })?;
     let admin = Admin::new(&settings.kafka, Duration::from_secs(15))?;
-    let marks = admin.watermarks(&pipeline.topic)?;
-    let committed = admin.committed_offsets(&pipeline.group, &pipeline.topic)?;
+    let offsets = admin.group_offsets(&pipeline.group, &pipeline.topic)?;
     let targets: Vec<(i32, i64)> = match args.to {
-        Target::Earliest => marks.iter().map(|m| (m.partition, m.low)).collect(),
-        Target::Latest => marks.iter().map(|m| (m.partition, m.high)).collect(),
+        Target::Earliest => offsets.iter().map(|p| (p.partition, p.low)).collect(),
+        Target::Latest => offsets.iter().map(|p| (p.partition, p.high)).collect(),
         Target::Time(t) => admin.offsets_for_time(&pipeline.topic, t.timestamp_millis())?,
     };
     let mut plan = Plan {
@@ -102,10 +101,10 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
             .iter()
             .map(|(partition, target)| Move {
                 partition: *partition,
-                current: committed
+                current: offsets
                     .iter()
-                    .find(|(p, _)| p == partition)
-                    .and_then(|(_, o)| *o),
+                    .find(|p| p.partition == *partition)
+                    .and_then(|p| p.committed),
                 target: *target,
             })
             .collect(),

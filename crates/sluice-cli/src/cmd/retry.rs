@@ -9,7 +9,9 @@ use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use sluice_core::KafkaClientSettings;
+use sluice_core::settings::EnvReader;
 use sluice_kafka::Admin;
+use sluice_kafka::admin::{GroupOffsets, PartitionOffsets};
 use sluice_retry::read::{Range, read_ranges};
 use sluice_retry::{Tiers, dlt_topic, headers, retry_topic, tier_group};
 use std::time::Duration;
@@ -24,15 +26,16 @@ pub enum RetryAction {
 /// Options of `retry status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The main topic whose tiers to show.
-    #[arg(long, env = "MAILBOX_TOPIC")]
-    pub topic: String,
-    /// The main consumer's group (tier groups are `<group>.retry.<tier>`).
-    #[arg(long, env = "MAILBOX_GROUP", default_value = sluice_outbox::mailbox::GROUP)]
-    pub group: String,
-    /// The tiers, e.g. 30s,2m,5m.
-    #[arg(long, env = "MAILBOX_RETRY_TIERS", default_value = sluice_retry::DEFAULT_TIERS)]
-    pub tiers: String,
+    /// The main topic whose tiers to show [default: MAILBOX_TOPIC].
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// The main consumer's group (tier groups are `<group>.retry.<tier>`) [default:
+    /// MAILBOX_GROUP, else mailbox-example].
+    #[arg(long)]
+    pub group: Option<String>,
+    /// The tiers, e.g. 30s,2m,5m [default: MAILBOX_RETRY_TIERS, else 30s,2m,5m].
+    #[arg(long)]
+    pub tiers: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -60,6 +63,38 @@ struct Status {
     dlt_records: i64,
 }
 
+/// The main topic: `flag`, else `MAILBOX_TOPIC` (required), read and checked as
+/// `sluice mailbox consume` reads it (empty is unset; an invalid name exits 2).
+pub(super) fn main_topic(flag: Option<&str>) -> Result<String, Failure> {
+    match flag {
+        Some(topic) => Ok(topic.to_owned()),
+        None => EnvReader::new(&super::env_lookup)
+            .required_topic("MAILBOX_TOPIC", "the mailbox topic")
+            .map_err(Failure::config),
+    }
+}
+
+/// The main consumer's group: `flag`, else `MAILBOX_GROUP`, else the mailbox example's.
+fn main_group(flag: Option<&str>) -> Result<String, Failure> {
+    match flag {
+        Some(group) => Ok(group.to_owned()),
+        None => EnvReader::new(&super::env_lookup)
+            .topic("MAILBOX_GROUP", sluice_outbox::mailbox::GROUP)
+            .map_err(Failure::config),
+    }
+}
+
+/// The tiers: `flag`, else `MAILBOX_RETRY_TIERS`, else the default ones; exit 2 when they
+/// do not parse.
+fn tiers(flag: Option<&str>) -> Result<Tiers, Failure> {
+    let tiers = match flag {
+        Some(tiers) => tiers.to_owned(),
+        None => EnvReader::new(&super::env_lookup)
+            .string("MAILBOX_RETRY_TIERS", sluice_retry::DEFAULT_TIERS),
+    };
+    Tiers::parse(&tiers).map_err(|e| Failure::config(anyhow!("MAILBOX_RETRY_TIERS / --tiers: {e}")))
+}
+
 /// Entry point.
 pub fn run(action: RetryAction) -> Result<(), Failure> {
     let kafka = super::kafka_settings()?;
@@ -69,18 +104,19 @@ pub fn run(action: RetryAction) -> Result<(), Failure> {
 }
 
 fn status(kafka: &KafkaClientSettings, args: &StatusArgs) -> Result<(), Failure> {
-    let tiers = Tiers::parse(&args.tiers)
-        .map_err(|e| Failure::config(anyhow!("MAILBOX_RETRY_TIERS / --tiers: {e}")))?;
+    let main = main_topic(args.topic.as_deref())?;
+    let consumer_group = main_group(args.group.as_deref())?;
+    let tiers = tiers(args.tiers.as_deref())?;
     let admin = Admin::new(kafka, Duration::from_secs(30))?;
     let mut out = Status {
-        topic: args.topic.clone(),
+        topic: main.clone(),
         tiers: Vec::with_capacity(tiers.len()),
-        dlt_topic: dlt_topic(&args.topic),
+        dlt_topic: dlt_topic(&main),
         dlt_records: 0,
     };
     for tier in tiers.as_slice() {
-        let topic = retry_topic(&args.topic, tier);
-        let group = tier_group(&args.group, tier);
+        let topic = retry_topic(&main, tier);
+        let group = tier_group(&consumer_group, tier);
         let (waiting, oldest_due) = if admin.partition_count(&topic)?.is_some() {
             waiting(kafka, &admin, &topic, &group)?
         } else {
@@ -98,7 +134,7 @@ fn status(kafka: &KafkaClientSettings, args: &StatusArgs) -> Result<(), Failure>
         out.dlt_records = admin
             .watermarks(&out.dlt_topic)?
             .iter()
-            .map(|m| m.high - m.low)
+            .map(PartitionOffsets::records)
             .sum();
     }
     if args.json {
@@ -138,24 +174,16 @@ fn waiting(
     topic: &str,
     group: &str,
 ) -> Result<(i64, Option<i64>), Failure> {
-    let marks = admin.watermarks(topic)?;
-    let committed = admin.committed_offsets(group, topic)?;
-    let mut ranges = Vec::with_capacity(marks.len());
-    let mut total = 0;
-    for mark in &marks {
-        let done = committed
-            .iter()
-            .find(|(p, _)| *p == mark.partition)
-            .and_then(|(_, o)| *o)
-            .unwrap_or(mark.low)
-            .max(mark.low);
-        total += (mark.high - done).max(0);
-        ranges.push(Range {
-            partition: mark.partition,
-            from: done,
-            to: mark.high,
-        });
-    }
+    let offsets = admin.group_offsets(group, topic)?;
+    let total = offsets.iter().map(GroupOffsets::lag).sum();
+    let ranges: Vec<Range> = offsets
+        .iter()
+        .map(|p| Range {
+            partition: p.partition,
+            from: p.next(),
+            to: p.high,
+        })
+        .collect();
     let firsts = read_ranges(kafka, topic, &ranges, 1, Duration::from_secs(30))?;
     let oldest = firsts.iter().filter_map(headers::due_of).min();
     Ok((total, oldest))

@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sluice_core::Settings;
 use sluice_kafka::Admin;
+use sluice_kafka::admin::PartitionOffsets;
 use sluice_postgres::migrate::{MIGRATIONS, applications_table_exists, schema_version};
 use sluice_postgres::ops::{dead_letters_by_kind, table_counts};
 use sqlx::PgConnection;
@@ -261,7 +262,7 @@ fn produced(admin: &Admin, settings: &Settings) -> StepResult {
     let mut data = serde_json::Map::new();
     for p in &settings.pipelines {
         let marks = admin.watermarks(&p.topic).map_err(|e| e.to_string())?;
-        let n: i64 = marks.iter().map(|m| m.high - m.low).sum();
+        let n: i64 = marks.iter().map(PartitionOffsets::records).sum();
         parts.push(format!("{} {n}", p.topic));
         data.insert(p.topic.clone(), json!(n));
     }

@@ -2,10 +2,10 @@
 //! configs that decide its durability and retention, read from the cluster's metadata and
 //! DescribeConfigs.
 
-use super::Admin;
 use super::durable::{MIN_INSYNC_REPLICAS, RETENTION_MS, UNCLEAN_LEADER_ELECTION};
+use super::{Admin, existing_topic};
 use rdkafka::admin::{ConfigSource, ResourceSpecifier};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 
 /// `cleanup.policy`.
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
@@ -90,15 +90,9 @@ impl Admin {
         topic: &str,
     ) -> Result<Option<TopicDetail>, KafkaError> {
         let metadata = self.fetch_metadata(topic)?;
-        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        let Some(found) = existing_topic(&metadata, topic)? else {
             return Ok(None);
         };
-        if let Some(code) = found.error() {
-            if RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition {
-                return Ok(None);
-            }
-            return Err(KafkaError::MetadataFetch(code.into()));
-        }
         let mut partitions: Vec<PartitionDetail> = found
             .partitions()
             .iter()

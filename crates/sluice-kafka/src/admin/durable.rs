@@ -4,7 +4,7 @@
 //! An existing topic's replication factor is never changed here (that is a partition
 //! reassignment, an operator's decision); a mismatch is reported as a warning.
 
-use super::Admin;
+use super::{Admin, existing_topic};
 use rdkafka::admin::{AlterConfig, ConfigSource, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -77,15 +77,9 @@ impl Admin {
     /// The topic's partitions, replication and configs, or `None` if it does not exist.
     pub async fn describe_topic(&self, topic: &str) -> Result<Option<TopicState>, KafkaError> {
         let metadata = self.fetch_metadata(topic)?;
-        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        let Some(found) = existing_topic(&metadata, topic)? else {
             return Ok(None);
         };
-        if let Some(code) = found.error() {
-            if RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition {
-                return Ok(None);
-            }
-            return Err(KafkaError::MetadataFetch(code.into()));
-        }
         let partitions = i32::try_from(found.partitions().len()).unwrap_or(i32::MAX);
         let replication_factor = found
             .partitions()

@@ -1,10 +1,11 @@
 //! Topic and group administration: ensure topics, partition counts, offsets, members.
 
-use crate::config::admin_config;
+use crate::config::{admin_config, group_offsets_config};
 use crate::context::ErrorMemory;
 use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::metadata::{Metadata, MetadataTopic};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
 use std::time::Duration;
@@ -39,6 +40,41 @@ pub struct PartitionOffsets {
     pub low: i64,
     /// High watermark: the offset the next record will get.
     pub high: i64,
+}
+
+impl PartitionOffsets {
+    /// Records the partition retains (high minus low watermark).
+    pub fn records(&self) -> i64 {
+        self.high - self.low
+    }
+}
+
+/// Where a consumer group stands in one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupOffsets {
+    /// Partition number.
+    pub partition: i32,
+    /// Low watermark: the oldest retained offset.
+    pub low: i64,
+    /// High watermark: the offset the next record will get.
+    pub high: i64,
+    /// The group's committed offset (`None`: nothing committed yet).
+    pub committed: Option<i64>,
+}
+
+impl GroupOffsets {
+    /// The offset the group reads next: its committed offset, or the low watermark when it
+    /// committed nothing or its offset is no longer retained (as a new group with
+    /// `earliest` would start).
+    pub fn next(&self) -> i64 {
+        self.committed.unwrap_or(self.low).max(self.low)
+    }
+
+    /// Records the group has not committed yet; never negative (a committed offset past the
+    /// end, as after a topic was re-created, means nothing is waiting).
+    pub fn lag(&self) -> i64 {
+        (self.high - self.next()).max(0)
+    }
 }
 
 /// An admin client plus a metadata client.
@@ -85,7 +121,7 @@ impl Admin {
 
     /// Metadata of `topic`, asked in slices of a second so that an authentication or TLS
     /// failure ends the call at once instead of after the whole timeout.
-    fn fetch_metadata(&self, topic: &str) -> Result<rdkafka::metadata::Metadata, KafkaError> {
+    fn fetch_metadata(&self, topic: &str) -> Result<Metadata, KafkaError> {
         let deadline = std::time::Instant::now() + self.timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -111,20 +147,8 @@ impl Admin {
     /// The topic's partition count, or `None` if it does not exist.
     pub fn partition_count(&self, topic: &str) -> Result<Option<i32>, KafkaError> {
         let metadata = self.fetch_metadata(topic)?;
-        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
-            return Ok(None);
-        };
-        match found.error() {
-            None => Ok(Some(
-                i32::try_from(found.partitions().len()).unwrap_or(i32::MAX),
-            )),
-            Some(code)
-                if RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition =>
-            {
-                Ok(None)
-            }
-            Some(code) => Err(KafkaError::MetadataFetch(code.into())),
-        }
+        Ok(existing_topic(&metadata, topic)?
+            .map(|found| i32::try_from(found.partitions().len()).unwrap_or(i32::MAX)))
     }
 
     /// Creates the topic with `partitions` partitions, or grows it to that many; idempotent.
@@ -235,11 +259,7 @@ impl Admin {
                 RDKafkaErrorCode::UnknownTopicOrPartition,
             ));
         };
-        let mut config = admin_config(&self.client);
-        config
-            .set("group.id", group)
-            .set("enable.auto.commit", "false");
-        let reader: BaseConsumer = config.create()?;
+        let reader: BaseConsumer = group_offsets_config(&self.client, group).create()?;
         let mut list = TopicPartitionList::new();
         for partition in 0..count {
             list.add_partition(topic, partition);
@@ -251,6 +271,24 @@ impl Admin {
             .map(|e| match e.offset() {
                 Offset::Offset(o) => (e.partition(), Some(o)),
                 _ => (e.partition(), None),
+            })
+            .collect())
+    }
+
+    /// Per partition of `topic`: its watermarks and `group`'s committed offset.
+    pub fn group_offsets(&self, group: &str, topic: &str) -> Result<Vec<GroupOffsets>, KafkaError> {
+        let committed = self.committed_offsets(group, topic)?;
+        Ok(self
+            .watermarks(topic)?
+            .iter()
+            .map(|mark| GroupOffsets {
+                partition: mark.partition,
+                low: mark.low,
+                high: mark.high,
+                committed: committed
+                    .iter()
+                    .find(|(p, _)| *p == mark.partition)
+                    .and_then(|(_, o)| *o),
             })
             .collect())
     }
@@ -291,11 +329,7 @@ impl Admin {
         topic: &str,
         offsets: &[(i32, i64)],
     ) -> Result<(), KafkaError> {
-        let mut config = admin_config(&self.client);
-        config
-            .set("group.id", group)
-            .set("enable.auto.commit", "false");
-        let writer: BaseConsumer = config.create()?;
+        let writer: BaseConsumer = group_offsets_config(&self.client, group).create()?;
         let mut list = TopicPartitionList::new();
         for (partition, offset) in offsets {
             list.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
@@ -315,5 +349,52 @@ impl Admin {
             .filter(|g| g.name() == group)
             .map(|g| g.members().len())
             .sum())
+    }
+}
+
+/// The metadata's entry for `topic`, or `None` when the topic does not exist (absent, or
+/// reported unknown); another error the broker reports for the topic is an error.
+fn existing_topic<'m>(
+    metadata: &'m Metadata,
+    topic: &str,
+) -> Result<Option<&'m MetadataTopic>, KafkaError> {
+    let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        return Ok(None);
+    };
+    match found.error() {
+        None => Ok(Some(found)),
+        Some(code) if RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition => {
+            Ok(None)
+        }
+        Some(code) => Err(KafkaError::MetadataFetch(code.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GroupOffsets;
+
+    #[test]
+    fn a_group_reads_next_from_its_commit_or_the_oldest_retained_record() {
+        let at = |committed| GroupOffsets {
+            partition: 0,
+            low: 10,
+            high: 50,
+            committed,
+        };
+        // (committed, next, lag)
+        for (committed, next, lag) in [
+            (None, 10, 40),     // never committed: from the low watermark
+            (Some(30), 30, 20), // the usual case
+            (Some(4), 10, 40),  // its offset was deleted by retention
+            (Some(50), 50, 0),  // caught up
+            (Some(70), 70, 0),  // past the end (a re-created topic): nothing waits
+        ] {
+            assert_eq!(
+                (at(committed).next(), at(committed).lag()),
+                (next, lag),
+                "{committed:?}"
+            );
+        }
     }
 }
