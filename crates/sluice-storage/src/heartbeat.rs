@@ -199,10 +199,9 @@ pub const READER_STALL: Duration = Duration::from_secs(30);
 
 const WAITING_FOR_WRITER: u64 = u64::MAX;
 
+/// Now, in Unix milliseconds; never the [`WAITING_FOR_WRITER`] marker.
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX - 1))
+    sluice_core::clock::unix_ms().min(WAITING_FOR_WRITER - 1)
 }
 
 impl Default for ReaderLiveness {
