@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
+    // The manifest directory of this build, read when the script runs (`env!` would bake in
+    // wherever the script was first compiled, wrong for a moved or copied target directory).
+    let dir = Path::new(&std::env::var("CARGO_MANIFEST_DIR")?).join("../../migrations");
     println!("cargo::rerun-if-changed={}", dir.display());
     let mut files: Vec<(i64, String)> = Vec::new();
     for entry in std::fs::read_dir(&dir)? {
