@@ -24,12 +24,10 @@
 //! and producer; its claim, failure, recovery and retention steps are again functions over
 //! a borrowed connection.
 
-pub mod dispatch;
 mod enqueue;
 mod error;
 mod event;
 mod handle_record;
-pub mod mailbox;
 #[cfg(test)]
 mod migration_sync;
 pub mod ops;
@@ -37,8 +35,6 @@ pub mod partitions;
 mod process_once;
 mod transition;
 
-pub use dispatch::Dispatcher;
-pub use dispatch::publish::EVENT_ID_HEADER;
 pub use enqueue::{enqueue, enqueue_cdc, release};
 pub use error::{OutboxError, TRANSITION_CONSTRAINT, is_rejected_transition};
 pub use event::NewEvent;
@@ -50,8 +46,19 @@ pub use process_once::{
 };
 pub use sluice_core::outbox::OutboxStatus;
 pub use transition::{
-    MarkPublishedOutcome, TransitionOutcome, mark_published, mark_published_batch, transition,
+    MarkPublishedOutcome, TransitionOutcome, checked_sources, mark_published, mark_published_batch,
+    transition,
 };
+
+/// The record header carrying the event id: a consumer keys its processing by it, and stale
+/// dispatch recovery looks for it in Kafka.
+pub const EVENT_ID_HEADER: &str = "sluice-event-id";
+/// The record header carrying the event type.
+pub const EVENT_TYPE_HEADER: &str = "sluice-event-type";
+/// The record header carrying the aggregate type.
+pub const AGGREGATE_TYPE_HEADER: &str = "sluice-aggregate-type";
+/// The record header carrying the aggregate id.
+pub const AGGREGATE_ID_HEADER: &str = "sluice-aggregate-id";
 
 /// The LISTEN/NOTIFY channel a committed, claimable event is announced on; the payload is
 /// the event's topic.

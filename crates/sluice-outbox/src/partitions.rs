@@ -24,8 +24,8 @@
 //! The user id is the canonical mailbox user id — never an e-mail address, a display name
 //! or the signed-in browser actor — because it is also the record key (`String(user_id)`).
 
-use rdkafka::error::KafkaError;
 use sluice_kafka::Admin;
+use sluice_kafka::KafkaError;
 use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 

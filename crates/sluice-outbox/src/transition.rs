@@ -30,8 +30,9 @@ pub enum MarkPublishedOutcome {
     },
 }
 
-/// The source statuses as SQL values, once every `from → to` is checked to be an edge.
-pub(crate) fn checked_sources(
+/// The source statuses as SQL values, once every `from → to` is checked to be an edge
+/// (the dispatcher's compare-and-set statements use it too).
+pub fn checked_sources(
     from_expected: &[OutboxStatus],
     to: OutboxStatus,
 ) -> Result<Vec<&'static str>, OutboxError> {

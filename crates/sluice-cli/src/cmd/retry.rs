@@ -27,8 +27,9 @@ pub struct StatusArgs {
     /// The main topic whose tiers to show.
     #[arg(long, env = "MAILBOX_TOPIC")]
     pub topic: String,
-    /// The main consumer's group (tier groups are `<group>.retry.<tier>`).
-    #[arg(long, env = "MAILBOX_GROUP", default_value = sluice_outbox::mailbox::GROUP)]
+    /// The main consumer's group (tier groups are `<group>.retry.<tier>`); required, there
+    /// is no default group.
+    #[arg(long, env = "MAILBOX_GROUP")]
     pub group: String,
     /// The tiers, e.g. 30s,2m,5m.
     #[arg(long, env = "MAILBOX_RETRY_TIERS", default_value = sluice_retry::DEFAULT_TIERS)]

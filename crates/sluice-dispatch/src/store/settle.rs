@@ -9,9 +9,9 @@
 //! claim went stale and was re-claimed — finds its compare lost, and that is logged and
 //! counted, never an error and never an overwrite of the newer claim.
 
-use crate::error::OutboxError;
-use crate::transition::checked_sources;
+use crate::DispatchError;
 use sluice_core::outbox::OutboxStatus;
+use sluice_outbox::checked_sources;
 use sqlx::PgConnection;
 use std::collections::HashSet;
 use uuid::Uuid;
@@ -35,7 +35,7 @@ pub async fn settle_published(
     conn: &mut PgConnection,
     claim: Option<Uuid>,
     acks: &[(Uuid, i32, i64)],
-) -> Result<Settled, OutboxError> {
+) -> Result<Settled, DispatchError> {
     let mut settled = Settled::default();
     if acks.is_empty() {
         return Ok(settled);
@@ -45,7 +45,7 @@ pub async fn settle_published(
     let ids: Vec<Uuid> = acks.iter().map(|a| a.0).collect();
     let partitions: Vec<i32> = acks.iter().map(|a| a.1).collect();
     let offsets: Vec<i64> = acks.iter().map(|a| a.2).collect();
-    let moved: HashSet<Uuid> = sqlx::query_scalar(include_str!("../sql/settle_published.sql"))
+    let moved: HashSet<Uuid> = sqlx::query_scalar(include_str!("sql/settle_published.sql"))
         .bind(claim)
         .bind(&ids)
         .bind(&partitions)
@@ -63,7 +63,7 @@ pub async fn settle_published(
     // The rare path: find out, per row, why the compare missed.
     let missed: Vec<Uuid> = ids.into_iter().filter(|id| !moved.contains(id)).collect();
     let rows: Vec<(Uuid, String, Option<Uuid>)> =
-        sqlx::query_as(include_str!("../sql/claim_state.sql"))
+        sqlx::query_as(include_str!("sql/claim_state.sql"))
             .bind(&missed)
             .fetch_all(&mut *conn)
             .await?;
@@ -95,10 +95,10 @@ pub async fn requeue_stale(
     conn: &mut PgConnection,
     id: Uuid,
     claim: Option<Uuid>,
-) -> Result<bool, OutboxError> {
+) -> Result<bool, DispatchError> {
     let to = OutboxStatus::Pending;
     let sources = checked_sources(&[OutboxStatus::Dispatching], to)?;
-    let moved: Option<Uuid> = sqlx::query_scalar(include_str!("../sql/requeue_stale.sql"))
+    let moved: Option<Uuid> = sqlx::query_scalar(include_str!("sql/requeue_stale.sql"))
         .bind(id)
         .bind(claim)
         .bind(to.as_str())

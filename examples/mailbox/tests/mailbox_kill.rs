@@ -1,6 +1,6 @@
 //! The mailbox example end to end with real `kill -9`s (issue 7, acceptance 4): 50 users ×
 //! 20 commands (every 10th rejected) sent in four waves through the outbox, `sluice
-//! dispatch` and `sluice mailbox consume` as child processes; the consumer is SIGKILLed
+//! dispatch` and `sluice-mailbox consume` as child processes; the consumer is SIGKILLed
 //! three times (each after some progress) and the dispatcher once, each restarted → every
 //! user's projection holds its applied commands exactly once, in send order; the running
 //! state matches; one processed row per event; no FAILURE row.
@@ -10,10 +10,11 @@
     reason = "tests panic with a clear message"
 )]
 
+#[path = "../../../crates/sluice-cli/tests/support/mod.rs"]
 mod support;
 
 use serde_json::{Value, json};
-use sluice_outbox::mailbox;
+use sluice_mailbox as mailbox;
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
@@ -47,10 +48,16 @@ fn command(seq: i64) -> Value {
     }
 }
 
-/// Starts `sluice <args>` with extra variables and its JSON log in `<dir>/<name>.log`.
+/// Starts `sluice <args>` (`sluice-mailbox <args>` for `["mailbox", …]`) with extra variables and its JSON log in `<dir>/<name>.log`.
 fn spawn(env: &Env, args: &[&str], name: &str, extra: &[(&str, &str)]) -> Running {
     let log = env.dir.join(format!("{name}.log"));
-    let mut cmd = env.sluice(args);
+    let mut cmd = match args {
+        ["mailbox", rest @ ..] => env.command(
+            std::path::Path::new(env!("CARGO_BIN_EXE_sluice-mailbox")),
+            rest,
+        ),
+        _ => env.sluice(args),
+    };
     cmd.envs(extra.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());

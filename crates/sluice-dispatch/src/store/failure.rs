@@ -3,10 +3,10 @@
 //! event held behind an earlier failed event of its key, or one not sent in the claim's
 //! send window). Both compare the claim token (see [`super::settle`]).
 
-use crate::error::OutboxError;
-use crate::transition::checked_sources;
+use crate::DispatchError;
 use sluice_core::outbox::OutboxStatus;
 use sluice_core::outbox_settings::{AfterFailedPublish, OutboxSettings};
+use sluice_outbox::checked_sources;
 use sqlx::PgConnection;
 use std::time::Duration;
 use uuid::Uuid;
@@ -38,7 +38,7 @@ pub async fn mark_publish_failed(
     id: Uuid,
     failed_before: u32,
     error: &str,
-) -> Result<FailedPublishOutcome, OutboxError> {
+) -> Result<FailedPublishOutcome, DispatchError> {
     let (to, attempts, delay) = match settings
         .after_failed_publish(failed_before, sluice_core::retry::random_unit())
     {
@@ -69,7 +69,7 @@ pub async fn requeue_without_attempt(
     attempts: u32,
     delay: Duration,
     reason: &str,
-) -> Result<bool, OutboxError> {
+) -> Result<bool, DispatchError> {
     let moved = set_back(
         conn,
         claim,
@@ -94,9 +94,9 @@ async fn set_back(
     attempts: u32,
     delay: Duration,
     error: &str,
-) -> Result<bool, OutboxError> {
+) -> Result<bool, DispatchError> {
     checked_sources(&[OutboxStatus::Dispatching], to)?;
-    let moved: Option<String> = sqlx::query_scalar(include_str!("../sql/mark_publish_failed.sql"))
+    let moved: Option<String> = sqlx::query_scalar(include_str!("sql/mark_publish_failed.sql"))
         .bind(id)
         .bind(claim)
         .bind(to.as_str())

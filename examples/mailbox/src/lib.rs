@@ -5,14 +5,14 @@
 //! The loop, end to end:
 //! 1. [`setup`] creates the example's own tables (`CREATE TABLE IF NOT EXISTS`; they are
 //!    not part of sluice's migrations).
-//! 2. [`create_user`] assigns the user a partition of the topic ([`crate::assign_partition`],
+//! 2. [`create_user`] assigns the user a partition of the topic ([`sluice_outbox::assign_partition`],
 //!    which grows the topic when needed) and records the user with a zeroed state.
 //! 3. [`send_command`] enqueues a `mailbox.command` event in the caller's transaction, keyed
 //!    by the canonical mailbox user id (never an e-mail or a display name) and sent to the
 //!    user's partition explicitly, so one user's commands stay in send order.
-//! 4. The dispatcher ([`crate::Dispatcher`]) publishes them.
+//! 4. The dispatcher (`sluice_dispatch::Dispatcher`, run by `sluice dispatch`) publishes them.
 //! 5. [`run_consumer`] reads the topic (group [`GROUP`], manual commits), and for each
-//!    record calls [`crate::handle_outbox_record`] keyed by the outbox event id: the work
+//!    record calls [`sluice_outbox::handle_outbox_record`] keyed by the outbox event id: the work
 //!    appends the command to `mailbox_projection` and updates `mailbox_state`, or rejects a
 //!    `{"op": "reject"}` command; the outbox row ends SUCCESS or PUSHED_FAILURE in the same
 //!    transaction. The offset is committed after that transaction.
@@ -39,8 +39,8 @@ pub use retry::{WorkError, ensure_retry_topics};
 pub use schema::setup;
 pub use users::{CommandPayload, create_user, send_command};
 
-use crate::{AssignError, HandleError, OutboxError};
-use rdkafka::error::KafkaError;
+use sluice_kafka::KafkaError;
+use sluice_outbox::{AssignError, HandleError, OutboxError};
 
 /// The consumer group of the example's consumer.
 pub const GROUP: &str = "mailbox-example";
@@ -87,6 +87,8 @@ impl From<HandleError<WorkError>> for MailboxError {
             HandleError::Work(WorkError::Database(error)) => MailboxError::Database(error),
             HandleError::Work(WorkError::Retryable(reason)) => MailboxError::HandlerFailed(reason),
             HandleError::Outbox(error) => MailboxError::Outbox(error),
+            // A failure the library may add later (its error is non-exhaustive).
+            other => MailboxError::HandlerFailed(other.to_string()),
         }
     }
 }

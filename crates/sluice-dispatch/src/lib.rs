@@ -4,11 +4,11 @@
 //! broker acknowledged its record (acks=all); a failed publish puts it back to PENDING (or
 //! FAILURE at the attempt limit); a dispatcher that dies between the acknowledgement and the
 //! mark leaves the row DISPATCHING, and [`recovery`] finds the record in Kafka instead of
-//! publishing it again. Every one of those moves compares the claim token ([`settle`]), so
+//! publishing it again. Every one of those moves compares the claim token ([`store::settle`]), so
 //! no actor ever moves a claim other than the one it acts on.
 //!
 //! Per-key order: events of one (topic, partition key) are claimed by one dispatcher at a
-//! time (`sql/claim.sql`) and sent in creation order, each only after the previous one of
+//! time (`store/sql/claim.sql`) and sent in creation order, each only after the previous one of
 //! its key was acknowledged ([`publish`]); at a key's first failure the rest of its chain is
 //! requeued without an attempt behind the failed event's back-off.
 //!
@@ -18,30 +18,28 @@
 //! can still arrive.
 //!
 //! The loop: claim and publish while there is work; otherwise wait for a NOTIFY on
-//! [`crate::NOTIFY_CHANNEL`], the poll interval, or the stop token. Recovery and retention
+//! [`sluice_outbox::NOTIFY_CHANNEL`], the poll interval, or the stop token. Recovery and retention
 //! run between batches on their own timers. A stop lets the batch in flight finish.
 //!
-//! Test-only fault injection: the environment variable `SLUICE_FAILPOINT`, read once when
-//! a [`Dispatcher`] is created, makes the process SIGKILL itself at a chosen point of a
-//! batch (see [`Failpoint`]): `before-publish` (the claim committed, nothing published:
-//! the rows are left DISPATCHING with nothing in Kafka) or `after-publish` (every record of
-//! the batch acknowledged, none marked: the rows are left DISPATCHING with their records
-//! in Kafka). `fail-first-publish` does not kill: the first event this dispatcher would
-//! publish is not sent and fails as a delivery timeout would (once). Unset, empty or any
-//! other value: no fault. Never set it in production.
+//! Test-only fault injection (the `failpoint` module) exists only in builds with the `failpoints`
+//! feature; a production build has no such code and ignores `SLUICE_FAILPOINT`.
+//!
+//! All of the dispatcher's SQL lives in [`store`]; the other modules call it.
 
-pub mod claim;
-pub mod failure;
+mod error;
+#[cfg(feature = "failpoints")]
+pub mod failpoint;
 pub mod metrics;
 pub mod probe;
 pub mod publish;
 pub mod recovery;
-pub mod retention;
-pub mod settle;
+pub mod store;
 
-use crate::error::OutboxError;
-use claim::{ClaimedEvent, claim_batch_as};
-use failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt};
+pub use error::DispatchError;
+#[cfg(feature = "failpoints")]
+pub use failpoint::Failpoint;
+pub use publish::EVENT_ID_HEADER;
+
 use metrics::DispatchMetrics;
 use publish::{Sent, is_unknown_partition, publish_in_key_order};
 use sluice_core::outbox_settings::OutboxSettings;
@@ -49,6 +47,8 @@ use sluice_kafka::{Admin, ResilientProducer};
 use sqlx::PgConnection;
 use sqlx::postgres::PgListener;
 use std::time::Duration;
+use store::claim::{ClaimedEvent, claim_batch_as};
+use store::failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -64,62 +64,6 @@ const RETENTION_EVERY: Duration = Duration::from_secs(3600);
 const LINGER: Duration = Duration::from_millis(5);
 /// The wait before an event whose partition was just created is claimed again.
 const NEW_PARTITION_DELAY: Duration = Duration::from_secs(1);
-
-/// A test-only fault injected by `SLUICE_FAILPOINT` (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failpoint {
-    /// `before-publish`: SIGKILL right after the claim commits, before publishing.
-    BeforePublish,
-    /// `after-publish`: SIGKILL right after the broker acknowledged the batch, before the
-    /// outcomes are marked.
-    AfterPublish,
-    /// `fail-first-publish`: the first event to be published is not sent and fails once,
-    /// as a delivery timeout would; no kill.
-    FailFirstPublish,
-}
-
-impl Failpoint {
-    /// The environment variable.
-    pub const VAR: &'static str = "SLUICE_FAILPOINT";
-
-    /// Parses a value of `SLUICE_FAILPOINT`; anything unknown is no fault.
-    pub fn parse(value: &str) -> Option<Failpoint> {
-        match value.trim() {
-            "before-publish" => Some(Failpoint::BeforePublish),
-            "after-publish" => Some(Failpoint::AfterPublish),
-            "fail-first-publish" => Some(Failpoint::FailFirstPublish),
-            _ => None,
-        }
-    }
-
-    /// The fault of this process, from its environment.
-    pub fn from_env() -> Option<Failpoint> {
-        let value = std::env::var(Self::VAR).ok()?;
-        let failpoint = Self::parse(&value);
-        match failpoint {
-            Some(point) => tracing::warn!(
-                ?point,
-                "{} is set: this dispatcher will fail on purpose",
-                Self::VAR
-            ),
-            None if value.trim().is_empty() => {}
-            None => tracing::warn!(%value, "unknown {} ignored", Self::VAR),
-        }
-        failpoint
-    }
-
-    /// Kills this process with SIGKILL (no destructor, no flush, no mark), as `kill -9`
-    /// from outside would; aborts if the signal could not be sent.
-    fn trigger(self) -> ! {
-        tracing::warn!(point = ?self, "failpoint reached: SIGKILL");
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &std::process::id().to_string()])
-            .status();
-        // The signal is delivered asynchronously; give it a moment before the fallback.
-        std::thread::sleep(Duration::from_secs(5));
-        std::process::abort()
-    }
-}
 
 /// What one dispatch batch did (the storage pipelines have `sluice_core::BatchReport`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -172,6 +116,7 @@ pub struct Dispatcher {
     conn: Option<PgConnection>,
     producer: ResilientProducer,
     admin: Admin,
+    #[cfg(feature = "failpoints")]
     failpoint: Option<Failpoint>,
     /// The `fail-first-publish` fault is still to be spent.
     fail_next: bool,
@@ -181,7 +126,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// Creates the Kafka clients; the database is connected lazily (and again after a
     /// lost connection).
-    pub fn new(settings: OutboxSettings) -> Result<Self, OutboxError> {
+    pub fn new(settings: OutboxSettings) -> Result<Self, DispatchError> {
         let producer = ResilientProducer::with_timings(
             &settings.kafka,
             &settings.dispatcher_id,
@@ -189,16 +134,19 @@ impl Dispatcher {
             LINGER,
         )?;
         let admin = Admin::new(&settings.kafka, Duration::from_secs(10))?;
-        Ok(Self {
+        let dispatcher = Self {
             settings,
             conn: None,
             producer,
             admin,
+            #[cfg(feature = "failpoints")]
             failpoint: None,
             fail_next: false,
             metrics: DispatchMetrics::default(),
-        }
-        .with_failpoint(Failpoint::from_env()))
+        };
+        #[cfg(feature = "failpoints")]
+        let dispatcher = dispatcher.with_failpoint(Failpoint::from_env());
+        Ok(dispatcher)
     }
 
     /// Exports this dispatcher's counters and health through `metrics` (registered by the
@@ -210,22 +158,20 @@ impl Dispatcher {
 
     /// Replaces the fault taken from the environment (tests inject one without touching
     /// the process environment).
+    #[cfg(feature = "failpoints")]
     pub fn with_failpoint(mut self, failpoint: Option<Failpoint>) -> Self {
         self.failpoint = failpoint;
         self.fail_next = failpoint == Some(Failpoint::FailFirstPublish);
         self
     }
 
-    async fn connection(&mut self) -> Result<&mut PgConnection, OutboxError> {
+    async fn connection(&mut self) -> Result<&mut PgConnection, DispatchError> {
         let conn = match self.conn.take() {
             Some(conn) => conn,
             None => {
                 let mut conn =
                     sluice_postgres::connect(&self.settings.database_url, "dispatch").await?;
-                // The claim's correlated probes give it a large estimated cost, which would
-                // make PostgreSQL JIT-compile it on every call (about 250 ms for a batch of
-                // 1,000, ten times the query itself).
-                sqlx::query("SET jit = off").execute(&mut conn).await?;
+                store::prepare_connection(&mut conn).await?;
                 conn
             }
         };
@@ -234,7 +180,7 @@ impl Dispatcher {
 
     /// Claims one batch under a fresh claim token, publishes it key by key and records
     /// every outcome under that token.
-    pub async fn dispatch_once(&mut self) -> Result<DispatchReport, OutboxError> {
+    pub async fn dispatch_once(&mut self) -> Result<DispatchReport, DispatchError> {
         let id = self.settings.dispatcher_id.clone();
         let limit = self.settings.batch_size;
         let claim = Uuid::new_v4();
@@ -251,6 +197,7 @@ impl Dispatcher {
         if events.is_empty() {
             return Ok(report);
         }
+        #[cfg(feature = "failpoints")]
         if self.failpoint == Some(Failpoint::BeforePublish) {
             Failpoint::BeforePublish.trigger();
         }
@@ -258,6 +205,7 @@ impl Dispatcher {
         let results =
             publish_in_key_order(&self.producer, &events, send_until, &mut self.fail_next).await;
         report.publish_time = started.elapsed();
+        #[cfg(feature = "failpoints")]
         if self.failpoint == Some(Failpoint::AfterPublish) {
             Failpoint::AfterPublish.trigger();
         }
@@ -277,7 +225,7 @@ impl Dispatcher {
             }
         }
         let settled =
-            settle::settle_published(self.connection().await?, Some(claim), &acks).await?;
+            store::settle::settle_published(self.connection().await?, Some(claim), &acks).await?;
         self.metrics
             .batch(settled.published, latencies, failures.len());
         report.published = settled.published + settled.already_past;
@@ -322,7 +270,7 @@ impl Dispatcher {
         error: &rdkafka::error::KafkaError,
         report: &mut DispatchReport,
         refresh: &mut bool,
-    ) -> Result<(), OutboxError> {
+    ) -> Result<(), DispatchError> {
         let claim = event.claim_id;
         let attempts = u32::try_from(event.attempts).unwrap_or(0);
         if is_unknown_partition(event, error) {
@@ -402,22 +350,22 @@ impl Dispatcher {
     }
 
     /// One stale dispatch recovery round (see [`recovery`]).
-    pub async fn recover_stale(&mut self) -> Result<recovery::RecoveryReport, OutboxError> {
+    pub async fn recover_stale(&mut self) -> Result<recovery::RecoveryReport, DispatchError> {
         let bootstrap = self.settings.kafka.clone();
         let stale = self.settings.stale_dispatch;
         recovery::recover_stale(self.connection().await?, &bootstrap, stale).await
     }
 
-    /// One retention round (see [`retention`]).
-    pub async fn purge_expired(&mut self) -> Result<u64, OutboxError> {
+    /// One retention round (see [`store::retention`]).
+    pub async fn purge_expired(&mut self) -> Result<u64, DispatchError> {
         let age = self.settings.retention;
-        retention::purge_expired(self.connection().await?, age).await
+        store::retention::purge_expired(self.connection().await?, age).await
     }
 
     /// Runs until `stop` is cancelled; the batch in flight is finished first. Database and
     /// broker failures are logged and retried after the poll interval; only a failure to
     /// create the clients is returned.
-    pub async fn run(mut self, stop: CancellationToken) -> Result<DispatchTotals, OutboxError> {
+    pub async fn run(mut self, stop: CancellationToken) -> Result<DispatchTotals, DispatchError> {
         let mut totals = DispatchTotals::default();
         let mut listener: Option<PgListener> = None;
         let mut next_recovery = Instant::now() + self.settings.stale_dispatch.min(RECOVERY_EVERY);
@@ -527,34 +475,11 @@ async fn listen(url: &str) -> Option<PgListener> {
             return None;
         }
     };
-    match listener.listen(crate::NOTIFY_CHANNEL).await {
+    match listener.listen(sluice_outbox::NOTIFY_CHANNEL).await {
         Ok(()) => Some(listener),
         Err(error) => {
             tracing::warn!(%error, "cannot LISTEN for outbox events; polling only");
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Failpoint;
-
-    #[test]
-    fn failpoint_values() {
-        assert_eq!(
-            Failpoint::parse("before-publish"),
-            Some(Failpoint::BeforePublish)
-        );
-        assert_eq!(
-            Failpoint::parse(" after-publish\n"),
-            Some(Failpoint::AfterPublish)
-        );
-        assert_eq!(
-            Failpoint::parse("fail-first-publish"),
-            Some(Failpoint::FailFirstPublish)
-        );
-        assert_eq!(Failpoint::parse(""), None);
-        assert_eq!(Failpoint::parse("after-mark"), None);
     }
 }

@@ -16,7 +16,7 @@
 //! ([`sluice_core::outbox_settings::OutboxSettings::send_window`]): stale recovery must never
 //! look at a claim whose records can still reach Kafka.
 
-use super::claim::ClaimedEvent;
+use crate::store::claim::ClaimedEvent;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use serde_json::Value;
 use sluice_kafka::ResilientProducer;
@@ -24,14 +24,9 @@ use sluice_kafka::producer::{Delivered, Outgoing};
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-/// The header carrying the event id; stale dispatch recovery looks for it.
-pub const EVENT_ID_HEADER: &str = "sluice-event-id";
-/// The header carrying the event type.
-pub const EVENT_TYPE_HEADER: &str = "sluice-event-type";
-/// The header carrying the aggregate type.
-pub const AGGREGATE_TYPE_HEADER: &str = "sluice-aggregate-type";
-/// The header carrying the aggregate id.
-pub const AGGREGATE_ID_HEADER: &str = "sluice-aggregate-id";
+pub use sluice_outbox::{
+    AGGREGATE_ID_HEADER, AGGREGATE_TYPE_HEADER, EVENT_ID_HEADER, EVENT_TYPE_HEADER,
+};
 
 /// The record headers of an event: sluice's four, then the row's own (a JSON string is sent
 /// as its text, any other value as JSON). A row header cannot replace sluice's.
@@ -109,12 +104,20 @@ impl HoldReason {
 
 /// Publishes `events` (in creation order) key by key in waves (see the module docs) and
 /// returns one outcome per event, in the same order. Nothing is queued at or after
-/// `send_until`. `fail_next` is the test-only fault: when set, the first event to be sent
-/// is not sent and fails as a delivery timeout would, and the flag is cleared.
+/// `send_until`. `fail_next` is the test-only fault (read only with the `failpoints`
+/// feature): when set, the first event to be sent is not sent and fails as a delivery
+/// timeout would, and the flag is cleared.
 pub async fn publish_in_key_order(
     producer: &ResilientProducer,
     events: &[ClaimedEvent],
     send_until: Instant,
+    #[cfg_attr(
+        not(feature = "failpoints"),
+        expect(
+            unused_variables,
+            reason = "the fault exists only with the failpoints feature"
+        )
+    )]
     fail_next: &mut bool,
 ) -> Vec<Sent> {
     let mut chains: Vec<VecDeque<usize>> = vec![];
@@ -139,6 +142,7 @@ pub async fn publish_in_key_order(
                 hold(chain, &mut results, HoldReason::WindowClosed);
                 continue;
             }
+            #[cfg(feature = "failpoints")]
             if std::mem::take(fail_next) {
                 tracing::warn!(id = %events[i].id, "failpoint: this publish fails once");
                 results[i] = Some(Sent::Failed(KafkaError::MessageProduction(

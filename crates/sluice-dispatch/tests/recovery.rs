@@ -10,20 +10,22 @@
     reason = "tests panic with a clear message"
 )]
 
+#[path = "../../sluice-outbox/tests/common/mod.rs"]
 mod common;
 
 use common::kafka::{read_topic, settings};
 use common::{event, row_in, setup, status_of, teardown};
 use serde_json::json;
 use sluice_core::KafkaClientSettings;
+use sluice_dispatch::Dispatcher;
+use sluice_dispatch::publish::record_headers;
+use sluice_dispatch::recovery::{RecoveryReport, recover_stale};
+use sluice_dispatch::store::claim::claim_batch;
+use sluice_dispatch::store::retention::purge_expired;
 use sluice_kafka::ResilientProducer;
 use sluice_kafka::producer::Outgoing;
-use sluice_outbox::dispatch::claim::claim_batch;
-use sluice_outbox::dispatch::publish::record_headers;
-use sluice_outbox::dispatch::recovery::{RecoveryReport, recover_stale};
-use sluice_outbox::dispatch::retention::purge_expired;
 use sluice_outbox::ops::{retry_failed, summary};
-use sluice_outbox::{Dispatcher, NewEvent, OutboxStatus, enqueue};
+use sluice_outbox::{NewEvent, OutboxStatus, enqueue};
 use sqlx::PgConnection;
 use std::time::Duration;
 use uuid::Uuid;

@@ -1,25 +1,42 @@
-//! `sluice mailbox consume`: the mailbox example's consumer (docs/ARCHITECTURE.md#mailbox) until SIGTERM/SIGINT.
+//! `sluice-mailbox`: the mailbox example service (docs/ARCHITECTURE.md#mailbox), a business
+//! application built on the outbox library, kept out of the production `sluice` binary.
 //!
-//! Environment: `DATABASE_URL` (required), `KAFKA_BOOTSTRAP_SERVERS` (default
+//! `sluice-mailbox consume` runs the example's consumer until SIGTERM/SIGINT. Environment: `DATABASE_URL` (required), `KAFKA_BOOTSTRAP_SERVERS` (default
 //! `127.0.0.1:9092`), `MAILBOX_TOPIC` (required), `MAILBOX_GROUP` (default
 //! `mailbox-example`), `MAILBOX_RETRY_TIERS` (default `30s,2m,5m`: the retry tiers; their
 //! topics and the dead-letter topic are created when missing, and one consumer per tier runs
 //! beside the main one). A missing, empty or invalid variable exits 2. The example's tables
 //! are created first (idempotent); a stop signal ends the run after the record in flight
-//! (its transaction and offset commit), and the process exits 0.
+//! (its transaction and offset commit), and the process exits 0. `SLUICE_HTTP_ADDR` serves
+//! `/metrics`, `/health/live` and `/health/ready` as for `sluice dispatch`.
+//!
+//! Exit codes: 0 success; 1 runtime failure; 2 bad configuration or usage.
 
-use crate::Failure;
 use anyhow::anyhow;
-use clap::Subcommand;
+use clap::{Parser, Subcommand};
+use sluice_cli::observe::{self, Health};
+use sluice_cli::{Failure, cmd, describe, logging};
 use sluice_core::settings::EnvReader;
-use sluice_outbox::mailbox::{self, ConsumerConfig};
+use sluice_mailbox::metrics::MailboxMetrics;
+use sluice_mailbox::{self as mailbox, ConsumerConfig};
 use sqlx::Connection;
-use std::sync::Arc;
+use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
-/// `sluice mailbox …`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "sluice-mailbox",
+    version,
+    about = "The mailbox example service on sluice's outbox"
+)]
+struct Cli {
+    #[command(subcommand)]
+    action: MailboxAction,
+}
+
+/// `sluice-mailbox …`.
 #[derive(Debug, Subcommand)]
-pub enum MailboxAction {
+enum MailboxAction {
     /// Run the mailbox consumer and its retry tier consumers until SIGTERM/SIGINT (env:
     /// DATABASE_URL, KAFKA_BOOTSTRAP_SERVERS, MAILBOX_TOPIC, MAILBOX_GROUP,
     /// MAILBOX_RETRY_TIERS, SLUICE_HTTP_ADDR).
@@ -48,9 +65,9 @@ pub enum MailboxAction {
 /// The consumer configuration from the process environment, read by the same validated
 /// helpers as every other command (exit 2 naming the variable when incomplete).
 fn consumer_config() -> Result<ConsumerConfig, Failure> {
-    let env = EnvReader::new(&super::env_lookup);
+    let env = EnvReader::new(&cmd::env_lookup);
     let database_url = env.database_url().map_err(Failure::config)?;
-    let kafka = super::kafka_settings()?;
+    let kafka = cmd::kafka_settings()?;
     let topic = env
         .required_topic("MAILBOX_TOPIC", "the mailbox topic")
         .map_err(Failure::config)?;
@@ -61,8 +78,30 @@ fn consumer_config() -> Result<ConsumerConfig, Failure> {
     Ok(config)
 }
 
-/// Entry point.
-pub fn run(action: MailboxAction) -> Result<(), Failure> {
+fn main() -> ExitCode {
+    // A `.env` file in the working directory fills in variables the process environment
+    // does not set (the environment wins), as for `sluice`.
+    let dotenv = dotenvy::dotenv();
+    let cli = Cli::parse();
+    logging::init();
+    match dotenv {
+        Ok(path) => tracing::debug!(path = %path.display(), "loaded .env"),
+        Err(error) if error.not_found() => {}
+        Err(error) => {
+            eprintln!("sluice-mailbox: error: .env: {error}");
+            return ExitCode::from(2);
+        }
+    }
+    match run(cli.action) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("sluice-mailbox: error: {}", describe(failure.error()));
+            ExitCode::from(failure.code())
+        }
+    }
+}
+
+fn run(action: MailboxAction) -> Result<(), Failure> {
     match action {
         MailboxAction::Consume => consume(),
         MailboxAction::CreateUser {
@@ -70,7 +109,7 @@ pub fn run(action: MailboxAction) -> Result<(), Failure> {
             max_users_per_partition,
         } => {
             let config = consumer_config()?;
-            super::runtime()?.block_on(async {
+            cmd::runtime()?.block_on(async {
                 let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
                 mailbox::setup(&mut conn).await?;
                 let admin =
@@ -95,7 +134,7 @@ pub fn run(action: MailboxAction) -> Result<(), Failure> {
             let config = consumer_config()?;
             let command: serde_json::Value = serde_json::from_str(&command)
                 .map_err(|e| Failure::config(anyhow!("the command is not JSON: {e}")))?;
-            super::runtime()?.block_on(async {
+            cmd::runtime()?.block_on(async {
                 let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
                 let mut tx = conn.begin().await?;
                 let id =
@@ -110,33 +149,24 @@ pub fn run(action: MailboxAction) -> Result<(), Failure> {
 
 fn consume() -> Result<(), Failure> {
     let mut config = consumer_config()?;
-    let tiers = EnvReader::new(&super::env_lookup)
-        .string("MAILBOX_RETRY_TIERS", sluice_retry::DEFAULT_TIERS);
+    let tiers =
+        EnvReader::new(&cmd::env_lookup).string("MAILBOX_RETRY_TIERS", sluice_retry::DEFAULT_TIERS);
     config.retry = Some(
         sluice_retry::Tiers::parse(&tiers)
             .map_err(|e| Failure::config(anyhow!("MAILBOX_RETRY_TIERS: {e}")))?,
     );
     let mut registry = prometheus_client::registry::Registry::default();
-    crate::observe::register_build_info(&mut registry);
-    let metrics = mailbox::metrics::MailboxMetrics::register(&mut registry);
-    let _endpoint = {
-        let (ready, live) = (metrics.clone(), metrics.clone());
-        crate::observe::start(
-            registry,
-            crate::observe::Health {
-                ready: Arc::new(move || ready.readiness()),
-                live: Arc::new(move || live.liveness()),
-            },
-        )?
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let mut signals = {
-        let _context = runtime.enter();
-        super::StopSignals::install()?
-    };
+    observe::register_build_info(&mut registry);
+    let metrics = MailboxMetrics::register(&mut registry);
+    let _endpoint = observe::start(
+        registry,
+        Health::of(
+            &metrics,
+            MailboxMetrics::readiness,
+            MailboxMetrics::liveness,
+        ),
+    )?;
+    let (runtime, mut signals) = cmd::service_runtime()?;
     runtime.block_on(async {
         let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
         mailbox::setup(&mut conn).await?;
@@ -148,7 +178,7 @@ fn consume() -> Result<(), Failure> {
                 async move { mailbox::run_consumer_observed(&config, &metrics, stop).await },
             )
         };
-        super::run_until_signal("mailbox consumer", &mut signals, stop, task)
+        cmd::run_until_signal("mailbox consumer", &mut signals, stop, task)
             .await
             .map(|_totals| ())
     })

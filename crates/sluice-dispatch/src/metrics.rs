@@ -2,7 +2,7 @@
 //!
 //! Counters and the latency histogram are updated by the dispatch loop once per batch; the
 //! table-wide gauges (`sluice_outbox_events{status}`, the oldest pending age) and the
-//! reachability of the database and the broker are refreshed by [`super::probe`] on its own
+//! reachability of the database and the broker are refreshed by [`crate::probe`] on its own
 //! timer and connection, so a scrape never queries the database. Metric names are a
 //! contract: the alert rules and the dashboard in `deploy/` depend on them.
 

@@ -6,10 +6,10 @@
 //! Cost: one `count(*) … GROUP BY status` over the outbox table per interval per
 //! dispatcher; retention keeps the table bounded.
 
-use super::metrics::DispatchMetrics;
-use crate::ops::summary;
+use crate::metrics::DispatchMetrics;
 use sluice_core::outbox_settings::OutboxSettings;
 use sluice_kafka::Admin;
+use sluice_outbox::ops::summary;
 use sqlx::PgConnection;
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! nothing committed), looking for a record whose `sluice-event-id` header is the row's id.
 //! Found → PUBLISHED with that partition and offset; not found → PENDING, and the event is
 //! published again. Both moves compare the claim token listed with the row
-//! ([`super::settle`]): several dispatchers run recovery, and a round that listed a row
+//! ([`crate::store::settle`]): several dispatchers run recovery, and a round that listed a row
 //! before another round requeued it (and a dispatcher re-claimed it) must not move the new
 //! claim. A lost compare is counted as `raced`.
 //!
@@ -19,23 +19,22 @@
 //! (`OutboxSettings::send_window`), so every record of a stale claim was acknowledged (and
 //! is in the searched range) or failed before the row was listed.
 
-use super::publish::EVENT_ID_HEADER;
-use super::settle::{requeue_stale, settle_published};
-use crate::error::OutboxError;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use crate::DispatchError;
+use crate::publish::EVENT_ID_HEADER;
+use crate::store::settle::{requeue_stale, settle_published};
+pub use crate::store::stale::{StaleRow, list_stale};
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
 use sluice_kafka::Admin;
-use sluice_kafka::config::reader_config;
-use sqlx::{FromRow, PgConnection};
+use sluice_kafka::clients::assigned_reader;
+use sqlx::PgConnection;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
-/// Stale rows checked per round.
-const STALE_LIMIT: i64 = 1000;
 /// How far before the claim time the search starts (clock skew between the database and
 /// the producer's host, which stamps the record).
 const CLOCK_MARGIN_MS: i64 = 60_000;
@@ -57,43 +56,15 @@ pub struct RecoveryReport {
     pub raced: usize,
 }
 
-/// A stale DISPATCHING row as recovery listed it.
-#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
-pub struct StaleRow {
-    /// The event id.
-    pub id: Uuid,
-    /// Its topic.
-    pub topic: String,
-    /// Its explicit partition, if any.
-    pub partition: Option<i32>,
-    /// The token of the claim found stale (`None`: claimed before tokens existed).
-    pub claim_id: Option<Uuid>,
-    /// The claim time, milliseconds since the epoch (database clock).
-    pub claimed_at_ms: i64,
-}
-
 /// One recovery round over every row DISPATCHING for longer than `stale_after`:
 /// [`list_stale`], then [`settle_stale`].
 pub async fn recover_stale(
     conn: &mut PgConnection,
     kafka: &KafkaClientSettings,
     stale_after: Duration,
-) -> Result<RecoveryReport, OutboxError> {
+) -> Result<RecoveryReport, DispatchError> {
     let rows = list_stale(conn, stale_after).await?;
     settle_stale(conn, kafka, rows).await
-}
-
-/// The rows DISPATCHING for longer than `stale_after` (at most 1,000, oldest claim first),
-/// each with the claim token it is held by.
-pub async fn list_stale(
-    conn: &mut PgConnection,
-    stale_after: Duration,
-) -> Result<Vec<StaleRow>, OutboxError> {
-    Ok(sqlx::query_as(include_str!("../sql/stale.sql"))
-        .bind(stale_after.as_secs_f64())
-        .bind(STALE_LIMIT)
-        .fetch_all(&mut *conn)
-        .await?)
 }
 
 /// Looks for each listed row's record in Kafka and settles the row under the claim it was
@@ -103,7 +74,7 @@ pub async fn settle_stale(
     conn: &mut PgConnection,
     kafka: &KafkaClientSettings,
     rows: Vec<StaleRow>,
-) -> Result<RecoveryReport, OutboxError> {
+) -> Result<RecoveryReport, DispatchError> {
     let mut report = RecoveryReport {
         stale: rows.len(),
         ..RecoveryReport::default()
@@ -124,7 +95,7 @@ pub async fn settle_stale(
             search_topic_for_ids(&bootstrap, &search_topic, from_ms, &wanted)
         })
         .await
-        .map_err(|e| OutboxError::Recovery(format!("search task failed: {e}")))??;
+        .map_err(|e| DispatchError::Recovery(format!("search task failed: {e}")))??;
         for row in rows {
             match found.get(&row.id) {
                 Some(&(partition, offset)) => {
@@ -166,7 +137,7 @@ pub fn search_topic_for_ids(
     topic: &str,
     from_ms: i64,
     wanted: &[(Uuid, Option<i32>)],
-) -> Result<HashMap<Uuid, (i32, i64)>, OutboxError> {
+) -> Result<HashMap<Uuid, (i32, i64)>, DispatchError> {
     let admin = Admin::new(kafka, KAFKA_TIMEOUT)?;
     let Some(count) = admin.partition_count(topic)? else {
         return Ok(HashMap::new());
@@ -206,12 +177,11 @@ pub fn search_topic_for_ids(
     if open.is_empty() {
         return Ok(found);
     }
-    let reader: BaseConsumer = reader_config(kafka, "sluice-outbox-recovery").create()?;
-    reader.assign(&list)?;
+    let reader: BaseConsumer = assigned_reader(kafka, "sluice-outbox-recovery", &list)?;
     let deadline = Instant::now() + SEARCH_DEADLINE;
     while !open.is_empty() && found.len() < ids.len() {
         if Instant::now() > deadline {
-            return Err(OutboxError::Recovery(format!(
+            return Err(DispatchError::Recovery(format!(
                 "searching {topic} did not reach the end offsets within {SEARCH_DEADLINE:?}"
             )));
         }
@@ -250,10 +220,4 @@ pub fn search_topic_for_ids(
         }
     }
     Ok(found)
-}
-
-impl From<KafkaError> for OutboxError {
-    fn from(error: KafkaError) -> Self {
-        OutboxError::Kafka(error)
-    }
 }

@@ -1,7 +1,7 @@
 //! Retention (docs/ARCHITECTURE.md#outbox): SUCCESS and untracked PUBLISHED and CDC rows older than the configured age
 //! are deleted in batches; FAILURE and PUSHED_FAILURE rows are never purged.
 
-use crate::error::OutboxError;
+use crate::DispatchError;
 use sqlx::PgConnection;
 use std::time::Duration;
 
@@ -10,10 +10,10 @@ pub const PURGE_BATCH: i64 = 1000;
 
 /// Deletes SUCCESS, PUBLISHED and CDC rows last changed more than `age` ago, [`PURGE_BATCH`] at a
 /// time (each its own statement), and returns how many were deleted.
-pub async fn purge_expired(conn: &mut PgConnection, age: Duration) -> Result<u64, OutboxError> {
+pub async fn purge_expired(conn: &mut PgConnection, age: Duration) -> Result<u64, DispatchError> {
     let mut total = 0;
     loop {
-        let deleted = sqlx::query(include_str!("../sql/purge.sql"))
+        let deleted = sqlx::query(include_str!("sql/purge.sql"))
             .bind(age.as_secs_f64())
             .bind(PURGE_BATCH)
             .execute(&mut *conn)

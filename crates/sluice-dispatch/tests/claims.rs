@@ -8,21 +8,22 @@
     reason = "tests panic with a clear message"
 )]
 
+#[path = "../../sluice-outbox/tests/common/mod.rs"]
 mod common;
 
 use common::kafka::{read_topic, settings};
 use common::{setup, status_of, teardown};
 use serde_json::json;
-use sluice_kafka::ResilientProducer;
-use sluice_kafka::producer::Outgoing;
-use sluice_outbox::dispatch::claim::{ClaimedEvent, claim_batch};
-use sluice_outbox::dispatch::failure::{
+use sluice_dispatch::publish::record_headers;
+use sluice_dispatch::recovery::{RecoveryReport, list_stale, recover_stale, settle_stale};
+use sluice_dispatch::store::claim::{ClaimedEvent, claim_batch};
+use sluice_dispatch::store::failure::{
     FailedPublishOutcome, mark_publish_failed, requeue_without_attempt,
 };
-use sluice_outbox::dispatch::publish::record_headers;
-use sluice_outbox::dispatch::recovery::{RecoveryReport, list_stale, recover_stale, settle_stale};
-use sluice_outbox::dispatch::settle::{Settled, settle_published};
-use sluice_outbox::dispatch::{Dispatcher, Failpoint};
+use sluice_dispatch::store::settle::{Settled, settle_published};
+use sluice_dispatch::{Dispatcher, Failpoint};
+use sluice_kafka::ResilientProducer;
+use sluice_kafka::producer::Outgoing;
 use sluice_outbox::{NewEvent, OutboxStatus, enqueue};
 use sqlx::PgConnection;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Claiming a batch: PENDING → DISPATCHING in one statement (`sql/claim.sql`), under a
 //! fresh claim token that every later move of those rows compares (see [`super::settle`]).
 
-use crate::error::OutboxError;
+use crate::DispatchError;
 use serde_json::{Map, Value};
 use sqlx::{FromRow, PgConnection};
 use uuid::Uuid;
@@ -45,7 +45,7 @@ pub async fn claim_batch(
     conn: &mut PgConnection,
     dispatcher: &str,
     limit: u32,
-) -> Result<Vec<ClaimedEvent>, OutboxError> {
+) -> Result<Vec<ClaimedEvent>, DispatchError> {
     claim_batch_as(conn, dispatcher, Uuid::new_v4(), limit).await
 }
 
@@ -55,11 +55,11 @@ pub async fn claim_batch_as(
     dispatcher: &str,
     claim: Uuid,
     limit: u32,
-) -> Result<Vec<ClaimedEvent>, OutboxError> {
+) -> Result<Vec<ClaimedEvent>, DispatchError> {
     // Planned on every call (an unnamed statement), never with a cached generic plan: the
     // table's size swings from empty to a large backlog, and a plan chosen for an empty
     // table (a nested loop over a sequential scan) takes seconds on a backlog.
-    let mut claimed: Vec<ClaimedEvent> = sqlx::query_as(include_str!("../sql/claim.sql"))
+    let mut claimed: Vec<ClaimedEvent> = sqlx::query_as(include_str!("sql/claim.sql"))
         .persistent(false)
         .bind(dispatcher)
         .bind(i64::from(limit))

@@ -8,13 +8,15 @@
     reason = "tests panic with a clear message"
 )]
 
+#[path = "../../sluice-outbox/tests/common/mod.rs"]
 mod common;
 
 use common::kafka::{read_topic, settings};
 use common::{setup, teardown};
 use serde_json::json;
-use sluice_outbox::dispatch::DispatchTotals;
-use sluice_outbox::{Dispatcher, NewEvent, OutboxError, enqueue};
+use sluice_dispatch::Dispatcher;
+use sluice_dispatch::{DispatchError, DispatchTotals};
+use sluice_outbox::{NewEvent, enqueue};
 use sluice_testkit::{Stack, TestSchema};
 use sqlx::{Connection, PgConnection};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -23,7 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-type Running = Vec<JoinHandle<Result<DispatchTotals, OutboxError>>>;
+type Running = Vec<JoinHandle<Result<DispatchTotals, DispatchError>>>;
 /// id, status, published partition, published offset, attempts.
 type PublishedRow = (Uuid, String, Option<i32>, Option<i64>, i32);
 

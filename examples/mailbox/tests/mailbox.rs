@@ -9,14 +9,16 @@
     reason = "tests panic with a clear message"
 )]
 
+#[path = "../../../crates/sluice-outbox/tests/common/mod.rs"]
 mod common;
 
 use common::kafka::settings;
 use common::{setup, teardown};
 use serde_json::{Value, json};
+use sluice_dispatch::Dispatcher;
 use sluice_kafka::Admin;
-use sluice_outbox::mailbox::{self, ConsumerConfig};
-use sluice_outbox::{Dispatcher, OutboxStatus};
+use sluice_mailbox::{self as mailbox, ConsumerConfig};
+use sluice_outbox::OutboxStatus;
 use sqlx::{Connection, PgConnection};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};

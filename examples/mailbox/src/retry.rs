@@ -9,9 +9,9 @@
 //! without retry topics. A dead-lettered record's outbox row stays PUBLISHED (not final):
 //! `sluice dlt replay` re-publishes it to the main topic, where it is handled again.
 
-use super::MailboxError;
-use super::consumer::{ConsumerConfig, ConsumerTotals, Handling, consume, count, handle_message};
-use super::metrics::MailboxMetrics;
+use crate::MailboxError;
+use crate::consumer::{ConsumerConfig, ConsumerTotals, Handling, consume, count, handle_message};
+use crate::metrics::MailboxMetrics;
 use sluice_kafka::Admin;
 use sluice_retry::{
     Failure, Forwarder, Outcome, OwnedRecord, RetryHandler, TierConfig, Tiers, dlt_topic,

@@ -1,4 +1,4 @@
-//! Retry topics end to end (issue 16, part 1) with `sluice dispatch` and `sluice mailbox
+//! Retry topics end to end (issue 16, part 1) with `sluice dispatch` and `sluice-mailbox
 //! consume` as child processes, tiers shortened to 1 s / 2 s / 3 s:
 //! - a command that fails twice then succeeds is applied once, in the second tier, while
 //!   the commands of another partition (and the user's later command) are applied meanwhile;
@@ -13,11 +13,12 @@
     reason = "tests panic with a clear message"
 )]
 
+#[path = "../../../crates/sluice-cli/tests/support/mod.rs"]
 mod support;
 
 use serde_json::{Value, json};
 use sluice_core::KafkaClientSettings;
-use sluice_outbox::mailbox;
+use sluice_mailbox as mailbox;
 use sluice_retry::headers::{self, RetryHeaders};
 use sluice_retry::read::{Range, read_ranges};
 use sluice_retry::{OwnedRecord, Tiers, dlt_topic, retry_topic};
@@ -38,7 +39,13 @@ const DISPATCH_VARS: [(&str, &str); 5] = [
 
 fn spawn(env: &Env, args: &[&str], name: &str, extra: &[(&str, &str)]) -> Running {
     let log = env.dir.join(format!("{name}.log"));
-    let mut cmd = env.sluice(args);
+    let mut cmd = match args {
+        ["mailbox", rest @ ..] => env.command(
+            std::path::Path::new(env!("CARGO_BIN_EXE_sluice-mailbox")),
+            rest,
+        ),
+        _ => env.sluice(args),
+    };
     cmd.envs(extra.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());

@@ -1,17 +1,18 @@
 //! The example's consumer: one record, one transaction, then the offset.
 
-use super::metrics::MailboxMetrics;
-use super::retry::{MailboxHandler, WorkError};
-use super::{GROUP, MailboxError, REJECT_REASON, users::CommandPayload};
-use crate::{EVENT_ID_HEADER, Handled, OutboxError, ProcessKey, RecordOutcome};
-use crate::{HandleError, handle_outbox_record};
-use rdkafka::ClientConfig;
+use crate::metrics::MailboxMetrics;
+use crate::retry::{MailboxHandler, WorkError};
+use crate::{GROUP, MailboxError, REJECT_REASON, users::CommandPayload};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use serde_json::Value;
 use sluice_core::KafkaClientSettings;
 use sluice_core::stall::{StallWatch, Verdict};
-use sluice_kafka::config::{ConsumerOptions, consumer_config};
+use sluice_kafka::KafkaError;
+use sluice_kafka::clients::subscribed_stream_consumer;
+use sluice_kafka::config::ConsumerOptions;
 use sluice_kafka::error::consumer_error_class;
+use sluice_outbox::{EVENT_ID_HEADER, Handled, OutboxError, ProcessKey, RecordOutcome};
+use sluice_outbox::{HandleError, handle_outbox_record};
 use sluice_retry::{Forwarder, Outcome, OwnedRecord, RetryHandler, Source, Tiers};
 use sqlx::PgConnection;
 use std::time::{Duration, Instant};
@@ -55,10 +56,10 @@ impl ConsumerConfig {
         }
     }
 
-    /// The Kafka client configuration of the main consumer: the manual-commit configuration
-    /// of every sluice consumer ([`sluice_kafka::config::consumer_config`]).
-    pub(super) fn client(&self) -> ClientConfig {
-        let mut config = consumer_config(&ConsumerOptions {
+    /// The main consumer, subscribed to the topic: the manual-commit configuration of every
+    /// sluice consumer ([`sluice_kafka::config::consumer_config`]).
+    pub(crate) fn subscribe(&self) -> Result<StreamConsumer, KafkaError> {
+        let options = ConsumerOptions {
             batch_tuning: false,
             client: &self.kafka,
             group: &self.group,
@@ -67,10 +68,10 @@ impl ConsumerConfig {
             max_poll_interval: Duration::from_secs(300),
             client_id: &self.client_id,
             group_instance_id: None,
-        });
+        };
         // Partitions are added as users are created: see them within a second.
-        config.set("topic.metadata.refresh.interval.ms", "1000");
-        config
+        let tuning = [("topic.metadata.refresh.interval.ms", "1000")];
+        subscribed_stream_consumer(&options, &tuning, &[self.topic.as_str()])
     }
 }
 
@@ -147,7 +148,7 @@ pub async fn run_consumer_observed(
     metrics.set_running(true);
     let result = match &config.retry {
         None => consume(config, metrics, stop).await,
-        Some(tiers) => super::retry::with_tiers(config, tiers, metrics, stop).await,
+        Some(tiers) => crate::retry::with_tiers(config, tiers, metrics, stop).await,
     };
     metrics.set_running(false);
     result
@@ -160,8 +161,7 @@ pub(super) async fn consume(
     metrics: &MailboxMetrics,
     stop: CancellationToken,
 ) -> Result<ConsumerTotals, MailboxError> {
-    let consumer: StreamConsumer = config.client().create()?;
-    consumer.subscribe(&[config.topic.as_str()])?;
+    let consumer = config.subscribe()?;
     let conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
     let mut handler = MailboxHandler::new(conn, config.group.clone(), metrics.clone());
     let forwarder = match &config.retry {

@@ -1,9 +1,9 @@
 //! Creating users and sending their commands.
 
-use super::{AGGREGATE_TYPE, EVENT_TYPE, MailboxError};
-use crate::{NewEvent, assign_partition, enqueue};
+use crate::{AGGREGATE_TYPE, EVENT_TYPE, MailboxError};
 use serde_json::{Value, json};
 use sluice_kafka::Admin;
+use sluice_outbox::{NewEvent, assign_partition, enqueue};
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 

@@ -10,12 +10,14 @@
     reason = "tests panic with a clear message"
 )]
 
+#[path = "../../sluice-outbox/tests/common/mod.rs"]
 mod common;
 
 use common::kafka::{read_topic, settings};
 use common::{setup, teardown};
 use serde_json::json;
-use sluice_outbox::{Dispatcher, NewEvent, enqueue};
+use sluice_dispatch::Dispatcher;
+use sluice_outbox::{NewEvent, enqueue};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
