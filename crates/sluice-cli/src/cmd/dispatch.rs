@@ -53,10 +53,7 @@ pub fn outbox_settings() -> Result<OutboxSettings, Failure> {
 
 /// Fails unless the outbox table exists (run `sluice migrate` first).
 pub async fn require_outbox_table(conn: &mut PgConnection) -> Result<(), Failure> {
-    let found: Option<String> = sqlx::query_scalar("SELECT to_regclass('outbox_events')::text")
-        .fetch_one(conn)
-        .await?;
-    if found.is_none() {
+    if !sluice_outbox::store::outbox_table_exists(conn).await? {
         return Err(
             anyhow!("the outbox_events table does not exist; run `sluice migrate` first").into(),
         );
