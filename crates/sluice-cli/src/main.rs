@@ -64,11 +64,6 @@ enum Command {
     },
     /// sluice's version, librdkafka's version and its built-in features.
     Version,
-    /// The mailbox example service: run its consumer until SIGTERM/SIGINT.
-    Mailbox {
-        #[command(subcommand)]
-        action: cmd::mailbox::MailboxAction,
-    },
 }
 
 fn main() -> ExitCode {
@@ -98,7 +93,6 @@ fn main() -> ExitCode {
         Command::Dlt { action } => cmd::dlt::run(action),
         Command::Dispatch => cmd::dispatch::run(),
         Command::Outbox { action } => cmd::outbox::run(action),
-        Command::Mailbox { action } => cmd::mailbox::run(action),
         Command::Version => cmd::version::run(),
     };
     match result {

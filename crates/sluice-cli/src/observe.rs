@@ -44,6 +44,22 @@ pub struct Health {
     pub live: Readiness,
 }
 
+impl Health {
+    /// The health of a command whose state lives in `state` (its metrics): `ready` and
+    /// `live` are asked of a clone of it on each request.
+    pub fn of<S: Clone + Send + Sync + 'static>(
+        state: &S,
+        ready: fn(&S) -> Result<(), Vec<String>>,
+        live: fn(&S) -> Result<(), Vec<String>>,
+    ) -> Health {
+        let (for_ready, for_live) = (state.clone(), state.clone());
+        Health {
+            ready: Arc::new(move || ready(&for_ready)),
+            live: Arc::new(move || live(&for_live)),
+        }
+    }
+}
+
 impl std::fmt::Debug for Health {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Health")

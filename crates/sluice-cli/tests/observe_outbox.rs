@@ -2,8 +2,8 @@
 //! stopped, 5,000 enqueued events show as PENDING with a growing oldest-pending age and the
 //! dispatcher is not ready (naming the broker) while it stays alive; with the broker back,
 //! the gauges fall to 0, `sluice_outbox_published_total` reaches 5,000 and every event is
-//! in the topic once. `sluice mailbox consume` then reads the topic with its endpoint on:
-//! ready once assigned, every record counted. Its own binary: it stops the shared broker.
+//! in the topic once (the mailbox consumer's endpoint is tested with the example, in
+//! `examples/mailbox/tests/observe.rs`). Its own binary: it stops the shared broker.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -200,56 +200,6 @@ async fn outbox_metrics_and_readiness_follow_a_broker_outage() {
         records.len(),
         sum(&samples, "sluice_outbox_published_total", &[])
     );
-
-    // The mailbox consumer's endpoint over the same topic: ready once it holds partitions,
-    // and it counts every record (these events are not mailbox commands: rejected).
-    let mailbox_port = free_port();
-    let log = env.dir.join("mailbox.log");
-    let mut cmd = env.sluice(&["mailbox", "consume"]);
-    cmd.envs([
-        (
-            "SLUICE_HTTP_ADDR",
-            format!("127.0.0.1:{mailbox_port}").as_str(),
-        ),
-        ("MAILBOX_TOPIC", topic.as_str()),
-        ("MAILBOX_GROUP", format!("{}-mailbox", env.prefix).as_str()),
-    ])
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(&log).unwrap());
-    let mut mailbox = Running {
-        child: cmd.spawn().unwrap(),
-        log,
-    };
-    let counted = wait_for(
-        "the mailbox consumer counting every record",
-        Duration::from_secs(120),
-        &mut mailbox,
-        || {
-            status_of(mailbox_port, "/health/live")?;
-            let samples = scrape(mailbox_port);
-            let all = sum(&samples, "sluice_mailbox_records_total", &[]);
-            (all >= EVENTS as f64).then_some(samples)
-        },
-    );
-    assert_eq!(
-        sum(&counted, "sluice_mailbox_records_total", &[]),
-        EVENTS as f64
-    );
-    assert_eq!(
-        sum(
-            &counted,
-            "sluice_mailbox_records_total",
-            &[("outcome", "rejected")]
-        ),
-        EVENTS as f64
-    );
-    assert_eq!(sum(&counted, "sluice_mailbox_up", &[]), 1.0);
-    let (ready, body) = get(mailbox_port, "/health/ready", "text/plain");
-    assert_eq!(ready, 200, "mailbox ready: {body}");
-    assert_eq!(get(mailbox_port, "/health/live", "text/plain").0, 200);
-    mailbox.signal("TERM");
-    let status = mailbox.wait(Duration::from_secs(30));
-    assert_eq!(status.code(), Some(0), "mailbox clean stop: {status}");
 
     dispatch.signal("TERM");
     let status = dispatch.wait(Duration::from_secs(30));

@@ -8,8 +8,8 @@
 //!
 //! Not a setting: `SLUICE_FAILPOINT` (`before-publish` / `after-publish`) is test-only fault
 //! injection — the dispatcher SIGKILLs itself at that point of its first batch. It is read
-//! by `sluice_outbox::dispatch::Failpoint`, deliberately absent from [`VARIABLES`], and must
-//! never be set in production.
+//! by `sluice_dispatch::Failpoint`, which exists only with that crate's `failpoints` feature
+//! (a production build ignores the variable), and is deliberately absent from [`VARIABLES`].
 
 use crate::kafka_client::KafkaClientSettings;
 use crate::retry::Backoff;

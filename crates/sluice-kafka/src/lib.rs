@@ -6,6 +6,7 @@
 //! holds the batch's effect has committed.
 
 pub mod admin;
+pub mod clients;
 pub mod config;
 pub mod consumer;
 pub mod context;
@@ -17,3 +18,4 @@ pub use admin::Admin;
 pub use consumer::{BatchConsumer, ConsumeError, REPLAY_COUNT_HEADER, Record};
 pub use error::disposition;
 pub use producer::ResilientProducer;
+pub use rdkafka::error::KafkaError;

@@ -3,10 +3,10 @@
 
 use crate::error::OutboxError;
 use crate::event::NewEvent;
+use crate::store;
 use crate::transition::checked_sources;
 use sluice_core::outbox::OutboxStatus;
 use sqlx::PgConnection;
-use sqlx::types::Json;
 use uuid::Uuid;
 
 /// Inserts `event` in the caller's open transaction (PENDING, or PREQUEUED when
@@ -57,20 +57,7 @@ async fn insert(
     status: OutboxStatus,
 ) -> Result<Uuid, OutboxError> {
     debug_assert!(OutboxStatus::INITIAL.contains(&status));
-    sqlx::query(include_str!("sql/insert_event.sql"))
-        .bind(event.id)
-        .bind(&event.aggregate_type)
-        .bind(&event.aggregate_id)
-        .bind(&event.event_type)
-        .bind(&event.topic)
-        .bind(&event.partition_key)
-        .bind(event.partition)
-        .bind(&event.payload)
-        .bind(Json(&event.headers))
-        .bind(status.as_str())
-        .bind(event.available_at)
-        .execute(conn)
-        .await?;
+    store::insert_event(conn, event, status.as_str()).await?;
     Ok(event.id)
 }
 
@@ -83,16 +70,11 @@ pub async fn release(conn: &mut PgConnection, ids: &[Uuid]) -> Result<u64, Outbo
     if ids.is_empty() {
         return Ok(0);
     }
-    let result = sqlx::query(include_str!("sql/release.sql"))
-        .bind(to.as_str())
-        .bind(ids)
-        .bind(&sources)
-        .execute(conn)
-        .await?;
+    let released = store::release(conn, to.as_str(), ids, &sources).await?;
     tracing::debug!(
         requested = ids.len(),
-        released = result.rows_affected(),
+        released,
         "released prequeued outbox events"
     );
-    Ok(result.rows_affected())
+    Ok(released)
 }

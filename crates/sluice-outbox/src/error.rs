@@ -32,12 +32,6 @@ pub enum OutboxError {
     /// The database failed (connection, constraint, the transition trigger).
     #[error("outbox query failed: {0}")]
     Database(#[from] sqlx::Error),
-    /// A Kafka call of the dispatcher or of stale recovery failed.
-    #[error("outbox kafka call failed: {0}")]
-    Kafka(rdkafka::error::KafkaError),
-    /// Stale dispatch recovery could not finish its search; nothing was changed.
-    #[error("stale dispatch recovery: {0}")]
-    Recovery(String),
     /// An event that change data capture cannot relay as the dispatcher would publish it;
     /// nothing was written.
     #[error("outbox event {id} cannot be relayed by CDC: {reason}")]

@@ -10,6 +10,7 @@
 
 use crate::error::OutboxError;
 use crate::process_once::{ProcessError, ProcessKey, Processed, process_keyed};
+use crate::store;
 use crate::transition::{TransitionOutcome, transition};
 use sluice_core::outbox::OutboxStatus;
 use sqlx::{Connection, PgConnection};
@@ -90,10 +91,7 @@ pub async fn handle_outbox_record<E>(
 ) -> Result<RecordOutcome, HandleError<E>> {
     use OutboxStatus::*;
     let mut tx = conn.begin().await?;
-    let status: Option<String> = sqlx::query_scalar(include_str!("sql/lock_status.sql"))
-        .bind(event_id)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let status = store::lock_status(&mut tx, event_id).await?;
     let status = status.ok_or(OutboxError::NotFound { id: event_id })?;
     let from = OutboxStatus::parse(&status).map_err(OutboxError::from)?;
     match from {

@@ -1,4 +1,8 @@
-//! sluice's transactional outbox, the database side.
+//! sluice's transactional outbox library: what a service that enqueues outbox events, or
+//! consumes the records they become, depends on — [`enqueue`]/[`enqueue_cdc`]/[`release`],
+//! the [`transition`] helper and [`mark_published`], [`process_once`] and
+//! [`handle_outbox_record`], [`assign_partition`], and the operator actions in [`ops`]. The
+//! dispatcher that publishes the events is its own crate, `sluice-dispatch`.
 //!
 //! Invariants this crate keeps:
 //! - An event exists exactly when the caller's business write committed: [`enqueue`] inserts
@@ -14,31 +18,27 @@
 //!   claim takes PENDING rows only.
 //! - A row leaves DISPATCHING only through the claim that put it there: each claim writes a
 //!   fresh token (`claim_id`, `migrations/0010_outbox_claim_token.sql`), and every move a
-//!   dispatcher or stale recovery makes compares it ([`dispatch::settle`]).
+//!   dispatcher or stale recovery makes compares it (`sluice-dispatch`'s `store::settle`).
 //! - An acknowledgement never moves a row back: [`mark_published`] leaves a row that is
 //!   already PUBLISHED, UNDER_PROCESSING, SUCCESS or PUSHED_FAILURE as it is.
 //!
 //! Like the other repositories, nothing here holds a connection: every function takes the
-//! caller's `&mut PgConnection` (a transaction dereferences to one). The exception is the
-//! [`Dispatcher`] (`dispatch/`), a process component that owns its connection, listener
-//! and producer; its claim, failure, recovery and retention steps are again functions over
-//! a borrowed connection.
+//! caller's `&mut PgConnection` (a transaction dereferences to one). Every statement lives in
+//! [`store`] (its `.sql` files in `store/sql/`); the other modules decide and call it. The
+//! only Kafka client is the metadata client [`assign_partition`] is given to grow a topic.
 
-pub mod dispatch;
 mod enqueue;
 mod error;
 mod event;
 mod handle_record;
-pub mod mailbox;
 #[cfg(test)]
 mod migration_sync;
 pub mod ops;
 pub mod partitions;
 mod process_once;
+pub mod store;
 mod transition;
 
-pub use dispatch::Dispatcher;
-pub use dispatch::publish::EVENT_ID_HEADER;
 pub use enqueue::{enqueue, enqueue_cdc, release};
 pub use error::{OutboxError, TRANSITION_CONSTRAINT, is_rejected_transition};
 pub use event::NewEvent;
@@ -50,8 +50,19 @@ pub use process_once::{
 };
 pub use sluice_core::outbox::OutboxStatus;
 pub use transition::{
-    MarkPublishedOutcome, TransitionOutcome, mark_published, mark_published_batch, transition,
+    MarkPublishedOutcome, TransitionOutcome, checked_sources, mark_published, mark_published_batch,
+    transition,
 };
+
+/// The record header carrying the event id: a consumer keys its processing by it, and stale
+/// dispatch recovery looks for it in Kafka.
+pub const EVENT_ID_HEADER: &str = "sluice-event-id";
+/// The record header carrying the event type.
+pub const EVENT_TYPE_HEADER: &str = "sluice-event-type";
+/// The record header carrying the aggregate type.
+pub const AGGREGATE_TYPE_HEADER: &str = "sluice-aggregate-type";
+/// The record header carrying the aggregate id.
+pub const AGGREGATE_ID_HEADER: &str = "sluice-aggregate-id";
 
 /// The LISTEN/NOTIFY channel a committed, claimable event is announced on; the payload is
 /// the event's topic.

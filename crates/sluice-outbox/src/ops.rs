@@ -1,10 +1,10 @@
 //! Operator actions on the outbox: status counts and the re-open of failed events.
 
 use crate::error::OutboxError;
+use crate::store;
 use crate::transition::checked_sources;
 use sluice_core::outbox::{OPERATOR_REOPEN, OutboxStatus};
 use sqlx::PgConnection;
-use sqlx::types::Json;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use uuid::Uuid;
@@ -25,17 +25,11 @@ pub async fn summary(
     conn: &mut PgConnection,
     stale_after: Duration,
 ) -> Result<OutboxSummary, OutboxError> {
-    let (counts, oldest_pending_seconds, stuck_dispatching): (
-        Json<BTreeMap<String, i64>>,
-        Option<f64>,
-        i64,
-    ) = sqlx::query_as(include_str!("sql/status.sql"))
-        .bind(stale_after.as_secs_f64())
-        .fetch_one(conn)
-        .await?;
+    let (counts, oldest_pending_seconds, stuck_dispatching) =
+        store::status_counts(conn, stale_after.as_secs_f64()).await?;
     let mut all: BTreeMap<OutboxStatus, i64> =
         OutboxStatus::ALL.into_iter().map(|s| (s, 0)).collect();
-    for (status, n) in counts.0 {
+    for (status, n) in counts {
         all.insert(OutboxStatus::parse(&status)?, n);
     }
     Ok(OutboxSummary {
@@ -54,13 +48,7 @@ pub async fn retry_failed(
 ) -> Result<u64, OutboxError> {
     let (from, to) = OPERATOR_REOPEN;
     let sources = checked_sources(&[from], to)?;
-    let moved = sqlx::query(include_str!("sql/retry_failed.sql"))
-        .bind(to.as_str())
-        .bind(&sources)
-        .bind(ids)
-        .execute(conn)
-        .await?
-        .rows_affected();
+    let moved = store::retry_failed(conn, to.as_str(), &sources, ids).await?;
     tracing::info!(moved, "re-opened FAILURE outbox events");
     Ok(moved)
 }

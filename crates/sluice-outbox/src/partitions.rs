@@ -24,25 +24,14 @@
 //! The user id is the canonical mailbox user id — never an e-mail address, a display name
 //! or the signed-in browser actor — because it is also the record key (`String(user_id)`).
 
-use rdkafka::error::KafkaError;
+use crate::store::assignment;
 use sluice_kafka::Admin;
+use sluice_kafka::KafkaError;
 use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 
 /// The first key of the allocation lock ("slpa" as bytes); the second is `hashtext(topic)`.
 const LOCK_NAMESPACE: i32 = 0x736c_7061;
-
-const LOCK_TOPIC: &str = "SELECT pg_advisory_xact_lock($1, hashtext($2))";
-const FIND_ASSIGNMENT: &str =
-    "SELECT partition FROM user_partition_assignments WHERE topic = $1 AND user_id = $2";
-const LAST_PARTITION: &str = "SELECT partition, users FROM topic_partition_counts
-     WHERE topic = $1 ORDER BY partition DESC LIMIT 1";
-const JOIN_PARTITION: &str = "UPDATE topic_partition_counts SET users = users + 1
-     WHERE topic = $1 AND partition = $2";
-const OPEN_PARTITION: &str =
-    "INSERT INTO topic_partition_counts (topic, partition, users) VALUES ($1, $2, 1)";
-const INSERT_ASSIGNMENT: &str =
-    "INSERT INTO user_partition_assignments (topic, user_id, partition) VALUES ($1, $2, $3)";
 
 /// The longest topic name Kafka accepts (and the column's width).
 const MAX_TOPIC_LEN: usize = 249;
@@ -134,11 +123,7 @@ async fn find_assignment(
     topic: &str,
     user_id: &str,
 ) -> Result<Option<i32>, sqlx::Error> {
-    sqlx::query_scalar(FIND_ASSIGNMENT)
-        .bind(topic)
-        .bind(user_id)
-        .fetch_optional(conn)
-        .await
+    assignment::find(conn, topic, user_id).await
 }
 
 /// The user's partition of `topic`: the stored one for a known user, otherwise the next
@@ -166,37 +151,20 @@ pub async fn assign_partition(
         return Ok(partition);
     }
     let mut tx = conn.begin().await?;
-    sqlx::query(LOCK_TOPIC)
-        .bind(LOCK_NAMESPACE)
-        .bind(topic)
-        .execute(&mut *tx)
-        .await?;
+    assignment::lock_topic(&mut tx, LOCK_NAMESPACE, topic).await?;
     // A concurrent call for the same user may have committed while we waited.
     if let Some(partition) = find_assignment(&mut tx, topic, user_id).await? {
         return Ok(partition);
     }
-    let last: Option<(i32, i32)> = sqlx::query_as(LAST_PARTITION)
-        .bind(topic)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let last = assignment::last_partition(&mut tx, topic).await?;
     let slot = next_slot(last, max_users_per_partition)
         .ok_or_else(|| AssignError::Exhausted(topic.to_owned()))?;
     let partition = slot.partition();
-    let count_sql = match slot {
-        Slot::Join(_) => JOIN_PARTITION,
-        Slot::Open(_) => OPEN_PARTITION,
-    };
-    sqlx::query(count_sql)
-        .bind(topic)
-        .bind(partition)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(INSERT_ASSIGNMENT)
-        .bind(topic)
-        .bind(user_id)
-        .bind(partition)
-        .execute(&mut *tx)
-        .await?;
+    match slot {
+        Slot::Join(_) => assignment::join_partition(&mut tx, topic, partition).await?,
+        Slot::Open(_) => assignment::open_partition(&mut tx, topic, partition).await?,
+    }
+    assignment::insert(&mut tx, topic, user_id, partition).await?;
     if let Slot::Open(partition) = slot {
         ensure_broker_partition(admin, topic, partition).await?;
     }

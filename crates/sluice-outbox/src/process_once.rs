@@ -20,6 +20,7 @@
 //! one), so `process_once` can run inside a caller's larger transaction, as
 //! [`crate::handle_outbox_record`] does.
 
+use crate::store;
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
@@ -125,27 +126,21 @@ pub async fn process_keyed<T, E>(
     let mut tx = conn.begin().await?;
     let inserted = match key {
         ProcessKey::Message(key) => {
-            sqlx::query(include_str!("sql/insert_processed_message.sql"))
-                .bind(&key.consumer_group)
-                .bind(&key.topic)
-                .bind(key.partition)
-                .bind(key.offset)
-                .execute(&mut *tx)
-                .await?
+            store::insert_processed_message(
+                &mut tx,
+                &key.consumer_group,
+                &key.topic,
+                key.partition,
+                key.offset,
+            )
+            .await?
         }
         ProcessKey::Event {
             consumer_group,
             event_id,
-        } => {
-            sqlx::query(include_str!("sql/insert_processed_event.sql"))
-                .bind(consumer_group)
-                .bind(event_id)
-                .execute(&mut *tx)
-                .await?
-        }
-    }
-    .rows_affected();
-    if inserted == 0 {
+        } => store::insert_processed_event(&mut tx, consumer_group, *event_id).await?,
+    };
+    if !inserted {
         tx.rollback().await?;
         tracing::debug!(?key, "record already processed; work skipped");
         return Ok(Processed::AlreadyProcessed);
@@ -156,7 +151,7 @@ pub async fn process_keyed<T, E>(
             // it with the ROLLBACK command tag, which sqlx does not check. So ask first: in
             // an aborted transaction any statement fails with 25P02 (one round trip, the
             // price of never reporting Done for work that was rolled back).
-            if let Err(error) = sqlx::query("SELECT 1").execute(&mut *tx).await {
+            if let Err(error) = store::ping(&mut tx).await {
                 let aborted = error
                     .as_database_error()
                     .and_then(|db| db.code())

@@ -1,6 +1,7 @@
 //! The transition helper every status change goes through, and `mark_published`.
 
 use crate::error::OutboxError;
+use crate::store;
 use sluice_core::outbox::{self, IllegalTransition, MarkPublished, OutboxStatus};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -30,8 +31,9 @@ pub enum MarkPublishedOutcome {
     },
 }
 
-/// The source statuses as SQL values, once every `from → to` is checked to be an edge.
-pub(crate) fn checked_sources(
+/// The source statuses as SQL values, once every `from → to` is checked to be an edge
+/// (the dispatcher's compare-and-set statements use it too).
+pub fn checked_sources(
     from_expected: &[OutboxStatus],
     to: OutboxStatus,
 ) -> Result<Vec<&'static str>, OutboxError> {
@@ -61,12 +63,7 @@ pub async fn transition(
     to: OutboxStatus,
 ) -> Result<TransitionOutcome, OutboxError> {
     let sources = checked_sources(from_expected, to)?;
-    let row: Option<(String, bool)> = sqlx::query_as(include_str!("sql/transition.sql"))
-        .bind(id)
-        .bind(to.as_str())
-        .bind(&sources)
-        .fetch_optional(conn)
-        .await?;
+    let row = store::transition(conn, id, to.as_str(), &sources).await?;
     let (current, moved) = row.ok_or(OutboxError::NotFound { id })?;
     let current = OutboxStatus::parse(&current)?;
     if moved {
@@ -92,19 +89,11 @@ pub async fn mark_published(
     offset: i64,
 ) -> Result<MarkPublishedOutcome, OutboxError> {
     let to = OutboxStatus::Published;
-    let row: Option<(String, bool)> = sqlx::query_as(include_str!("sql/mark_published.sql"))
-        .bind(id)
-        .bind(to.as_str())
-        .bind(partition)
-        .bind(offset)
-        .bind(
-            outbox::allowed_sources(to)
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .fetch_optional(conn)
-        .await?;
+    let sources: Vec<&str> = outbox::allowed_sources(to)
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
+    let row = store::mark_published(conn, id, to.as_str(), partition, offset, &sources).await?;
     let (current, moved) = row.ok_or(OutboxError::NotFound { id })?;
     let current = OutboxStatus::parse(&current)?;
     match (moved, outbox::mark_published(current)) {
@@ -142,13 +131,7 @@ pub async fn mark_published_batch(
     let partitions: Vec<i32> = acks.iter().map(|a| a.1).collect();
     let offsets: Vec<i64> = acks.iter().map(|a| a.2).collect();
     let moved: std::collections::HashSet<Uuid> =
-        sqlx::query_scalar(include_str!("sql/mark_published_batch.sql"))
-            .bind(&ids)
-            .bind(&partitions)
-            .bind(&offsets)
-            .bind(to.as_str())
-            .bind(&sources)
-            .fetch_all(&mut *conn)
+        store::mark_published_batch(conn, &ids, &partitions, &offsets, to.as_str(), &sources)
             .await?
             .into_iter()
             .collect();

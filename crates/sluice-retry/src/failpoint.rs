@@ -3,7 +3,11 @@
 //! was acknowledged, before the tier's source offset is committed (the window the
 //! forward-then-commit order must survive). Unset, empty or any other value: no fault.
 //! Never set it in production.
+//!
+//! Only builds with the `failpoints` feature read the variable; without it [`armed`] is
+//! always false and nothing here is compiled into the binary.
 
+#[cfg(feature = "failpoints")]
 use std::time::Duration;
 
 /// The environment variable (shared with the outbox dispatcher's failpoints).
@@ -12,6 +16,13 @@ pub const VAR: &str = "SLUICE_FAILPOINT";
 pub const RETRY_AFTER_FORWARD: &str = "retry-after-forward";
 
 /// Whether this process's environment arms the failpoint.
+#[cfg(not(feature = "failpoints"))]
+pub fn armed() -> bool {
+    false
+}
+
+/// Whether this process's environment arms the failpoint.
+#[cfg(feature = "failpoints")]
 pub fn armed() -> bool {
     let armed = std::env::var(VAR).is_ok_and(|v| v.trim() == RETRY_AFTER_FORWARD);
     if armed {
@@ -21,8 +32,17 @@ pub fn armed() -> bool {
 }
 
 /// Kills this process with SIGKILL (no destructor, no flush, no commit), as `kill -9` from
-/// outside would; aborts if the signal could not be sent.
+/// outside would; aborts if the signal could not be sent (never reached without the
+/// feature: [`armed`] is false).
 pub fn trigger() -> ! {
+    #[cfg(feature = "failpoints")]
+    kill_self();
+    #[cfg(not(feature = "failpoints"))]
+    std::process::abort()
+}
+
+#[cfg(feature = "failpoints")]
+fn kill_self() -> ! {
     tracing::warn!("failpoint {RETRY_AFTER_FORWARD} reached: SIGKILL");
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &std::process::id().to_string()])

@@ -7,11 +7,10 @@
 use crate::Failure;
 use anyhow::anyhow;
 use sluice_core::outbox_settings::{OutboxSettings, VARIABLES};
-use sluice_outbox::Dispatcher;
-use sluice_outbox::dispatch::metrics::DispatchMetrics;
-use sluice_outbox::dispatch::probe::run_probe;
+use sluice_dispatch::Dispatcher;
+use sluice_dispatch::metrics::DispatchMetrics;
+use sluice_dispatch::probe::run_probe;
 use sqlx::{Connection, PgConnection};
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The settings table for `sluice dispatch --help`.
@@ -54,10 +53,7 @@ pub fn outbox_settings() -> Result<OutboxSettings, Failure> {
 
 /// Fails unless the outbox table exists (run `sluice migrate` first).
 pub async fn require_outbox_table(conn: &mut PgConnection) -> Result<(), Failure> {
-    let found: Option<String> = sqlx::query_scalar("SELECT to_regclass('outbox_events')::text")
-        .fetch_one(conn)
-        .await?;
-    if found.is_none() {
+    if !sluice_outbox::store::outbox_table_exists(conn).await? {
         return Err(
             anyhow!("the outbox_events table does not exist; run `sluice migrate` first").into(),
         );
@@ -76,24 +72,15 @@ pub fn run() -> Result<(), Failure> {
     let live_within =
         settings.delivery_timeout * 2 + settings.poll_interval + std::time::Duration::from_secs(60);
     let metrics = DispatchMetrics::register(&mut registry, live_within);
-    let endpoint = {
-        let (ready, live) = (metrics.clone(), metrics.clone());
-        crate::observe::start(
-            registry,
-            crate::observe::Health {
-                ready: Arc::new(move || ready.readiness()),
-                live: Arc::new(move || live.liveness()),
-            },
-        )?
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let mut signals = {
-        let _context = runtime.enter();
-        super::StopSignals::install()?
-    };
+    let endpoint = crate::observe::start(
+        registry,
+        crate::observe::Health::of(
+            &metrics,
+            DispatchMetrics::readiness,
+            DispatchMetrics::liveness,
+        ),
+    )?;
+    let (runtime, mut signals) = super::service_runtime()?;
     runtime.block_on(async {
         let mut conn = sluice_postgres::connect(&settings.database_url, "dispatch").await?;
         require_outbox_table(&mut conn).await?;

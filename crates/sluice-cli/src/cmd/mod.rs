@@ -6,7 +6,6 @@ pub mod dlq;
 pub mod dlt;
 pub mod health;
 pub mod lag;
-pub mod mailbox;
 pub mod migrate;
 pub mod outbox;
 pub mod replay;
@@ -66,6 +65,20 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
+}
+
+/// The runtime of a long-running command (two worker threads) and its stop signals,
+/// installed before any start-up work (see [`StopSignals`]).
+pub fn service_runtime() -> Result<(tokio::runtime::Runtime, StopSignals), Failure> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let signals = {
+        let _context = runtime.enter();
+        StopSignals::install()?
+    };
+    Ok((runtime, signals))
 }
 
 /// Runs `task` until it ends or SIGTERM/SIGINT arrives; on a signal, cancels `stop` and waits

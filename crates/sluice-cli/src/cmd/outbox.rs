@@ -4,7 +4,7 @@
 use crate::Failure;
 use clap::{Args, Subcommand};
 use serde_json::json;
-use sluice_outbox::dispatch::retention::purge_expired;
+use sluice_dispatch::store::retention::purge_expired;
 use sluice_outbox::ops::{retry_failed, summary};
 use sluice_outbox::release;
 use sqlx::Connection;

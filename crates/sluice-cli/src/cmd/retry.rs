@@ -30,7 +30,7 @@ pub struct StatusArgs {
     #[arg(long)]
     pub topic: Option<String>,
     /// The main consumer's group (tier groups are `<group>.retry.<tier>`) [default:
-    /// MAILBOX_GROUP, else mailbox-example].
+    /// MAILBOX_GROUP; required, there is no default group].
     #[arg(long)]
     pub group: Option<String>,
     /// The tiers, e.g. 30s,2m,5m [default: MAILBOX_RETRY_TIERS, else 30s,2m,5m].
@@ -64,7 +64,7 @@ struct Status {
 }
 
 /// The main topic: `flag`, else `MAILBOX_TOPIC` (required), read and checked as
-/// `sluice mailbox consume` reads it (empty is unset; an invalid name exits 2).
+/// the mailbox example reads it (empty is unset; an invalid name exits 2).
 pub(super) fn main_topic(flag: Option<&str>) -> Result<String, Failure> {
     match flag {
         Some(topic) => Ok(topic.to_owned()),
@@ -74,12 +74,13 @@ pub(super) fn main_topic(flag: Option<&str>) -> Result<String, Failure> {
     }
 }
 
-/// The main consumer's group: `flag`, else `MAILBOX_GROUP`, else the mailbox example's.
+/// The main consumer's group: `flag`, else `MAILBOX_GROUP` (required: there is no default
+/// group), checked as a group name (an invalid one exits 2 naming the variable).
 fn main_group(flag: Option<&str>) -> Result<String, Failure> {
     match flag {
         Some(group) => Ok(group.to_owned()),
         None => EnvReader::new(&super::env_lookup)
-            .topic("MAILBOX_GROUP", sluice_outbox::mailbox::GROUP)
+            .required_topic("MAILBOX_GROUP", "the business consumer's group")
             .map_err(Failure::config),
     }
 }

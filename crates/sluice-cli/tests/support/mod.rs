@@ -22,6 +22,27 @@ use std::time::{Duration, Instant};
 
 pub const PIPELINES: [&str; 3] = ["app-stats", "reviews", "network-metrics"];
 
+/// The `sluice` binary: Cargo's own path in sluice-cli's tests; elsewhere (the mailbox
+/// example's tests, which include this module) the one beside the test's target directory,
+/// which `cargo test --workspace` (`make test`) builds with them.
+pub fn sluice_binary() -> PathBuf {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_sluice") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test's own path");
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test runs from <target>/<profile>/deps")
+        .join("sluice");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p sluice-cli` (make test builds it)",
+        path.display()
+    );
+    path
+}
+
 pub struct Env {
     pub stack: Stack,
     pub schema: TestSchema,
@@ -78,7 +99,12 @@ impl Env {
 
     /// A `sluice` command with this environment (and nothing inherited that could leak).
     pub fn sluice(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        self.command(&sluice_binary(), args)
+    }
+
+    /// `program` with `args`, in the same clean environment as [`Env::sluice`].
+    pub fn command(&self, program: &std::path::Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
         cmd.args(args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default());

@@ -97,3 +97,15 @@ pub async fn row_in(conn: &mut PgConnection, topic: &str, status: OutboxStatus) 
     assert_eq!(status_of(conn, id).await, status);
     id
 }
+
+/// Backdates row `id`'s claim by `minutes` (a claim that went stale).
+pub async fn age_claim(conn: &mut PgConnection, id: Uuid, minutes: i32) {
+    sqlx::query(
+        "UPDATE outbox_events SET claimed_at = now() - make_interval(mins => $2) WHERE id = $1",
+    )
+    .bind(id)
+    .bind(minutes)
+    .execute(conn)
+    .await
+    .unwrap();
+}

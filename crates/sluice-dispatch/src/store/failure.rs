@@ -1,0 +1,109 @@
+//! A failed publish: back to PENDING with back-off, or FAILURE after the attempt limit
+//! (`mark_publish_failed`); and the requeue that costs no attempt (unknown partition, an
+//! event held behind an earlier failed event of its key, or one not sent in the claim's
+//! send window). Both compare the claim token (see [`super::settle`]).
+
+use crate::DispatchError;
+use sluice_core::outbox::OutboxStatus;
+use sluice_core::outbox_settings::{AfterFailedPublish, OutboxSettings};
+use sluice_outbox::checked_sources;
+use sqlx::PgConnection;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// What [`mark_publish_failed`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedPublishOutcome {
+    /// Back to PENDING; claimable again after the back-off.
+    Requeued {
+        /// Failed attempts so far.
+        attempts: u32,
+    },
+    /// The attempt limit is reached: FAILURE.
+    Failed {
+        /// Failed attempts.
+        attempts: u32,
+    },
+    /// The row is no longer held by this claim (recovery moved it, or it was re-claimed);
+    /// it is unchanged.
+    NotClaimed,
+}
+
+/// Records a failed publish of an event held by claim `claim` with `failed_before` failed
+/// attempts: PENDING with exponential back-off, or FAILURE at the attempt limit.
+pub async fn mark_publish_failed(
+    conn: &mut PgConnection,
+    settings: &OutboxSettings,
+    claim: Uuid,
+    id: Uuid,
+    failed_before: u32,
+    error: &str,
+) -> Result<FailedPublishOutcome, DispatchError> {
+    let (to, attempts, delay) = match settings
+        .after_failed_publish(failed_before, sluice_core::retry::random_unit())
+    {
+        AfterFailedPublish::Retry { attempts, delay } => (OutboxStatus::Pending, attempts, delay),
+        AfterFailedPublish::GiveUp { attempts } => {
+            (OutboxStatus::Failure, attempts, Duration::ZERO)
+        }
+    };
+    if !set_back(conn, claim, id, to, attempts, delay, error).await? {
+        tracing::warn!(%id, %claim, "failed publish not recorded: the claim was lost");
+        return Ok(FailedPublishOutcome::NotClaimed);
+    }
+    if to == OutboxStatus::Failure {
+        tracing::warn!(%id, attempts, error, "outbox event FAILURE: attempt limit reached");
+        Ok(FailedPublishOutcome::Failed { attempts })
+    } else {
+        tracing::debug!(%id, attempts, ?delay, error, "outbox publish failed; requeued");
+        Ok(FailedPublishOutcome::Requeued { attempts })
+    }
+}
+
+/// Back to PENDING after `delay` without counting an attempt. False (and logged) when the
+/// row is no longer held by claim `claim`.
+pub async fn requeue_without_attempt(
+    conn: &mut PgConnection,
+    claim: Uuid,
+    id: Uuid,
+    attempts: u32,
+    delay: Duration,
+    reason: &str,
+) -> Result<bool, DispatchError> {
+    let moved = set_back(
+        conn,
+        claim,
+        id,
+        OutboxStatus::Pending,
+        attempts,
+        delay,
+        reason,
+    )
+    .await?;
+    if !moved {
+        tracing::warn!(%id, %claim, reason, "requeue not recorded: the claim was lost");
+    }
+    Ok(moved)
+}
+
+async fn set_back(
+    conn: &mut PgConnection,
+    claim: Uuid,
+    id: Uuid,
+    to: OutboxStatus,
+    attempts: u32,
+    delay: Duration,
+    error: &str,
+) -> Result<bool, DispatchError> {
+    checked_sources(&[OutboxStatus::Dispatching], to)?;
+    let moved: Option<String> = sqlx::query_scalar(include_str!("sql/mark_publish_failed.sql"))
+        .bind(id)
+        .bind(claim)
+        .bind(to.as_str())
+        .bind(i32::try_from(attempts).unwrap_or(i32::MAX))
+        .bind(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX))
+        .bind(error)
+        .fetch_optional(conn)
+        .await?;
+    Ok(moved.is_some())
+}

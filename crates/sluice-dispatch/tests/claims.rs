@@ -1,0 +1,289 @@
+//! Every move out of DISPATCHING compares the claim it acts on, shown with crafted state on
+//! the real stack (a second connection plays the other actor; no sleeps that happen to line
+//! up): two recoveries that listed the same stale row, a slow dispatcher's late marks after
+//! its claim was requeued and re-claimed, and per-key order when a key's first publish fails.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+#[path = "../../sluice-outbox/tests/common/mod.rs"]
+mod common;
+
+use common::kafka::{read_topic, settings};
+use common::{setup, status_of, teardown};
+use serde_json::json;
+use sluice_dispatch::publish::record_headers;
+use sluice_dispatch::recovery::{RecoveryReport, list_stale, recover_stale, settle_stale};
+use sluice_dispatch::store::claim::{ClaimedEvent, claim_batch};
+use sluice_dispatch::store::failure::{
+    FailedPublishOutcome, mark_publish_failed, requeue_without_attempt,
+};
+use sluice_dispatch::store::settle::{Settled, settle_published};
+use sluice_dispatch::{Dispatcher, Failpoint};
+use sluice_kafka::ResilientProducer;
+use sluice_kafka::producer::Outgoing;
+use sluice_outbox::{NewEvent, OutboxStatus, enqueue};
+use sqlx::PgConnection;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+fn kafka(stack: &sluice_testkit::Stack) -> sluice_core::KafkaClientSettings {
+    sluice_core::KafkaClientSettings::new(&stack.bootstrap)
+}
+const STALE: Duration = Duration::from_secs(60);
+
+/// Moves the claim time of every DISPATCHING row 5 minutes back: the claim is stale.
+async fn age_claims(conn: &mut PgConnection) {
+    sqlx::query(
+        "UPDATE outbox_events SET claimed_at = now() - interval '5 minutes'
+         WHERE status = 'DISPATCHING'",
+    )
+    .execute(conn)
+    .await
+    .unwrap();
+}
+
+/// (status, claim_id, published_offset) of a row.
+async fn row(conn: &mut PgConnection, id: Uuid) -> (String, Option<Uuid>, Option<i64>) {
+    sqlx::query_as("SELECT status, claim_id, published_offset FROM outbox_events WHERE id = $1")
+        .bind(id)
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+/// Publishes a claimed event's record as a dispatcher would; returns its offset.
+async fn publish(producer: &ResilientProducer, event: &ClaimedEvent) -> (i32, i64) {
+    let headers = record_headers(event);
+    let refs: Vec<(&str, &[u8])> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_slice()))
+        .collect();
+    let payload = event.payload.to_string();
+    let d = producer
+        .send(Outgoing {
+            topic: &event.topic,
+            key: Some(event.partition_key.as_bytes()),
+            payload: payload.as_bytes(),
+            partition: event.partition,
+            headers: &refs,
+        })
+        .await
+        .unwrap();
+    (d.partition, d.offset)
+}
+
+/// Recovery R2 lists two stale rows; recovery R1 requeues them; dispatcher D re-claims both
+/// and publishes one. R2 then acts on its old listing: it finds the published record, and
+/// it does not find the other — both compares are lost, D's fresh claim is untouched, and
+/// D's own mark then succeeds. Before claim tokens, R2's requeue compared the status only
+/// and moved D's live claim back to PENDING (the duplicate of the issue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_recoveries_listing_the_same_stale_row_move_it_once() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let topic = sluice_testkit::unique("outbox-claims");
+    sluice_testkit::create_topic(&stack, &topic, 1).await;
+    let mut r2 = schema.connect().await;
+    let a = NewEvent::new(&topic, "user", "a", "e", json!({"n": "a"}));
+    let b = NewEvent::new(&topic, "user", "b", "e", json!({"n": "b"}));
+    enqueue(&mut conn, &a).await.unwrap();
+    enqueue(&mut conn, &b).await.unwrap();
+
+    // A dispatcher claims both and dies; the claim goes stale.
+    let dead = claim_batch(&mut conn, "dead", 10).await.unwrap();
+    assert_eq!(dead.len(), 2);
+    let dead_claim = dead[0].claim_id;
+    age_claims(&mut conn).await;
+
+    // R2 lists them (and is then slow); R1 does a whole round: nothing in Kafka, requeued.
+    let listed = list_stale(&mut r2, STALE).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().all(|r| r.claim_id == Some(dead_claim)));
+    let r1 = recover_stale(&mut conn, &kafka(&stack), STALE)
+        .await
+        .unwrap();
+    assert_eq!((r1.stale, r1.requeued), (2, 2));
+
+    // D re-claims both and publishes `a`.
+    let live = claim_batch(&mut conn, "live", 10).await.unwrap();
+    assert_eq!(live.len(), 2);
+    let live_claim = live[0].claim_id;
+    assert_ne!(live_claim, dead_claim);
+    let producer = ResilientProducer::new(&kafka(&stack), "claims-test").unwrap();
+    let live_a = live.iter().find(|e| e.id == a.id).unwrap();
+    let (partition, offset) = publish(&producer, live_a).await;
+
+    // R2 acts on its old listing.
+    let report = settle_stale(&mut r2, &kafka(&stack), listed).await.unwrap();
+    assert_eq!(
+        report,
+        RecoveryReport {
+            stale: 2,
+            published: 0,
+            requeued: 0,
+            raced: 2
+        },
+        "both compares lost"
+    );
+    for id in [a.id, b.id] {
+        assert_eq!(
+            row(&mut conn, id).await,
+            ("DISPATCHING".to_owned(), Some(live_claim), None),
+            "{id} is still D's claim"
+        );
+    }
+    // D's mark under its own claim goes through.
+    let settled = settle_published(&mut conn, Some(live_claim), &[(a.id, partition, offset)])
+        .await
+        .unwrap();
+    assert_eq!(settled.published, 1);
+    assert_eq!(
+        row(&mut conn, a.id).await,
+        ("PUBLISHED".to_owned(), Some(live_claim), Some(offset))
+    );
+    assert_eq!(
+        read_topic(&stack, &topic).len(),
+        1,
+        "nothing published twice"
+    );
+    drop(r2);
+    sluice_testkit::delete_topics(&stack, &[&topic]).await;
+    teardown(schema, conn).await;
+}
+
+/// Dispatcher A claims an event and stalls; recovery requeues it (nothing in Kafka);
+/// dispatcher B re-claims it. A's late marks — published, failed, requeued — all lose their
+/// compare and leave B's claim as it is. Before claim tokens, A's late PUBLISHED mark moved
+/// B's claim (status-only compare), releasing the key's later events before B's copy.
+#[tokio::test]
+async fn a_late_mark_after_requeue_and_reclaim_changes_nothing() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let topic = sluice_testkit::unique("outbox-claims");
+    let event = NewEvent::new(&topic, "user", "k", "e", json!({}));
+    enqueue(&mut conn, &event).await.unwrap();
+    let a = claim_batch(&mut conn, "slow-a", 10).await.unwrap();
+    let a_claim = a[0].claim_id;
+    age_claims(&mut conn).await;
+    // The topic does not exist: the search finds nothing, the row is requeued.
+    let report = recover_stale(&mut conn, &kafka(&stack), STALE)
+        .await
+        .unwrap();
+    assert_eq!(report.requeued, 1);
+    let b = claim_batch(&mut conn, "b", 10).await.unwrap();
+    let b_claim = b[0].claim_id;
+
+    let mut late = schema.connect().await;
+    let settled = settle_published(&mut late, Some(a_claim), &[(event.id, 0, 42)])
+        .await
+        .unwrap();
+    assert_eq!(
+        settled,
+        Settled {
+            published: 0,
+            already_past: 0,
+            lost: 1
+        }
+    );
+    let s = settings(&stack, &schema, "slow-a");
+    assert_eq!(
+        mark_publish_failed(&mut late, &s, a_claim, event.id, 0, "late")
+            .await
+            .unwrap(),
+        FailedPublishOutcome::NotClaimed
+    );
+    assert!(
+        !requeue_without_attempt(&mut late, a_claim, event.id, 0, Duration::ZERO, "late")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        row(&mut conn, event.id).await,
+        ("DISPATCHING".to_owned(), Some(b_claim), None),
+        "B's claim untouched"
+    );
+    let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM outbox_events WHERE id = $1")
+        .bind(event.id)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(attempts, 0, "A's late failure burned no attempt");
+    // B's own mark goes through.
+    let settled = settle_published(&mut conn, Some(b_claim), &[(event.id, 0, 7)])
+        .await
+        .unwrap();
+    assert_eq!(settled.published, 1);
+    assert_eq!(
+        status_of(&mut conn, event.id).await,
+        OutboxStatus::Published
+    );
+    drop(late);
+    teardown(schema, conn).await;
+}
+
+/// Five events of one key; the first publish fails once (failpoint). The other four are
+/// not sent behind it and are requeued without an attempt; after the back-off the topic
+/// holds 1..5 in order. Before, the whole batch was pipelined and 2..5 were published and
+/// marked while 1 waited for its retry: the topic read 2, 3, 4, 5, 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_first_publish_holds_its_key_and_order_is_kept() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let topic = sluice_testkit::unique("outbox-order-fail");
+    sluice_testkit::create_topic(&stack, &topic, 1).await;
+    let mut ids = vec![];
+    for n in 1..=5 {
+        let event = NewEvent::new(&topic, "user", "one-key", "e", json!({"n": n}));
+        ids.push(enqueue(&mut conn, &event).await.unwrap());
+    }
+    let mut dispatcher = Dispatcher::new(settings(&stack, &schema, "failing"))
+        .unwrap()
+        .with_failpoint(Some(Failpoint::FailFirstPublish));
+    let first = dispatcher.dispatch_once().await.unwrap();
+    assert_eq!(
+        (first.claimed, first.published, first.retried, first.held),
+        (5, 0, 1, 4),
+        "the first fails, the rest are held: {first:?}"
+    );
+    assert!(read_topic(&stack, &topic).is_empty(), "nothing sent ahead");
+    // The retry waits for the back-off (100 ms in the test settings).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        dispatcher.dispatch_once().await.unwrap();
+        let published: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM outbox_events WHERE status = 'PUBLISHED' AND topic = $1",
+        )
+        .bind(&topic)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        if published == 5 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{published} of 5 published");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let order: Vec<i64> = read_topic(&stack, &topic)
+        .iter()
+        .map(|r| r.payload["n"].as_i64().unwrap())
+        .collect();
+    assert_eq!(order, vec![1, 2, 3, 4, 5]);
+    let attempts: Vec<i32> =
+        sqlx::query_scalar("SELECT attempts FROM outbox_events WHERE topic = $1 ORDER BY seq")
+            .bind(&topic)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(attempts, vec![1, 0, 0, 0, 0], "only the failed one paid");
+    sluice_testkit::delete_topics(&stack, &[&topic]).await;
+    teardown(schema, conn).await;
+}
