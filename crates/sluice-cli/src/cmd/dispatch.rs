@@ -27,13 +27,12 @@ pub fn settings_help() -> String {
     help
 }
 
-/// `hostname-pid`: the default dispatcher id.
+/// `hostname-pid`: the default dispatcher id (the host name as the storage consumer's
+/// static member id reads it).
 fn default_dispatcher_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
+    let host = super::env_lookup("HOSTNAME")
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "sluice".to_owned());
     format!("{host}-{}", std::process::id())
 }
@@ -42,7 +41,7 @@ fn default_dispatcher_id() -> String {
 pub fn outbox_settings() -> Result<OutboxSettings, Failure> {
     let names = super::env_names();
     let settings = OutboxSettings::from_vars(
-        &|name| std::env::var(name).ok(),
+        &super::env_lookup,
         names.iter().map(String::as_str),
         &default_dispatcher_id(),
     )
