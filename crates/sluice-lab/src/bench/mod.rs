@@ -1,19 +1,24 @@
 //! `sluice bench [storage]`: sluice's reviews pipeline measured against baselines in the same run,
 //! with the same generated rows, on the real stack (docs/ARCHITECTURE.md#performance). Not a test: it prints a
-//! Markdown table and writes a JSON file with the ratios.
+//! Markdown table, writes a JSON file with the ratios and an SVG chart beside it.
 //!
-//! - U: the same upsert statement, same batches, straight into PostgreSQL (no Kafka);
+//! - U / U_update: the same upsert statement, same batches, straight into PostgreSQL (no
+//!   Kafka), first crawl (all inserts) and second crawl (all updates);
 //! - L: one binary `COPY` of the same rows into an unindexed copy of the table;
 //! - K: a count-and-drop rdkafka consumer over the same topic;
-//! - S: `sluice run` (a child process), reviews pipeline, produce-all-first then drain;
+//! - S / S_update: `sluice run` (a child process), reviews pipeline, draining each crawl;
+//!   U and S alternate in ABBA pairs ([`compare`]), each run from a fresh checkpoint;
+//! - ideas on the write path, each in its own pairs ([`compare`], [`staged`]);
 //! - latency isolation: network-metrics produce → committed (visible) while reviews drain;
-//! - the consumer's peak RSS.
+//! - the consumer's peak RSS, the restart figure, the metrics cost, the outbox.
 //!
 //! `sluice bench outbox` measures the outbox dispatcher instead (see [`outbox`]).
 
 mod chart;
 mod compare;
 mod copy;
+mod cost;
+mod drain;
 mod latency;
 mod outbox;
 mod report;
@@ -27,6 +32,7 @@ use crate::Failure;
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
 use compare::WriteMethod;
+use drain::{Drained, check_alive, drain, run_command};
 use sluice_core::messages::{Review, decode_review};
 use sluice_core::{PipelineKind, Resolved, Settings};
 use sluice_kafka::Admin;
@@ -34,7 +40,6 @@ use sluice_loadgen::{CrawlerConfig, app_names, reviews_for_crawl};
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Options of `sluice bench`; with no subcommand, the storage bench.
@@ -365,9 +370,10 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     } else {
         println!(
             "== metrics cost: the same drain with SLUICE_HTTP_ADDR on and /metrics scraped every second, \
-             alternated with the endpoint off ({COST_ROUNDS} pairs in ABBA order, medians compared)"
+             alternated with the endpoint off ({} pairs in ABBA order, medians compared)",
+            cost::COST_ROUNDS
         );
-        let cost = metrics_cost(&env, &admin, &mut conn).await?;
+        let cost = cost::metrics_cost(&env, &admin, &mut conn).await?;
         println!(
             "   medians: endpoint off {:.0} rows/s, on and scraped {:.0} rows/s ({} scrapes): on/off = {:.3}",
             cost.off,
@@ -516,117 +522,6 @@ fn resolve_rows(
         .map_err(Failure::from)
 }
 
-/// The reviews drain with the metrics endpoint off and on (scraped every second).
-struct MetricsCost {
-    /// Rows/s of each run with the endpoint off.
-    off_runs: Vec<f64>,
-    /// Rows/s of each run with the endpoint on and scraped.
-    on_runs: Vec<f64>,
-    /// Median rows/s with the endpoint off.
-    off: f64,
-    /// Median rows/s with the endpoint on and scraped.
-    on: f64,
-    /// Scrapes that got a body, over all runs.
-    scrapes: u64,
-    /// CPU seconds of `sluice run` per run, off and on: far less sensitive than the rate to
-    /// other work on the machine.
-    off_cpu: Vec<f64>,
-    on_cpu: Vec<f64>,
-}
-
-/// Runs of each side: enough that one disturbed drain does not decide the median.
-const COST_ROUNDS: usize = 4;
-
-/// One drain for the metrics-cost phase: with the endpoint on (and scraped every second)
-/// or off. Returns the drain and the scrapes that got a body.
-async fn cost_drain(
-    env: &Env,
-    admin: &Admin,
-    conn: &mut PgConnection,
-    tag: String,
-    on: bool,
-) -> Result<(Drained, u64), Failure> {
-    sqlx::raw_sql("TRUNCATE reviews")
-        .execute(&mut *conn)
-        .await?;
-    compare::checkpoint(conn).await;
-    if !on {
-        let drained = drain(env, admin, &tag, &[("STORAGE_PIPELINES", "reviews")], None).await?;
-        return Ok((drained, 0));
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let scraper = scrape::Scraper::start(port, Duration::from_secs(1));
-    let drained = drain(
-        env,
-        admin,
-        &tag,
-        &[
-            ("STORAGE_PIPELINES", "reviews"),
-            ("SLUICE_HTTP_ADDR", addr.as_str()),
-        ],
-        None,
-    )
-    .await;
-    let scrapes = scraper.finish().await;
-    Ok((drained?, scrapes))
-}
-
-/// Alternates on and off in an ABBA order (on-off, off-on, …), so that neither drift of the
-/// machine nor the position in a pair favours one side; compares the medians.
-async fn metrics_cost(
-    env: &Env,
-    admin: &Admin,
-    conn: &mut PgConnection,
-) -> Result<MetricsCost, Failure> {
-    let (mut off_runs, mut on_runs, mut scrapes) = (vec![], vec![], 0);
-    let (mut off_cpu, mut on_cpu) = (vec![], vec![]);
-    for round in 0..COST_ROUNDS {
-        let order = if round % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for on in order {
-            let tag = format!("{}{round}", if on { "m" } else { "o" });
-            let (drained, scraped) = cost_drain(env, admin, conn, tag, on).await?;
-            scrapes += scraped;
-            if on {
-                on_runs.push(drained.drain);
-                on_cpu.push(drained.cpu_s);
-            } else {
-                off_runs.push(drained.drain);
-                off_cpu.push(drained.cpu_s);
-            }
-        }
-        println!(
-            "   pair {} ({}): on {:.0} rows/s, off {:.0} rows/s",
-            round + 1,
-            if round % 2 == 0 {
-                "on first"
-            } else {
-                "off first"
-            },
-            on_runs[round],
-            off_runs[round]
-        );
-    }
-    if scrapes == 0 {
-        return Err(anyhow!("the metrics endpoint was never scraped").into());
-    }
-    Ok(MetricsCost {
-        off: median(&off_runs),
-        on: median(&on_runs),
-        off_runs,
-        on_runs,
-        scrapes,
-        off_cpu,
-        on_cpu,
-    })
-}
-
 fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
@@ -742,174 +637,4 @@ fn count_and_drop(
         }
     }
     Ok(rate(seen, started.map_or(Duration::ZERO, |s| s.elapsed())))
-}
-
-/// One drain of the reviews backlog by `sluice run`.
-#[derive(Debug, Clone)]
-struct Drained {
-    /// Rows/s from the first record in the pipeline's hands to lag 0.
-    drain: f64,
-    /// Rows/s from the group join to lag 0 (includes the consumer's start-up).
-    with_startup: f64,
-    /// Peak RSS, KiB.
-    rss_kb: u64,
-    /// CPU time (user + system) the process had used when the backlog was drained, seconds.
-    cpu_s: f64,
-    /// Records drained.
-    records: u64,
-    /// Rows the drain updated (from the batch log).
-    updated: u64,
-    /// The reviews pipeline's committed batches.
-    batches: Vec<runlog::Batch>,
-    /// Cumulative (seconds since the first record in hand, rows) after each batch.
-    timeline: Vec<(f64, u64)>,
-}
-
-/// The CPU time (user + system) process `pid` has used so far, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command (in parentheses, which may contain spaces): state is the
-    // 3rd field, utime the 14th and stime the 15th.
-    let after = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // USER_HZ is 100 on every Linux this runs on.
-    Some(ticks / 100.0)
-}
-
-/// Runs `sluice run` with the bench settings under a fresh group prefix until the reviews
-/// backlog is drained.
-async fn drain(
-    env: &Env,
-    admin: &Admin,
-    tag: &str,
-    extra: &[(&str, &str)],
-    probe: Option<&latency::Probe>,
-) -> Result<Drained, Failure> {
-    let prefix = format!("{}-{tag}", env.id);
-    let log = PathBuf::from(format!(".stack/bench-{tag}.log"));
-    let mut cmd = run_command(env, &prefix, tag, &log)?;
-    cmd.envs(extra.iter().copied());
-    let mut child = cmd.spawn()?;
-    let group = format!("{prefix}.reviews");
-    let variable = PipelineKind::Reviews.topic_variable();
-    let topic = extra
-        .iter()
-        .find(|(k, _)| *k == variable)
-        .map_or_else(|| format!("{}-reviews", env.id), |(_, v)| (*v).to_owned());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let pipelines = extra
-        .iter()
-        .find(|(k, _)| *k == "STORAGE_PIPELINES")
-        .map_or("reviews", |(_, v)| *v);
-    let groups: Vec<String> = pipelines
-        .split(',')
-        .map(|p| format!("{prefix}.{p}"))
-        .collect();
-    while groups
-        .iter()
-        .map(|g| admin.group_members(g))
-        .collect::<Result<Vec<_>, _>>()?
-        .contains(&0)
-    {
-        check_alive(&mut child, &log)?;
-        if Instant::now() > deadline {
-            return Err(anyhow!("sluice run did not join within 60 s").into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let started = Instant::now();
-    if let Some(probe) = probe {
-        probe.start();
-    }
-    let end: i64 = admin.watermarks(&topic)?.iter().map(|m| m.high).sum();
-    loop {
-        check_alive(&mut child, &log)?;
-        let committed: i64 = admin
-            .committed_offsets(&group, &topic)?
-            .iter()
-            .map(|(_, o)| o.unwrap_or(0))
-            .sum();
-        if committed >= end {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let elapsed = started.elapsed();
-    let drained_at = chrono::Utc::now();
-    if let Some(probe) = probe {
-        probe.stop();
-        probe.wait_drained().await?;
-    }
-    let rss = super::demo::peak_rss_kb(child.id()).unwrap_or(0);
-    let cpu_s = cpu_seconds(child.id()).unwrap_or(0.0);
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()?;
-    let status = child.wait()?;
-    if !status.success() {
-        return Err(anyhow!("sluice run exited with {status}; see {}", log.display()).into());
-    }
-    let n = usize::try_from(end).unwrap_or(0);
-    let batches = runlog::batches(&log);
-    let first = runlog::first_data_at(&batches);
-    let drain_time = first
-        .and_then(|first| (drained_at - first).to_std().ok())
-        .unwrap_or(elapsed);
-    let timeline = first.map_or_else(Vec::new, |f| runlog::timeline(&batches, f));
-    Ok(Drained {
-        drain: rate(n, drain_time),
-        with_startup: rate(n, elapsed),
-        rss_kb: rss,
-        cpu_s,
-        records: n as u64,
-        updated: batches.iter().map(|b| b.updated).sum(),
-        batches,
-        timeline,
-    })
-}
-
-/// `sluice run` (this executable) with the bench's settings, group prefix `prefix`, its JSON
-/// log in `log`.
-fn run_command(
-    env: &Env,
-    prefix: &str,
-    tag: &str,
-    log: &std::path::Path,
-) -> Result<Command, Failure> {
-    let mut cmd = Command::new(crate::sluice_exe()?);
-    cmd.arg("run")
-        .env(
-            "KAFKA_BOOTSTRAP_SERVERS",
-            &env.settings.kafka.bootstrap_servers,
-        )
-        .env("DATABASE_URL", &env.url)
-        .env(
-            PipelineKind::Reviews.topic_variable(),
-            format!("{}-reviews", env.id),
-        )
-        .env(
-            PipelineKind::NetworkMetrics.topic_variable(),
-            format!("{}-network-metrics", env.id),
-        )
-        .env("STORAGE_GROUP_PREFIX", prefix)
-        .env(
-            "STORAGE_HEARTBEAT_DIR",
-            format!(".stack/bench-heartbeat-{tag}"),
-        )
-        .env("SLUICE_LOG_FORMAT", "json")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log)?);
-    Ok(cmd)
-}
-
-fn check_alive(child: &mut Child, log: &std::path::Path) -> Result<(), Failure> {
-    match child.try_wait()? {
-        Some(status) => Err(anyhow!(
-            "sluice run exited early with {status}; see {}",
-            log.display()
-        )
-        .into()),
-        None => Ok(()),
-    }
 }

@@ -1,6 +1,7 @@
 //! The storage bench's Markdown table and JSON file.
 
-use super::{BenchArgs, COST_ROUNDS, MetricsCost, latency, median, restart, runlog};
+use super::cost::{COST_ROUNDS, MetricsCost};
+use super::{BenchArgs, latency, median, restart, runlog};
 use crate::Failure;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -234,6 +235,7 @@ pub(super) fn report(
     if let Some(cost) = cost {
         let cpu_ratio = median(&cost.on_cpu) / median(&cost.off_cpu).max(1e-9);
         results["ratios"]["S_metrics_on/S_metrics_off"] = json!(cost.on / cost.off);
+        results["targets"]["metrics_on>=0.97off"] = json!(cost.on / cost.off >= 0.97);
         results["metrics_cost"] = json!({"off_rows_per_second": cost.off, "on_scraped_rows_per_second": cost.on, "off_runs": cost.off_runs, "on_runs": cost.on_runs, "off_cpu_seconds": cost.off_cpu, "on_cpu_seconds": cost.on_cpu, "cpu_on/off": cpu_ratio, "scrapes": cost.scrapes});
     }
     if let Some(outbox) = outbox {
