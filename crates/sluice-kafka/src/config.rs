@@ -55,7 +55,10 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
             // (default 1000 ms): long enough to drain the buffer and stall the writer.
             // Measured with `sluice bench`: 300–600 ms stalls every ~40k records at the
             // default.
-            .set("fetch.queue.backoff.ms", "10");
+            .set("fetch.queue.backoff.ms", "10")
+            // The high watermarks the lag gauge reads (`BatchConsumer::lag`) without a
+            // round trip to the broker, which would hold up the reader thread.
+            .set("statistics.interval.ms", "2000");
     }
     if let Some(id) = options.group_instance_id {
         config.set("group.instance.id", id);

@@ -392,12 +392,17 @@ impl BatchConsumer {
         }
     }
 
-    /// Records left per assigned partition: the partition's end (high watermark, asked of
-    /// the broker) minus this consumer's position (the offset after the last record handed
-    /// to the application; the group's committed offset where nothing was consumed yet, and
-    /// the start of the partition where the group never committed). A fetch of the
-    /// watermarks that fails leaves the partition out.
-    pub fn lag(&self, timeout: Duration) -> Result<Vec<(i32, i64)>, KafkaError> {
+    /// Records left per assigned partition: the partition's end (high watermark) minus this
+    /// consumer's position (the offset after the last record handed to the application; the
+    /// group's committed offset where nothing was consumed yet, and the start of the
+    /// partition where the group never committed). With `ask_broker` the watermarks are
+    /// asked of the broker (a round trip per partition, up to `timeout` each); without it
+    /// the high watermark is the one in the client's last statistics (`statistics.interval.ms`,
+    /// 2 s with batch tuning; librdkafka takes it from the fetch responses, so it does not
+    /// move while fetching is paused), and the broker is asked only for a partition that
+    /// has no statistics or no position yet. A fetch of the watermarks that fails leaves the
+    /// partition out.
+    pub fn lag(&self, timeout: Duration, ask_broker: bool) -> Result<Vec<(i32, i64)>, KafkaError> {
         let positions = self.consumer.position()?;
         let committed = if positions
             .elements()
@@ -410,13 +415,22 @@ impl BatchConsumer {
         };
         let mut lags = Vec::with_capacity(positions.count());
         for e in positions.elements() {
-            let Ok((low, high)) = self
-                .consumer
-                .fetch_watermarks(e.topic(), e.partition(), timeout)
-            else {
+            let known = |o: Offset| o.to_raw().filter(|o| *o >= 0);
+            let cached = if ask_broker {
+                None
+            } else {
+                self.rebalances.high_watermark(e.topic(), e.partition())
+            };
+            let watermarks = match cached {
+                // The low watermark is only needed where the position is not known.
+                Some(high) if known(e.offset()).is_some() => Ok((0, high)),
+                _ => self
+                    .consumer
+                    .fetch_watermarks(e.topic(), e.partition(), timeout),
+            };
+            let Ok((low, high)) = watermarks else {
                 continue;
             };
-            let known = |o: Offset| o.to_raw().filter(|o| *o >= 0);
             let at = known(e.offset())
                 .or_else(|| {
                     committed

@@ -1,11 +1,14 @@
 //! A consumer context that counts the group's rebalance events, so that the storage
 //! pipeline can export them (`sluice_rebalances_total{pipeline,event}`) without the
-//! Kafka adapter knowing about metrics.
+//! Kafka adapter knowing about metrics; and keeps the high watermark of each partition from
+//! the client's statistics, so the lag can be measured without a round trip to the broker.
 
 use rdkafka::ClientContext;
+use rdkafka::Statistics;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// How many rebalance events a consumer has seen, by event.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -32,6 +35,8 @@ impl RebalanceCounts {
 #[derive(Debug, Clone, Default)]
 pub struct RebalanceCounter {
     counts: Arc<[AtomicU64; 3]>,
+    /// (topic, partition) → the high watermark in the last statistics that knew it.
+    high_watermarks: Arc<Mutex<HashMap<(String, i32), i64>>>,
 }
 
 impl RebalanceCounter {
@@ -45,6 +50,16 @@ impl RebalanceCounter {
         }
     }
 
+    /// The high watermark of a partition as of the client's last statistics (librdkafka
+    /// updates it from every fetch response), if known.
+    pub fn high_watermark(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.high_watermarks
+            .lock()
+            .ok()?
+            .get(&(topic.to_owned(), partition))
+            .copied()
+    }
+
     fn record(&self, rebalance: &Rebalance<'_>) {
         let slot = match rebalance {
             Rebalance::Assign(_) => 0,
@@ -55,7 +70,21 @@ impl RebalanceCounter {
     }
 }
 
-impl ClientContext for RebalanceCounter {}
+impl ClientContext for RebalanceCounter {
+    fn stats(&self, statistics: Statistics) {
+        let Ok(mut highs) = self.high_watermarks.lock() else {
+            return;
+        };
+        for (topic, t) in statistics.topics {
+            for (partition, p) in t.partitions {
+                // Partition -1 is the client's internal "unassigned" queue.
+                if partition >= 0 && p.hi_offset >= 0 {
+                    highs.insert((topic.clone(), partition), p.hi_offset);
+                }
+            }
+        }
+    }
+}
 
 impl ConsumerContext for RebalanceCounter {
     fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {

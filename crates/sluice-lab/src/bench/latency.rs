@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Percentiles of the probe.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Summary {
     /// Messages measured.
     pub count: usize,
@@ -25,6 +25,8 @@ pub struct Summary {
     pub p99: f64,
     /// Maximum, ms.
     pub max: f64,
+    /// Every measured latency, ms, ascending.
+    pub samples: Vec<f64>,
 }
 
 type Sent = Arc<Mutex<Vec<(uuid::Uuid, Instant)>>>;
@@ -55,7 +57,14 @@ impl Probe {
             .pipeline(sluice_core::PipelineKind::NetworkMetrics)
             .map(|p| p.topic.clone())
             .unwrap_or_default();
-        let producer = ResilientProducer::new(&settings.kafka, "sluice-bench-probe")?;
+        // The latency measured is sluice's (broker → row visible), so the probe's own
+        // producer does not wait the default 20 ms linger before sending.
+        let producer = ResilientProducer::with_timings(
+            &settings.kafka,
+            "sluice-bench-probe",
+            Duration::from_secs(30),
+            Duration::from_millis(1),
+        )?;
         let running = Arc::new(AtomicBool::new(true));
         let started = Arc::new(AtomicBool::new(false));
         let sent: Sent = Arc::default();
@@ -195,6 +204,7 @@ impl Probe {
             p50: pick(0.5),
             p99: pick(0.99),
             max: ms.last().copied().unwrap_or(0.0),
+            samples: ms,
         })
     }
 }

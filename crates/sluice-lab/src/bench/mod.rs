@@ -1,36 +1,45 @@
 //! `sluice bench [storage]`: sluice's reviews pipeline measured against baselines in the same run,
 //! with the same generated rows, on the real stack (docs/ARCHITECTURE.md#performance). Not a test: it prints a
-//! Markdown table and writes a JSON file with the ratios.
+//! Markdown table, writes a JSON file with the ratios and an SVG chart beside it.
 //!
-//! - U: the same upsert statement, same batches, straight into PostgreSQL (no Kafka);
+//! - U / U_update: the same upsert statement, same batches, straight into PostgreSQL (no
+//!   Kafka), first crawl (all inserts) and second crawl (all updates);
 //! - L: one binary `COPY` of the same rows into an unindexed copy of the table;
 //! - K: a count-and-drop rdkafka consumer over the same topic;
-//! - S: `sluice run` (a child process), reviews pipeline, produce-all-first then drain;
+//! - S / S_update: `sluice run` (a child process), reviews pipeline, draining each crawl;
+//!   U and S alternate in ABBA pairs ([`compare`]), each run from a fresh checkpoint;
+//! - ideas on the write path, each in its own pairs ([`compare`], [`staged`]);
 //! - latency isolation: network-metrics produce → committed (visible) while reviews drain;
-//! - the consumer's peak RSS.
+//! - the consumer's peak RSS, the restart figure, the metrics cost, the outbox.
 //!
 //! `sluice bench outbox` measures the outbox dispatcher instead (see [`outbox`]).
 
+mod chart;
+mod compare;
 mod copy;
+mod cost;
+mod drain;
 mod latency;
 mod outbox;
+mod report;
 mod restart;
+mod runlog;
 mod scrape;
+mod staged;
 
 use super::produce::{bar, send_all};
 use crate::Failure;
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
-use serde_json::json;
+use compare::WriteMethod;
+use drain::{Drained, check_alive, drain, run_command};
 use sluice_core::messages::{Review, decode_review};
-use sluice_core::topics::reviews::ReviewsTopic;
 use sluice_core::{PipelineKind, Resolved, Settings};
 use sluice_kafka::Admin;
 use sluice_loadgen::{CrawlerConfig, app_names, reviews_for_crawl};
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Options of `sluice bench`; with no subcommand, the storage bench.
@@ -45,10 +54,18 @@ pub struct BenchArgs {
     /// Apps the reviews belong to.
     #[arg(long, default_value_t = 1000)]
     apps: usize,
-    /// Network-metrics messages per second during the latency phase.
-    #[arg(long, default_value_t = 10.0)]
+    /// Network-metrics messages per second during the latency phase (fast enough for a few
+    /// hundred samples during a drain of a few seconds).
+    #[arg(long, default_value_t = 100.0)]
     metrics_rate: f64,
-    /// Where the JSON results go.
+    /// Pairs of runs (ABBA order) of each write-method comparison, U and S.
+    #[arg(long, default_value_t = 2)]
+    pairs: usize,
+    /// Skip the slow phases (metrics cost, the dynamic-membership restart, the outbox):
+    /// for trying an idea.
+    #[arg(long)]
+    quick: bool,
+    /// Where the JSON results go; the SVG chart goes beside it (same name, `.svg`).
     #[arg(long, default_value = "bench-results.json")]
     out: PathBuf,
 }
@@ -63,6 +80,8 @@ enum BenchTarget {
 }
 
 const BATCH: usize = 500;
+/// The larger transaction tried as an idea.
+const BIG_BATCH: usize = 1000;
 
 /// Entry point.
 pub fn run(args: &BenchArgs) -> Result<(), Failure> {
@@ -92,7 +111,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     let id = format!("bench{}", std::process::id());
     let env = setup(settings, &id, args).await?;
     println!(
-        "== workload: {} reviews over {} apps (one crawl, no duplicates, no poison)",
+        "== workload: {} reviews over {} apps, two crawls (the second re-reads every review, newer)",
         args.reviews, args.apps
     );
     let config = CrawlerConfig {
@@ -105,6 +124,10 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         ..CrawlerConfig::default()
     };
     let records = reviews_for_crawl(&config);
+    let records2 = reviews_for_crawl(&CrawlerConfig {
+        crawl: 2,
+        ..config.clone()
+    });
     let mut conn = sluice_postgres::connect(&env.url, "bench")
         .await
         .context("bench schema")?;
@@ -114,41 +137,71 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
             .await?
             .into_iter()
             .collect();
-    let rows: Vec<Resolved<Review>> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let message = decode_review(r.payload.as_deref())
-                .map_err(|e| anyhow!("generated row {i}: {e}"))?;
-            let application_id = *ids
-                .get(&message.package_name)
-                .ok_or_else(|| anyhow!("unregistered app"))?;
-            Ok(Resolved {
-                record: i,
-                application_id,
-                message,
-            })
-        })
-        .collect::<Result<_, anyhow::Error>>()?;
+    let rows = resolve_rows(&records, &ids)?;
+    let rows2 = resolve_rows(&records2, &ids)?;
     let bytes: usize = records
         .iter()
         .map(|r| r.payload.as_ref().map_or(0, Vec::len))
         .sum();
     println!(
-        "   {} rows, {:.1} MiB of JSON",
+        "   {} rows per crawl, {:.1} MiB of JSON",
         rows.len(),
         bytes as f64 / 1048576.0
     );
 
-    println!("== U: upsert, {BATCH}-row batches, one transaction each, no Kafka");
-    let started = Instant::now();
-    for chunk in rows.chunks(BATCH) {
-        let mut tx = conn.begin().await?;
-        sluice_postgres::repo::upsert::<ReviewsTopic>(&mut tx, chunk).await?;
-        tx.commit().await?;
+    println!(
+        "== idea: U with the rows sent by binary COPY into a staging table vs as UNNEST arrays; \
+         {BATCH}-row batches, both crawls, {} pairs in ABBA order",
+        args.pairs
+    );
+    let mut u_runs = Vec::new();
+    for pair in 0..args.pairs {
+        for method in compare::abba(pair) {
+            let run = compare::u_run(&mut conn, &rows, &rows2, method).await?;
+            println!(
+                "   {:<6} insert {:.0} rows/s, update {:.0} rows/s",
+                method.as_str(),
+                run.insert,
+                run.update
+            );
+            u_runs.push(run);
+        }
     }
-    let u = rate(rows.len(), started.elapsed());
-    println!("   {u:.0} rows/s");
+    let u_of = |r: &compare::URun| (r.method, r.insert, r.update);
+    let (u_arrays, u_arrays_update) = compare::medians(&u_runs, WriteMethod::Unnest, u_of);
+    let (u_copy, u_copy_update) = compare::medians(&u_runs, WriteMethod::Copy, u_of);
+    println!(
+        "   medians: UNNEST {u_arrays:.0} / {u_arrays_update:.0} rows/s, COPY-staged {u_copy:.0} / \
+         {u_copy_update:.0} rows/s: {:.2} / {:.2} ×",
+        u_copy / u_arrays,
+        u_copy_update / u_arrays_update
+    );
+
+    println!(
+        "== idea: U over 2 connections at once (rows split by key) vs 1, first crawl, {} pairs",
+        args.pairs
+    );
+    let (mut one_lane, mut two_lanes) = (Vec::new(), Vec::new());
+    for pair in 0..args.pairs {
+        for lanes in if pair.is_multiple_of(2) {
+            [2, 1]
+        } else {
+            [1, 2]
+        } {
+            let r = compare::u_lanes(&env.url, &mut conn, &rows, lanes).await?;
+            println!("   {lanes} connection(s): {r:.0} rows/s");
+            if lanes == 1 {
+                one_lane.push(r)
+            } else {
+                two_lanes.push(r)
+            }
+        }
+    }
+    let (u_one, u_two) = (median(&one_lane), median(&two_lanes));
+    println!(
+        "   medians: 1 connection {u_one:.0}, 2 connections {u_two:.0} rows/s ({:.2}×)",
+        u_two / u_one
+    );
 
     println!("== L: binary COPY into an unindexed copy of the table");
     sqlx::raw_sql("CREATE TABLE reviews_copy (LIKE reviews INCLUDING DEFAULTS)")
@@ -156,56 +209,180 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         .await?;
     let started = Instant::now();
     copy::copy_rows(&mut conn, "reviews_copy", &rows).await?;
+    let l_seconds = started.elapsed().as_secs_f64();
     let l = rate(rows.len(), started.elapsed());
     println!("   {l:.0} rows/s");
 
-    println!("== producing the topic (not timed)");
+    println!("== producing both crawls (not timed)");
     let topic = env
         .settings
         .pipeline(sluice_core::PipelineKind::Reviews)
         .map(|p| p.topic.clone())
         .unwrap_or_default();
+    let topic2 = format!("{topic}-crawl2");
     let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
     for p in &env.settings.pipelines {
         admin.ensure_topic(&p.topic, 3).await?;
     }
+    admin.ensure_topic(&topic2, 3).await?;
     let producer = sluice_kafka::ResilientProducer::new(&settings.kafka, "sluice-bench")?;
-    let progress = bar(records.len() as u64, "produce", false);
+    let progress = bar(records.len() as u64 * 2, "produce", false);
     send_all(&env.settings, &producer, &records, 0, &progress).await?;
+    let mut settings2 = env.settings.clone();
+    for p in &mut settings2.pipelines {
+        if p.kind == PipelineKind::Reviews {
+            p.topic.clone_from(&topic2);
+        }
+    }
+    send_all(&settings2, &producer, &records2, 0, &progress).await?;
     progress.finish();
 
     println!("== K: count-and-drop rdkafka consumer");
     let k = count_and_drop(&settings.kafka, &topic, &format!("{id}-k"), records.len())?;
     println!("   {k:.0} records/s");
 
-    println!("== S: sluice run (reviews pipeline), drain the backlog");
-    sqlx::raw_sql("TRUNCATE reviews").execute(&mut conn).await?;
-    let s_run = drain(&env, &admin, "s", &[("STORAGE_PIPELINES", "reviews")], None).await?;
-    let s = s_run.drain;
     println!(
-        "   {s:.0} rows/s draining ({:.0} rows/s counting the consumer's start-up), peak RSS {:.1} MiB",
-        s_run.with_startup,
-        s_run.rss_kb as f64 / 1024.0
+        "== U and S: U (the same upsert, {BATCH}-row batches, one transaction each, no Kafka) and \
+         S (`sluice run`, reviews pipeline, draining the produced backlog), crawl 1 into an empty \
+         table then crawl 2 (all updates); {} pairs in ABBA order",
+        args.pairs
     );
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM reviews")
-        .fetch_one(&mut conn)
-        .await?;
-    if stored != rows.len() as i64 {
-        return Err(anyhow!("S stored {stored} rows, expected {}", rows.len()).into());
+    let (mut u_pairs, mut s_runs) = (Vec::new(), Vec::new());
+    for pair in 0..args.pairs {
+        for s_side in [!pair.is_multiple_of(2), pair.is_multiple_of(2)] {
+            if s_side {
+                let tag = format!("s{pair}");
+                let run = compare::s_run(&env, &admin, &mut conn, &tag, &topic2, None).await?;
+                println!(
+                    "   S insert {:.0} rows/s ({:.2} s CPU), update {:.0} rows/s ({:.2} s CPU), peak RSS {:.1} MiB",
+                    run.insert.drain,
+                    run.insert.cpu_s,
+                    run.update.drain,
+                    run.update.cpu_s,
+                    run.insert.rss_kb.max(run.update.rss_kb) as f64 / 1024.0
+                );
+                s_runs.push(run);
+            } else {
+                let run = compare::u_run(&mut conn, &rows, &rows2, WriteMethod::Unnest).await?;
+                println!(
+                    "   U insert {:.0} rows/s, update {:.0} rows/s",
+                    run.insert, run.update
+                );
+                u_pairs.push(run);
+            }
+        }
     }
+    let (u, u_update) = compare::medians(&u_pairs, WriteMethod::Unnest, u_of);
+    let s_of = |r: &compare::SRun| (WriteMethod::Unnest, r.insert.drain, r.update.drain);
+    let cpu_of = |r: &compare::SRun| (WriteMethod::Unnest, r.insert.cpu_s, r.update.cpu_s);
+    let (s, s_update) = compare::medians(&s_runs, WriteMethod::Unnest, s_of);
+    let (cpu_insert, cpu_update) = compare::medians(&s_runs, WriteMethod::Unnest, cpu_of);
+    let pair_ratios: Vec<f64> = s_runs
+        .iter()
+        .zip(&u_pairs)
+        .map(|(s, u)| s.insert.drain / u.insert)
+        .collect();
+    let s_main = s_runs
+        .first()
+        .cloned()
+        .ok_or_else(|| anyhow!("no S run (--pairs 0?)"))?;
+    let with_startup = median(
+        &s_runs
+            .iter()
+            .map(|r| r.insert.with_startup)
+            .collect::<Vec<_>>(),
+    );
+    let s_rss_kb = s_runs
+        .iter()
+        .map(|r| r.insert.rss_kb.max(r.update.rss_kb))
+        .max()
+        .unwrap_or(0);
+    println!(
+        "   medians: U {u:.0} / U_update {u_update:.0}, S {s:.0} / S_update {s_update:.0} rows/s; \
+         S/U per pair {}",
+        pair_ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let batch_idea = if args.quick {
+        None
+    } else {
+        println!(
+            "== idea: S with {BIG_BATCH} records per transaction (STORAGE_MAX_POLL_RECORDS_REVIEWS) vs the \
+             default {BATCH}, both crawls, {} pairs in ABBA order",
+            args.pairs
+        );
+        let (mut small, mut big) = (Vec::new(), Vec::new());
+        for pair in 0..args.pairs {
+            let order = if pair.is_multiple_of(2) {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            for is_big in order {
+                let tag = format!("b{pair}{}", u8::from(is_big));
+                let batch = is_big.then_some(BIG_BATCH);
+                let run = compare::s_run(&env, &admin, &mut conn, &tag, &topic2, batch).await?;
+                println!(
+                    "   {:>5} rows/transaction: insert {:.0} rows/s ({:.2} s CPU), update {:.0} rows/s, peak RSS {:.1} MiB",
+                    batch.unwrap_or(BATCH),
+                    run.insert.drain,
+                    run.insert.cpu_s,
+                    run.update.drain,
+                    run.insert.rss_kb.max(run.update.rss_kb) as f64 / 1024.0
+                );
+                if is_big {
+                    big.push(run)
+                } else {
+                    small.push(run)
+                }
+            }
+        }
+        let s_of = |r: &compare::SRun| (WriteMethod::Unnest, r.insert.drain, r.update.drain);
+        let small = compare::medians(&small, WriteMethod::Unnest, s_of);
+        let big = compare::medians(&big, WriteMethod::Unnest, s_of);
+        println!(
+            "   medians: {BATCH}: {:.0} / {:.0}, {BIG_BATCH}: {:.0} / {:.0} rows/s ({:.2} / {:.2} ×)",
+            small.0,
+            small.1,
+            big.0,
+            big.1,
+            big.0 / small.0,
+            big.1 / small.1
+        );
+        Some((small, big))
+    };
+    let phases = runlog::phase_medians_ms(&s_main.insert.batches, BATCH as u64);
+    println!(
+        "   per batch (median of full batches, first S run): {}",
+        runlog::PHASES
+            .iter()
+            .zip(phases)
+            .map(|(n, v)| format!("{n} {v:.2} ms"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 
-    println!(
-        "== metrics cost: the same drain with SLUICE_HTTP_ADDR on and /metrics scraped every second, \
-         alternated with the endpoint off ({COST_ROUNDS} pairs in ABBA order, medians compared)"
-    );
-    let cost = metrics_cost(&env, &admin, &mut conn).await?;
-    println!(
-        "   medians: endpoint off {:.0} rows/s, on and scraped {:.0} rows/s ({} scrapes): on/off = {:.3}",
-        cost.off,
-        cost.on,
-        cost.scrapes,
-        cost.on / cost.off
-    );
+    let cost = if args.quick {
+        None
+    } else {
+        println!(
+            "== metrics cost: the same drain with SLUICE_HTTP_ADDR on and /metrics scraped every second, \
+             alternated with the endpoint off ({} pairs in ABBA order, medians compared)",
+            cost::COST_ROUNDS
+        );
+        let cost = cost::metrics_cost(&env, &admin, &mut conn).await?;
+        println!(
+            "   medians: endpoint off {:.0} rows/s, on and scraped {:.0} rows/s ({} scrapes): on/off = {:.3}",
+            cost.off,
+            cost.on,
+            cost.scrapes,
+            cost.on / cost.off
+        );
+        Some(cost)
+    };
 
     println!(
         "== latency isolation: network-metrics every {:.0} ms while the reviews backlog drains",
@@ -232,144 +409,117 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         "   reviews {s2:.0} rows/s; network-metrics over {} messages: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         lat.count, lat.p50, lat.p99, lat.max
     );
-    let rss_kb = s_run.rss_kb.max(lat_run.rss_kb);
+    let rss_kb = s_rss_kb.max(lat_run.rss_kb);
 
     println!(
         "== restart: SIGKILL of `sluice run` mid-drain, restart, time to the first committed batch"
     );
     sqlx::raw_sql("TRUNCATE reviews").execute(&mut conn).await?;
-    let restart = restart::measure(&env).await?;
+    let restart = restart::measure(&env, !args.quick).await?;
     println!(
-        "   static membership (default): {:.2} s; dynamic membership (STORAGE_INSTANCE_ID=off, baseline): {:.2} s",
-        restart.static_s, restart.dynamic_s
+        "   static membership (default): {:.2} s; dynamic membership (STORAGE_INSTANCE_ID=off, baseline): {}",
+        restart.static_s,
+        restart
+            .dynamic_s
+            .map_or("not measured (--quick)".to_owned(), |d| format!("{d:.2} s"))
     );
 
-    report(
+    let outbox = if args.quick {
+        None
+    } else {
+        println!("== outbox: `sluice-lab bench outbox` with its defaults");
+        Some(outbox::phase(&settings.database_url, &settings.kafka).await?)
+    };
+
+    let u_main = u_pairs
+        .first()
+        .cloned()
+        .ok_or_else(|| anyhow!("no U run"))?;
+    let figures = report::Figures {
+        u,
+        u_update,
+        u_arrays,
+        u_arrays_update,
+        u_copy,
+        u_copy_update,
+        u_one,
+        u_two,
+        l,
+        k,
+        s,
+        s_update,
+        pair_ratios,
+        cpu: [cpu_insert, cpu_update],
+        with_startup,
+        phases,
+        batch_idea,
+    };
+    report::report(
         args,
-        &[
-            ("U", u),
-            ("L", l),
-            ("K", k),
-            ("S", s),
-            ("S_startup", s_run.with_startup),
-        ],
+        &figures,
         &lat,
         rss_kb,
         s2,
         &restart,
-        &cost,
+        cost.as_ref(),
+        outbox.as_ref(),
     )?;
+    let svg_path = args.out.with_extension("svg");
+    let svg = chart::render(
+        &format!(
+            "sluice bench: {} reviews, S (sluice run) next to U (upsert, no Kafka) and L (COPY)",
+            args.reviews
+        ),
+        &report::machine(),
+        &[
+            chart::Series {
+                label: format!("S, sluice run ({s:.0} rows/s median)"),
+                colour: "#1f77b4",
+                points: chart::rate_series(&s_main.insert.timeline, 0.25),
+            },
+            chart::Series {
+                label: format!("U, upsert ({u:.0})"),
+                colour: "#ff7f0e",
+                points: chart::rate_series(&u_main.timeline, 0.25),
+            },
+            chart::Series {
+                label: format!("L, COPY ({l:.0})"),
+                colour: "#2ca02c",
+                points: vec![(0.0, l), (l_seconds, l)],
+            },
+        ],
+        &lat.samples,
+    );
+    std::fs::write(&svg_path, svg)?;
+    println!("SVG: {}", svg_path.display());
+    for t in [&topic2] {
+        admin.delete_topic(t).await?;
+    }
     teardown(settings, &env, &admin, &mut conn).await
 }
 
-/// The reviews drain with the metrics endpoint off and on (scraped every second).
-struct MetricsCost {
-    /// Rows/s of each run with the endpoint off.
-    off_runs: Vec<f64>,
-    /// Rows/s of each run with the endpoint on and scraped.
-    on_runs: Vec<f64>,
-    /// Median rows/s with the endpoint off.
-    off: f64,
-    /// Median rows/s with the endpoint on and scraped.
-    on: f64,
-    /// Scrapes that got a body, over all runs.
-    scrapes: u64,
-    /// CPU seconds of `sluice run` per run, off and on: far less sensitive than the rate to
-    /// other work on the machine.
-    off_cpu: Vec<f64>,
-    on_cpu: Vec<f64>,
-}
-
-/// Runs of each side: enough that one disturbed drain does not decide the median.
-const COST_ROUNDS: usize = 4;
-
-/// One drain for the metrics-cost phase: with the endpoint on (and scraped every second)
-/// or off. Returns the drain and the scrapes that got a body.
-async fn cost_drain(
-    env: &Env,
-    admin: &Admin,
-    conn: &mut PgConnection,
-    tag: String,
-    on: bool,
-) -> Result<(Drained, u64), Failure> {
-    sqlx::raw_sql("TRUNCATE reviews")
-        .execute(&mut *conn)
-        .await?;
-    if !on {
-        let drained = drain(env, admin, &tag, &[("STORAGE_PIPELINES", "reviews")], None).await?;
-        return Ok((drained, 0));
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let scraper = scrape::Scraper::start(port, Duration::from_secs(1));
-    let drained = drain(
-        env,
-        admin,
-        &tag,
-        &[
-            ("STORAGE_PIPELINES", "reviews"),
-            ("SLUICE_HTTP_ADDR", addr.as_str()),
-        ],
-        None,
-    )
-    .await;
-    let scrapes = scraper.finish().await;
-    Ok((drained?, scrapes))
-}
-
-/// Alternates on and off in an ABBA order (on-off, off-on, …), so that neither drift of the
-/// machine nor the position in a pair favours one side; compares the medians.
-async fn metrics_cost(
-    env: &Env,
-    admin: &Admin,
-    conn: &mut PgConnection,
-) -> Result<MetricsCost, Failure> {
-    let (mut off_runs, mut on_runs, mut scrapes) = (vec![], vec![], 0);
-    let (mut off_cpu, mut on_cpu) = (vec![], vec![]);
-    for round in 0..COST_ROUNDS {
-        let order = if round % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for on in order {
-            let tag = format!("{}{round}", if on { "m" } else { "o" });
-            let (drained, scraped) = cost_drain(env, admin, conn, tag, on).await?;
-            scrapes += scraped;
-            if on {
-                on_runs.push(drained.drain);
-                on_cpu.push(drained.cpu_s);
-            } else {
-                off_runs.push(drained.drain);
-                off_cpu.push(drained.cpu_s);
-            }
-        }
-        println!(
-            "   pair {} ({}): on {:.0} rows/s, off {:.0} rows/s",
-            round + 1,
-            if round % 2 == 0 {
-                "on first"
-            } else {
-                "off first"
-            },
-            on_runs[round],
-            off_runs[round]
-        );
-    }
-    if scrapes == 0 {
-        return Err(anyhow!("the metrics endpoint was never scraped").into());
-    }
-    Ok(MetricsCost {
-        off: median(&off_runs),
-        on: median(&on_runs),
-        off_runs,
-        on_runs,
-        scrapes,
-        off_cpu,
-        on_cpu,
-    })
+/// The generated records decoded and bound to their application ids, as the pipeline would.
+fn resolve_rows(
+    records: &[sluice_loadgen::Generated],
+    ids: &HashMap<String, i64>,
+) -> Result<Vec<Resolved<Review>>, Failure> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let message = decode_review(r.payload.as_deref())
+                .map_err(|e| anyhow!("generated row {i}: {e}"))?;
+            let application_id = *ids
+                .get(&message.package_name)
+                .ok_or_else(|| anyhow!("unregistered app"))?;
+            Ok(Resolved {
+                record: i,
+                application_id,
+                message,
+            })
+        })
+        .collect::<Result<_, anyhow::Error>>()
+        .map_err(Failure::from)
 }
 
 fn median(values: &[f64]) -> f64 {
@@ -487,267 +637,4 @@ fn count_and_drop(
         }
     }
     Ok(rate(seen, started.map_or(Duration::ZERO, |s| s.elapsed())))
-}
-
-/// One drain of the reviews backlog by `sluice run`.
-#[derive(Debug, Clone, Copy)]
-struct Drained {
-    /// Rows/s from the first record in the pipeline's hands to lag 0.
-    drain: f64,
-    /// Rows/s from the group join to lag 0 (includes the consumer's start-up).
-    with_startup: f64,
-    /// Peak RSS, KiB.
-    rss_kb: u64,
-    /// CPU time (user + system) the process had used when the backlog was drained, seconds.
-    cpu_s: f64,
-}
-
-/// The CPU time (user + system) process `pid` has used so far, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command (in parentheses, which may contain spaces): state is the
-    // 3rd field, utime the 14th and stime the 15th.
-    let after = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // USER_HZ is 100 on every Linux this runs on.
-    Some(ticks / 100.0)
-}
-
-/// When the reviews pipeline first had records in hand: the first batch's log time minus
-/// the phases it went through after its poll returned.
-fn first_data_at(log: &std::path::Path) -> Option<chrono::DateTime<chrono::Utc>> {
-    let text = std::fs::read_to_string(log).ok()?;
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find_map(|e| {
-            if e["message"] != "batch committed" || e["pipeline"] != "reviews" {
-                return None;
-            }
-            let at = chrono::DateTime::parse_from_rfc3339(e["timestamp"].as_str()?).ok()?;
-            let spent: i64 = ["decode_us", "store_us", "commit_us"]
-                .iter()
-                .filter_map(|k| e[*k].as_i64())
-                .sum();
-            Some(at.with_timezone(&chrono::Utc) - chrono::Duration::microseconds(spent))
-        })
-}
-
-/// Runs `sluice run` with the bench settings under a fresh group prefix until the reviews
-/// backlog is drained.
-async fn drain(
-    env: &Env,
-    admin: &Admin,
-    tag: &str,
-    extra: &[(&str, &str)],
-    probe: Option<&latency::Probe>,
-) -> Result<Drained, Failure> {
-    let prefix = format!("{}-{tag}", env.id);
-    let log = PathBuf::from(format!(".stack/bench-{tag}.log"));
-    let mut cmd = run_command(env, &prefix, tag, &log)?;
-    cmd.envs(extra.iter().copied());
-    let mut child = cmd.spawn()?;
-    let group = format!("{prefix}.reviews");
-    let topic = format!("{}-reviews", env.id);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let pipelines = extra
-        .iter()
-        .find(|(k, _)| *k == "STORAGE_PIPELINES")
-        .map_or("reviews", |(_, v)| *v);
-    let groups: Vec<String> = pipelines
-        .split(',')
-        .map(|p| format!("{prefix}.{p}"))
-        .collect();
-    while groups
-        .iter()
-        .map(|g| admin.group_members(g))
-        .collect::<Result<Vec<_>, _>>()?
-        .contains(&0)
-    {
-        check_alive(&mut child, &log)?;
-        if Instant::now() > deadline {
-            return Err(anyhow!("sluice run did not join within 60 s").into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let started = Instant::now();
-    if let Some(probe) = probe {
-        probe.start();
-    }
-    let end: i64 = admin.watermarks(&topic)?.iter().map(|m| m.high).sum();
-    loop {
-        check_alive(&mut child, &log)?;
-        let committed: i64 = admin
-            .committed_offsets(&group, &topic)?
-            .iter()
-            .map(|(_, o)| o.unwrap_or(0))
-            .sum();
-        if committed >= end {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let elapsed = started.elapsed();
-    let drained_at = chrono::Utc::now();
-    if let Some(probe) = probe {
-        probe.stop();
-        probe.wait_drained().await?;
-    }
-    let rss = super::demo::peak_rss_kb(child.id()).unwrap_or(0);
-    let cpu_s = cpu_seconds(child.id()).unwrap_or(0.0);
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()?;
-    let status = child.wait()?;
-    if !status.success() {
-        return Err(anyhow!("sluice run exited with {status}; see {}", log.display()).into());
-    }
-    let n = usize::try_from(end).unwrap_or(0);
-    let drain_time = first_data_at(&log)
-        .and_then(|first| (drained_at - first).to_std().ok())
-        .unwrap_or(elapsed);
-    Ok(Drained {
-        drain: rate(n, drain_time),
-        with_startup: rate(n, elapsed),
-        rss_kb: rss,
-        cpu_s,
-    })
-}
-
-/// `sluice run` (this executable) with the bench's settings, group prefix `prefix`, its JSON
-/// log in `log`.
-fn run_command(
-    env: &Env,
-    prefix: &str,
-    tag: &str,
-    log: &std::path::Path,
-) -> Result<Command, Failure> {
-    let mut cmd = Command::new(crate::sluice_exe()?);
-    cmd.arg("run")
-        .env(
-            "KAFKA_BOOTSTRAP_SERVERS",
-            &env.settings.kafka.bootstrap_servers,
-        )
-        .env("DATABASE_URL", &env.url)
-        .env(
-            PipelineKind::Reviews.topic_variable(),
-            format!("{}-reviews", env.id),
-        )
-        .env(
-            PipelineKind::NetworkMetrics.topic_variable(),
-            format!("{}-network-metrics", env.id),
-        )
-        .env("STORAGE_GROUP_PREFIX", prefix)
-        .env(
-            "STORAGE_HEARTBEAT_DIR",
-            format!(".stack/bench-heartbeat-{tag}"),
-        )
-        .env("SLUICE_LOG_FORMAT", "json")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log)?);
-    Ok(cmd)
-}
-
-fn check_alive(child: &mut Child, log: &std::path::Path) -> Result<(), Failure> {
-    match child.try_wait()? {
-        Some(status) => Err(anyhow!(
-            "sluice run exited early with {status}; see {}",
-            log.display()
-        )
-        .into()),
-        None => Ok(()),
-    }
-}
-
-fn report(
-    args: &BenchArgs,
-    rates: &[(&str, f64)],
-    lat: &latency::Summary,
-    rss_kb: u64,
-    s_with_metrics: f64,
-    restart: &restart::Restart,
-    cost: &MetricsCost,
-) -> Result<(), Failure> {
-    let get = |name: &str| {
-        rates
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(0.0, |(_, r)| *r)
-    };
-    let (s, u, l, k) = (get("S"), get("U"), get("L"), get("K"));
-    let s_startup = get("S_startup");
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let rss_mib = rss_kb as f64 / 1024.0;
-    println!(
-        "\n## sluice bench — {} reviews, {cores} cores\n",
-        args.reviews
-    );
-    println!("| measure | value | ratio / target | met |");
-    println!("|---|---|---|---|");
-    println!("| U: upsert, no Kafka | {u:.0} rows/s | | |");
-    println!("| L: binary COPY, unindexed | {l:.0} rows/s | | |");
-    println!("| K: count-and-drop consumer | {k:.0} records/s | | |");
-    println!(
-        "| S: sluice reviews pipeline, draining | {s:.0} rows/s | S/U = {:.2} (target ≥ 0.60) | {} |",
-        s / u,
-        yes(s >= 0.6 * u)
-    );
-    println!("| | | S/L = {:.2} | |", s / l);
-    println!("| | | S/K = {:.2} | |", s / k);
-    println!(
-        "| S counting the consumer's start-up (join, first fetch) | {s_startup:.0} rows/s | {:.2} × U | |",
-        s_startup / u
-    );
-    println!("| reviews while network-metrics flows | {s_with_metrics:.0} rows/s | | |");
-    let cost_ratio = cost.on / cost.off;
-    let cpu_ratio = median(&cost.on_cpu) / median(&cost.off_cpu).max(1e-9);
-    println!(
-        "| `sluice run` CPU time per drain, endpoint on and scraped vs off (medians) | {:.2} s vs {:.2} s | {cpu_ratio:.3} × off | |",
-        median(&cost.on_cpu),
-        median(&cost.off_cpu)
-    );
-    println!(
-        "| reviews with /metrics on and scraped every 1 s ({} scrapes; median of {COST_ROUNDS}) | {:.0} rows/s | {cost_ratio:.3} × off ({:.0} rows/s, median of {COST_ROUNDS}, ABBA order); target ≥ 0.97 | {} |",
-        cost.scrapes,
-        cost.on,
-        cost.off,
-        yes(cost_ratio >= 0.97)
-    );
-    println!(
-        "| network-metrics p50 / p99 / max | {:.1} / {:.1} / {:.1} ms ({} msgs) | p99 ≤ 100 ms | {} |",
-        lat.p50,
-        lat.p99,
-        lat.max,
-        lat.count,
-        yes(lat.p99 <= 100.0)
-    );
-    println!(
-        "| consumer peak RSS | {rss_mib:.1} MiB | ≤ 150 MB | {} |",
-        yes(rss_mib * 1.048_576 <= 150.0)
-    );
-    println!(
-        "| restart: SIGKILL + restart → first committed batch | {:.2} s | ≤ 5 s (dynamic membership: {:.2} s) | {} |",
-        restart.static_s,
-        restart.dynamic_s,
-        yes(restart.static_s <= 5.0)
-    );
-    let results = json!({
-        "reviews": args.reviews,
-        "cores": cores,
-        "rows_per_second": {"U": u, "L": l, "K": k, "S": s, "S_including_startup": s_startup, "S_with_network_metrics": s_with_metrics},
-        "ratios": {"S/U": s / u, "S/L": s / l, "S/K": s / k, "S_metrics_on/S_metrics_off": cost_ratio},
-        "metrics_cost": {"off_rows_per_second": cost.off, "on_scraped_rows_per_second": cost.on, "off_runs": cost.off_runs, "on_runs": cost.on_runs, "off_cpu_seconds": cost.off_cpu, "on_cpu_seconds": cost.on_cpu, "cpu_on/off": cpu_ratio, "scrapes": cost.scrapes},
-        "network_metrics_latency_ms": {"p50": lat.p50, "p99": lat.p99, "max": lat.max, "count": lat.count},
-        "peak_rss_mib": rss_mib,
-        "restart_to_first_batch_s": restart.static_s,
-        "restart_to_first_batch_dynamic_membership_s": restart.dynamic_s,
-        "targets": {"S>=0.6U": s >= 0.6 * u, "p99<=100ms": lat.p99 <= 100.0, "rss<=150MB": rss_mib * 1.048_576 <= 150.0, "metrics_on>=0.97off": cost_ratio >= 0.97},
-    });
-    std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
-    println!("\nJSON: {}", args.out.display());
-    Ok(())
-}
-
-fn yes(ok: bool) -> &'static str {
-    if ok { "yes" } else { "NO" }
 }

@@ -171,8 +171,32 @@ async fn bench(
     );
     let throughput = throughput(&env, args).await?;
     let latency = latency(&env, args).await?;
-    report(args, &throughput, &latency)?;
+    let results = report(args, &throughput, &latency)?;
+    std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
+    println!("\nJSON: {}", args.out.display());
     teardown(database_url, &env).await
+}
+
+/// The outbox bench with its default options, as a phase of the storage bench: its figures,
+/// as `sluice bench outbox` writes them to its JSON file.
+pub async fn phase(
+    database_url: &str,
+    kafka: &KafkaClientSettings,
+) -> Result<serde_json::Value, Failure> {
+    #[derive(clap::Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        args: OutboxBenchArgs,
+    }
+    let args = <Defaults as clap::Parser>::try_parse_from(["outbox"])
+        .map_err(|e| anyhow!("outbox bench defaults: {e}"))?
+        .args;
+    let env = setup(database_url, kafka, &args).await?;
+    let throughput = throughput(&env, &args).await?;
+    let latency = latency(&env, &args).await?;
+    let results = report(&args, &throughput, &latency)?;
+    teardown(database_url, &env).await?;
+    Ok(results)
 }
 
 /// The throughput phase's numbers.
@@ -391,7 +415,11 @@ async fn wait_published(
     }
 }
 
-fn report(args: &OutboxBenchArgs, t: &Throughput, l: &Latency) -> Result<(), Failure> {
+fn report(
+    args: &OutboxBenchArgs,
+    t: &Throughput,
+    l: &Latency,
+) -> Result<serde_json::Value, Failure> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let met = t.per_second >= TARGET_EVENTS_PER_SECOND;
     println!(
@@ -454,7 +482,5 @@ fn report(args: &OutboxBenchArgs, t: &Throughput, l: &Latency) -> Result<(), Fai
             "definition": "published_at - created_at (PostgreSQL clock; created_at = enqueue transaction start, published_at = ack recorded)",
         },
     });
-    std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
-    println!("\nJSON: {}", args.out.display());
-    Ok(())
+    Ok(results)
 }

@@ -1,0 +1,238 @@
+//! The runs compared: U (no Kafka) with the rows bound as `UNNEST` arrays (the pipeline's
+//! statement) and with a binary `COPY` into a staging table (an idea, [`super::staged`]);
+//! S (`sluice run`); each over the first crawl (all inserts) and the second (every row
+//! again, newer: all updates). Pairs run in ABBA order so that neither the machine's drift
+//! nor the position in a pair favours one side.
+
+use super::{BATCH, Drained, Env, drain, median, rate};
+use crate::Failure;
+use anyhow::anyhow;
+use sluice_core::messages::Review;
+use sluice_core::topics::reviews::ReviewsTopic;
+use sluice_core::{PipelineKind, Resolved, WriteOutcome};
+use sluice_kafka::Admin;
+use sqlx::{Connection, PgConnection};
+use std::time::Instant;
+
+/// How U sends a batch's rows to the upsert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMethod {
+    /// Binary `COPY` into a staging table, then the upsert reads it ([`super::staged`]).
+    Copy,
+    /// The rows bound as `UNNEST` arrays: the pipeline's statement.
+    Unnest,
+}
+
+impl WriteMethod {
+    /// Its name in the output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Copy => "copy",
+            Self::Unnest => "unnest",
+        }
+    }
+}
+
+/// The order of the methods in pair `pair`: A B, then B A, …
+pub fn abba(pair: usize) -> [WriteMethod; 2] {
+    if pair.is_multiple_of(2) {
+        [WriteMethod::Unnest, WriteMethod::Copy]
+    } else {
+        [WriteMethod::Copy, WriteMethod::Unnest]
+    }
+}
+
+/// One U run: both crawls, one method.
+#[derive(Debug, Clone)]
+pub struct URun {
+    /// The method.
+    pub method: WriteMethod,
+    /// Rows/s, first crawl.
+    pub insert: f64,
+    /// Rows/s, second crawl.
+    pub update: f64,
+    /// Cumulative (seconds, rows) after each batch of the first crawl.
+    pub timeline: Vec<(f64, u64)>,
+}
+
+async fn write(
+    conn: &mut PgConnection,
+    rows: &[Resolved<Review>],
+    method: WriteMethod,
+) -> Result<WriteOutcome, sqlx::Error> {
+    match method {
+        WriteMethod::Copy => super::staged::upsert_staged::<ReviewsTopic>(conn, rows).await,
+        WriteMethod::Unnest => sluice_postgres::repo::upsert::<ReviewsTopic>(conn, rows).await,
+    }
+}
+
+/// Starts a timed run from a fresh checkpoint, so that no run pays for a checkpoint (and
+/// the full-page writes after it) that an earlier run's WAL triggered. Needs a role allowed
+/// to `CHECKPOINT`; without one the runs simply share that noise.
+pub async fn checkpoint(conn: &mut PgConnection) {
+    if let Err(error) = sqlx::raw_sql("CHECKPOINT").execute(conn).await {
+        tracing::debug!(%error, "CHECKPOINT refused; runs are not levelled");
+    }
+}
+
+/// Both crawls into an emptied table, `BATCH`-row batches, one transaction each, no Kafka.
+pub async fn u_run(
+    conn: &mut PgConnection,
+    first: &[Resolved<Review>],
+    second: &[Resolved<Review>],
+    method: WriteMethod,
+) -> Result<URun, Failure> {
+    sqlx::raw_sql("TRUNCATE reviews")
+        .execute(&mut *conn)
+        .await?;
+    if method == WriteMethod::Copy {
+        super::staged::create_staging::<ReviewsTopic>(conn).await?;
+    }
+    let mut timeline = Vec::with_capacity(first.len() / BATCH + 1);
+    checkpoint(conn).await;
+    let started = Instant::now();
+    let mut done = 0u64;
+    for chunk in first.chunks(BATCH) {
+        let mut tx = conn.begin().await?;
+        let outcome = write(&mut tx, chunk, method).await?;
+        tx.commit().await?;
+        done += outcome.inserted;
+        timeline.push((started.elapsed().as_secs_f64(), done));
+    }
+    let insert = rate(first.len(), started.elapsed());
+    if done != first.len() as u64 {
+        return Err(anyhow!("U inserted {done} of {} rows", first.len()).into());
+    }
+    checkpoint(conn).await;
+    let started = Instant::now();
+    let mut updated = 0u64;
+    for chunk in second.chunks(BATCH) {
+        let mut tx = conn.begin().await?;
+        updated += write(&mut tx, chunk, method).await?.updated;
+        tx.commit().await?;
+    }
+    let update = rate(second.len(), started.elapsed());
+    if updated != second.len() as u64 {
+        return Err(anyhow!("U_update updated {updated} of {} rows", second.len()).into());
+    }
+    Ok(URun {
+        method,
+        insert,
+        update,
+        timeline,
+    })
+}
+
+/// One S run: `sluice run` drains the first crawl's topic into an emptied table, then
+/// (a fresh group) the second crawl's topic.
+#[derive(Debug, Clone)]
+pub struct SRun {
+    /// The first crawl's drain.
+    pub insert: Drained,
+    /// The second crawl's drain.
+    pub update: Drained,
+}
+
+/// One S run (see [`SRun`]); `second_topic` holds the second crawl; `batch` overrides the
+/// reviews pipeline's records per transaction.
+pub async fn s_run(
+    env: &Env,
+    admin: &Admin,
+    conn: &mut PgConnection,
+    tag: &str,
+    second_topic: &str,
+    batch: Option<usize>,
+) -> Result<SRun, Failure> {
+    sqlx::raw_sql("TRUNCATE reviews")
+        .execute(&mut *conn)
+        .await?;
+    let batch = batch.map(|b| b.to_string());
+    let mut extra = vec![("STORAGE_PIPELINES", "reviews")];
+    if let Some(batch) = &batch {
+        extra.push(("STORAGE_MAX_POLL_RECORDS_REVIEWS", batch.as_str()));
+    }
+    checkpoint(conn).await;
+    let insert = drain(env, admin, &format!("{tag}i"), &extra, None).await?;
+    let variable = PipelineKind::Reviews.topic_variable();
+    extra.push((variable.as_str(), second_topic));
+    checkpoint(conn).await;
+    let update = drain(env, admin, &format!("{tag}u"), &extra, None).await?;
+    if update.updated != update.records {
+        return Err(anyhow!(
+            "S_update updated {} of {} rows",
+            update.updated,
+            update.records
+        )
+        .into());
+    }
+    Ok(SRun { insert, update })
+}
+
+/// Medians of one method's runs: (insert, update).
+pub fn medians<T>(
+    runs: &[T],
+    method: WriteMethod,
+    of: impl Fn(&T) -> (WriteMethod, f64, f64),
+) -> (f64, f64) {
+    let (ins, upd): (Vec<f64>, Vec<f64>) = runs
+        .iter()
+        .map(&of)
+        .filter(|(m, _, _)| *m == method)
+        .map(|(_, i, u)| (i, u))
+        .unzip();
+    (median(&ins), median(&upd))
+}
+
+/// U over `lanes` connections at once: the first crawl split by a hash of the natural key,
+/// each lane its own connection writing `BATCH`-row transactions; rows/s of the whole.
+/// What partition-parallel writers could give (a scaled-out group does the same).
+pub async fn u_lanes(
+    url: &str,
+    conn: &mut PgConnection,
+    first: &[Resolved<Review>],
+    lanes: usize,
+) -> Result<f64, Failure> {
+    sqlx::raw_sql("TRUNCATE reviews")
+        .execute(&mut *conn)
+        .await?;
+    let mut parts: Vec<Vec<Resolved<Review>>> = vec![Vec::new(); lanes.max(1)];
+    for row in first {
+        let hash = row.message.review_id.bytes().fold(0usize, |h, b| {
+            h.wrapping_mul(31).wrapping_add(usize::from(b))
+        });
+        let lane = hash % parts.len();
+        parts[lane].push(row.clone());
+    }
+    checkpoint(conn).await;
+    let mut conns = Vec::new();
+    for _ in &parts {
+        conns.push(sluice_postgres::connect(url, "bench").await?);
+    }
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (rows, mut conn) in parts.into_iter().zip(conns) {
+        tasks.spawn(async move {
+            for chunk in rows.chunks(BATCH) {
+                let mut tx = conn.begin().await?;
+                write(&mut tx, chunk, WriteMethod::Unnest).await?;
+                tx.commit().await?;
+            }
+            Ok::<(), sqlx::Error>(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.map_err(|e| anyhow!("a lane panicked: {e}"))??;
+    }
+    Ok(rate(first.len(), started.elapsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_alternate_their_order() {
+        assert_eq!(abba(0), [WriteMethod::Unnest, WriteMethod::Copy]);
+        assert_eq!(abba(1), [WriteMethod::Copy, WriteMethod::Unnest]);
+    }
+}

@@ -1,0 +1,253 @@
+//! The storage bench's Markdown table and JSON file.
+
+use super::cost::{COST_ROUNDS, MetricsCost};
+use super::{BenchArgs, latency, median, restart, runlog};
+use crate::Failure;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// The machine the bench ran on, for the chart: CPU model, cores, load, date.
+pub(super) fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    format!(
+        "{cores} cores ({cpu}), load average {load} at the end, {} UTC; Kafka, PostgreSQL and sluice on the same machine",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M")
+    )
+}
+
+/// The rates and ratios of the U/S comparisons.
+pub(super) struct Figures {
+    pub(super) u: f64,
+    pub(super) u_update: f64,
+    /// The staging idea's own pairs: UNNEST, then COPY-staged (insert, update).
+    pub(super) u_arrays: f64,
+    pub(super) u_arrays_update: f64,
+    pub(super) u_copy: f64,
+    pub(super) u_copy_update: f64,
+    /// U over one connection and over two at once (first crawl).
+    pub(super) u_one: f64,
+    pub(super) u_two: f64,
+    pub(super) l: f64,
+    pub(super) k: f64,
+    pub(super) s: f64,
+    pub(super) s_update: f64,
+    /// S/U of each (U, S) pair, first crawl.
+    pub(super) pair_ratios: Vec<f64>,
+    /// Median CPU seconds of `sluice run` per drain: first crawl, second crawl.
+    pub(super) cpu: [f64; 2],
+    pub(super) with_startup: f64,
+    /// Median ms per phase of a full batch (`runlog::PHASES`).
+    pub(super) phases: [f64; 5],
+    /// The batch-size idea: S medians (insert, update) at 500 and at 1,000 records per
+    /// transaction (not measured by a quick bench).
+    pub(super) batch_idea: Option<((f64, f64), (f64, f64))>,
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "every figure of the run, gathered once at the end"
+)]
+pub(super) fn report(
+    args: &BenchArgs,
+    f: &Figures,
+    lat: &latency::Summary,
+    rss_kb: u64,
+    s_with_metrics: f64,
+    restart: &restart::Restart,
+    cost: Option<&MetricsCost>,
+    outbox: Option<&serde_json::Value>,
+) -> Result<(), Failure> {
+    let (s, u, l, k) = (f.s, f.u, f.l, f.k);
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let rss_mib = rss_kb as f64 / 1024.0;
+    println!(
+        "\n## sluice bench — {} reviews, {cores} cores (medians of {} runs per method)\n",
+        args.reviews, args.pairs
+    );
+    println!("| measure | value | ratio / target | met |");
+    println!("|---|---|---|---|");
+    println!("| U: upsert (UNNEST arrays), no Kafka, first crawl | {u:.0} rows/s | | |");
+    println!(
+        "| U_update: the same, second crawl (all updates) | {:.0} rows/s | | |",
+        f.u_update
+    );
+    println!(
+        "| idea: U with COPY into a staging table, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × UNNEST ({:.0} / {:.0}) | dropped |",
+        f.u_copy,
+        f.u_copy_update,
+        f.u_copy / f.u_arrays,
+        f.u_copy_update / f.u_arrays_update,
+        f.u_arrays,
+        f.u_arrays_update
+    );
+    println!(
+        "| idea: U over 2 connections at once, insert (own pairs) | {:.0} rows/s | {:.2} × 1 connection ({:.0}) | |",
+        f.u_two,
+        f.u_two / f.u_one,
+        f.u_one
+    );
+    if let Some((small, big)) = f.batch_idea {
+        println!(
+            "| idea: S with 1,000 records per transaction, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × S at 500 ({:.0} / {:.0}) | |",
+            big.0,
+            big.1,
+            big.0 / small.0,
+            big.1 / small.1,
+            small.0,
+            small.1
+        );
+    }
+    println!("| L: binary COPY, unindexed | {l:.0} rows/s | | |");
+    println!("| K: count-and-drop consumer | {k:.0} records/s | | |");
+    println!(
+        "| S: sluice reviews pipeline, first crawl | {s:.0} rows/s | S/U = {:.2}; per pair {} (target ≥ 1.0, stretch 1.5) | {} |",
+        s / u,
+        f.pair_ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        yes(s >= u)
+    );
+    println!(
+        "| S_update: second crawl | {:.0} rows/s | S_update/U_update = {:.2} (target ≥ 1.0) | {} |",
+        f.s_update,
+        f.s_update / f.u_update,
+        yes(f.s_update >= f.u_update)
+    );
+    println!(
+        "| `sluice run` CPU per drain, first crawl / second crawl (medians) | {:.2} / {:.2} s | | |",
+        f.cpu[0], f.cpu[1]
+    );
+    println!("| | | S/L = {:.2}, S/K = {:.2} | |", s / l, s / k);
+    println!(
+        "| S counting the consumer's start-up (join, first fetch) | {:.0} rows/s | {:.2} × U | |",
+        f.with_startup,
+        f.with_startup / u
+    );
+    println!(
+        "| per full batch, median ms: {} | {} | | |",
+        runlog::PHASES.join(" / "),
+        f.phases
+            .iter()
+            .map(|v| format!("{v:.2}"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    );
+    println!("| reviews while network-metrics flows | {s_with_metrics:.0} rows/s | | |");
+    if let Some(cost) = cost {
+        let cost_ratio = cost.on / cost.off;
+        println!(
+            "| reviews with /metrics on and scraped every 1 s ({} scrapes; median of {COST_ROUNDS}) | {:.0} rows/s | {cost_ratio:.3} × off ({:.0} rows/s, ABBA order); target ≥ 0.97 | {} |",
+            cost.scrapes,
+            cost.on,
+            cost.off,
+            yes(cost_ratio >= 0.97)
+        );
+    }
+    println!(
+        "| network-metrics p50 / p99 / max during the burst | {:.1} / {:.1} / {:.1} ms ({} msgs) | p99 ≤ 50 ms over ≥ 200 | {} |",
+        lat.p50,
+        lat.p99,
+        lat.max,
+        lat.count,
+        yes(lat.p99 <= 50.0 && lat.count >= 200)
+    );
+    println!(
+        "| consumer peak RSS | {rss_mib:.1} MiB | ≤ 100 MiB | {} |",
+        yes(rss_mib <= 100.0)
+    );
+    println!(
+        "| restart: SIGKILL + restart → first committed batch | {:.2} s | ≤ 5 s (dynamic membership: {}) | {} |",
+        restart.static_s,
+        restart
+            .dynamic_s
+            .map_or("not measured".to_owned(), |d| format!("{d:.2} s")),
+        yes(restart.static_s <= 5.0)
+    );
+    let outbox_rate = outbox
+        .and_then(|o| o["throughput"]["events_per_second"].as_f64())
+        .unwrap_or(0.0);
+    let outbox_p99 = outbox
+        .and_then(|o| o["latency_ms"]["p99"].as_f64())
+        .unwrap_or(f64::NAN);
+    if outbox.is_some() {
+        println!(
+            "| outbox: 3 dispatchers, acks=all | {outbox_rate:.0} events/s | ≥ 25,000 | {} |",
+            yes(outbox_rate >= 25_000.0)
+        );
+        println!(
+            "| outbox: commit → ack p99 at 1,000 events/s | {outbox_p99:.1} ms | ≤ 20 ms | {} |",
+            yes(outbox_p99 <= 20.0)
+        );
+    }
+    let mut results = json!({
+        "reviews": args.reviews,
+        "cores": cores,
+        "machine": machine(),
+        "rows_per_second": {
+            "U": u, "U_update": f.u_update, "L": l, "K": k, "S": s, "S_update": f.s_update,
+            "U_idea_unnest": f.u_arrays, "U_idea_unnest_update": f.u_arrays_update,
+            "U_idea_copy_staged": f.u_copy, "U_idea_copy_staged_update": f.u_copy_update,
+            "U_idea_1_connection": f.u_one, "U_idea_2_connections": f.u_two,
+            "S_including_startup": f.with_startup, "S_with_network_metrics": s_with_metrics,
+        },
+        "ratios": {
+            "S/U": s / u, "S_update/U_update": f.s_update / f.u_update, "S/L": s / l, "S/K": s / k,
+            "S/U_per_pair": f.pair_ratios,
+            "U_copy_staged/U_unnest": f.u_copy / f.u_arrays,
+            "U_copy_staged_update/U_unnest_update": f.u_copy_update / f.u_arrays_update,
+            "U_2_connections/U_1_connection": f.u_two / f.u_one,
+        },
+        "sluice_run_cpu_seconds": {
+            "S": f.cpu[0], "S_update": f.cpu[1],
+        },
+        "batch_phases_ms": runlog::PHASES.iter().copied().zip(f.phases).collect::<BTreeMap<_, _>>(),
+        "network_metrics_latency_ms": {"p50": lat.p50, "p99": lat.p99, "max": lat.max, "count": lat.count},
+        "peak_rss_mib": rss_mib,
+        "restart_to_first_batch_s": restart.static_s,
+        "restart_to_first_batch_dynamic_membership_s": restart.dynamic_s,
+        "targets": {
+            "S>=U": s >= u, "S_update>=U_update": f.s_update >= f.u_update,
+            "p99<=50ms_over_200": lat.p99 <= 50.0 && lat.count >= 200,
+            "rss<=100MiB": rss_mib <= 100.0, "restart<=5s": restart.static_s <= 5.0,
+        },
+    });
+    if let Some((small, big)) = f.batch_idea {
+        results["rows_per_second"]["S_idea_batch_500"] = json!(small.0);
+        results["rows_per_second"]["S_idea_batch_500_update"] = json!(small.1);
+        results["rows_per_second"]["S_idea_batch_1000"] = json!(big.0);
+        results["rows_per_second"]["S_idea_batch_1000_update"] = json!(big.1);
+    }
+    if let Some(cost) = cost {
+        let cpu_ratio = median(&cost.on_cpu) / median(&cost.off_cpu).max(1e-9);
+        results["ratios"]["S_metrics_on/S_metrics_off"] = json!(cost.on / cost.off);
+        results["targets"]["metrics_on>=0.97off"] = json!(cost.on / cost.off >= 0.97);
+        results["metrics_cost"] = json!({"off_rows_per_second": cost.off, "on_scraped_rows_per_second": cost.on, "off_runs": cost.off_runs, "on_runs": cost.on_runs, "off_cpu_seconds": cost.off_cpu, "on_cpu_seconds": cost.on_cpu, "cpu_on/off": cpu_ratio, "scrapes": cost.scrapes});
+    }
+    if let Some(outbox) = outbox {
+        results["outbox"] = outbox.clone();
+        results["targets"]["outbox>=25000/s"] = json!(outbox_rate >= 25_000.0);
+        results["targets"]["outbox_p99<=20ms"] = json!(outbox_p99 <= 20.0);
+    }
+    std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
+    println!("\nJSON: {}", args.out.display());
+    Ok(())
+}
+
+fn yes(ok: bool) -> &'static str {
+    if ok { "yes" } else { "NO" }
+}
