@@ -1,5 +1,6 @@
-//! The metrics cost: the reviews drain with the metrics endpoint on (and scraped every
-//! second) against off, in ABBA pairs, medians and CPU time compared.
+//! Two configurations of the reviews drain compared in ABBA pairs (medians and CPU time):
+//! the metrics cost (the endpoint on and scraped every second against off) and, with
+//! `--baseline-sluice`, this build of `sluice run` against an earlier one.
 
 use super::{Drained, Env, compare, drain, median, scrape};
 use crate::Failure;
@@ -8,42 +9,75 @@ use sluice_kafka::Admin;
 use sqlx::PgConnection;
 use std::time::Duration;
 
-/// The reviews drain with the metrics endpoint off and on (scraped every second).
-pub(super) struct MetricsCost {
-    /// Rows/s of each run with the endpoint off.
-    pub(super) off_runs: Vec<f64>,
-    /// Rows/s of each run with the endpoint on and scraped.
-    pub(super) on_runs: Vec<f64>,
-    /// Median rows/s with the endpoint off.
-    pub(super) off: f64,
-    /// Median rows/s with the endpoint on and scraped.
-    pub(super) on: f64,
-    /// Scrapes that got a body, over all runs.
-    pub(super) scrapes: u64,
-    /// CPU seconds of `sluice run` per run, off and on: far less sensitive than the rate to
-    /// other work on the machine.
-    pub(super) off_cpu: Vec<f64>,
-    pub(super) on_cpu: Vec<f64>,
-}
-
 /// Runs of each side: enough that one disturbed drain does not decide the median.
 pub(super) const COST_ROUNDS: usize = 4;
 
-/// One drain for the metrics-cost phase: with the endpoint on (and scraped every second)
-/// or off. Returns the drain and the scrapes that got a body.
-async fn cost_drain(
-    env: &Env,
+/// One side of a comparison: the environment (which `sluice` runs) and whether its
+/// metrics endpoint is on and scraped every second.
+pub(super) struct Side<'a> {
+    /// Its name in the output.
+    pub(super) label: &'static str,
+    /// Its environment; `Env::sluice` is the executable.
+    pub(super) env: &'a Env,
+    /// The metrics endpoint on, scraped every second.
+    pub(super) scraped: bool,
+}
+
+/// What each side gave, in run order.
+#[derive(Debug, Default)]
+pub(super) struct SideRuns {
+    /// Rows/s of each run.
+    pub(super) rates: Vec<f64>,
+    /// CPU seconds of `sluice run` per run: far less sensitive than the rate to other work
+    /// on the machine.
+    pub(super) cpu: Vec<f64>,
+}
+
+impl SideRuns {
+    /// Median rows/s.
+    pub(super) fn rate(&self) -> f64 {
+        median(&self.rates)
+    }
+    /// Median CPU seconds.
+    pub(super) fn cpu(&self) -> f64 {
+        median(&self.cpu)
+    }
+}
+
+/// The two sides' runs and the scrapes that got a body.
+#[derive(Debug)]
+pub(super) struct Compared {
+    pub(super) a: SideRuns,
+    pub(super) b: SideRuns,
+    pub(super) scrapes: u64,
+}
+
+impl Compared {
+    /// Median rate of A over median rate of B.
+    pub(super) fn rate_ratio(&self) -> f64 {
+        self.a.rate() / self.b.rate().max(1e-9)
+    }
+    /// Median CPU time of A over that of B.
+    pub(super) fn cpu_ratio(&self) -> f64 {
+        self.a.cpu() / self.b.cpu().max(1e-9)
+    }
+}
+
+/// One drain of the reviews backlog (emptied table, fresh checkpoint) as `side` runs it.
+/// Returns the drain and the scrapes that got a body.
+async fn side_drain(
     admin: &Admin,
     conn: &mut PgConnection,
-    tag: String,
-    on: bool,
+    side: &Side<'_>,
+    tag: &str,
 ) -> Result<(Drained, u64), Failure> {
     sqlx::raw_sql("TRUNCATE reviews")
         .execute(&mut *conn)
         .await?;
     compare::checkpoint(conn).await;
-    if !on {
-        let drained = drain(env, admin, &tag, &[("STORAGE_PIPELINES", "reviews")], None).await?;
+    let only_reviews = ("STORAGE_PIPELINES", "reviews");
+    if !side.scraped {
+        let drained = drain(side.env, admin, tag, &[only_reviews], None).await?;
         return Ok((drained, 0));
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -52,13 +86,10 @@ async fn cost_drain(
     let addr = format!("127.0.0.1:{port}");
     let scraper = scrape::Scraper::start(port, Duration::from_secs(1));
     let drained = drain(
-        env,
+        side.env,
         admin,
-        &tag,
-        &[
-            ("STORAGE_PIPELINES", "reviews"),
-            ("SLUICE_HTTP_ADDR", addr.as_str()),
-        ],
+        tag,
+        &[only_reviews, ("SLUICE_HTTP_ADDR", addr.as_str())],
         None,
     )
     .await;
@@ -66,55 +97,63 @@ async fn cost_drain(
     Ok((drained?, scrapes))
 }
 
-/// Alternates on and off in an ABBA order (on-off, off-on, …), so that neither drift of the
-/// machine nor the position in a pair favours one side; compares the medians.
+/// Alternates A and B in ABBA order (A-B, B-A, …) for `rounds` pairs, so that neither drift
+/// of the machine nor the position in a pair favours one side; prints each pair.
+pub(super) async fn compare_sides(
+    admin: &Admin,
+    conn: &mut PgConnection,
+    a: &Side<'_>,
+    b: &Side<'_>,
+    rounds: usize,
+) -> Result<Compared, Failure> {
+    let mut runs = [SideRuns::default(), SideRuns::default()];
+    let mut scrapes = 0;
+    for round in 0..rounds {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for index in order {
+            let side = if index == 0 { a } else { b };
+            let tag = format!("{}{round}", side.label.chars().next().unwrap_or('x'));
+            let (drained, scraped) = side_drain(admin, conn, side, &tag).await?;
+            scrapes += scraped;
+            runs[index].rates.push(drained.drain);
+            runs[index].cpu.push(drained.cpu_s);
+        }
+        let first = if round % 2 == 0 { a } else { b };
+        println!(
+            "   pair {} ({} first): {} {:.0} rows/s ({:.2} CPU s), {} {:.0} rows/s ({:.2} CPU s)",
+            round + 1,
+            first.label,
+            a.label,
+            runs[0].rates[round],
+            runs[0].cpu[round],
+            b.label,
+            runs[1].rates[round],
+            runs[1].cpu[round],
+        );
+    }
+    let [a, b] = runs;
+    Ok(Compared { a, b, scrapes })
+}
+
+/// The metrics cost: A = endpoint on and scraped, B = off.
 pub(super) async fn metrics_cost(
     env: &Env,
     admin: &Admin,
     conn: &mut PgConnection,
-) -> Result<MetricsCost, Failure> {
-    let (mut off_runs, mut on_runs, mut scrapes) = (vec![], vec![], 0);
-    let (mut off_cpu, mut on_cpu) = (vec![], vec![]);
-    for round in 0..COST_ROUNDS {
-        let order = if round % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for on in order {
-            let tag = format!("{}{round}", if on { "m" } else { "o" });
-            let (drained, scraped) = cost_drain(env, admin, conn, tag, on).await?;
-            scrapes += scraped;
-            if on {
-                on_runs.push(drained.drain);
-                on_cpu.push(drained.cpu_s);
-            } else {
-                off_runs.push(drained.drain);
-                off_cpu.push(drained.cpu_s);
-            }
-        }
-        println!(
-            "   pair {} ({}): on {:.0} rows/s, off {:.0} rows/s",
-            round + 1,
-            if round % 2 == 0 {
-                "on first"
-            } else {
-                "off first"
-            },
-            on_runs[round],
-            off_runs[round]
-        );
-    }
-    if scrapes == 0 {
+) -> Result<Compared, Failure> {
+    let on = Side {
+        label: "metrics-on",
+        env,
+        scraped: true,
+    };
+    let off = Side {
+        label: "off",
+        env,
+        scraped: false,
+    };
+    let compared = compare_sides(admin, conn, &on, &off, COST_ROUNDS).await?;
+    if compared.scrapes == 0 {
         return Err(anyhow!("the metrics endpoint was never scraped").into());
     }
-    Ok(MetricsCost {
-        off: median(&off_runs),
-        on: median(&on_runs),
-        off_runs,
-        on_runs,
-        scrapes,
-        off_cpu,
-        on_cpu,
-    })
+    Ok(compared)
 }

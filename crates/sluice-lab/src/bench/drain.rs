@@ -135,7 +135,7 @@ pub(super) async fn drain(
     })
 }
 
-/// `sluice run` (this executable) with the bench's settings, group prefix `prefix`, its JSON
+/// `sluice run` (`env.sluice`: the one beside this executable, or a baseline build) with the bench's settings, group prefix `prefix`, its JSON
 /// log in `log`.
 pub(super) fn run_command(
     env: &Env,
@@ -143,7 +143,7 @@ pub(super) fn run_command(
     tag: &str,
     log: &std::path::Path,
 ) -> Result<Command, Failure> {
-    let mut cmd = Command::new(crate::sluice_exe()?);
+    let mut cmd = Command::new(&env.sluice);
     cmd.arg("run")
         .env(
             "KAFKA_BOOTSTRAP_SERVERS",

@@ -39,7 +39,7 @@ use sluice_kafka::Admin;
 use sluice_loadgen::{CrawlerConfig, app_names, reviews_for_crawl};
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Options of `sluice bench`; with no subcommand, the storage bench.
@@ -65,6 +65,10 @@ pub struct BenchArgs {
     /// for trying an idea.
     #[arg(long)]
     quick: bool,
+    /// An earlier build of `sluice` (e.g. the release binary of the commit before a
+    /// refactoring): its reviews drain is compared with this build's in ABBA pairs.
+    #[arg(long, value_name = "PATH")]
+    baseline_sluice: Option<PathBuf>,
     /// Where the JSON results go; the SVG chart goes beside it (same name, `.svg`).
     #[arg(long, default_value = "bench-results.json")]
     out: PathBuf,
@@ -100,7 +104,10 @@ fn run_storage(args: &BenchArgs) -> Result<(), Failure> {
     runtime.block_on(bench(&settings, args))
 }
 
+#[derive(Clone)]
 struct Env {
+    /// The `sluice` executable the drains run.
+    sluice: PathBuf,
     id: String,
     schema: String,
     url: String,
@@ -375,13 +382,19 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         );
         let cost = cost::metrics_cost(&env, &admin, &mut conn).await?;
         println!(
-            "   medians: endpoint off {:.0} rows/s, on and scraped {:.0} rows/s ({} scrapes): on/off = {:.3}",
-            cost.off,
-            cost.on,
+            "   medians: endpoint off {:.0} rows/s, on and scraped {:.0} rows/s ({} scrapes): on/off = {:.3}, CPU on/off = {:.3}",
+            cost.b.rate(),
+            cost.a.rate(),
             cost.scrapes,
-            cost.on / cost.off
+            cost.rate_ratio(),
+            cost.cpu_ratio()
         );
         Some(cost)
+    };
+
+    let baseline = match &args.baseline_sluice {
+        None => None,
+        Some(exe) => Some(baseline(&env, &admin, &mut conn, exe).await?),
     };
 
     println!(
@@ -462,6 +475,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         s2,
         &restart,
         cost.as_ref(),
+        baseline.as_ref(),
         outbox.as_ref(),
     )?;
     let svg_path = args.out.with_extension("svg");
@@ -586,10 +600,57 @@ async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, F
     .collect();
     let settings = Settings::from_map(&vars).map_err(Failure::config)?;
     Ok(Env {
+        sluice: crate::sluice_exe()?,
         id: id.to_owned(),
         schema,
         url,
         settings,
+    })
+}
+
+/// This build's reviews drain against `exe`'s, in ABBA pairs (`--baseline-sluice`).
+async fn baseline(
+    env: &Env,
+    admin: &Admin,
+    conn: &mut PgConnection,
+    exe: &Path,
+) -> Result<report::Baseline, Failure> {
+    if !exe.is_file() {
+        return Err(Failure::config(anyhow!(
+            "--baseline-sluice {}: no such file",
+            exe.display()
+        )));
+    }
+    println!(
+        "== baseline: the same drain by this build and by {} ({} pairs in ABBA order, medians compared)",
+        exe.display(),
+        cost::COST_ROUNDS
+    );
+    let base_env = Env {
+        sluice: exe.to_path_buf(),
+        ..env.clone()
+    };
+    let this = cost::Side {
+        label: "this",
+        env,
+        scraped: false,
+    };
+    let base = cost::Side {
+        label: "baseline",
+        env: &base_env,
+        scraped: false,
+    };
+    let compared = cost::compare_sides(admin, conn, &this, &base, cost::COST_ROUNDS).await?;
+    println!(
+        "   medians: this {:.0} rows/s, baseline {:.0} rows/s: this/baseline = {:.3}, CPU this/baseline = {:.3}",
+        compared.a.rate(),
+        compared.b.rate(),
+        compared.rate_ratio(),
+        compared.cpu_ratio()
+    );
+    Ok(report::Baseline {
+        exe: exe.display().to_string(),
+        compared,
     })
 }
 

@@ -1,7 +1,15 @@
 //! The storage bench's Markdown table and JSON file.
 
-use super::cost::{COST_ROUNDS, MetricsCost};
-use super::{BenchArgs, latency, median, restart, runlog};
+use super::cost::{COST_ROUNDS, Compared};
+
+/// This build's drain against an earlier build's (`--baseline-sluice`).
+pub(super) struct Baseline {
+    /// The baseline executable, as given.
+    pub(super) exe: String,
+    /// A = this build, B = the baseline.
+    pub(super) compared: Compared,
+}
+use super::{BenchArgs, latency, restart, runlog};
 use crate::Failure;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -67,7 +75,8 @@ pub(super) fn report(
     rss_kb: u64,
     s_with_metrics: f64,
     restart: &restart::Restart,
-    cost: Option<&MetricsCost>,
+    cost: Option<&Compared>,
+    baseline: Option<&Baseline>,
     outbox: Option<&serde_json::Value>,
 ) -> Result<(), Failure> {
     let (s, u, l, k) = (f.s, f.u, f.l, f.k);
@@ -149,13 +158,26 @@ pub(super) fn report(
     );
     println!("| reviews while network-metrics flows | {s_with_metrics:.0} rows/s | | |");
     if let Some(cost) = cost {
-        let cost_ratio = cost.on / cost.off;
+        let cost_ratio = cost.rate_ratio();
         println!(
-            "| reviews with /metrics on and scraped every 1 s ({} scrapes; median of {COST_ROUNDS}) | {:.0} rows/s | {cost_ratio:.3} × off ({:.0} rows/s, ABBA order); target ≥ 0.97 | {} |",
+            "| reviews with /metrics on and scraped every 1 s ({} scrapes; median of {COST_ROUNDS}) | {:.0} rows/s | {cost_ratio:.3} × off ({:.0} rows/s, ABBA order); CPU {:.3} × off; target ≥ 0.97 | {} |",
             cost.scrapes,
-            cost.on,
-            cost.off,
+            cost.a.rate(),
+            cost.b.rate(),
+            cost.cpu_ratio(),
             yes(cost_ratio >= 0.97)
+        );
+    }
+    if let Some(baseline) = baseline {
+        let c = &baseline.compared;
+        println!(
+            "| reviews drain, this build vs {} (median of {}) | {:.0} rows/s | {:.3} × baseline ({:.0} rows/s, ABBA order); CPU {:.3} × baseline | |",
+            baseline.exe,
+            c.a.rates.len(),
+            c.a.rate(),
+            c.rate_ratio(),
+            c.b.rate(),
+            c.cpu_ratio(),
         );
     }
     println!(
@@ -233,10 +255,13 @@ pub(super) fn report(
         results["rows_per_second"]["S_idea_batch_1000_update"] = json!(big.1);
     }
     if let Some(cost) = cost {
-        let cpu_ratio = median(&cost.on_cpu) / median(&cost.off_cpu).max(1e-9);
-        results["ratios"]["S_metrics_on/S_metrics_off"] = json!(cost.on / cost.off);
-        results["targets"]["metrics_on>=0.97off"] = json!(cost.on / cost.off >= 0.97);
-        results["metrics_cost"] = json!({"off_rows_per_second": cost.off, "on_scraped_rows_per_second": cost.on, "off_runs": cost.off_runs, "on_runs": cost.on_runs, "off_cpu_seconds": cost.off_cpu, "on_cpu_seconds": cost.on_cpu, "cpu_on/off": cpu_ratio, "scrapes": cost.scrapes});
+        results["ratios"]["S_metrics_on/S_metrics_off"] = json!(cost.rate_ratio());
+        results["targets"]["metrics_on>=0.97off"] = json!(cost.rate_ratio() >= 0.97);
+        results["metrics_cost"] = json!({"off_rows_per_second": cost.b.rate(), "on_scraped_rows_per_second": cost.a.rate(), "off_runs": cost.b.rates, "on_runs": cost.a.rates, "off_cpu_seconds": cost.b.cpu, "on_cpu_seconds": cost.a.cpu, "cpu_on/off": cost.cpu_ratio(), "scrapes": cost.scrapes});
+    }
+    if let Some(baseline) = baseline {
+        let c = &baseline.compared;
+        results["baseline"] = json!({"exe": baseline.exe, "this_rows_per_second": c.a.rate(), "baseline_rows_per_second": c.b.rate(), "this_runs": c.a.rates, "baseline_runs": c.b.rates, "this_cpu_seconds": c.a.cpu, "baseline_cpu_seconds": c.b.cpu, "rate_this/baseline": c.rate_ratio(), "cpu_this/baseline": c.cpu_ratio()});
     }
     if let Some(outbox) = outbox {
         results["outbox"] = outbox.clone();
