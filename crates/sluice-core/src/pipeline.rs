@@ -136,10 +136,8 @@ mod tests {
             ]
         );
         assert!(PipelineKind::longest_name() >= "network-metrics".len());
-        assert!(
-            UnknownPipeline("x".into())
-                .to_string()
-                .starts_with("unknown pipeline `x` (expected one of: app-stats, reviews, network-metrics")
-        );
+        assert!(UnknownPipeline("x".into()).to_string().starts_with(
+            "unknown pipeline `x` (expected one of: app-stats, reviews, network-metrics"
+        ));
     }
 }

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::DecodeError;
 
 pub(crate) use payload::parse_object;
+pub(crate) use timestamp::parse as parse_timestamp;
 
 /// Longest value echoed back in a reason, in characters.
 const ECHO_CHARS: usize = 40;

@@ -1,0 +1,37 @@
+//! Declared sinks (preview): a topic landed in a table from a mapping file instead of code.
+//!
+//! A mapping file (TOML, `[[sink]]` tables) names per sink its topic, group, table, natural
+//! key, conflict policy and each column's source. This module reads it ([`parse_sinks`]),
+//! checks what needs no database ([`check_sinks`]), and — given the tables' shapes read from
+//! the catalog by the PostgreSQL adapter — validates each sink and plans it ([`plan_sink`]):
+//! the one `INSERT … ON CONFLICT` statement per batch, and each column's checks derived from
+//! its type, so that decoding can reject what the table would reject.
+//!
+//! Invariant: a sink that plans without error names only existing columns, its key has a
+//! unique constraint on exactly those columns, every source fits its column's type, and
+//! every NOT NULL column without a default gets a value. Running declared sinks (decoding,
+//! lookups, the pipeline) is not part of this module yet.
+
+mod check;
+mod checks;
+mod file;
+mod model;
+mod problems;
+mod statement;
+mod table;
+mod validate;
+
+pub use check::{check_sink, check_sinks, is_column_name, is_table_name};
+pub use checks::Check;
+pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
+pub use model::{
+    Bound, ColumnMapping, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source,
+    ValueRules,
+};
+pub use problems::{MappingError, MappingProblem};
+pub use statement::{StatementColumn, upsert_statement};
+pub use table::{ColumnShape, SqlType, TableShape};
+pub use validate::{ColumnPlan, SinkError, SinkPlan, plan_sink};
+
+#[cfg(test)]
+mod tests;
