@@ -85,6 +85,7 @@ impl fmt::Display for Check {
                 min,
                 max: Some(max),
             } => write!(f, "text of {min}..{max} characters"),
+            Check::Text { min: 0, max: None } => f.write_str("text without U+0000"),
             Check::Text { min, max: None } => write!(f, "text of at least {min} characters"),
             Check::Integer { sql_type, lo, hi } => write!(f, "{sql_type} integer {lo}..{hi}"),
             Check::Number { min, max } => {

@@ -110,12 +110,8 @@ impl fmt::Display for Source {
             Self::Kafka(field) => write!(f, "kafka {}", field.as_str()),
             Self::Lookup(lookup) => write!(
                 f,
-                "lookup field {} via {}.{} -> {} (unknown: {})",
-                lookup.field,
-                lookup.table,
-                lookup.key_column,
-                lookup.value_column,
-                lookup.unknown_kind
+                "lookup {} in {}.{} -> {}",
+                lookup.field, lookup.table, lookup.key_column, lookup.value_column
             ),
         }
     }

@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 
 use super::checks::{Check, MAX_TOPIC_CHARS, misplaced_rules, value_checks};
-use super::model::{ColumnMapping, Constant, KafkaField, Sink, Source};
+use super::model::{ColumnMapping, ConflictPolicy, Constant, KafkaField, Sink, Source};
 use super::statement::{StatementColumn, upsert_statement};
 use super::table::{SqlType, TableShape};
 use crate::messages::fields::parse_timestamp;
@@ -397,7 +397,8 @@ fn column_plan(
         sql_type: sql_type.to_string(),
         source: source_text,
         checks,
-        updated: sink.updated_columns().any(|c| c == column),
+        updated: sink.conflict != ConflictPolicy::InsertIgnore
+            && sink.updated_columns().any(|c| c == column),
     })
 }
 

@@ -216,8 +216,8 @@ fn sources_that_cannot_fit_their_column_are_refused() {
             "score = { lookup = { field = \"p\", table = \"apps\", key = \"package_name\", value = \"id\", unknown = \"u\" } }"
         ),
         [
-            "sink `events`, column `score`: lookup field p via apps.package_name -> id (unknown: u) \
-          cannot fit smallint: `apps.id` is bigint"
+            "sink `events`, column `score`: lookup p in apps.package_name -> id cannot fit \
+             smallint: `apps.id` is bigint"
         ]
     );
     assert_eq!(
