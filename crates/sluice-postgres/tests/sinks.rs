@@ -8,7 +8,7 @@
     reason = "tests panic with a clear message"
 )]
 
-use sluice_core::sinks::{SinkPlan, SqlType, parse_sinks, plan_sink};
+use sluice_core::sinks::{RecordMeta, SinkDecoder, SinkPlan, SqlType, parse_sinks, plan_sink};
 use sluice_core::topics::app_stats::AppStatsTopic;
 use sluice_core::topics::network_metrics::NetworkMetricsTopic;
 use sluice_core::topics::reviews::ReviewsTopic;
@@ -267,6 +267,35 @@ async fn the_seed_mappings_validate_and_plan_the_built_in_statements() {
         "{}",
         reviews.statement
     );
+
+    // The decoder of the plan read from the live catalog gives the built-in reasons.
+    let sinks = parse_sinks("reviews", &seed("reviews")).unwrap();
+    let decoder = SinkDecoder::new(&sinks[0], &reviews);
+    let meta = RecordMeta {
+        topic: "reviews",
+        partition: 0,
+        offset: 0,
+        timestamp: None,
+        key: None,
+    };
+    let poison = [
+        r#"{"review_id":"r","package_name":"p","score":6,"thumbs_up_count":1,"at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00"}"#,
+        r#"{"review_id":"r","package_name":"p","score":4,"thumbs_up_count":2147483648,"at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00"}"#,
+        r#"{"review_id":"r","packageName":"p","score":4}"#,
+        r#"{"review_id":"r","package_name":"p","score":4,"thumbs_up_count":1,"app_version":"12345678901234567890123456789012345678901234567890123456789012345","at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00"}"#,
+        r#"{"review_id":"","package_name":"p"}"#,
+        r#"{"review_id":"r","package_name":"p","score":4,"thumbs_up_count":1,"at":"yesterday","last_synced_at":"2026-01-01T00:00:00"}"#,
+    ];
+    for payload in poison {
+        let expected = sluice_core::messages::decode_review(Some(payload.as_bytes()))
+            .expect_err("poison")
+            .to_string();
+        let got = decoder
+            .decode(Some(payload.as_bytes()), &meta)
+            .expect_err("poison")
+            .to_string();
+        assert_eq!(got, expected, "{payload}");
+    }
     drop(conn);
     schema.drop_schema().await;
 }

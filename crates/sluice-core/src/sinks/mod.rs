@@ -9,11 +9,13 @@
 //!
 //! Invariant: a sink that plans without error names only existing columns, its key has a
 //! unique constraint on exactly those columns, every source fits its column's type, and
-//! every NOT NULL column without a default gets a value. Running declared sinks (decoding,
-//! lookups, the pipeline) is not part of this module yet.
+//! every NOT NULL column without a default gets a value. [`SinkDecoder`] decodes a record by a
+//! plan with the built-in decoders' reasons; resolving lookups and running declared sinks in
+//! the pipeline are not written yet.
 
 mod check;
 mod checks;
+mod decode;
 mod file;
 mod model;
 mod problems;
@@ -23,6 +25,7 @@ mod validate;
 
 pub use check::{check_sink, check_sinks, is_column_name, is_table_name};
 pub use checks::Check;
+pub use decode::{Cell, RecordMeta, SinkDecoder};
 pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
 pub use model::{
     Bound, ColumnMapping, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source,

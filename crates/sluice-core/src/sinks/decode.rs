@@ -1,0 +1,315 @@
+//! The decoder of a declared sink: a record → one typed value per planned column, each value
+//! passing its column's checks (the plan's [`Check`]s, derived from the catalog). A value that
+//! breaks a rule is rejected with the same reason text as the built-in decoders give (the
+//! same field helpers), naming the field, so it alone is dead-lettered.
+//!
+//! Lookups are not resolved here: their key is decoded and checked, and the pipeline resolves
+//! it (not written yet).
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::checks::Check;
+use super::model::{Bound, Constant, FieldPath, KafkaField, Sink, Source};
+use super::validate::SinkPlan;
+use crate::messages::DecodeError;
+use crate::messages::fields::dynamic;
+use crate::messages::fields::{Count, parse_object, parse_timestamp};
+
+/// One decoded value of a row.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Cell {
+    /// SQL NULL.
+    Null,
+    /// Text.
+    Text(String),
+    /// A SMALLINT.
+    SmallInt(i16),
+    /// An INTEGER.
+    Int(i32),
+    /// A BIGINT.
+    BigInt(i64),
+    /// A finite float.
+    Float(f64),
+    /// A NUMERIC, as its JSON text.
+    Numeric(String),
+    /// A boolean.
+    Bool(bool),
+    /// A UUID.
+    Uuid(Uuid),
+    /// A timestamp in UTC.
+    Timestamp(DateTime<Utc>),
+    /// A JSON value (a `json`/`jsonb` column, or an array carried as JSON).
+    Json(Value),
+    /// A lookup key still to resolve.
+    Lookup(String),
+}
+
+/// What a record carries besides its value.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordMeta<'a> {
+    /// Its topic.
+    pub topic: &'a str,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// Its timestamp, if it has one.
+    pub timestamp: Option<DateTime<Utc>>,
+    /// Its key, if it has one.
+    pub key: Option<&'a [u8]>,
+}
+
+/// A planned sink's decoder.
+#[derive(Debug, Clone)]
+pub struct SinkDecoder {
+    columns: Vec<ColumnDecoder>,
+}
+
+#[derive(Debug, Clone)]
+struct ColumnDecoder {
+    source: Source,
+    sql_type: String,
+    required: bool,
+    checks: Vec<Check>,
+}
+
+impl SinkDecoder {
+    /// The decoder of `sink` as `plan` (its validated plan) checks it.
+    pub fn new(sink: &Sink, plan: &SinkPlan) -> Self {
+        let columns = sink
+            .columns
+            .iter()
+            .zip(&plan.columns)
+            .map(|(mapping, planned)| ColumnDecoder {
+                source: mapping.source.clone(),
+                sql_type: planned.sql_type.clone(),
+                required: planned.checks.contains(&Check::Required),
+                checks: planned
+                    .checks
+                    .iter()
+                    .filter(|c| !matches!(c, Check::Required | Check::NullWhenAbsent))
+                    .cloned()
+                    .collect(),
+            })
+            .collect();
+        Self { columns }
+    }
+
+    /// Decodes one record value (`None`: a tombstone) into one cell per planned column, in
+    /// column order; the first broken rule is the reason.
+    pub fn decode(
+        &self,
+        payload: Option<&[u8]>,
+        meta: &RecordMeta<'_>,
+    ) -> Result<Vec<Cell>, DecodeError> {
+        let object = parse_object(payload)?;
+        self.columns
+            .iter()
+            .map(|column| column.decode(&object, meta))
+            .collect()
+    }
+}
+
+impl ColumnDecoder {
+    fn decode(
+        &self,
+        object: &Map<String, Value>,
+        meta: &RecordMeta<'_>,
+    ) -> Result<Cell, DecodeError> {
+        match &self.source {
+            Source::Const(constant) => Ok(constant_cell(constant, &self.sql_type)),
+            Source::Kafka(field) => kafka_cell(*field, meta),
+            Source::Field(path) => self.field(object, path, false),
+            Source::Lookup(lookup) => self.field(object, &lookup.field, true),
+        }
+    }
+
+    fn field(
+        &self,
+        object: &Map<String, Value>,
+        path: &FieldPath,
+        lookup: bool,
+    ) -> Result<Cell, DecodeError> {
+        let name = path.to_string();
+        let value = match find(object, path) {
+            Some(Value::Null) | None if !self.required => return Ok(Cell::Null),
+            Some(Value::Null) => return Err(dynamic::missing(object, &name, true)),
+            None => return Err(dynamic::missing(object, &name, false)),
+            Some(value) => value,
+        };
+        let cell = value_cell(&name, value, &self.checks)?;
+        Ok(match (lookup, cell) {
+            (true, Cell::Text(key)) => Cell::Lookup(key),
+            (false, Cell::Float(_)) if self.sql_type.starts_with("numeric") => {
+                Cell::Numeric(value.to_string())
+            }
+            (_, cell) => cell,
+        })
+    }
+}
+
+/// The value at `path` (nested objects), if every step exists.
+fn find<'v>(object: &'v Map<String, Value>, path: &FieldPath) -> Option<&'v Value> {
+    let (first, rest) = path.segments().split_first()?;
+    rest.iter().try_fold(object.get(first)?, |value, segment| {
+        value.as_object()?.get(segment)
+    })
+}
+
+/// A present value checked by `checks` (the first one says the type).
+fn value_cell(field: &str, value: &Value, checks: &[Check]) -> Result<Cell, DecodeError> {
+    let Some((first, rest)) = checks.split_first() else {
+        return Ok(Cell::Json(value.clone()));
+    };
+    let count = match first {
+        Check::Items(n) => Some(Count::Exactly(*n)),
+        Check::MaxItems(n) => Some(Count::AtMost(*n)),
+        Check::Array => Some(Count::Any),
+        _ => None,
+    };
+    if let Some(count) = count {
+        let element: Vec<Check> = rest
+            .iter()
+            .filter_map(|c| match c {
+                Check::Each(inner) => Some((**inner).clone()),
+                _ => None,
+            })
+            .collect();
+        let what = match element.first() {
+            Some(Check::Integer { .. }) => "integers",
+            Some(Check::Text { .. }) => "strings",
+            Some(Check::Number { .. }) => "numbers",
+            Some(Check::Timestamp { .. }) => "timestamps",
+            Some(Check::Uuid) => "UUIDs",
+            Some(Check::Boolean) => "booleans",
+            _ => "values",
+        };
+        let cells = dynamic::elements(field, value, what, count, |name, item| {
+            value_cell(name, item, &element)
+        })?;
+        return Ok(Cell::Json(Value::Array(
+            cells.into_iter().map(cell_json).collect(),
+        )));
+    }
+    let cell = match first {
+        Check::Text { min, max } => Cell::Text(dynamic::text(field, value, *min, *max)?),
+        Check::Integer { sql_type, lo, hi } => match *sql_type {
+            "SMALLINT" => Cell::SmallInt(dynamic::int(field, value, narrow(*lo), narrow(*hi))?),
+            "INTEGER" => Cell::Int(dynamic::int(field, value, narrow(*lo), narrow(*hi))?),
+            _ => Cell::BigInt(dynamic::int(field, value, *lo, *hi)?),
+        },
+        Check::Number { min, max } => {
+            let lo = min.map_or(f64::MIN, Bound::as_f64);
+            let float = dynamic::finite(field, value, lo, max.map(Bound::as_f64))?;
+            match rest.first() {
+                Some(Check::NumericDigits { precision, scale }) => {
+                    numeric(field, value, *precision, *scale)?
+                }
+                _ => Cell::Float(float),
+            }
+        }
+        Check::Uuid => Cell::Uuid(dynamic::uuid(field, value)?),
+        Check::Timestamp { .. } => Cell::Timestamp(dynamic::time(field, value)?),
+        Check::Boolean => Cell::Bool(dynamic::boolean(field, value)?),
+        Check::Json => Cell::Json(value.clone()),
+        // The plan puts a type check first; anything else keeps the value as it is.
+        _ => Cell::Json(value.clone()),
+    };
+    Ok(cell)
+}
+
+/// A NUMERIC with at most `precision - scale` digits before the point.
+fn numeric(field: &str, value: &Value, precision: u32, scale: u32) -> Result<Cell, DecodeError> {
+    let text = value.to_string();
+    let whole = text
+        .trim_start_matches('-')
+        .split(['.', 'e', 'E'])
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches('0');
+    let allowed = precision.saturating_sub(scale) as usize;
+    if whole.len() > allowed || text.contains(['e', 'E']) {
+        return Err(dynamic::broken(
+            field,
+            format!("must have at most {allowed} digits before the point, got {text}"),
+        ));
+    }
+    Ok(Cell::Numeric(text))
+}
+
+/// A bound known to fit the narrower type (the plan intersected it with the type's range).
+fn narrow<T: TryFrom<i64> + Default>(bound: i64) -> T {
+    T::try_from(bound).unwrap_or_default()
+}
+
+/// A cell as a JSON array element.
+fn cell_json(cell: Cell) -> Value {
+    match cell {
+        Cell::Null => Value::Null,
+        Cell::Text(text) | Cell::Lookup(text) | Cell::Numeric(text) => Value::String(text),
+        Cell::SmallInt(int) => int.into(),
+        Cell::Int(int) => int.into(),
+        Cell::BigInt(int) => int.into(),
+        Cell::Float(float) => float.into(),
+        Cell::Bool(flag) => flag.into(),
+        Cell::Uuid(uuid) => Value::String(uuid.to_string()),
+        Cell::Timestamp(at) => Value::String(at.to_rfc3339()),
+        Cell::Json(json) => json,
+    }
+}
+
+/// A constant as its column's type (`sql_type`: the plan's type name); the plan checked
+/// that it fits.
+fn constant_cell(constant: &Constant, sql_type: &str) -> Cell {
+    match (constant, sql_type) {
+        (Constant::Text(text), "uuid") => {
+            uuid::Uuid::parse_str(text).map_or_else(|_| Cell::Text(text.clone()), Cell::Uuid)
+        }
+        (Constant::Text(text), "timestamptz" | "timestamp") => {
+            parse_timestamp(text).map_or_else(|| Cell::Text(text.clone()), Cell::Timestamp)
+        }
+        (Constant::Text(text), "json" | "jsonb") => Cell::Json(Value::String(text.clone())),
+        (Constant::Text(text), _) => Cell::Text(text.clone()),
+        (Constant::Int(int), "smallint") => Cell::SmallInt(narrow(*int)),
+        (Constant::Int(int), "integer") => Cell::Int(narrow(*int)),
+        (Constant::Int(int), "bigint") => Cell::BigInt(*int),
+        (Constant::Int(int), _) if sql_type.starts_with("numeric") => {
+            Cell::Numeric(int.to_string())
+        }
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "an integer constant for a float column"
+        )]
+        (Constant::Int(int), _) => Cell::Float(*int as f64),
+        (Constant::Float(float), _) if sql_type.starts_with("numeric") => {
+            Cell::Numeric(float.to_string())
+        }
+        (Constant::Float(float), _) => Cell::Float(*float),
+        (Constant::Bool(flag), _) => Cell::Bool(*flag),
+    }
+}
+
+/// A coordinate of the record.
+fn kafka_cell(field: KafkaField, meta: &RecordMeta<'_>) -> Result<Cell, DecodeError> {
+    Ok(match field {
+        KafkaField::Timestamp => meta.timestamp.map_or(Cell::Null, Cell::Timestamp),
+        KafkaField::Topic => Cell::Text(meta.topic.to_owned()),
+        KafkaField::Partition => Cell::Int(meta.partition),
+        KafkaField::Offset => Cell::BigInt(meta.offset),
+        KafkaField::Key => match meta.key {
+            None => Cell::Null,
+            Some(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) if !text.contains('\0') => Cell::Text(text.to_owned()),
+                _ => {
+                    return Err(dynamic::broken(
+                        "(record key)",
+                        "must be UTF-8 text without U+0000".into(),
+                    ));
+                }
+            },
+        },
+    })
+}
