@@ -108,7 +108,7 @@ impl fmt::Display for Check {
                 f.write_str("RFC 3339 timestamp (naive = UTC), stored as UTC wall time")
             }
             Check::Boolean => f.write_str("boolean"),
-            Check::Json => f.write_str("any JSON value"),
+            Check::Json => f.write_str("any JSON value without U+0000"),
             Check::Items(n) => write!(f, "array of exactly {n} elements"),
             Check::MaxItems(n) => write!(f, "array of at most {n} elements"),
             Check::Array => f.write_str("array"),

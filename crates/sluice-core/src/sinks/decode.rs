@@ -214,6 +214,9 @@ fn value_cell(field: &str, value: &Value, checks: &[Check]) -> Result<Cell, Deco
         Check::Uuid => Cell::Uuid(dynamic::uuid(field, value)?),
         Check::Timestamp { .. } => Cell::Timestamp(dynamic::time(field, value)?),
         Check::Boolean => Cell::Bool(dynamic::boolean(field, value)?),
+        Check::Json if has_nul(value) => {
+            return Err(dynamic::broken(field, "must not contain U+0000".into()));
+        }
         Check::Json => Cell::Json(value.clone()),
         // The plan puts a type check first; anything else keeps the value as it is.
         _ => Cell::Json(value.clone()),
@@ -221,23 +224,32 @@ fn value_cell(field: &str, value: &Value, checks: &[Check]) -> Result<Cell, Deco
     Ok(cell)
 }
 
-/// A NUMERIC with at most `precision - scale` digits before the point.
+/// A NUMERIC with at most `precision - scale` digits before the point once rounded to
+/// `scale` digits after it (as PostgreSQL rounds, then checks). The value travels as its JSON
+/// text, which is the f64 serde_json read (no arbitrary precision).
 fn numeric(field: &str, value: &Value, precision: u32, scale: u32) -> Result<Cell, DecodeError> {
     let text = value.to_string();
-    let whole = text
-        .trim_start_matches('-')
-        .split(['.', 'e', 'E'])
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches('0');
-    let allowed = precision.saturating_sub(scale) as usize;
-    if whole.len() > allowed || text.contains(['e', 'E']) {
+    let float = value.as_f64().unwrap_or(f64::NAN);
+    let allowed = precision.saturating_sub(scale);
+    let unit = 10f64.powi(i32::try_from(scale).unwrap_or(i32::MAX));
+    let rounded = (float.abs() * unit).round() / unit;
+    if !rounded.is_finite() || rounded >= 10f64.powi(i32::try_from(allowed).unwrap_or(i32::MAX)) {
         return Err(dynamic::broken(
             field,
             format!("must have at most {allowed} digits before the point, got {text}"),
         ));
     }
     Ok(Cell::Numeric(text))
+}
+
+/// Whether a JSON value holds U+0000 in a string or key (`jsonb` refuses it).
+fn has_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(has_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
 }
 
 /// A bound known to fit the narrower type (the plan intersected it with the type's range).
