@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::checks::Check;
-use super::model::{Bound, Constant, FieldPath, KafkaField, Sink, Source};
+use super::model::{Bound, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source};
 use super::validate::SinkPlan;
 use crate::messages::DecodeError;
 use crate::messages::fields::dynamic;
@@ -66,6 +66,10 @@ pub struct RecordMeta<'a> {
 #[derive(Debug, Clone)]
 pub struct SinkDecoder {
     columns: Vec<ColumnDecoder>,
+    pub(super) key: Vec<usize>,
+    pub(super) guard: Option<usize>,
+    pub(super) conflict: ConflictPolicy,
+    pub(super) lookups: Vec<(usize, Lookup)>,
 }
 
 #[derive(Debug, Clone)]
@@ -95,7 +99,27 @@ impl SinkDecoder {
                     .collect(),
             })
             .collect();
-        Self { columns }
+        let position = |name: &str| sink.columns.iter().position(|c| c.column == name);
+        let guard = match &sink.conflict {
+            ConflictPolicy::NewestWins { column } => position(column),
+            _ => None,
+        };
+        let lookups = sink
+            .columns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match &c.source {
+                Source::Lookup(lookup) => Some((i, lookup.clone())),
+                _ => None,
+            })
+            .collect();
+        Self {
+            columns,
+            key: sink.key.iter().filter_map(|k| position(k)).collect(),
+            guard,
+            conflict: sink.conflict.clone(),
+            lookups,
+        }
     }
 
     /// Decodes one record value (`None`: a tombstone) into one cell per planned column, in

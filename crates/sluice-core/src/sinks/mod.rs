@@ -19,6 +19,7 @@ mod decode;
 mod file;
 mod model;
 mod problems;
+mod rows;
 mod statement;
 mod table;
 mod validate;
@@ -32,6 +33,7 @@ pub use model::{
     ValueRules,
 };
 pub use problems::{MappingError, MappingProblem};
+pub use rows::SinkRow;
 pub use statement::{StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
 pub use validate::{ColumnPlan, SinkError, SinkPlan, plan_sink};

@@ -180,6 +180,8 @@ pub struct ColumnPlan {
     pub column: String,
     /// Its type in the catalog.
     pub sql_type: String,
+    /// The element type of its `UNNEST($n::<type>[])` parameter (arrays travel as `jsonb`).
+    pub param_type: String,
     /// Where its value comes from.
     pub source: String,
     /// What a value must pass (for a constant or Kafka source: checked once, here).
@@ -395,6 +397,7 @@ fn column_plan(
     Ok(ColumnPlan {
         column: column.clone(),
         sql_type: sql_type.to_string(),
+        param_type: sql_type.param_type().unwrap_or("text").to_owned(),
         source: source_text,
         checks,
         updated: sink.conflict != ConflictPolicy::InsertIgnore

@@ -128,3 +128,57 @@ fn numeric_digits_and_json_nul_are_checked() {
         "field `extra`: must not contain U+0000"
     );
 }
+
+#[test]
+fn dedupe_keeps_one_row_per_key_by_the_conflict_policy() {
+    use crate::sinks::SinkRow;
+    let at = |s: &str| Cell::Timestamp(DateTime::parse_from_rfc3339(s).unwrap().to_utc());
+    let row = |record: usize, key: &str, synced: &str| SinkRow {
+        record,
+        cells: vec![
+            Cell::Text(key.into()),
+            Cell::Null,
+            Cell::Null,
+            Cell::Text("crawler".into()),
+            Cell::Int(0),
+            at(synced),
+        ],
+    };
+    let rows = || {
+        vec![
+            row(0, "a", "2026-11-03T00:00:00Z"),
+            row(1, "b", "2026-11-01T00:00:00Z"),
+            row(2, "a", "2026-11-02T00:00:00Z"),
+            row(3, "a", "2026-11-03T00:00:00Z"),
+            row(4, "a", "2026-11-01T00:00:00Z"),
+        ]
+    };
+    let survivors = |policy: &str| {
+        let text = SINK
+            .replace("\"always-update\"", policy)
+            .replace("{ field = \"meta.id\" }", "{ field = \"id\" }");
+        let events = TableShape {
+            name: "events".into(),
+            columns: ["id", "amount", "extra", "origin", "part", "at"]
+                .iter()
+                .map(|name| column(name, SqlType::Text, false))
+                .collect(),
+            unique_keys: vec![vec!["id".into()]],
+        };
+        let mut events = events;
+        events.columns[4].sql_type = SqlType::Integer;
+        events.columns[5].sql_type = SqlType::TimestampTz;
+        let sinks = parse_sinks("m.toml", &text).unwrap();
+        let plan = plan_sink(&sinks[0], "p", &HashMap::from([("events".into(), events)]))
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let out = SinkDecoder::new(&sinks[0], &plan).dedupe(rows());
+        out.rows.iter().map(|r| r.record).collect::<Vec<_>>()
+    };
+    assert_eq!(survivors("\"insert-ignore\""), [0, 1], "the first delivery");
+    assert_eq!(survivors("\"always-update\""), [4, 1], "the last delivery");
+    assert_eq!(
+        survivors("{ newest-wins = \"at\" }"),
+        [3, 1],
+        "the newest guard, ties to the later record"
+    );
+}
