@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod classify;
 pub mod connect;
 pub mod declared;
+pub mod lookup;
 pub mod migrate;
 pub mod ops;
 pub mod repo;

@@ -4,7 +4,8 @@
 //! Both paths must dead-letter the same records with the same kind and reason, answer the
 //! same inserted/updated/skipped per batch and leave the same table.
 //!
-//! This is the component path without Kafka and without the storage pipeline (which does not
+//! The declared path uses only what a mapping gives: its decoder, its lookup resolver, its
+//! survivor rule and its statement. This is the component path without Kafka and without the storage pipeline (which does not
 //! run declared sinks yet): no savepoint isolation of write-time errors, no commits.
 #![allow(
     clippy::unwrap_used,
@@ -29,6 +30,7 @@ use sluice_loadgen::{
 use sluice_postgres::ApplicationResolver;
 use sluice_postgres::catalog::sink_tables;
 use sluice_postgres::declared::upsert_declared;
+use sluice_postgres::lookup::{LookupResolver, LookupValue};
 use sluice_testkit::TestSchema;
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
@@ -121,7 +123,7 @@ async fn declared_batch(
     conn: &mut PgConnection,
     plan: &SinkPlan,
     decoder: &SinkDecoder,
-    resolvers: &[ApplicationResolver],
+    resolvers: &[LookupResolver],
     first: usize,
     batch: &[Generated],
 ) -> (Vec<Dead>, Vec<bool>) {
@@ -145,14 +147,14 @@ async fn declared_batch(
             Cell::Lookup(name) => Some(name.as_str()),
             _ => None,
         });
-        let (ids, _) = resolver.resolve(conn, names).await.expect("resolve");
+        let (ids, _) = resolver.resolve(conn, names).await.expect("lookup");
         rows.retain_mut(|row| {
             let Cell::Lookup(name) = &row.cells[position] else {
                 return true;
             };
             match ids.get(name) {
-                Some(id) => {
-                    row.cells[position] = Cell::BigInt(*id);
+                Some(cell) => {
+                    row.cells[position] = cell.clone();
                     true
                 }
                 None => {
@@ -205,9 +207,12 @@ async fn same_through_both<T: Topic>(
     let tables = sink_tables(&mut declared, &sinks).await.unwrap();
     let plan = plan_sink(&sinks[0], "storage-consumer", &tables).unwrap();
     let decoder = SinkDecoder::new(&sinks[0], &plan);
-    let resolvers: Vec<ApplicationResolver> = decoder
+    let resolvers: Vec<LookupResolver> = decoder
         .lookups()
-        .map(|(_, lookup)| ApplicationResolver::new(&lookup.table, TTL))
+        .map(|(position, lookup)| {
+            let value = LookupValue::from_param_type(&plan.columns[position].param_type);
+            LookupResolver::new(lookup, value.expect("an integer or text column"), TTL)
+        })
         .collect();
     let resolver = ApplicationResolver::new(APPS, TTL);
     let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
@@ -336,4 +341,41 @@ async fn app_stats_and_network_metrics_land_the_same_through_the_mappings() {
         same_through_both::<NetworkMetricsTopic>("network-metrics", &metrics, 50, &apps).await;
     assert_eq!(rows, 500);
     assert_eq!(dead.values().sum::<usize>(), 12, "{dead:?}");
+}
+
+#[tokio::test]
+async fn a_lookup_caches_what_it_finds_and_never_what_it_misses() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let schema = TestSchema::create(&stack).await;
+    let mut conn = schema.connect().await;
+    schema.register_apps(&["com.a".into()]).await;
+    let lookup = sluice_core::sinks::Lookup {
+        field: sluice_core::sinks::FieldPath::parse("package_name").unwrap(),
+        table: APPS.into(),
+        key_column: "package_name".into(),
+        value_column: "id".into(),
+        unknown_kind: "unknown_application".into(),
+    };
+    let resolver = LookupResolver::new(&lookup, LookupValue::Int, TTL);
+    let (found, stats) = resolver
+        .resolve(&mut conn, ["com.a", "com.b", "com.a"])
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        std::collections::HashMap::from([("com.a".into(), Cell::Int(1))])
+    );
+    assert_eq!((stats.cache_hits, stats.queried, stats.found), (0, 2, 1));
+    // Registered a moment later: found at once (no negative caching); com.a from the cache.
+    schema.register_apps(&["com.b".into()]).await;
+    let (found, stats) = resolver
+        .resolve(&mut conn, ["com.a", "com.b"])
+        .await
+        .unwrap();
+    assert_eq!(found.get("com.b"), Some(&Cell::Int(2)));
+    assert_eq!((stats.cache_hits, stats.queried, stats.found), (1, 1, 1));
+    drop(conn);
+    schema.drop_schema().await;
 }
