@@ -379,3 +379,185 @@ async fn a_lookup_caches_what_it_finds_and_never_what_it_misses() {
     drop(conn);
     schema.drop_schema().await;
 }
+
+/// Every row of `app_permissions`, every column, as text.
+async fn snapshot(conn: &mut PgConnection) -> Vec<String> {
+    let sql = "SELECT to_jsonb(t)::text FROM app_permissions t ORDER BY 1";
+    sqlx::query_scalar(sql)
+        .fetch_all(conn)
+        .await
+        .expect("snapshot")
+}
+
+/// A fourth topic no code knows: a table (as a migration would create it) and a mapping.
+const PERMISSIONS_TABLE: &str = "
+CREATE TABLE app_permissions (
+    application_id   BIGINT NOT NULL REFERENCES apps_registry_application (id),
+    permission       VARCHAR(128) NOT NULL,
+    granted          BOOLEAN NOT NULL,
+    protection_level VARCHAR(32),
+    observed_at      TIMESTAMPTZ NOT NULL,
+    source_offset    BIGINT NOT NULL,
+    first_seen_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (application_id, permission)
+)";
+
+const PERMISSIONS_SINK: &str = r#"
+[[sink]]
+name = "app-permissions"
+table = "app_permissions"
+key = ["application_id", "permission"]
+conflict = { newest-wins = "observed_at" }
+never_written = ["first_seen_at"]
+batch_size = 100
+
+[sink.columns]
+application_id = { lookup = { field = "package_name", table = "apps_registry_application", key = "package_name", value = "id", unknown = "unknown_application" }, min_length = 1 }
+permission = { field = "permission", min_length = 1 }
+granted = { field = "granted" }
+protection_level = { field = "protection_level" }
+observed_at = { field = "observed_at" }
+source_offset = { kafka = "offset" }
+"#;
+
+#[tokio::test]
+async fn a_fourth_topic_lands_from_a_mapping_and_a_table_alone_and_replays_byte_identical() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let apps: Vec<String> = (0..5).map(|i| format!("com.perm.app{i}")).collect();
+    let (schema, mut conn) = migrated(&stack, &apps).await;
+    sqlx::raw_sql(PERMISSIONS_TABLE)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let sinks = parse_sinks("app-permissions.toml", PERMISSIONS_SINK).unwrap();
+    let tables = sink_tables(&mut conn, &sinks).await.unwrap();
+    let plan = plan_sink(&sinks[0], "storage-consumer", &tables).unwrap();
+    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let resolvers: Vec<LookupResolver> = decoder
+        .lookups()
+        .map(|(_, lookup)| LookupResolver::new(lookup, LookupValue::BigInt, TTL))
+        .collect();
+
+    let permission = |app: &str, name: &str, granted: bool, day: u32| {
+        serde_json::json!({"package_name": app, "permission": name, "granted": granted,
+            "protection_level": "dangerous", "observed_at": format!("2026-11-{day:02}T00:00:00Z")})
+    };
+    let mut messages = Vec::new();
+    for (a, app) in apps.iter().enumerate() {
+        for p in 0..20 {
+            let name = format!("android.permission.P{p}");
+            messages.push(permission(app, &name, p % 2 == 0, 10));
+            if (a + p) % 3 == 0 {
+                // A newer observation, then an older one and a re-sent copy.
+                messages.push(permission(app, &name, p % 2 == 1, 12));
+                messages.push(permission(app, &name, true, 9));
+                messages.push(permission(app, &name, p % 2 == 1, 12));
+            }
+        }
+    }
+    let poison = [
+        (
+            permission("com.nobody", "x", true, 10),
+            "unknown_application",
+            "com.nobody",
+        ),
+        (
+            permission(&apps[0], &"p".repeat(129), true, 10),
+            "decode_error",
+            "field `permission`: must be at most 128 characters, got 129",
+        ),
+        (
+            serde_json::json!({"package_name": apps[0], "permission": "y", "observed_at": "2026-11-10T00:00:00Z"}),
+            "decode_error",
+            "field `granted`: required field is missing",
+        ),
+        (
+            permission(&apps[0], "z", true, 10)
+                .as_object()
+                .map(|o| {
+                    let mut o = o.clone();
+                    o.insert("granted".into(), "yes".into());
+                    serde_json::Value::Object(o)
+                })
+                .unwrap(),
+            "decode_error",
+            "field `granted`: must be a boolean, got a string \"yes\"",
+        ),
+    ];
+    let mut expected_dead = Vec::new();
+    for (i, (message, kind, reason)) in poison.iter().enumerate() {
+        let at = 37 + i * 41;
+        messages.insert(at, message.clone());
+        expected_dead.push((at, (*kind).to_owned(), (*reason).to_owned()));
+    }
+    let records: Vec<Generated> = messages
+        .iter()
+        .map(|m| Generated {
+            pipeline: sluice_core::PipelineKind::Reviews,
+            key: Vec::new(),
+            payload: Some(m.to_string().into_bytes()),
+            expect: sluice_loadgen::Expect::Row,
+        })
+        .collect();
+
+    let mut dead = Vec::new();
+    let mut written = 0;
+    for (n, chunk) in records.chunks(100).enumerate() {
+        let (d, answers) =
+            declared_batch(&mut conn, &plan, &decoder, &resolvers, n * 100, chunk).await;
+        dead.extend(d);
+        written += answers.len();
+    }
+    assert_eq!(dead, expected_dead);
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM app_permissions")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows, 100, "5 apps × 20 permissions");
+    let newest: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM app_permissions WHERE observed_at = '2026-11-12T00:00:00Z'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    let observed_again = (0..5)
+        .flat_map(|a| (0..20).map(move |p| (a + p) % 3 == 0))
+        .filter(|again| *again)
+        .count();
+    assert_eq!(
+        usize::try_from(newest).unwrap(),
+        observed_again,
+        "every key observed again later holds the newer observation"
+    );
+    let before = snapshot(&mut conn).await;
+
+    // Replay: the same records again (same offsets) change nothing and dead-letter the same.
+    let mut replayed_dead = Vec::new();
+    let mut replay_answers = 0;
+    for (n, chunk) in records.chunks(100).enumerate() {
+        let (d, answers) =
+            declared_batch(&mut conn, &plan, &decoder, &resolvers, n * 100, chunk).await;
+        replayed_dead.extend(d);
+        replay_answers += answers.len();
+    }
+    assert_eq!(
+        replay_answers, 0,
+        "every replayed row is skipped by the guard"
+    );
+    assert_eq!(replayed_dead, expected_dead);
+    assert_eq!(
+        snapshot(&mut conn).await,
+        before,
+        "byte-identical after replay"
+    );
+    println!(
+        "app-permissions: {} records, {written} rows written ({rows} in the table), {} dead \
+         letters; replay: 0 written, table identical",
+        records.len(),
+        dead.len()
+    );
+    drop(conn);
+    schema.drop_schema().await;
+}
