@@ -75,6 +75,8 @@ pub struct SinkDecoder {
 #[derive(Debug, Clone)]
 struct ColumnDecoder {
     source: Source,
+    /// The field path as reasons name it (built once, not per record).
+    field_name: String,
     sql_type: String,
     required: bool,
     checks: Vec<Check>,
@@ -89,6 +91,11 @@ impl SinkDecoder {
             .zip(&plan.columns)
             .map(|(mapping, planned)| ColumnDecoder {
                 source: mapping.source.clone(),
+                field_name: match &mapping.source {
+                    Source::Field(path) => path.to_string(),
+                    Source::Lookup(lookup) => lookup.field.to_string(),
+                    Source::Const(_) | Source::Kafka(_) => String::new(),
+                },
                 sql_type: planned.sql_type.clone(),
                 required: planned.checks.contains(&Check::Required),
                 checks: planned
@@ -157,14 +164,14 @@ impl ColumnDecoder {
         path: &FieldPath,
         lookup: bool,
     ) -> Result<Cell, DecodeError> {
-        let name = path.to_string();
+        let name = self.field_name.as_str();
         let value = match find(object, path) {
             Some(Value::Null) | None if !self.required => return Ok(Cell::Null),
-            Some(Value::Null) => return Err(dynamic::missing(object, &name, true)),
-            None => return Err(dynamic::missing(object, &name, false)),
+            Some(Value::Null) => return Err(dynamic::missing(object, name, true)),
+            None => return Err(dynamic::missing(object, name, false)),
             Some(value) => value,
         };
-        let cell = value_cell(&name, value, &self.checks)?;
+        let cell = value_cell(name, value, &self.checks)?;
         Ok(match (lookup, cell) {
             (true, Cell::Text(key)) => Cell::Lookup(key),
             (false, Cell::Float(_)) if self.sql_type.starts_with("numeric") => {
