@@ -145,7 +145,8 @@ async fn every_validation_error_exits_2_naming_the_sink_and_the_column() {
     sqlx::raw_sql(
         "CREATE TABLE items (
              item_id VARCHAR(32) NOT NULL UNIQUE, qty INTEGER NOT NULL, small SMALLINT,
-             synced_at TIMESTAMPTZ NOT NULL, note TEXT, plain BIGINT NOT NULL DEFAULT 0)",
+             synced_at TIMESTAMPTZ NOT NULL, note TEXT, plain BIGINT NOT NULL DEFAULT 0,
+             total BIGINT GENERATED ALWAYS AS (qty * 2) STORED)",
     )
     .execute(&mut conn)
     .await
@@ -201,6 +202,14 @@ async fn every_validation_error_exits_2_naming_the_sink_and_the_column() {
             "",
             Some("qty"),
             "sink `items`, column `qty`: NOT NULL without a default, and no source",
+        ),
+        (
+            "generated-column",
+            "small = { field = \"small\" }",
+            "total = { field = \"total\" }",
+            Some("total"),
+            "sink `items`, column `total`: a generated or GENERATED ALWAYS column cannot be \
+             written",
         ),
         (
             "rule-on-the-wrong-type",

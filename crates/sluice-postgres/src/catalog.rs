@@ -14,7 +14,8 @@ const COLUMNS_SQL: &str = "
 SELECT a.attname::text, t.typname::text,
        CASE WHEN t.typcategory = 'A' THEN e.typname::text END,
        a.atttypmod, a.attnotnull,
-       (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '')
+       (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''),
+       (a.attgenerated = '' AND a.attidentity <> 'a')
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 LEFT JOIN pg_type e ON e.oid = t.typelem
@@ -44,18 +45,20 @@ pub async fn table_shape(
     if !exists {
         return Ok(None);
     }
-    let rows: Vec<(String, String, Option<String>, i32, bool, bool)> = sqlx::query_as(COLUMNS_SQL)
-        .bind(table)
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows: Vec<(String, String, Option<String>, i32, bool, bool, bool)> =
+        sqlx::query_as(COLUMNS_SQL)
+            .bind(table)
+            .fetch_all(&mut *conn)
+            .await?;
     let columns = rows
         .into_iter()
         .map(
-            |(name, typname, element, typmod, not_null, has_default)| ColumnShape {
+            |(name, typname, element, typmod, not_null, has_default, writable)| ColumnShape {
                 name,
                 sql_type: SqlType::from_catalog(&typname, element.as_deref(), typmod),
                 not_null,
                 has_default,
+                writable,
             },
         )
         .collect();

@@ -44,6 +44,9 @@ pub struct ColumnShape {
     pub not_null: bool,
     /// Whether it has a default (or is an identity or generated column).
     pub has_default: bool,
+    /// Whether an INSERT may give it a value (not a generated column, not an identity
+    /// `GENERATED ALWAYS`).
+    pub writable: bool,
 }
 
 /// The SQL types a declared sink can write, with their limits.

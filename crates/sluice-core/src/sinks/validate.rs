@@ -108,6 +108,16 @@ pub enum SinkError {
         /// The column's type.
         sql_type: String,
     },
+    /// A column an INSERT cannot write (generated, or an identity `GENERATED ALWAYS`).
+    #[error(
+        "sink `{sink}`, column `{column}`: a generated or GENERATED ALWAYS column cannot be written"
+    )]
+    NotWritable {
+        /// The sink.
+        sink: String,
+        /// The column.
+        column: String,
+    },
     /// A NOT NULL column without a default that the sink gives no value.
     #[error("sink `{sink}`, column `{column}`: NOT NULL without a default, and no source")]
     NotNullWithoutSource {
@@ -130,6 +140,7 @@ impl SinkError {
             | Self::UnsupportedType { sink, .. }
             | Self::SourceDoesNotFit { sink, .. }
             | Self::RuleDoesNotApply { sink, .. }
+            | Self::NotWritable { sink, .. }
             | Self::NotNullWithoutSource { sink, .. } => sink,
         }
     }
@@ -145,6 +156,7 @@ impl SinkError {
             | Self::UnsupportedType { column, .. }
             | Self::SourceDoesNotFit { column, .. }
             | Self::RuleDoesNotApply { column, .. }
+            | Self::NotWritable { column, .. }
             | Self::NotNullWithoutSource { column, .. } => Some(column),
         }
     }
@@ -230,6 +242,13 @@ pub fn plan_sink(
             errors.push(unknown(&mapping.column, &mapping.column));
             continue;
         };
+        if !shape.writable {
+            errors.push(SinkError::NotWritable {
+                sink: sink.name.clone(),
+                column: mapping.column.clone(),
+            });
+            continue;
+        }
         match column_plan(sink, mapping, &shape.sql_type, shape.not_null, tables) {
             Ok(plan) => columns.push(plan),
             Err(mut more) => errors.append(&mut more),

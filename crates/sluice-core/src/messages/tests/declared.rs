@@ -23,6 +23,7 @@ fn column(name: &str, sql_type: SqlType, not_null: bool) -> ColumnShape {
         sql_type,
         not_null,
         has_default: false,
+        writable: true,
     }
 }
 

@@ -11,6 +11,7 @@ fn column(name: &str, sql_type: SqlType, not_null: bool, has_default: bool) -> C
         sql_type,
         not_null,
         has_default,
+        writable: true,
     }
 }
 
@@ -33,6 +34,10 @@ fn tables() -> HashMap<String, TableShape> {
             column("at", SqlType::Timestamp, false, false),
             column("blob", SqlType::Other("bytea".into()), false, false),
             column("inserted_at", SqlType::TimestampTz, true, true),
+            ColumnShape {
+                writable: false,
+                ..column("total", SqlType::BigInt, false, true)
+            },
         ],
         unique_keys: vec![vec!["id".into()], vec!["event_id".into()]],
     };
@@ -223,6 +228,17 @@ fn sources_that_cannot_fit_their_column_are_refused() {
     assert_eq!(
         errors("min = 1, max = 5", "min_length = 1"),
         ["sink `events`, column `score`: rule `min_length` does not apply to smallint"]
+    );
+}
+
+#[test]
+fn a_generated_column_cannot_be_written() {
+    assert_eq!(
+        errors(
+            "origin = { const = \"crawler\" }",
+            "total = { field = \"total\" }"
+        ),
+        ["sink `events`, column `total`: a generated or GENERATED ALWAYS column cannot be written"]
     );
 }
 
