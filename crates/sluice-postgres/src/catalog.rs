@@ -11,11 +11,11 @@ use std::collections::HashMap;
 
 /// The columns of a table in table order, with the type name of an array's element.
 const COLUMNS_SQL: &str = "
-SELECT a.attname::text, t.typname::text,
-       CASE WHEN t.typcategory = 'A' THEN e.typname::text END,
-       a.atttypmod, a.attnotnull,
-       (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''),
-       (a.attgenerated = '' AND a.attidentity <> 'a')
+SELECT a.attname::text AS name, t.typname::text AS typname,
+       CASE WHEN t.typcategory = 'A' THEN e.typname::text END AS element,
+       a.atttypmod AS typmod, a.attnotnull AS not_null,
+       (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '') AS has_default,
+       (a.attgenerated = '' AND a.attidentity <> 'a') AS writable
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 LEFT JOIN pg_type e ON e.oid = t.typelem
@@ -33,6 +33,18 @@ WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indimmediate
   AND i.indpred IS NULL AND i.indexprs IS NULL AND k.ord <= i.indnkeyatts
 GROUP BY i.indexrelid";
 
+/// One row of [`COLUMNS_SQL`].
+#[derive(Debug, sqlx::FromRow)]
+struct CatalogColumn {
+    name: String,
+    typname: String,
+    element: Option<String>,
+    typmod: i32,
+    not_null: bool,
+    has_default: bool,
+    writable: bool,
+}
+
 /// The shape of `table` (`[schema.]table`), or `None` when no such table is visible.
 pub async fn table_shape(
     conn: &mut PgConnection,
@@ -45,22 +57,19 @@ pub async fn table_shape(
     if !exists {
         return Ok(None);
     }
-    let rows: Vec<(String, String, Option<String>, i32, bool, bool, bool)> =
-        sqlx::query_as(COLUMNS_SQL)
-            .bind(table)
-            .fetch_all(&mut *conn)
-            .await?;
+    let rows: Vec<CatalogColumn> = sqlx::query_as(COLUMNS_SQL)
+        .bind(table)
+        .fetch_all(&mut *conn)
+        .await?;
     let columns = rows
         .into_iter()
-        .map(
-            |(name, typname, element, typmod, not_null, has_default, writable)| ColumnShape {
-                name,
-                sql_type: SqlType::from_catalog(&typname, element.as_deref(), typmod),
-                not_null,
-                has_default,
-                writable,
-            },
-        )
+        .map(|c| ColumnShape {
+            sql_type: SqlType::from_catalog(&c.typname, c.element.as_deref(), c.typmod),
+            name: c.name,
+            not_null: c.not_null,
+            has_default: c.has_default,
+            writable: c.writable,
+        })
         .collect();
     let unique_keys: Vec<Vec<String>> = sqlx::query_scalar(UNIQUE_KEYS_SQL)
         .bind(table)
