@@ -3,8 +3,8 @@
 //! breaks a rule is rejected with the same reason text as the built-in decoders give (the
 //! same field helpers), naming the field, so it alone is dead-lettered.
 //!
-//! Lookups are not resolved here: their key is decoded and checked, and the pipeline resolves
-//! it (not written yet).
+//! Lookups are not resolved here: their key is decoded and checked as a [`Cell::Lookup`], and
+//! the PostgreSQL adapter (`sluice_postgres::lookup`) resolves it.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};

@@ -10,11 +10,12 @@
 //! Invariant: a sink that plans without error names only existing columns, its key has a
 //! unique constraint on exactly those columns, every source fits its column's type, and
 //! every NOT NULL column without a default gets a value. [`SinkDecoder`] decodes a record by a
-//! plan with the built-in decoders' reasons; resolving lookups and running declared sinks in
-//! the pipeline are not written yet.
+//! plan with the built-in decoders' reasons and keeps one row per key by the policy's survivor
+//! rule; the PostgreSQL adapter resolves lookups and binds the statement. Running declared
+//! sinks in the storage pipeline is not written yet.
 
-mod check;
 mod checks;
+mod consistency;
 mod decode;
 mod file;
 mod model;
@@ -24,8 +25,8 @@ mod statement;
 mod table;
 mod validate;
 
-pub use check::{check_sink, check_sinks, is_column_name, is_table_name};
 pub use checks::Check;
+pub use consistency::{check_sink, check_sinks, is_column_name, is_table_name};
 pub use decode::{Cell, RecordMeta, SinkDecoder};
 pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
 pub use model::{

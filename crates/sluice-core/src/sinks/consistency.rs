@@ -1,4 +1,4 @@
-//! Checks of a mapping that need no database: names, keys, the guard column, the lists.
+//! Consistency of a mapping, checked without a database: names, keys, guard column, lists.
 
 use std::collections::{HashMap, HashSet};
 
