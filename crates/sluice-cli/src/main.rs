@@ -54,6 +54,11 @@ enum Command {
         #[command(subcommand)]
         action: cmd::dlt::DltAction,
     },
+    /// Declared sinks (preview): check a mapping file against the schema, print the plan.
+    Sinks {
+        #[command(subcommand)]
+        action: cmd::sinks::SinksAction,
+    },
     /// Run the outbox dispatcher: publish committed outbox events until SIGTERM/SIGINT.
     #[command(after_long_help = cmd::dispatch::settings_help())]
     Dispatch,
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
         Command::Dlq { action } => cmd::dlq::run(action),
         Command::Retry { action } => cmd::retry::run(action),
         Command::Dlt { action } => cmd::dlt::run(action),
+        Command::Sinks { action } => cmd::sinks::run(action),
         Command::Dispatch => cmd::dispatch::run(),
         Command::Outbox { action } => cmd::outbox::run(action),
         Command::Version => cmd::version::run(),

@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod resolved;
 pub mod retry;
 pub mod settings;
+pub mod sinks;
 pub mod stall;
 pub mod topic_settings;
 pub mod topics;

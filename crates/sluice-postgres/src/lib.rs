@@ -6,8 +6,11 @@
 //! batch (`UNNEST` arrays) with `ON CONFLICT` on the table's natural key, so redelivery is a
 //! no-op (docs/ARCHITECTURE.md#guarantees, docs/ARCHITECTURE.md#tables).
 
+pub mod catalog;
 pub mod classify;
 pub mod connect;
+pub mod declared;
+pub mod lookup;
 pub mod migrate;
 pub mod ops;
 pub mod repo;

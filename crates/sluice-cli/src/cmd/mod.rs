@@ -11,6 +11,7 @@ pub mod outbox;
 pub mod replay;
 pub mod retry;
 pub mod run;
+pub mod sinks;
 pub mod topics;
 pub mod verify;
 pub mod version;

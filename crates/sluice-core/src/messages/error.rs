@@ -28,8 +28,8 @@ pub enum DecodeError {
     /// A required field is absent or `null`.
     #[error("field `{field}`: required field is missing{hint}")]
     Missing {
-        /// The missing field.
-        field: &'static str,
+        /// The missing field (a static name for the built-in topics, a path for declared sinks).
+        field: std::borrow::Cow<'static, str>,
         /// Empty, or a parenthesised hint such as a legacy camelCase twin that was present.
         hint: String,
     },
@@ -47,7 +47,7 @@ impl DecodeError {
     /// The field this error is about, when it is about one field.
     pub fn field(&self) -> Option<&str> {
         match self {
-            Self::Missing { field, .. } => Some(field),
+            Self::Missing { field, .. } => Some(field.as_ref()),
             Self::Invalid { field, .. } => Some(field),
             Self::NullPayload
             | Self::InvalidUtf8 { .. }
@@ -72,7 +72,7 @@ mod tests {
     #[test]
     fn display_names_the_field() {
         let missing = DecodeError::Missing {
-            field: "package_name",
+            field: "package_name".into(),
             hint: " (found legacy camelCase field `packageName`)".into(),
         };
         assert_eq!(

@@ -5,6 +5,7 @@
 //! finite floats, no U+0000, UUID syntax). The first broken rule is returned as the reason, so
 //! a decoder reports exactly one reason per message, in the order of its fields.
 
+pub(crate) mod dynamic;
 mod payload;
 mod timestamp;
 
@@ -17,6 +18,7 @@ use uuid::Uuid;
 use super::DecodeError;
 
 pub(crate) use payload::parse_object;
+pub(crate) use timestamp::parse as parse_timestamp;
 
 /// Longest value echoed back in a reason, in characters.
 const ECHO_CHARS: usize = 40;
@@ -156,12 +158,7 @@ impl<'a> Fields<'a> {
             return Ok(None);
         };
         let items = array(Path::new(field), value, "integers")?;
-        if items.len() != len {
-            return Err(Path::new(field).error(format!(
-                "must have exactly {len} elements, got {}",
-                items.len()
-            )));
-        }
+        count(Path::new(field), items, Count::Exactly(len))?;
         items
             .iter()
             .enumerate()
@@ -182,12 +179,7 @@ impl<'a> Fields<'a> {
             return Ok(None);
         };
         let items = array(Path::new(field), value, "strings")?;
-        if items.len() > max_entries {
-            return Err(Path::new(field).error(format!(
-                "must have at most {max_entries} entries, got {}",
-                items.len()
-            )));
-        }
+        count(Path::new(field), items, Count::AtMost(max_entries))?;
         items
             .iter()
             .enumerate()
@@ -205,12 +197,12 @@ impl<'a> Fields<'a> {
     fn required(&self, field: &'static str) -> Result<&'a Value, DecodeError> {
         match self.object.get(field) {
             Some(Value::Null) => Err(DecodeError::Missing {
-                field,
+                field: field.into(),
                 hint: " (it is null)".into(),
             }),
             Some(value) => Ok(value),
             None => Err(DecodeError::Missing {
-                field,
+                field: field.into(),
                 hint: self.legacy_hint(field),
             }),
         }
@@ -407,6 +399,32 @@ fn timestamp(path: Path<'_>, value: &Value) -> Result<DateTime<Utc>, DecodeError
         .ok_or_else(|| path.error(format!("must be an RFC 3339 timestamp, got {}", echo(text))))
 }
 
+/// How many elements an array must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Count {
+    /// Exactly this many.
+    Exactly(usize),
+    /// At most this many.
+    AtMost(usize),
+    /// Any number.
+    Any,
+}
+
+/// Checks the element count of an array.
+fn count(path: Path<'_>, items: &[Value], count: Count) -> Result<(), DecodeError> {
+    match count {
+        Count::Exactly(len) if items.len() != len => Err(path.error(format!(
+            "must have exactly {len} elements, got {}",
+            items.len()
+        ))),
+        Count::AtMost(max) if items.len() > max => Err(path.error(format!(
+            "must have at most {max} entries, got {}",
+            items.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The elements of a JSON array of `what`.
 fn array<'v>(path: Path<'_>, value: &'v Value, what: &str) -> Result<&'v [Value], DecodeError> {
     match value {
@@ -491,7 +509,7 @@ mod tests {
         assert_eq!(
             fields.required_str("a", 1, 5),
             Err(DecodeError::Missing {
-                field: "a",
+                field: "a".into(),
                 hint: " (it is null)".into()
             })
         );
@@ -499,7 +517,7 @@ mod tests {
         assert_eq!(
             fields.required_str("c", 1, 5),
             Err(DecodeError::Missing {
-                field: "c",
+                field: "c".into(),
                 hint: String::new()
             })
         );

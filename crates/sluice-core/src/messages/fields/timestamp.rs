@@ -11,7 +11,7 @@ const NANOS_PER_SECOND: u32 = 1_000_000_000;
 /// no offset at all (the upstream scraper's naive times), which means UTC. Digits past the
 /// microsecond are dropped, not rounded. A leap second (`:60`) rolls into the next minute, as
 /// PostgreSQL does.
-pub(super) fn parse(text: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse(text: &str) -> Option<DateTime<Utc>> {
     let parsed = DateTime::parse_from_rfc3339(text)
         .or_else(|_| DateTime::parse_from_rfc3339(&format!("{text}Z")))
         .ok()?

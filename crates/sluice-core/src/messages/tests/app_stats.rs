@@ -72,6 +72,11 @@ fn required_and_optional_fields() {
 
 #[test]
 fn field_rules() {
+    check_rules(DECODERS[0].1, &app_stats(), rule_cases());
+}
+
+/// Every rule case of the decoder, in field order (the declared sink's tests reuse them).
+pub(super) fn rule_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = Vec::new();
     cases.extend(string_cases("package_name", 1, Some(255)));
     cases.extend(timestamp_cases("crawled_at"));
@@ -95,7 +100,7 @@ fn field_rules() {
     ]);
     cases.extend(string_cases("version", 0, Some(64)));
     cases.extend(timestamp_cases("updated_at"));
-    check_rules(DECODERS[0].1, &app_stats(), cases);
+    cases
 }
 
 fn score_cases() -> Vec<Case> {

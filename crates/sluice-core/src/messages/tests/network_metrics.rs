@@ -62,6 +62,11 @@ fn required_and_optional_fields() {
 
 #[test]
 fn field_rules() {
+    check_rules(DECODERS[2].1, &network_metrics(), rule_cases());
+}
+
+/// Every rule case of the decoder, in field order (the declared sink's tests reuse them).
+pub(super) fn rule_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = Vec::new();
     cases.extend(uuid_cases());
     cases.extend(string_cases("package_name", 1, Some(255)));
@@ -79,7 +84,7 @@ fn field_rules() {
         cases.extend(counter_cases(field, "INTEGER", i64::from(i32::MAX)));
     }
     cases.extend(domain_cases());
-    check_rules(DECODERS[2].1, &network_metrics(), cases);
+    cases
 }
 
 fn uuid_cases() -> Vec<Case> {

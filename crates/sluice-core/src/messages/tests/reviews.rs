@@ -89,6 +89,11 @@ fn required_and_optional_fields() {
 
 #[test]
 fn field_rules() {
+    check_rules(DECODERS[1].1, &review(), rule_cases());
+}
+
+/// Every rule case of the decoder, in field order (the declared sink's tests reuse them).
+pub(super) fn rule_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = Vec::new();
     cases.extend(string_cases("review_id", 1, Some(255)));
     cases.extend(string_cases("package_name", 1, Some(255)));
@@ -105,7 +110,7 @@ fn field_rules() {
     cases.extend(string_cases("reply_content", 0, None));
     cases.extend(timestamp_cases("replied_at"));
     cases.extend(timestamp_cases("last_synced_at"));
-    check_rules(DECODERS[1].1, &review(), cases);
+    cases
 }
 
 fn score_cases() -> Vec<Case> {

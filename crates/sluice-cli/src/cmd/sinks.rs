@@ -1,0 +1,200 @@
+//! `sluice sinks validate`: a mapping file of declared sinks checked against the live schema,
+//! and the plan of each sink printed — its statement and each column's source and checks.
+//!
+//! It reads the catalog only: it never creates a consumer and never writes. Exit 0 when every
+//! sink is valid, 2 naming the sink, the column and the reason of each error.
+
+use crate::Failure;
+use anyhow::{Context, anyhow};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use sluice_core::sinks::{MappingError, SinkError, SinkPlan, check_sinks, parse_sinks, plan_sink};
+use sluice_core::untrusted::redact_url;
+
+/// The variable naming the mapping file.
+pub const SINKS_FILE_VAR: &str = "SLUICE_SINKS_FILE";
+
+/// Subcommands of `sluice sinks`.
+#[derive(Debug, Subcommand)]
+pub enum SinksAction {
+    /// Check a mapping file against the database's schema and print each sink's plan.
+    Validate(ValidateArgs),
+}
+
+/// Options of `sluice sinks validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The mapping file (default: `--sinks`, then `SLUICE_SINKS_FILE`).
+    file: Option<String>,
+    /// The mapping file, as `sluice run` will take it.
+    #[arg(long = "sinks", value_name = "FILE")]
+    sinks: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One error of a file, for `--json`.
+#[derive(Debug, Serialize)]
+struct ErrorLine {
+    sink: Option<String>,
+    column: Option<String>,
+    reason: String,
+}
+
+/// Entry point.
+pub fn run(action: SinksAction) -> Result<(), Failure> {
+    match action {
+        SinksAction::Validate(args) => validate(&args),
+    }
+}
+
+fn validate(args: &ValidateArgs) -> Result<(), Failure> {
+    let file = mapping_file(args)?;
+    let prefix = super::env_lookup("STORAGE_GROUP_PREFIX")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "storage-consumer".into());
+    let text = std::fs::read_to_string(&file).map_err(|e| {
+        Failure::config(MappingError::Read {
+            file: file.clone(),
+            message: e.to_string(),
+        })
+    })?;
+    let sinks =
+        parse_sinks(&file, &text).map_err(|e| invalid(args, &file, vec![mapping_line(&e)]))?;
+    let problems = check_sinks(&file, &sinks);
+    if !problems.is_empty() {
+        return Err(invalid(
+            args,
+            &file,
+            problems.iter().map(mapping_line).collect(),
+        ));
+    }
+    let url = super::env_lookup("DATABASE_URL")
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| Failure::config(anyhow!("DATABASE_URL is required")))?;
+    let shapes = super::runtime()?.block_on(async {
+        let mut conn = sluice_postgres::connect(&url, "sinks-validate")
+            .await
+            .with_context(|| format!("cannot connect to {}", redact_url(&url)))?;
+        sluice_postgres::catalog::sink_tables(&mut conn, &sinks)
+            .await
+            .context("cannot read the catalog")
+    })?;
+    let mut plans = Vec::with_capacity(sinks.len());
+    let mut errors: Vec<SinkError> = Vec::new();
+    for sink in &sinks {
+        match plan_sink(sink, &prefix, &shapes) {
+            Ok(plan) => plans.push(plan),
+            Err(mut more) => errors.append(&mut more),
+        }
+    }
+    if !errors.is_empty() {
+        let lines = errors
+            .iter()
+            .map(|e| ErrorLine {
+                sink: Some(e.sink().to_owned()),
+                column: e.column().map(str::to_owned),
+                reason: e.to_string(),
+            })
+            .collect();
+        return Err(invalid(args, &file, lines));
+    }
+    if args.json {
+        let out = serde_json::json!({"file": file, "valid": true, "sinks": plans});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("{file}: {} sink(s) valid", plans.len());
+        for plan in &plans {
+            print_plan(plan);
+        }
+    }
+    Ok(())
+}
+
+/// The file: the argument, `--sinks`, or `SLUICE_SINKS_FILE`.
+fn mapping_file(args: &ValidateArgs) -> Result<String, Failure> {
+    match (&args.file, &args.sinks) {
+        (Some(a), Some(b)) if a != b => Err(Failure::config(anyhow!(
+            "two mapping files given ({a} and --sinks {b}); give one"
+        ))),
+        (Some(file), _) | (None, Some(file)) => Ok(file.clone()),
+        (None, None) => super::env_lookup(SINKS_FILE_VAR)
+            .filter(|f| !f.is_empty())
+            .ok_or_else(|| {
+                Failure::config(anyhow!(
+                    "no mapping file: give FILE, --sinks FILE or {SINKS_FILE_VAR}"
+                ))
+            }),
+    }
+}
+
+fn mapping_line(error: &MappingError) -> ErrorLine {
+    let sink = match error {
+        MappingError::Key { sink, .. } | MappingError::Invalid { sink, .. } => Some(sink.clone()),
+        _ => None,
+    };
+    ErrorLine {
+        sink,
+        column: None,
+        reason: error.to_string(),
+    }
+}
+
+/// Exit 2: each error on its own line (stderr, or stdout as JSON with `--json`).
+fn invalid(args: &ValidateArgs, file: &str, lines: Vec<ErrorLine>) -> Failure {
+    if args.json {
+        let out = serde_json::json!({"file": file, "valid": false, "errors": lines});
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        for line in &lines {
+            eprintln!("sluice: invalid: {}", line.reason);
+        }
+    }
+    Failure::config(anyhow!(
+        "{file}: {} error(s); nothing was consumed",
+        lines.len()
+    ))
+}
+
+fn print_plan(plan: &SinkPlan) {
+    println!();
+    println!(
+        "sink {}: topic {}, group {}, table {}, {}, batch {}",
+        plan.name, plan.topic, plan.group, plan.table, plan.conflict, plan.batch_size
+    );
+    let width = |f: fn(&sluice_core::sinks::ColumnPlan) -> usize, min: usize| {
+        plan.columns.iter().map(f).max().unwrap_or(0).max(min)
+    };
+    let (c, t, s) = (
+        width(|c| c.column.len(), 6),
+        width(|c| c.sql_type.len(), 4),
+        width(|c| c.source.len(), 6),
+    );
+    println!(
+        "  {:c$}  {:t$}  {:s$}  {:7}  checks",
+        "column", "type", "source", "update"
+    );
+    for column in &plan.columns {
+        let checks: Vec<String> = column.checks.iter().map(ToString::to_string).collect();
+        println!(
+            "  {:c$}  {:t$}  {:s$}  {:7}  {}",
+            column.column,
+            column.sql_type,
+            column.source,
+            if column.updated { "yes" } else { "no" },
+            if checks.is_empty() {
+                "checked here".to_owned()
+            } else {
+                checks.join("; ")
+            }
+        );
+    }
+    if !plan.never_written.is_empty() {
+        println!("  never written: {}", plan.never_written.join(", "));
+    }
+    println!("  statement:");
+    for line in plan.statement.lines() {
+        println!("    {line}");
+    }
+}

@@ -1,0 +1,97 @@
+//! The field rules for a field named at run time (a declared sink's path), with the very
+//! same reasons as the built-in decoders: these are the same functions, only the field name
+//! is not `'static`.
+
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::{
+    Count, Fields, Path, SqlInt, array, count, describe, echo, integer, number, string, timestamp,
+};
+use crate::messages::DecodeError;
+use chrono::{DateTime, Utc};
+
+/// The reason a required field is absent (`null: false`) or `null`, with the legacy
+/// camelCase hint of the built-ins.
+pub(crate) fn missing(object: &Map<String, Value>, field: &str, null: bool) -> DecodeError {
+    let hint = if null {
+        " (it is null)".to_owned()
+    } else {
+        Fields::new(object).legacy_hint(field)
+    };
+    DecodeError::Missing {
+        field: field.to_owned().into(),
+        hint,
+    }
+}
+
+/// A string without U+0000 of `min..=max` characters.
+pub(crate) fn text(
+    field: &str,
+    value: &Value,
+    min: usize,
+    max: Option<usize>,
+) -> Result<String, DecodeError> {
+    string(Path::new(field), value, min, max)
+}
+
+/// A JSON integer in `lo..=hi`, which fits the SQL type of `T`.
+pub(crate) fn int<T: SqlInt>(field: &str, value: &Value, lo: T, hi: T) -> Result<T, DecodeError> {
+    integer(Path::new(field), value, lo, hi)
+}
+
+/// A finite number `>= lo` (and `<= hi` when given).
+pub(crate) fn finite(
+    field: &str,
+    value: &Value,
+    lo: f64,
+    hi: Option<f64>,
+) -> Result<f64, DecodeError> {
+    number(Path::new(field), value, lo, hi)
+}
+
+/// A JSON boolean.
+pub(crate) fn boolean(field: &str, value: &Value) -> Result<bool, DecodeError> {
+    match value {
+        Value::Bool(flag) => Ok(*flag),
+        other => Err(Path::new(field).error(format!("must be a boolean, got {}", describe(other)))),
+    }
+}
+
+/// A UUID string.
+pub(crate) fn uuid(field: &str, value: &Value) -> Result<Uuid, DecodeError> {
+    let path = Path::new(field);
+    match value {
+        Value::String(text) => Uuid::parse_str(text)
+            .map_err(|_| path.error(format!("must be a UUID, got {}", echo(text)))),
+        other => Err(path.error(format!("must be a UUID string, got {}", describe(other)))),
+    }
+}
+
+/// An RFC 3339 timestamp (naive = UTC), to the microsecond.
+pub(crate) fn time(field: &str, value: &Value) -> Result<DateTime<Utc>, DecodeError> {
+    timestamp(Path::new(field), value)
+}
+
+/// The elements of an array of `what` (`integers`, `strings`, …) with `how_many` of them;
+/// each is checked by `element` with its indexed name (`histogram[3]`).
+pub(crate) fn elements<T>(
+    field: &str,
+    value: &Value,
+    what: &str,
+    how_many: Count,
+    mut element: impl FnMut(&str, &Value) -> Result<T, DecodeError>,
+) -> Result<Vec<T>, DecodeError> {
+    let items = array(Path::new(field), value, what)?;
+    count(Path::new(field), items, how_many)?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| element(&Path::indexed(field, i).to_string(), item))
+        .collect()
+}
+
+/// A rule of a declared sink broken by `field` (a rule the built-ins have no twin of).
+pub(crate) fn broken(field: &str, rule: String) -> DecodeError {
+    Path::new(field).error(rule)
+}

@@ -1,0 +1,231 @@
+//! Consistency of a mapping, checked without a database: names, keys, guard column, lists.
+
+use std::collections::{HashMap, HashSet};
+
+use super::model::{ConflictPolicy, Sink, Source};
+use super::problems::{MappingError, MappingProblem};
+use crate::settings::{is_identifier, is_topic_name};
+
+/// Longest dead-letter kind (the `error_kind` column is VARCHAR(64)).
+const MAX_KIND_CHARS: usize = 64;
+
+/// Every problem of every sink of `file` (empty: the file is consistent).
+pub fn check_sinks(file: &str, sinks: &[Sink]) -> Vec<MappingError> {
+    let mut errors = Vec::new();
+    let mut names = HashSet::new();
+    let mut topics: HashMap<&str, &str> = HashMap::new();
+    for sink in sinks {
+        let mut problems = check_sink(sink);
+        if !names.insert(sink.name.as_str()) {
+            problems.push(MappingProblem::DuplicateName);
+        }
+        if let Some(other) = topics.insert(sink.topic.as_str(), sink.name.as_str()) {
+            problems.push(MappingProblem::DuplicateTopic {
+                topic: sink.topic.clone(),
+                other: other.to_owned(),
+            });
+        }
+        errors.extend(
+            problems
+                .into_iter()
+                .map(|p| MappingError::invalid(file, &sink.name, p)),
+        );
+    }
+    errors
+}
+
+/// Every problem of one sink.
+pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
+    let mut problems = names(sink);
+    if sink.key.is_empty() {
+        problems.push(MappingProblem::NoKey);
+    }
+    if sink.batch_size == 0 {
+        problems.push(MappingProblem::ZeroBatchSize);
+    }
+    for (list, columns) in [
+        ("key", &sink.key),
+        ("insert_only", &sink.insert_only),
+        ("never_written", &sink.never_written),
+    ] {
+        let mut seen = HashSet::new();
+        for column in columns.iter().filter(|c| !seen.insert(c.as_str())) {
+            problems.push(MappingProblem::Duplicate {
+                column: column.clone(),
+                list,
+            });
+        }
+    }
+    let mut seen = HashSet::new();
+    for mapping in sink.columns.iter().filter(|m| !seen.insert(&m.column)) {
+        problems.push(MappingProblem::Duplicate {
+            column: mapping.column.clone(),
+            list: "columns",
+        });
+    }
+    let is_key = |column: &str| sink.key.iter().any(|k| k == column);
+    for column in &sink.key {
+        if sink.mapping(column).is_none() {
+            problems.push(MappingProblem::KeyNotMapped {
+                column: column.clone(),
+            });
+        }
+    }
+    if let ConflictPolicy::NewestWins { column } = &sink.conflict {
+        if sink.mapping(column).is_none() {
+            problems.push(MappingProblem::GuardNotMapped {
+                column: column.clone(),
+            });
+        }
+        if is_key(column) {
+            problems.push(MappingProblem::GuardIsKey {
+                column: column.clone(),
+            });
+        }
+    }
+    for column in &sink.never_written {
+        if is_key(column) {
+            problems.push(MappingProblem::NeverWrittenIsKey {
+                column: column.clone(),
+            });
+        } else if sink.mapping(column).is_some() {
+            problems.push(MappingProblem::NeverWrittenIsMapped {
+                column: column.clone(),
+            });
+        }
+    }
+    for column in &sink.insert_only {
+        if is_key(column) || sink.mapping(column).is_none() {
+            problems.push(MappingProblem::BadInsertOnly {
+                column: column.clone(),
+            });
+        }
+    }
+    if sink.conflict != ConflictPolicy::InsertIgnore && sink.updated_columns().next().is_none() {
+        problems.push(MappingProblem::NothingToUpdate {
+            policy: sink.conflict.to_string(),
+        });
+    }
+    for mapping in &sink.columns {
+        let rules = &mapping.rules;
+        let bad = |rule: String| MappingProblem::BadRule {
+            column: mapping.column.clone(),
+            rule,
+        };
+        if let (Some(min), Some(max)) = (rules.min, rules.max)
+            && min.as_f64() > max.as_f64()
+        {
+            problems.push(bad(format!("`min` {min} is above `max` {max}")));
+        }
+        if let (Some(min), Some(max)) = (rules.min_length, rules.max_length)
+            && min > max
+        {
+            problems.push(bad(format!(
+                "`min_length` {min} is above `max_length` {max}"
+            )));
+        }
+        if rules.items.is_some() && rules.max_items.is_some() {
+            problems.push(bad("`items` and `max_items` exclude each other".into()));
+        }
+    }
+    problems
+}
+
+/// The names of a sink: the sink, topic, group, tables, columns and dead-letter kinds.
+fn names(sink: &Sink) -> Vec<MappingProblem> {
+    let mut problems = Vec::new();
+    let mut require = |ok: bool, what: &'static str, name: &str, rule: &'static str| {
+        if !ok {
+            problems.push(MappingProblem::IllegalName {
+                what,
+                name: name.to_owned(),
+                rule,
+            });
+        }
+    };
+    const TOPIC_RULE: &str = "1–249 of letters, digits, '.', '_', '-'";
+    const TABLE_RULE: &str = "[schema.]table of lower-case letters, digits, '_'";
+    const COLUMN_RULE: &str = "lower-case letters, digits, '_', not starting with a digit";
+    require(
+        is_topic_name(&sink.name),
+        "sink name",
+        &sink.name,
+        TOPIC_RULE,
+    );
+    require(is_topic_name(&sink.topic), "topic", &sink.topic, TOPIC_RULE);
+    if let Some(group) = &sink.group {
+        require(
+            !group.is_empty() && group.len() <= 255,
+            "group",
+            group,
+            "1–255 characters",
+        );
+    }
+    require(is_table_name(&sink.table), "table", &sink.table, TABLE_RULE);
+    let listed = sink
+        .key
+        .iter()
+        .chain(&sink.insert_only)
+        .chain(&sink.never_written);
+    let mapped = sink.columns.iter().map(|m| &m.column);
+    for column in listed.chain(mapped) {
+        require(is_column_name(column), "column", column, COLUMN_RULE);
+    }
+    if let ConflictPolicy::NewestWins { column } = &sink.conflict {
+        require(is_column_name(column), "column", column, COLUMN_RULE);
+    }
+    for mapping in &sink.columns {
+        if let Source::Lookup(lookup) = &mapping.source {
+            require(
+                is_table_name(&lookup.table),
+                "table",
+                &lookup.table,
+                TABLE_RULE,
+            );
+            require(
+                is_column_name(&lookup.key_column),
+                "column",
+                &lookup.key_column,
+                COLUMN_RULE,
+            );
+            require(
+                is_column_name(&lookup.value_column),
+                "column",
+                &lookup.value_column,
+                COLUMN_RULE,
+            );
+            require(
+                is_kind(&lookup.unknown_kind),
+                "dead-letter kind",
+                &lookup.unknown_kind,
+                "1–64 of lower-case letters, digits, '_'",
+            );
+        }
+    }
+    problems
+}
+
+/// A column name that needs no quoting: lower-case letters, digits, `_`, at most 63 bytes.
+pub fn is_column_name(name: &str) -> bool {
+    name.len() <= 63
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// A `[schema.]table` name that needs no quoting.
+pub fn is_table_name(name: &str) -> bool {
+    is_identifier(name) && name.split('.').all(is_column_name)
+}
+
+fn is_kind(kind: &str) -> bool {
+    !kind.is_empty()
+        && kind.len() <= MAX_KIND_CHARS
+        && kind
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}

@@ -1,0 +1,358 @@
+//! The decoder of a declared sink: a record → one typed value per planned column, each value
+//! passing its column's checks (the plan's [`Check`]s, derived from the catalog). A value that
+//! breaks a rule is rejected with the same reason text as the built-in decoders give (the
+//! same field helpers), naming the field, so it alone is dead-lettered.
+//!
+//! Lookups are not resolved here: their key is decoded and checked as a [`Cell::Lookup`], and
+//! the PostgreSQL adapter (`sluice_postgres::lookup`) resolves it.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::checks::Check;
+use super::model::{Bound, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source};
+use super::validate::SinkPlan;
+use crate::messages::DecodeError;
+use crate::messages::fields::dynamic;
+use crate::messages::fields::{Count, parse_object, parse_timestamp};
+
+/// One decoded value of a row.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Cell {
+    /// SQL NULL.
+    Null,
+    /// Text.
+    Text(String),
+    /// A SMALLINT.
+    SmallInt(i16),
+    /// An INTEGER.
+    Int(i32),
+    /// A BIGINT.
+    BigInt(i64),
+    /// A finite float.
+    Float(f64),
+    /// A NUMERIC, as its JSON text.
+    Numeric(String),
+    /// A boolean.
+    Bool(bool),
+    /// A UUID.
+    Uuid(Uuid),
+    /// A timestamp in UTC.
+    Timestamp(DateTime<Utc>),
+    /// A JSON value (a `json`/`jsonb` column, or an array carried as JSON).
+    Json(Value),
+    /// A lookup key still to resolve.
+    Lookup(String),
+}
+
+/// What a record carries besides its value.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordMeta<'a> {
+    /// Its topic.
+    pub topic: &'a str,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// Its timestamp, if it has one.
+    pub timestamp: Option<DateTime<Utc>>,
+    /// Its key, if it has one.
+    pub key: Option<&'a [u8]>,
+}
+
+/// A planned sink's decoder.
+#[derive(Debug, Clone)]
+pub struct SinkDecoder {
+    columns: Vec<ColumnDecoder>,
+    pub(super) key: Vec<usize>,
+    pub(super) guard: Option<usize>,
+    pub(super) conflict: ConflictPolicy,
+    pub(super) lookups: Vec<(usize, Lookup)>,
+}
+
+#[derive(Debug, Clone)]
+struct ColumnDecoder {
+    source: Source,
+    /// The field path as reasons name it (built once, not per record).
+    field_name: String,
+    sql_type: String,
+    required: bool,
+    checks: Vec<Check>,
+}
+
+impl SinkDecoder {
+    /// The decoder of `sink` as `plan` (its validated plan) checks it.
+    pub fn new(sink: &Sink, plan: &SinkPlan) -> Self {
+        let columns = sink
+            .columns
+            .iter()
+            .zip(&plan.columns)
+            .map(|(mapping, planned)| ColumnDecoder {
+                source: mapping.source.clone(),
+                field_name: match &mapping.source {
+                    Source::Field(path) => path.to_string(),
+                    Source::Lookup(lookup) => lookup.field.to_string(),
+                    Source::Const(_) | Source::Kafka(_) => String::new(),
+                },
+                sql_type: planned.sql_type.clone(),
+                required: planned.checks.contains(&Check::Required),
+                checks: planned
+                    .checks
+                    .iter()
+                    .filter(|c| !matches!(c, Check::Required | Check::NullWhenAbsent))
+                    .cloned()
+                    .collect(),
+            })
+            .collect();
+        let position = |name: &str| sink.columns.iter().position(|c| c.column == name);
+        let guard = match &sink.conflict {
+            ConflictPolicy::NewestWins { column } => position(column),
+            _ => None,
+        };
+        let lookups = sink
+            .columns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match &c.source {
+                Source::Lookup(lookup) => Some((i, lookup.clone())),
+                _ => None,
+            })
+            .collect();
+        Self {
+            columns,
+            key: sink.key.iter().filter_map(|k| position(k)).collect(),
+            guard,
+            conflict: sink.conflict.clone(),
+            lookups,
+        }
+    }
+
+    /// Decodes one record value (`None`: a tombstone) into one cell per planned column, in
+    /// column order; the first broken rule is the reason.
+    pub fn decode(
+        &self,
+        payload: Option<&[u8]>,
+        meta: &RecordMeta<'_>,
+    ) -> Result<Vec<Cell>, DecodeError> {
+        let object = parse_object(payload)?;
+        self.columns
+            .iter()
+            .map(|column| column.decode(&object, meta))
+            .collect()
+    }
+}
+
+impl ColumnDecoder {
+    fn decode(
+        &self,
+        object: &Map<String, Value>,
+        meta: &RecordMeta<'_>,
+    ) -> Result<Cell, DecodeError> {
+        match &self.source {
+            Source::Const(constant) => Ok(constant_cell(constant, &self.sql_type)),
+            Source::Kafka(field) => kafka_cell(*field, meta),
+            Source::Field(path) => self.field(object, path, false),
+            Source::Lookup(lookup) => self.field(object, &lookup.field, true),
+        }
+    }
+
+    fn field(
+        &self,
+        object: &Map<String, Value>,
+        path: &FieldPath,
+        lookup: bool,
+    ) -> Result<Cell, DecodeError> {
+        let name = self.field_name.as_str();
+        let value = match find(object, path) {
+            Some(Value::Null) | None if !self.required => return Ok(Cell::Null),
+            Some(Value::Null) => return Err(dynamic::missing(object, name, true)),
+            None => return Err(dynamic::missing(object, name, false)),
+            Some(value) => value,
+        };
+        let cell = value_cell(name, value, &self.checks)?;
+        Ok(match (lookup, cell) {
+            (true, Cell::Text(key)) => Cell::Lookup(key),
+            (false, Cell::Float(_)) if self.sql_type.starts_with("numeric") => {
+                Cell::Numeric(value.to_string())
+            }
+            (_, cell) => cell,
+        })
+    }
+}
+
+/// The value at `path` (nested objects), if every step exists.
+fn find<'v>(object: &'v Map<String, Value>, path: &FieldPath) -> Option<&'v Value> {
+    let (first, rest) = path.segments().split_first()?;
+    rest.iter().try_fold(object.get(first)?, |value, segment| {
+        value.as_object()?.get(segment)
+    })
+}
+
+/// A present value checked by `checks` (the first one says the type).
+fn value_cell(field: &str, value: &Value, checks: &[Check]) -> Result<Cell, DecodeError> {
+    let Some((first, rest)) = checks.split_first() else {
+        return Ok(Cell::Json(value.clone()));
+    };
+    let count = match first {
+        Check::Items(n) => Some(Count::Exactly(*n)),
+        Check::MaxItems(n) => Some(Count::AtMost(*n)),
+        Check::Array => Some(Count::Any),
+        _ => None,
+    };
+    if let Some(count) = count {
+        let element: Vec<Check> = rest
+            .iter()
+            .filter_map(|c| match c {
+                Check::Each(inner) => Some((**inner).clone()),
+                _ => None,
+            })
+            .collect();
+        let what = match element.first() {
+            Some(Check::Integer { .. }) => "integers",
+            Some(Check::Text { .. }) => "strings",
+            Some(Check::Number { .. }) => "numbers",
+            Some(Check::Timestamp { .. }) => "timestamps",
+            Some(Check::Uuid) => "UUIDs",
+            Some(Check::Boolean) => "booleans",
+            _ => "values",
+        };
+        let cells = dynamic::elements(field, value, what, count, |name, item| {
+            value_cell(name, item, &element)
+        })?;
+        return Ok(Cell::Json(Value::Array(
+            cells.into_iter().map(cell_json).collect(),
+        )));
+    }
+    let cell = match first {
+        Check::Text { min, max } => Cell::Text(dynamic::text(field, value, *min, *max)?),
+        Check::Integer { sql_type, lo, hi } => match *sql_type {
+            "SMALLINT" => Cell::SmallInt(dynamic::int(field, value, narrow(*lo), narrow(*hi))?),
+            "INTEGER" => Cell::Int(dynamic::int(field, value, narrow(*lo), narrow(*hi))?),
+            _ => Cell::BigInt(dynamic::int(field, value, *lo, *hi)?),
+        },
+        Check::Number { min, max } => {
+            let lo = min.map_or(f64::MIN, Bound::as_f64);
+            let float = dynamic::finite(field, value, lo, max.map(Bound::as_f64))?;
+            match rest.first() {
+                Some(Check::NumericDigits { precision, scale }) => {
+                    numeric(field, value, *precision, *scale)?
+                }
+                _ => Cell::Float(float),
+            }
+        }
+        Check::Uuid => Cell::Uuid(dynamic::uuid(field, value)?),
+        Check::Timestamp { .. } => Cell::Timestamp(dynamic::time(field, value)?),
+        Check::Boolean => Cell::Bool(dynamic::boolean(field, value)?),
+        Check::Json if has_nul(value) => {
+            return Err(dynamic::broken(field, "must not contain U+0000".into()));
+        }
+        Check::Json => Cell::Json(value.clone()),
+        // The plan puts a type check first; anything else keeps the value as it is.
+        _ => Cell::Json(value.clone()),
+    };
+    Ok(cell)
+}
+
+/// A NUMERIC with at most `precision - scale` digits before the point once rounded to
+/// `scale` digits after it (as PostgreSQL rounds, then checks). The value travels as its JSON
+/// text, which is the f64 serde_json read (no arbitrary precision).
+fn numeric(field: &str, value: &Value, precision: u32, scale: u32) -> Result<Cell, DecodeError> {
+    let text = value.to_string();
+    let float = value.as_f64().unwrap_or(f64::NAN);
+    let allowed = precision.saturating_sub(scale);
+    let unit = 10f64.powi(i32::try_from(scale).unwrap_or(i32::MAX));
+    let rounded = (float.abs() * unit).round() / unit;
+    if !rounded.is_finite() || rounded >= 10f64.powi(i32::try_from(allowed).unwrap_or(i32::MAX)) {
+        return Err(dynamic::broken(
+            field,
+            format!("must have at most {allowed} digits before the point, got {text}"),
+        ));
+    }
+    Ok(Cell::Numeric(text))
+}
+
+/// Whether a JSON value holds U+0000 in a string or key (`jsonb` refuses it).
+fn has_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(has_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+/// A bound known to fit the narrower type (the plan intersected it with the type's range).
+fn narrow<T: TryFrom<i64> + Default>(bound: i64) -> T {
+    T::try_from(bound).unwrap_or_default()
+}
+
+/// A cell as a JSON array element.
+fn cell_json(cell: Cell) -> Value {
+    match cell {
+        Cell::Null => Value::Null,
+        Cell::Text(text) | Cell::Lookup(text) | Cell::Numeric(text) => Value::String(text),
+        Cell::SmallInt(int) => int.into(),
+        Cell::Int(int) => int.into(),
+        Cell::BigInt(int) => int.into(),
+        Cell::Float(float) => float.into(),
+        Cell::Bool(flag) => flag.into(),
+        Cell::Uuid(uuid) => Value::String(uuid.to_string()),
+        Cell::Timestamp(at) => Value::String(at.to_rfc3339()),
+        Cell::Json(json) => json,
+    }
+}
+
+/// A constant as its column's type (`sql_type`: the plan's type name); the plan checked
+/// that it fits.
+fn constant_cell(constant: &Constant, sql_type: &str) -> Cell {
+    match (constant, sql_type) {
+        (Constant::Text(text), "uuid") => {
+            uuid::Uuid::parse_str(text).map_or_else(|_| Cell::Text(text.clone()), Cell::Uuid)
+        }
+        (Constant::Text(text), "timestamptz" | "timestamp") => {
+            parse_timestamp(text).map_or_else(|| Cell::Text(text.clone()), Cell::Timestamp)
+        }
+        (Constant::Text(text), "json" | "jsonb") => Cell::Json(Value::String(text.clone())),
+        (Constant::Text(text), _) => Cell::Text(text.clone()),
+        (Constant::Int(int), "smallint") => Cell::SmallInt(narrow(*int)),
+        (Constant::Int(int), "integer") => Cell::Int(narrow(*int)),
+        (Constant::Int(int), "bigint") => Cell::BigInt(*int),
+        (Constant::Int(int), _) if sql_type.starts_with("numeric") => {
+            Cell::Numeric(int.to_string())
+        }
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "an integer constant for a float column"
+        )]
+        (Constant::Int(int), _) => Cell::Float(*int as f64),
+        (Constant::Float(float), _) if sql_type.starts_with("numeric") => {
+            Cell::Numeric(float.to_string())
+        }
+        (Constant::Float(float), _) => Cell::Float(*float),
+        (Constant::Bool(flag), _) => Cell::Bool(*flag),
+    }
+}
+
+/// A coordinate of the record.
+fn kafka_cell(field: KafkaField, meta: &RecordMeta<'_>) -> Result<Cell, DecodeError> {
+    Ok(match field {
+        KafkaField::Timestamp => meta.timestamp.map_or(Cell::Null, Cell::Timestamp),
+        KafkaField::Topic => Cell::Text(meta.topic.to_owned()),
+        KafkaField::Partition => Cell::Int(meta.partition),
+        KafkaField::Offset => Cell::BigInt(meta.offset),
+        KafkaField::Key => match meta.key {
+            None => Cell::Null,
+            Some(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) if !text.contains('\0') => Cell::Text(text.to_owned()),
+                _ => {
+                    return Err(dynamic::broken(
+                        "(record key)",
+                        "must be UTF-8 text without U+0000".into(),
+                    ));
+                }
+            },
+        },
+    })
+}

@@ -1,0 +1,243 @@
+//! Reading a mapping file: TOML text → [`Sink`]s, every key checked.
+//!
+//! The file is read in two steps so an error can name where it is: the TOML syntax first
+//! (line and column), then each `[[sink]]` table on its own (the sink's name) and each of its
+//! `columns` on its own (the column's name). Unknown keys are errors, never ignored.
+
+use serde::Deserialize;
+use toml::{Table, Value};
+
+use super::model::{
+    Bound, ColumnMapping, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source,
+    ValueRules,
+};
+use super::problems::{MappingError, MappingProblem};
+
+/// Records per transaction when a sink does not say.
+pub const DEFAULT_BATCH_SIZE: usize = 500;
+
+/// One `[[sink]]` table without its `columns`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSink {
+    /// The sink's name: group names, metric labels, the CLI.
+    name: String,
+    /// The topic it reads (default: the name).
+    topic: Option<String>,
+    /// The consumer group (default: `<STORAGE_GROUP_PREFIX>.<name>`, as the built-ins).
+    group: Option<String>,
+    /// The table it writes, `[schema.]table`.
+    table: String,
+    /// The natural key: the columns of a unique constraint or index of the table.
+    key: Vec<String>,
+    /// What a second delivery of a key does.
+    conflict: RawConflict,
+    /// Mapped columns written when the row is inserted and never updated afterwards.
+    #[serde(default)]
+    insert_only: Vec<String>,
+    /// Table columns sluice never writes (owned by a default or by someone else).
+    #[serde(default)]
+    never_written: Vec<String>,
+    /// Records per poll = per transaction.
+    batch_size: Option<usize>,
+}
+
+/// `"insert-ignore"`, `"always-update"` or `{ newest-wins = "<column>" }`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+enum RawConflict {
+    InsertIgnore,
+    AlwaysUpdate,
+    NewestWins(String),
+}
+
+/// One entry of a sink's `columns` table: where the column's value comes from.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawColumn {
+    /// A JSON field path of the record value (`a.b` for nested objects).
+    field: Option<String>,
+    /// A constant.
+    #[serde(rename = "const")]
+    constant: Option<Value>,
+    /// A coordinate of the Kafka record.
+    kafka: Option<KafkaField>,
+    /// A field resolved through another table.
+    lookup: Option<RawLookup>,
+    /// Whether the field must be present (default: when the column is NOT NULL without a
+    /// default).
+    required: Option<bool>,
+    /// Smallest number allowed (for arrays: of each element).
+    min: Option<Bound>,
+    /// Largest number allowed (for arrays: of each element).
+    max: Option<Bound>,
+    /// Fewest characters of a text (for arrays: of each element).
+    min_length: Option<usize>,
+    /// Most characters of a text (for arrays: of each element).
+    max_length: Option<usize>,
+    /// Exact element count of an array.
+    items: Option<usize>,
+    /// Most elements of an array.
+    max_items: Option<usize>,
+}
+
+/// `{ field, table, key, value, unknown }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLookup {
+    field: String,
+    table: String,
+    key: String,
+    value: String,
+    unknown: String,
+}
+
+/// Parses a mapping file's text; `file` names it in errors.
+pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
+    let mut document: Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| MappingError::Syntax {
+            file: file.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+    let at_file = |sink: &str, key: &str, message: String| MappingError::Key {
+        file: file.to_owned(),
+        sink: sink.to_owned(),
+        key: key.to_owned(),
+        message,
+    };
+    let sinks = match document.remove("sink") {
+        None => Vec::new(),
+        Some(Value::Array(sinks)) => sinks,
+        Some(_) => {
+            return Err(at_file(
+                "",
+                "sink",
+                "must be an array of tables `[[sink]]`".into(),
+            ));
+        }
+    };
+    if let Some(other) = document.keys().next() {
+        return Err(at_file(
+            "",
+            other,
+            "unknown top-level key (expected `[[sink]]`)".into(),
+        ));
+    }
+    let mut out = Vec::with_capacity(sinks.len());
+    for (index, value) in sinks.into_iter().enumerate() {
+        let Value::Table(mut table) = value else {
+            return Err(at_file(
+                &format!("#{}", index + 1),
+                "sink",
+                "must be a table".into(),
+            ));
+        };
+        let label = match table.get("name") {
+            Some(Value::String(name)) => name.clone(),
+            _ => format!("#{}", index + 1),
+        };
+        let columns = match table.remove("columns") {
+            Some(Value::Table(columns)) => columns,
+            Some(_) => return Err(at_file(&label, "columns", "must be a table".into())),
+            None => Table::new(),
+        };
+        let raw: RawSink = Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| at_file(&label, "", e.message().to_owned()))?;
+        let mut mapped = Vec::with_capacity(columns.len());
+        for (column, value) in columns {
+            let raw_column: RawColumn = value.try_into().map_err(|e: toml::de::Error| {
+                at_file(&label, &format!("columns.{column}"), e.message().to_owned())
+            })?;
+            let mapping = column_mapping(column.clone(), raw_column)
+                .map_err(|problem| MappingError::invalid(file, &label, problem))?;
+            mapped.push(mapping);
+        }
+        out.push(sink(raw, mapped));
+    }
+    Ok(out)
+}
+
+fn sink(raw: RawSink, columns: Vec<ColumnMapping>) -> Sink {
+    Sink {
+        topic: raw.topic.unwrap_or_else(|| raw.name.clone()),
+        name: raw.name,
+        group: raw.group,
+        table: raw.table,
+        key: raw.key,
+        conflict: match raw.conflict {
+            RawConflict::InsertIgnore => ConflictPolicy::InsertIgnore,
+            RawConflict::AlwaysUpdate => ConflictPolicy::AlwaysUpdate,
+            RawConflict::NewestWins(column) => ConflictPolicy::NewestWins { column },
+        },
+        insert_only: raw.insert_only,
+        never_written: raw.never_written,
+        batch_size: raw.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
+        columns,
+    }
+}
+
+/// One column's source: exactly one of `field`, `const`, `kafka`, `lookup`.
+fn column_mapping(column: String, raw: RawColumn) -> Result<ColumnMapping, MappingProblem> {
+    let given = [
+        raw.field.is_some(),
+        raw.constant.is_some(),
+        raw.kafka.is_some(),
+        raw.lookup.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() != 1 {
+        return Err(MappingProblem::SourceCount { column });
+    }
+    let path = |text: String| {
+        FieldPath::parse(&text).ok_or_else(|| MappingProblem::BadFieldPath {
+            column: column.clone(),
+            path: text,
+        })
+    };
+    let source = match (raw.field, raw.constant, raw.kafka, raw.lookup) {
+        (Some(field), _, _, _) => Source::Field(path(field)?),
+        (_, Some(value), _, _) => Source::Const(constant(&column, value)?),
+        (_, _, Some(kafka), _) => Source::Kafka(kafka),
+        (_, _, _, Some(lookup)) => Source::Lookup(Lookup {
+            field: path(lookup.field)?,
+            table: lookup.table,
+            key_column: lookup.key,
+            value_column: lookup.value,
+            unknown_kind: lookup.unknown,
+        }),
+        (None, None, None, None) => return Err(MappingProblem::SourceCount { column }),
+    };
+    let rules = ValueRules {
+        min: raw.min,
+        max: raw.max,
+        min_length: raw.min_length,
+        max_length: raw.max_length,
+        items: raw.items,
+        max_items: raw.max_items,
+    };
+    if !matches!(source, Source::Field(_) | Source::Lookup(_))
+        && (rules != ValueRules::default() || raw.required.is_some())
+    {
+        return Err(MappingProblem::RulesWithoutField { column });
+    }
+    Ok(ColumnMapping {
+        column,
+        source,
+        required: raw.required,
+        rules,
+    })
+}
+
+fn constant(column: &str, value: Value) -> Result<Constant, MappingProblem> {
+    match value {
+        Value::String(text) => Ok(Constant::Text(text)),
+        Value::Integer(int) => Ok(Constant::Int(int)),
+        Value::Float(float) => Ok(Constant::Float(float)),
+        Value::Boolean(flag) => Ok(Constant::Bool(flag)),
+        other => Err(MappingProblem::BadConstant {
+            column: column.to_owned(),
+            found: other.type_str(),
+        }),
+    }
+}

@@ -1,0 +1,43 @@
+//! Declared sinks (preview): a topic landed in a table from a mapping file instead of code.
+//!
+//! A mapping file (TOML, `[[sink]]` tables) names per sink its topic, group, table, natural
+//! key, conflict policy and each column's source. This module reads it ([`parse_sinks`]),
+//! checks what needs no database ([`check_sinks`]), and — given the tables' shapes read from
+//! the catalog by the PostgreSQL adapter — validates each sink and plans it ([`plan_sink`]):
+//! the one `INSERT … ON CONFLICT` statement per batch, and each column's checks derived from
+//! its type, so that decoding can reject what the table would reject.
+//!
+//! Invariant: a sink that plans without error names only existing columns, its key has a
+//! unique constraint on exactly those columns, every source fits its column's type, and
+//! every NOT NULL column without a default gets a value. [`SinkDecoder`] decodes a record by a
+//! plan with the built-in decoders' reasons and keeps one row per key by the policy's survivor
+//! rule; the PostgreSQL adapter resolves lookups and binds the statement. Running declared
+//! sinks in the storage pipeline is not written yet.
+
+mod checks;
+mod consistency;
+mod decode;
+mod file;
+mod model;
+mod problems;
+mod rows;
+mod statement;
+mod table;
+mod validate;
+
+pub use checks::Check;
+pub use consistency::{check_sink, check_sinks, is_column_name, is_table_name};
+pub use decode::{Cell, RecordMeta, SinkDecoder};
+pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
+pub use model::{
+    Bound, ColumnMapping, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source,
+    ValueRules,
+};
+pub use problems::{MappingError, MappingProblem};
+pub use rows::SinkRow;
+pub use statement::{StatementColumn, upsert_statement};
+pub use table::{ColumnShape, SqlType, TableShape};
+pub use validate::{ColumnPlan, SinkError, SinkPlan, plan_sink};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,264 @@
+//! A declared sink as the mapping file states it (not yet checked against a database).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One declared sink: a topic landed in a table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sink {
+    /// The sink's name: group names, metric labels, the CLI.
+    pub name: String,
+    /// The topic it reads.
+    pub topic: String,
+    /// The consumer group, when the file sets one (otherwise [`Sink::group`] derives it).
+    pub group: Option<String>,
+    /// The table it writes, `[schema.]table`.
+    pub table: String,
+    /// The natural key: the `ON CONFLICT` columns.
+    pub key: Vec<String>,
+    /// What a second delivery of a key does.
+    pub conflict: ConflictPolicy,
+    /// Mapped columns written on insert and left out of the update.
+    pub insert_only: Vec<String>,
+    /// Table columns the statement never names (a default or another writer owns them).
+    pub never_written: Vec<String>,
+    /// Records per poll = per transaction.
+    pub batch_size: usize,
+    /// Each written column and its source, in the file's order (the decoder's order).
+    pub columns: Vec<ColumnMapping>,
+}
+
+impl Sink {
+    /// The consumer group: the file's, or `<prefix>.<name>` as for the built-in pipelines.
+    pub fn group(&self, prefix: &str) -> String {
+        self.group
+            .clone()
+            .unwrap_or_else(|| format!("{prefix}.{}", self.name))
+    }
+
+    /// The mapping of `column`, if it has one.
+    pub fn mapping(&self, column: &str) -> Option<&ColumnMapping> {
+        self.columns.iter().find(|c| c.column == column)
+    }
+
+    /// The columns a conflicting row updates: mapped, not a key, not insert-only.
+    pub fn updated_columns(&self) -> impl Iterator<Item = &str> {
+        self.columns
+            .iter()
+            .map(|c| c.column.as_str())
+            .filter(|c| !self.key.iter().any(|k| k == c))
+            .filter(|c| !self.insert_only.iter().any(|k| k == c))
+    }
+}
+
+/// What a second delivery of a natural key does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "policy")]
+pub enum ConflictPolicy {
+    /// The first delivery wins: `ON CONFLICT DO NOTHING`.
+    InsertIgnore,
+    /// The newest version by `column` wins: an older one never overwrites a newer row.
+    NewestWins {
+        /// The column compared (`WHERE EXCLUDED.column > table.column`).
+        column: String,
+    },
+    /// Every delivery overwrites the row.
+    AlwaysUpdate,
+}
+
+impl fmt::Display for ConflictPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InsertIgnore => f.write_str("insert-ignore"),
+            Self::NewestWins { column } => write!(f, "newest-wins by {column}"),
+            Self::AlwaysUpdate => f.write_str("always-update"),
+        }
+    }
+}
+
+/// One written column and where its value comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnMapping {
+    /// The table column.
+    pub column: String,
+    /// Where its value comes from.
+    pub source: Source,
+    /// Whether the field must be present (`None`: when the column is NOT NULL).
+    pub required: Option<bool>,
+    /// Rules declared on top of the column's own limits.
+    pub rules: ValueRules,
+}
+
+/// Where a column's value comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// A field of the record's JSON value.
+    Field(FieldPath),
+    /// The same value for every row.
+    Const(Constant),
+    /// A coordinate of the Kafka record.
+    Kafka(KafkaField),
+    /// A field resolved through another table (`package_name` → `application_id`).
+    Lookup(Lookup),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Field(path) => write!(f, "field {path}"),
+            Self::Const(value) => write!(f, "const {value}"),
+            Self::Kafka(field) => write!(f, "kafka {}", field.as_str()),
+            Self::Lookup(lookup) => write!(
+                f,
+                "lookup {} in {}.{} -> {}",
+                lookup.field, lookup.table, lookup.key_column, lookup.value_column
+            ),
+        }
+    }
+}
+
+/// A dotted path into the record's JSON object (`device.os.version`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldPath(Vec<String>);
+
+impl FieldPath {
+    /// Parses `a.b.c`; `None` when a segment is empty.
+    pub fn parse(text: &str) -> Option<Self> {
+        let segments: Vec<String> = text.split('.').map(str::to_owned).collect();
+        segments
+            .iter()
+            .all(|s| !s.is_empty())
+            .then_some(Self(segments))
+    }
+
+    /// The path's segments, outermost first.
+    pub fn segments(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join("."))
+    }
+}
+
+/// A constant column value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Constant {
+    /// A string (also the form of a constant UUID or timestamp).
+    Text(String),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl fmt::Display for Constant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Text(text) => write!(f, "{text:?}"),
+            Self::Int(int) => write!(f, "{int}"),
+            Self::Float(float) => write!(f, "{float}"),
+            Self::Bool(flag) => write!(f, "{flag}"),
+        }
+    }
+}
+
+/// A coordinate of the Kafka record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KafkaField {
+    /// The record's timestamp (`timestamptz`).
+    Timestamp,
+    /// The topic name (up to 249 characters).
+    Topic,
+    /// The partition (`integer`).
+    Partition,
+    /// The offset (`bigint`).
+    Offset,
+    /// The record key, as UTF-8 text.
+    Key,
+}
+
+impl KafkaField {
+    /// The name used in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timestamp => "timestamp",
+            Self::Topic => "topic",
+            Self::Partition => "partition",
+            Self::Offset => "offset",
+            Self::Key => "key",
+        }
+    }
+}
+
+/// A field resolved through `table`: the row whose `key_column` equals the field gives
+/// `value_column`. Found values are cached per sink with a TTL; misses are not cached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    /// The field holding the key (`package_name`).
+    pub field: FieldPath,
+    /// The table looked in.
+    pub table: String,
+    /// Its column matched against the field (unique).
+    pub key_column: String,
+    /// Its column written to the sink's column.
+    pub value_column: String,
+    /// The dead-letter kind of a record whose key is not in the table.
+    pub unknown_kind: String,
+}
+
+/// A number bound of a value rule.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Bound {
+    /// An integer bound.
+    Int(i64),
+    /// A float bound.
+    Float(f64),
+}
+
+impl Bound {
+    /// The bound as a float.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "a bound is compared, not stored"
+            )]
+            Self::Int(int) => int as f64,
+            Self::Float(float) => float,
+        }
+    }
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Int(int) => write!(f, "{int}"),
+            Self::Float(float) => write!(f, "{float}"),
+        }
+    }
+}
+
+/// Rules declared on a column on top of its own limits (for an array: per element, except
+/// the counts).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ValueRules {
+    /// Smallest number allowed.
+    pub min: Option<Bound>,
+    /// Largest number allowed.
+    pub max: Option<Bound>,
+    /// Fewest characters.
+    pub min_length: Option<usize>,
+    /// Most characters.
+    pub max_length: Option<usize>,
+    /// Exact element count of an array.
+    pub items: Option<usize>,
+    /// Most elements of an array.
+    pub max_items: Option<usize>,
+}

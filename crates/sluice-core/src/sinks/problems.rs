@@ -1,0 +1,182 @@
+//! What can be wrong with a mapping file before any database is asked.
+
+/// A mapping file that cannot be used; `Display` names the file, the sink and the key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MappingError {
+    /// The file cannot be read.
+    #[error("{file}: cannot read: {message}")]
+    Read {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        message: String,
+    },
+    /// The text is not TOML.
+    #[error("{file}: {message}")]
+    Syntax {
+        /// The file.
+        file: String,
+        /// The parser's message with line and column.
+        message: String,
+    },
+    /// A key is unknown, missing or of the wrong type.
+    #[error("{file}: sink `{sink}`{}: {message}", key_part(.key))]
+    Key {
+        /// The file.
+        file: String,
+        /// The sink's name (or `#n`, its position, when it has none).
+        sink: String,
+        /// The key at fault (`columns.score`), empty for the sink table itself.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The keys are well-formed but contradict each other.
+    #[error("{file}: sink `{sink}`: {problem}")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// The sink's name.
+        sink: String,
+        /// What is wrong.
+        problem: MappingProblem,
+    },
+}
+
+fn key_part(key: &str) -> String {
+    if key.is_empty() {
+        String::new()
+    } else {
+        format!(", key `{key}`")
+    }
+}
+
+impl MappingError {
+    pub(crate) fn invalid(file: &str, sink: &str, problem: MappingProblem) -> Self {
+        Self::Invalid {
+            file: file.to_owned(),
+            sink: sink.to_owned(),
+            problem,
+        }
+    }
+}
+
+/// A contradiction inside one sink, found without a database.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MappingProblem {
+    /// A column has none or several of `field`, `const`, `kafka`, `lookup`.
+    #[error("column `{column}`: exactly one of `field`, `const`, `kafka`, `lookup` is required")]
+    SourceCount {
+        /// The column.
+        column: String,
+    },
+    /// A field path with an empty segment.
+    #[error("column `{column}`: field path `{path}` has an empty segment")]
+    BadFieldPath {
+        /// The column.
+        column: String,
+        /// The path as written.
+        path: String,
+    },
+    /// A constant that is not a string, number or boolean.
+    #[error("column `{column}`: a constant must be a string, number or boolean, not {found}")]
+    BadConstant {
+        /// The column.
+        column: String,
+        /// The TOML type found.
+        found: &'static str,
+    },
+    /// Value rules or `required` on a constant or Kafka source (nothing to check).
+    #[error("column `{column}`: value rules and `required` apply to a `field` or `lookup` only")]
+    RulesWithoutField {
+        /// The column.
+        column: String,
+    },
+    /// A name that is not a legal topic, table, column or dead-letter kind.
+    #[error("{what} `{name}` is not legal: {rule}")]
+    IllegalName {
+        /// What it names (`topic`, `table`, `column`, …).
+        what: &'static str,
+        /// The name.
+        name: String,
+        /// The accepted form.
+        rule: &'static str,
+    },
+    /// No key columns.
+    #[error("`key` must name at least one column")]
+    NoKey,
+    /// A key column without a source.
+    #[error("column `{column}`: a key column must have a source in `columns`")]
+    KeyNotMapped {
+        /// The column.
+        column: String,
+    },
+    /// The newest-wins column without a source.
+    #[error("column `{column}`: the newest-wins column must have a source in `columns`")]
+    GuardNotMapped {
+        /// The column.
+        column: String,
+    },
+    /// The newest-wins column is a key column (the guard would compare a value with itself).
+    #[error("column `{column}`: the newest-wins column cannot be a key column")]
+    GuardIsKey {
+        /// The column.
+        column: String,
+    },
+    /// A never-written column is a key column.
+    #[error("column `{column}`: a key column cannot be never-written")]
+    NeverWrittenIsKey {
+        /// The column.
+        column: String,
+    },
+    /// A never-written column has a source.
+    #[error("column `{column}`: a never-written column cannot have a source in `columns`")]
+    NeverWrittenIsMapped {
+        /// The column.
+        column: String,
+    },
+    /// An insert-only column that is a key or has no source.
+    #[error("column `{column}`: an insert-only column must have a source and not be a key")]
+    BadInsertOnly {
+        /// The column.
+        column: String,
+    },
+    /// An update policy with nothing left to update.
+    #[error("`conflict = {policy}` but every mapped column is a key or insert-only")]
+    NothingToUpdate {
+        /// The policy.
+        policy: String,
+    },
+    /// A column listed twice.
+    #[error("column `{column}`: listed twice in `{list}`")]
+    Duplicate {
+        /// The column.
+        column: String,
+        /// The list (`key`, `insert_only`, `never_written`).
+        list: &'static str,
+    },
+    /// A declared rule contradicts itself (`min` above `max`).
+    #[error("column `{column}`: {rule}")]
+    BadRule {
+        /// The column.
+        column: String,
+        /// What is wrong.
+        rule: String,
+    },
+    /// `batch_size = 0`.
+    #[error("`batch_size` must be at least 1")]
+    ZeroBatchSize,
+    /// Two sinks share a name.
+    #[error("the name is used by another sink too")]
+    DuplicateName,
+    /// Two sinks read the same topic.
+    #[error("topic `{topic}` is read by sink `{other}` too")]
+    DuplicateTopic {
+        /// The topic.
+        topic: String,
+        /// The other sink.
+        other: String,
+    },
+}

@@ -1,0 +1,66 @@
+//! A declared sink's rows between decoding and the statement: lookups to resolve, and one
+//! row per natural key by the survivor rule of the sink's conflict policy — the same rule as
+//! the built-ins (`crate::dedupe`): insert-ignore keeps the first delivery, newest-wins the
+//! newest guard value (ties: the later record), always-update the last delivery.
+
+use std::cmp::Ordering;
+
+use super::decode::{Cell, SinkDecoder};
+use super::model::{ConflictPolicy, Lookup};
+use crate::dedupe::{Deduped, dedupe_by_key, earlier_wins, later_wins};
+
+/// One decoded record of a declared sink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SinkRow {
+    /// Index of the source record in its batch.
+    pub record: usize,
+    /// One cell per planned column; a [`Cell::Lookup`] until resolved.
+    pub cells: Vec<Cell>,
+}
+
+impl SinkDecoder {
+    /// The columns filled by a lookup: position and lookup.
+    pub fn lookups(&self) -> impl Iterator<Item = (usize, &Lookup)> {
+        self.lookups.iter().map(|(i, l)| (*i, l))
+    }
+
+    /// One row per natural key (after lookups are resolved: a key may hold a looked-up
+    /// value), by the survivor rule of the conflict policy.
+    pub fn dedupe(&self, rows: Vec<SinkRow>) -> Deduped<SinkRow> {
+        let key = |row: &SinkRow| {
+            self.key
+                .iter()
+                .map(|i| format!("{:?}", row.cells.get(*i)))
+                .collect::<Vec<String>>()
+        };
+        match (&self.conflict, self.guard) {
+            (ConflictPolicy::InsertIgnore, _) => dedupe_by_key(rows, key, earlier_wins),
+            (ConflictPolicy::NewestWins { .. }, Some(guard)) => {
+                dedupe_by_key(rows, key, |current: &SinkRow, candidate: &SinkRow| {
+                    match (current.cells.get(guard), candidate.cells.get(guard)) {
+                        (Some(current), Some(candidate)) => {
+                            compare(candidate, current).is_some_and(Ordering::is_ge)
+                        }
+                        _ => false,
+                    }
+                })
+            }
+            _ => dedupe_by_key(rows, key, later_wins),
+        }
+    }
+}
+
+/// The order of two guard values of one column (NULL is never newer nor older).
+fn compare(a: &Cell, b: &Cell) -> Option<Ordering> {
+    match (a, b) {
+        (Cell::Timestamp(a), Cell::Timestamp(b)) => Some(a.cmp(b)),
+        (Cell::SmallInt(a), Cell::SmallInt(b)) => Some(a.cmp(b)),
+        (Cell::Int(a), Cell::Int(b)) => Some(a.cmp(b)),
+        (Cell::BigInt(a), Cell::BigInt(b)) => Some(a.cmp(b)),
+        (Cell::Float(a), Cell::Float(b)) => a.partial_cmp(b),
+        (Cell::Text(a), Cell::Text(b)) => Some(a.cmp(b)),
+        (Cell::Uuid(a), Cell::Uuid(b)) => Some(a.cmp(b)),
+        (Cell::Bool(a), Cell::Bool(b)) => Some(a.cmp(b)),
+        _ => None,
+    }
+}

@@ -1,0 +1,186 @@
+//! The one statement of a declared sink, built from its validated columns: the same shape as
+//! the built-in topics' SQL (`crates/sluice-core/src/topics/*.sql`).
+//!
+//! `INSERT … SELECT … FROM UNNEST($1::type[], …) ON CONFLICT (key)` and then `DO NOTHING`
+//! (insert-ignore), `DO UPDATE SET` every mapped column that is neither a key nor insert-only
+//! (always-update), plus `WHERE EXCLUDED.guard > table.guard` (newest-wins: an older version
+//! never overwrites a newer row). It returns one boolean per row written: true inserted,
+//! false updated; a row not returned was skipped.
+
+use super::model::ConflictPolicy;
+use super::table::SqlType;
+
+/// A column of the statement, in parameter order.
+#[derive(Debug, Clone, Copy)]
+pub struct StatementColumn<'a> {
+    /// The column.
+    pub name: &'a str,
+    /// Its type (an array is carried as `jsonb` and rebuilt in order).
+    pub sql_type: &'a SqlType,
+    /// Whether a conflicting row gets this column's new value.
+    pub updated: bool,
+}
+
+/// The upsert of one batch.
+pub fn upsert_statement(
+    table: &str,
+    columns: &[StatementColumn<'_>],
+    key: &[String],
+    conflict: &ConflictPolicy,
+) -> String {
+    let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
+    let list = names.join(", ");
+    let selected: Vec<String> = columns.iter().map(select_expression).collect();
+    let params: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "${}::{}[]",
+                i + 1,
+                c.sql_type.param_type().unwrap_or("text")
+            )
+        })
+        .collect();
+    let mut sql = format!(
+        "INSERT INTO {table} ({list})\nSELECT {}\nFROM UNNEST({}) AS t({list})\nON CONFLICT ({})",
+        selected.join(", "),
+        params.join(", "),
+        key.join(", ")
+    );
+    let set: Vec<String> = columns
+        .iter()
+        .filter(|c| c.updated)
+        .map(|c| format!("{0} = EXCLUDED.{0}", c.name))
+        .collect();
+    match conflict {
+        ConflictPolicy::InsertIgnore => {
+            sql.push_str(" DO NOTHING\nRETURNING TRUE AS inserted");
+        }
+        ConflictPolicy::AlwaysUpdate | ConflictPolicy::NewestWins { .. } => {
+            sql.push_str(" DO UPDATE SET\n    ");
+            sql.push_str(&set.join(",\n    "));
+            if let ConflictPolicy::NewestWins { column } = conflict {
+                // The target is referred to by its name without the schema.
+                let target = table.rsplit('.').next().unwrap_or(table);
+                sql.push_str(&format!("\nWHERE EXCLUDED.{column} > {target}.{column}"));
+            }
+            sql.push_str("\nRETURNING (xmax = 0) AS inserted");
+        }
+    }
+    sql
+}
+
+/// The `SELECT` expression of a column: itself, or an array rebuilt in order from its JSON.
+fn select_expression(column: &StatementColumn<'_>) -> String {
+    match column.sql_type {
+        SqlType::Array(element) => {
+            let element = element.param_type().unwrap_or("text");
+            format!(
+                "CASE WHEN {0} IS NULL THEN NULL ELSE ARRAY(SELECT e.value::{element} \
+                 FROM jsonb_array_elements_text({0}) WITH ORDINALITY AS e(value, n) \
+                 ORDER BY e.n) END",
+                column.name
+            )
+        }
+        _ => column.name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{StatementColumn, upsert_statement};
+    use crate::sinks::model::ConflictPolicy;
+    use crate::sinks::table::SqlType;
+
+    fn column<'a>(name: &'a str, sql_type: &'a SqlType, updated: bool) -> StatementColumn<'a> {
+        StatementColumn {
+            name,
+            sql_type,
+            updated,
+        }
+    }
+
+    #[test]
+    fn insert_ignore_does_nothing_on_conflict() {
+        let (id, at) = (SqlType::BigInt, SqlType::TimestampTz);
+        let sql = upsert_statement(
+            "app_stats",
+            &[
+                column("application_id", &id, false),
+                column("crawled_at", &at, false),
+            ],
+            &["application_id".into(), "crawled_at".into()],
+            &ConflictPolicy::InsertIgnore,
+        );
+        assert_eq!(
+            sql,
+            "INSERT INTO app_stats (application_id, crawled_at)\n\
+             SELECT application_id, crawled_at\n\
+             FROM UNNEST($1::bigint[], $2::timestamptz[]) AS t(application_id, crawled_at)\n\
+             ON CONFLICT (application_id, crawled_at) DO NOTHING\n\
+             RETURNING TRUE AS inserted"
+        );
+    }
+
+    #[test]
+    fn newest_wins_updates_all_but_key_and_insert_only_behind_the_guard() {
+        let (text, int, at) = (
+            SqlType::Varchar(Some(255)),
+            SqlType::SmallInt,
+            SqlType::TimestampTz,
+        );
+        let sql = upsert_statement(
+            "s1.reviews",
+            &[
+                column("review_id", &text, false),
+                column("score", &int, true),
+                column("reviewed_at", &at, false),
+                column("last_synced_at", &at, true),
+            ],
+            &["review_id".into()],
+            &ConflictPolicy::NewestWins {
+                column: "last_synced_at".into(),
+            },
+        );
+        assert_eq!(
+            sql,
+            "INSERT INTO s1.reviews (review_id, score, reviewed_at, last_synced_at)\n\
+             SELECT review_id, score, reviewed_at, last_synced_at\n\
+             FROM UNNEST($1::varchar[], $2::smallint[], $3::timestamptz[], $4::timestamptz[]) \
+             AS t(review_id, score, reviewed_at, last_synced_at)\n\
+             ON CONFLICT (review_id) DO UPDATE SET\n    \
+             score = EXCLUDED.score,\n    \
+             last_synced_at = EXCLUDED.last_synced_at\n\
+             WHERE EXCLUDED.last_synced_at > reviews.last_synced_at\n\
+             RETURNING (xmax = 0) AS inserted"
+        );
+    }
+
+    #[test]
+    fn always_update_has_no_guard_and_arrays_are_rebuilt_from_json() {
+        let (id, hist) = (SqlType::Uuid, SqlType::Array(Box::new(SqlType::BigInt)));
+        let sql = upsert_statement(
+            "t",
+            &[column("id", &id, false), column("histogram", &hist, true)],
+            &["id".into()],
+            &ConflictPolicy::AlwaysUpdate,
+        );
+        assert!(
+            sql.contains("FROM UNNEST($1::uuid[], $2::jsonb[])"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains(
+                "CASE WHEN histogram IS NULL THEN NULL ELSE ARRAY(SELECT e.value::bigint \
+                 FROM jsonb_array_elements_text(histogram) WITH ORDINALITY AS e(value, n) \
+                 ORDER BY e.n) END"
+            ),
+            "{sql}"
+        );
+        assert!(sql.ends_with(
+            "DO UPDATE SET\n    histogram = EXCLUDED.histogram\nRETURNING (xmax = 0) AS inserted"
+        ));
+        assert!(!sql.contains("WHERE"), "{sql}");
+    }
+}

@@ -1,0 +1,240 @@
+//! A table as the database catalog describes it, and the SQL types a sink can write.
+//!
+//! The PostgreSQL adapter reads the catalog into a [`TableShape`]; everything decided from it
+//! (which source fits which column, each column's checks, the statement) is decided here,
+//! without I/O.
+
+use std::fmt;
+
+/// One table: its columns and its unique constraints and indexes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableShape {
+    /// The name as the sink wrote it.
+    pub name: String,
+    /// Its columns in table order.
+    pub columns: Vec<ColumnShape>,
+    /// The column sets of its unique constraints and unique indexes (without a predicate or
+    /// an expression), each as written in the index.
+    pub unique_keys: Vec<Vec<String>>,
+}
+
+impl TableShape {
+    /// The column called `name`.
+    pub fn column(&self, name: &str) -> Option<&ColumnShape> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// Whether a unique constraint or index covers exactly `columns` (in any order), which
+    /// is what `ON CONFLICT (columns)` needs.
+    pub fn has_unique_key(&self, columns: &[String]) -> bool {
+        self.unique_keys.iter().any(|key| {
+            key.len() == columns.len() && key.iter().all(|k| columns.iter().any(|c| c == k))
+        })
+    }
+}
+
+/// One column of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnShape {
+    /// The column name.
+    pub name: String,
+    /// Its type.
+    pub sql_type: SqlType,
+    /// `NOT NULL`.
+    pub not_null: bool,
+    /// Whether it has a default (or is an identity or generated column).
+    pub has_default: bool,
+    /// Whether an INSERT may give it a value (not a generated column, not an identity
+    /// `GENERATED ALWAYS`).
+    pub writable: bool,
+}
+
+/// The SQL types a declared sink can write, with their limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqlType {
+    /// `smallint`.
+    SmallInt,
+    /// `integer`.
+    Integer,
+    /// `bigint`.
+    BigInt,
+    /// `real`.
+    Real,
+    /// `double precision`.
+    Double,
+    /// `numeric(precision, scale)`; no precision: unconstrained.
+    Numeric {
+        /// Total digits, if constrained.
+        precision: Option<u32>,
+        /// Digits after the point.
+        scale: u32,
+    },
+    /// `boolean`.
+    Boolean,
+    /// `text`.
+    Text,
+    /// `varchar(n)`; `None`: no limit.
+    Varchar(Option<usize>),
+    /// `uuid`.
+    Uuid,
+    /// `timestamptz`.
+    TimestampTz,
+    /// `timestamp` (without time zone): stored as the UTC wall time.
+    Timestamp,
+    /// `jsonb`.
+    Jsonb,
+    /// `json`.
+    Json,
+    /// An array of a scalar type (`bigint[]`, `text[]`).
+    Array(Box<SqlType>),
+    /// Any other type (named as the catalog names it): not writable by a declared sink.
+    Other(String),
+}
+
+impl SqlType {
+    /// The type from the catalog: `pg_type.typname` of the column (or of the array's
+    /// element, `element`) and `atttypmod`.
+    pub fn from_catalog(typname: &str, element: Option<&str>, typmod: i32) -> SqlType {
+        if let Some(element) = element {
+            let inner = SqlType::from_catalog(element, None, typmod);
+            return match inner {
+                SqlType::Array(_) | SqlType::Other(_) | SqlType::Json | SqlType::Jsonb => {
+                    SqlType::Other(format!("{element}[]"))
+                }
+                inner => SqlType::Array(Box::new(inner)),
+            };
+        }
+        // VARCHAR and NUMERIC keep their modifier offset by VARHDRSZ (4).
+        let modifier = (typmod >= 4).then(|| typmod - 4);
+        match typname {
+            "int2" => SqlType::SmallInt,
+            "int4" => SqlType::Integer,
+            "int8" => SqlType::BigInt,
+            "float4" => SqlType::Real,
+            "float8" => SqlType::Double,
+            "numeric" => SqlType::Numeric {
+                precision: modifier.map(|m| ((m >> 16) & 0xffff).unsigned_abs()),
+                scale: modifier.map_or(0, |m| (m & 0xffff).unsigned_abs()),
+            },
+            "bool" => SqlType::Boolean,
+            "text" => SqlType::Text,
+            "varchar" => SqlType::Varchar(modifier.and_then(|m| usize::try_from(m).ok())),
+            "uuid" => SqlType::Uuid,
+            "timestamptz" => SqlType::TimestampTz,
+            "timestamp" => SqlType::Timestamp,
+            "jsonb" => SqlType::Jsonb,
+            "json" => SqlType::Json,
+            other => SqlType::Other(other.to_owned()),
+        }
+    }
+
+    /// The element type of the `UNNEST($n::<type>[])` parameter. Arrays travel as one
+    /// `jsonb` per row (`UNNEST` cannot carry a ragged array of arrays) and are rebuilt.
+    pub fn param_type(&self) -> Option<&'static str> {
+        Some(match self {
+            SqlType::SmallInt => "smallint",
+            SqlType::Integer => "int",
+            SqlType::BigInt => "bigint",
+            SqlType::Real => "float4",
+            SqlType::Double => "float8",
+            SqlType::Numeric { .. } => "numeric",
+            SqlType::Boolean => "bool",
+            SqlType::Text => "text",
+            SqlType::Varchar(_) => "varchar",
+            SqlType::Uuid => "uuid",
+            SqlType::TimestampTz => "timestamptz",
+            SqlType::Timestamp => "timestamp",
+            SqlType::Jsonb | SqlType::Array(_) => "jsonb",
+            SqlType::Json => "json",
+            SqlType::Other(_) => return None,
+        })
+    }
+
+    /// The integer range of an integer type.
+    pub fn int_range(&self) -> Option<(i64, i64)> {
+        match self {
+            SqlType::SmallInt => Some((i16::MIN.into(), i16::MAX.into())),
+            SqlType::Integer => Some((i32::MIN.into(), i32::MAX.into())),
+            SqlType::BigInt => Some((i64::MIN, i64::MAX)),
+            _ => None,
+        }
+    }
+
+    /// Whether numbers go in it.
+    pub fn is_numeric(&self) -> bool {
+        self.int_range().is_some()
+            || matches!(
+                self,
+                SqlType::Real | SqlType::Double | SqlType::Numeric { .. }
+            )
+    }
+
+    /// Whether text goes in it.
+    pub fn is_text(&self) -> bool {
+        matches!(self, SqlType::Text | SqlType::Varchar(_))
+    }
+}
+
+impl fmt::Display for SqlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SqlType::SmallInt => f.write_str("smallint"),
+            SqlType::Integer => f.write_str("integer"),
+            SqlType::BigInt => f.write_str("bigint"),
+            SqlType::Real => f.write_str("real"),
+            SqlType::Double => f.write_str("double precision"),
+            SqlType::Numeric {
+                precision: Some(p),
+                scale,
+            } => write!(f, "numeric({p},{scale})"),
+            SqlType::Numeric {
+                precision: None, ..
+            } => f.write_str("numeric"),
+            SqlType::Boolean => f.write_str("boolean"),
+            SqlType::Text => f.write_str("text"),
+            SqlType::Varchar(Some(n)) => write!(f, "varchar({n})"),
+            SqlType::Varchar(None) => f.write_str("varchar"),
+            SqlType::Uuid => f.write_str("uuid"),
+            SqlType::TimestampTz => f.write_str("timestamptz"),
+            SqlType::Timestamp => f.write_str("timestamp"),
+            SqlType::Jsonb => f.write_str("jsonb"),
+            SqlType::Json => f.write_str("json"),
+            SqlType::Array(inner) => write!(f, "{inner}[]"),
+            SqlType::Other(name) => f.write_str(name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SqlType;
+
+    #[test]
+    fn catalog_types_and_modifiers() {
+        assert_eq!(
+            SqlType::from_catalog("varchar", None, 259),
+            SqlType::Varchar(Some(255))
+        );
+        assert_eq!(
+            SqlType::from_catalog("varchar", None, -1),
+            SqlType::Varchar(None)
+        );
+        // numeric(10,2): ((10 << 16) | 2) + 4
+        assert_eq!(
+            SqlType::from_catalog("numeric", None, (10 << 16 | 2) + 4),
+            SqlType::Numeric {
+                precision: Some(10),
+                scale: 2
+            }
+        );
+        assert_eq!(
+            SqlType::from_catalog("_int8", Some("int8"), -1),
+            SqlType::Array(Box::new(SqlType::BigInt))
+        );
+        assert_eq!(SqlType::from_catalog("bytea", None, -1).param_type(), None);
+        assert_eq!(
+            SqlType::Array(Box::new(SqlType::Text)).to_string(),
+            "text[]"
+        );
+    }
+}

@@ -1,0 +1,6 @@
+//! Unit tests of declared sinks: the file, the checks without a database, the plan.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod decode;
+mod file;
+mod plan;

@@ -1,0 +1,185 @@
+//! The declared decoder beyond the seed mappings: nested paths, constants, Kafka
+//! coordinates, NUMERIC digits, JSON without U+0000.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use crate::sinks::{
+    Cell, ColumnShape, RecordMeta, SinkDecoder, SqlType, TableShape, parse_sinks, plan_sink,
+};
+
+fn column(name: &str, sql_type: SqlType, not_null: bool) -> ColumnShape {
+    ColumnShape {
+        name: name.into(),
+        sql_type,
+        not_null,
+        has_default: false,
+        writable: true,
+    }
+}
+
+const SINK: &str = r#"
+[[sink]]
+name = "events"
+table = "events"
+key = ["id"]
+conflict = "always-update"
+
+[sink.columns]
+id = { field = "meta.id" }
+amount = { field = "amount" }
+extra = { field = "extra" }
+origin = { const = "crawler" }
+part = { kafka = "partition" }
+at = { kafka = "timestamp" }
+"#;
+
+fn decoder() -> SinkDecoder {
+    let events = TableShape {
+        name: "events".into(),
+        columns: vec![
+            column("id", SqlType::Uuid, true),
+            column(
+                "amount",
+                SqlType::Numeric {
+                    precision: Some(6),
+                    scale: 2,
+                },
+                false,
+            ),
+            column("extra", SqlType::Jsonb, false),
+            column("origin", SqlType::Text, false),
+            column("part", SqlType::Integer, false),
+            column("at", SqlType::TimestampTz, false),
+        ],
+        unique_keys: vec![vec!["id".into()]],
+    };
+    let sinks = parse_sinks("m.toml", SINK).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("events".into(), events)])).unwrap();
+    SinkDecoder::new(&sinks[0], &plan)
+}
+
+fn meta(at: DateTime<Utc>) -> RecordMeta<'static> {
+    RecordMeta {
+        topic: "events",
+        partition: 2,
+        offset: 41,
+        timestamp: Some(at),
+        key: None,
+    }
+}
+
+fn decode(value: serde_json::Value) -> Result<Vec<Cell>, String> {
+    let at = DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")
+        .unwrap()
+        .to_utc();
+    decoder()
+        .decode(Some(value.to_string().as_bytes()), &meta(at))
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn nested_paths_constants_and_kafka_coordinates() {
+    let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+    let cells = decode(json!({"meta": {"id": id}, "amount": 1234.5, "extra": {"a": [1]}})).unwrap();
+    let at = DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")
+        .unwrap()
+        .to_utc();
+    assert_eq!(
+        cells,
+        [
+            Cell::Uuid(id.parse().unwrap()),
+            Cell::Numeric("1234.5".into()),
+            Cell::Json(json!({"a": [1]})),
+            Cell::Text("crawler".into()),
+            Cell::Int(2),
+            Cell::Timestamp(at),
+        ]
+    );
+    assert_eq!(
+        decode(json!({"meta": {}})).unwrap_err(),
+        "field `meta.id`: required field is missing"
+    );
+    assert_eq!(
+        decode(json!({"meta": "x"})).unwrap_err(),
+        "field `meta.id`: required field is missing"
+    );
+    let absent = decode(json!({"meta": {"id": id}})).unwrap();
+    assert_eq!((&absent[1], &absent[2]), (&Cell::Null, &Cell::Null));
+}
+
+#[test]
+fn numeric_digits_and_json_nul_are_checked() {
+    let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+    assert_eq!(
+        decode(json!({"meta": {"id": id}, "amount": 12345.5})).unwrap_err(),
+        "field `amount`: must have at most 4 digits before the point, got 12345.5"
+    );
+    assert_eq!(
+        decode(json!({"meta": {"id": id}, "amount": 9999.996})).unwrap_err(),
+        "field `amount`: must have at most 4 digits before the point, got 9999.996",
+        "rounded to the scale first, as PostgreSQL does"
+    );
+    let fits = decode(json!({"meta": {"id": id}, "amount": -9999.994})).unwrap();
+    assert_eq!(fits[1], Cell::Numeric("-9999.994".into()));
+    assert_eq!(
+        decode(json!({"meta": {"id": id}, "extra": {"k": ["a\u{0}"]}})).unwrap_err(),
+        "field `extra`: must not contain U+0000"
+    );
+}
+
+#[test]
+fn dedupe_keeps_one_row_per_key_by_the_conflict_policy() {
+    use crate::sinks::SinkRow;
+    let at = |s: &str| Cell::Timestamp(DateTime::parse_from_rfc3339(s).unwrap().to_utc());
+    let row = |record: usize, key: &str, synced: &str| SinkRow {
+        record,
+        cells: vec![
+            Cell::Text(key.into()),
+            Cell::Null,
+            Cell::Null,
+            Cell::Text("crawler".into()),
+            Cell::Int(0),
+            at(synced),
+        ],
+    };
+    let rows = || {
+        vec![
+            row(0, "a", "2026-11-03T00:00:00Z"),
+            row(1, "b", "2026-11-01T00:00:00Z"),
+            row(2, "a", "2026-11-02T00:00:00Z"),
+            row(3, "a", "2026-11-03T00:00:00Z"),
+            row(4, "a", "2026-11-01T00:00:00Z"),
+        ]
+    };
+    let survivors = |policy: &str| {
+        let text = SINK
+            .replace("\"always-update\"", policy)
+            .replace("{ field = \"meta.id\" }", "{ field = \"id\" }");
+        let events = TableShape {
+            name: "events".into(),
+            columns: ["id", "amount", "extra", "origin", "part", "at"]
+                .iter()
+                .map(|name| column(name, SqlType::Text, false))
+                .collect(),
+            unique_keys: vec![vec!["id".into()]],
+        };
+        let mut events = events;
+        events.columns[4].sql_type = SqlType::Integer;
+        events.columns[5].sql_type = SqlType::TimestampTz;
+        let sinks = parse_sinks("m.toml", &text).unwrap();
+        let plan = plan_sink(&sinks[0], "p", &HashMap::from([("events".into(), events)]))
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let out = SinkDecoder::new(&sinks[0], &plan).dedupe(rows());
+        out.rows.iter().map(|r| r.record).collect::<Vec<_>>()
+    };
+    assert_eq!(survivors("\"insert-ignore\""), [0, 1], "the first delivery");
+    assert_eq!(survivors("\"always-update\""), [4, 1], "the last delivery");
+    assert_eq!(
+        survivors("{ newest-wins = \"at\" }"),
+        [3, 1],
+        "the newest guard, ties to the later record"
+    );
+}

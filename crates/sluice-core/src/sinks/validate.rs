@@ -1,0 +1,517 @@
+//! A sink checked against the live schema: every table and column exists, the key has a
+//! unique constraint, every source fits its column, every NOT NULL column gets a value.
+//! The result is the sink's plan: its statement and each column's source and checks.
+
+use serde::Serialize;
+use std::collections::HashMap;
+
+use super::checks::{Check, MAX_TOPIC_CHARS, misplaced_rules, value_checks};
+use super::model::{ColumnMapping, ConflictPolicy, Constant, KafkaField, Sink, Source};
+use super::statement::{StatementColumn, upsert_statement};
+use super::table::{SqlType, TableShape};
+use crate::messages::fields::parse_timestamp;
+
+/// Why a sink cannot run against this database; `Display` names the sink and the column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinkError {
+    /// The sink's table does not exist.
+    #[error("sink `{sink}`: table `{table}` does not exist")]
+    UnknownTable {
+        /// The sink.
+        sink: String,
+        /// The table.
+        table: String,
+    },
+    /// A column named by the sink (or its lookup) does not exist.
+    #[error("sink `{sink}`, column `{column}`: table `{table}` has no column `{missing}`")]
+    UnknownColumn {
+        /// The sink.
+        sink: String,
+        /// The sink's column the name belongs to.
+        column: String,
+        /// The table looked in.
+        table: String,
+        /// The name not found.
+        missing: String,
+    },
+    /// No unique constraint or index covers exactly the key columns.
+    #[error(
+        "sink `{sink}`, column `{column}`: no unique constraint or index of `{table}` is \
+         exactly ({column}), which ON CONFLICT needs"
+    )]
+    KeyNotUnique {
+        /// The sink.
+        sink: String,
+        /// The key columns, comma-separated.
+        column: String,
+        /// The table.
+        table: String,
+    },
+    /// A lookup table whose key column is not unique (a key could give several values).
+    #[error(
+        "sink `{sink}`, column `{column}`: lookup key `{table}.{key}` has no unique constraint"
+    )]
+    LookupKeyNotUnique {
+        /// The sink.
+        sink: String,
+        /// The column written.
+        column: String,
+        /// The lookup table.
+        table: String,
+        /// Its key column.
+        key: String,
+    },
+    /// A lookup table that does not exist.
+    #[error("sink `{sink}`, column `{column}`: lookup table `{table}` does not exist")]
+    UnknownLookupTable {
+        /// The sink.
+        sink: String,
+        /// The column written.
+        column: String,
+        /// The lookup table.
+        table: String,
+    },
+    /// A column type no declared sink can write.
+    #[error("sink `{sink}`, column `{column}`: type {sql_type} is not supported by declared sinks")]
+    UnsupportedType {
+        /// The sink.
+        sink: String,
+        /// The column.
+        column: String,
+        /// Its type.
+        sql_type: String,
+    },
+    /// The source's values cannot fit the column's type.
+    #[error("sink `{sink}`, column `{column}`: {source_text} cannot fit {sql_type}: {reason}")]
+    SourceDoesNotFit {
+        /// The sink.
+        sink: String,
+        /// The column.
+        column: String,
+        /// The source as the plan shows it.
+        source_text: String,
+        /// The column's type.
+        sql_type: String,
+        /// Why not.
+        reason: String,
+    },
+    /// A declared rule that does not apply to the column's type.
+    #[error("sink `{sink}`, column `{column}`: rule `{rule}` does not apply to {sql_type}")]
+    RuleDoesNotApply {
+        /// The sink.
+        sink: String,
+        /// The column.
+        column: String,
+        /// The rule.
+        rule: String,
+        /// The column's type.
+        sql_type: String,
+    },
+    /// A column an INSERT cannot write (generated, or an identity `GENERATED ALWAYS`).
+    #[error(
+        "sink `{sink}`, column `{column}`: a generated or GENERATED ALWAYS column cannot be written"
+    )]
+    NotWritable {
+        /// The sink.
+        sink: String,
+        /// The column.
+        column: String,
+    },
+    /// A NOT NULL column without a default that the sink gives no value.
+    #[error("sink `{sink}`, column `{column}`: NOT NULL without a default, and no source")]
+    NotNullWithoutSource {
+        /// The sink.
+        sink: String,
+        /// The column.
+        column: String,
+    },
+}
+
+impl SinkError {
+    /// The sink the error is about.
+    pub fn sink(&self) -> &str {
+        match self {
+            Self::UnknownTable { sink, .. }
+            | Self::UnknownColumn { sink, .. }
+            | Self::KeyNotUnique { sink, .. }
+            | Self::LookupKeyNotUnique { sink, .. }
+            | Self::UnknownLookupTable { sink, .. }
+            | Self::UnsupportedType { sink, .. }
+            | Self::SourceDoesNotFit { sink, .. }
+            | Self::RuleDoesNotApply { sink, .. }
+            | Self::NotWritable { sink, .. }
+            | Self::NotNullWithoutSource { sink, .. } => sink,
+        }
+    }
+
+    /// The column the error is about (none when the table itself is missing).
+    pub fn column(&self) -> Option<&str> {
+        match self {
+            Self::UnknownTable { .. } => None,
+            Self::UnknownColumn { column, .. }
+            | Self::KeyNotUnique { column, .. }
+            | Self::LookupKeyNotUnique { column, .. }
+            | Self::UnknownLookupTable { column, .. }
+            | Self::UnsupportedType { column, .. }
+            | Self::SourceDoesNotFit { column, .. }
+            | Self::RuleDoesNotApply { column, .. }
+            | Self::NotWritable { column, .. }
+            | Self::NotNullWithoutSource { column, .. } => Some(column),
+        }
+    }
+}
+
+/// What a valid sink will do.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SinkPlan {
+    /// The sink's name.
+    pub name: String,
+    /// The topic it reads.
+    pub topic: String,
+    /// Its consumer group.
+    pub group: String,
+    /// The table it writes.
+    pub table: String,
+    /// The conflict policy.
+    pub conflict: String,
+    /// Records per transaction.
+    pub batch_size: usize,
+    /// The one statement per batch.
+    pub statement: String,
+    /// Each written column, in parameter order.
+    pub columns: Vec<ColumnPlan>,
+    /// Table columns the statement never names.
+    pub never_written: Vec<String>,
+}
+
+/// One written column of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ColumnPlan {
+    /// The column.
+    pub column: String,
+    /// Its type in the catalog.
+    pub sql_type: String,
+    /// The element type of its `UNNEST($n::<type>[])` parameter (arrays travel as `jsonb`).
+    pub param_type: String,
+    /// Where its value comes from.
+    pub source: String,
+    /// What a value must pass (for a constant or Kafka source: checked once, here).
+    pub checks: Vec<Check>,
+    /// Whether a conflicting row gets the new value.
+    pub updated: bool,
+}
+
+/// Validates `sink` against the catalog (`tables`: the shapes of the tables it names, keyed
+/// as the sink wrote them; an absent one does not exist). `group_prefix` derives the default
+/// consumer group. All errors are returned, not only the first.
+pub fn plan_sink(
+    sink: &Sink,
+    group_prefix: &str,
+    tables: &HashMap<String, TableShape>,
+) -> Result<SinkPlan, Vec<SinkError>> {
+    let Some(table) = tables.get(&sink.table) else {
+        return Err(vec![SinkError::UnknownTable {
+            sink: sink.name.clone(),
+            table: sink.table.clone(),
+        }]);
+    };
+    let mut errors = Vec::new();
+    let unknown = |column: &str, missing: &str| SinkError::UnknownColumn {
+        sink: sink.name.clone(),
+        column: column.to_owned(),
+        table: sink.table.clone(),
+        missing: missing.to_owned(),
+    };
+    for column in sink.key.iter().chain(&sink.never_written) {
+        if table.column(column).is_none() && sink.mapping(column).is_none() {
+            errors.push(unknown(column, column));
+        }
+    }
+    let key_known = sink.key.iter().all(|k| table.column(k).is_some());
+    if key_known && !table.has_unique_key(&sink.key) {
+        errors.push(SinkError::KeyNotUnique {
+            sink: sink.name.clone(),
+            column: sink.key.join(", "),
+            table: sink.table.clone(),
+        });
+    }
+    let mut columns = Vec::with_capacity(sink.columns.len());
+    for mapping in &sink.columns {
+        let Some(shape) = table.column(&mapping.column) else {
+            errors.push(unknown(&mapping.column, &mapping.column));
+            continue;
+        };
+        if !shape.writable {
+            errors.push(SinkError::NotWritable {
+                sink: sink.name.clone(),
+                column: mapping.column.clone(),
+            });
+            continue;
+        }
+        match column_plan(sink, mapping, &shape.sql_type, shape.not_null, tables) {
+            Ok(plan) => columns.push(plan),
+            Err(mut more) => errors.append(&mut more),
+        }
+    }
+    for shape in &table.columns {
+        if shape.not_null && !shape.has_default && sink.mapping(&shape.name).is_none() {
+            errors.push(SinkError::NotNullWithoutSource {
+                sink: sink.name.clone(),
+                column: shape.name.clone(),
+            });
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let types: Vec<SqlType> = sink
+        .columns
+        .iter()
+        .filter_map(|m| table.column(&m.column).map(|c| c.sql_type.clone()))
+        .collect();
+    let statement_columns: Vec<StatementColumn<'_>> = columns
+        .iter()
+        .zip(&types)
+        .map(|(plan, sql_type)| StatementColumn {
+            name: &plan.column,
+            sql_type,
+            updated: plan.updated,
+        })
+        .collect();
+    let statement = upsert_statement(&sink.table, &statement_columns, &sink.key, &sink.conflict);
+    Ok(SinkPlan {
+        name: sink.name.clone(),
+        topic: sink.topic.clone(),
+        group: sink.group(group_prefix),
+        table: sink.table.clone(),
+        conflict: sink.conflict.to_string(),
+        batch_size: sink.batch_size,
+        statement,
+        columns,
+        never_written: sink.never_written.clone(),
+    })
+}
+
+/// One column's plan, or why its source does not fit.
+fn column_plan(
+    sink: &Sink,
+    mapping: &ColumnMapping,
+    sql_type: &SqlType,
+    not_null: bool,
+    tables: &HashMap<String, TableShape>,
+) -> Result<ColumnPlan, Vec<SinkError>> {
+    let column = &mapping.column;
+    let source_text = mapping.source.to_string();
+    if sql_type.param_type().is_none() {
+        return Err(vec![SinkError::UnsupportedType {
+            sink: sink.name.clone(),
+            column: column.clone(),
+            sql_type: sql_type.to_string(),
+        }]);
+    }
+    let does_not_fit = |reason: String| SinkError::SourceDoesNotFit {
+        sink: sink.name.clone(),
+        column: column.clone(),
+        source_text: source_text.clone(),
+        sql_type: sql_type.to_string(),
+        reason,
+    };
+    let misplaced = |value_type: &SqlType| -> Vec<SinkError> {
+        misplaced_rules(value_type, &mapping.rules)
+            .into_iter()
+            .map(|rule| SinkError::RuleDoesNotApply {
+                sink: sink.name.clone(),
+                column: column.clone(),
+                rule: rule.to_owned(),
+                sql_type: value_type.to_string(),
+            })
+            .collect()
+    };
+    let mut errors: Vec<SinkError> = Vec::new();
+    let required = mapping.required.unwrap_or(not_null);
+    let presence = if required {
+        Check::Required
+    } else {
+        Check::NullWhenAbsent
+    };
+    let checks = match &mapping.source {
+        Source::Field(_) => {
+            errors.extend(misplaced(sql_type));
+            let mut checks = vec![presence];
+            checks.extend(value_checks(sql_type, &mapping.rules));
+            checks
+        }
+        Source::Const(constant) => {
+            if let Err(reason) = constant_fits(constant, sql_type) {
+                errors.push(does_not_fit(reason));
+            }
+            Vec::new()
+        }
+        Source::Kafka(field) => {
+            if let Err(reason) = kafka_fits(*field, sql_type) {
+                errors.push(does_not_fit(reason));
+            }
+            Vec::new()
+        }
+        Source::Lookup(lookup) => {
+            let lookup_error = |make: fn(String, String, String) -> SinkError| {
+                make(sink.name.clone(), column.clone(), lookup.table.clone())
+            };
+            match tables.get(&lookup.table) {
+                None => {
+                    errors.push(lookup_error(|sink, column, table| {
+                        SinkError::UnknownLookupTable {
+                            sink,
+                            column,
+                            table,
+                        }
+                    }));
+                    Vec::new()
+                }
+                Some(other) => {
+                    let mut checks = vec![presence];
+                    for name in [&lookup.key_column, &lookup.value_column] {
+                        if other.column(name).is_none() {
+                            errors.push(SinkError::UnknownColumn {
+                                sink: sink.name.clone(),
+                                column: column.clone(),
+                                table: lookup.table.clone(),
+                                missing: name.clone(),
+                            });
+                        }
+                    }
+                    if let Some(key) = other.column(&lookup.key_column) {
+                        if !other.has_unique_key(std::slice::from_ref(&lookup.key_column)) {
+                            errors.push(SinkError::LookupKeyNotUnique {
+                                sink: sink.name.clone(),
+                                column: column.clone(),
+                                table: lookup.table.clone(),
+                                key: lookup.key_column.clone(),
+                            });
+                        }
+                        errors.extend(misplaced(&key.sql_type));
+                        checks.extend(value_checks(&key.sql_type, &mapping.rules));
+                        checks.push(Check::Known {
+                            key: format!("{}.{}", lookup.table, lookup.key_column),
+                            kind: lookup.unknown_kind.clone(),
+                        });
+                    }
+                    if let Some(value) = other.column(&lookup.value_column)
+                        && !assignable(&value.sql_type, sql_type)
+                    {
+                        errors.push(does_not_fit(format!(
+                            "`{}.{}` is {}",
+                            lookup.table, lookup.value_column, value.sql_type
+                        )));
+                    }
+                    checks
+                }
+            }
+        }
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(ColumnPlan {
+        column: column.clone(),
+        sql_type: sql_type.to_string(),
+        param_type: sql_type.param_type().unwrap_or("text").to_owned(),
+        source: source_text,
+        checks,
+        updated: sink.conflict != ConflictPolicy::InsertIgnore
+            && sink.updated_columns().any(|c| c == column),
+    })
+}
+
+/// Whether a value of `from` can be stored in `to` without loss.
+fn assignable(from: &SqlType, to: &SqlType) -> bool {
+    if from == to {
+        return true;
+    }
+    match (from.int_range(), to.int_range()) {
+        (Some((lo, hi)), Some((to_lo, to_hi))) => lo >= to_lo && hi <= to_hi,
+        _ => match (from, to) {
+            (SqlType::Varchar(_) | SqlType::Text, SqlType::Text | SqlType::Varchar(None)) => true,
+            (SqlType::Varchar(Some(a)), SqlType::Varchar(Some(b))) => a <= b,
+            (SqlType::Uuid, SqlType::Uuid) => true,
+            _ => false,
+        },
+    }
+}
+
+/// Whether a constant can be written to `sql_type`.
+fn constant_fits(constant: &Constant, sql_type: &SqlType) -> Result<(), String> {
+    match (constant, sql_type) {
+        (Constant::Text(text), SqlType::Text | SqlType::Varchar(_)) => {
+            if text.contains('\0') {
+                return Err("it contains U+0000".into());
+            }
+            match sql_type {
+                SqlType::Varchar(Some(max)) if text.chars().count() > *max => Err(format!(
+                    "{} characters, the column holds {max}",
+                    text.chars().count()
+                )),
+                _ => Ok(()),
+            }
+        }
+        (Constant::Text(text), SqlType::Uuid) => uuid::Uuid::parse_str(text)
+            .map(|_| ())
+            .map_err(|_| "it is not a UUID".into()),
+        (Constant::Text(text), SqlType::TimestampTz | SqlType::Timestamp) => parse_timestamp(text)
+            .map(|_| ())
+            .ok_or_else(|| "it is not an RFC 3339 timestamp".into()),
+        (Constant::Int(int), _) if sql_type.int_range().is_some() => {
+            let (lo, hi) = sql_type.int_range().unwrap_or((i64::MIN, i64::MAX));
+            if (lo..=hi).contains(int) {
+                Ok(())
+            } else {
+                Err(format!("out of range {lo}..{hi}"))
+            }
+        }
+        (Constant::Int(_) | Constant::Float(_), SqlType::Real | SqlType::Double) => Ok(()),
+        (Constant::Int(_) | Constant::Float(_), SqlType::Numeric { .. }) => Ok(()),
+        (Constant::Bool(_), SqlType::Boolean) => Ok(()),
+        (_, SqlType::Json | SqlType::Jsonb) => Ok(()),
+        (Constant::Text(_), _) => Err("a string".into()),
+        (Constant::Int(_), _) => Err("an integer".into()),
+        (Constant::Float(_), _) => Err("a float".into()),
+        (Constant::Bool(_), _) => Err("a boolean".into()),
+    }
+}
+
+/// Whether a Kafka coordinate can be written to `sql_type`.
+fn kafka_fits(field: KafkaField, sql_type: &SqlType) -> Result<(), String> {
+    let ok = match field {
+        KafkaField::Timestamp => matches!(sql_type, SqlType::TimestampTz | SqlType::Timestamp),
+        KafkaField::Topic => match sql_type {
+            SqlType::Text | SqlType::Varchar(None) => true,
+            SqlType::Varchar(Some(max)) => *max >= MAX_TOPIC_CHARS,
+            _ => false,
+        },
+        KafkaField::Partition => {
+            matches!(
+                sql_type,
+                SqlType::Integer | SqlType::BigInt | SqlType::Numeric { .. }
+            )
+        }
+        KafkaField::Offset => match sql_type {
+            SqlType::BigInt => true,
+            SqlType::Numeric { precision, scale } => {
+                precision.is_none_or(|p| p.saturating_sub(*scale) >= 19)
+            }
+            _ => false,
+        },
+        KafkaField::Key => sql_type.is_text(),
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(match field {
+        KafkaField::Timestamp => "a timestamp".into(),
+        KafkaField::Topic => format!("a topic name has up to {MAX_TOPIC_CHARS} characters"),
+        KafkaField::Partition => "a partition is a 32-bit integer".into(),
+        KafkaField::Offset => "an offset is a 64-bit integer".into(),
+        KafkaField::Key => "a key is text".into(),
+    })
+}

@@ -1,0 +1,108 @@
+//! The upsert of a declared sink: its planned statement with one `UNNEST` array per column,
+//! each bound as its planned parameter type, one statement for the whole slice (the same
+//! shape as the built-in topics' upsert).
+
+use sluice_core::sinks::{Cell, SinkPlan, SinkRow};
+use sqlx::PgConnection;
+use sqlx::Postgres;
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryScalar;
+
+type Scalar<'q> = QueryScalar<'q, Postgres, bool, PgArguments>;
+
+/// Why a slice cannot be bound (a bug in the caller, not a database error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindError {
+    /// A cell does not fit its column's parameter type (a lookup left unresolved, …).
+    #[error("column `{column}` ({param_type}): cannot bind {cell}")]
+    Mismatch {
+        /// The column.
+        column: String,
+        /// Its parameter type.
+        param_type: String,
+        /// The cell, as debug text.
+        cell: String,
+    },
+}
+
+/// An upsert that could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeclaredUpsertError {
+    /// The rows do not fit the plan.
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// The database refused the statement.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// Upserts `rows` (one per natural key, lookups resolved) with the plan's statement; the
+/// statement's answers: one per row written, true inserted, false updated (a row not
+/// returned was skipped).
+pub async fn upsert_declared(
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+    rows: &[SinkRow],
+) -> Result<Vec<bool>, DeclaredUpsertError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut query = sqlx::query_scalar::<_, bool>(&plan.statement);
+    for (index, column) in plan.columns.iter().enumerate() {
+        let cells = rows
+            .iter()
+            .map(|row| row.cells.get(index).unwrap_or(&Cell::Null));
+        query = bind(query, &column.column, &column.param_type, cells)?;
+    }
+    Ok(query.fetch_all(conn).await?)
+}
+
+/// Binds one column's cells as the array of `param_type`.
+fn bind<'q, 'c>(
+    query: Scalar<'q>,
+    column: &str,
+    param_type: &str,
+    cells: impl Iterator<Item = &'c Cell>,
+) -> Result<Scalar<'q>, BindError> {
+    let mismatch = |cell: &Cell| BindError::Mismatch {
+        column: column.to_owned(),
+        param_type: param_type.to_owned(),
+        cell: format!("{cell:?}"),
+    };
+    macro_rules! array {
+        ($($pattern:pat => $value:expr),+ $(,)?) => {{
+            let mut values = Vec::new();
+            for cell in cells {
+                values.push(match cell {
+                    Cell::Null => None,
+                    $($pattern => Some($value),)+
+                    other => return Err(mismatch(other)),
+                });
+            }
+            Ok(query.bind(values))
+        }};
+    }
+    match param_type {
+        "smallint" => array!(Cell::SmallInt(v) => *v),
+        "int" => array!(Cell::Int(v) => *v, Cell::SmallInt(v) => i32::from(*v)),
+        "bigint" => array!(
+            Cell::BigInt(v) => *v,
+            Cell::Int(v) => i64::from(*v),
+            Cell::SmallInt(v) => i64::from(*v),
+        ),
+        "float4" => array!(Cell::Float(v) => v.to_string()),
+        "float8" => array!(Cell::Float(v) => *v),
+        "bool" => array!(Cell::Bool(v) => *v),
+        "uuid" => array!(Cell::Uuid(v) => *v),
+        "timestamptz" => array!(Cell::Timestamp(v) => *v),
+        "timestamp" => array!(Cell::Timestamp(v) => v.naive_utc()),
+        "jsonb" | "json" => array!(Cell::Json(v) => v.clone()),
+        // numeric (and real, above) travel as text and are cast by the statement.
+        _ => array!(
+            Cell::Text(v) => v.clone(),
+            Cell::Numeric(v) => v.clone(),
+        ),
+    }
+}

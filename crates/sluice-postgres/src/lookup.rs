@@ -1,0 +1,136 @@
+//! The lookup of a declared sink: a field's value → another table's value column through its
+//! unique key column (`package_name` → `application_id` is one). Like the applications
+//! resolver: a TTL cache per sink in front of one `WHERE key = ANY($1)` query per batch for
+//! the keys it misses, and no negative caching (a key registered a moment ago is found at
+//! once).
+
+use moka::sync::Cache;
+use sluice_core::sinks::{Cell, Lookup};
+use sqlx::PgConnection;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use crate::migrate::quote_table;
+use crate::resolver::ResolveStats;
+
+/// How the looked-up value is read and written (the plan checked it fits the column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupValue {
+    /// Written to a `smallint` column.
+    SmallInt,
+    /// Written to an `integer` column.
+    Int,
+    /// Written to a `bigint` column.
+    BigInt,
+    /// Written to a text column.
+    Text,
+}
+
+impl LookupValue {
+    /// From the written column's parameter type (`None`: not a supported lookup value).
+    pub fn from_param_type(param_type: &str) -> Option<Self> {
+        Some(match param_type {
+            "smallint" => Self::SmallInt,
+            "int" => Self::Int,
+            "bigint" => Self::BigInt,
+            "text" | "varchar" => Self::Text,
+            _ => return None,
+        })
+    }
+}
+
+/// One lookup's resolver with its own cache.
+#[derive(Debug)]
+pub struct LookupResolver {
+    cache: Cache<String, Cell>,
+    query: String,
+    value: LookupValue,
+}
+
+impl LookupResolver {
+    /// A resolver for `lookup` (validated names) writing `value`s.
+    pub fn new(lookup: &Lookup, value: LookupValue, ttl: Duration) -> Self {
+        let cast = match value {
+            LookupValue::Text => "text",
+            _ => "bigint",
+        };
+        let query = format!(
+            "SELECT {key}::text, {column}::{cast} FROM {table} WHERE {key} = ANY($1)",
+            key = lookup.key_column,
+            column = lookup.value_column,
+            table = quote_table(&lookup.table),
+        );
+        let cache = Cache::builder()
+            .max_capacity(1_000_000)
+            .time_to_live(ttl)
+            .build();
+        Self {
+            cache,
+            query,
+            value,
+        }
+    }
+
+    /// The cells of the given keys; unknown keys are absent.
+    pub async fn resolve<'k>(
+        &self,
+        conn: &mut PgConnection,
+        keys: impl IntoIterator<Item = &'k str>,
+    ) -> Result<(HashMap<String, Cell>, ResolveStats), sqlx::Error> {
+        let mut found = HashMap::new();
+        let mut missing: Vec<String> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut stats = ResolveStats::default();
+        for key in keys {
+            if !seen.insert(key) {
+                continue;
+            }
+            match self.cache.get(key) {
+                Some(cell) => {
+                    stats.cache_hits += 1;
+                    found.insert(key.to_owned(), cell);
+                }
+                None => missing.push(key.to_owned()),
+            }
+        }
+        if missing.is_empty() {
+            return Ok((found, stats));
+        }
+        stats.queried = missing.len();
+        let cells: Vec<(String, Cell)> = match self.value {
+            LookupValue::Text => {
+                let rows: Vec<(String, Option<String>)> = sqlx::query_as(&self.query)
+                    .bind(&missing)
+                    .fetch_all(conn)
+                    .await?;
+                rows.into_iter()
+                    .map(|(key, value)| (key, value.map_or(Cell::Null, Cell::Text)))
+                    .collect()
+            }
+            integer => {
+                let rows: Vec<(String, Option<i64>)> = sqlx::query_as(&self.query)
+                    .bind(&missing)
+                    .fetch_all(conn)
+                    .await?;
+                rows.into_iter()
+                    .map(|(key, value)| (key, value.map_or(Cell::Null, |v| int_cell(integer, v))))
+                    .collect()
+            }
+        };
+        stats.found = cells.len();
+        for (key, cell) in cells {
+            self.cache.insert(key.clone(), cell.clone());
+            found.insert(key, cell);
+        }
+        Ok((found, stats))
+    }
+}
+
+/// An integer as the written column's cell (the plan checked the value column fits it).
+fn int_cell(value: LookupValue, int: i64) -> Cell {
+    match value {
+        LookupValue::SmallInt => i16::try_from(int).map_or(Cell::BigInt(int), Cell::SmallInt),
+        LookupValue::Int => i32::try_from(int).map_or(Cell::BigInt(int), Cell::Int),
+        _ => Cell::BigInt(int),
+    }
+}
