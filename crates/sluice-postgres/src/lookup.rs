@@ -4,14 +4,13 @@
 //! the keys it misses, and no negative caching (a key registered a moment ago is found at
 //! once).
 
-use moka::sync::Cache;
 use sluice_core::sinks::{Cell, Lookup};
 use sqlx::PgConnection;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::key_cache::{KeyCache, ResolveStats};
 use crate::migrate::quote_table;
-use crate::resolver::ResolveStats;
 
 /// How the looked-up value is read and written (the plan checked it fits the column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +41,7 @@ impl LookupValue {
 /// One lookup's resolver with its own cache.
 #[derive(Debug)]
 pub struct LookupResolver {
-    cache: Cache<String, Cell>,
+    cache: KeyCache<Cell>,
     query: String,
     value: LookupValue,
 }
@@ -60,12 +59,8 @@ impl LookupResolver {
             column = lookup.value_column,
             table = quote_table(&lookup.table),
         );
-        let cache = Cache::builder()
-            .max_capacity(1_000_000)
-            .time_to_live(ttl)
-            .build();
         Self {
-            cache,
+            cache: KeyCache::new(ttl),
             query,
             value,
         }
@@ -77,30 +72,15 @@ impl LookupResolver {
         conn: &mut PgConnection,
         keys: impl IntoIterator<Item = &'k str>,
     ) -> Result<(HashMap<String, Cell>, ResolveStats), sqlx::Error> {
-        let mut found = HashMap::new();
-        let mut missing: Vec<String> = Vec::new();
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut stats = ResolveStats::default();
-        for key in keys {
-            if !seen.insert(key) {
-                continue;
-            }
-            match self.cache.get(key) {
-                Some(cell) => {
-                    stats.cache_hits += 1;
-                    found.insert(key.to_owned(), cell);
-                }
-                None => missing.push(key.to_owned()),
-            }
+        let mut split = self.cache.split(keys);
+        if split.missing.is_empty() {
+            return Ok((split.found, split.stats));
         }
-        if missing.is_empty() {
-            return Ok((found, stats));
-        }
-        stats.queried = missing.len();
+        let missing = &split.missing;
         let cells: Vec<(String, Cell)> = match self.value {
             LookupValue::Text => {
                 let rows: Vec<(String, Option<String>)> = sqlx::query_as(&self.query)
-                    .bind(&missing)
+                    .bind(missing)
                     .fetch_all(conn)
                     .await?;
                 rows.into_iter()
@@ -109,7 +89,7 @@ impl LookupResolver {
             }
             integer => {
                 let rows: Vec<(String, Option<i64>)> = sqlx::query_as(&self.query)
-                    .bind(&missing)
+                    .bind(missing)
                     .fetch_all(conn)
                     .await?;
                 rows.into_iter()
@@ -117,12 +97,8 @@ impl LookupResolver {
                     .collect()
             }
         };
-        stats.found = cells.len();
-        for (key, cell) in cells {
-            self.cache.insert(key.clone(), cell.clone());
-            found.insert(key, cell);
-        }
-        Ok((found, stats))
+        self.cache.found(&mut split, cells);
+        Ok((split.found, split.stats))
     }
 }
 

@@ -22,7 +22,7 @@ use sluice_core::sinks::{
 use sluice_core::topics::app_stats::AppStatsTopic;
 use sluice_core::topics::network_metrics::NetworkMetricsTopic;
 use sluice_core::topics::reviews::ReviewsTopic;
-use sluice_core::{Column, Resolved, Topic};
+use sluice_core::{Resolved, Topic};
 use sluice_loadgen::{
     AnalyzerConfig, CrawlerConfig, Generated, PoisonKind, analysis, app_names, app_stats_for_crawl,
     poison, reviews_for_crawl,
@@ -32,9 +32,7 @@ use sluice_postgres::catalog::sink_tables;
 use sluice_postgres::declared::upsert_declared;
 use sluice_postgres::lookup::{LookupResolver, LookupValue};
 use sluice_testkit::TestSchema;
-use sqlx::postgres::PgArguments;
-use sqlx::query::QueryScalar;
-use sqlx::{PgConnection, Postgres};
+use sqlx::PgConnection;
 
 const APPS: &str = "apps_registry_application";
 const TTL: Duration = Duration::from_secs(300);
@@ -50,27 +48,6 @@ async fn migrated(stack: &sluice_testkit::Stack, apps: &[String]) -> (TestSchema
         .expect("migrate");
     schema.register_apps(apps).await;
     (schema, conn)
-}
-
-type Scalar<'q> = QueryScalar<'q, Postgres, bool, PgArguments>;
-
-fn bind<'q>(query: Scalar<'q>, column: Column<'q>) -> Scalar<'q> {
-    match column {
-        Column::Text(v) => query.bind(v),
-        Column::OptText(v) => query.bind(v),
-        Column::SmallInt(v) => query.bind(v),
-        Column::Int(v) => query.bind(v),
-        Column::OptInt(v) => query.bind(v),
-        Column::BigInt(v) => query.bind(v),
-        Column::OptBigInt(v) => query.bind(v),
-        Column::Double(v) => query.bind(v),
-        Column::OptDouble(v) => query.bind(v),
-        Column::OptBool(v) => query.bind(v),
-        Column::Timestamp(v) => query.bind(v),
-        Column::OptTimestamp(v) => query.bind(v),
-        Column::Uuid(v) => query.bind(v),
-        Column::OptJson(v) => query.bind(v),
-    }
 }
 
 /// The built-in path for one batch: dead letters and the statement's answers.
@@ -111,11 +88,10 @@ async fn builtin_batch<T: Topic>(
     if rows.is_empty() {
         return (dead, Vec::new());
     }
-    let mut query = sqlx::query_scalar::<_, bool>(T::UPSERT_SQL);
-    for column in T::columns(&rows) {
-        query = bind(query, column);
-    }
-    (dead, query.fetch_all(conn).await.expect("built-in upsert"))
+    let returned = sluice_postgres::repo::returned_by::<T>(conn, T::UPSERT_SQL, &rows)
+        .await
+        .expect("built-in upsert");
+    (dead, returned)
 }
 
 /// The declared path for one batch.

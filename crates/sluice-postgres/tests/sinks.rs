@@ -12,12 +12,10 @@ use sluice_core::sinks::{RecordMeta, SinkDecoder, SinkPlan, SqlType, parse_sinks
 use sluice_core::topics::app_stats::AppStatsTopic;
 use sluice_core::topics::network_metrics::NetworkMetricsTopic;
 use sluice_core::topics::reviews::ReviewsTopic;
-use sluice_core::{Column, Resolved, Topic};
+use sluice_core::{Resolved, Topic};
 use sluice_postgres::catalog::{sink_tables, table_shape};
 use sluice_testkit::TestSchema;
-use sqlx::postgres::PgArguments;
-use sqlx::query::QueryScalar;
-use sqlx::{PgConnection, Postgres};
+use sqlx::PgConnection;
 
 const APPS: &str = "apps_registry_application";
 
@@ -44,39 +42,13 @@ async fn plan(conn: &mut PgConnection, name: &str) -> SinkPlan {
     plan_sink(&sinks[0], "storage-consumer", &tables).unwrap_or_else(|e| panic!("{name}: {e:?}"))
 }
 
-type Scalar<'q> = QueryScalar<'q, Postgres, bool, PgArguments>;
-
-fn bind<'q>(query: Scalar<'q>, column: Column<'q>) -> Scalar<'q> {
-    match column {
-        Column::Text(v) => query.bind(v),
-        Column::OptText(v) => query.bind(v),
-        Column::SmallInt(v) => query.bind(v),
-        Column::Int(v) => query.bind(v),
-        Column::OptInt(v) => query.bind(v),
-        Column::BigInt(v) => query.bind(v),
-        Column::OptBigInt(v) => query.bind(v),
-        Column::Double(v) => query.bind(v),
-        Column::OptDouble(v) => query.bind(v),
-        Column::OptBool(v) => query.bind(v),
-        Column::Timestamp(v) => query.bind(v),
-        Column::OptTimestamp(v) => query.bind(v),
-        Column::Uuid(v) => query.bind(v),
-        Column::OptJson(v) => query.bind(v),
-    }
-}
-
 /// Runs `sql` with topic `T`'s columns of `rows`; the returned booleans.
 async fn run<T: Topic>(
     conn: &mut PgConnection,
     sql: &str,
     rows: &[Resolved<T::Message>],
 ) -> Vec<bool> {
-    let mut query = sqlx::query_scalar::<_, bool>(sql);
-    for column in T::columns(rows) {
-        query = bind(query, column);
-    }
-    query
-        .fetch_all(conn)
+    sluice_postgres::repo::returned_by::<T>(conn, sql, rows)
         .await
         .unwrap_or_else(|e| panic!("{e}\n{sql}"))
 }

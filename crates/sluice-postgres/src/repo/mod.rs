@@ -4,7 +4,7 @@ mod dead_letters;
 mod upsert;
 
 pub use dead_letters::insert_dead_letters;
-pub use upsert::upsert;
+pub use upsert::{returned_by, upsert};
 
 use sluice_core::WriteOutcome;
 

@@ -17,12 +17,23 @@ pub async fn upsert<T: Topic>(
     if rows.is_empty() {
         return Ok(WriteOutcome::default());
     }
-    let mut query = sqlx::query_scalar::<_, bool>(T::UPSERT_SQL);
+    let returned = returned_by::<T>(conn, T::UPSERT_SQL, rows).await?;
+    Ok(outcome(rows.len(), &returned))
+}
+
+/// Runs `sql` with topic `T`'s columns of `rows` bound as its `UNNEST` arrays; the booleans
+/// it returns (a declared sink's statement for the same table is checked against the
+/// topic's own this way).
+pub async fn returned_by<T: Topic>(
+    conn: &mut PgConnection,
+    sql: &str,
+    rows: &[Resolved<T::Message>],
+) -> Result<Vec<bool>, sqlx::Error> {
+    let mut query = sqlx::query_scalar::<_, bool>(sql);
     for column in T::columns(rows) {
         query = bind(query, column);
     }
-    let returned: Vec<bool> = query.fetch_all(conn).await?;
-    Ok(outcome(rows.len(), &returned))
+    query.fetch_all(conn).await
 }
 
 type Scalar<'q> = QueryScalar<'q, Postgres, bool, PgArguments>;
