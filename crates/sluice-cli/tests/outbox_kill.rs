@@ -6,7 +6,10 @@
 //!   the records and mark the rows PUBLISHED at their real partition/offset without
 //!   publishing them again;
 //! - `before-publish`: nothing is in Kafka, the rows are DISPATCHING; recovery must requeue
-//!   them and the dispatcher publish each exactly once.
+//!   them and the dispatcher publish each exactly once;
+//! - `after-next-claim` (the pipelined loop's window): the second batch is claimed while the
+//!   first is acknowledged and not marked; recovery must find the first batch's records and
+//!   requeue the second's, and each event is in Kafka exactly once.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 use support::*;
 use uuid::Uuid;
 
-/// Events enqueued per scenario.
+/// Events enqueued per scenario (the pipelined scenario enqueues two batches of them).
 const N: usize = 20;
 
 /// The dispatcher's settings for these tests: short polls, a 3 s stale timeout (the
@@ -46,12 +49,13 @@ fn read_topic(bootstrap: &str, topic: &str) -> BTreeMap<Uuid, Vec<(i32, i64)>> {
     found
 }
 
-/// Enqueues `N` events with distinct keys in one transaction; returns their ids.
-async fn enqueue_events(env: &Env, topic: &str) -> BTreeSet<Uuid> {
+/// Enqueues `count` events with distinct keys in one transaction; returns their ids in
+/// creation order.
+async fn enqueue_events(env: &Env, topic: &str, count: usize) -> Vec<Uuid> {
     let mut conn = env.schema.connect().await;
     let mut tx = sqlx::Connection::begin(&mut conn).await.unwrap();
-    let mut ids = BTreeSet::new();
-    for i in 0..N {
+    let mut ids = Vec::new();
+    for i in 0..count {
         let event = NewEvent::new(
             topic,
             "user",
@@ -59,7 +63,7 @@ async fn enqueue_events(env: &Env, topic: &str) -> BTreeSet<Uuid> {
             "mailbox.command",
             json!({"n": i}),
         );
-        ids.insert(enqueue(&mut tx, &event).await.unwrap());
+        ids.push(enqueue(&mut tx, &event).await.unwrap());
     }
     tx.commit().await.unwrap();
     ids
@@ -91,9 +95,12 @@ fn spawn_dispatch(env: &Env, name: &str, extra: &[(&str, &str)]) -> Running {
     }
 }
 
-/// One scenario: migrate, enqueue, dispatch with the failpoint (killed by signal 9), check
-/// the state left, then a clean dispatcher until every row is PUBLISHED, SIGTERM, check.
-async fn killed_then_recovered(failpoint: &str) {
+/// One scenario: migrate, enqueue `batches` × `N` events, dispatch in batches of `N` with the
+/// failpoint (killed by signal 9), check the state left (the first `acked` events
+/// published, once each), then a clean dispatcher until every row is PUBLISHED, SIGTERM,
+/// check.
+async fn killed_then_recovered(failpoint: &str, batches: usize, acked: usize) {
+    let total = batches * N;
     let Some(env) = Env::new().await else {
         return;
     };
@@ -105,11 +112,21 @@ async fn killed_then_recovered(failpoint: &str) {
         "sluice migrate: {}",
         String::from_utf8_lossy(&migrated.stderr)
     );
-    let ids = enqueue_events(&env, &topic).await;
-    assert_eq!(ids.len(), N);
+    let created = enqueue_events(&env, &topic, total).await;
+    let ids: BTreeSet<Uuid> = created.iter().copied().collect();
+    assert_eq!(ids.len(), total);
 
-    // The failpoint: the process SIGKILLs itself at its first batch.
-    let mut killed = spawn_dispatch(&env, "killed", &[("SLUICE_FAILPOINT", failpoint)]);
+    // The failpoint: the process SIGKILLs itself at its first batch (the pipelined one at
+    // its second claim).
+    let batch = N.to_string();
+    let mut killed = spawn_dispatch(
+        &env,
+        "killed",
+        &[
+            ("SLUICE_FAILPOINT", failpoint),
+            ("OUTBOX_BATCH_SIZE", batch.as_str()),
+        ],
+    );
     let status = killed.wait(Duration::from_secs(60));
     assert_eq!(
         status.signal(),
@@ -120,21 +137,20 @@ async fn killed_then_recovered(failpoint: &str) {
     let killed_at = Instant::now();
     assert_eq!(
         statuses(&env, &topic).await,
-        BTreeMap::from([("DISPATCHING".to_owned(), N as i64)]),
+        BTreeMap::from([("DISPATCHING".to_owned(), total as i64)]),
         "rows after the kill"
     );
-    let in_kafka = read_topic(&env.stack.bootstrap, &topic);
-    match failpoint {
-        "after-publish" => {
-            let once: BTreeSet<Uuid> = in_kafka.keys().copied().collect();
-            assert_eq!(once, ids, "the acknowledged batch is in Kafka");
-            assert!(
-                in_kafka.values().all(|at| at.len() == 1),
-                "each event once: {in_kafka:?}"
-            );
-        }
-        _ => assert!(in_kafka.is_empty(), "nothing published: {in_kafka:?}"),
-    }
+    let published = read_topic(&env.stack.bootstrap, &topic);
+    let once: BTreeSet<Uuid> = published.keys().copied().collect();
+    let acknowledged: BTreeSet<Uuid> = created[..acked].iter().copied().collect();
+    assert_eq!(
+        once, acknowledged,
+        "the acknowledged batch is in Kafka, nothing else"
+    );
+    assert!(
+        published.values().all(|at| at.len() == 1),
+        "each event once: {published:?}"
+    );
 
     // A clean dispatcher after the stale timeout (3 s) has passed.
     let wait = Duration::from_millis(3500).saturating_sub(killed_at.elapsed());
@@ -144,7 +160,7 @@ async fn killed_then_recovered(failpoint: &str) {
     loop {
         clean.assert_alive();
         let now = statuses(&env, &topic).await;
-        if now == BTreeMap::from([("PUBLISHED".to_owned(), N as i64)]) {
+        if now == BTreeMap::from([("PUBLISHED".to_owned(), total as i64)]) {
             break;
         }
         assert!(
@@ -179,10 +195,7 @@ async fn killed_then_recovered(failpoint: &str) {
             .map(|e| e[field].as_u64().unwrap_or(0))
             .sum()
     };
-    let (found, requeued) = match failpoint {
-        "after-publish" => (N as u64, 0),
-        _ => (0, N as u64),
-    };
+    let (found, requeued) = (acked as u64, (total - acked) as u64);
     assert_eq!(
         (sum("published"), sum("requeued")),
         (found, requeued),
@@ -197,7 +210,7 @@ async fn killed_then_recovered(failpoint: &str) {
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    assert_eq!(rows.len(), N);
+    assert_eq!(rows.len(), total);
     for (id, partition, offset) in rows {
         let (p, o) = in_kafka[&id][0];
         assert_eq!(
@@ -213,10 +226,17 @@ async fn killed_then_recovered(failpoint: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_after_publish_is_recovered_without_republishing() {
-    killed_then_recovered("after-publish").await;
+    killed_then_recovered("after-publish", 1, N).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_before_publish_is_requeued_and_published_once() {
-    killed_then_recovered("before-publish").await;
+    killed_then_recovered("before-publish", 1, 0).await;
+}
+
+/// The window the pipelined loop opens: batch 2 claimed (nothing of it sent) while batch 1
+/// is acknowledged and not marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_between_the_next_claim_and_the_marks_is_recovered_exactly_once() {
+    killed_then_recovered("after-next-claim", 2, N).await;
 }

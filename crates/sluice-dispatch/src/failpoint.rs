@@ -5,7 +5,10 @@
 //! created, makes the process SIGKILL itself at a chosen point of a batch:
 //! `before-publish` (the claim committed, nothing published: the rows are left DISPATCHING
 //! with nothing in Kafka) or `after-publish` (every record of the batch acknowledged, none
-//! marked: the rows are left DISPATCHING with their records in Kafka).
+//! marked: the rows are left DISPATCHING with their records in Kafka), or `after-next-claim`
+//! (the window the pipelined loop opens: the next batch's claim committed while the batch
+//! before it is acknowledged and not marked: both left DISPATCHING, only the earlier one's
+//! records in Kafka).
 //! `fail-first-publish` does not kill: the first event this dispatcher would publish is not
 //! sent and fails as a delivery timeout would (once). Unset, empty or any other value: no
 //! fault.
@@ -20,6 +23,10 @@ pub enum Failpoint {
     /// `after-publish`: SIGKILL right after the broker acknowledged the batch, before the
     /// outcomes are marked.
     AfterPublish,
+    /// `after-next-claim`: SIGKILL right after a claim commits while an earlier batch is
+    /// in flight, once every record of that batch is acknowledged and before it is marked
+    /// (and before anything of the new claim is sent).
+    AfterNextClaim,
     /// `fail-first-publish`: the first event to be published is not sent and fails once,
     /// as a delivery timeout would; no kill.
     FailFirstPublish,
@@ -34,6 +41,7 @@ impl Failpoint {
         match value.trim() {
             "before-publish" => Some(Failpoint::BeforePublish),
             "after-publish" => Some(Failpoint::AfterPublish),
+            "after-next-claim" => Some(Failpoint::AfterNextClaim),
             "fail-first-publish" => Some(Failpoint::FailFirstPublish),
             _ => None,
         }
@@ -81,6 +89,10 @@ mod tests {
         assert_eq!(
             Failpoint::parse(" after-publish\n"),
             Some(Failpoint::AfterPublish)
+        );
+        assert_eq!(
+            Failpoint::parse("after-next-claim"),
+            Some(Failpoint::AfterNextClaim)
         );
         assert_eq!(
             Failpoint::parse("fail-first-publish"),

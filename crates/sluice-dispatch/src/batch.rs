@@ -1,0 +1,236 @@
+//! One batch's three steps, which the dispatch loop overlaps across batches: [`Claimed`]
+//! (PENDING → DISPATCHING under a fresh token), [`Published`] (its records acknowledged or
+//! failed, key by key), and the settle that records every outcome under that token.
+//!
+//! Overlapping batches keep per-key order because the claim never hands out a key that is
+//! DISPATCHING in an earlier claim (`store/sql/claim.sql`): two batches in flight at once
+//! hold disjoint keys, so their records may go out together.
+
+use crate::publish::{Sent, is_unknown_partition, publish_in_key_order};
+use crate::store::claim::{ClaimedEvent, claim_batch_as};
+use crate::store::failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt};
+use crate::{DispatchError, DispatchReport, Dispatcher, NEW_PARTITION_DELAY};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// A committed claim whose records are not handed to the producer yet.
+#[derive(Debug)]
+pub(crate) struct Claimed {
+    /// The claim token every later move of these rows compares.
+    pub(crate) token: Uuid,
+    /// The claimed events, in creation order.
+    pub(crate) events: Vec<ClaimedEvent>,
+    /// Nothing of this claim is handed to the producer at or after this instant.
+    pub(crate) send_until: Instant,
+    /// How long the claim statement took.
+    pub(crate) claim_time: Duration,
+}
+
+/// A claim whose every record is resolved: acknowledged, failed or held back.
+#[derive(Debug)]
+pub(crate) struct Published {
+    pub(crate) claimed: Claimed,
+    /// One outcome per event, in the order of `claimed.events`.
+    pub(crate) results: Vec<Sent>,
+    /// From the first record queued to the last delivery report.
+    pub(crate) publish_time: Duration,
+}
+
+/// A batch being published; it owns its events and a handle on the producer.
+pub(crate) type Publishing = Pin<Box<dyn Future<Output = Published> + Send>>;
+
+impl Dispatcher {
+    /// Claims up to a batch of due events under a fresh claim token.
+    pub(crate) async fn claim(&mut self) -> Result<Claimed, DispatchError> {
+        let id = self.settings.dispatcher_id.clone();
+        let limit = self.settings.batch_size;
+        let token = Uuid::new_v4();
+        // Taken before the claim statement starts, so never later than the claim time the
+        // database records: the send window is measured conservatively.
+        let started = Instant::now();
+        let send_until = started + self.settings.send_window();
+        let events = claim_batch_as(self.connection().await?, &id, token, limit).await?;
+        Ok(Claimed {
+            token,
+            events,
+            send_until,
+            claim_time: started.elapsed(),
+        })
+    }
+
+    /// Starts publishing a claim key by key ([`publish_in_key_order`]); the future owns
+    /// everything it needs, so the loop can claim and settle other batches meanwhile.
+    pub(crate) fn publish(&mut self, claimed: Claimed) -> Publishing {
+        #[cfg(feature = "failpoints")]
+        if self.failpoint == Some(crate::Failpoint::BeforePublish) {
+            crate::Failpoint::BeforePublish.trigger();
+        }
+        let producer = self.producer.clone();
+        let mut fail_next = std::mem::take(&mut self.fail_next);
+        Box::pin(async move {
+            let started = Instant::now();
+            let results = publish_in_key_order(
+                &producer,
+                &claimed.events,
+                claimed.send_until,
+                &mut fail_next,
+            )
+            .await;
+            Published {
+                claimed,
+                results,
+                publish_time: started.elapsed(),
+            }
+        })
+    }
+
+    /// Records every outcome of a published claim under its token: the acknowledged rows
+    /// PUBLISHED in one statement, then each failed or held-back row back to PENDING (or
+    /// FAILURE).
+    pub(crate) async fn settle(
+        &mut self,
+        published: Published,
+    ) -> Result<DispatchReport, DispatchError> {
+        #[cfg(feature = "failpoints")]
+        if self.failpoint == Some(crate::Failpoint::AfterPublish) {
+            crate::Failpoint::AfterPublish.trigger();
+        }
+        let Published {
+            claimed,
+            results,
+            publish_time,
+        } = published;
+        let claim = claimed.token;
+        let mut report = DispatchReport {
+            claimed: claimed.events.len(),
+            claim_time: claimed.claim_time,
+            publish_time,
+            ..DispatchReport::default()
+        };
+        let started = Instant::now();
+        let mut failures = vec![];
+        let mut held = vec![];
+        let mut acks = Vec::with_capacity(claimed.events.len());
+        let mut latencies = Vec::with_capacity(claimed.events.len());
+        for (event, result) in claimed.events.iter().zip(results) {
+            match result {
+                Sent::Delivered(d) => {
+                    acks.push((event.id, d.partition, d.offset));
+                    latencies.push((std::time::SystemTime::from(event.created_at), d.acked_at));
+                }
+                Sent::Failed(error) => failures.push((event, error)),
+                Sent::Held(why) => held.push((event, why)),
+            }
+        }
+        let settled =
+            crate::store::settle::settle_published(self.connection().await?, Some(claim), &acks)
+                .await?;
+        self.metrics
+            .batch(settled.published, latencies, failures.len());
+        report.published = settled.published + settled.already_past;
+        report.lost += settled.lost;
+        if settled.lost > 0 {
+            tracing::warn!(%claim, lost = settled.lost,
+                "acknowledged records whose claim was lost before the mark (left to the new holder)");
+        }
+        let mut refresh = false;
+        for (event, error) in failures {
+            self.record_failure(event, &error, &mut report, &mut refresh)
+                .await?;
+        }
+        for (event, why) in held {
+            let attempts = u32::try_from(event.attempts).unwrap_or(0);
+            let conn = self.connection().await?;
+            if requeue_without_attempt(
+                conn,
+                claim,
+                event.id,
+                attempts,
+                Duration::ZERO,
+                why.as_str(),
+            )
+            .await?
+            {
+                report.held += 1;
+            } else {
+                report.lost += 1;
+            }
+        }
+        if refresh {
+            self.refresh_producer();
+        }
+        report.mark_time = started.elapsed();
+        Ok(report)
+    }
+
+    async fn record_failure(
+        &mut self,
+        event: &ClaimedEvent,
+        error: &rdkafka::error::KafkaError,
+        report: &mut DispatchReport,
+        refresh: &mut bool,
+    ) -> Result<(), DispatchError> {
+        let claim = event.claim_id;
+        let attempts = u32::try_from(event.attempts).unwrap_or(0);
+        if is_unknown_partition(event, error) {
+            let wanted = event.partition.unwrap_or(0).saturating_add(1);
+            match self.admin.partition_count(&event.topic) {
+                Ok(Some(count)) if count < wanted => {
+                    tracing::info!(topic = %event.topic, from = count, to = wanted,
+                        "explicit partition missing: growing the topic");
+                    if let Err(grow) = self.admin.grow_topic(&event.topic, wanted).await {
+                        tracing::warn!(topic = %event.topic, error = %grow, "growing the topic failed");
+                    }
+                    *refresh = true;
+                }
+                // The broker has the partition; the producer's metadata is behind (another
+                // process grew the topic). librdkafka rejects an unknown partition at once
+                // without refreshing, so a new producer is the refresh.
+                Ok(Some(_)) => *refresh = true,
+                Ok(None) => {}
+                Err(metadata) => {
+                    tracing::warn!(topic = %event.topic, error = %metadata, "partition count unknown");
+                }
+            }
+            let conn = self.connection().await?;
+            let reason = format!(
+                "unknown partition {}: {error}",
+                event.partition.unwrap_or(-1)
+            );
+            if requeue_without_attempt(
+                conn,
+                claim,
+                event.id,
+                attempts,
+                NEW_PARTITION_DELAY,
+                &reason,
+            )
+            .await?
+            {
+                report.repartitioned += 1;
+            } else {
+                report.lost += 1;
+            }
+            return Ok(());
+        }
+        let settings = self.settings.clone();
+        let conn = self.connection().await?;
+        match mark_publish_failed(
+            conn,
+            &settings,
+            claim,
+            event.id,
+            attempts,
+            &error.to_string(),
+        )
+        .await?
+        {
+            FailedPublishOutcome::Requeued { .. } => report.retried += 1,
+            FailedPublishOutcome::Failed { .. } => report.failed += 1,
+            FailedPublishOutcome::NotClaimed => report.lost += 1,
+        }
+        Ok(())
+    }
+}
