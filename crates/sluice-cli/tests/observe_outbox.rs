@@ -23,29 +23,6 @@ use support::*;
 const EVENTS: usize = 5_000;
 const KEYS: usize = 50;
 
-/// Polls `check` every 500 ms until it returns `Some`, or panics after `timeout` with
-/// `what` and the dispatcher's log tail.
-fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    dispatch: &mut Running,
-    mut check: impl FnMut() -> Option<T>,
-) -> T {
-    let started = Instant::now();
-    loop {
-        dispatch.assert_alive();
-        if let Some(found) = check() {
-            return found;
-        }
-        assert!(
-            started.elapsed() < timeout,
-            "{what}: not within {timeout:?}\n{}",
-            dispatch.tail()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
 fn outbox_gauges(port: u16) -> (f64, f64, f64, f64) {
     let samples = scrape(port);
     (

@@ -428,6 +428,7 @@ impl Dispatcher {
                 self.metrics.batch_done(None);
                 totals.add(&report);
                 tracing::info!(
+                    dispatcher = %self.settings.dispatcher_id,
                     claimed = report.claimed,
                     published = report.published,
                     retried = report.retried,
@@ -442,7 +443,7 @@ impl Dispatcher {
                 );
             }
             Err(error) => {
-                tracing::warn!(%error,
+                tracing::warn!(dispatcher = %self.settings.dispatcher_id, %error,
                     "recording an outbox batch failed; its rows stay DISPATCHING for stale recovery");
                 self.metrics.batch_done(Some(error.to_string()));
                 self.conn = None;

@@ -15,35 +15,12 @@ use serde_json::json;
 use sluice_outbox::{NewEvent, enqueue};
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::http::*;
 use support::*;
 
 const EVENTS: usize = 5_000;
 const KEYS: usize = 50;
-
-/// Polls `check` every 500 ms until it returns `Some`, or panics after `timeout` with
-/// `what` and the child's log tail.
-fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    child: &mut Running,
-    mut check: impl FnMut() -> Option<T>,
-) -> T {
-    let started = Instant::now();
-    loop {
-        child.assert_alive();
-        if let Some(found) = check() {
-            return found;
-        }
-        assert!(
-            started.elapsed() < timeout,
-            "{what}: not within {timeout:?}\n{}",
-            child.tail()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
 
 fn spawn(env: &Env, program: &Path, args: &[&str], name: &str, vars: &[(&str, &str)]) -> Running {
     let log = env.dir.join(format!("{name}.log"));

@@ -373,6 +373,29 @@ impl Drop for Running {
     }
 }
 
+/// Polls `check` every 500 ms until it returns `Some`, or panics after `timeout` with
+/// `what` and the child's log tail (or at once if the child exited).
+pub fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    child: &mut Running,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let started = Instant::now();
+    loop {
+        child.assert_alive();
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "{what}: not within {timeout:?}\n{}",
+            child.tail()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 pub fn review(i: usize, package: &str, synced: &str) -> Value {
     serde_json::json!({
         "review_id": format!("r-{i}"),
