@@ -20,3 +20,22 @@ pub fn init() {
             .init();
     }
 }
+
+/// The start of every sluice binary: a `.env` file in the working directory fills in the
+/// variables the process environment does not set (the environment wins; read before the
+/// arguments, whose defaults read variables), then the arguments, then logging. An
+/// unreadable `.env` is exit 2 naming `program`.
+pub fn start<C: clap::Parser>(program: &str) -> Result<C, std::process::ExitCode> {
+    let dotenv = dotenvy::dotenv();
+    let cli = C::parse();
+    init();
+    match dotenv {
+        Ok(path) => tracing::debug!(path = %path.display(), "loaded .env"),
+        Err(error) if error.not_found() => {}
+        Err(error) => {
+            eprintln!("{program}: error: .env: {error}");
+            return Err(std::process::ExitCode::from(2));
+        }
+    }
+    Ok(cli)
+}

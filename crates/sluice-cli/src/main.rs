@@ -72,19 +72,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // A `.env` file in the working directory fills in variables the process environment
-    // does not set (the environment wins); read before clap, whose arguments read variables.
-    let dotenv = dotenvy::dotenv();
-    let cli = Cli::parse();
-    logging::init();
-    match dotenv {
-        Ok(path) => tracing::debug!(path = %path.display(), "loaded .env"),
-        Err(error) if error.not_found() => {}
-        Err(error) => {
-            eprintln!("sluice: error: .env: {error}");
-            return ExitCode::from(2);
-        }
-    }
+    let cli: Cli = match logging::start("sluice") {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let result = match cli.command {
         Command::Migrate => cmd::migrate::run(),
         Command::Topics { action } => cmd::topics::run(action),

@@ -40,17 +40,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let dotenv = dotenvy::dotenv();
-    let cli = Cli::parse();
-    sluice_cli::logging::init();
-    match dotenv {
-        Ok(path) => tracing::debug!(path = %path.display(), "loaded .env"),
-        Err(error) if error.not_found() => {}
-        Err(error) => {
-            eprintln!("sluice-lab: error: .env: {error}");
-            return ExitCode::from(2);
-        }
-    }
+    let cli: Cli = match sluice_cli::logging::start("sluice-lab") {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let result = match cli.command {
         Command::Produce { action } => produce::run(action),
         Command::Demo(args) => demo::run(&args),

@@ -79,19 +79,10 @@ fn consumer_config() -> Result<ConsumerConfig, Failure> {
 }
 
 fn main() -> ExitCode {
-    // A `.env` file in the working directory fills in variables the process environment
-    // does not set (the environment wins), as for `sluice`.
-    let dotenv = dotenvy::dotenv();
-    let cli = Cli::parse();
-    logging::init();
-    match dotenv {
-        Ok(path) => tracing::debug!(path = %path.display(), "loaded .env"),
-        Err(error) if error.not_found() => {}
-        Err(error) => {
-            eprintln!("sluice-mailbox: error: .env: {error}");
-            return ExitCode::from(2);
-        }
-    }
+    let cli: Cli = match logging::start("sluice-mailbox") {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     match run(cli.action) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
