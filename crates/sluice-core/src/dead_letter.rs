@@ -40,6 +40,9 @@ pub enum DeadLetterKind {
     UnknownApplication,
     /// The row passed decoding but broke a database constraint at write time.
     ConstraintViolation,
+    /// A declared sink's lookup found no row for the record's key: the kind its mapping file
+    /// names (`unknown_application`-style; see [`DeadLetterKind::unresolved`]).
+    Unresolved(&'static str),
 }
 
 impl DeadLetterKind {
@@ -56,6 +59,18 @@ impl DeadLetterKind {
             Self::DecodeError => "decode_error",
             Self::UnknownApplication => "unknown_application",
             Self::ConstraintViolation => "constraint_violation",
+            Self::Unresolved(kind) => kind,
+        }
+    }
+
+    /// The kind a mapping file names for an unknown lookup key. `unknown_application` is the
+    /// built-in kind itself (a mapping of a seed topic dead-letters exactly as the built-in
+    /// does); any other name is interned once per distinct name (a handful per process, read
+    /// from the mapping file at start), so the kind stays `Copy`.
+    pub fn unresolved(name: &str) -> Self {
+        match Self::parse(name) {
+            Some(kind) => kind,
+            None => Self::Unresolved(intern(name)),
         }
     }
 
@@ -63,6 +78,21 @@ impl DeadLetterKind {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
+}
+
+/// One `&'static str` per distinct name: the names come from mapping files read at start,
+/// so the set stays as small as the files.
+fn intern(name: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(known) = names.iter().find(|known| **known == name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.push(leaked);
+    leaked
 }
 
 impl fmt::Display for DeadLetterKind {
@@ -171,6 +201,24 @@ mod tests {
             partition: 2,
             offset: 41,
         }
+    }
+
+    #[test]
+    fn a_mapping_names_its_unresolved_kinds() {
+        assert_eq!(
+            DeadLetterKind::unresolved("unknown_application"),
+            DeadLetterKind::UnknownApplication,
+            "the built-in kind, so a seed mapping dead-letters as the built-in does"
+        );
+        let kind = DeadLetterKind::unresolved("unknown_permission");
+        assert_eq!(kind.as_str(), "unknown_permission");
+        assert_eq!(kind, DeadLetterKind::unresolved("unknown_permission"));
+        assert!(std::ptr::eq(
+            kind.as_str(),
+            DeadLetterKind::unresolved("unknown_permission").as_str()
+        ));
+        assert_ne!(kind, DeadLetterKind::unresolved("unknown_device"));
+        assert_eq!(DeadLetterKind::parse("unknown_permission"), None);
     }
 
     #[test]

@@ -66,6 +66,11 @@ impl LookupResolver {
         }
     }
 
+    /// Forgets one cached key (its row was deleted or changed after it was resolved).
+    pub fn forget(&self, key: &str) {
+        self.cache.forget(key);
+    }
+
     /// The cells of the given keys; unknown keys are absent.
     pub async fn resolve<'k>(
         &self,

@@ -8,11 +8,10 @@
 //! transaction and is repeated as a whole if a transient database error forces a retry.
 
 use crate::isolate::{Isolation, write_isolating};
+use crate::sink::{Bound, StorageSink};
 use chrono::{DateTime, Utc};
-use sluice_core::Topic;
-use sluice_core::{BatchReport, DeadLetter, DeadLetterKind, RecordCoords, Resolved};
+use sluice_core::{BatchReport, DeadLetter, DeadLetterKind, RecordCoords};
 use sluice_kafka::Record;
-use sluice_postgres::ApplicationResolver;
 use sluice_postgres::repo::insert_dead_letters;
 use sqlx::{Connection, PgConnection};
 
@@ -37,7 +36,7 @@ pub fn coords(record: &Record) -> RecordCoords {
 /// The record's Kafka timestamp if TIMESTAMPTZ can hold it. Any client may set any
 /// timestamp; one outside years 1–9999 would make the dead-letter insert itself fail and
 /// stop the topic, so it is dropped (and the reason says so).
-fn timestamp(record: &Record) -> Result<Option<DateTime<Utc>>, i64> {
+pub(crate) fn kafka_timestamp(record: &Record) -> Result<Option<DateTime<Utc>>, i64> {
     let Some(ms) = record.timestamp_ms else {
         return Ok(None);
     };
@@ -49,7 +48,7 @@ fn timestamp(record: &Record) -> Result<Option<DateTime<Utc>>, i64> {
 
 /// A dead letter for `record`.
 pub fn dead_letter(record: &Record, kind: DeadLetterKind, mut reason: String) -> DeadLetter {
-    let kafka_timestamp = timestamp(record).unwrap_or_else(|ms| {
+    let kafka_timestamp = kafka_timestamp(record).unwrap_or_else(|ms| {
         reason.push_str(&format!(
             " [Kafka timestamp {ms} ms is out of range and not stored]"
         ));
@@ -67,11 +66,11 @@ pub fn dead_letter(record: &Record, kind: DeadLetterKind, mut reason: String) ->
 }
 
 /// Decodes every record of a batch; pure.
-pub fn decode_batch<K: Topic>(records: &[Record]) -> Decoded<K::Message> {
+pub fn decode_batch<S: StorageSink>(sink: &S, records: &[Record]) -> Decoded<S::Message> {
     let mut messages = Vec::with_capacity(records.len());
     let mut rejected = Vec::new();
     for (index, record) in records.iter().enumerate() {
-        match K::decode(record.payload.as_deref()) {
+        match sink.decode(record) {
             Ok(message) => messages.push((index, message)),
             Err(error) => rejected.push(dead_letter(
                 record,
@@ -85,37 +84,35 @@ pub fn decode_batch<K: Topic>(records: &[Record]) -> Decoded<K::Message> {
 
 /// Runs the transactional part of a batch and commits it. On error the transaction is
 /// rolled back (dropped) and nothing of the batch is durable.
-pub async fn store_batch<K: Topic>(
+pub async fn store_batch<S: StorageSink>(
     conn: &mut PgConnection,
-    resolver: &ApplicationResolver,
+    sink: &S,
     group: &str,
-    applications_table: &str,
     records: &[Record],
-    decoded: &Decoded<K::Message>,
+    decoded: &Decoded<S::Message>,
 ) -> Result<(BatchReport, Vec<DeadLetter>), sqlx::Error> {
     // Almost every batch is clean: write it without savepoints (two round trips fewer).
     // If a row breaks a constraint, that transaction is rolled back and the batch is
     // written again with savepoint isolation.
-    let args = (resolver, group, applications_table, records, decoded);
-    match store_batch_in::<K>(conn, args, Isolation::Optimistic).await? {
+    let args = (sink, group, records, decoded);
+    match store_batch_in(conn, args, Isolation::Optimistic).await? {
         Some(stored) => Ok(stored),
-        None => store_batch_in::<K>(conn, args, Isolation::Savepoints)
+        None => store_batch_in(conn, args, Isolation::Savepoints)
             .await?
             .ok_or_else(|| sqlx::Error::Protocol("savepoint isolation did not settle".into())),
     }
 }
 
-type BatchArgs<'a, M> = (
-    &'a ApplicationResolver,
-    &'a str,
+type BatchArgs<'a, S> = (
+    &'a S,
     &'a str,
     &'a [Record],
-    &'a Decoded<M>,
+    &'a Decoded<<S as StorageSink>::Message>,
 );
 
-async fn store_batch_in<K: Topic>(
+async fn store_batch_in<S: StorageSink>(
     conn: &mut PgConnection,
-    (resolver, group, applications_table, records, decoded): BatchArgs<'_, K::Message>,
+    (sink, group, records, decoded): BatchArgs<'_, S>,
     isolation: Isolation,
 ) -> Result<Option<(BatchReport, Vec<DeadLetter>)>, sqlx::Error> {
     let mut report = BatchReport {
@@ -126,44 +123,25 @@ async fn store_batch_in<K: Topic>(
     let mut dead = decoded.rejected.clone();
     let mut tx = conn.begin().await?;
 
-    let names = decoded.messages.iter().map(|(_, m)| K::package_name(m));
-    let (ids, _stats) = resolver.resolve(&mut tx, names).await?;
-    let mut bound = Vec::with_capacity(decoded.messages.len());
-    for (index, message) in &decoded.messages {
-        let name = K::package_name(message);
-        match ids.get(name) {
-            Some(&application_id) => bound.push(Resolved {
-                record: *index,
-                application_id,
-                message: message.clone(),
-            }),
-            None => {
-                report.unknown_applications += 1;
-                dead.push(dead_letter(
-                    &records[*index],
-                    DeadLetterKind::UnknownApplication,
-                    format!(
-                        "field `package_name`: unknown application `{}` (not in {applications_table})",
-                        truncate(name, 80)
-                    ),
-                ));
-            }
-        }
-    }
+    let Bound { rows, rejected } = sink.bind(&mut tx, &decoded.messages).await?;
+    report.unknown_applications += rejected.len() as u64;
+    dead.extend(
+        rejected
+            .into_iter()
+            .map(|r| dead_letter(&records[r.record], r.kind, r.reason)),
+    );
 
-    let deduped = K::dedupe(bound);
+    let deduped = sink.dedupe(rows);
     report.write.skipped += deduped.dropped() as u64;
-    let Some(written) =
-        write_isolating::<K>(&mut tx, resolver, deduped, records, isolation).await?
-    else {
+    let Some(written) = write_isolating(&mut tx, sink, deduped, records, isolation).await? else {
         return Ok(None); // dropping `tx` rolls the attempt back
     };
     report.write += written.outcome;
     report.write.skipped -= written.revived;
     for letter in &written.rejected {
         match letter.kind {
-            DeadLetterKind::UnknownApplication => report.unknown_applications += 1,
-            _ => report.constraint_violations += 1,
+            DeadLetterKind::ConstraintViolation => report.constraint_violations += 1,
+            _ => report.unknown_applications += 1,
         }
     }
     dead.extend(written.rejected);

@@ -13,16 +13,14 @@
 //! without a database.
 
 use crate::batch::dead_letter;
-use sluice_core::Topic;
+use crate::sink::{Recheck, Rejection, StorageSink};
 use sluice_core::dedupe::Deduped;
 use sluice_core::disposition::sqlstate::FOREIGN_KEY_VIOLATION;
-use sluice_core::{DeadLetter, DeadLetterKind, Disposition, Resolved, WriteOutcome};
+use sluice_core::{DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
 use sluice_kafka::Record;
-use sluice_postgres::ApplicationResolver;
 use sluice_postgres::{disposition, sqlstate};
 use sqlx::PgConnection;
 use std::collections::{HashMap, HashSet};
-use std::marker::PhantomData;
 
 /// The result of a write: what the rows did and which rows were isolated.
 #[derive(Debug, Default)]
@@ -51,15 +49,15 @@ pub enum Isolation {
 /// With [`Isolation::Optimistic`] the whole batch is upserted without a savepoint, and
 /// `Ok(None)` says a row broke a constraint: the transaction is aborted, and the caller
 /// rolls it back and writes the batch again with [`Isolation::Savepoints`].
-pub async fn write_isolating<K: Topic>(
+pub async fn write_isolating<S: StorageSink>(
     conn: &mut PgConnection,
-    resolver: &ApplicationResolver,
-    deduped: Deduped<Resolved<K::Message>>,
+    sink: &S,
+    deduped: Deduped<S::Row>,
     records: &[Record],
     isolation: Isolation,
 ) -> Result<Option<Written>, sqlx::Error> {
     if isolation == Isolation::Optimistic && !deduped.rows.is_empty() {
-        return match sluice_postgres::repo::upsert::<K>(conn, &deduped.rows).await {
+        return match sink.upsert(conn, &deduped.rows).await {
             Ok(outcome) => Ok(Some(Written {
                 outcome,
                 ..Written::default()
@@ -68,12 +66,8 @@ pub async fn write_isolating<K: Topic>(
             Err(error) => Err(error),
         };
     }
-    let mut store = PgRows::<K> {
-        conn,
-        resolver,
-        topic: PhantomData,
-    };
-    let isolated = isolate(&mut store, K::package_name, deduped).await?;
+    let mut store = PgRows { conn, sink };
+    let isolated = isolate(&mut store, S::record, deduped).await?;
     Ok(Some(Written {
         outcome: isolated.outcome,
         rejected: isolated
@@ -96,26 +90,12 @@ pub(crate) struct RowError {
 }
 
 /// What the isolation needs from the database.
-pub(crate) trait RowStore<M> {
+pub(crate) trait RowStore<R> {
     /// Upserts `rows` with one statement under a savepoint. `Ok(Err(_))`: a row broke a
     /// constraint and the savepoint was rolled back (nothing of `rows` is written).
-    async fn upsert(
-        &mut self,
-        rows: &[Resolved<M>],
-    ) -> Result<Result<WriteOutcome, RowError>, sqlx::Error>;
-    /// Looks `package_name` up again, past any cache: its id now, or `None` if it is gone.
-    async fn re_resolve(&mut self, package_name: &str) -> Result<Option<i64>, sqlx::Error>;
-}
-
-/// One row isolated as a dead letter, by its record's index in the batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Rejection {
-    /// The record's index in its batch.
-    pub record: usize,
-    /// `unknown_application` or `constraint_violation`.
-    pub kind: DeadLetterKind,
-    /// The reason stored with the dead letter.
-    pub reason: String,
+    async fn upsert(&mut self, rows: &[R]) -> Result<Result<WriteOutcome, RowError>, sqlx::Error>;
+    /// Looks the row's references up again, past any cache.
+    async fn recheck(&mut self, row: &R) -> Result<Recheck<R>, sqlx::Error>;
 }
 
 /// What [`isolate`] did.
@@ -139,24 +119,25 @@ pub(crate) struct Isolated {
 /// if the revived row is rejected too, the next one takes its place, and so on. The outcome
 /// is therefore the same as if each delivery had come in a batch of its own.
 ///
-/// A foreign-key violation (23503) usually means the cached application id went stale (the
-/// app was deleted, perhaps re-created with a new id, within the cache's TTL): the name is
-/// resolved again inside the transaction, once per row; a new id re-binds the row, no id
-/// makes it an `unknown_application` dead letter, and only the same id again is a
-/// constraint violation.
-pub(crate) async fn isolate<M, S: RowStore<M>>(
+/// A foreign-key violation (23503) usually means a cached reference went stale (the
+/// application was deleted, perhaps re-created with a new id, within the cache's TTL): the
+/// row's references are looked up again inside the transaction, once per row
+/// ([`StorageSink::recheck`]); a new value re-binds the row, a missing one makes it an
+/// unknown-reference dead letter (`unknown_application`, or the kind the mapping names), and
+/// only the same values again are a constraint violation.
+pub(crate) async fn isolate<R, S: RowStore<R>>(
     store: &mut S,
-    package_name: impl Fn(&M) -> &str,
-    deduped: Deduped<Resolved<M>>,
+    record_of: impl Fn(&R) -> usize,
+    deduped: Deduped<R>,
 ) -> Result<Isolated, sqlx::Error> {
     let mut done = Isolated::default();
     let mut re_resolved: HashSet<usize> = HashSet::new();
     let Deduped { rows, superseded } = deduped;
-    let mut runners_up: HashMap<usize, Vec<Resolved<M>>> = rows
+    let mut runners_up: HashMap<usize, Vec<R>> = rows
         .iter()
         .zip(superseded)
         .filter(|(_, losers)| !losers.is_empty())
-        .map(|(row, losers)| (row.record, losers))
+        .map(|(row, losers)| (record_of(row), losers))
         .collect();
     let mut pending = vec![rows];
     while let Some(mut chunk) = pending.pop() {
@@ -176,41 +157,32 @@ pub(crate) async fn isolate<M, S: RowStore<M>>(
             pending.push(chunk);
             continue;
         }
-        let mut row = chunk.swap_remove(0);
-        if error.sqlstate == FOREIGN_KEY_VIOLATION && re_resolved.insert(row.record) {
-            let name = package_name(&row.message).to_owned();
-            match store.re_resolve(&name).await? {
-                Some(id) if id != row.application_id => {
-                    row.application_id = id;
-                    pending.push(vec![row]);
+        let row = chunk.swap_remove(0);
+        let record = record_of(&row);
+        if error.sqlstate == FOREIGN_KEY_VIOLATION && re_resolved.insert(record) {
+            match store.recheck(&row).await? {
+                Recheck::Rebound(rebound) => {
+                    pending.push(vec![rebound]);
                     continue;
                 }
-                Some(_) => {}
-                None => {
-                    done.rejected.push(Rejection {
-                        record: row.record,
-                        kind: DeadLetterKind::UnknownApplication,
-                        reason: format!(
-                            "field `package_name`: unknown application `{}` \
-                             (deleted after it was resolved)",
-                            crate::batch::truncate(&name, 80)
-                        ),
-                    });
+                Recheck::Unchanged => {}
+                Recheck::Gone(rejection) => {
+                    done.rejected.push(rejection);
                     continue;
                 }
             }
         }
         done.rejected.push(Rejection {
-            record: row.record,
+            record,
             kind: DeadLetterKind::ConstraintViolation,
             reason: format!("SQLSTATE {}: {}", error.sqlstate, error.message),
         });
-        if let Some(mut losers) = runners_up.remove(&row.record)
+        if let Some(mut losers) = runners_up.remove(&record)
             && !losers.is_empty()
         {
             let next = losers.remove(0);
             if !losers.is_empty() {
-                runners_up.insert(next.record, losers);
+                runners_up.insert(record_of(&next), losers);
             }
             done.revived += 1;
             pending.push(vec![next]);
@@ -219,25 +191,24 @@ pub(crate) async fn isolate<M, S: RowStore<M>>(
     Ok(done)
 }
 
-/// The PostgreSQL [`RowStore`]: the topic's upsert under a savepoint on the batch's
-/// transaction, and the pipeline's resolver.
-struct PgRows<'a, K> {
+/// The PostgreSQL [`RowStore`]: the sink's statement under a savepoint on the batch's
+/// transaction.
+struct PgRows<'a, S> {
     conn: &'a mut PgConnection,
-    resolver: &'a ApplicationResolver,
-    topic: PhantomData<K>,
+    sink: &'a S,
 }
 
 async fn exec(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {
     sqlx::raw_sql(sql).execute(conn).await.map(|_| ())
 }
 
-impl<K: Topic> RowStore<K::Message> for PgRows<'_, K> {
+impl<S: StorageSink> RowStore<S::Row> for PgRows<'_, S> {
     async fn upsert(
         &mut self,
-        rows: &[Resolved<K::Message>],
+        rows: &[S::Row],
     ) -> Result<Result<WriteOutcome, RowError>, sqlx::Error> {
         exec(self.conn, "SAVEPOINT sluice_write").await?;
-        match sluice_postgres::repo::upsert::<K>(self.conn, rows).await {
+        match self.sink.upsert(self.conn, rows).await {
             Ok(outcome) => {
                 exec(self.conn, "RELEASE SAVEPOINT sluice_write").await?;
                 Ok(Ok(outcome))
@@ -257,10 +228,8 @@ impl<K: Topic> RowStore<K::Message> for PgRows<'_, K> {
         }
     }
 
-    async fn re_resolve(&mut self, package_name: &str) -> Result<Option<i64>, sqlx::Error> {
-        self.resolver.forget(package_name);
-        let (ids, _) = self.resolver.resolve(self.conn, [package_name]).await?;
-        Ok(ids.get(package_name).copied())
+    async fn recheck(&mut self, row: &S::Row) -> Result<Recheck<S::Row>, sqlx::Error> {
+        self.sink.recheck(self.conn, row).await
     }
 }
 

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod reader;
 pub mod rejects;
+pub mod sink;
 pub mod supervisor;
 pub mod writer;
 

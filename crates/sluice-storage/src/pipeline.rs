@@ -13,6 +13,7 @@
 use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness};
 use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, Stored, run_reader};
+use crate::sink::{Builtin, StorageSink};
 use crate::writer::Writer;
 use sluice_core::settings::{PipelineSettings, Settings};
 use sluice_core::topics::TopicVisitor;
@@ -22,7 +23,7 @@ use sluice_kafka::config::ConsumerOptions;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -174,7 +175,12 @@ async fn run_typed<K: Topic>(
 
     // One batch waits in the channel while the writer stores another: the reader stays
     // ahead without holding more than a couple of batches.
-    let (to_writer, batches) = mpsc::sync_channel::<Polled<K::Message>>(1);
+    let sink = Arc::new(Builtin::<K>::new(
+        &settings.applications_table,
+        settings.app_cache_ttl,
+    ));
+    let (to_writer, batches) =
+        mpsc::sync_channel::<Polled<<Builtin<K> as StorageSink>::Message>>(1);
     let (stored_tx, stored_rx) = mpsc::channel::<Stored>();
     let liveness = ReaderLiveness::default();
     let reader = {
@@ -182,17 +188,19 @@ async fn run_typed<K: Topic>(
             (stop.clone(), pipeline.batch_size, settings.poll_timeout);
         let liveness = liveness.clone();
         let metrics = metrics.clone();
+        let (sink, kind) = (Arc::clone(&sink), pipeline.kind);
         std::thread::Builder::new()
             .name(format!("pipeline-{}-kafka", pipeline.kind))
             .spawn(move || {
-                run_reader::<K>(
-                    consumer, batch_size, timeout, to_writer, stored_rx, stop, liveness, metrics,
+                run_reader(
+                    &*sink, kind, consumer, batch_size, timeout, to_writer, stored_rx, stop,
+                    liveness, metrics,
                 )
             })
             .map_err(PipelineError::Thread)?
     };
 
-    let mut writer = Writer::new(settings, pipeline, metrics);
+    let mut writer = Writer::new(settings, pipeline, &*sink, metrics);
     let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), pipeline.kind.name());
     let written: Result<(), PipelineError> = loop {
         // Healthy means both halves make progress: a stuck reader stops the heartbeat too.
@@ -217,7 +225,7 @@ async fn run_typed<K: Topic>(
         let storing = Instant::now();
         phases.writer_wait = storing - waiting;
         match writer
-            .store_with_retries::<K>(&records, &decoded, stop, &mut heartbeat)
+            .store_with_retries(&records, &decoded, stop, &mut heartbeat)
             .await
         {
             Ok(Some(report)) => {

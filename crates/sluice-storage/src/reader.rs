@@ -12,7 +12,7 @@ use crate::batch::{Decoded, decode_batch};
 use crate::heartbeat::ReaderLiveness;
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
-use sluice_core::Topic;
+use crate::sink::StorageSink;
 use sluice_core::{BatchReport, PipelineKind};
 use sluice_kafka::{BatchConsumer, Record};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
@@ -64,18 +64,20 @@ pub struct Phases {
     clippy::too_many_arguments,
     reason = "the reader thread's whole world, moved in once at spawn"
 )]
-pub fn run_reader<K: Topic>(
+pub fn run_reader<S: StorageSink>(
+    sink: &S,
+    kind: PipelineKind,
     mut consumer: BatchConsumer,
     batch_size: usize,
     poll_timeout: Duration,
-    to_writer: SyncSender<Polled<K::Message>>,
+    to_writer: SyncSender<Polled<S::Message>>,
     stored: Receiver<Stored>,
     stop: CancellationToken,
     liveness: ReaderLiveness,
     metrics: PipelineMetrics,
 ) -> Result<PipelineTotals, PipelineError> {
     let mut committer = Committer {
-        kind: K::KIND,
+        kind,
         totals: PipelineTotals::default(),
         failures: 0,
         metrics,
@@ -113,7 +115,7 @@ pub fn run_reader<K: Topic>(
             continue;
         }
         let decoding = Instant::now();
-        let decoded = decode_batch::<K>(&records);
+        let decoded = decode_batch(sink, &records);
         let phases = Phases {
             poll: decoding - polled_at,
             decode: decoding.elapsed(),

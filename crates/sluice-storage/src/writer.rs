@@ -6,38 +6,37 @@ use crate::heartbeat::Heartbeat;
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::PipelineError;
 use crate::rejects::log_rejects;
-use sluice_core::Topic;
+use crate::sink::StorageSink;
 use sluice_core::settings::{PipelineSettings, Settings};
 use sluice_core::{BatchReport, DeadLetter, Disposition};
 use sluice_kafka::Record;
-use sluice_postgres::{ApplicationResolver, disposition, sqlstate};
+use sluice_postgres::{disposition, sqlstate};
 use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// The pipeline's own connection and cache.
+/// The pipeline's own connection, writing through its sink.
 #[derive(Debug)]
-pub struct Writer<'a> {
+pub struct Writer<'a, S> {
     settings: &'a Settings,
     pipeline: &'a PipelineSettings,
-    resolver: ApplicationResolver,
+    sink: &'a S,
     conn: Option<PgConnection>,
     metrics: &'a PipelineMetrics,
 }
 
-impl<'a> Writer<'a> {
-    /// A writer with a fresh cache; it connects on first use.
+impl<'a, S: StorageSink> Writer<'a, S> {
+    /// A writer through `sink`; it connects on first use.
     pub fn new(
         settings: &'a Settings,
         pipeline: &'a PipelineSettings,
+        sink: &'a S,
         metrics: &'a PipelineMetrics,
     ) -> Self {
-        let resolver =
-            ApplicationResolver::new(&settings.applications_table, settings.app_cache_ttl);
         Self {
             settings,
             pipeline,
-            resolver,
+            sink,
             conn: None,
             metrics,
         }
@@ -52,33 +51,33 @@ impl<'a> Writer<'a> {
 
     /// Stores a batch, retrying transient failures with back-off on a fresh connection.
     /// `Ok(None)`: stopped while waiting to retry.
-    pub async fn store_with_retries<K: Topic>(
+    pub async fn store_with_retries(
         &mut self,
         records: &[Record],
-        decoded: &Decoded<K::Message>,
+        decoded: &Decoded<S::Message>,
         stop: &CancellationToken,
         heartbeat: &mut Heartbeat,
     ) -> Result<Option<BatchReport>, PipelineError> {
         let mut delays = self.settings.db_retry.delays();
         let mut retries = 0u32;
         let stored = self
-            .retry_loop::<K>(records, decoded, stop, heartbeat, &mut delays, &mut retries)
+            .retry_loop(records, decoded, stop, heartbeat, &mut delays, &mut retries)
             .await;
         self.metrics.retries_over();
         stored
     }
 
-    async fn retry_loop<K: Topic>(
+    async fn retry_loop(
         &mut self,
         records: &[Record],
-        decoded: &Decoded<K::Message>,
+        decoded: &Decoded<S::Message>,
         stop: &CancellationToken,
         heartbeat: &mut Heartbeat,
         delays: &mut impl Iterator<Item = Duration>,
         retries: &mut u32,
     ) -> Result<Option<BatchReport>, PipelineError> {
         loop {
-            let attempt = self.try_store::<K>(records, decoded).await;
+            let attempt = self.try_store(records, decoded).await;
             let error = match attempt {
                 Ok((mut report, dead)) => {
                     report.retries = *retries;
@@ -120,10 +119,10 @@ impl<'a> Writer<'a> {
         }
     }
 
-    async fn try_store<K: Topic>(
+    async fn try_store(
         &mut self,
         records: &[Record],
-        decoded: &Decoded<K::Message>,
+        decoded: &Decoded<S::Message>,
     ) -> Result<(BatchReport, Vec<DeadLetter>), sqlx::Error> {
         let conn = match self.conn.as_mut() {
             Some(conn) => conn,
@@ -132,14 +131,6 @@ impl<'a> Writer<'a> {
                     .await?,
             ),
         };
-        store_batch::<K>(
-            conn,
-            &self.resolver,
-            &self.pipeline.group,
-            &self.settings.applications_table,
-            records,
-            decoded,
-        )
-        .await
+        store_batch(conn, self.sink, &self.pipeline.group, records, decoded).await
     }
 }

@@ -16,6 +16,21 @@ pub struct SinkRow {
     pub record: usize,
     /// One cell per planned column; a [`Cell::Lookup`] until resolved.
     pub cells: Vec<Cell>,
+    /// The keys its lookups were resolved from, in lookup order (`None`: the field was absent
+    /// and the column NULL; empty until resolved): a write-time foreign-key violation looks
+    /// them up again.
+    pub keys: Vec<Option<String>>,
+}
+
+impl SinkRow {
+    /// A decoded row, lookups unresolved.
+    pub fn new(record: usize, cells: Vec<Cell>) -> Self {
+        Self {
+            record,
+            cells,
+            keys: Vec::new(),
+        }
+    }
 }
 
 impl SinkDecoder {

@@ -15,7 +15,7 @@ fn column<'a, R, T>(rows: &'a [R], f: impl Fn(&'a R) -> T) -> Vec<T> {
 
 /// Counts the rows of a `RETURNING inserted` statement: returned and `true` = inserted,
 /// returned and `false` = updated, not returned = skipped by `ON CONFLICT`.
-fn outcome(total: usize, returned: &[bool]) -> WriteOutcome {
+pub fn outcome(total: usize, returned: &[bool]) -> WriteOutcome {
     let inserted = returned.iter().filter(|i| **i).count() as u64;
     let updated = returned.len() as u64 - inserted;
     WriteOutcome {

@@ -2,6 +2,7 @@
 //! holds a "bad" row, as PostgreSQL fails a whole statement for one row.
 
 use super::*;
+use sluice_core::Resolved;
 use std::collections::BTreeSet;
 
 /// A message: its package name and whether (with which SQLSTATE) it breaks a constraint.
@@ -24,7 +25,7 @@ struct FakeRows {
     statements: usize,
 }
 
-impl RowStore<Msg> for FakeRows {
+impl RowStore<Resolved<Msg>> for FakeRows {
     async fn upsert(
         &mut self,
         rows: &[Resolved<Msg>],
@@ -50,8 +51,22 @@ impl RowStore<Msg> for FakeRows {
         }))
     }
 
-    async fn re_resolve(&mut self, package_name: &str) -> Result<Option<i64>, sqlx::Error> {
-        Ok(self.current_ids.get(package_name).copied())
+    async fn recheck(
+        &mut self,
+        row: &Resolved<Msg>,
+    ) -> Result<Recheck<Resolved<Msg>>, sqlx::Error> {
+        Ok(match self.current_ids.get(row.message.package) {
+            Some(&id) if id != row.application_id => Recheck::Rebound(Resolved {
+                application_id: id,
+                ..row.clone()
+            }),
+            Some(_) => Recheck::Unchanged,
+            None => Recheck::Gone(Rejection {
+                record: row.record,
+                kind: DeadLetterKind::UnknownApplication,
+                reason: "deleted".into(),
+            }),
+        })
     }
 }
 
@@ -78,7 +93,7 @@ fn run(store: &mut FakeRows, deduped: Deduped<Resolved<Msg>>) -> Isolated {
         .build()
         .expect("a runtime");
     runtime
-        .block_on(isolate(store, |m: &Msg| m.package, deduped))
+        .block_on(isolate(store, |r: &Resolved<Msg>| r.record, deduped))
         .expect("the fake store never fails")
 }
 

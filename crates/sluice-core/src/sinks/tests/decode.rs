@@ -134,16 +134,18 @@ fn numeric_digits_and_json_nul_are_checked() {
 fn dedupe_keeps_one_row_per_key_by_the_conflict_policy() {
     use crate::sinks::SinkRow;
     let at = |s: &str| Cell::Timestamp(DateTime::parse_from_rfc3339(s).unwrap().to_utc());
-    let row = |record: usize, key: &str, synced: &str| SinkRow {
-        record,
-        cells: vec![
-            Cell::Text(key.into()),
-            Cell::Null,
-            Cell::Null,
-            Cell::Text("crawler".into()),
-            Cell::Int(0),
-            at(synced),
-        ],
+    let row = |record: usize, key: &str, synced: &str| {
+        SinkRow::new(
+            record,
+            vec![
+                Cell::Text(key.into()),
+                Cell::Null,
+                Cell::Null,
+                Cell::Text("crawler".into()),
+                Cell::Int(0),
+                at(synced),
+            ],
+        )
     };
     let rows = || {
         vec![

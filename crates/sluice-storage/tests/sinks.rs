@@ -1,12 +1,8 @@
-//! The seed mappings against the built-in topics on the same generated records (the load
-//! generator's mixes: duplicates, older versions, every poison kind), batch by batch, on the
-//! real PostgreSQL: decode → resolve the application → de-duplicate → the one statement.
-//! Both paths must dead-letter the same records with the same kind and reason, answer the
-//! same inserted/updated/skipped per batch and leave the same table.
-//!
-//! The declared path uses only what a mapping gives: its decoder, its lookup resolver, its
-//! survivor rule and its statement. This is the component path without Kafka and without the storage pipeline (which does not
-//! run declared sinks yet): no savepoint isolation of write-time errors, no commits.
+//! Declared sinks against the built-in topics, through the storage consumer's own batch path
+//! (decode → resolve references → de-duplicate → one statement with savepoint isolation →
+//! dead letters → COMMIT) on the real PostgreSQL, without Kafka: the same generated records
+//! (the load generator's mixes: duplicates, older versions, every poison kind) must leave the
+//! same table, the same dead letters (coordinates, kind and reason) and the same batch reports.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -16,29 +12,25 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sluice_core::sinks::{
-    Cell, RecordMeta, SinkDecoder, SinkPlan, SinkRow, parse_sinks, plan_sink,
-};
+use sluice_core::sinks::{parse_sinks, plan_sink};
 use sluice_core::topics::app_stats::AppStatsTopic;
 use sluice_core::topics::network_metrics::NetworkMetricsTopic;
 use sluice_core::topics::reviews::ReviewsTopic;
-use sluice_core::{Resolved, Topic};
+use sluice_core::{BatchReport, PipelineKind, Topic};
+use sluice_kafka::Record;
 use sluice_loadgen::{
     AnalyzerConfig, CrawlerConfig, Generated, PoisonKind, analysis, app_names, app_stats_for_crawl,
     poison, reviews_for_crawl,
 };
-use sluice_postgres::ApplicationResolver;
 use sluice_postgres::catalog::sink_tables;
-use sluice_postgres::declared::upsert_declared;
-use sluice_postgres::lookup::{LookupResolver, LookupValue};
+use sluice_storage::batch::{decode_batch, store_batch};
+use sluice_storage::sink::{Builtin, Declared, StorageSink};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
 
 const APPS: &str = "apps_registry_application";
 const TTL: Duration = Duration::from_secs(300);
-
-/// A dead letter: record index in the whole run, kind, reason.
-type Dead = (usize, String, String);
+const GROUP: &str = "storage-consumer.test";
 
 async fn migrated(stack: &sluice_testkit::Stack, apps: &[String]) -> (TestSchema, PgConnection) {
     let schema = TestSchema::create(stack).await;
@@ -50,106 +42,39 @@ async fn migrated(stack: &sluice_testkit::Stack, apps: &[String]) -> (TestSchema
     (schema, conn)
 }
 
-/// The built-in path for one batch: dead letters and the statement's answers.
-async fn builtin_batch<T: Topic>(
-    conn: &mut PgConnection,
-    resolver: &ApplicationResolver,
-    first: usize,
-    batch: &[Generated],
-) -> (Vec<Dead>, Vec<bool>) {
-    let mut dead = Vec::new();
-    let mut decoded = Vec::new();
-    for (i, record) in batch.iter().enumerate() {
-        match T::decode(record.payload.as_deref()) {
-            Ok(message) => decoded.push((i, message)),
-            Err(error) => dead.push((first + i, "decode_error".into(), error.to_string())),
-        }
-    }
-    let names = decoded.iter().map(|(_, m)| T::package_name(m));
-    let (ids, _) = resolver.resolve(conn, names).await.expect("resolve");
-    let mut rows = Vec::new();
-    for (record, message) in decoded {
-        let name = T::package_name(&message);
-        match ids.get(name) {
-            Some(id) => rows.push(Resolved {
-                record,
-                application_id: *id,
-                message,
-            }),
-            None => dead.push((
-                first + record,
-                "unknown_application".into(),
-                name.to_owned(),
-            )),
-        }
-    }
-    dead.sort();
-    let rows = T::dedupe(rows).rows;
-    if rows.is_empty() {
-        return (dead, Vec::new());
-    }
-    let returned = sluice_postgres::repo::returned_by::<T>(conn, T::UPSERT_SQL, &rows)
-        .await
-        .expect("built-in upsert");
-    (dead, returned)
+/// The generated values as records of one partition, offsets from 0.
+fn as_records(topic: &str, generated: &[Generated]) -> Vec<Record> {
+    generated
+        .iter()
+        .enumerate()
+        .map(|(offset, g)| Record {
+            topic: topic.to_owned(),
+            partition: 0,
+            offset: offset as i64,
+            key: Some(g.key.clone()),
+            payload: g.payload.clone(),
+            timestamp_ms: Some(1_764_504_000_000 + offset as i64),
+            replay_count: 0,
+        })
+        .collect()
 }
 
-/// The declared path for one batch.
-async fn declared_batch(
+/// Every batch through `sink`, each in its own transaction; the reports.
+async fn store_all<S: StorageSink>(
     conn: &mut PgConnection,
-    plan: &SinkPlan,
-    decoder: &SinkDecoder,
-    resolvers: &[LookupResolver],
-    first: usize,
-    batch: &[Generated],
-) -> (Vec<Dead>, Vec<bool>) {
-    let mut dead = Vec::new();
-    let mut rows = Vec::new();
-    for (i, record) in batch.iter().enumerate() {
-        let meta = RecordMeta {
-            topic: "t",
-            partition: 0,
-            offset: (first + i) as i64,
-            timestamp: None,
-            key: Some(&record.key),
-        };
-        match decoder.decode(record.payload.as_deref(), &meta) {
-            Ok(cells) => rows.push(SinkRow { record: i, cells }),
-            Err(error) => dead.push((first + i, "decode_error".into(), error.to_string())),
-        }
+    sink: &S,
+    records: &[Record],
+    batch: usize,
+) -> Vec<BatchReport> {
+    let mut reports = Vec::new();
+    for chunk in records.chunks(batch) {
+        let decoded = decode_batch(sink, chunk);
+        let (report, _) = store_batch(conn, sink, GROUP, chunk, &decoded)
+            .await
+            .expect("store the batch");
+        reports.push(report);
     }
-    for ((position, lookup), resolver) in decoder.lookups().zip(resolvers) {
-        let names = rows.iter().filter_map(|r| match &r.cells[position] {
-            Cell::Lookup(name) => Some(name.as_str()),
-            _ => None,
-        });
-        let (ids, _) = resolver.resolve(conn, names).await.expect("lookup");
-        rows.retain_mut(|row| {
-            let Cell::Lookup(name) = &row.cells[position] else {
-                return true;
-            };
-            match ids.get(name) {
-                Some(cell) => {
-                    row.cells[position] = cell.clone();
-                    true
-                }
-                None => {
-                    dead.push((
-                        first + row.record,
-                        lookup.unknown_kind.clone(),
-                        name.clone(),
-                    ));
-                    false
-                }
-            }
-        });
-    }
-    dead.sort();
-    let rows = decoder.dedupe(rows).rows;
-    let answers = upsert_declared(conn, plan, &rows)
-        .await
-        .expect("declared upsert");
-    (dead, answers)
+    reports
 }
 
 /// The table's rows as text, without the columns a default fills.
@@ -164,47 +89,53 @@ async fn contents(conn: &mut PgConnection, table: &str) -> Vec<String> {
         .expect("contents")
 }
 
-/// Runs `records` in batches of `batch` through both paths; returns (rows, dead letters by
-/// kind) after asserting they agree.
+/// (offset, kind, reason) of every dead letter.
+async fn dead_letters(conn: &mut PgConnection) -> Vec<(i64, String, String)> {
+    sqlx::query_as(
+        "SELECT kafka_offset, error_kind, reason FROM dead_letter_events ORDER BY kafka_offset",
+    )
+    .fetch_all(conn)
+    .await
+    .expect("dead letters")
+}
+
+/// The seed mapping `deploy/sinks/<seed>.toml`, planned against `conn`'s schema.
+async fn seed_sink(conn: &mut PgConnection, seed: &str) -> Declared {
+    let path = format!(
+        "{}/../../deploy/sinks/{seed}.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let sinks = parse_sinks(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+    let tables = sink_tables(conn, &sinks).await.unwrap();
+    let plan = plan_sink(&sinks[0], "storage-consumer", &tables).unwrap();
+    Declared::new(&sinks[0], plan, TTL).unwrap()
+}
+
+/// Runs `generated` in batches of `batch` through the built-in topic and through its seed
+/// mapping, each in its own schema; asserts they agree and returns (rows, dead letters by kind).
 async fn same_through_both<T: Topic>(
     seed: &str,
-    records: &[Generated],
+    generated: &[Generated],
     batch: usize,
     apps: &[String],
 ) -> (usize, BTreeMap<String, usize>) {
     let stack = sluice_testkit::stack().expect("the stack");
     let (builtin_schema, mut builtin) = migrated(&stack, apps).await;
     let (declared_schema, mut declared) = migrated(&stack, apps).await;
-    let path = format!(
-        "{}/../../deploy/sinks/{seed}.toml",
-        env!("CARGO_MANIFEST_DIR")
+    let records = as_records(seed, generated);
+    let topic = Builtin::<T>::new(APPS, TTL);
+    let sink = seed_sink(&mut declared, seed).await;
+    assert_eq!(sink.name(), topic.name());
+
+    let expected = store_all(&mut builtin, &topic, &records, batch).await;
+    let got = store_all(&mut declared, &sink, &records, batch).await;
+    assert_eq!(got, expected, "{seed}: batch reports");
+    let dead = dead_letters(&mut builtin).await;
+    assert_eq!(
+        dead_letters(&mut declared).await,
+        dead,
+        "{seed}: dead letters"
     );
-    let sinks = parse_sinks(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
-    let tables = sink_tables(&mut declared, &sinks).await.unwrap();
-    let plan = plan_sink(&sinks[0], "storage-consumer", &tables).unwrap();
-    let decoder = SinkDecoder::new(&sinks[0], &plan);
-    let resolvers: Vec<LookupResolver> = decoder
-        .lookups()
-        .map(|(position, lookup)| {
-            let value = LookupValue::from_param_type(&plan.columns[position].param_type);
-            LookupResolver::new(lookup, value.expect("an integer or text column"), TTL)
-        })
-        .collect();
-    let resolver = ApplicationResolver::new(APPS, TTL);
-    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
-    let mut answers = [0usize; 2];
-    for (n, chunk) in records.chunks(batch).enumerate() {
-        let first = n * batch;
-        let expected = builtin_batch::<T>(&mut builtin, &resolver, first, chunk).await;
-        let got = declared_batch(&mut declared, &plan, &decoder, &resolvers, first, chunk).await;
-        assert_eq!(got.0, expected.0, "{seed}: dead letters of batch {n}");
-        assert_eq!(got.1, expected.1, "{seed}: answers of batch {n}");
-        for (_, kind, _) in &expected.0 {
-            *by_kind.entry(kind.clone()).or_default() += 1;
-        }
-        answers[0] += expected.1.iter().filter(|i| **i).count();
-        answers[1] += expected.1.iter().filter(|i| !**i).count();
-    }
     let table = T::SPEC.table;
     let rows = contents(&mut builtin, table).await;
     assert_eq!(
@@ -212,12 +143,19 @@ async fn same_through_both<T: Topic>(
         rows,
         "{seed}: table contents"
     );
+    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, kind, _) in &dead {
+        *by_kind.entry(kind.clone()).or_default() += 1;
+    }
+    let mut total = BatchReport::default();
+    for report in &expected {
+        total += *report;
+    }
     println!(
-        "{seed}: {} records, {} rows, {} inserted, {} updated, dead letters {by_kind:?}",
+        "{seed}: {} records, {} rows, {:?}, dead letters {by_kind:?}",
         records.len(),
         rows.len(),
-        answers[0],
-        answers[1]
+        total.write,
     );
     drop((builtin, declared));
     builtin_schema.drop_schema().await;
@@ -239,15 +177,15 @@ async fn reviews_land_the_same_through_the_mapping_and_the_built_in() {
         poison_fraction: 0.02,
         ..CrawlerConfig::default()
     };
-    let mut records = reviews_for_crawl(&config);
+    let mut generated = reviews_for_crawl(&config);
     // A second crawl re-reads the same reviews with more thumbs-up: updates.
-    records.extend(reviews_for_crawl(&CrawlerConfig {
+    generated.extend(reviews_for_crawl(&CrawlerConfig {
         crawl: 2,
         reviews: 3_000,
         ..config.clone()
     }));
     let apps = app_names(&config.app_prefix, config.apps);
-    let (rows, dead) = same_through_both::<ReviewsTopic>("reviews", &records, 500, &apps).await;
+    let (rows, dead) = same_through_both::<ReviewsTopic>("reviews", &generated, 500, &apps).await;
     assert!(rows > 5_000, "{rows}");
     assert!(
         dead.get("decode_error").copied().unwrap_or(0) > 50,
@@ -285,12 +223,7 @@ async fn app_stats_and_network_metrics_land_the_same_through_the_mappings() {
         ..stats[0].clone()
     });
     for kind in PoisonKind::ALL {
-        stats.push(poison(
-            sluice_core::PipelineKind::AppStats,
-            kind,
-            &apps[0],
-            &mut rng,
-        ));
+        stats.push(poison(PipelineKind::AppStats, kind, &apps[0], &mut rng));
     }
     let (rows, dead) = same_through_both::<AppStatsTopic>("app-stats", &stats, 200, &apps).await;
     assert_eq!(rows, 2_000);
@@ -307,7 +240,7 @@ async fn app_stats_and_network_metrics_land_the_same_through_the_mappings() {
     metrics.extend((0..50).map(|n| analysis(&analyzer, n, at)));
     for kind in PoisonKind::ALL {
         metrics.push(poison(
-            sluice_core::PipelineKind::NetworkMetrics,
+            PipelineKind::NetworkMetrics,
             kind,
             &apps[0],
             &mut rng,
@@ -317,43 +250,6 @@ async fn app_stats_and_network_metrics_land_the_same_through_the_mappings() {
         same_through_both::<NetworkMetricsTopic>("network-metrics", &metrics, 50, &apps).await;
     assert_eq!(rows, 500);
     assert_eq!(dead.values().sum::<usize>(), 12, "{dead:?}");
-}
-
-#[tokio::test]
-async fn a_lookup_caches_what_it_finds_and_never_what_it_misses() {
-    let Some(stack) = sluice_testkit::stack() else {
-        return;
-    };
-    let schema = TestSchema::create(&stack).await;
-    let mut conn = schema.connect().await;
-    schema.register_apps(&["com.a".into()]).await;
-    let lookup = sluice_core::sinks::Lookup {
-        field: sluice_core::sinks::FieldPath::parse("package_name").unwrap(),
-        table: APPS.into(),
-        key_column: "package_name".into(),
-        value_column: "id".into(),
-        unknown_kind: "unknown_application".into(),
-    };
-    let resolver = LookupResolver::new(&lookup, LookupValue::Int, TTL);
-    let (found, stats) = resolver
-        .resolve(&mut conn, ["com.a", "com.b", "com.a"])
-        .await
-        .unwrap();
-    assert_eq!(
-        found,
-        std::collections::HashMap::from([("com.a".into(), Cell::Int(1))])
-    );
-    assert_eq!((stats.cache_hits, stats.queried, stats.found), (0, 2, 1));
-    // Registered a moment later: found at once (no negative caching); com.a from the cache.
-    schema.register_apps(&["com.b".into()]).await;
-    let (found, stats) = resolver
-        .resolve(&mut conn, ["com.a", "com.b"])
-        .await
-        .unwrap();
-    assert_eq!(found.get("com.b"), Some(&Cell::Int(2)));
-    assert_eq!((stats.cache_hits, stats.queried, stats.found), (1, 1, 1));
-    drop(conn);
-    schema.drop_schema().await;
 }
 
 /// Every row of `app_permissions`, every column, as text.
@@ -388,7 +284,7 @@ never_written = ["first_seen_at"]
 batch_size = 100
 
 [sink.columns]
-application_id = { lookup = { field = "package_name", table = "apps_registry_application", key = "package_name", value = "id", unknown = "unknown_application" }, min_length = 1 }
+application_id = { lookup = { field = "package_name", table = "apps_registry_application", key = "package_name", value = "id", unknown = "unknown_package" }, min_length = 1 }
 permission = { field = "permission", min_length = 1 }
 granted = { field = "granted" }
 protection_level = { field = "protection_level" }
@@ -410,11 +306,7 @@ async fn a_fourth_topic_lands_from_a_mapping_and_a_table_alone_and_replays_byte_
     let sinks = parse_sinks("app-permissions.toml", PERMISSIONS_SINK).unwrap();
     let tables = sink_tables(&mut conn, &sinks).await.unwrap();
     let plan = plan_sink(&sinks[0], "storage-consumer", &tables).unwrap();
-    let decoder = SinkDecoder::new(&sinks[0], &plan);
-    let resolvers: Vec<LookupResolver> = decoder
-        .lookups()
-        .map(|(_, lookup)| LookupResolver::new(lookup, LookupValue::BigInt, TTL))
-        .collect();
+    let sink = Declared::new(&sinks[0], plan, TTL).unwrap();
 
     let permission = |app: &str, name: &str, granted: bool, day: u32| {
         serde_json::json!({"package_name": app, "permission": name, "granted": granted,
@@ -436,8 +328,8 @@ async fn a_fourth_topic_lands_from_a_mapping_and_a_table_alone_and_replays_byte_
     let poison = [
         (
             permission("com.nobody", "x", true, 10),
-            "unknown_application",
-            "com.nobody",
+            "unknown_package",
+            "field `package_name`: unknown package `com.nobody` (not in apps_registry_application)",
         ),
         (
             permission(&apps[0], &"p".repeat(129), true, 10),
@@ -468,24 +360,27 @@ async fn a_fourth_topic_lands_from_a_mapping_and_a_table_alone_and_replays_byte_
         messages.insert(at, message.clone());
         expected_dead.push((at, (*kind).to_owned(), (*reason).to_owned()));
     }
-    let records: Vec<Generated> = messages
+    let generated: Vec<Generated> = messages
         .iter()
         .map(|m| Generated {
-            pipeline: sluice_core::PipelineKind::Reviews,
+            pipeline: PipelineKind::Reviews,
             key: Vec::new(),
             payload: Some(m.to_string().into_bytes()),
             expect: sluice_loadgen::Expect::Row,
         })
         .collect();
+    let records = as_records("app-permissions", &generated);
+    let expected_dead: Vec<(i64, String, String)> = expected_dead
+        .into_iter()
+        .map(|(at, kind, reason)| (at as i64, kind, reason))
+        .collect();
 
-    let mut dead = Vec::new();
-    let mut written = 0;
-    for (n, chunk) in records.chunks(100).enumerate() {
-        let (d, answers) =
-            declared_batch(&mut conn, &plan, &decoder, &resolvers, n * 100, chunk).await;
-        dead.extend(d);
-        written += answers.len();
-    }
+    let reports = store_all(&mut conn, &sink, &records, 100).await;
+    let written: u64 = reports
+        .iter()
+        .map(|r| r.write.inserted + r.write.updated)
+        .sum();
+    let dead = dead_letters(&mut conn).await;
     assert_eq!(dead, expected_dead);
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM app_permissions")
         .fetch_one(&mut conn)
@@ -510,19 +405,24 @@ async fn a_fourth_topic_lands_from_a_mapping_and_a_table_alone_and_replays_byte_
     let before = snapshot(&mut conn).await;
 
     // Replay: the same records again (same offsets) change nothing and dead-letter the same.
-    let mut replayed_dead = Vec::new();
-    let mut replay_answers = 0;
-    for (n, chunk) in records.chunks(100).enumerate() {
-        let (d, answers) =
-            declared_batch(&mut conn, &plan, &decoder, &resolvers, n * 100, chunk).await;
-        replayed_dead.extend(d);
-        replay_answers += answers.len();
-    }
+    let replayed = store_all(&mut conn, &sink, &records, 100).await;
+    let replay_written: u64 = replayed
+        .iter()
+        .map(|r| r.write.inserted + r.write.updated)
+        .sum();
     assert_eq!(
-        replay_answers, 0,
+        replay_written, 0,
         "every replayed row is skipped by the guard"
     );
-    assert_eq!(replayed_dead, expected_dead);
+    assert_eq!(dead_letters(&mut conn).await, expected_dead);
+    assert_eq!(
+        replayed
+            .iter()
+            .map(|r| r.dead_letters_inserted)
+            .sum::<u64>(),
+        0,
+        "a replayed dead letter is the same row"
+    );
     assert_eq!(
         snapshot(&mut conn).await,
         before,
@@ -533,6 +433,47 @@ async fn a_fourth_topic_lands_from_a_mapping_and_a_table_alone_and_replays_byte_
          letters; replay: 0 written, table identical",
         records.len(),
         dead.len()
+    );
+
+    // An application deleted after its id was cached: the write breaks the foreign key, the
+    // row's lookup runs again past the cache, and the record is dead-lettered with the
+    // mapping's kind; the batch's other row is written.
+    sqlx::query("INSERT INTO apps_registry_application (package_name) VALUES ('com.perm.late')")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let late = as_records(
+        "app-permissions-late",
+        &[
+            permission("com.perm.late", "android.permission.CAMERA", true, 20),
+            permission(&apps[1], "android.permission.LATE", true, 20),
+        ]
+        .map(|m| Generated {
+            pipeline: PipelineKind::Reviews,
+            key: Vec::new(),
+            payload: Some(m.to_string().into_bytes()),
+            expect: sluice_loadgen::Expect::Row,
+        }),
+    );
+    let warm = decode_batch(&sink, &late[..1]);
+    let bound = sink.bind(&mut conn, &warm.messages).await.unwrap();
+    assert_eq!((bound.rows.len(), bound.rejected.len()), (1, 0));
+    sqlx::query("DELETE FROM apps_registry_application WHERE package_name = 'com.perm.late'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let report = store_all(&mut conn, &sink, &late, 100).await;
+    assert_eq!(report[0].write.inserted, 1, "{report:?}");
+    let (kind, reason): (String, String) = sqlx::query_as(
+        "SELECT error_kind, reason FROM dead_letter_events WHERE topic = 'app-permissions-late'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(kind, "unknown_package");
+    assert_eq!(
+        reason,
+        "field `package_name`: unknown package `com.perm.late` (deleted after it was resolved)"
     );
     drop(conn);
     schema.drop_schema().await;

@@ -1,0 +1,217 @@
+//! A sink declared in a mapping file: its plan's decoder, its lookups (one resolver each, a
+//! TTL cache per sink, no negative caching), its survivor rule and its planned statement.
+
+use super::{Bound, Recheck, Rejection, StorageSink, unknown_reason};
+use crate::batch::kafka_timestamp;
+use sluice_core::dedupe::Deduped;
+use sluice_core::messages::DecodeError;
+use sluice_core::sinks::{Cell, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow};
+use sluice_core::{DeadLetterKind, WriteOutcome};
+use sluice_kafka::Record;
+use sluice_postgres::declared::{DeclaredUpsertError, upsert_declared};
+use sluice_postgres::lookup::{LookupResolver, LookupValue};
+use sqlx::PgConnection;
+use std::time::Duration;
+
+/// A declared sink that cannot be run (validation missed something: a bug, reported as fatal).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeclaredError {
+    /// A lookup writes a column whose type no lookup value fits.
+    #[error("sink `{sink}`, column `{column}`: a lookup cannot write a {param_type} column")]
+    LookupColumn {
+        /// The sink.
+        sink: String,
+        /// The column.
+        column: String,
+        /// Its parameter type.
+        param_type: String,
+    },
+}
+
+/// One lookup of the sink: where it writes, what it reads, and its resolver.
+#[derive(Debug)]
+struct Resolver {
+    position: usize,
+    lookup: Lookup,
+    field: String,
+    kind: DeadLetterKind,
+    resolver: LookupResolver,
+}
+
+/// A validated sink ready to run.
+#[derive(Debug)]
+pub struct Declared {
+    plan: SinkPlan,
+    decoder: SinkDecoder,
+    lookups: Vec<Resolver>,
+}
+
+impl Declared {
+    /// The runnable form of `sink` as `plan` (its plan against the live schema) checks it;
+    /// each lookup caches found keys for `cache_ttl`.
+    pub fn new(sink: &Sink, plan: SinkPlan, cache_ttl: Duration) -> Result<Self, DeclaredError> {
+        let decoder = SinkDecoder::new(sink, &plan);
+        let mut lookups = Vec::new();
+        for (position, lookup) in decoder.lookups() {
+            let column = plan.columns.get(position);
+            let param_type = column.map_or("", |c| c.param_type.as_str());
+            let value = LookupValue::from_param_type(param_type).ok_or_else(|| {
+                DeclaredError::LookupColumn {
+                    sink: sink.name.clone(),
+                    column: column.map_or_else(String::new, |c| c.column.clone()),
+                    param_type: param_type.to_owned(),
+                }
+            })?;
+            lookups.push(Resolver {
+                position,
+                field: lookup.field.to_string(),
+                kind: DeadLetterKind::unresolved(&lookup.unknown_kind),
+                resolver: LookupResolver::new(lookup, value, cache_ttl),
+                lookup: lookup.clone(),
+            });
+        }
+        Ok(Self {
+            plan,
+            decoder,
+            lookups,
+        })
+    }
+
+    /// The plan it runs.
+    pub fn plan(&self) -> &SinkPlan {
+        &self.plan
+    }
+}
+
+impl StorageSink for Declared {
+    type Message = Vec<Cell>;
+    type Row = SinkRow;
+
+    fn name(&self) -> &str {
+        &self.plan.name
+    }
+
+    fn decode(&self, record: &Record) -> Result<Vec<Cell>, DecodeError> {
+        let meta = RecordMeta {
+            topic: &record.topic,
+            partition: record.partition,
+            offset: record.offset,
+            timestamp: kafka_timestamp(record).ok().flatten(),
+            key: record.key.as_deref(),
+        };
+        self.decoder.decode(record.payload.as_deref(), &meta)
+    }
+
+    async fn bind(
+        &self,
+        conn: &mut PgConnection,
+        messages: &[(usize, Vec<Cell>)],
+    ) -> Result<Bound<SinkRow>, sqlx::Error> {
+        let mut rows: Vec<SinkRow> = messages
+            .iter()
+            .map(|(record, cells)| SinkRow::new(*record, cells.clone()))
+            .collect();
+        let mut rejected = Vec::new();
+        for lookup in &self.lookups {
+            let keys = rows
+                .iter()
+                .filter_map(|row| match row.cells.get(lookup.position) {
+                    Some(Cell::Lookup(key)) => Some(key.as_str()),
+                    _ => None,
+                });
+            let (found, _stats) = lookup.resolver.resolve(conn, keys).await?;
+            rows.retain_mut(|row| {
+                let Some(cell) = row.cells.get_mut(lookup.position) else {
+                    return true;
+                };
+                let Cell::Lookup(key) = cell else {
+                    // NULL (an optional field left out): nothing to look up.
+                    row.keys.push(None);
+                    return true;
+                };
+                let key = std::mem::take(key);
+                match found.get(&key) {
+                    Some(value) => {
+                        *cell = value.clone();
+                        row.keys.push(Some(key));
+                        true
+                    }
+                    None => {
+                        rejected.push(Rejection {
+                            record: row.record,
+                            kind: lookup.kind,
+                            reason: unknown_reason(
+                                &lookup.field,
+                                lookup.kind,
+                                &key,
+                                &format!("not in {}", lookup.lookup.table),
+                            ),
+                        });
+                        false
+                    }
+                }
+            });
+        }
+        rejected.sort_by_key(|r: &Rejection| r.record);
+        Ok(Bound { rows, rejected })
+    }
+
+    fn record(row: &SinkRow) -> usize {
+        row.record
+    }
+
+    fn dedupe(&self, rows: Vec<SinkRow>) -> Deduped<SinkRow> {
+        self.decoder.dedupe(rows)
+    }
+
+    async fn upsert(
+        &self,
+        conn: &mut PgConnection,
+        rows: &[SinkRow],
+    ) -> Result<WriteOutcome, sqlx::Error> {
+        match upsert_declared(conn, &self.plan, rows).await {
+            Ok(answers) => Ok(sluice_postgres::repo::outcome(rows.len(), &answers)),
+            Err(DeclaredUpsertError::Database(error)) => Err(error),
+            // A row that does not fit its own plan is a bug: fatal, never retried.
+            Err(error) => Err(sqlx::Error::Encode(Box::new(error))),
+        }
+    }
+
+    async fn recheck(
+        &self,
+        conn: &mut PgConnection,
+        row: &SinkRow,
+    ) -> Result<Recheck<SinkRow>, sqlx::Error> {
+        let mut rebound = row.clone();
+        for (lookup, key) in self.lookups.iter().zip(&row.keys) {
+            let Some(key) = key else { continue };
+            lookup.resolver.forget(key);
+            let (found, _) = lookup.resolver.resolve(conn, [key.as_str()]).await?;
+            match found.get(key) {
+                Some(value) => {
+                    if let Some(cell) = rebound.cells.get_mut(lookup.position) {
+                        *cell = value.clone();
+                    }
+                }
+                None => {
+                    return Ok(Recheck::Gone(Rejection {
+                        record: row.record,
+                        kind: lookup.kind,
+                        reason: unknown_reason(
+                            &lookup.field,
+                            lookup.kind,
+                            key,
+                            "deleted after it was resolved",
+                        ),
+                    }));
+                }
+            }
+        }
+        Ok(if rebound.cells == row.cells {
+            Recheck::Unchanged
+        } else {
+            Recheck::Rebound(rebound)
+        })
+    }
+}
