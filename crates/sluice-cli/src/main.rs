@@ -54,7 +54,7 @@ enum Command {
         #[command(subcommand)]
         action: cmd::dlt::DltAction,
     },
-    /// Declared sinks (preview): check a mapping file against the schema, print the plan.
+    /// Declared sinks: check a mapping file against the schema, print the plan.
     Sinks {
         #[command(subcommand)]
         action: cmd::sinks::SinksAction,
