@@ -30,7 +30,7 @@ enum Command {
     },
     /// Run the storage consumer: migrations, then one pipeline per topic.
     #[command(after_long_help = cmd::run::settings_help())]
-    Run,
+    Run(cmd::run::RunArgs),
     /// Exit 0 only if every expected pipeline's heartbeat is fresh.
     Health(cmd::health::HealthArgs),
     /// Check a deployment step by step; exits non-zero naming the first failing step.
@@ -54,7 +54,7 @@ enum Command {
         #[command(subcommand)]
         action: cmd::dlt::DltAction,
     },
-    /// Declared sinks (preview): check a mapping file against the schema, print the plan.
+    /// Declared sinks: check a mapping file against the schema, print the plan.
     Sinks {
         #[command(subcommand)]
         action: cmd::sinks::SinksAction,
@@ -79,7 +79,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Migrate => cmd::migrate::run(),
         Command::Topics { action } => cmd::topics::run(action),
-        Command::Run => cmd::run::run(),
+        Command::Run(args) => cmd::run::run(&args),
         Command::Health(args) => cmd::health::run(&args),
         Command::Verify(args) => cmd::verify::run(&args),
         Command::Lag(args) => cmd::lag::run(&args),

@@ -9,7 +9,6 @@
 )]
 
 use prometheus_client::registry::Registry;
-use sluice_core::PipelineKind;
 use sluice_dispatch::metrics::DispatchMetrics;
 use sluice_storage::StorageMetrics;
 use std::collections::BTreeSet;
@@ -29,8 +28,8 @@ fn deploy(file: &str) -> String {
 fn exported() -> BTreeSet<String> {
     let mut registry = Registry::default();
     DispatchMetrics::register(&mut registry, Duration::from_secs(60));
-    let metrics = StorageMetrics::register(&mut registry, &[PipelineKind::Reviews]);
-    let p = metrics.pipeline(PipelineKind::Reviews);
+    let metrics = StorageMetrics::register(&mut registry, &["reviews"]);
+    let p = metrics.pipeline("reviews", "unknown_application");
     p.set_up(true);
     p.retrying(Some("57P01"), "x");
     p.commit_failed();

@@ -21,10 +21,12 @@ pub mod metrics;
 pub mod pipeline;
 pub mod reader;
 pub mod rejects;
+pub mod selected;
 pub mod sink;
 pub mod supervisor;
 pub mod writer;
 
 pub use metrics::StorageMetrics;
 pub use pipeline::PipelineError;
-pub use supervisor::{SupervisorError, run_pipelines};
+pub use selected::{DeclaredPipeline, Identity, Pipeline};
+pub use supervisor::{SupervisorError, run_pipelines, run_selected};

@@ -12,9 +12,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
+use sluice_core::BatchReport;
 use sluice_core::clock::unix_ms;
 use sluice_core::dead_letter::DeadLetterKind;
-use sluice_core::{BatchReport, PipelineKind};
 use sluice_kafka::rebalance::RebalanceCounts;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -123,13 +123,13 @@ pub struct StorageMetrics {
     commit_failures: Family<PipelineLabels, Counter>,
     rebalances: Family<RebalanceLabels, Counter>,
     pipeline_up: Family<PipelineLabels, Gauge>,
-    health: Arc<BTreeMap<PipelineKind, Arc<PipelineHealth>>>,
+    health: Arc<BTreeMap<String, Arc<PipelineHealth>>>,
 }
 
 impl StorageMetrics {
     /// Registers every storage metric in `registry`, with a readiness entry for each of
-    /// `pipelines` (the configured ones).
-    pub fn register(registry: &mut Registry, pipelines: &[PipelineKind]) -> Self {
+    /// `pipelines` (the names of the configured ones).
+    pub fn register<N: AsRef<str>>(registry: &mut Registry, pipelines: &[N]) -> Self {
         // Each metric once: its family, name, help and unit, registered in this order.
         Self {
             records: registered(
@@ -205,15 +205,21 @@ impl StorageMetrics {
             health: Arc::new(
                 pipelines
                     .iter()
-                    .map(|k| (*k, Arc::new(PipelineHealth::default())))
+                    .map(|name| {
+                        (
+                            name.as_ref().to_owned(),
+                            Arc::new(PipelineHealth::default()),
+                        )
+                    })
                     .collect(),
             ),
         }
     }
 
-    /// The handles of one pipeline, label sets resolved once.
-    pub fn pipeline(&self, kind: PipelineKind) -> PipelineMetrics {
-        let name = kind.name().to_owned();
+    /// The handles of one pipeline, label sets resolved once. Unknown references (package
+    /// names, lookup keys) count under `unresolved_kind` (a sink's first lookup's kind).
+    pub fn pipeline(&self, name: &str, unresolved_kind: &str) -> PipelineMetrics {
+        let name = name.to_owned();
         let outcome = |outcome: &str| {
             self.records.get_or_create_owned(&OutcomeLabels {
                 pipeline: name.clone(),
@@ -235,9 +241,13 @@ impl StorageMetrics {
             skipped: outcome("skipped"),
             dead_lettered: outcome("dead_lettered"),
             kinds: DeadLetterKind::ALL.map(|kind| {
+                let kind = match kind {
+                    DeadLetterKind::UnknownApplication => unresolved_kind,
+                    other => other.as_str(),
+                };
                 self.dead_letters.get_or_create_owned(&KindLabels {
                     pipeline: name.clone(),
-                    kind: kind.as_str().to_owned(),
+                    kind: kind.to_owned(),
                 })
             }),
             poll: phase("poll"),
@@ -254,7 +264,7 @@ impl StorageMetrics {
                 })
             }),
             up: self.pipeline_up.get_or_create_owned(&labels),
-            health: self.health.get(&kind).cloned().unwrap_or_default(),
+            health: self.health.get(&name).cloned().unwrap_or_default(),
             families: self.clone(),
             name,
         }
@@ -322,7 +332,8 @@ pub struct PipelineMetrics {
     updated: Counter,
     skipped: Counter,
     dead_lettered: Counter,
-    /// Dead letters by kind, in [`DeadLetterKind::ALL`] order.
+    /// Dead letters by kind, in [`DeadLetterKind::ALL`] order (unknown references under the
+    /// pipeline's own kind).
     kinds: [Counter; 3],
     poll: Histogram,
     decode: Histogram,
@@ -441,8 +452,8 @@ mod tests {
     #[test]
     fn names_follow_the_contract() {
         let mut registry = Registry::default();
-        let metrics = StorageMetrics::register(&mut registry, &[PipelineKind::Reviews]);
-        let p = metrics.pipeline(PipelineKind::Reviews);
+        let metrics = StorageMetrics::register(&mut registry, &["reviews"]);
+        let p = metrics.pipeline("reviews", "unknown_application");
         p.set_up(true);
         p.retrying(Some("57P01"), "terminating connection");
         p.commit_failed();

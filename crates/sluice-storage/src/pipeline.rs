@@ -13,9 +13,10 @@
 use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness};
 use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, Stored, run_reader};
-use crate::sink::{Builtin, StorageSink};
+use crate::selected::{Identity, Pipeline};
+use crate::sink::{Builtin, DeclaredError, StorageSink};
 use crate::writer::Writer;
-use sluice_core::settings::{PipelineSettings, Settings};
+use sluice_core::settings::Settings;
 use sluice_core::topics::TopicVisitor;
 use sluice_core::{BatchReport, Topic};
 use sluice_kafka::BatchConsumer;
@@ -65,7 +66,7 @@ pub enum PipelineError {
     MissingTopic {
         /// The topic.
         topic: String,
-        /// The variable that names it.
+        /// Where its name comes from (the variable, or the sink in the mapping file).
         variable: String,
     },
     /// The reader thread could not be started.
@@ -74,6 +75,9 @@ pub enum PipelineError {
     /// The reader thread panicked.
     #[error("the reader thread panicked")]
     ReaderPanicked,
+    /// A declared sink cannot run (its plan and its file disagree: a bug).
+    #[error(transparent)]
+    Declared(#[from] DeclaredError),
     /// Too many consecutive offset-commit failures.
     #[error("{count} consecutive offset commits failed; last error: {last}")]
     CommitFailures {
@@ -96,29 +100,38 @@ pub struct PipelineTotals {
 /// Runs one pipeline until `stop` is cancelled (Ok) or a fatal error (Err).
 pub async fn run_pipeline(
     settings: &Settings,
-    pipeline: &PipelineSettings,
+    pipeline: &Pipeline,
     metrics: &PipelineMetrics,
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
     metrics.set_up(true);
-    let run = RunTyped {
-        settings,
-        pipeline,
-        metrics,
-        stop,
+    let identity = pipeline.identity();
+    let result = match pipeline {
+        Pipeline::Builtin(builtin) => {
+            let run = RunTyped {
+                settings,
+                identity: &identity,
+                metrics,
+                stop,
+            };
+            builtin.kind.visit(run).await
+        }
+        Pipeline::Declared(declared) => match declared.sink(settings.app_cache_ttl) {
+            Ok(sink) => run_sink(settings, &identity, Arc::new(sink), metrics, stop).await,
+            Err(error) => Err(PipelineError::Declared(error)),
+        },
     };
-    let result = pipeline.kind.visit(run).await;
     metrics.set_up(false);
     if let Err(error) = &result {
-        tracing::error!(pipeline = %pipeline.kind, %error, "pipeline failed");
+        tracing::error!(pipeline = %identity.name, %error, "pipeline failed");
     }
     result
 }
 
-/// The dispatch from a pipeline's kind to its topic type (the registry's visitor).
+/// The dispatch from a built-in pipeline's kind to its topic type (the registry's visitor).
 struct RunTyped<'a> {
     settings: &'a Settings,
-    pipeline: &'a PipelineSettings,
+    identity: &'a Identity,
     metrics: &'a PipelineMetrics,
     stop: &'a CancellationToken,
 }
@@ -128,18 +141,25 @@ type PipelineRun<'a> = Pin<Box<dyn Future<Output = Result<PipelineTotals, Pipeli
 impl<'a> TopicVisitor for RunTyped<'a> {
     type Output = PipelineRun<'a>;
     fn visit<K: Topic>(self) -> PipelineRun<'a> {
-        Box::pin(run_typed::<K>(
+        let sink = Builtin::<K>::new(
+            &self.settings.applications_table,
+            self.settings.app_cache_ttl,
+        );
+        Box::pin(run_sink(
             self.settings,
-            self.pipeline,
+            self.identity,
+            Arc::new(sink),
             self.metrics,
             self.stop,
         ))
     }
 }
 
-async fn run_typed<K: Topic>(
+/// Runs one pipeline through `sink`.
+async fn run_sink<S: StorageSink + 'static>(
     settings: &Settings,
-    pipeline: &PipelineSettings,
+    pipeline: &Identity,
+    sink: Arc<S>,
     metrics: &PipelineMetrics,
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
@@ -149,12 +169,12 @@ async fn run_typed<K: Topic>(
     if admin.partition_count(&pipeline.topic)?.is_none() {
         return Err(PipelineError::MissingTopic {
             topic: pipeline.topic.clone(),
-            variable: pipeline.kind.topic_variable(),
+            variable: pipeline.topic_source.clone(),
         });
     }
     drop(admin);
-    let client_id = format!("sluice-{}-{}", pipeline.kind, std::process::id());
-    let instance = settings.group_instance_id(pipeline.kind);
+    let client_id = format!("sluice-{}-{}", pipeline.name, std::process::id());
+    let instance = settings.group_instance_id_of(&pipeline.name);
     let consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
             batch_tuning: true,
@@ -169,18 +189,13 @@ async fn run_typed<K: Topic>(
         &pipeline.topic,
         settings.consumer_error_timeout,
     )?;
-    tracing::info!(pipeline = %pipeline.kind, topic = %pipeline.topic, group = %pipeline.group,
+    tracing::info!(pipeline = %pipeline.name, topic = %pipeline.topic, group = %pipeline.group,
         group_instance_id = instance.as_deref().unwrap_or("(dynamic)"),
         batch_size = pipeline.batch_size, "pipeline started");
 
     // One batch waits in the channel while the writer stores another: the reader stays
     // ahead without holding more than a couple of batches.
-    let sink = Arc::new(Builtin::<K>::new(
-        &settings.applications_table,
-        settings.app_cache_ttl,
-    ));
-    let (to_writer, batches) =
-        mpsc::sync_channel::<Polled<<Builtin<K> as StorageSink>::Message>>(1);
+    let (to_writer, batches) = mpsc::sync_channel::<Polled<S::Message>>(1);
     let (stored_tx, stored_rx) = mpsc::channel::<Stored>();
     let liveness = ReaderLiveness::default();
     let reader = {
@@ -188,12 +203,12 @@ async fn run_typed<K: Topic>(
             (stop.clone(), pipeline.batch_size, settings.poll_timeout);
         let liveness = liveness.clone();
         let metrics = metrics.clone();
-        let (sink, kind) = (Arc::clone(&sink), pipeline.kind);
+        let (sink, name) = (Arc::clone(&sink), pipeline.name.clone());
         std::thread::Builder::new()
-            .name(format!("pipeline-{}-kafka", pipeline.kind))
+            .name(format!("pipeline-{}-kafka", pipeline.name))
             .spawn(move || {
                 run_reader(
-                    &*sink, kind, consumer, batch_size, timeout, to_writer, stored_rx, stop,
+                    &*sink, name, consumer, batch_size, timeout, to_writer, stored_rx, stop,
                     liveness, metrics,
                 )
             })
@@ -201,7 +216,7 @@ async fn run_typed<K: Topic>(
     };
 
     let mut writer = Writer::new(settings, pipeline, &*sink, metrics);
-    let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), pipeline.kind.name());
+    let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), &pipeline.name);
     let written: Result<(), PipelineError> = loop {
         // Healthy means both halves make progress: a stuck reader stops the heartbeat too.
         if liveness.is_alive(READER_STALL) {
@@ -259,7 +274,7 @@ async fn run_typed<K: Topic>(
     let result = written.and(read);
     match result {
         Ok(totals) => {
-            tracing::info!(pipeline = %pipeline.kind, batches = totals.batches,
+            tracing::info!(pipeline = %pipeline.name, batches = totals.batches,
                 records = totals.report.records, "pipeline stopped");
             Ok(totals)
         }

@@ -13,7 +13,7 @@ use crate::heartbeat::ReaderLiveness;
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
 use crate::sink::StorageSink;
-use sluice_core::{BatchReport, PipelineKind};
+use sluice_core::BatchReport;
 use sluice_kafka::{BatchConsumer, Record};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
@@ -66,7 +66,7 @@ pub struct Phases {
 )]
 pub fn run_reader<S: StorageSink>(
     sink: &S,
-    kind: PipelineKind,
+    name: String,
     mut consumer: BatchConsumer,
     batch_size: usize,
     poll_timeout: Duration,
@@ -77,7 +77,7 @@ pub fn run_reader<S: StorageSink>(
     metrics: PipelineMetrics,
 ) -> Result<PipelineTotals, PipelineError> {
     let mut committer = Committer {
-        kind,
+        name,
         totals: PipelineTotals::default(),
         failures: 0,
         metrics,
@@ -159,7 +159,7 @@ pub const LAG_INTERVAL: Duration = Duration::from_secs(2);
 pub const LAG_BROKER_INTERVAL: Duration = Duration::from_secs(30);
 
 struct Committer {
-    kind: PipelineKind,
+    name: String,
     totals: PipelineTotals,
     failures: u32,
     metrics: PipelineMetrics,
@@ -192,7 +192,7 @@ impl Committer {
         let lags = match consumer.lag(Duration::from_secs(1), ask_broker) {
             Ok(lags) => lags,
             Err(error) => {
-                tracing::debug!(pipeline = %self.kind, %error, "cannot measure the lag");
+                tracing::debug!(pipeline = %self.name, %error, "cannot measure the lag");
                 return;
             }
         };
@@ -238,7 +238,7 @@ impl Committer {
             Err(ref error) => {
                 self.failures += 1;
                 self.metrics.commit_failed();
-                tracing::warn!(pipeline = %self.kind, %error, consecutive = self.failures,
+                tracing::warn!(pipeline = %self.name, %error, consecutive = self.failures,
                     "offset commit failed; the data is durable and will be redelivered as a no-op");
             }
         }
@@ -253,7 +253,7 @@ impl Committer {
             records.len(),
             [phases.poll, phases.decode, phases.store, phases.commit],
         );
-        log_batch(self.kind, &report, &records, &phases, committed.is_ok());
+        log_batch(&self.name, &report, &records, &phases, committed.is_ok());
         match committed {
             Err(last) if self.failures >= MAX_CONSECUTIVE_COMMIT_FAILURES => {
                 Err(PipelineError::CommitFailures {
@@ -271,7 +271,7 @@ fn micros(d: Duration) -> u64 {
 }
 
 fn log_batch(
-    kind: PipelineKind,
+    name: &str,
     report: &BatchReport,
     records: &[Record],
     phases: &Phases,
@@ -284,7 +284,7 @@ fn log_batch(
     };
     let partitions: std::collections::BTreeSet<i32> = records.iter().map(|r| r.partition).collect();
     tracing::info!(
-        pipeline = %kind,
+        pipeline = %name,
         records = report.records,
         inserted = report.write.inserted,
         updated = report.write.updated,

@@ -1,7 +1,7 @@
 //! Log-volume control for rejected records (docs/ARCHITECTURE.md#dead-letters): a batch may reject all 500 of its
 //! messages; the first few are logged in detail, the rest as one line grouped by reason.
 
-use sluice_core::{DeadLetter, PipelineKind};
+use sluice_core::DeadLetter;
 use std::collections::BTreeMap;
 
 /// Records logged one by one per batch.
@@ -24,7 +24,7 @@ pub fn summarize(letters: &[DeadLetter]) -> BTreeMap<String, usize> {
 }
 
 /// Logs the dead letters of one batch.
-pub fn log_rejects(pipeline: PipelineKind, letters: &[DeadLetter]) {
+pub fn log_rejects(pipeline: &str, letters: &[DeadLetter]) {
     for letter in letters.iter().take(DETAILED) {
         tracing::warn!(
             pipeline = %pipeline,

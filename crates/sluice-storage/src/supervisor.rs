@@ -8,7 +8,8 @@
 
 use crate::metrics::StorageMetrics;
 use crate::pipeline::{PipelineError, PipelineTotals, run_pipeline};
-use sluice_core::{PipelineKind, Settings};
+use crate::selected::Pipeline;
+use sluice_core::Settings;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -22,7 +23,7 @@ pub enum SupervisorError {
     #[error("pipeline {pipeline} failed: {source}")]
     Pipeline {
         /// Which one.
-        pipeline: PipelineKind,
+        pipeline: String,
         /// Why.
         #[source]
         source: PipelineError,
@@ -31,7 +32,7 @@ pub enum SupervisorError {
     #[error("pipeline {pipeline} could not run: {reason}")]
     Thread {
         /// Which one.
-        pipeline: PipelineKind,
+        pipeline: String,
         /// What happened.
         reason: String,
     },
@@ -39,31 +40,43 @@ pub enum SupervisorError {
     #[error("pipelines still running {seconds} s after the stop signal: {pipelines:?}")]
     ShutdownTimeout {
         /// The stragglers.
-        pipelines: Vec<PipelineKind>,
+        pipelines: Vec<String>,
         /// The deadline.
         seconds: u64,
     },
 }
 
-type Outcome = (PipelineKind, Result<PipelineTotals, SupervisorError>);
+type Outcome = (String, Result<PipelineTotals, SupervisorError>);
 
-/// Runs every configured pipeline until `stop` is cancelled or one fails; each pipeline
-/// reports to its own handles of `metrics`.
+/// Runs every built-in pipeline of `settings` until `stop` is cancelled or one fails.
 pub fn run_pipelines(
     settings: Arc<Settings>,
     metrics: &StorageMetrics,
     stop: CancellationToken,
-) -> Result<Vec<(PipelineKind, PipelineTotals)>, SupervisorError> {
+) -> Result<Vec<(String, PipelineTotals)>, SupervisorError> {
+    let pipelines = Pipeline::builtins(&settings);
+    run_selected(settings, pipelines, metrics, stop)
+}
+
+/// Runs `pipelines` until `stop` is cancelled or one fails; each pipeline reports to its own
+/// handles of `metrics`.
+pub fn run_selected(
+    settings: Arc<Settings>,
+    pipelines: Vec<Pipeline>,
+    metrics: &StorageMetrics,
+    stop: CancellationToken,
+) -> Result<Vec<(String, PipelineTotals)>, SupervisorError> {
     let (done_tx, done_rx) = mpsc::channel::<Outcome>();
-    let mut running: Vec<PipelineKind> = Vec::new();
-    for pipeline in settings.pipelines.clone() {
-        let kind = pipeline.kind;
+    let mut running: Vec<String> = Vec::new();
+    for pipeline in pipelines {
+        let identity = pipeline.identity();
+        let name = identity.name.clone();
         let settings = Arc::clone(&settings);
         let token = stop.clone();
         let done = done_tx.clone();
-        let metrics = metrics.pipeline(kind);
+        let metrics = metrics.pipeline(&identity.name, &identity.unresolved_kind);
         let spawned = std::thread::Builder::new()
-            .name(format!("pipeline-{kind}"))
+            .name(format!("pipeline-{name}"))
             .spawn(move || {
                 let run = || match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -72,30 +85,30 @@ pub fn run_pipelines(
                     Ok(runtime) => runtime
                         .block_on(run_pipeline(&settings, &pipeline, &metrics, &token))
                         .map_err(|source| SupervisorError::Pipeline {
-                            pipeline: kind,
+                            pipeline: name.clone(),
                             source,
                         }),
                     Err(error) => Err(SupervisorError::Thread {
-                        pipeline: kind,
+                        pipeline: name.clone(),
                         reason: error.to_string(),
                     }),
                 };
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
                     .unwrap_or_else(|_| {
                         Err(SupervisorError::Thread {
-                            pipeline: kind,
+                            pipeline: name.clone(),
                             reason: "the pipeline thread panicked".into(),
                         })
                     });
                 // The receiver only disappears if the supervisor itself is gone.
-                let _ = done.send((kind, outcome));
+                let _ = done.send((name, outcome));
             });
         match spawned {
-            Ok(_) => running.push(kind),
+            Ok(_) => running.push(identity.name),
             Err(error) => {
                 stop.cancel();
                 return Err(SupervisorError::Thread {
-                    pipeline: kind,
+                    pipeline: identity.name,
                     reason: error.to_string(),
                 });
             }
@@ -115,10 +128,10 @@ pub fn run_pipelines(
             None => std::time::Duration::from_millis(200),
         };
         match done_rx.recv_timeout(wait) {
-            Ok((kind, outcome)) => {
-                running.retain(|k| *k != kind);
+            Ok((name, outcome)) => {
+                running.retain(|k| *k != name);
                 match outcome {
-                    Ok(t) => totals.push((kind, t)),
+                    Ok(t) => totals.push((name, t)),
                     Err(error) => {
                         stop.cancel();
                         first_error.get_or_insert(error);
@@ -137,9 +150,9 @@ pub fn run_pipelines(
                 // Every thread reports before it ends, panics included; this is unreachable
                 // unless a thread was killed from outside.
                 stop.cancel();
-                for kind in running.drain(..) {
+                for name in running.drain(..) {
                     first_error.get_or_insert(SupervisorError::Thread {
-                        pipeline: kind,
+                        pipeline: name,
                         reason: "the pipeline thread ended without reporting".into(),
                     });
                 }

@@ -6,8 +6,9 @@ use crate::heartbeat::Heartbeat;
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::PipelineError;
 use crate::rejects::log_rejects;
+use crate::selected::Identity;
 use crate::sink::StorageSink;
-use sluice_core::settings::{PipelineSettings, Settings};
+use sluice_core::settings::Settings;
 use sluice_core::{BatchReport, DeadLetter, Disposition};
 use sluice_kafka::Record;
 use sluice_postgres::{disposition, sqlstate};
@@ -19,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub struct Writer<'a, S> {
     settings: &'a Settings,
-    pipeline: &'a PipelineSettings,
+    pipeline: &'a Identity,
     sink: &'a S,
     conn: Option<PgConnection>,
     metrics: &'a PipelineMetrics,
@@ -29,7 +30,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
     /// A writer through `sink`; it connects on first use.
     pub fn new(
         settings: &'a Settings,
-        pipeline: &'a PipelineSettings,
+        pipeline: &'a Identity,
         sink: &'a S,
         metrics: &'a PipelineMetrics,
     ) -> Self {
@@ -81,7 +82,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
             let error = match attempt {
                 Ok((mut report, dead)) => {
                     report.retries = *retries;
-                    log_rejects(self.pipeline.kind, &dead);
+                    log_rejects(&self.pipeline.name, &dead);
                     return Ok(Some(report));
                 }
                 Err(error) => error,
@@ -103,7 +104,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
             *retries += 1;
             self.metrics
                 .retrying(sqlstate(&error).as_deref(), &error.to_string());
-            tracing::warn!(pipeline = %self.pipeline.kind, %error, retry = *retries,
+            tracing::warn!(pipeline = %self.pipeline.name, %error, retry = *retries,
                 delay_ms = delay.as_millis() as u64, "transient database error; retrying the batch");
             // Waiting out an outage is what the pipeline should be doing: keep the heartbeat
             // fresh (a PostgreSQL restart must not make a liveness probe kill the process).
@@ -127,8 +128,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
         let conn = match self.conn.as_mut() {
             Some(conn) => conn,
             None => self.conn.insert(
-                sluice_postgres::connect(&self.settings.database_url, self.pipeline.kind.name())
-                    .await?,
+                sluice_postgres::connect(&self.settings.database_url, &self.pipeline.name).await?,
             ),
         };
         store_batch(conn, self.sink, &self.pipeline.group, records, decoded).await

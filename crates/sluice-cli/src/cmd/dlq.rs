@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use sluice_core::untrusted::escape_controls;
-use sluice_core::{DeadLetterKind, PipelineKind, Settings};
+use sluice_core::{DeadLetterKind, Settings};
 use sluice_kafka::producer::Outgoing;
 use sluice_kafka::{REPLAY_COUNT_HEADER, ResilientProducer};
 use sluice_postgres::ops::{DeadLetterFilter, DeadLetterRow, list_dead_letters, mark_replayed};
@@ -44,12 +44,16 @@ pub enum DlqAction {
 /// Filters shared by `list` and `replay`.
 #[derive(Debug, Args)]
 pub struct FilterArgs {
-    /// Only this pipeline's topic.
+    /// Only this pipeline's topic (a built-in, or a sink of the mapping file).
     #[arg(long)]
-    pipeline: Option<PipelineKind>,
-    /// Only this error kind: decode_error, unknown_application, constraint_violation.
+    pipeline: Option<String>,
+    /// The mapping file (or folder) of declared sinks; default `SLUICE_SINKS_FILE`.
+    #[arg(long = "sinks", value_name = "FILE|DIR")]
+    sinks: Option<String>,
+    /// Only this error kind: decode_error, unknown_application, constraint_violation, or a
+    /// kind a mapping file names for its lookups.
     #[arg(long, value_parser = parse_kind)]
-    kind: Option<DeadLetterKind>,
+    kind: Option<String>,
     /// Recorded at or after this RFC 3339 time.
     #[arg(long)]
     since: Option<DateTime<Utc>>,
@@ -80,10 +84,20 @@ pub struct ReplayArgs {
     execute: bool,
 }
 
-fn parse_kind(s: &str) -> Result<DeadLetterKind, String> {
-    DeadLetterKind::parse(s).ok_or_else(|| {
-        "expected decode_error, unknown_application or constraint_violation".to_owned()
-    })
+fn parse_kind(s: &str) -> Result<String, String> {
+    let named = !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if DeadLetterKind::parse(s).is_some() || named {
+        Ok(s.to_owned())
+    } else {
+        Err(
+            "expected decode_error, unknown_application, constraint_violation or a mapping's \
+             kind (1-64 of a-z, 0-9, _)"
+                .to_owned(),
+        )
+    }
 }
 
 /// A dead letter as printed.
@@ -132,22 +146,28 @@ fn is_truncated(row: &DeadLetterRow) -> bool {
         .is_some_and(|p| (p.len() as i64) < i64::from(row.payload_size))
 }
 
-fn filter(settings: &Settings, args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
-    let topics = match args.pipeline {
-        Some(kind) => vec![
-            settings
-                .pipeline(kind)
+fn filter(args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
+    let topics = match &args.pipeline {
+        Some(name) => {
+            let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
+            let topic = pipelines
+                .names()?
+                .into_iter()
+                .find(|(n, ..)| n == name)
+                .map(|(_, topic, _)| topic)
                 .ok_or_else(|| {
-                    Failure::config(anyhow!("pipeline {kind} is not in STORAGE_PIPELINES"))
-                })?
-                .topic
-                .clone(),
-        ],
+                    Failure::config(anyhow!(
+                        "pipeline `{name}` does not run in this environment (STORAGE_PIPELINES \
+                         and the mapping file)"
+                    ))
+                })?;
+            vec![topic]
+        }
         None => Vec::new(),
     };
     Ok(DeadLetterFilter {
         topics,
-        kind: args.kind.map(|k| k.as_str().to_owned()),
+        kind: args.kind.clone(),
         since: args.since,
         until: args.until,
         ids: args.ids.clone(),
@@ -167,7 +187,7 @@ pub fn run(action: DlqAction) -> Result<(), Failure> {
     super::runtime()?.block_on(async {
         let mut conn = connect(&settings).await?;
         match action {
-            DlqAction::List(args) => list(&mut conn, &filter(&settings, &args)?, args.json).await,
+            DlqAction::List(args) => list(&mut conn, &filter(&args)?, args.json).await,
             DlqAction::Show { id, json } => show(&mut conn, id, json).await,
             DlqAction::Replay(args) => replay(&settings, &mut conn, &args).await,
         }
@@ -274,7 +294,7 @@ async fn replay(
     conn: &mut PgConnection,
     args: &ReplayArgs,
 ) -> Result<(), Failure> {
-    let rows = list_dead_letters(conn, &filter(settings, &args.filter)?).await?;
+    let rows = list_dead_letters(conn, &filter(&args.filter)?).await?;
     let producer = if args.execute {
         Some(ResilientProducer::new(
             &settings.kafka,

@@ -12,17 +12,19 @@ pub struct HealthArgs {
     /// A heartbeat older than this many seconds is stale.
     #[arg(long, default_value_t = 10, env = "STORAGE_HEALTH_MAX_AGE_SECONDS")]
     max_age_seconds: u64,
+    /// The mapping file (or folder) of declared sinks; default `SLUICE_SINKS_FILE`.
+    #[arg(long = "sinks", value_name = "FILE|DIR")]
+    sinks: Option<String>,
 }
 
 /// Entry point.
 pub fn run(args: &HealthArgs) -> Result<(), Failure> {
-    let settings = super::settings()?;
-    let dir = Path::new(&settings.heartbeat_dir);
+    let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
+    let dir = Path::new(&pipelines.settings.heartbeat_dir);
     let max_age = Duration::from_secs(args.max_age_seconds);
     let mut stale = Vec::new();
-    for pipeline in &settings.pipelines {
-        let name = pipeline.kind.name();
-        match heartbeat::age(dir, name) {
+    for (name, ..) in pipelines.names()? {
+        match heartbeat::age(dir, &name) {
             Some(age) if age <= max_age => println!("{name}: ok ({} ms ago)", age.as_millis()),
             Some(age) => {
                 println!("{name}: STALE (last heartbeat {} s ago)", age.as_secs());

@@ -14,6 +14,9 @@ pub struct LagArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// The mapping file (or folder) of declared sinks; default `SLUICE_SINKS_FILE`.
+    #[arg(long = "sinks", value_name = "FILE|DIR")]
+    sinks: Option<String>,
 }
 
 /// Lag of one partition.
@@ -49,10 +52,23 @@ pub struct GroupLag {
 
 /// Lag of every configured pipeline's group.
 pub fn collect(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Failure> {
+    let names: Vec<(String, String, String)> = settings
+        .pipelines
+        .iter()
+        .map(|p| (p.kind.name().to_owned(), p.topic.clone(), p.group.clone()))
+        .collect();
+    collect_named(&names, admin)
+}
+
+/// Lag of each (pipeline, topic, group).
+pub fn collect_named(
+    pipelines: &[(String, String, String)],
+    admin: &Admin,
+) -> Result<Vec<GroupLag>, Failure> {
     let mut groups = Vec::new();
-    for pipeline in &settings.pipelines {
+    for (name, topic, group) in pipelines {
         let partitions: Vec<PartitionLag> = admin
-            .group_offsets(&pipeline.group, &pipeline.topic)?
+            .group_offsets(group, topic)?
             .iter()
             .map(|p| PartitionLag {
                 partition: p.partition,
@@ -62,10 +78,10 @@ pub fn collect(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Fail
             })
             .collect();
         groups.push(GroupLag {
-            pipeline: pipeline.kind.name().to_owned(),
-            group: pipeline.group.clone(),
-            topic: pipeline.topic.clone(),
-            members: admin.group_members(&pipeline.group)?,
+            pipeline: name.clone(),
+            group: group.clone(),
+            topic: topic.clone(),
+            members: admin.group_members(group)?,
             total_lag: partitions.iter().map(|p| p.lag).sum(),
             partitions,
         });
@@ -75,9 +91,9 @@ pub fn collect(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Fail
 
 /// Entry point.
 pub fn run(args: &LagArgs) -> Result<(), Failure> {
-    let settings = super::settings()?;
-    let admin = Admin::new(&settings.kafka, Duration::from_secs(15))?;
-    let groups = collect(&settings, &admin)?;
+    let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
+    let admin = Admin::new(&pipelines.settings.kafka, Duration::from_secs(15))?;
+    let groups = collect_named(&pipelines.names()?, &admin)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&groups)?);
         return Ok(());

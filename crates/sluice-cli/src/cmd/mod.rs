@@ -8,6 +8,7 @@ pub mod health;
 pub mod lag;
 pub mod migrate;
 pub mod outbox;
+pub mod pipelines;
 pub mod replay;
 pub mod retry;
 pub mod run;

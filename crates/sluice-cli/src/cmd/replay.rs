@@ -9,15 +9,18 @@ use anyhow::anyhow;
 use chrono::{DateTime, Utc};
 use clap::Args;
 use serde::Serialize;
-use sluice_core::PipelineKind;
 use sluice_kafka::Admin;
 use std::time::Duration;
 
 /// Options of `sluice replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The pipeline whose group is moved: app-stats, reviews or network-metrics.
-    pipeline: PipelineKind,
+    /// The pipeline whose group is moved: a built-in (app-stats, reviews, network-metrics) or
+    /// a sink of the mapping file.
+    pipeline: String,
+    /// The mapping file (or folder) of declared sinks; default `SLUICE_SINKS_FILE`.
+    #[arg(long = "sinks", value_name = "FILE|DIR")]
+    sinks: Option<String>,
     /// Where to: `earliest`, `latest`, or an RFC 3339 time (the first record at or after it).
     #[arg(long, value_parser = parse_target)]
     to: Target,
@@ -73,24 +76,34 @@ struct Plan {
 
 /// Entry point.
 pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
-    let settings = super::settings()?;
-    let pipeline = settings.pipeline(args.pipeline).ok_or_else(|| {
-        Failure::config(anyhow!(
-            "pipeline {} is not in STORAGE_PIPELINES for this environment",
-            args.pipeline
-        ))
-    })?;
-    let admin = Admin::new(&settings.kafka, Duration::from_secs(15))?;
-    let offsets = admin.group_offsets(&pipeline.group, &pipeline.topic)?;
+    let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
+    let names = pipelines.names()?;
+    let (name, topic, group) = names
+        .iter()
+        .find(|(name, ..)| *name == args.pipeline)
+        .ok_or_else(|| {
+            Failure::config(anyhow!(
+                "pipeline `{}` does not run in this environment (STORAGE_PIPELINES and the \
+                 mapping file give: {})",
+                args.pipeline,
+                names
+                    .iter()
+                    .map(|(n, ..)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+    let admin = Admin::new(&pipelines.settings.kafka, Duration::from_secs(15))?;
+    let offsets = admin.group_offsets(group, topic)?;
     let targets: Vec<(i32, i64)> = match args.to {
         Target::Earliest => offsets.iter().map(|p| (p.partition, p.low)).collect(),
         Target::Latest => offsets.iter().map(|p| (p.partition, p.high)).collect(),
-        Target::Time(t) => admin.offsets_for_time(&pipeline.topic, t.timestamp_millis())?,
+        Target::Time(t) => admin.offsets_for_time(topic, t.timestamp_millis())?,
     };
     let mut plan = Plan {
-        pipeline: pipeline.kind.name().to_owned(),
-        group: pipeline.group.clone(),
-        topic: pipeline.topic.clone(),
+        pipeline: name.clone(),
+        group: group.clone(),
+        topic: topic.clone(),
         to: match args.to {
             Target::Earliest => "earliest".into(),
             Target::Latest => "latest".into(),
@@ -109,17 +122,15 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
             })
             .collect(),
     };
-    let members = admin.group_members(&pipeline.group)?;
+    let members = admin.group_members(group)?;
     if args.execute {
         if members > 0 {
             return Err(anyhow!(
-                "group {} has {members} active member(s): stop the {} pipeline first (replay refuses to move a live group)",
-                pipeline.group,
-                pipeline.kind
+                "group {group} has {members} active member(s): stop the {name} pipeline first (replay refuses to move a live group)"
             )
             .into());
         }
-        admin.commit_group_offsets(&pipeline.group, &pipeline.topic, &targets)?;
+        admin.commit_group_offsets(group, topic, &targets)?;
         plan.executed = true;
     }
     if args.json {

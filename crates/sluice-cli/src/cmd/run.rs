@@ -1,10 +1,23 @@
 //! `sluice run`: the storage consumer under its supervisor (docs/ARCHITECTURE.md#supervisor).
 
+use super::pipelines::{Pipelines, plan_sinks};
 use crate::Failure;
+use anyhow::anyhow;
+use clap::Args;
 use sluice_core::settings::variables;
-use sluice_storage::{StorageMetrics, run_pipelines};
+use sluice_storage::{DeclaredPipeline, Pipeline, StorageMetrics, run_selected};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// Options of `sluice run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A mapping file of declared sinks, or a folder of them (`*.toml`); default
+    /// `SLUICE_SINKS_FILE`. Its sinks run, and the built-in pipelines only if
+    /// `STORAGE_PIPELINES` names them.
+    #[arg(long = "sinks", value_name = "FILE|DIR")]
+    sinks: Option<String>,
+}
 
 /// The settings table for `sluice run --help`.
 pub fn settings_help() -> String {
@@ -15,20 +28,25 @@ pub fn settings_help() -> String {
     help.push_str(&crate::observe::help_line(38));
     help.push_str(
         "\nExit codes: 0 stopped by SIGTERM/SIGINT after committing; 1 a pipeline failed or \
-         the shutdown timed out; 2 invalid settings (nothing consumed).",
+         the shutdown timed out; 2 invalid settings or mapping file (nothing consumed).",
     );
     help
 }
 
 /// Entry point: migrations, then the pipelines until a signal or a failure.
-pub fn run() -> Result<(), Failure> {
-    let settings = Arc::new(super::settings()?);
+pub fn run(args: &RunArgs) -> Result<(), Failure> {
+    let pipelines = Pipelines::load(args.sinks.as_deref())?;
+    let names: Vec<String> = pipelines
+        .names()?
+        .into_iter()
+        .map(|(name, ..)| name)
+        .collect();
+    let settings = Arc::new(pipelines.settings.clone());
     // The endpoint starts before the migrations so that a port in use fails at once (exit 2)
     // and /health/ready says "not running" while the migrations run.
     let mut registry = prometheus_client::registry::Registry::default();
     crate::observe::register_build_info(&mut registry);
-    let kinds: Vec<_> = settings.pipelines.iter().map(|p| p.kind).collect();
-    let metrics = StorageMetrics::register(&mut registry, &kinds);
+    let metrics = StorageMetrics::register(&mut registry, &names);
     let _endpoint = {
         let metrics = metrics.clone();
         crate::observe::start(
@@ -59,6 +77,9 @@ pub fn run() -> Result<(), Failure> {
         tracing::info!("stop signal during migrations: exiting before any pipeline started");
         return Ok(());
     }
+    // Declared sinks are validated against the schema the migrations left: a table or column
+    // that does not fit exits 2 naming the sink and the column, before any consumer exists.
+    let selected = runtime.block_on(selected(&pipelines, &settings))?;
 
     let stop = CancellationToken::new();
     let supervisor = {
@@ -66,7 +87,7 @@ pub fn run() -> Result<(), Failure> {
         let stop = stop.clone();
         std::thread::Builder::new()
             .name("supervisor".into())
-            .spawn(move || run_pipelines(settings, &metrics, stop))?
+            .spawn(move || run_selected(settings, selected, &metrics, stop))?
     };
     runtime.block_on(async {
         let watch = stop.clone();
@@ -78,8 +99,8 @@ pub fn run() -> Result<(), Failure> {
     });
     match supervisor.join() {
         Ok(Ok(totals)) => {
-            for (kind, t) in totals {
-                tracing::info!(pipeline = %kind, batches = t.batches, records = t.report.records,
+            for (name, t) in totals {
+                tracing::info!(pipeline = %name, batches = t.batches, records = t.report.records,
                     inserted = t.report.write.inserted, updated = t.report.write.updated,
                     skipped = t.report.write.skipped, dead_lettered = t.report.dead_lettered(),
                     "pipeline totals");
@@ -89,4 +110,43 @@ pub fn run() -> Result<(), Failure> {
         Ok(Err(error)) => Err(error.into()),
         Err(_) => Err(anyhow::anyhow!("the supervisor thread panicked").into()),
     }
+}
+
+/// The selected pipelines, the declared ones planned against the live schema.
+async fn selected(
+    pipelines: &Pipelines,
+    settings: &sluice_core::Settings,
+) -> Result<Vec<Pipeline>, Failure> {
+    let selection = pipelines.selection()?;
+    let mut selected: Vec<Pipeline> = selection
+        .builtins
+        .iter()
+        .map(|p| Pipeline::Builtin((*p).clone()))
+        .collect();
+    if selection.declared.is_empty() {
+        return Ok(selected);
+    }
+    let sinks: Vec<_> = selection.declared.iter().map(|s| (*s).clone()).collect();
+    let mut conn = sluice_postgres::connect(&settings.database_url, "sinks-plan").await?;
+    let plans = match plan_sinks(&mut conn, &sinks, &pipelines.group_prefix).await? {
+        Ok(plans) => plans,
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("sluice: invalid: {error}");
+            }
+            let file = pipelines.file.as_deref().unwrap_or("");
+            return Err(Failure::config(anyhow!(
+                "{file}: {} error(s) against the database's schema; nothing was consumed",
+                errors.len()
+            )));
+        }
+    };
+    let _ = sqlx::Connection::close(conn).await;
+    selected.extend(
+        sinks
+            .into_iter()
+            .zip(plans)
+            .map(|(sink, plan)| Pipeline::Declared(Box::new(DeclaredPipeline { sink, plan }))),
+    );
+    Ok(selected)
 }

@@ -4,15 +4,13 @@
 //! It reads the catalog only: it never creates a consumer and never writes. Exit 0 when every
 //! sink is valid, 2 naming the sink, the column and the reason of each error.
 
+use super::pipelines::{SINKS_FILE_VAR, group_prefix, plan_sinks, read_sinks};
 use crate::Failure;
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use sluice_core::sinks::{MappingError, SinkError, SinkPlan, check_sinks, parse_sinks, plan_sink};
+use sluice_core::sinks::{MappingError, SinkPlan};
 use sluice_core::untrusted::redact_url;
-
-/// The variable naming the mapping file.
-pub const SINKS_FILE_VAR: &str = "SLUICE_SINKS_FILE";
 
 /// Subcommands of `sluice sinks`.
 #[derive(Debug, Subcommand)]
@@ -51,45 +49,18 @@ pub fn run(action: SinksAction) -> Result<(), Failure> {
 
 fn validate(args: &ValidateArgs) -> Result<(), Failure> {
     let file = mapping_file(args)?;
-    let prefix = super::env_lookup("STORAGE_GROUP_PREFIX")
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "storage-consumer".into());
-    let text = std::fs::read_to_string(&file).map_err(|e| {
-        Failure::config(MappingError::Read {
-            file: file.clone(),
-            message: e.to_string(),
-        })
-    })?;
-    let sinks =
-        parse_sinks(&file, &text).map_err(|e| invalid(args, &file, vec![mapping_line(&e)]))?;
-    let problems = check_sinks(&file, &sinks);
-    if !problems.is_empty() {
-        return Err(invalid(
-            args,
-            &file,
-            problems.iter().map(mapping_line).collect(),
-        ));
-    }
+    let sinks = read_sinks(&file)
+        .map_err(|errors| invalid(args, &file, errors.iter().map(mapping_line).collect()))?;
     let url = super::env_lookup("DATABASE_URL")
         .filter(|u| !u.is_empty())
         .ok_or_else(|| Failure::config(anyhow!("DATABASE_URL is required")))?;
-    let shapes = super::runtime()?.block_on(async {
+    let planned = super::runtime()?.block_on(async {
         let mut conn = sluice_postgres::connect(&url, "sinks-validate")
             .await
             .with_context(|| format!("cannot connect to {}", redact_url(&url)))?;
-        sluice_postgres::catalog::sink_tables(&mut conn, &sinks)
-            .await
-            .context("cannot read the catalog")
+        plan_sinks(&mut conn, &sinks, &group_prefix()).await
     })?;
-    let mut plans = Vec::with_capacity(sinks.len());
-    let mut errors: Vec<SinkError> = Vec::new();
-    for sink in &sinks {
-        match plan_sink(sink, &prefix, &shapes) {
-            Ok(plan) => plans.push(plan),
-            Err(mut more) => errors.append(&mut more),
-        }
-    }
-    if !errors.is_empty() {
+    let plans = planned.map_err(|errors| {
         let lines = errors
             .iter()
             .map(|e| ErrorLine {
@@ -98,8 +69,8 @@ fn validate(args: &ValidateArgs) -> Result<(), Failure> {
                 reason: e.to_string(),
             })
             .collect();
-        return Err(invalid(args, &file, lines));
-    }
+        invalid(args, &file, lines)
+    })?;
     if args.json {
         let out = serde_json::json!({"file": file, "valid": true, "sinks": plans});
         println!("{}", serde_json::to_string_pretty(&out)?);

@@ -476,9 +476,13 @@ impl Settings {
 
     /// The `group.instance.id` of a pipeline's consumer, if static membership is on.
     pub fn group_instance_id(&self, pipeline: PipelineKind) -> Option<String> {
-        self.instance_id
-            .as_ref()
-            .map(|id| format!("{id}-{}", pipeline.name()))
+        self.group_instance_id_of(pipeline.name())
+    }
+
+    /// The static group membership id of the pipeline (or declared sink) `name`:
+    /// `<instance>-<name>`.
+    pub fn group_instance_id_of(&self, name: &str) -> Option<String> {
+        self.instance_id.as_ref().map(|id| format!("{id}-{name}"))
     }
 
     /// Builds the settings from a map (tests, tools).

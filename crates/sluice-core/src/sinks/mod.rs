@@ -21,6 +21,7 @@ mod file;
 mod model;
 mod problems;
 mod rows;
+mod selection;
 mod statement;
 mod table;
 mod validate;
@@ -35,6 +36,7 @@ pub use model::{
 };
 pub use problems::{MappingError, MappingProblem};
 pub use rows::SinkRow;
+pub use selection::{Selection, SelectionError, select};
 pub use statement::{StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
 pub use validate::{ColumnPlan, SinkError, SinkPlan, plan_sink};

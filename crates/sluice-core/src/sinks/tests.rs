@@ -4,3 +4,4 @@
 mod decode;
 mod file;
 mod plan;
+mod selection;

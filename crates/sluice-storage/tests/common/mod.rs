@@ -27,7 +27,7 @@ pub struct Fixture {
 
 pub type Running = (
     CancellationToken,
-    JoinHandle<Result<Vec<(PipelineKind, PipelineTotals)>, sluice_storage::SupervisorError>>,
+    JoinHandle<Result<Vec<(String, PipelineTotals)>, sluice_storage::SupervisorError>>,
 );
 
 impl Fixture {
@@ -90,9 +90,9 @@ impl Fixture {
         let stop = CancellationToken::new();
         let token = stop.clone();
         let handle = std::thread::spawn(move || {
-            let kinds: Vec<_> = settings.pipelines.iter().map(|p| p.kind).collect();
+            let names: Vec<_> = settings.pipelines.iter().map(|p| p.kind.name()).collect();
             let mut registry = prometheus_client::registry::Registry::default();
-            let metrics = sluice_storage::StorageMetrics::register(&mut registry, &kinds);
+            let metrics = sluice_storage::StorageMetrics::register(&mut registry, &names);
             run_pipelines(Arc::new(settings), &metrics, token)
         });
         (stop, handle)
@@ -186,6 +186,7 @@ pub fn stop(running: Running) -> BTreeMap<PipelineKind, PipelineTotals> {
         .expect("supervisor thread")
         .expect("pipelines stop cleanly")
         .into_iter()
+        .map(|(name, totals)| (name.parse().expect("a built-in pipeline"), totals))
         .collect()
 }
 

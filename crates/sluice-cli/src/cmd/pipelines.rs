@@ -1,0 +1,158 @@
+//! The pipelines of this process as every storage command sees them (`run`, `lag`, `replay`,
+//! `health`, `dlq`): the built-in topics of the settings and the sinks of a mapping file
+//! (`--sinks FILE|DIR`, else `SLUICE_SINKS_FILE`), selected by
+//! [`sluice_core::sinks::select`]. A file that does not read, parse or check exits 2 naming
+//! the file, the sink and the key; nothing is consumed.
+
+use crate::Failure;
+use anyhow::anyhow;
+use sluice_core::Settings;
+use sluice_core::sinks::{
+    MappingError, Selection, Sink, SinkError, SinkPlan, check_sinks, parse_sinks, plan_sink, select,
+};
+use sqlx::PgConnection;
+
+/// The variable naming the mapping file.
+pub const SINKS_FILE_VAR: &str = "SLUICE_SINKS_FILE";
+
+/// The settings, and the sinks of the mapping file if one is given.
+#[derive(Debug)]
+pub struct Pipelines {
+    /// The validated settings.
+    pub settings: Settings,
+    /// `STORAGE_GROUP_PREFIX` (a sink's default group is `<prefix>.<name>`).
+    pub group_prefix: String,
+    /// The mapping file or folder, if any.
+    pub file: Option<String>,
+    /// Its sinks, parsed and checked without a database.
+    pub sinks: Vec<Sink>,
+}
+
+impl Pipelines {
+    /// The settings and the mapping file of `flag`, else of `SLUICE_SINKS_FILE`.
+    pub fn load(flag: Option<&str>) -> Result<Self, Failure> {
+        let settings = super::settings()?;
+        let file = flag
+            .map(str::to_owned)
+            .or_else(|| super::env_lookup(SINKS_FILE_VAR).filter(|f| !f.is_empty()));
+        let sinks = match &file {
+            Some(file) => read_sinks(file).map_err(|errors| refused(file, &errors))?,
+            None => Vec::new(),
+        };
+        Ok(Self {
+            settings,
+            group_prefix: group_prefix(),
+            file,
+            sinks,
+        })
+    }
+
+    /// The pipelines to run: exit 2 when a sink's name or group collides.
+    pub fn selection(&self) -> Result<Selection<'_>, Failure> {
+        let builtins_named = super::env_lookup("STORAGE_PIPELINES").is_some_and(|v| !v.is_empty());
+        let file = self.file.as_deref().unwrap_or("");
+        select(
+            &self.settings,
+            builtins_named,
+            &self.group_prefix,
+            file,
+            &self.sinks,
+        )
+        .map_err(Failure::config)
+    }
+
+    /// Every selected pipeline's (name, topic, group).
+    pub fn names(&self) -> Result<Vec<(String, String, String)>, Failure> {
+        Ok(self.selection()?.names(&self.group_prefix))
+    }
+}
+
+/// `STORAGE_GROUP_PREFIX` as the settings read it.
+pub fn group_prefix() -> String {
+    super::env_lookup("STORAGE_GROUP_PREFIX")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "storage-consumer".into())
+}
+
+/// The sinks of a mapping file, or of every `*.toml` of a folder (in name order), parsed and
+/// checked together (names and topics distinct across the files); every error, not only the
+/// first.
+pub fn read_sinks(path: &str) -> Result<Vec<Sink>, Vec<MappingError>> {
+    let read_error = |file: &str, e: std::io::Error| MappingError::Read {
+        file: file.to_owned(),
+        message: e.to_string(),
+    };
+    let files: Vec<String> = if std::path::Path::new(path).is_dir() {
+        let entries = std::fs::read_dir(path).map_err(|e| vec![read_error(path, e)])?;
+        let mut files: Vec<String> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .map(|p| p.display().to_string())
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(vec![MappingError::Read {
+                file: path.to_owned(),
+                message: "the folder holds no *.toml mapping file".into(),
+            }]);
+        }
+        files
+    } else {
+        vec![path.to_owned()]
+    };
+    let mut sinks = Vec::new();
+    let mut errors = Vec::new();
+    for file in &files {
+        match std::fs::read_to_string(file) {
+            Ok(text) => match parse_sinks(file, &text) {
+                Ok(mut more) => sinks.append(&mut more),
+                Err(error) => errors.push(error),
+            },
+            Err(e) => errors.push(read_error(file, e)),
+        }
+    }
+    if errors.is_empty() {
+        errors = check_sinks(path, &sinks);
+    }
+    if errors.is_empty() {
+        Ok(sinks)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Each sink planned against the live schema (`conn`'s catalog): the plans, or every error
+/// of every sink.
+pub async fn plan_sinks(
+    conn: &mut PgConnection,
+    sinks: &[Sink],
+    group_prefix: &str,
+) -> Result<Result<Vec<SinkPlan>, Vec<SinkError>>, Failure> {
+    let shapes = sluice_postgres::catalog::sink_tables(conn, sinks)
+        .await
+        .map_err(|e| anyhow!("cannot read the catalog: {e}"))?;
+    let mut plans = Vec::with_capacity(sinks.len());
+    let mut errors: Vec<SinkError> = Vec::new();
+    for sink in sinks {
+        match plan_sink(sink, group_prefix, &shapes) {
+            Ok(plan) => plans.push(plan),
+            Err(mut more) => errors.append(&mut more),
+        }
+    }
+    Ok(if errors.is_empty() {
+        Ok(plans)
+    } else {
+        Err(errors)
+    })
+}
+
+/// Exit 2: each error on its own line on stderr.
+fn refused(file: &str, errors: &[MappingError]) -> Failure {
+    for error in errors {
+        eprintln!("sluice: invalid: {error}");
+    }
+    Failure::config(anyhow!(
+        "{file}: {} error(s); nothing was consumed",
+        errors.len()
+    ))
+}
