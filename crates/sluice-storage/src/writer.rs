@@ -1,11 +1,11 @@
-//! The database side of a pipeline: stores one decoded batch in one transaction, retrying
+//! One writer of a pipeline: stores one decoded batch in one transaction, retrying
 //! transient failures (docs/ARCHITECTURE.md#errors) with back-off on a fresh connection.
 
 use crate::batch::{Decoded, store_batch};
-use crate::heartbeat::Heartbeat;
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::PipelineError;
 use crate::rejects::log_rejects;
+use crate::writers::WriterLiveness;
 use sluice_core::Topic;
 use sluice_core::settings::{PipelineSettings, Settings};
 use sluice_core::{BatchReport, DeadLetter, Disposition};
@@ -15,9 +15,10 @@ use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// The pipeline's own connection and cache.
+/// One writer's own connection and cache.
 #[derive(Debug)]
 pub struct Writer<'a> {
+    index: usize,
     settings: &'a Settings,
     pipeline: &'a PipelineSettings,
     resolver: ApplicationResolver,
@@ -26,21 +27,28 @@ pub struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
-    /// A writer with a fresh cache; it connects on first use.
+    /// Writer `index` of the pipeline, with a fresh cache; it connects on first use.
     pub fn new(
         settings: &'a Settings,
         pipeline: &'a PipelineSettings,
         metrics: &'a PipelineMetrics,
+        index: usize,
     ) -> Self {
         let resolver =
             ApplicationResolver::new(&settings.applications_table, settings.app_cache_ttl);
         Self {
+            index,
             settings,
             pipeline,
             resolver,
             conn: None,
             metrics,
         }
+    }
+
+    /// Which writer of its pipeline this is.
+    pub fn index(&self) -> usize {
+        self.index
     }
 
     /// Closes the connection.
@@ -57,14 +65,16 @@ impl<'a> Writer<'a> {
         records: &[Record],
         decoded: &Decoded<K::Message>,
         stop: &CancellationToken,
-        heartbeat: &mut Heartbeat,
+        liveness: &WriterLiveness,
     ) -> Result<Option<BatchReport>, PipelineError> {
         let mut delays = self.settings.db_retry.delays();
         let mut retries = 0u32;
         let stored = self
-            .retry_loop::<K>(records, decoded, stop, heartbeat, &mut delays, &mut retries)
+            .retry_loop::<K>(records, decoded, stop, liveness, &mut delays, &mut retries)
             .await;
-        self.metrics.retries_over();
+        if retries > 0 {
+            self.metrics.retries_over();
+        }
         stored
     }
 
@@ -73,7 +83,7 @@ impl<'a> Writer<'a> {
         records: &[Record],
         decoded: &Decoded<K::Message>,
         stop: &CancellationToken,
-        heartbeat: &mut Heartbeat,
+        liveness: &WriterLiveness,
         delays: &mut impl Iterator<Item = Duration>,
         retries: &mut u32,
     ) -> Result<Option<BatchReport>, PipelineError> {
@@ -101,16 +111,19 @@ impl<'a> Writer<'a> {
                     source: error,
                 });
             };
+            if *retries == 0 {
+                self.metrics.retries_begin();
+            }
             *retries += 1;
             self.metrics
                 .retrying(sqlstate(&error).as_deref(), &error.to_string());
-            tracing::warn!(pipeline = %self.pipeline.kind, %error, retry = *retries,
+            tracing::warn!(pipeline = %self.pipeline.kind, writer = self.index, %error, retry = *retries,
                 delay_ms = delay.as_millis() as u64, "transient database error; retrying the batch");
             // Waiting out an outage is what the pipeline should be doing: keep the heartbeat
             // fresh (a PostgreSQL restart must not make a liveness probe kill the process).
             let until = tokio::time::Instant::now() + delay;
             while tokio::time::Instant::now() < until {
-                heartbeat.beat();
+                liveness.turn();
                 let step = until.min(tokio::time::Instant::now() + Duration::from_secs(1));
                 tokio::select! {
                     () = tokio::time::sleep_until(step) => {}
