@@ -14,11 +14,15 @@
 //! The other rows of a key are kept as runners-up, best first: if the survivor is rejected
 //! at write time (a constraint violation), the next one takes its place, as it would have
 //! if the survivor had come in a batch of its own.
+//!
+//! The survivors come out sorted by natural key, so every writer locks the rows of the keys
+//! it shares with another writer in the same order: two writers of one pipeline (or two
+//! processes) upserting overlapping keys wait for each other instead of deadlocking (40P01).
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
-/// The rows that survive de-duplication, in first-seen key order, and the rows they
+/// The rows that survive de-duplication, in natural-key order, and the rows they
 /// superseded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Deduped<T> {
@@ -39,9 +43,10 @@ impl<T> Deduped<T> {
 
 /// Keeps one row per key. `replace(current, candidate)` says whether a later `candidate`
 /// beats the row kept so far ([`later_wins`], [`earlier_wins`], or a version comparison).
+/// The survivors are sorted by key (the lock order of the upsert).
 pub fn dedupe_by_key<T, K, FK, FR>(rows: Vec<T>, key: FK, replace: FR) -> Deduped<T>
 where
-    K: Eq + Hash,
+    K: Eq + Hash + Ord,
     FK: Fn(&T) -> K,
     FR: Fn(&T, &T) -> bool,
 {
@@ -72,10 +77,17 @@ where
             }
         }
     }
-    Deduped {
-        rows: kept,
-        superseded,
-    }
+    let mut keyed: Vec<(K, T, Vec<T>)> = kept
+        .into_iter()
+        .zip(superseded)
+        .map(|(row, losers)| (key(&row), row, losers))
+        .collect();
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let (rows, superseded) = keyed
+        .into_iter()
+        .map(|(_, row, losers)| (row, losers))
+        .unzip();
+    Deduped { rows, superseded }
 }
 
 /// The rule "the later record in the batch wins" (what `DO UPDATE` does across batches).
@@ -92,6 +104,17 @@ pub fn earlier_wins<T>(_current: &T, _candidate: &T) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn survivors_come_out_in_key_order_whatever_the_arrival_order() {
+        let a = dedupe_by_key(vec![("k2", 1), ("k1", 2), ("k3", 3)], |r| r.0, later_wins);
+        let b = dedupe_by_key(vec![("k3", 3), ("k2", 1), ("k1", 2)], |r| r.0, later_wins);
+        fn keys(d: &Deduped<(&'static str, i32)>) -> Vec<&'static str> {
+            d.rows.iter().map(|r| r.0).collect()
+        }
+        assert_eq!(keys(&a), ["k1", "k2", "k3"]);
+        assert_eq!(keys(&a), keys(&b), "the same lock order in every writer");
+    }
 
     #[test]
     fn later_record_wins_by_default() {

@@ -43,6 +43,11 @@ impl PipelineKind {
         format!("STORAGE_MAX_POLL_RECORDS_{}", self.env_suffix())
     }
 
+    /// The variable of the pipeline's own writer count (`STORAGE_WRITERS_REVIEWS` …).
+    pub fn writers_variable(self) -> String {
+        format!("STORAGE_WRITERS_{}", self.env_suffix())
+    }
+
     /// Every pipeline name, comma-separated, in order (the default of `STORAGE_PIPELINES`).
     pub fn all_names() -> String {
         Self::ALL.map(Self::name).join(",")

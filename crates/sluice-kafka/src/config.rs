@@ -56,6 +56,11 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
             // Measured with `sluice bench`: 300–600 ms stalls every ~40k records at the
             // default.
             .set("fetch.queue.backoff.ms", "10")
+            // A fetch hands the client each partition's records as one run, up to this many
+            // bytes (default 1 MiB, ~2,000 reviews). The pipeline's writers each take their
+            // own partitions, so long runs make one writer wait while the reader works
+            // through another's run: 256 KiB is about one batch of reviews per run.
+            .set("max.partition.fetch.bytes", "262144")
             // The high watermarks the lag gauge reads (`BatchConsumer::lag`) without a
             // round trip to the broker, which would hold up the reader thread.
             .set("statistics.interval.ms", "2000");

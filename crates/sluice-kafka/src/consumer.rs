@@ -179,6 +179,17 @@ impl BatchConsumer {
         self.rebalances.counts()
     }
 
+    /// The partitions of its topic this consumer holds now.
+    pub fn assigned_partitions(&self) -> Result<Vec<i32>, KafkaError> {
+        Ok(self
+            .consumer
+            .assignment()?
+            .elements_for_topic(&self.topic)
+            .iter()
+            .map(|e| e.partition())
+            .collect())
+    }
+
     /// The topic this consumer reads.
     pub fn topic(&self) -> &str {
         &self.topic

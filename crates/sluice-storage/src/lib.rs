@@ -10,13 +10,14 @@
 //! 4. **A half-alive process is a dead process**: if one pipeline fails, all stop and the
 //!    process exits non-zero ([`supervisor`]).
 //!
-//! Each pipeline runs on its own thread with its own single-threaded runtime, consumer,
-//! database connection and cache; pipelines share only the immutable settings and a stop
-//! signal.
+//! Each pipeline runs on its own threads (a reader with its consumer, N writers each with
+//! its own single-threaded runtime, database connection and cache); pipelines share only
+//! the immutable settings and a stop signal.
 
 pub mod batch;
 pub mod heartbeat;
 pub mod isolate;
+pub mod lanes;
 pub mod metrics;
 pub mod pipeline;
 pub mod reader;
@@ -25,6 +26,7 @@ pub mod selected;
 pub mod sink;
 pub mod supervisor;
 pub mod writer;
+pub mod writers;
 
 pub use metrics::StorageMetrics;
 pub use pipeline::PipelineError;

@@ -294,7 +294,8 @@ pub struct PipelineHealth {
     running: AtomicBool,
     assigned: AtomicBool,
     last_beat_ms: AtomicU64,
-    retrying: AtomicBool,
+    /// Writers of the pipeline retrying a batch now.
+    retrying: AtomicU64,
     /// The error being retried (written once per retry, never on the hot path).
     retry_reason: Mutex<String>,
 }
@@ -304,7 +305,7 @@ impl PipelineHealth {
         if !self.running.load(Ordering::Relaxed) {
             return Some("not running".into());
         }
-        if self.retrying.load(Ordering::Relaxed) {
+        if self.retrying.load(Ordering::Relaxed) > 0 {
             let reason = self
                 .retry_reason
                 .lock()
@@ -378,12 +379,20 @@ impl PipelineMetrics {
         if let Ok(mut reason) = self.health.retry_reason.lock() {
             *reason = error.to_owned();
         }
-        self.health.retrying.store(true, Ordering::Relaxed);
     }
 
-    /// The retries are over (the batch stored, or the pipeline stopped).
+    /// A writer starts retrying a batch (call once, before its first [`Self::retrying`]).
+    pub fn retries_begin(&self) {
+        self.health.retrying.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// That writer's retries are over (the batch stored, or the pipeline stopped); once per
+    /// [`Self::retries_begin`].
     pub fn retries_over(&self) {
-        self.health.retrying.store(false, Ordering::Relaxed);
+        let _ = self
+            .health
+            .retrying
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// A committed batch (its transaction; the offset commit is counted separately).
@@ -450,11 +459,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pipeline_is_retrying_while_any_of_its_writers_is() {
+        let mut registry = Registry::default();
+        let metrics = StorageMetrics::register(&mut registry, &["reviews"]);
+        let p = metrics.pipeline("reviews", "unknown_application");
+        p.set_up(true);
+        p.set_assigned(true);
+        p.beat();
+        p.retries_begin();
+        p.retries_begin();
+        p.retries_over();
+        assert!(
+            metrics.readiness().is_err(),
+            "the other writer still retries"
+        );
+        p.retries_over();
+        assert_eq!(metrics.readiness(), Ok(()));
+    }
+
+    #[test]
     fn names_follow_the_contract() {
         let mut registry = Registry::default();
         let metrics = StorageMetrics::register(&mut registry, &["reviews"]);
         let p = metrics.pipeline("reviews", "unknown_application");
         p.set_up(true);
+        p.retries_begin();
         p.retrying(Some("57P01"), "terminating connection");
         p.commit_failed();
         p.set_lag(&[(0, 5)], &[], 1.5);
@@ -493,6 +522,7 @@ mod tests {
             "{not_ready:?}"
         );
         p.retries_over();
+        p.retries_over(); // one too many is harmless
         p.set_assigned(true);
         p.beat();
         assert_eq!(metrics.readiness(), Ok(()));

@@ -5,27 +5,28 @@
 //! so a rebalance in the middle of a batch only means the uncommitted batch is redelivered
 //! to whoever gets the partition, and `ON CONFLICT` makes that a no-op.
 //!
-//! A pipeline is two threads joined by channels: the reader (`reader.rs`: poll, decode,
-//! commit offsets) and the writer (this loop, on the pipeline's single-threaded runtime:
-//! one transaction per batch). The reader decodes batch N+1 and commits batch N−1 while
-//! the writer stores batch N, so the database — the bottleneck — never waits for Kafka.
+//! A pipeline is a reader thread (`reader.rs`: poll, decode, commit offsets) and N writer
+//! threads (`writers.rs`, `STORAGE_WRITERS`: one connection and one transaction per batch
+//! each), joined by channels. Partition p goes to writer p % N, so each partition's batches
+//! are stored in poll order by one writer while the other writers store other partitions;
+//! the reader decodes the next batches and commits the stored ones meanwhile, so the
+//! database — the bottleneck — never waits for Kafka.
 
-use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness};
+use crate::heartbeat::ReaderLiveness;
 use crate::metrics::PipelineMetrics;
-use crate::reader::{Polled, Stored, run_reader};
+use crate::reader::{Polled, WriterEvent, run_reader};
 use crate::selected::{Identity, Pipeline};
 use crate::sink::{Builtin, DeclaredError, StorageSink};
-use crate::writer::Writer;
+use crate::writers::{WriterChannels, run_writers};
 use sluice_core::settings::Settings;
 use sluice_core::topics::TopicVisitor;
 use sluice_core::{BatchReport, Topic};
 use sluice_kafka::BatchConsumer;
 use sluice_kafka::config::ConsumerOptions;
 use std::future::Future;
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Consecutive failed offset commits after which the pipeline fails on purpose: a livelock
@@ -75,6 +76,9 @@ pub enum PipelineError {
     /// The reader thread panicked.
     #[error("the reader thread panicked")]
     ReaderPanicked,
+    /// A writer thread panicked.
+    #[error("a writer thread panicked")]
+    WriterPanicked,
     /// A declared sink cannot run (its plan and its file disagree: a bug).
     #[error(transparent)]
     Declared(#[from] DeclaredError),
@@ -105,7 +109,7 @@ pub async fn run_pipeline(
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
     metrics.set_up(true);
-    let identity = pipeline.identity();
+    let identity = pipeline.identity(settings);
     let result = match pipeline {
         Pipeline::Builtin(builtin) => {
             let run = RunTyped {
@@ -191,12 +195,21 @@ async fn run_sink<S: StorageSink + 'static>(
     )?;
     tracing::info!(pipeline = %pipeline.name, topic = %pipeline.topic, group = %pipeline.group,
         group_instance_id = instance.as_deref().unwrap_or("(dynamic)"),
-        batch_size = pipeline.batch_size, "pipeline started");
+        batch_size = pipeline.batch_size, writers = pipeline.writers, "pipeline started");
 
-    // One batch waits in the channel while the writer stores another: the reader stays
-    // ahead without holding more than a couple of batches.
-    let (to_writer, batches) = mpsc::sync_channel::<Polled<S::Message>>(1);
-    let (stored_tx, stored_rx) = mpsc::channel::<Stored>();
+    // Per writer, one batch waits in its channel while it stores another; the lanes hold at
+    // most two more (crates/sluice-storage/src/lanes.rs).
+    let (events_tx, events) = mpsc::channel::<WriterEvent>();
+    let (mut to_writers, mut channels) = (Vec::new(), Vec::new());
+    for _ in 0..pipeline.writers.max(1) {
+        let (to_writer, batches) = mpsc::sync_channel::<Polled<S::Message>>(1);
+        to_writers.push(to_writer);
+        channels.push(WriterChannels {
+            batches,
+            events: events_tx.clone(),
+        });
+    }
+    drop(events_tx);
     let liveness = ReaderLiveness::default();
     let reader = {
         let (stop, batch_size, timeout) =
@@ -208,66 +221,21 @@ async fn run_sink<S: StorageSink + 'static>(
             .name(format!("pipeline-{}-kafka", pipeline.name))
             .spawn(move || {
                 run_reader(
-                    &*sink, name, consumer, batch_size, timeout, to_writer, stored_rx, stop,
+                    &*sink, name, consumer, batch_size, timeout, to_writers, events, stop,
                     liveness, metrics,
                 )
             })
             .map_err(PipelineError::Thread)?
     };
 
-    let mut writer = Writer::new(settings, pipeline, &*sink, metrics);
-    let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), &pipeline.name);
-    let written: Result<(), PipelineError> = loop {
-        // Healthy means both halves make progress: a stuck reader stops the heartbeat too.
-        if liveness.is_alive(READER_STALL) {
-            heartbeat.beat();
-            metrics.beat();
-        }
-        if stop.is_cancelled() {
-            break Ok(());
-        }
-        let waiting = Instant::now();
-        let Polled {
-            records,
-            decoded,
-            mut phases,
-        } = match batches.recv_timeout(settings.poll_timeout) {
-            Ok(batch) => batch,
-            Err(mpsc::RecvTimeoutError::Timeout) => continue,
-            // The reader ended (stop, or a Kafka error it will report).
-            Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(()),
-        };
-        let storing = Instant::now();
-        phases.writer_wait = storing - waiting;
-        match writer
-            .store_with_retries(&records, &decoded, stop, &mut heartbeat)
-            .await
-        {
-            Ok(Some(report)) => {
-                phases.store = storing.elapsed();
-                if stored_tx
-                    .send(Stored {
-                        records,
-                        report,
-                        phases,
-                    })
-                    .is_err()
-                {
-                    break Ok(()); // the reader is gone; it reports why
-                }
-            }
-            // Stopped while waiting to retry: nothing committed, the batch is redelivered.
-            Ok(None) => break Ok(()),
-            Err(error) => break Err(error),
-        }
-    };
+    // The pipeline's own thread runs nothing else while its writers run.
+    let written = run_writers(
+        settings, pipeline, &*sink, metrics, stop, channels, &liveness,
+    );
     if written.is_err() {
         // Make the reader stop too; it still commits the batches stored before the error.
         stop.cancel();
     }
-    drop(batches);
-    drop(stored_tx);
-    writer.close().await;
     let read = reader
         .join()
         .unwrap_or_else(|_| Err(PipelineError::ReaderPanicked));

@@ -1,25 +1,30 @@
-//! The Kafka side of a pipeline, on its own thread: poll and decode the next batch while
-//! the database side stores the current one, and commit each batch's offsets as soon as
-//! the database side reports its transaction committed.
+//! The Kafka side of a pipeline, on its own thread: poll and decode the next batches while
+//! the writers store the current ones, and commit each batch's offsets as soon as its writer
+//! reports its transaction committed.
 //!
-//! Invariant: offsets are committed only for batches that come back on the `stored`
-//! channel, that is, after their PostgreSQL transaction committed; and synchronously, so a
-//! failed commit is seen and counted (five in a row are fatal, docs/ARCHITECTURE.md#batch-loop). At most one
-//! batch is read ahead; it was never committed, so dropping it on shutdown or on a
-//! rebalance only means it is redelivered.
+//! Invariant: offsets are committed only for batches that come back as
+//! [`WriterEvent::Stored`], that is, after their PostgreSQL transaction committed; and
+//! synchronously, so a failed commit is seen and counted (five in a row are fatal,
+//! docs/ARCHITECTURE.md#batch-loop). A batch holds the records of one writer's partitions
+//! only (partition p goes to writer p % N, [`crate::lanes`]), so committing it moves only
+//! partitions whose every earlier batch that writer already stored. The read-ahead is
+//! bounded (per writer: two batches in its lane, one in its channel, one being stored); it
+//! was never committed, so dropping it on shutdown or on a rebalance only means it is
+//! redelivered.
 
 use crate::batch::{Decoded, decode_batch};
 use crate::heartbeat::ReaderLiveness;
+use crate::lanes::Lanes;
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
 use crate::sink::StorageSink;
 use sluice_core::BatchReport;
 use sluice_kafka::{BatchConsumer, Record};
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// A polled and decoded batch, on its way to the database side.
+/// A polled and decoded batch, on its way to a writer.
 #[derive(Debug)]
 pub struct Polled<M> {
     /// The records.
@@ -41,14 +46,24 @@ pub struct Stored {
     pub phases: Phases,
 }
 
+/// What a writer tells the reader.
+#[derive(Debug)]
+pub enum WriterEvent {
+    /// Writer `.0` took a batch from its channel: there is room for the next one.
+    Took(usize),
+    /// A batch's transaction committed: its offsets may be committed.
+    Stored(Stored),
+}
+
 /// Where a batch's time went.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Phases {
-    /// Waiting for and copying the records out of the client.
+    /// Waiting for and copying the records out of the client (a poll's time is shared by
+    /// the batches its records went to).
     pub poll: Duration,
     /// Decoding and validating.
     pub decode: Duration,
-    /// The writer waiting for this batch after finishing the previous one (a non-zero
+    /// The writer waiting for this batch after finishing its previous one (a non-zero
     /// value means the database side was starved by the Kafka side).
     pub writer_wait: Duration,
     /// The database transaction, retries included.
@@ -57,9 +72,10 @@ pub struct Phases {
     pub commit: Duration,
 }
 
-/// Runs the Kafka side until `stop`, a fatal error, or the database side hanging up; then
-/// commits every batch the database side stored and closes the consumer (leaving the group).
-/// `poll_timeout` bounds each wait for records.
+/// Runs the Kafka side until `stop`, a fatal error, or a writer hanging up; then commits
+/// every batch the writers stored and closes the consumer (leaving the group).
+/// `poll_timeout` bounds each wait for records; each writer's batches hold up to
+/// `batch_size` records.
 #[allow(
     clippy::too_many_arguments,
     reason = "the reader thread's whole world, moved in once at spawn"
@@ -70,8 +86,8 @@ pub fn run_reader<S: StorageSink>(
     mut consumer: BatchConsumer,
     batch_size: usize,
     poll_timeout: Duration,
-    to_writer: SyncSender<Polled<S::Message>>,
-    stored: Receiver<Stored>,
+    to_writers: Vec<SyncSender<Polled<S::Message>>>,
+    events: Receiver<WriterEvent>,
     stop: CancellationToken,
     liveness: ReaderLiveness,
     metrics: PipelineMetrics,
@@ -88,20 +104,50 @@ pub fn run_reader<S: StorageSink>(
         next_lag: Instant::now(),
         next_broker_lag: Instant::now(),
     };
+    let mut lanes = Lanes::new(to_writers.len(), batch_size);
+    // Batches in each writer's channel (sent, not yet taken): one at most.
+    let mut queued = vec![0usize; to_writers.len()];
+    let mut revocations = consumer.rebalances().revoke;
     // Poll in short slices so stored batches are committed promptly when the topic is idle.
     let slice = poll_timeout.min(Duration::from_millis(100));
+    // Whether the last poll took everything the client had (hand over partial batches).
+    let mut caught_up = false;
     let outcome = loop {
         liveness.turn();
-        // Commit what the database side finished, first.
-        match committer.commit_ready(&consumer, &stored) {
+        // Commit what the writers finished, first.
+        match committer.commit_ready(&consumer, &events, &mut queued) {
             Ok(true) => {}
-            Ok(false) => break Ok(()), // the database side is gone
+            Ok(false) => break Ok(()), // every writer is gone
             Err(error) => break Err(error),
         }
         if stop.is_cancelled() {
             break Ok(());
         }
         committer.observe_lag(&consumer);
+        forget_revoked(&consumer, &mut lanes, &mut revocations, &committer.name);
+        if hand_over(sink, &mut lanes, &to_writers, &mut queued, caught_up).is_err() {
+            break Ok(()); // a writer stopped; the batches stored are committed below
+        }
+        if lanes.any_full() {
+            // Before waiting, give every writer with room whatever its lane holds.
+            if hand_over(sink, &mut lanes, &to_writers, &mut queued, true).is_err() {
+                break Ok(());
+            }
+            if lanes.any_full() {
+                // A writer is behind: wait until one takes a batch or stores one.
+                liveness.waiting_for_writer();
+                match events.recv_timeout(slice) {
+                    Ok(event) => {
+                        if let Err(error) = committer.handle(&consumer, event, &mut queued) {
+                            break Err(error);
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break Ok(()),
+                }
+                continue;
+            }
+        }
         let polled_at = Instant::now();
         let polled = consumer.poll_batch(batch_size, slice);
         // A consumer error that keeps coming back makes the pipeline unhealthy at once,
@@ -111,36 +157,15 @@ pub fn run_reader<S: StorageSink>(
             Ok(records) => records,
             Err(error) => break Err(PipelineError::Consume(error)),
         };
-        if records.is_empty() {
-            continue;
-        }
-        let decoding = Instant::now();
-        let decoded = decode_batch(sink, &records);
-        let phases = Phases {
-            poll: decoding - polled_at,
-            decode: decoding.elapsed(),
-            ..Phases::default()
-        };
-        // Blocks while the writer still has a batch waiting: at most one is read ahead.
-        liveness.waiting_for_writer();
-        let writer_gone = to_writer
-            .send(Polled {
-                records,
-                decoded,
-                phases,
-            })
-            .is_err();
-        liveness.turn();
-        if writer_gone {
-            break Ok(()); // the writer stopped; its batches are committed below
-        }
+        caught_up = records.len() < batch_size;
+        lanes.push(records, polled_at.elapsed());
     };
-    // Hang up so the database side stops taking batches, then commit what it finishes.
-    drop(to_writer);
+    // Hang up so the writers stop taking batches, then commit what they finish.
+    drop(to_writers);
     let drained = loop {
-        match stored.recv() {
-            Ok(done) => {
-                if let Err(error) = committer.commit(&consumer, done) {
+        match events.recv() {
+            Ok(event) => {
+                if let Err(error) = committer.handle(&consumer, event, &mut queued) {
                     break Err(error);
                 }
             }
@@ -149,6 +174,72 @@ pub fn run_reader<S: StorageSink>(
     };
     consumer.close();
     outcome.and(drained).map(|()| committer.totals)
+}
+
+/// A writer's channel is gone (it stopped).
+#[derive(Debug)]
+struct WriterGone;
+
+/// Hands each writer with room in its channel (`queued[lane] == 0`) its lane's next batch:
+/// a full one, or with `partial` whatever the lane holds. Decodes each batch on the way.
+fn hand_over<S: StorageSink>(
+    sink: &S,
+    lanes: &mut Lanes,
+    to_writers: &[SyncSender<Polled<S::Message>>],
+    queued: &mut [usize],
+    partial: bool,
+) -> Result<(), WriterGone> {
+    for (lane, to_writer) in to_writers.iter().enumerate() {
+        if queued[lane] > 0 {
+            continue;
+        }
+        let Some((records, poll)) = lanes.take(lane, partial) else {
+            continue;
+        };
+        let decoding = Instant::now();
+        let decoded = decode_batch(sink, &records);
+        let phases = Phases {
+            poll,
+            decode: decoding.elapsed(),
+            ..Phases::default()
+        };
+        match to_writer.try_send(Polled {
+            records,
+            decoded,
+            phases,
+        }) {
+            Ok(()) => queued[lane] += 1,
+            Err(TrySendError::Full(batch)) => {
+                // Not expected (the channel was counted empty); keep the records in order.
+                lanes.put_back(lane, batch.records, batch.phases.poll);
+            }
+            Err(TrySendError::Disconnected(_)) => return Err(WriterGone),
+        }
+    }
+    Ok(())
+}
+
+/// After a revocation, drops the lanes' records of partitions this consumer no longer holds:
+/// they were never committed, and their new owner reads them again.
+fn forget_revoked(consumer: &BatchConsumer, lanes: &mut Lanes, revocations: &mut u64, name: &str) {
+    let now = consumer.rebalances().revoke;
+    if now == *revocations || lanes.is_empty() {
+        *revocations = now;
+        return;
+    }
+    match consumer.assigned_partitions() {
+        Ok(held) => {
+            *revocations = now;
+            let dropped = lanes.retain_partitions(&held);
+            if dropped > 0 {
+                tracing::info!(pipeline = %name, dropped, held = ?held,
+                    "dropped records read ahead of partitions revoked; their new owner reads them");
+            }
+        }
+        Err(error) => {
+            tracing::debug!(pipeline = %name, %error, "cannot read the assignment");
+        }
+    }
 }
 
 /// How often the reader measures its lag, from the high watermarks its fetches carry.
@@ -209,18 +300,38 @@ impl Committer {
         self.lag_partitions = lags.iter().map(|(p, _)| *p).collect();
     }
 
-    /// Commits every stored batch already waiting; `Ok(false)` if the sender is gone.
+    /// Handles every writer event already waiting (commits the stored batches); `Ok(false)`
+    /// if every writer is gone.
     fn commit_ready(
         &mut self,
         consumer: &BatchConsumer,
-        stored: &Receiver<Stored>,
+        events: &Receiver<WriterEvent>,
+        queued: &mut [usize],
     ) -> Result<bool, PipelineError> {
         loop {
-            match stored.try_recv() {
-                Ok(done) => self.commit(consumer, done)?,
+            match events.try_recv() {
+                Ok(event) => self.handle(consumer, event, queued)?,
                 Err(TryRecvError::Empty) => return Ok(true),
                 Err(TryRecvError::Disconnected) => return Ok(false),
             }
+        }
+    }
+
+    /// Commits a stored batch's offsets, or counts a batch taken from a writer's channel.
+    fn handle(
+        &mut self,
+        consumer: &BatchConsumer,
+        event: WriterEvent,
+        queued: &mut [usize],
+    ) -> Result<(), PipelineError> {
+        match event {
+            WriterEvent::Took(lane) => {
+                if let Some(n) = queued.get_mut(lane) {
+                    *n = n.saturating_sub(1);
+                }
+                Ok(())
+            }
+            WriterEvent::Stored(done) => self.commit(consumer, done),
         }
     }
 
@@ -245,8 +356,9 @@ impl Committer {
         phases.commit = committing.elapsed();
         self.totals.batches += 1;
         self.totals.report += report;
+        // Writers finish out of order: the age estimate follows the newest record committed.
         if let Some(newest) = records.iter().filter_map(|r| r.timestamp_ms).max() {
-            self.last_timestamp_ms = Some(newest);
+            self.last_timestamp_ms = Some(self.last_timestamp_ms.map_or(newest, |t| t.max(newest)));
         }
         self.metrics.batch(
             &report,

@@ -35,6 +35,8 @@ pub struct Identity {
     pub group: String,
     /// Records per transaction.
     pub batch_size: usize,
+    /// Writers (database connections); partition p goes to writer p % N.
+    pub writers: usize,
     /// Where its topic's name comes from (for the error when the topic does not exist).
     pub topic_source: String,
     /// The dead-letter kind its unknown references count under in the metrics.
@@ -60,14 +62,15 @@ impl Pipeline {
         }
     }
 
-    /// Its identity.
-    pub fn identity(&self) -> Identity {
+    /// Its identity (`settings` gives a declared sink its writer count).
+    pub fn identity(&self, settings: &Settings) -> Identity {
         match self {
             Self::Builtin(p) => Identity {
                 name: p.kind.name().to_owned(),
                 topic: p.topic.clone(),
                 group: p.group.clone(),
                 batch_size: p.batch_size,
+                writers: p.writers,
                 topic_source: p.kind.topic_variable(),
                 unresolved_kind: "unknown_application".to_owned(),
             },
@@ -76,6 +79,7 @@ impl Pipeline {
                 topic: d.plan.topic.clone(),
                 group: d.plan.group.clone(),
                 batch_size: d.plan.batch_size,
+                writers: settings.writers,
                 topic_source: format!("the `topic` of sink `{}` in the mapping file", d.plan.name),
                 unresolved_kind: d
                     .sink

@@ -69,7 +69,7 @@ pub fn run_selected(
     let (done_tx, done_rx) = mpsc::channel::<Outcome>();
     let mut running: Vec<String> = Vec::new();
     for pipeline in pipelines {
-        let identity = pipeline.identity();
+        let identity = pipeline.identity(&settings);
         let name = identity.name.clone();
         let settings = Arc::clone(&settings);
         let token = stop.clone();

@@ -1,13 +1,13 @@
-//! The database side of a pipeline: stores one decoded batch in one transaction, retrying
+//! One writer of a pipeline: stores one decoded batch in one transaction, retrying
 //! transient failures (docs/ARCHITECTURE.md#errors) with back-off on a fresh connection.
 
 use crate::batch::{Decoded, store_batch};
-use crate::heartbeat::Heartbeat;
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::PipelineError;
 use crate::rejects::log_rejects;
 use crate::selected::Identity;
 use crate::sink::StorageSink;
+use crate::writers::WriterLiveness;
 use sluice_core::settings::Settings;
 use sluice_core::{BatchReport, DeadLetter, Disposition};
 use sluice_kafka::Record;
@@ -16,9 +16,11 @@ use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// The pipeline's own connection, writing through its sink.
+/// One writer's own connection, writing through the pipeline's sink (whose reference
+/// caches the writers share).
 #[derive(Debug)]
 pub struct Writer<'a, S> {
+    index: usize,
     settings: &'a Settings,
     pipeline: &'a Identity,
     sink: &'a S,
@@ -27,20 +29,27 @@ pub struct Writer<'a, S> {
 }
 
 impl<'a, S: StorageSink> Writer<'a, S> {
-    /// A writer through `sink`; it connects on first use.
+    /// Writer `index` of the pipeline, through `sink`; it connects on first use.
     pub fn new(
         settings: &'a Settings,
         pipeline: &'a Identity,
         sink: &'a S,
         metrics: &'a PipelineMetrics,
+        index: usize,
     ) -> Self {
         Self {
+            index,
             settings,
             pipeline,
             sink,
             conn: None,
             metrics,
         }
+    }
+
+    /// Which writer of its pipeline this is.
+    pub fn index(&self) -> usize {
+        self.index
     }
 
     /// Closes the connection.
@@ -57,14 +66,16 @@ impl<'a, S: StorageSink> Writer<'a, S> {
         records: &[Record],
         decoded: &Decoded<S::Message>,
         stop: &CancellationToken,
-        heartbeat: &mut Heartbeat,
+        liveness: &WriterLiveness,
     ) -> Result<Option<BatchReport>, PipelineError> {
         let mut delays = self.settings.db_retry.delays();
         let mut retries = 0u32;
         let stored = self
-            .retry_loop(records, decoded, stop, heartbeat, &mut delays, &mut retries)
+            .retry_loop(records, decoded, stop, liveness, &mut delays, &mut retries)
             .await;
-        self.metrics.retries_over();
+        if retries > 0 {
+            self.metrics.retries_over();
+        }
         stored
     }
 
@@ -73,7 +84,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
         records: &[Record],
         decoded: &Decoded<S::Message>,
         stop: &CancellationToken,
-        heartbeat: &mut Heartbeat,
+        liveness: &WriterLiveness,
         delays: &mut impl Iterator<Item = Duration>,
         retries: &mut u32,
     ) -> Result<Option<BatchReport>, PipelineError> {
@@ -101,16 +112,19 @@ impl<'a, S: StorageSink> Writer<'a, S> {
                     source: error,
                 });
             };
+            if *retries == 0 {
+                self.metrics.retries_begin();
+            }
             *retries += 1;
             self.metrics
                 .retrying(sqlstate(&error).as_deref(), &error.to_string());
-            tracing::warn!(pipeline = %self.pipeline.name, %error, retry = *retries,
+            tracing::warn!(pipeline = %self.pipeline.name, writer = self.index, %error, retry = *retries,
                 delay_ms = delay.as_millis() as u64, "transient database error; retrying the batch");
             // Waiting out an outage is what the pipeline should be doing: keep the heartbeat
             // fresh (a PostgreSQL restart must not make a liveness probe kill the process).
             let until = tokio::time::Instant::now() + delay;
             while tokio::time::Instant::now() < until {
-                heartbeat.beat();
+                liveness.turn();
                 let step = until.min(tokio::time::Instant::now() + Duration::from_secs(1));
                 tokio::select! {
                     () = tokio::time::sleep_until(step) => {}

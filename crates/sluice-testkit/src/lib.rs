@@ -220,10 +220,28 @@ pub type RawRecord = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// Produces raw records (key, value) and waits for every delivery report.
 pub async fn produce(stack: &Stack, topic: &str, records: &[RawRecord]) {
+    produce_with(stack, topic, None, records).await;
+}
+
+/// Produces raw records to one partition (whatever their keys), in order, and waits for
+/// every delivery report.
+pub async fn produce_to_partition(
+    stack: &Stack,
+    topic: &str,
+    partition: i32,
+    records: &[RawRecord],
+) {
+    produce_with(stack, topic, Some(partition), records).await;
+}
+
+async fn produce_with(stack: &Stack, topic: &str, partition: Option<i32>, records: &[RawRecord]) {
     let producer = producer(stack);
     let mut pending = Vec::with_capacity(records.len().min(10_000));
     for (key, value) in records {
         let mut record = FutureRecord::<[u8], [u8]>::to(topic);
+        if let Some(partition) = partition {
+            record = record.partition(partition);
+        }
         if let Some(key) = key {
             record = record.key(key.as_slice());
         }

@@ -47,9 +47,16 @@ pub struct PipelineSettings {
     pub topic: String,
     /// Its consumer group (`prefix.pipeline`).
     pub group: String,
-    /// Max records per poll = per transaction.
+    /// Max records per transaction (one writer's share of a poll).
     pub batch_size: usize,
+    /// Writers (database connections) of the pipeline; partition p goes to writer p % N.
+    pub writers: usize,
 }
+
+/// Built-in writers per pipeline (`STORAGE_WRITERS`), chosen by `sluice-lab bench`.
+pub const DEFAULT_WRITERS: usize = 2;
+/// The most writers a pipeline may have.
+pub const MAX_WRITERS: usize = 8;
 
 /// The validated, immutable settings of one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +85,9 @@ pub struct Settings {
     pub heartbeat_dir: String,
     /// `STORAGE_APPLICATIONS_TABLE`.
     pub applications_table: String,
+    /// `STORAGE_WRITERS` (default 2): the writers of a pipeline without its own setting (the
+    /// declared sinks').
+    pub writers: usize,
     /// `STORAGE_INSTANCE_ID` (default: the host name): each pipeline's consumer joins its
     /// group as the static member `<instance>-<pipeline>`, so a restarted process takes its
     /// partitions back at once. `None` (`STORAGE_INSTANCE_ID=off`): dynamic membership.
@@ -122,6 +132,11 @@ pub fn variables() -> Vec<(String, String, String)> {
                 PipelineKind::ALL
                     .map(|k| k.default_batch_size().to_string())
                     .join("/"),
+                fixed.2.to_owned(),
+            )),
+            "STORAGE_WRITERS" => all.push((
+                fixed.0.to_owned(),
+                DEFAULT_WRITERS.to_string(),
                 fixed.2.to_owned(),
             )),
             _ => all.push(owned(fixed)),
@@ -193,6 +208,16 @@ const FIXED_VARIABLES: &[(&str, &str, &str)] = &[
         "batch size of every pipeline without its own",
     ),
     (
+        "STORAGE_WRITERS_<PIPELINE>",
+        "(per pipeline)",
+        "writers (connections) of one pipeline, 1-8",
+    ),
+    (
+        "STORAGE_WRITERS",
+        "(built-in)",
+        "writers (connections) per pipeline, 1-8; partition p goes to writer p % N",
+    ),
+    (
         "STORAGE_AUTO_OFFSET_RESET",
         "earliest",
         "where a new group starts: earliest|latest",
@@ -253,6 +278,15 @@ const FIXED_VARIABLES: &[(&str, &str, &str)] = &[
         "a consumer error repeating this long stops the pipeline",
     ),
 ];
+
+/// A writer count (1..=[`MAX_WRITERS`]) in `name`, or `None` when unset.
+fn writers(env: &EnvReader<'_>, name: &str) -> Result<Option<usize>, SettingsError> {
+    env.parse::<usize>(
+        name,
+        |n| (1..=MAX_WRITERS).contains(n),
+        &format!("a whole number from 1 to {MAX_WRITERS} (default {DEFAULT_WRITERS})"),
+    )
+}
 
 /// The longest instance id: `<id>-network-metrics` must fit Kafka's 249 characters.
 const MAX_INSTANCE_ID: usize = 249 - 1 - PipelineKind::longest_name();
@@ -334,6 +368,7 @@ impl Settings {
             ));
         }
         let shared_batch = env.positive("STORAGE_MAX_POLL_RECORDS", 500)?;
+        let shared_writers = writers(&env, "STORAGE_WRITERS")?;
         let names = env.string("STORAGE_PIPELINES", &PipelineKind::all_names());
         let mut kinds: Vec<PipelineKind> = Vec::new();
         for name in names.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -378,11 +413,15 @@ impl Settings {
                     "between 1 and 100000",
                 ));
             }
+            let writers = writers(&env, &kind.writers_variable())?
+                .or(shared_writers)
+                .unwrap_or(DEFAULT_WRITERS);
             pipelines.push(PipelineSettings {
                 kind,
                 topic,
                 group: format!("{prefix}.{}", kind.name()),
                 batch_size,
+                writers,
             });
         }
 
@@ -459,6 +498,7 @@ impl Settings {
             kafka,
             database_url,
             pipelines,
+            writers: shared_writers.unwrap_or(DEFAULT_WRITERS),
             auto_offset_reset,
             poll_timeout,
             max_poll_interval,
@@ -586,6 +626,15 @@ mod tests {
     }
 
     #[test]
+    fn writers_precedence_is_pipeline_then_shared_then_builtin() {
+        let s = settings(&[]).unwrap();
+        assert!(s.pipelines.iter().all(|p| p.writers == DEFAULT_WRITERS));
+        let s = settings(&[("STORAGE_WRITERS", "3"), ("STORAGE_WRITERS_REVIEWS", "1")]).unwrap();
+        let writers: Vec<usize> = s.pipelines.iter().map(|p| p.writers).collect();
+        assert_eq!(writers[..3], [3, 1, 3]);
+    }
+
+    #[test]
     fn subset_and_prefix() {
         let s = settings(&[
             ("STORAGE_PIPELINES", " reviews ,reviews"),
@@ -609,6 +658,10 @@ mod tests {
             ("STORAGE_MAX_POLL_RECORDS_REVIEWS", "0"),
             ("STORAGE_MAX_POLL_RECORDS_APP_STATS", "1e3"),
             ("STORAGE_MAX_POLL_RECORDS_APP_STATS", "100001"),
+            ("STORAGE_WRITERS", "0"),
+            ("STORAGE_WRITERS", "9"),
+            ("STORAGE_WRITERS", "two"),
+            ("STORAGE_WRITERS_REVIEWS", "-1"),
             ("STORAGE_PIPELINES", "reviews,payments"),
             ("STORAGE_PIPELINES", ","),
             ("DATABASE_URL", "mysql://x@y/z"),

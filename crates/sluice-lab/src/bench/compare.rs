@@ -133,23 +133,35 @@ pub struct SRun {
     pub update: Drained,
 }
 
-/// One S run (see [`SRun`]); `second_topic` holds the second crawl; `batch` overrides the
-/// reviews pipeline's records per transaction.
+/// Settings of an S run that differ from the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SOptions {
+    /// The reviews pipeline's records per transaction.
+    pub batch: Option<usize>,
+    /// The reviews pipeline's writers.
+    pub writers: Option<usize>,
+}
+
+/// One S run (see [`SRun`]); `second_topic` holds the second crawl.
 pub async fn s_run(
     env: &Env,
     admin: &Admin,
     conn: &mut PgConnection,
     tag: &str,
     second_topic: &str,
-    batch: Option<usize>,
+    options: SOptions,
 ) -> Result<SRun, Failure> {
     sqlx::raw_sql("TRUNCATE reviews")
         .execute(&mut *conn)
         .await?;
-    let batch = batch.map(|b| b.to_string());
+    let batch = options.batch.map(|b| b.to_string());
+    let writers = options.writers.map(|w| w.to_string());
     let mut extra = vec![("STORAGE_PIPELINES", "reviews")];
     if let Some(batch) = &batch {
         extra.push(("STORAGE_MAX_POLL_RECORDS_REVIEWS", batch.as_str()));
+    }
+    if let Some(writers) = &writers {
+        extra.push(("STORAGE_WRITERS_REVIEWS", writers.as_str()));
     }
     checkpoint(conn).await;
     let insert = drain(env, admin, &format!("{tag}i"), &extra, None).await?;

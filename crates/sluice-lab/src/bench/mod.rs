@@ -26,12 +26,13 @@ mod restart;
 mod runlog;
 mod scrape;
 mod staged;
+mod writers;
 
 use super::produce::{bar, send_all};
 use crate::Failure;
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
-use compare::WriteMethod;
+use compare::{SOptions, WriteMethod};
 use drain::{Drained, check_alive, drain, run_command};
 use sluice_core::messages::{Review, decode_review};
 use sluice_core::{PipelineKind, Resolved, Settings};
@@ -259,7 +260,9 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         for s_side in [!pair.is_multiple_of(2), pair.is_multiple_of(2)] {
             if s_side {
                 let tag = format!("s{pair}");
-                let run = compare::s_run(&env, &admin, &mut conn, &tag, &topic2, None).await?;
+                let run =
+                    compare::s_run(&env, &admin, &mut conn, &tag, &topic2, SOptions::default())
+                        .await?;
                 println!(
                     "   S insert {:.0} rows/s ({:.2} s CPU), update {:.0} rows/s ({:.2} s CPU), peak RSS {:.1} MiB",
                     run.insert.drain,
@@ -331,7 +334,11 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
             for is_big in order {
                 let tag = format!("b{pair}{}", u8::from(is_big));
                 let batch = is_big.then_some(BIG_BATCH);
-                let run = compare::s_run(&env, &admin, &mut conn, &tag, &topic2, batch).await?;
+                let options = SOptions {
+                    batch,
+                    ..SOptions::default()
+                };
+                let run = compare::s_run(&env, &admin, &mut conn, &tag, &topic2, options).await?;
                 println!(
                     "   {:>5} rows/transaction: insert {:.0} rows/s ({:.2} s CPU), update {:.0} rows/s, peak RSS {:.1} MiB",
                     batch.unwrap_or(BATCH),
@@ -361,6 +368,21 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         );
         Some((small, big))
     };
+    let writers = writers::compare(&env, &admin, &mut conn, &topic2, args.pairs).await?;
+    println!(
+        "   medians: 1 writer {:.0} / {:.0}, 2 writers {:.0} / {:.0} rows/s: 2/1 = {:.2} / {:.2} ×; \
+         S/U = {:.2} (1) / {:.2} (2), S_update/U_update = {:.2} (1) / {:.2} (2)",
+        writers.one.0,
+        writers.one.1,
+        writers.two.0,
+        writers.two.1,
+        writers.two.0 / writers.one.0,
+        writers.two.1 / writers.one.1,
+        writers.one.0 / u,
+        writers.two.0 / u,
+        writers.one.1 / u_update,
+        writers.two.1 / u_update,
+    );
     let phases = runlog::phase_medians_ms(&s_main.insert.batches, BATCH as u64);
     println!(
         "   per batch (median of full batches, first S run): {}",
@@ -466,6 +488,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         with_startup,
         phases,
         batch_idea,
+        writers,
     };
     report::report(
         args,

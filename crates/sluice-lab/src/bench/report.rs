@@ -62,6 +62,8 @@ pub(super) struct Figures {
     /// The batch-size idea: S medians (insert, update) at 500 and at 1,000 records per
     /// transaction (not measured by a quick bench).
     pub(super) batch_idea: Option<((f64, f64), (f64, f64))>,
+    /// S with 1 and 2 writers (own pairs).
+    pub(super) writers: super::writers::Writers,
 }
 
 #[allow(
@@ -119,6 +121,20 @@ pub(super) fn report(
             small.1
         );
     }
+    let w = &f.writers;
+    println!(
+        "| S with 2 writers vs 1, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × 1 writer ({:.0} / {:.0}); S/U {:.2} (2) vs {:.2} (1), S_update/U_update {:.2} vs {:.2} | |",
+        w.two.0,
+        w.two.1,
+        w.two.0 / w.one.0,
+        w.two.1 / w.one.1,
+        w.one.0,
+        w.one.1,
+        w.two.0 / u,
+        w.one.0 / u,
+        w.two.1 / f.u_update,
+        w.one.1 / f.u_update
+    );
     println!("| L: binary COPY, unindexed | {l:.0} rows/s | | |");
     println!("| K: count-and-drop consumer | {k:.0} records/s | | |");
     println!(
@@ -247,6 +263,20 @@ pub(super) fn report(
             "p99<=50ms_over_200": lat.p99 <= 50.0 && lat.count >= 200,
             "rss<=100MiB": rss_mib <= 100.0, "restart<=5s": restart.static_s <= 5.0,
         },
+    });
+    results["writers"] = json!({
+        "rows_per_second": {
+            "S_1_writer": w.one.0, "S_update_1_writer": w.one.1,
+            "S_2_writers": w.two.0, "S_update_2_writers": w.two.1,
+        },
+        "ratios": {
+            "S_2/S_1": w.two.0 / w.one.0, "S_update_2/S_update_1": w.two.1 / w.one.1,
+            "S_1/U": w.one.0 / u, "S_2/U": w.two.0 / u,
+            "S_update_1/U_update": w.one.1 / f.u_update, "S_update_2/U_update": w.two.1 / f.u_update,
+        },
+        "runs": w.runs.iter().map(|(n, i, u)| json!({"writers": n, "S": i, "S_update": u})).collect::<Vec<_>>(),
+        "batch_phases_ms_1_writer": runlog::PHASES.iter().copied().zip(w.phases_one).collect::<BTreeMap<_, _>>(),
+        "batch_phases_ms_2_writers": runlog::PHASES.iter().copied().zip(w.phases_two).collect::<BTreeMap<_, _>>(),
     });
     if let Some((small, big)) = f.batch_idea {
         results["rows_per_second"]["S_idea_batch_500"] = json!(small.0);

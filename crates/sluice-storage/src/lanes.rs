@@ -1,0 +1,196 @@
+//! The reader's records on their way to the writers: one lane per writer, partition p in
+//! lane p % N, each lane in poll order. A pure state machine (no Kafka, no channels).
+//!
+//! Invariants: a lane only ever holds records of its own partitions, and hands them out in
+//! the order they were pushed, so one partition's batches reach its one writer in poll
+//! order; a batch holds at most `batch_size` records; and a lane holds at most
+//! [`Lanes::cap`] records, so the read-ahead stays bounded.
+
+use sluice_kafka::Record;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Records polled but not yet handed to a writer.
+#[derive(Debug)]
+pub struct Lanes {
+    lanes: Vec<VecDeque<Record>>,
+    /// Poll time not yet charged to a batch, per lane (shared by the records of a poll).
+    poll_owed: Vec<Duration>,
+    batch_size: usize,
+}
+
+/// The writer (lane) of a partition: p % N (a negative partition, which Kafka never
+/// assigns, goes to writer 0).
+pub fn lane_of(partition: i32, writers: usize) -> usize {
+    usize::try_from(partition).map_or(0, |p| p % writers.max(1))
+}
+
+impl Lanes {
+    /// `writers` empty lanes of batches of up to `batch_size` records.
+    pub fn new(writers: usize, batch_size: usize) -> Self {
+        let writers = writers.max(1);
+        Self {
+            lanes: (0..writers).map(|_| VecDeque::new()).collect(),
+            poll_owed: vec![Duration::ZERO; writers],
+            batch_size: batch_size.max(1),
+        }
+    }
+
+    /// The number of lanes.
+    pub fn len(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Whether no lane holds a record.
+    pub fn is_empty(&self) -> bool {
+        self.lanes.iter().all(VecDeque::is_empty)
+    }
+
+    /// The most records a lane holds: two batches (plus the one in the writer's channel and
+    /// the one it stores, four batches per writer are read ahead at most).
+    pub fn cap(&self) -> usize {
+        2 * self.batch_size
+    }
+
+    /// Whether lane `lane` is at its cap (the reader must wait for its writer).
+    pub fn is_full(&self, lane: usize) -> bool {
+        self.lanes.get(lane).is_some_and(|l| l.len() >= self.cap())
+    }
+
+    /// Whether any lane is at its cap.
+    pub fn any_full(&self) -> bool {
+        (0..self.lanes.len()).any(|lane| self.is_full(lane))
+    }
+
+    /// Records one poll; its time is shared among the lanes by their records.
+    pub fn push(&mut self, records: Vec<Record>, poll: Duration) {
+        let total = records.len();
+        let n = self.lanes.len();
+        let mut counts = vec![0u32; n];
+        for record in records {
+            let lane = lane_of(record.partition, n);
+            counts[lane] += 1;
+            self.lanes[lane].push_back(record);
+        }
+        if total > 0 {
+            for (owed, count) in self.poll_owed.iter_mut().zip(counts) {
+                *owed += poll * count / total as u32;
+            }
+        }
+    }
+
+    /// The next batch of lane `lane`: a full one (`batch_size` records), or with `partial`
+    /// whatever the lane holds. `None` when there is no such batch. The poll time owed by
+    /// the lane goes with it.
+    pub fn take(&mut self, lane: usize, partial: bool) -> Option<(Vec<Record>, Duration)> {
+        let queue = self.lanes.get_mut(lane)?;
+        if queue.is_empty() || (queue.len() < self.batch_size && !partial) {
+            return None;
+        }
+        let n = queue.len().min(self.batch_size);
+        let batch: Vec<Record> = queue.drain(..n).collect();
+        let owed = std::mem::take(&mut self.poll_owed[lane]);
+        Some((batch, owed))
+    }
+
+    /// Puts a batch that could not be handed over back at the front of its lane.
+    pub fn put_back(&mut self, lane: usize, batch: Vec<Record>, poll: Duration) {
+        if let Some(queue) = self.lanes.get_mut(lane) {
+            for record in batch.into_iter().rev() {
+                queue.push_front(record);
+            }
+            self.poll_owed[lane] += poll;
+        }
+    }
+
+    /// Drops the records of partitions no longer held (after a rebalance): they were never
+    /// committed, so the partition's new owner reads them again. Returns how many.
+    pub fn retain_partitions(&mut self, held: &[i32]) -> usize {
+        let mut dropped = 0;
+        for queue in &mut self.lanes {
+            let before = queue.len();
+            queue.retain(|r| held.contains(&r.partition));
+            dropped += before - queue.len();
+        }
+        dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(partition: i32, offset: i64) -> Record {
+        Record {
+            topic: "t".into(),
+            partition,
+            offset,
+            key: None,
+            payload: None,
+            timestamp_ms: None,
+            replay_count: 0,
+        }
+    }
+
+    fn coords(batch: &[Record]) -> Vec<(i32, i64)> {
+        batch.iter().map(|r| (r.partition, r.offset)).collect()
+    }
+
+    #[test]
+    fn partition_p_goes_to_writer_p_mod_n() {
+        assert_eq!(
+            (0..6).map(|p| lane_of(p, 2)).collect::<Vec<_>>(),
+            [0, 1, 0, 1, 0, 1]
+        );
+        assert_eq!(lane_of(5, 1), 0);
+        assert_eq!(lane_of(-1, 3), 0);
+    }
+
+    #[test]
+    fn each_lane_keeps_poll_order_and_full_batches_wait_for_batch_size() {
+        let mut lanes = Lanes::new(2, 2);
+        lanes.push(
+            vec![record(0, 1), record(1, 1), record(2, 1), record(0, 2)],
+            Duration::from_millis(4),
+        );
+        // lane 1 holds one record: no full batch yet, but a partial one on demand
+        assert!(lanes.take(1, false).is_none());
+        let (b0, owed) = lanes.take(0, false).unwrap();
+        assert_eq!(coords(&b0), [(0, 1), (2, 1)]);
+        assert_eq!(owed, Duration::from_millis(3), "3 of the poll's 4 records");
+        let (rest, _) = lanes.take(0, true).unwrap();
+        assert_eq!(coords(&rest), [(0, 2)]);
+        assert_eq!(coords(&lanes.take(1, true).unwrap().0), [(1, 1)]);
+        assert!(lanes.is_empty());
+    }
+
+    #[test]
+    fn a_batch_put_back_comes_out_first_and_a_lane_is_full_at_two_batches() {
+        let mut lanes = Lanes::new(2, 2);
+        lanes.push(
+            (1..=4).map(|o| record(1, o)).collect(),
+            Duration::from_millis(1),
+        );
+        assert!(lanes.is_full(1) && lanes.any_full() && !lanes.is_full(0));
+        let (batch, owed) = lanes.take(1, false).unwrap();
+        assert!(!lanes.is_full(1));
+        lanes.put_back(1, batch, owed);
+        let order: Vec<i64> = std::iter::from_fn(|| lanes.take(1, true))
+            .flat_map(|(b, _)| b)
+            .map(|r| r.offset)
+            .collect();
+        assert_eq!(order, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn records_of_revoked_partitions_are_dropped() {
+        let mut lanes = Lanes::new(2, 10);
+        lanes.push(
+            vec![record(0, 1), record(1, 1), record(2, 1), record(3, 1)],
+            Duration::ZERO,
+        );
+        assert_eq!(lanes.retain_partitions(&[1, 2]), 2);
+        assert_eq!(coords(&lanes.take(0, true).unwrap().0), [(2, 1)]);
+        assert_eq!(coords(&lanes.take(1, true).unwrap().0), [(1, 1)]);
+    }
+}

@@ -1,0 +1,230 @@
+//! The database side of a pipeline: N writers, each on its own thread with its own
+//! single-threaded runtime, connection, cache and retries (docs/ARCHITECTURE.md#batch-loop).
+//!
+//! Partition p goes to writer p % N ([`crate::lanes`]), so one partition's batches are
+//! stored by one writer in poll order, one transaction each; the reader commits a batch's
+//! offsets only after that writer reports its transaction committed. A writer's retries
+//! hold up only its own partitions. A fatal error in any writer cancels the pipeline: the
+//! others finish the batch they are storing and stop, and the reader commits every batch
+//! stored before it closes the consumer.
+
+use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness};
+use crate::metrics::PipelineMetrics;
+use crate::pipeline::PipelineError;
+use crate::reader::{Polled, Stored, WriterEvent};
+use crate::selected::Identity;
+use crate::sink::StorageSink;
+use crate::writer::Writer;
+use sluice_core::settings::Settings;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// A writer that has not turned its loop for this long (plus the poll timeout, its idle
+/// wait) is stuck, e.g. in a statement that never returns: the heartbeat stops.
+pub const WRITER_STALL: Duration = Duration::from_secs(5);
+
+/// When a writer last turned its loop (or waited out a retry back-off).
+#[derive(Debug, Clone)]
+pub struct WriterLiveness(Arc<AtomicU64>);
+
+impl Default for WriterLiveness {
+    fn default() -> Self {
+        Self(Arc::new(AtomicU64::new(sluice_core::clock::unix_ms())))
+    }
+}
+
+impl WriterLiveness {
+    /// The writer made progress.
+    pub fn turn(&self) {
+        self.0
+            .store(sluice_core::clock::unix_ms(), Ordering::Relaxed);
+    }
+
+    /// Whether it made progress within `within`.
+    pub fn is_alive(&self, within: Duration) -> bool {
+        let last = self.0.load(Ordering::Relaxed);
+        let within = u64::try_from(within.as_millis()).unwrap_or(u64::MAX);
+        sluice_core::clock::unix_ms().saturating_sub(last) <= within
+    }
+}
+
+/// One writer's end of the channels.
+#[derive(Debug)]
+pub struct WriterChannels<M> {
+    /// Its batches, in poll order.
+    pub batches: Receiver<Polled<M>>,
+    /// Back to the reader: batch taken, batch stored.
+    pub events: Sender<WriterEvent>,
+}
+
+/// Runs `channels.len()` writers until the reader hangs up, `stop`, or a fatal error (which
+/// cancels `stop`); meanwhile keeps the heartbeat while the reader and every writer make
+/// progress. Returns the first writer error.
+pub fn run_writers<S: StorageSink>(
+    settings: &Settings,
+    pipeline: &Identity,
+    sink: &S,
+    metrics: &PipelineMetrics,
+    stop: &CancellationToken,
+    channels: Vec<WriterChannels<S::Message>>,
+    reader: &ReaderLiveness,
+) -> Result<(), PipelineError> {
+    let count = channels.len();
+    let (done_tx, done_rx) = mpsc::channel::<Result<(), PipelineError>>();
+    let liveness: Vec<WriterLiveness> = (0..count).map(|_| WriterLiveness::default()).collect();
+    let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), &pipeline.name);
+    let stall = WRITER_STALL + settings.poll_timeout;
+    std::thread::scope(|scope| {
+        let mut running = 0usize;
+        let mut first_error: Option<PipelineError> = None;
+        for (index, (channels, alive)) in channels.into_iter().zip(&liveness).enumerate() {
+            let done = done_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("pipeline-{}-writer-{index}", pipeline.name))
+                .spawn_scoped(scope, move || {
+                    let run = || {
+                        run_writer(
+                            settings, pipeline, sink, metrics, stop, index, channels, alive,
+                        )
+                    };
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+                        .unwrap_or(Err(PipelineError::WriterPanicked));
+                    if result.is_err() {
+                        // Stop the reader and the other writers; the reader still commits
+                        // the batches stored before the error.
+                        stop.cancel();
+                    }
+                    let _ = done.send(result);
+                });
+            match spawned {
+                Ok(_) => running += 1,
+                Err(error) => {
+                    stop.cancel();
+                    first_error = Some(PipelineError::Thread(error));
+                    break;
+                }
+            }
+        }
+        drop(done_tx);
+        let tick = settings.poll_timeout.min(Duration::from_millis(500));
+        while running > 0 {
+            // Healthy means every part makes progress: a stuck reader or writer stops it.
+            if !stop.is_cancelled()
+                && reader.is_alive(READER_STALL)
+                && liveness.iter().all(|l| l.is_alive(stall))
+            {
+                heartbeat.beat();
+                metrics.beat();
+            }
+            match done_rx.recv_timeout(tick) {
+                Ok(result) => {
+                    running -= 1;
+                    if let Err(error) = result {
+                        first_error.get_or_insert(error);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                // Every writer thread reports before it ends, panics included.
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    })
+}
+
+/// One writer: takes its batches in order and stores each in one transaction (with
+/// retries), then reports it stored.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a writer thread's whole world, handed over once at spawn"
+)]
+fn run_writer<S: StorageSink>(
+    settings: &Settings,
+    pipeline: &Identity,
+    sink: &S,
+    metrics: &PipelineMetrics,
+    stop: &CancellationToken,
+    index: usize,
+    channels: WriterChannels<S::Message>,
+    liveness: &WriterLiveness,
+) -> Result<(), PipelineError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(PipelineError::Thread)?;
+    runtime.block_on(async {
+        let mut writer = Writer::new(settings, pipeline, sink, metrics, index);
+        let written = writer_loop(&mut writer, settings, stop, channels, liveness).await;
+        writer.close().await;
+        written
+    })
+}
+
+async fn writer_loop<S: StorageSink>(
+    writer: &mut Writer<'_, S>,
+    settings: &Settings,
+    stop: &CancellationToken,
+    WriterChannels { batches, events }: WriterChannels<S::Message>,
+    liveness: &WriterLiveness,
+) -> Result<(), PipelineError> {
+    loop {
+        liveness.turn();
+        if stop.is_cancelled() {
+            return Ok(());
+        }
+        let waiting = Instant::now();
+        // The runtime runs nothing else: blocking it while waiting for a batch is fine.
+        let Polled {
+            records,
+            decoded,
+            mut phases,
+        } = match batches.recv_timeout(settings.poll_timeout) {
+            Ok(batch) => batch,
+            Err(RecvTimeoutError::Timeout) => continue,
+            // The reader ended (stop, or a Kafka error it will report).
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        };
+        let _ = events.send(WriterEvent::Took(writer.index()));
+        let storing = Instant::now();
+        phases.writer_wait = storing - waiting;
+        match writer
+            .store_with_retries(&records, &decoded, stop, liveness)
+            .await?
+        {
+            Some(report) => {
+                phases.store = storing.elapsed();
+                let stored = Stored {
+                    records,
+                    report,
+                    phases,
+                };
+                if events.send(WriterEvent::Stored(stored)).is_err() {
+                    return Ok(()); // the reader is gone; it reports why
+                }
+            }
+            // Stopped while waiting to retry: nothing committed, the batch is redelivered.
+            None => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_writer_is_alive_while_it_turns() {
+        let liveness = WriterLiveness::default();
+        assert!(liveness.is_alive(Duration::from_secs(1)));
+        liveness
+            .0
+            .store(sluice_core::clock::unix_ms() - 5_000, Ordering::Relaxed);
+        assert!(!liveness.is_alive(Duration::from_secs(1)), "stale");
+        liveness.turn();
+        assert!(liveness.is_alive(Duration::from_secs(1)));
+    }
+}
