@@ -7,9 +7,14 @@
 -- and not part of this claim (not due, beyond the limit, or locked by a concurrent claim).
 -- So one key is in flight at one dispatcher at a time, and a claim holds a key's events as
 -- a prefix in seq order. `candidates` already skips keys blocked by a DISPATCHING or not-due
--- row (so they do not fill the batch); the final check catches what the snapshot cannot
--- see as blocked (an earlier row a concurrent claim holds locked, or one cut by the limit).
--- The final check uses outbox_events_in_flight_key_idx, for at most $2 rows.
+-- row (so they do not fill the batch); the final check catches the earlier PENDING rows
+-- that are not part of this claim (one a concurrent claim holds locked, or one cut by the
+-- limit). Both run under the statement's one snapshot, so an earlier row is either
+-- DISPATCHING there (excluded by `candidates`) or PENDING (caught by the final check, even
+-- when a concurrent claim has moved it since). The final check probes
+-- outbox_events_pending_key_idx, for at most $2 rows.
+--
+-- updated_at is set here, so the touch trigger (migration 0012) has nothing to do.
 WITH candidates AS MATERIALIZED (
     SELECT e.id, e.topic, e.partition_key, e.seq
     FROM outbox_events AS e
@@ -35,13 +40,14 @@ WITH candidates AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE outbox_events AS e
-SET status = 'DISPATCHING', claimed_by = $1, claimed_at = now(), claim_id = $3
+SET status = 'DISPATCHING', claimed_by = $1, claimed_at = now(), claim_id = $3,
+    updated_at = now()
 FROM candidates AS c
 WHERE e.id = c.id
   AND NOT EXISTS (
       SELECT 1 FROM outbox_events AS o
-      WHERE o.topic = c.topic AND o.partition_key = c.partition_key AND o.seq < c.seq
-        AND o.status IN ('PENDING', 'DISPATCHING')
+      WHERE o.status = 'PENDING'
+        AND o.topic = c.topic AND o.partition_key = c.partition_key AND o.seq < c.seq
         AND o.id NOT IN (SELECT id FROM candidates)
   )
 RETURNING e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.topic,
