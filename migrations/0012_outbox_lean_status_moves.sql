@@ -8,7 +8,7 @@
 --
 -- 1. The claim writes two index entries instead of four.
 --    - The claim's final per-key check only needs earlier PENDING rows of the key (an earlier
---      DISPATCHING row is already excluded by the candidates' probe of
+--      DISPATCHING row is already excluded by the candidates' check against
 --      outbox_events_dispatching_key_idx, under the same snapshot), so it probes a PENDING-only
 --      index, which a row leaves at its claim, instead of one that a claimed row enters again.
 --    - Stale dispatch recovery lists the DISPATCHING rows from outbox_events_dispatching_key_idx

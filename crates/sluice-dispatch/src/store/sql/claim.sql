@@ -25,6 +25,9 @@ WITH candidates AS MATERIALIZED (
       -- scan passes costs a hash lookup, not an index probe. While a backlog lasts, most
       -- keys are in flight and the scan passes many of their rows before it finds $2 free
       -- ones (measured: half the claim's time with three dispatchers and 1,000 keys).
+      -- The planner hashes it while the keys in flight fit in work_mem × hash_mem_multiplier
+      -- (8 MB by default: tens of thousands of keys), far more than a few batches per
+      -- dispatcher hold.
       AND (e.topic, e.partition_key) NOT IN (
           SELECT o.topic, o.partition_key FROM outbox_events AS o
           WHERE o.status = 'DISPATCHING'
