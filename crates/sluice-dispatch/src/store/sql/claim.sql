@@ -27,7 +27,7 @@ WITH candidates AS MATERIALIZED (
       -- ones (measured: half the claim's time with three dispatchers and 1,000 keys).
       -- The planner hashes it while the keys in flight fit in work_mem × hash_mem_multiplier
       -- (8 MB by default: tens of thousands of keys), far more than a few batches per
-      -- dispatcher hold.
+      -- dispatcher hold. topic and partition_key are NOT NULL, so NOT IN means what it says.
       AND (e.topic, e.partition_key) NOT IN (
           SELECT o.topic, o.partition_key FROM outbox_events AS o
           WHERE o.status = 'DISPATCHING'
