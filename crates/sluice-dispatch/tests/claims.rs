@@ -287,3 +287,58 @@ async fn a_failed_first_publish_holds_its_key_and_order_is_kept() {
     sluice_testkit::delete_topics(&stack, &[&topic]).await;
     teardown(schema, conn).await;
 }
+
+/// A key is in flight at one dispatcher at a time, whatever the creation order of its
+/// events: an earlier event that becomes PENDING again (the operator re-opens it from
+/// FAILURE) while a later event of its key is DISPATCHING waits until that claim is settled.
+#[tokio::test]
+async fn an_event_reopened_behind_its_keys_claim_waits_for_that_claim() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox-reopen");
+    let first = enqueue(
+        &mut conn,
+        &NewEvent::new(&topic, "user", "k", "e", json!({"n": 1})),
+    )
+    .await
+    .unwrap();
+    let second = enqueue(
+        &mut conn,
+        &NewEvent::new(&topic, "user", "k", "e", json!({"n": 2})),
+    )
+    .await
+    .unwrap();
+    // The first event fails for good; the second is claimed and in flight.
+    for (from, to) in [
+        (OutboxStatus::Pending, OutboxStatus::Dispatching),
+        (OutboxStatus::Dispatching, OutboxStatus::Failure),
+    ] {
+        sluice_outbox::transition(&mut conn, first, &[from], to)
+            .await
+            .unwrap();
+    }
+    let claimed = claim_batch(&mut conn, "d1", 10).await.unwrap();
+    assert_eq!(claimed.iter().map(|e| e.id).collect::<Vec<_>>(), [second]);
+    // The operator re-opens the first one: PENDING, earlier than the key's claim.
+    sluice_outbox::transition(
+        &mut conn,
+        first,
+        &[OutboxStatus::Failure],
+        OutboxStatus::Pending,
+    )
+    .await
+    .unwrap();
+    let claimed_meanwhile = claim_batch(&mut conn, "d2", 10).await.unwrap();
+    assert!(
+        claimed_meanwhile.is_empty(),
+        "claimed while its key is in flight: {claimed_meanwhile:?}"
+    );
+    let settled = settle_published(&mut conn, Some(claimed[0].claim_id), &[(second, 0, 1)])
+        .await
+        .unwrap();
+    assert_eq!(settled.published, 1);
+    let claimed = claim_batch(&mut conn, "d2", 10).await.unwrap();
+    assert_eq!(claimed.iter().map(|e| e.id).collect::<Vec<_>>(), [first]);
+    teardown(schema, conn).await;
+}

@@ -12,8 +12,9 @@
 //!   (`UPDATE … WHERE status = ANY(allowed sources)`) in [`transition`], [`release`] or
 //!   [`mark_published`]; a lost race is reported, never overwritten. The database enforces
 //!   the same edges with a trigger (`migrations/0005_outbox.sql`, its edges replaced by
-//!   `0006_outbox_retry_failed.sql` and `0011_outbox_cdc.sql`), so a status written by
-//!   hand cannot skip the state machine either.
+//!   `0006_outbox_retry_failed.sql` and `0011_outbox_cdc.sql`, and moved into the trigger's
+//!   `WHEN` condition by `0012_outbox_lean_status_moves.sql`), so a status written by hand
+//!   cannot skip the state machine either.
 //! - A CDC row ([`enqueue_cdc`]) is relayed by change data capture and never claimed: the
 //!   claim takes PENDING rows only.
 //! - A row leaves DISPATCHING only through the claim that put it there: each claim writes a

@@ -124,6 +124,16 @@ pub async fn migrate(
     conn: &mut PgConnection,
     applications_table: &str,
 ) -> Result<MigrationReport, MigrateError> {
+    migrate_up_to(conn, applications_table, i64::MAX).await
+}
+
+/// Applies the pending migrations numbered up to `last`, as [`migrate`] does: a database
+/// left at an older version, for the tests of a later migration on existing data.
+pub async fn migrate_up_to(
+    conn: &mut PgConnection,
+    applications_table: &str,
+    last: i64,
+) -> Result<MigrationReport, MigrateError> {
     if !applications_table_exists(conn, applications_table).await? {
         return Err(MigrateError::ApplicationsTableMissing {
             table: applications_table.into(),
@@ -133,7 +143,7 @@ pub async fn migrate(
         .bind(LOCK_KEY)
         .execute(&mut *conn)
         .await?;
-    let result = migrate_locked(conn, applications_table).await;
+    let result = migrate_locked(conn, applications_table, last).await;
     // A dropped connection releases the lock too; an unlock failure must not hide the result.
     if let Err(error) = sqlx::query("SELECT pg_advisory_unlock($1)")
         .bind(LOCK_KEY)
@@ -148,6 +158,7 @@ pub async fn migrate(
 async fn migrate_locked(
     conn: &mut PgConnection,
     applications_table: &str,
+    last: i64,
 ) -> Result<MigrationReport, MigrateError> {
     sqlx::raw_sql(
         "CREATE TABLE IF NOT EXISTS storage_consumer_migrations (
@@ -178,7 +189,7 @@ async fn migrate_locked(
         report.version = report.version.max(version);
     }
     let table = quote_table(applications_table);
-    for migration in MIGRATIONS {
+    for migration in MIGRATIONS.iter().filter(|m| m.version <= last) {
         let done = applied.iter().any(|row| {
             row.try_get::<i64, _>("version")
                 .is_ok_and(|v| v == migration.version)

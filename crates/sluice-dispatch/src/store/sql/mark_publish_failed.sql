@@ -9,6 +9,7 @@ SET status = $3,
     last_error = $6,
     claimed_by = NULL,
     claimed_at = NULL,
-    claim_id = NULL
+    claim_id = NULL,
+    updated_at = now()
 WHERE id = $1 AND status = 'DISPATCHING' AND claim_id IS NOT DISTINCT FROM $2
 RETURNING status

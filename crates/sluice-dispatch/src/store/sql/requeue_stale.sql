@@ -3,6 +3,6 @@
 -- still held by the claim that was found stale: a row another recovery round already
 -- requeued (and a dispatcher maybe re-claimed) is left alone and not returned.
 UPDATE outbox_events
-SET status = $3, claimed_by = NULL, claimed_at = NULL, claim_id = NULL
+SET status = $3, claimed_by = NULL, claimed_at = NULL, claim_id = NULL, updated_at = now()
 WHERE id = $1 AND status = ANY($4) AND claim_id IS NOT DISTINCT FROM $2
 RETURNING id
