@@ -681,11 +681,13 @@ async fn one_batch_of_poison_and_good_messages() {
 /// The good rows of [`one_batch_of_poison_and_good_messages`], field by field.
 async fn assert_good_rows(fx: &Fixture, app_id: i64) {
     let mut conn = fx.conn().await;
-    // (Inserted in natural-key order: the statement's lock order, not the records' order.)
-    let ids: Vec<String> = sqlx::query_scalar("SELECT review_id FROM reviews ORDER BY id")
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
+    // A batch's rows are written in natural-key order (the writers' lock order), so the
+    // ids follow the keys, not the offsets.
+    let ids: Vec<String> =
+        sqlx::query_scalar("SELECT review_id FROM reviews ORDER BY review_id COLLATE \"C\"")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
     assert_eq!(ids, ["gp:edge", "gp:minimal", "gp:review-1"]);
     let review_row = |id: &'static str| {
         sqlx::query(
