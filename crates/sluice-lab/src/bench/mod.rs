@@ -20,6 +20,7 @@ mod copy;
 mod cost;
 mod drain;
 mod latency;
+mod mapping;
 mod outbox;
 mod report;
 mod restart;
@@ -383,6 +384,16 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         writers.one.1 / u_update,
         writers.two.1 / u_update,
     );
+    let mapping = mapping::compare(&env, &admin, &mut conn, &topic2, args.pairs).await?;
+    println!(
+        "   medians: built-in {:.0} / {:.0}, mapping {:.0} / {:.0} rows/s: mapping/built-in = {:.2} / {:.2} ×",
+        mapping.builtin.0,
+        mapping.builtin.1,
+        mapping.mapping.0,
+        mapping.mapping.1,
+        mapping.mapping.0 / mapping.builtin.0,
+        mapping.mapping.1 / mapping.builtin.1,
+    );
     let phases = runlog::phase_medians_ms(&s_main.insert.batches, BATCH as u64);
     println!(
         "   per batch (median of full batches, first S run): {}",
@@ -489,6 +500,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         phases,
         batch_idea,
         writers,
+        mapping,
     };
     report::report(
         args,

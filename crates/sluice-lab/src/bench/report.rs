@@ -64,6 +64,8 @@ pub(super) struct Figures {
     pub(super) batch_idea: Option<((f64, f64), (f64, f64))>,
     /// S with 1 and 2 writers (own pairs).
     pub(super) writers: super::writers::Writers,
+    /// S through the built-in pipeline and through its seed mapping (own pairs).
+    pub(super) mapping: super::mapping::Mapping,
 }
 
 #[allow(
@@ -121,6 +123,16 @@ pub(super) fn report(
             small.1
         );
     }
+    let m = &f.mapping;
+    println!(
+        "| S through the seed mapping vs the built-in, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × built-in ({:.0} / {:.0}) | ≥ 0.90 |",
+        m.mapping.0,
+        m.mapping.1,
+        m.mapping.0 / m.builtin.0,
+        m.mapping.1 / m.builtin.1,
+        m.builtin.0,
+        m.builtin.1,
+    );
     let w = &f.writers;
     println!(
         "| S with 2 writers vs 1, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × 1 writer ({:.0} / {:.0}); S/U {:.2} (2) vs {:.2} (1), S_update/U_update {:.2} vs {:.2} | |",
@@ -263,6 +275,18 @@ pub(super) fn report(
             "p99<=50ms_over_200": lat.p99 <= 50.0 && lat.count >= 200,
             "rss<=100MiB": rss_mib <= 100.0, "restart<=5s": restart.static_s <= 5.0,
         },
+    });
+    let m = &f.mapping;
+    results["mapping"] = json!({
+        "rows_per_second": {
+            "S_builtin": m.builtin.0, "S_update_builtin": m.builtin.1,
+            "S_mapping": m.mapping.0, "S_update_mapping": m.mapping.1,
+        },
+        "ratios": {
+            "S_mapping/S_builtin": m.mapping.0 / m.builtin.0,
+            "S_update_mapping/S_update_builtin": m.mapping.1 / m.builtin.1,
+        },
+        "runs": m.runs.iter().map(|(declared, i, u)| json!({"mapping": declared, "S": i, "S_update": u})).collect::<Vec<_>>(),
     });
     results["writers"] = json!({
         "rows_per_second": {
