@@ -66,12 +66,8 @@ async fn contents(schema: &TestSchema) -> (Vec<String>, Vec<(String, i32, i64, S
     let mut conn = schema.connect().await;
     let mut rows = Vec::new();
     for table in ["reviews", "app_stats", "network_metrics"] {
-        let sql = format!(
-            "SELECT '{table} ' || (to_jsonb(t) - 'id' - 'inserted_at' - 'first_seen_at')::text \
-             FROM {table} t ORDER BY 1"
-        );
-        let mut more: Vec<String> = sqlx::query_scalar(&sql).fetch_all(&mut conn).await.unwrap();
-        rows.append(&mut more);
+        let more = sluice_testkit::table_rows(&mut conn, table).await;
+        rows.extend(more.into_iter().map(|row| format!("{table} {row}")));
     }
     let dead = sqlx::query_as(
         "SELECT topic, partition, kafka_offset, error_kind, reason FROM dead_letter_events \
@@ -217,40 +213,16 @@ async fn the_seed_mappings_land_what_the_built_ins_land() {
     env.cleanup().await;
 }
 
-/// A table that no code of sluice knows, as the user's own migration creates it.
-const PERMISSIONS_TABLE: &str = "
-CREATE TABLE app_permissions (
-    application_id   BIGINT NOT NULL REFERENCES apps_registry_application (id),
-    permission       VARCHAR(128) NOT NULL,
-    granted          BOOLEAN NOT NULL,
-    protection_level VARCHAR(32),
-    observed_at      TIMESTAMPTZ NOT NULL,
-    source_offset    BIGINT NOT NULL,
-    first_seen_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
-    PRIMARY KEY (application_id, permission)
-)";
+/// A table that no code of sluice knows, as the user's own migration creates it, and its
+/// mapping (the README's example).
+const PERMISSIONS_TABLE: &str = include_str!("../../../deploy/fourth-topic/app_permissions.sql");
+const PERMISSIONS_SINK: &str = include_str!("../../../deploy/fourth-topic/app-permissions.toml");
 
+/// The example's mapping reading `topic`.
 fn permissions_sink(topic: &str) -> String {
-    format!(
-        r#"
-[[sink]]
-name = "app-permissions"
-topic = "{topic}"
-table = "app_permissions"
-key = ["application_id", "permission"]
-conflict = {{ newest-wins = "observed_at" }}
-never_written = ["first_seen_at"]
-batch_size = 100
-
-[sink.columns]
-application_id = {{ lookup = {{ field = "package_name", table = "apps_registry_application", key = "package_name", value = "id", unknown = "unknown_package" }}, min_length = 1 }}
-permission = {{ field = "permission", min_length = 1 }}
-granted = {{ field = "granted" }}
-protection_level = {{ field = "protection_level" }}
-observed_at = {{ field = "observed_at" }}
-source_offset = {{ kafka = "offset" }}
-"#
-    )
+    let name = "name = \"app-permissions\"";
+    assert!(PERMISSIONS_SINK.contains(name));
+    PERMISSIONS_SINK.replacen(name, &format!("{name}\ntopic = \"{topic}\""), 1)
 }
 
 async fn snapshot(schema: &TestSchema) -> Vec<String> {

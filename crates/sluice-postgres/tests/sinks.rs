@@ -53,18 +53,6 @@ async fn run<T: Topic>(
         .unwrap_or_else(|e| panic!("{e}\n{sql}"))
 }
 
-/// The table's rows as text, without the columns a default fills (id, times of insertion).
-async fn contents(conn: &mut PgConnection, table: &str) -> Vec<String> {
-    let sql = format!(
-        "SELECT (to_jsonb(t) - 'id' - 'inserted_at' - 'first_seen_at')::text FROM {table} t \
-         ORDER BY 1"
-    );
-    sqlx::query_scalar(&sql)
-        .fetch_all(conn)
-        .await
-        .expect("contents")
-}
-
 fn decoded<T: Topic>(
     application_id: i64,
     messages: &[serde_json::Value],
@@ -100,10 +88,10 @@ async fn same_as_builtin<T: Topic>(
         assert_eq!(got, expected, "{seed_name}: returned rows of a batch");
     }
     let table = T::SPEC.table;
-    let expected = contents(&mut builtin, table).await;
+    let expected = sluice_testkit::table_rows(&mut builtin, table).await;
     assert!(!expected.is_empty());
     assert_eq!(
-        contents(&mut mapped, table).await,
+        sluice_testkit::table_rows(&mut mapped, table).await,
         expected,
         "{seed_name}: table contents"
     );

@@ -77,18 +77,6 @@ async fn store_all<S: StorageSink>(
     reports
 }
 
-/// The table's rows as text, without the columns a default fills.
-async fn contents(conn: &mut PgConnection, table: &str) -> Vec<String> {
-    let sql = format!(
-        "SELECT (to_jsonb(t) - 'id' - 'inserted_at' - 'first_seen_at')::text FROM {table} t \
-         ORDER BY 1"
-    );
-    sqlx::query_scalar(&sql)
-        .fetch_all(conn)
-        .await
-        .expect("contents")
-}
-
 /// (offset, kind, reason) of every dead letter.
 async fn dead_letters(conn: &mut PgConnection) -> Vec<(i64, String, String)> {
     sqlx::query_as(
@@ -137,9 +125,9 @@ async fn same_through_both<T: Topic>(
         "{seed}: dead letters"
     );
     let table = T::SPEC.table;
-    let rows = contents(&mut builtin, table).await;
+    let rows = sluice_testkit::table_rows(&mut builtin, table).await;
     assert_eq!(
-        contents(&mut declared, table).await,
+        sluice_testkit::table_rows(&mut declared, table).await,
         rows,
         "{seed}: table contents"
     );
@@ -261,36 +249,9 @@ async fn snapshot(conn: &mut PgConnection) -> Vec<String> {
         .expect("snapshot")
 }
 
-/// A fourth topic no code knows: a table (as a migration would create it) and a mapping.
-const PERMISSIONS_TABLE: &str = "
-CREATE TABLE app_permissions (
-    application_id   BIGINT NOT NULL REFERENCES apps_registry_application (id),
-    permission       VARCHAR(128) NOT NULL,
-    granted          BOOLEAN NOT NULL,
-    protection_level VARCHAR(32),
-    observed_at      TIMESTAMPTZ NOT NULL,
-    source_offset    BIGINT NOT NULL,
-    first_seen_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
-    PRIMARY KEY (application_id, permission)
-)";
-
-const PERMISSIONS_SINK: &str = r#"
-[[sink]]
-name = "app-permissions"
-table = "app_permissions"
-key = ["application_id", "permission"]
-conflict = { newest-wins = "observed_at" }
-never_written = ["first_seen_at"]
-batch_size = 100
-
-[sink.columns]
-application_id = { lookup = { field = "package_name", table = "apps_registry_application", key = "package_name", value = "id", unknown = "unknown_package" }, min_length = 1 }
-permission = { field = "permission", min_length = 1 }
-granted = { field = "granted" }
-protection_level = { field = "protection_level" }
-observed_at = { field = "observed_at" }
-source_offset = { kafka = "offset" }
-"#;
+/// A fourth topic no code knows: a table (as the user's migration creates it) and a mapping.
+const PERMISSIONS_TABLE: &str = include_str!("../../../deploy/fourth-topic/app_permissions.sql");
+const PERMISSIONS_SINK: &str = include_str!("../../../deploy/fourth-topic/app-permissions.toml");
 
 #[tokio::test]
 async fn a_fourth_topic_lands_from_a_mapping_and_a_table_alone_and_replays_byte_identical() {

@@ -179,6 +179,19 @@ impl TestSchema {
     }
 }
 
+/// A table's rows as JSON text, sorted, without the columns the database fills (`id`,
+/// `inserted_at`, `first_seen_at`): what two runs over the same records must agree on.
+pub async fn table_rows(conn: &mut PgConnection, table: &str) -> Vec<String> {
+    let sql = format!(
+        "SELECT (to_jsonb(t) - 'id' - 'inserted_at' - 'first_seen_at')::text FROM {table} t \
+         ORDER BY 1"
+    );
+    sqlx::query_scalar(&sql)
+        .fetch_all(conn)
+        .await
+        .unwrap_or_else(|e| panic!("rows of {table}: {e}"))
+}
+
 /// Creates a topic with `partitions` partitions and waits until it is usable.
 pub async fn create_topic(stack: &Stack, topic: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()

@@ -180,6 +180,64 @@ pub async fn s_run(
     Ok(SRun { insert, update })
 }
 
+/// The runs of two S configurations in ABBA pairs.
+#[derive(Debug, Clone, Default)]
+pub struct Abba {
+    /// The first configuration's runs.
+    pub a: Vec<SRun>,
+    /// The second's.
+    pub b: Vec<SRun>,
+    /// Every run: (second configuration?, first crawl, second crawl) rows/s, in the order run.
+    pub runs: Vec<(bool, f64, f64)>,
+}
+
+impl Abba {
+    /// The medians (first crawl, second crawl) of the first and the second configuration.
+    pub fn medians(&self) -> ((f64, f64), (f64, f64)) {
+        let of = |r: &SRun| (WriteMethod::Unnest, r.insert.drain, r.update.drain);
+        (
+            medians(&self.a, WriteMethod::Unnest, of),
+            medians(&self.b, WriteMethod::Unnest, of),
+        )
+    }
+}
+
+/// Runs `pairs` pairs of two configurations in ABBA order (`run(second?, pair)`), printing
+/// each run under `labels`.
+pub async fn s_pairs(
+    pairs: usize,
+    labels: [&str; 2],
+    mut run: impl AsyncFnMut(bool, usize) -> Result<SRun, Failure>,
+) -> Result<Abba, Failure> {
+    let mut out = Abba::default();
+    for pair in 0..pairs {
+        let order = if pair.is_multiple_of(2) {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for second in order {
+            let done = run(second, pair).await?;
+            println!(
+                "   {}: insert {:.0} rows/s ({:.2} s CPU), update {:.0} rows/s ({:.2} s CPU)",
+                labels[usize::from(second)],
+                done.insert.drain,
+                done.insert.cpu_s,
+                done.update.drain,
+                done.update.cpu_s
+            );
+            out.runs
+                .push((second, done.insert.drain, done.update.drain));
+            if second {
+                out.b.push(done);
+            } else {
+                out.a.push(done);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Medians of one method's runs: (insert, update).
 pub fn medians<T>(
     runs: &[T],

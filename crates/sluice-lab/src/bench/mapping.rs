@@ -2,7 +2,7 @@
 //! mapping (`deploy/sinks/reviews.toml`, run by `sluice run` with `SLUICE_SINKS_FILE`), in ABBA
 //! pairs: what declaring a topic instead of coding it costs.
 
-use super::compare::{self, SOptions, SRun, WriteMethod};
+use super::compare::{self, SOptions, SRun};
 use super::{Env, drain};
 use crate::Failure;
 use anyhow::{Context, anyhow};
@@ -98,41 +98,19 @@ pub(super) async fn compare(
     println!(
         "== mapping: S through the built-in reviews pipeline vs deploy/sinks/reviews.toml, both crawls, {pairs} pairs in ABBA order"
     );
-    let (mut builtin, mut mapping): (Vec<SRun>, Vec<SRun>) = (Vec::new(), Vec::new());
-    let mut runs = Vec::new();
-    for pair in 0..pairs {
-        let order = if pair.is_multiple_of(2) {
-            [false, true]
+    let runs = compare::s_pairs(pairs, ["built-in", "mapping "], async |declared, pair| {
+        let tag = format!("m{pair}{}", u8::from(declared));
+        if declared {
+            mapping_run(env, admin, conn, &tag, second_topic).await
         } else {
-            [true, false]
-        };
-        for declared in order {
-            let tag = format!("m{pair}{}", u8::from(declared));
-            let run = if declared {
-                mapping_run(env, admin, conn, &tag, second_topic).await?
-            } else {
-                compare::s_run(env, admin, conn, &tag, second_topic, SOptions::default()).await?
-            };
-            println!(
-                "   {}: insert {:.0} rows/s ({:.2} s CPU), update {:.0} rows/s ({:.2} s CPU)",
-                if declared { "mapping " } else { "built-in" },
-                run.insert.drain,
-                run.insert.cpu_s,
-                run.update.drain,
-                run.update.cpu_s
-            );
-            runs.push((declared, run.insert.drain, run.update.drain));
-            if declared {
-                mapping.push(run);
-            } else {
-                builtin.push(run);
-            }
+            compare::s_run(env, admin, conn, &tag, second_topic, SOptions::default()).await
         }
-    }
-    let of = |r: &SRun| (WriteMethod::Unnest, r.insert.drain, r.update.drain);
+    })
+    .await?;
+    let (builtin, mapping) = runs.medians();
     Ok(Mapping {
-        builtin: compare::medians(&builtin, WriteMethod::Unnest, of),
-        mapping: compare::medians(&mapping, WriteMethod::Unnest, of),
-        runs,
+        builtin,
+        mapping,
+        runs: runs.runs,
     })
 }

@@ -1,7 +1,7 @@
 //! Writers per pipeline: the reviews drain (both crawls) with `STORAGE_WRITERS_REVIEWS=1`
 //! and `=2`, in ABBA pairs, with the per-phase medians of each.
 
-use super::compare::{self, SOptions, SRun, WriteMethod};
+use super::compare::{self, SOptions, SRun};
 use super::{BATCH, Env, runlog};
 use crate::Failure;
 use sluice_kafka::Admin;
@@ -32,40 +32,26 @@ pub(super) async fn compare(
     println!(
         "== writers: S with 1 vs 2 writers (STORAGE_WRITERS_REVIEWS), both crawls, {pairs} pairs in ABBA order"
     );
-    let (mut one, mut two): (Vec<SRun>, Vec<SRun>) = (Vec::new(), Vec::new());
-    let mut runs = Vec::new();
-    for pair in 0..pairs {
-        let order = if pair.is_multiple_of(2) {
-            [1, 2]
-        } else {
-            [2, 1]
-        };
-        for writers in order {
+    let runs = compare::s_pairs(
+        pairs,
+        ["1 writer(s)", "2 writer(s)"],
+        async |second, pair| {
+            let writers = if second { 2 } else { 1 };
             let options = SOptions {
                 writers: Some(writers),
                 ..SOptions::default()
             };
             let tag = format!("w{pair}{writers}");
-            let run = compare::s_run(env, admin, conn, &tag, second_topic, options).await?;
-            println!(
-                "   {writers} writer(s): insert {:.0} rows/s ({:.2} s CPU), update {:.0} rows/s ({:.2} s CPU)",
-                run.insert.drain, run.insert.cpu_s, run.update.drain, run.update.cpu_s
-            );
-            runs.push((writers, run.insert.drain, run.update.drain));
-            if writers == 1 {
-                one.push(run);
-            } else {
-                two.push(run);
-            }
-        }
-    }
-    let of = |r: &SRun| (WriteMethod::Unnest, r.insert.drain, r.update.drain);
+            compare::s_run(env, admin, conn, &tag, second_topic, options).await
+        },
+    )
+    .await?;
     let phases = |runs: &[SRun]| {
         runs.first().map_or([f64::NAN; 5], |r| {
             runlog::phase_medians_ms(&r.insert.batches, BATCH as u64)
         })
     };
-    let (phases_one, phases_two) = (phases(&one), phases(&two));
+    let (phases_one, phases_two) = (phases(&runs.a), phases(&runs.b));
     for (n, p) in [(1, phases_one), (2, phases_two)] {
         println!(
             "   per batch, {n} writer(s) (median of full batches, first run): {}",
@@ -77,10 +63,15 @@ pub(super) async fn compare(
                 .join(", ")
         );
     }
+    let (one, two) = runs.medians();
     Ok(Writers {
-        one: compare::medians(&one, WriteMethod::Unnest, of),
-        two: compare::medians(&two, WriteMethod::Unnest, of),
-        runs,
+        one,
+        two,
+        runs: runs
+            .runs
+            .iter()
+            .map(|(second, i, u)| (if *second { 2 } else { 1 }, *i, *u))
+            .collect(),
         phases_one,
         phases_two,
     })
