@@ -49,22 +49,22 @@ pub async fn upsert_declared(
     if rows.is_empty() {
         return Ok(Vec::new());
     }
+    static NULL: Cell = Cell::Null;
     let mut query = sqlx::query_scalar::<_, bool>(&plan.statement);
     for (index, column) in plan.columns.iter().enumerate() {
-        let cells = rows
-            .iter()
-            .map(|row| row.cells.get(index).unwrap_or(&Cell::Null));
+        let cells = rows.iter().map(|row| row.cells.get(index).unwrap_or(&NULL));
         query = bind(query, &column.column, &column.param_type, cells)?;
     }
     Ok(query.fetch_all(conn).await?)
 }
 
-/// Binds one column's cells as the array of `param_type`.
-fn bind<'q, 'c>(
+/// Binds one column's cells as the array of `param_type` (text borrowed from the rows, as the
+/// built-in topics bind theirs).
+fn bind<'q>(
     query: Scalar<'q>,
     column: &str,
     param_type: &str,
-    cells: impl Iterator<Item = &'c Cell>,
+    cells: impl Iterator<Item = &'q Cell>,
 ) -> Result<Scalar<'q>, BindError> {
     let mismatch = |cell: &Cell| BindError::Mismatch {
         column: column.to_owned(),
@@ -101,8 +101,8 @@ fn bind<'q, 'c>(
         "jsonb" | "json" => array!(Cell::Json(v) => v.clone()),
         // numeric (and real, above) travel as text and are cast by the statement.
         _ => array!(
-            Cell::Text(v) => v.clone(),
-            Cell::Numeric(v) => v.clone(),
+            Cell::Text(v) => v.as_str(),
+            Cell::Numeric(v) => v.as_str(),
         ),
     }
 }

@@ -45,8 +45,8 @@ impl SinkDecoder {
         let key = |row: &SinkRow| {
             self.key
                 .iter()
-                .map(|i| format!("{:?}", row.cells.get(*i)))
-                .collect::<Vec<String>>()
+                .map(|i| KeyPart::of(row.cells.get(*i)))
+                .collect::<Vec<KeyPart>>()
         };
         match (&self.conflict, self.guard) {
             (ConflictPolicy::InsertIgnore, _) => dedupe_by_key(rows, key, earlier_wins),
@@ -61,6 +61,36 @@ impl SinkDecoder {
                 })
             }
             _ => dedupe_by_key(rows, key, later_wins),
+        }
+    }
+}
+
+/// One cell of a natural key, hashed and ordered by value (the order the writers lock rows in).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum KeyPart {
+    Null,
+    Int(i64),
+    Text(String),
+    Float(u64),
+    Uuid(uuid::Uuid),
+    Time(chrono::DateTime<chrono::Utc>),
+    Bool(bool),
+    Other(String),
+}
+
+impl KeyPart {
+    fn of(cell: Option<&Cell>) -> Self {
+        match cell {
+            None | Some(Cell::Null) => Self::Null,
+            Some(Cell::SmallInt(v)) => Self::Int(i64::from(*v)),
+            Some(Cell::Int(v)) => Self::Int(i64::from(*v)),
+            Some(Cell::BigInt(v)) => Self::Int(*v),
+            Some(Cell::Text(v) | Cell::Numeric(v) | Cell::Lookup(v)) => Self::Text(v.clone()),
+            Some(Cell::Float(v)) => Self::Float(v.to_bits()),
+            Some(Cell::Uuid(v)) => Self::Uuid(*v),
+            Some(Cell::Timestamp(v)) => Self::Time(*v),
+            Some(Cell::Bool(v)) => Self::Bool(*v),
+            Some(Cell::Json(v)) => Self::Other(v.to_string()),
         }
     }
 }
