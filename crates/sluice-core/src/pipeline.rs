@@ -1,15 +1,90 @@
-//! The storage pipelines, as the topic registry declares them (docs/ARCHITECTURE.md#topics):
-//! names, variables and defaults, all derived from each topic's [`crate::topics::TopicSpec`].
+//! The seed pipelines: the three topics sluice was built for, shipped as mapping files
+//! compiled into the binary (`deploy/sinks/*.toml`) and run by `sluice run` when no mapping
+//! file is given (docs/ARCHITECTURE.md#sinks). They run through the one declared-sink engine
+//! like any user's sink; this enum only names them, for the `STORAGE_*` variables that
+//! existing deployments set, the operations commands and the load generators.
 
 use std::fmt;
 use std::str::FromStr;
 
-pub use crate::topics::PipelineKind;
+use crate::settings::PipelineSettings;
+use crate::sinks::{MappingError, Sink, Source, parse_sinks};
+
+/// The applications table the seed mappings name; `STORAGE_APPLICATIONS_TABLE` replaces it.
+pub const SEED_APPLICATIONS_TABLE: &str = "apps_registry_application";
+
+/// One seed pipeline: one topic, one consumer group, one table, one mapping file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PipelineKind {
+    /// `deploy/sinks/app-stats.toml`: one row per app per crawl, the first delivery wins.
+    AppStats,
+    /// `deploy/sinks/reviews.toml`: one row per review, the newest crawl wins.
+    Reviews,
+    /// `deploy/sinks/network-metrics.toml`: one row per analysed capture, the first wins.
+    NetworkMetrics,
+}
+
+/// A seed's name, table, variable suffix and default batch size; the mapping file states
+/// the same (`seed_files_agree_with_their_kinds` checks it).
+struct SeedSpec {
+    name: &'static str,
+    table: &'static str,
+    env_suffix: &'static str,
+    default_batch_size: usize,
+    mapping: &'static str,
+}
+
+const fn spec(kind: PipelineKind) -> &'static SeedSpec {
+    match kind {
+        PipelineKind::AppStats => &SeedSpec {
+            name: "app-stats",
+            table: "app_stats",
+            env_suffix: "APP_STATS",
+            default_batch_size: 200,
+            mapping: include_str!("../../../deploy/sinks/app-stats.toml"),
+        },
+        PipelineKind::Reviews => &SeedSpec {
+            name: "reviews",
+            table: "reviews",
+            env_suffix: "REVIEWS",
+            default_batch_size: 500,
+            mapping: include_str!("../../../deploy/sinks/reviews.toml"),
+        },
+        PipelineKind::NetworkMetrics => &SeedSpec {
+            name: "network-metrics",
+            table: "network_metrics",
+            env_suffix: "NETWORK_METRICS",
+            default_batch_size: 50,
+            mapping: include_str!("../../../deploy/sinks/network-metrics.toml"),
+        },
+    }
+}
 
 impl PipelineKind {
+    /// All seed pipelines, in the order they are started and reported.
+    pub const ALL: [PipelineKind; 3] = [Self::AppStats, Self::Reviews, Self::NetworkMetrics];
+
+    /// The seed's mapping file as shipped (`deploy/sinks/<name>.toml`).
+    pub const fn mapping(self) -> &'static str {
+        spec(self).mapping
+    }
+
+    /// The seed's sink as its mapping file declares it.
+    pub fn sink(self) -> Result<Sink, MappingError> {
+        let file = format!("deploy/sinks/{}.toml (compiled in)", self.name());
+        let mut sinks = parse_sinks(&file, self.mapping())?;
+        match sinks.pop() {
+            Some(sink) if sinks.is_empty() => Ok(sink),
+            _ => Err(MappingError::Read {
+                file,
+                message: "a seed mapping file must declare exactly one sink".into(),
+            }),
+        }
+    }
+
     /// The pipeline's name, as used in `STORAGE_PIPELINES`, group names and the CLI.
     pub const fn name(self) -> &'static str {
-        self.spec().name
+        spec(self).name
     }
 
     /// The default topic name (equal to the pipeline name).
@@ -19,17 +94,17 @@ impl PipelineKind {
 
     /// The table the pipeline writes.
     pub const fn table(self) -> &'static str {
-        self.spec().table
+        spec(self).table
     }
 
     /// Built-in max poll records (docs/ARCHITECTURE.md#batch-loop).
     pub const fn default_batch_size(self) -> usize {
-        self.spec().default_batch_size
+        spec(self).default_batch_size
     }
 
     /// The upper-case suffix of per-pipeline environment variables (`APP_STATS` …).
     pub const fn env_suffix(self) -> &'static str {
-        self.spec().env_suffix
+        spec(self).env_suffix
     }
 
     /// The variable naming the pipeline's topic (`STORAGE_TOPIC_REVIEWS` …); the one place
@@ -69,6 +144,25 @@ impl PipelineKind {
     }
 }
 
+impl PipelineSettings {
+    /// The seed's sink as this process runs it: the mapping file with the settings' topic,
+    /// group and batch size, and its lookups in `applications_table`.
+    pub fn sink(&self, applications_table: &str) -> Result<Sink, MappingError> {
+        let mut sink = self.kind.sink()?;
+        sink.topic.clone_from(&self.topic);
+        sink.group = Some(self.group.clone());
+        sink.batch_size = self.batch_size;
+        for column in &mut sink.columns {
+            if let Source::Lookup(lookup) = &mut column.source
+                && lookup.table == SEED_APPLICATIONS_TABLE
+            {
+                applications_table.clone_into(&mut lookup.table);
+            }
+        }
+        Ok(sink)
+    }
+}
+
 impl fmt::Display for PipelineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -94,6 +188,19 @@ impl FromStr for PipelineKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seed_files_agree_with_their_kinds() {
+        for kind in PipelineKind::ALL {
+            let sink = kind.sink().unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!(sink.name, kind.name());
+            assert_eq!(sink.topic, kind.default_topic());
+            assert_eq!(sink.table, kind.table());
+            assert_eq!(sink.batch_size, kind.default_batch_size());
+            assert_eq!(sink.group, None, "{kind}: the group comes from STORAGE_GROUP_PREFIX");
+            assert_eq!(kind.env_suffix(), kind.name().to_ascii_uppercase().replace('-', "_"));
+        }
+    }
 
     #[test]
     fn names_round_trip() {

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sluice_core::PipelineKind;
-use sluice_core::messages::NetworkMetrics;
+use crate::messages::NetworkMetrics;
 
 /// Knobs of the analyzer.
 #[derive(Debug, Clone)]

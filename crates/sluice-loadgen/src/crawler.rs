@@ -7,7 +7,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sluice_core::PipelineKind;
-use sluice_core::messages::{AppStats, Review};
+use crate::messages::{AppStats, Review};
 
 /// Knobs of one crawl.
 #[derive(Debug, Clone)]

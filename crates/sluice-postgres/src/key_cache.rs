@@ -83,11 +83,6 @@ impl<V: Clone + Send + Sync + 'static> KeyCache<V> {
     pub(crate) fn forget(&self, key: &str) {
         self.cache.invalidate(key);
     }
-
-    /// Forgets every key.
-    pub(crate) fn clear(&self) {
-        self.cache.invalidate_all();
-    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,7 @@ pub mod lookup;
 pub mod migrate;
 pub mod ops;
 pub mod repo;
-pub mod resolver;
 
 pub use classify::{disposition, sqlstate};
 pub use connect::{connect, connect_options};
 pub use migrate::{MigrateError, MigrationReport, migrate};
-pub use resolver::ApplicationResolver;

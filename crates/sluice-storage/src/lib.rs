@@ -30,5 +30,5 @@ pub mod writers;
 
 pub use metrics::StorageMetrics;
 pub use pipeline::PipelineError;
-pub use selected::{DeclaredPipeline, Identity, Pipeline};
+pub use selected::{Identity, Pipeline, Unplanned, plan_pipelines};
 pub use supervisor::{SupervisorError, run_pipelines, run_selected};

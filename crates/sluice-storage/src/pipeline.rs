@@ -16,15 +16,12 @@ use crate::heartbeat::ReaderLiveness;
 use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, WriterEvent, run_reader};
 use crate::selected::{Identity, Pipeline};
-use crate::sink::{Builtin, DeclaredError, StorageSink};
+use crate::sink::{DeclaredError, StorageSink};
 use crate::writers::{WriterChannels, run_writers};
 use sluice_core::settings::Settings;
-use sluice_core::topics::TopicVisitor;
-use sluice_core::{BatchReport, Topic};
+use sluice_core::BatchReport;
 use sluice_kafka::BatchConsumer;
 use sluice_kafka::config::ConsumerOptions;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -109,54 +106,16 @@ pub async fn run_pipeline(
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
     metrics.set_up(true);
-    let identity = pipeline.identity(settings);
-    let result = match pipeline {
-        Pipeline::Builtin(builtin) => {
-            let run = RunTyped {
-                settings,
-                identity: &identity,
-                metrics,
-                stop,
-            };
-            builtin.kind.visit(run).await
-        }
-        Pipeline::Declared(declared) => match declared.sink(settings.app_cache_ttl) {
-            Ok(sink) => run_sink(settings, &identity, Arc::new(sink), metrics, stop).await,
-            Err(error) => Err(PipelineError::Declared(error)),
-        },
+    let identity = pipeline.identity();
+    let result = match pipeline.sink(settings.app_cache_ttl) {
+        Ok(sink) => run_sink(settings, &identity, Arc::new(sink), metrics, stop).await,
+        Err(error) => Err(PipelineError::Declared(error)),
     };
     metrics.set_up(false);
     if let Err(error) = &result {
         tracing::error!(pipeline = %identity.name, %error, "pipeline failed");
     }
     result
-}
-
-/// The dispatch from a built-in pipeline's kind to its topic type (the registry's visitor).
-struct RunTyped<'a> {
-    settings: &'a Settings,
-    identity: &'a Identity,
-    metrics: &'a PipelineMetrics,
-    stop: &'a CancellationToken,
-}
-
-type PipelineRun<'a> = Pin<Box<dyn Future<Output = Result<PipelineTotals, PipelineError>> + 'a>>;
-
-impl<'a> TopicVisitor for RunTyped<'a> {
-    type Output = PipelineRun<'a>;
-    fn visit<K: Topic>(self) -> PipelineRun<'a> {
-        let sink = Builtin::<K>::new(
-            &self.settings.applications_table,
-            self.settings.app_cache_ttl,
-        );
-        Box::pin(run_sink(
-            self.settings,
-            self.identity,
-            Arc::new(sink),
-            self.metrics,
-            self.stop,
-        ))
-    }
 }
 
 /// Runs one pipeline through `sink`.

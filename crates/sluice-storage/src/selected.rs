@@ -1,27 +1,68 @@
-//! The pipelines a process runs, whatever declared them: a built-in topic (its settings) or a
-//! sink of a mapping file (its plan against the live schema). Everything past the sink — the
-//! consumer, the batch loop, metrics, heartbeat, logs — knows a pipeline by its [`Identity`].
+//! The pipelines a process runs: every one is a sink — a seed's mapping compiled into the
+//! binary or a sink of a user's mapping file — planned against the live schema. Everything
+//! past the sink (the consumer, the batch loop, metrics, heartbeat, logs) knows a pipeline by
+//! its [`Identity`].
 
-use crate::sink::DeclaredError;
+use crate::sink::{Declared, DeclaredError};
 use sluice_core::settings::{PipelineSettings, Settings};
-use sluice_core::sinks::{Sink, SinkPlan};
+use sluice_core::sinks::{MappingError, Sink, SinkError, SinkPlan, Source, plan_sink};
+use sqlx::PgConnection;
+use std::time::Duration;
 
-/// A declared sink, validated against the schema it will write.
+/// A sink to plan: its mapping with the environment's overrides applied.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DeclaredPipeline {
-    /// The sink as its file declares it.
+pub struct Unplanned {
+    /// The sink (topic, group and batch size already the effective ones).
+    pub sink: Sink,
+    /// Writers (database connections); partition p goes to writer p % N.
+    pub writers: usize,
+    /// Where its topic's name comes from (for the error when the topic does not exist).
+    pub topic_source: String,
+}
+
+impl Unplanned {
+    /// A seed pipeline of the settings (`STORAGE_PIPELINES`): its mapping with
+    /// `STORAGE_TOPIC_<P>`, `STORAGE_MAX_POLL_RECORDS[_<P>]`, `STORAGE_WRITERS[_<P>]`, the group
+    /// prefix and `STORAGE_APPLICATIONS_TABLE` applied.
+    pub fn seed(pipeline: &PipelineSettings, settings: &Settings) -> Result<Self, MappingError> {
+        Ok(Self {
+            sink: pipeline.sink(&settings.applications_table)?,
+            writers: pipeline.writers,
+            topic_source: pipeline.kind.topic_variable(),
+        })
+    }
+
+    /// Every seed pipeline of the settings.
+    pub fn seeds(settings: &Settings) -> Result<Vec<Self>, MappingError> {
+        settings
+            .pipelines
+            .iter()
+            .map(|p| Self::seed(p, settings))
+            .collect()
+    }
+
+    /// A sink of a user's mapping file, with `STORAGE_WRITERS`'s writers.
+    pub fn declared(sink: Sink, settings: &Settings) -> Self {
+        let topic_source = format!("the `topic` of sink `{}` in the mapping file", sink.name);
+        Self {
+            sink,
+            writers: settings.writers,
+            topic_source,
+        }
+    }
+}
+
+/// One pipeline to run: a sink and its plan against the live schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pipeline {
+    /// The sink as its mapping declares it (with the environment's overrides).
     pub sink: Sink,
     /// Its plan against the live schema.
     pub plan: SinkPlan,
-}
-
-/// One pipeline to run.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Pipeline {
-    /// A built-in topic.
-    Builtin(PipelineSettings),
-    /// A sink of a mapping file.
-    Declared(Box<DeclaredPipeline>),
+    /// Writers (database connections).
+    pub writers: usize,
+    /// Where its topic's name comes from.
+    pub topic_source: String,
 }
 
 /// What the batch loop, its logs and its metrics know of a pipeline.
@@ -44,63 +85,63 @@ pub struct Identity {
 }
 
 impl Pipeline {
-    /// The pipelines of the built-in settings alone.
-    pub fn builtins(settings: &Settings) -> Vec<Pipeline> {
-        settings
-            .pipelines
-            .iter()
-            .cloned()
-            .map(Pipeline::Builtin)
-            .collect()
-    }
-
     /// Its name.
     pub fn name(&self) -> &str {
-        match self {
-            Self::Builtin(p) => p.kind.name(),
-            Self::Declared(d) => &d.plan.name,
+        &self.plan.name
+    }
+
+    /// Its identity.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            name: self.plan.name.clone(),
+            topic: self.plan.topic.clone(),
+            group: self.plan.group.clone(),
+            batch_size: self.plan.batch_size,
+            writers: self.writers,
+            topic_source: self.topic_source.clone(),
+            unresolved_kind: self
+                .sink
+                .columns
+                .iter()
+                .find_map(|c| match &c.source {
+                    Source::Lookup(l) => Some(l.unknown_kind.clone()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "unknown_application".to_owned()),
         }
     }
 
-    /// Its identity (`settings` gives a declared sink its writer count).
-    pub fn identity(&self, settings: &Settings) -> Identity {
-        match self {
-            Self::Builtin(p) => Identity {
-                name: p.kind.name().to_owned(),
-                topic: p.topic.clone(),
-                group: p.group.clone(),
-                batch_size: p.batch_size,
-                writers: p.writers,
-                topic_source: p.kind.topic_variable(),
-                unresolved_kind: "unknown_application".to_owned(),
-            },
-            Self::Declared(d) => Identity {
-                name: d.plan.name.clone(),
-                topic: d.plan.topic.clone(),
-                group: d.plan.group.clone(),
-                batch_size: d.plan.batch_size,
-                writers: settings.writers,
-                topic_source: format!("the `topic` of sink `{}` in the mapping file", d.plan.name),
-                unresolved_kind: d
-                    .sink
-                    .columns
-                    .iter()
-                    .find_map(|c| match &c.source {
-                        sluice_core::sinks::Source::Lookup(l) => Some(l.unknown_kind.clone()),
-                        _ => None,
-                    })
-                    .unwrap_or_else(|| "unknown_application".to_owned()),
-            },
-        }
+    /// The runnable sink; `cache_ttl` for its lookups' caches.
+    pub fn sink(&self, cache_ttl: Duration) -> Result<Declared, DeclaredError> {
+        Declared::new(&self.sink, self.plan.clone(), cache_ttl)
     }
 }
 
-impl DeclaredPipeline {
-    /// The runnable sink; `cache_ttl` for its lookups' caches.
-    pub fn sink(
-        &self,
-        cache_ttl: std::time::Duration,
-    ) -> Result<crate::sink::Declared, DeclaredError> {
-        crate::sink::Declared::new(&self.sink, self.plan.clone(), cache_ttl)
+/// Each sink planned against the live schema (`conn`'s catalog): the pipelines, or every
+/// error of every sink.
+pub async fn plan_pipelines(
+    conn: &mut PgConnection,
+    sinks: Vec<Unplanned>,
+    group_prefix: &str,
+) -> Result<Result<Vec<Pipeline>, Vec<SinkError>>, sqlx::Error> {
+    let declared: Vec<Sink> = sinks.iter().map(|u| u.sink.clone()).collect();
+    let shapes = sluice_postgres::catalog::sink_tables(conn, &declared).await?;
+    let mut pipelines = Vec::with_capacity(sinks.len());
+    let mut errors: Vec<SinkError> = Vec::new();
+    for unplanned in sinks {
+        match plan_sink(&unplanned.sink, group_prefix, &shapes) {
+            Ok(plan) => pipelines.push(Pipeline {
+                sink: unplanned.sink,
+                plan,
+                writers: unplanned.writers,
+                topic_source: unplanned.topic_source,
+            }),
+            Err(mut more) => errors.append(&mut more),
+        }
     }
+    Ok(if errors.is_empty() {
+        Ok(pipelines)
+    } else {
+        Err(errors)
+    })
 }

@@ -8,7 +8,7 @@
 
 use crate::metrics::StorageMetrics;
 use crate::pipeline::{PipelineError, PipelineTotals, run_pipeline};
-use crate::selected::Pipeline;
+use crate::selected::{Pipeline, Unplanned, plan_pipelines};
 use sluice_core::Settings;
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -36,6 +36,12 @@ pub enum SupervisorError {
         /// What happened.
         reason: String,
     },
+    /// The seed sinks do not fit the database's schema (or it cannot be read).
+    #[error("cannot plan the seed pipelines: {reason}")]
+    Plan {
+        /// Why.
+        reason: String,
+    },
     /// Pipelines still running when the shutdown deadline passed.
     #[error("pipelines still running {seconds} s after the stop signal: {pipelines:?}")]
     ShutdownTimeout {
@@ -48,13 +54,36 @@ pub enum SupervisorError {
 
 type Outcome = (String, Result<PipelineTotals, SupervisorError>);
 
-/// Runs every built-in pipeline of `settings` until `stop` is cancelled or one fails.
+/// The seed pipelines of `settings`, planned against the live schema of its database.
+fn plan_seeds(settings: &Settings) -> Result<Vec<Pipeline>, SupervisorError> {
+    let plan_error = |reason: String| SupervisorError::Plan { reason };
+    let seeds = Unplanned::seeds(settings).map_err(|e| plan_error(e.to_string()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| plan_error(e.to_string()))?;
+    runtime.block_on(async {
+        let mut conn = sluice_postgres::connect(&settings.database_url, "sinks-plan")
+            .await
+            .map_err(|e| plan_error(e.to_string()))?;
+        let planned = plan_pipelines(&mut conn, seeds, "")
+            .await
+            .map_err(|e| plan_error(format!("cannot read the catalog: {e}")))?;
+        let _ = sqlx::Connection::close(conn).await;
+        planned.map_err(|errors| {
+            let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            plan_error(all.join("; "))
+        })
+    })
+}
+
+/// Runs every seed pipeline of `settings` until `stop` is cancelled or one fails.
 pub fn run_pipelines(
     settings: Arc<Settings>,
     metrics: &StorageMetrics,
     stop: CancellationToken,
 ) -> Result<Vec<(String, PipelineTotals)>, SupervisorError> {
-    let pipelines = Pipeline::builtins(&settings);
+    let pipelines = plan_seeds(&settings)?;
     run_selected(settings, pipelines, metrics, stop)
 }
 
@@ -69,7 +98,7 @@ pub fn run_selected(
     let (done_tx, done_rx) = mpsc::channel::<Outcome>();
     let mut running: Vec<String> = Vec::new();
     for pipeline in pipelines {
-        let identity = pipeline.identity(&settings);
+        let identity = pipeline.identity();
         let name = identity.name.clone();
         let settings = Arc::clone(&settings);
         let token = stop.clone();

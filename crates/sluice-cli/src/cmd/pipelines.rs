@@ -1,5 +1,5 @@
 //! The pipelines of this process as every storage command sees them (`run`, `lag`, `replay`,
-//! `health`, `dlq`): the built-in topics of the settings and the sinks of a mapping file
+//! `health`, `dlq`): the seed sinks the settings name and the sinks of a mapping file
 //! (`--sinks FILE|DIR`, else `SLUICE_SINKS_FILE`), selected by
 //! [`sluice_core::sinks::select`]. A file that does not read, parse or check exits 2 naming
 //! the file, the sink and the key; nothing is consumed.
@@ -8,8 +8,9 @@ use crate::Failure;
 use anyhow::anyhow;
 use sluice_core::Settings;
 use sluice_core::sinks::{
-    MappingError, Selection, Sink, SinkError, SinkPlan, check_sinks, parse_sinks, plan_sink, select,
+    MappingError, Selection, Sink, SinkError, SinkPlan, check_sinks, parse_sinks, select,
 };
+use sluice_storage::{Unplanned, plan_pipelines};
 use sqlx::PgConnection;
 
 /// The variable naming the mapping file.
@@ -128,22 +129,18 @@ pub async fn plan_sinks(
     sinks: &[Sink],
     group_prefix: &str,
 ) -> Result<Result<Vec<SinkPlan>, Vec<SinkError>>, Failure> {
-    let shapes = sluice_postgres::catalog::sink_tables(conn, sinks)
+    let unplanned = sinks
+        .iter()
+        .map(|sink| Unplanned {
+            sink: sink.clone(),
+            writers: 1,
+            topic_source: String::new(),
+        })
+        .collect();
+    let planned = plan_pipelines(conn, unplanned, group_prefix)
         .await
         .map_err(|e| anyhow!("cannot read the catalog: {e}"))?;
-    let mut plans = Vec::with_capacity(sinks.len());
-    let mut errors: Vec<SinkError> = Vec::new();
-    for sink in sinks {
-        match plan_sink(sink, group_prefix, &shapes) {
-            Ok(plan) => plans.push(plan),
-            Err(mut more) => errors.append(&mut more),
-        }
-    }
-    Ok(if errors.is_empty() {
-        Ok(plans)
-    } else {
-        Err(errors)
-    })
+    Ok(planned.map(|pipelines| pipelines.into_iter().map(|p| p.plan).collect()))
 }
 
 /// Exit 2: each error on its own line on stderr.

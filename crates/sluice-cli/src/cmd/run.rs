@@ -1,11 +1,11 @@
 //! `sluice run`: the storage consumer under its supervisor (docs/ARCHITECTURE.md#supervisor).
 
-use super::pipelines::{Pipelines, plan_sinks};
+use super::pipelines::Pipelines;
 use crate::Failure;
 use anyhow::anyhow;
 use clap::Args;
 use sluice_core::settings::variables;
-use sluice_storage::{DeclaredPipeline, Pipeline, StorageMetrics, run_selected};
+use sluice_storage::{Pipeline, StorageMetrics, Unplanned, plan_pipelines, run_selected};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -112,41 +112,39 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     }
 }
 
-/// The selected pipelines, the declared ones planned against the live schema.
+/// The selected pipelines — the seeds the settings name and the mapping file's sinks —
+/// planned against the live schema.
 async fn selected(
     pipelines: &Pipelines,
     settings: &sluice_core::Settings,
 ) -> Result<Vec<Pipeline>, Failure> {
     let selection = pipelines.selection()?;
-    let mut selected: Vec<Pipeline> = selection
-        .builtins
-        .iter()
-        .map(|p| Pipeline::Builtin((*p).clone()))
-        .collect();
-    if selection.declared.is_empty() {
-        return Ok(selected);
+    let mut sinks = Vec::new();
+    for seed in &selection.builtins {
+        sinks.push(Unplanned::seed(seed, settings).map_err(|e| anyhow!("{e}"))?);
     }
-    let sinks: Vec<_> = selection.declared.iter().map(|s| (*s).clone()).collect();
+    for sink in &selection.declared {
+        sinks.push(Unplanned::declared((*sink).clone(), settings));
+    }
     let mut conn = sluice_postgres::connect(&settings.database_url, "sinks-plan").await?;
-    let plans = match plan_sinks(&mut conn, &sinks, &pipelines.group_prefix).await? {
-        Ok(plans) => plans,
+    let planned = plan_pipelines(&mut conn, sinks, &pipelines.group_prefix)
+        .await
+        .map_err(|e| anyhow!("cannot read the catalog: {e}"))?;
+    let _ = sqlx::Connection::close(conn).await;
+    match planned {
+        Ok(selected) => Ok(selected),
         Err(errors) => {
             for error in &errors {
                 eprintln!("sluice: invalid: {error}");
             }
-            let file = pipelines.file.as_deref().unwrap_or("");
-            return Err(Failure::config(anyhow!(
+            let file = pipelines
+                .file
+                .as_deref()
+                .unwrap_or("the seed mapping files");
+            Err(Failure::config(anyhow!(
                 "{file}: {} error(s) against the database's schema; nothing was consumed",
                 errors.len()
-            )));
+            )))
         }
-    };
-    let _ = sqlx::Connection::close(conn).await;
-    selected.extend(
-        sinks
-            .into_iter()
-            .zip(plans)
-            .map(|(sink, plan)| Pipeline::Declared(Box::new(DeclaredPipeline { sink, plan }))),
-    );
-    Ok(selected)
+    }
 }

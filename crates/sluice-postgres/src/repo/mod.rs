@@ -1,17 +1,15 @@
 //! Repositories: one batched statement each, on the caller's connection or transaction.
 
 mod dead_letters;
-mod upsert;
 
 pub use dead_letters::insert_dead_letters;
-pub use upsert::{returned_by, upsert};
-
-use sluice_core::WriteOutcome;
 
 /// One column of a batch, for an `UNNEST($n::type[])` parameter.
 fn column<'a, R, T>(rows: &'a [R], f: impl Fn(&'a R) -> T) -> Vec<T> {
     rows.iter().map(f).collect()
 }
+
+use sluice_core::WriteOutcome;
 
 /// Counts the rows of a `RETURNING inserted` statement: returned and `true` = inserted,
 /// returned and `false` = updated, not returned = skipped by `ON CONFLICT`.

@@ -2,8 +2,15 @@
 //! holds a "bad" row, as PostgreSQL fails a whole statement for one row.
 
 use super::*;
-use sluice_core::Resolved;
 use std::collections::BTreeSet;
+
+/// A fake row: its record, its resolved application id and its message.
+#[derive(Debug, Clone)]
+struct Resolved<M> {
+    record: usize,
+    application_id: i64,
+    message: M,
+}
 
 /// A message: its package name and whether (with which SQLSTATE) it breaks a constraint.
 #[derive(Debug, Clone)]

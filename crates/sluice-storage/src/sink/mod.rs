@@ -1,16 +1,14 @@
 //! What the storage pipeline needs from a sink, whatever declared it (docs/ARCHITECTURE.md#sinks).
 //!
-//! A sink is one topic landed in one table: a built-in topic ([`Builtin`], a `Topic` type in
-//! `sluice_core::topics`) or a sink declared in a mapping file ([`Declared`]). The batch loop
-//! only sees this trait, so both keep the same guarantees by construction: one transaction per
+//! A sink is one topic landed in one table, declared in a mapping file ([`Declared`]: a seed's
+//! compiled into the binary or a user's). The batch loop only sees this trait, which keeps
+//! the guarantees by construction: one transaction per
 //! batch, references resolved and unknown ones dead-lettered in it, one row per natural key by
 //! the sink's survivor rule, one statement per batch, and savepoint isolation of a row that
 //! breaks a constraint at write time.
 
-mod builtin;
 mod declared;
 
-pub use builtin::Builtin;
 pub use declared::{Declared, DeclaredError};
 
 use sluice_core::dedupe::Deduped;
