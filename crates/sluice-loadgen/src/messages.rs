@@ -2,11 +2,11 @@
 //! producer's side of the seed mappings (`deploy/sinks/*.toml`), which decode and check them.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// One `app-stats` message: an app's store listing as one crawl saw it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppStats {
     /// The app's package name (1–255 characters); resolved to `application_id`.
     pub package_name: String,
@@ -37,7 +37,7 @@ pub struct AppStats {
 }
 
 /// One `reviews` message: a store review as the crawler last saw it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Review {
     /// The store's id of the review (1–255 characters); the natural key of the row.
     pub review_id: String,
@@ -64,7 +64,7 @@ pub struct Review {
 }
 
 /// One `network-metrics` message: one analysed capture of an app's traffic.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NetworkMetrics {
     /// The analysis run's id; the natural key of the row (a re-run gets a new one).
     pub analysis_id: Uuid,

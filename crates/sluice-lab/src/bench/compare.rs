@@ -1,69 +1,26 @@
-//! The runs compared: U (no Kafka) with the rows bound as `UNNEST` arrays (the pipeline's
-//! statement) and with a binary `COPY` into a staging table (an idea, [`super::staged`]);
-//! S (`sluice run`); each over the first crawl (all inserts) and the second (every row
-//! again, newer: all updates). Pairs run in ABBA order so that neither the machine's drift
+//! The runs compared: U (no Kafka) with the rows bound as `UNNEST` arrays by the pipeline's
+//! own statement (the reviews seed mapping's plan); S (`sluice run`); each over the first
+//! crawl (all inserts) and the second (every row again, newer: all updates). Pairs run in ABBA order so that neither the machine's drift
 //! nor the position in a pair favours one side.
 
 use super::{BATCH, Drained, Env, drain, median, rate};
 use crate::Failure;
 use anyhow::anyhow;
-use sluice_core::messages::Review;
-use sluice_core::topics::reviews::ReviewsTopic;
-use sluice_core::{PipelineKind, Resolved, WriteOutcome};
+use sluice_core::PipelineKind;
+use sluice_core::sinks::{Cell, SinkPlan, SinkRow};
 use sluice_kafka::Admin;
 use sqlx::{Connection, PgConnection};
 use std::time::Instant;
 
-/// How U sends a batch's rows to the upsert.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteMethod {
-    /// Binary `COPY` into a staging table, then the upsert reads it ([`super::staged`]).
-    Copy,
-    /// The rows bound as `UNNEST` arrays: the pipeline's statement.
-    Unnest,
-}
-
-impl WriteMethod {
-    /// Its name in the output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Copy => "copy",
-            Self::Unnest => "unnest",
-        }
-    }
-}
-
-/// The order of the methods in pair `pair`: A B, then B A, …
-pub fn abba(pair: usize) -> [WriteMethod; 2] {
-    if pair.is_multiple_of(2) {
-        [WriteMethod::Unnest, WriteMethod::Copy]
-    } else {
-        [WriteMethod::Copy, WriteMethod::Unnest]
-    }
-}
-
-/// One U run: both crawls, one method.
+/// One U run: both crawls.
 #[derive(Debug, Clone)]
 pub struct URun {
-    /// The method.
-    pub method: WriteMethod,
     /// Rows/s, first crawl.
     pub insert: f64,
     /// Rows/s, second crawl.
     pub update: f64,
     /// Cumulative (seconds, rows) after each batch of the first crawl.
     pub timeline: Vec<(f64, u64)>,
-}
-
-async fn write(
-    conn: &mut PgConnection,
-    rows: &[Resolved<Review>],
-    method: WriteMethod,
-) -> Result<WriteOutcome, sqlx::Error> {
-    match method {
-        WriteMethod::Copy => super::staged::upsert_staged::<ReviewsTopic>(conn, rows).await,
-        WriteMethod::Unnest => sluice_postgres::repo::upsert::<ReviewsTopic>(conn, rows).await,
-    }
 }
 
 /// Starts a timed run from a fresh checkpoint, so that no run pays for a checkpoint (and
@@ -78,23 +35,20 @@ pub async fn checkpoint(conn: &mut PgConnection) {
 /// Both crawls into an emptied table, `BATCH`-row batches, one transaction each, no Kafka.
 pub async fn u_run(
     conn: &mut PgConnection,
-    first: &[Resolved<Review>],
-    second: &[Resolved<Review>],
-    method: WriteMethod,
+    plan: &SinkPlan,
+    first: &[SinkRow],
+    second: &[SinkRow],
 ) -> Result<URun, Failure> {
     sqlx::raw_sql("TRUNCATE reviews")
         .execute(&mut *conn)
         .await?;
-    if method == WriteMethod::Copy {
-        super::staged::create_staging::<ReviewsTopic>(conn).await?;
-    }
     let mut timeline = Vec::with_capacity(first.len() / BATCH + 1);
     checkpoint(conn).await;
     let started = Instant::now();
     let mut done = 0u64;
     for chunk in first.chunks(BATCH) {
         let mut tx = conn.begin().await?;
-        let outcome = write(&mut tx, chunk, method).await?;
+        let outcome = super::rows::upsert(&mut tx, plan, chunk).await?;
         tx.commit().await?;
         done += outcome.inserted;
         timeline.push((started.elapsed().as_secs_f64(), done));
@@ -108,7 +62,7 @@ pub async fn u_run(
     let mut updated = 0u64;
     for chunk in second.chunks(BATCH) {
         let mut tx = conn.begin().await?;
-        updated += write(&mut tx, chunk, method).await?.updated;
+        updated += super::rows::upsert(&mut tx, plan, chunk).await?.updated;
         tx.commit().await?;
     }
     let update = rate(second.len(), started.elapsed());
@@ -116,7 +70,6 @@ pub async fn u_run(
         return Err(anyhow!("U_update updated {updated} of {} rows", second.len()).into());
     }
     Ok(URun {
-        method,
         insert,
         update,
         timeline,
@@ -194,11 +147,8 @@ pub struct Abba {
 impl Abba {
     /// The medians (first crawl, second crawl) of the first and the second configuration.
     pub fn medians(&self) -> ((f64, f64), (f64, f64)) {
-        let of = |r: &SRun| (WriteMethod::Unnest, r.insert.drain, r.update.drain);
-        (
-            medians(&self.a, WriteMethod::Unnest, of),
-            medians(&self.b, WriteMethod::Unnest, of),
-        )
+        let of = |r: &SRun| (r.insert.drain, r.update.drain);
+        (medians(&self.a, of), medians(&self.b, of))
     }
 }
 
@@ -238,18 +188,9 @@ pub async fn s_pairs(
     Ok(out)
 }
 
-/// Medians of one method's runs: (insert, update).
-pub fn medians<T>(
-    runs: &[T],
-    method: WriteMethod,
-    of: impl Fn(&T) -> (WriteMethod, f64, f64),
-) -> (f64, f64) {
-    let (ins, upd): (Vec<f64>, Vec<f64>) = runs
-        .iter()
-        .map(&of)
-        .filter(|(m, _, _)| *m == method)
-        .map(|(_, i, u)| (i, u))
-        .unzip();
+/// Medians of runs: (insert, update).
+pub fn medians<T>(runs: &[T], of: impl Fn(&T) -> (f64, f64)) -> (f64, f64) {
+    let (ins, upd): (Vec<f64>, Vec<f64>) = runs.iter().map(&of).unzip();
     (median(&ins), median(&upd))
 }
 
@@ -259,15 +200,20 @@ pub fn medians<T>(
 pub async fn u_lanes(
     url: &str,
     conn: &mut PgConnection,
-    first: &[Resolved<Review>],
+    plan: &SinkPlan,
+    first: &[SinkRow],
     lanes: usize,
 ) -> Result<f64, Failure> {
     sqlx::raw_sql("TRUNCATE reviews")
         .execute(&mut *conn)
         .await?;
-    let mut parts: Vec<Vec<Resolved<Review>>> = vec![Vec::new(); lanes.max(1)];
+    let mut parts: Vec<Vec<SinkRow>> = vec![Vec::new(); lanes.max(1)];
     for row in first {
-        let hash = row.message.review_id.bytes().fold(0usize, |h, b| {
+        let key = match row.cells.first() {
+            Some(Cell::Text(review_id)) => review_id.as_str(),
+            _ => "",
+        };
+        let hash = key.bytes().fold(0usize, |h, b| {
             h.wrapping_mul(31).wrapping_add(usize::from(b))
         });
         let lane = hash % parts.len();
@@ -281,28 +227,18 @@ pub async fn u_lanes(
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (rows, mut conn) in parts.into_iter().zip(conns) {
+        let plan = plan.clone();
         tasks.spawn(async move {
             for chunk in rows.chunks(BATCH) {
                 let mut tx = conn.begin().await?;
-                write(&mut tx, chunk, WriteMethod::Unnest).await?;
+                super::rows::upsert(&mut tx, &plan, chunk).await?;
                 tx.commit().await?;
             }
-            Ok::<(), sqlx::Error>(())
+            Ok::<(), Failure>(())
         });
     }
     while let Some(done) = tasks.join_next().await {
         done.map_err(|e| anyhow!("a lane panicked: {e}"))??;
     }
     Ok(rate(first.len(), started.elapsed()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pairs_alternate_their_order() {
-        assert_eq!(abba(0), [WriteMethod::Unnest, WriteMethod::Copy]);
-        assert_eq!(abba(1), [WriteMethod::Copy, WriteMethod::Unnest]);
-    }
 }

@@ -1,8 +1,7 @@
 //! PostgreSQL binary `COPY` of review rows: the ingest limit (L) the pipeline is compared to.
 
 use chrono::{DateTime, TimeZone, Utc};
-use sluice_core::Resolved;
-use sluice_core::messages::Review;
+use super::rows::Resolved;
 use sqlx::PgConnection;
 
 /// The columns written, in order.
@@ -40,7 +39,7 @@ fn timestamp(out: &mut Vec<u8>, value: Option<DateTime<Utc>>) {
 }
 
 /// Encodes rows in PostgreSQL's binary COPY format.
-pub fn encode(rows: &[Resolved<Review>]) -> Vec<u8> {
+pub fn encode(rows: &[Resolved]) -> Vec<u8> {
     let mut out = Vec::with_capacity(rows.len() * 512);
     out.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
     out.extend_from_slice(&0i32.to_be_bytes()); // flags
@@ -68,7 +67,7 @@ pub fn encode(rows: &[Resolved<Review>]) -> Vec<u8> {
 pub async fn copy_rows(
     conn: &mut PgConnection,
     table: &str,
-    rows: &[Resolved<Review>],
+    rows: &[Resolved],
 ) -> Result<u64, sqlx::Error> {
     let data = encode(rows);
     let mut copy = conn

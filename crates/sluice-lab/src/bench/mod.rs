@@ -8,7 +8,7 @@
 //! - K: a count-and-drop rdkafka consumer over the same topic;
 //! - S / S_update: `sluice run` (a child process), reviews pipeline, draining each crawl;
 //!   U and S alternate in ABBA pairs ([`compare`]), each run from a fresh checkpoint;
-//! - ideas on the write path, each in its own pairs ([`compare`], [`staged`]);
+//! - ideas on the write path, each in its own pairs ([`compare`]);
 //! - latency isolation: network-metrics produce → committed (visible) while reviews drain;
 //! - the consumer's peak RSS, the restart figure, the metrics cost, the outbox.
 //!
@@ -20,23 +20,21 @@ mod copy;
 mod cost;
 mod drain;
 mod latency;
-mod mapping;
 mod outbox;
 mod report;
+mod rows;
 mod restart;
 mod runlog;
 mod scrape;
-mod staged;
 mod writers;
 
 use super::produce::{bar, send_all};
 use crate::Failure;
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
-use compare::{SOptions, WriteMethod};
+use compare::SOptions;
 use drain::{Drained, check_alive, drain, run_command};
-use sluice_core::messages::{Review, decode_review};
-use sluice_core::{PipelineKind, Resolved, Settings};
+use sluice_core::{PipelineKind, Settings};
 use sluice_kafka::Admin;
 use sluice_loadgen::{CrawlerConfig, app_names, reviews_for_crawl};
 use sqlx::PgConnection;
@@ -146,8 +144,10 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
             .await?
             .into_iter()
             .collect();
-    let rows = resolve_rows(&records, &ids)?;
-    let rows2 = resolve_rows(&records2, &ids)?;
+    let plan = rows::reviews_plan(&mut conn, &env.settings).await?;
+    let typed = rows::resolve_rows(&records, &ids)?;
+    let rows = rows::sink_rows(&plan, &records, &ids)?;
+    let rows2 = rows::sink_rows(&plan, &records2, &ids)?;
     let bytes: usize = records
         .iter()
         .map(|r| r.payload.as_ref().map_or(0, Vec::len))
@@ -158,33 +158,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         bytes as f64 / 1048576.0
     );
 
-    println!(
-        "== idea: U with the rows sent by binary COPY into a staging table vs as UNNEST arrays; \
-         {BATCH}-row batches, both crawls, {} pairs in ABBA order",
-        args.pairs
-    );
-    let mut u_runs = Vec::new();
-    for pair in 0..args.pairs {
-        for method in compare::abba(pair) {
-            let run = compare::u_run(&mut conn, &rows, &rows2, method).await?;
-            println!(
-                "   {:<6} insert {:.0} rows/s, update {:.0} rows/s",
-                method.as_str(),
-                run.insert,
-                run.update
-            );
-            u_runs.push(run);
-        }
-    }
-    let u_of = |r: &compare::URun| (r.method, r.insert, r.update);
-    let (u_arrays, u_arrays_update) = compare::medians(&u_runs, WriteMethod::Unnest, u_of);
-    let (u_copy, u_copy_update) = compare::medians(&u_runs, WriteMethod::Copy, u_of);
-    println!(
-        "   medians: UNNEST {u_arrays:.0} / {u_arrays_update:.0} rows/s, COPY-staged {u_copy:.0} / \
-         {u_copy_update:.0} rows/s: {:.2} / {:.2} ×",
-        u_copy / u_arrays,
-        u_copy_update / u_arrays_update
-    );
+    let u_of = |r: &compare::URun| (r.insert, r.update);
 
     println!(
         "== idea: U over 2 connections at once (rows split by key) vs 1, first crawl, {} pairs",
@@ -197,7 +171,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         } else {
             [1, 2]
         } {
-            let r = compare::u_lanes(&env.url, &mut conn, &rows, lanes).await?;
+            let r = compare::u_lanes(&env.url, &mut conn, &plan, &rows, lanes).await?;
             println!("   {lanes} connection(s): {r:.0} rows/s");
             if lanes == 1 {
                 one_lane.push(r)
@@ -217,7 +191,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         .execute(&mut conn)
         .await?;
     let started = Instant::now();
-    copy::copy_rows(&mut conn, "reviews_copy", &rows).await?;
+    copy::copy_rows(&mut conn, "reviews_copy", &typed).await?;
     let l_seconds = started.elapsed().as_secs_f64();
     let l = rate(rows.len(), started.elapsed());
     println!("   {l:.0} rows/s");
@@ -274,7 +248,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
                 );
                 s_runs.push(run);
             } else {
-                let run = compare::u_run(&mut conn, &rows, &rows2, WriteMethod::Unnest).await?;
+                let run = compare::u_run(&mut conn, &plan, &rows, &rows2).await?;
                 println!(
                     "   U insert {:.0} rows/s, update {:.0} rows/s",
                     run.insert, run.update
@@ -283,11 +257,11 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
             }
         }
     }
-    let (u, u_update) = compare::medians(&u_pairs, WriteMethod::Unnest, u_of);
-    let s_of = |r: &compare::SRun| (WriteMethod::Unnest, r.insert.drain, r.update.drain);
-    let cpu_of = |r: &compare::SRun| (WriteMethod::Unnest, r.insert.cpu_s, r.update.cpu_s);
-    let (s, s_update) = compare::medians(&s_runs, WriteMethod::Unnest, s_of);
-    let (cpu_insert, cpu_update) = compare::medians(&s_runs, WriteMethod::Unnest, cpu_of);
+    let (u, u_update) = compare::medians(&u_pairs, u_of);
+    let s_of = |r: &compare::SRun| (r.insert.drain, r.update.drain);
+    let cpu_of = |r: &compare::SRun| (r.insert.cpu_s, r.update.cpu_s);
+    let (s, s_update) = compare::medians(&s_runs, s_of);
+    let (cpu_insert, cpu_update) = compare::medians(&s_runs, cpu_of);
     let pair_ratios: Vec<f64> = s_runs
         .iter()
         .zip(&u_pairs)
@@ -355,9 +329,9 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
                 }
             }
         }
-        let s_of = |r: &compare::SRun| (WriteMethod::Unnest, r.insert.drain, r.update.drain);
-        let small = compare::medians(&small, WriteMethod::Unnest, s_of);
-        let big = compare::medians(&big, WriteMethod::Unnest, s_of);
+        let s_of = |r: &compare::SRun| (r.insert.drain, r.update.drain);
+        let small = compare::medians(&small, s_of);
+        let big = compare::medians(&big, s_of);
         println!(
             "   medians: {BATCH}: {:.0} / {:.0}, {BIG_BATCH}: {:.0} / {:.0} rows/s ({:.2} / {:.2} ×)",
             small.0,
@@ -383,16 +357,6 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         writers.two.0 / u,
         writers.one.1 / u_update,
         writers.two.1 / u_update,
-    );
-    let mapping = mapping::compare(&env, &admin, &mut conn, &topic2, args.pairs).await?;
-    println!(
-        "   medians: built-in {:.0} / {:.0}, mapping {:.0} / {:.0} rows/s: mapping/built-in = {:.2} / {:.2} ×",
-        mapping.builtin.0,
-        mapping.builtin.1,
-        mapping.mapping.0,
-        mapping.mapping.1,
-        mapping.mapping.0 / mapping.builtin.0,
-        mapping.mapping.1 / mapping.builtin.1,
     );
     let phases = runlog::phase_medians_ms(&s_main.insert.batches, BATCH as u64);
     println!(
@@ -484,10 +448,6 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     let figures = report::Figures {
         u,
         u_update,
-        u_arrays,
-        u_arrays_update,
-        u_copy,
-        u_copy_update,
         u_one,
         u_two,
         l,
@@ -500,7 +460,6 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         phases,
         batch_idea,
         writers,
-        mapping,
     };
     report::report(
         args,
@@ -545,30 +504,6 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         admin.delete_topic(t).await?;
     }
     teardown(settings, &env, &admin, &mut conn).await
-}
-
-/// The generated records decoded and bound to their application ids, as the pipeline would.
-fn resolve_rows(
-    records: &[sluice_loadgen::Generated],
-    ids: &HashMap<String, i64>,
-) -> Result<Vec<Resolved<Review>>, Failure> {
-    records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let message = decode_review(r.payload.as_deref())
-                .map_err(|e| anyhow!("generated row {i}: {e}"))?;
-            let application_id = *ids
-                .get(&message.package_name)
-                .ok_or_else(|| anyhow!("unregistered app"))?;
-            Ok(Resolved {
-                record: i,
-                application_id,
-                message,
-            })
-        })
-        .collect::<Result<_, anyhow::Error>>()
-        .map_err(Failure::from)
 }
 
 fn median(values: &[f64]) -> f64 {

@@ -40,11 +40,6 @@ pub(super) fn machine() -> String {
 pub(super) struct Figures {
     pub(super) u: f64,
     pub(super) u_update: f64,
-    /// The staging idea's own pairs: UNNEST, then COPY-staged (insert, update).
-    pub(super) u_arrays: f64,
-    pub(super) u_arrays_update: f64,
-    pub(super) u_copy: f64,
-    pub(super) u_copy_update: f64,
     /// U over one connection and over two at once (first crawl).
     pub(super) u_one: f64,
     pub(super) u_two: f64,
@@ -64,8 +59,6 @@ pub(super) struct Figures {
     pub(super) batch_idea: Option<((f64, f64), (f64, f64))>,
     /// S with 1 and 2 writers (own pairs).
     pub(super) writers: super::writers::Writers,
-    /// S through the built-in pipeline and through its seed mapping (own pairs).
-    pub(super) mapping: super::mapping::Mapping,
 }
 
 #[allow(
@@ -98,15 +91,6 @@ pub(super) fn report(
         f.u_update
     );
     println!(
-        "| idea: U with COPY into a staging table, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × UNNEST ({:.0} / {:.0}) | dropped |",
-        f.u_copy,
-        f.u_copy_update,
-        f.u_copy / f.u_arrays,
-        f.u_copy_update / f.u_arrays_update,
-        f.u_arrays,
-        f.u_arrays_update
-    );
-    println!(
         "| idea: U over 2 connections at once, insert (own pairs) | {:.0} rows/s | {:.2} × 1 connection ({:.0}) | |",
         f.u_two,
         f.u_two / f.u_one,
@@ -123,16 +107,6 @@ pub(super) fn report(
             small.1
         );
     }
-    let m = &f.mapping;
-    println!(
-        "| S through the seed mapping vs the built-in, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × built-in ({:.0} / {:.0}) | ≥ 0.90 |",
-        m.mapping.0,
-        m.mapping.1,
-        m.mapping.0 / m.builtin.0,
-        m.mapping.1 / m.builtin.1,
-        m.builtin.0,
-        m.builtin.1,
-    );
     let w = &f.writers;
     println!(
         "| S with 2 writers vs 1, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × 1 writer ({:.0} / {:.0}); S/U {:.2} (2) vs {:.2} (1), S_update/U_update {:.2} vs {:.2} | |",
@@ -250,16 +224,12 @@ pub(super) fn report(
         "machine": machine(),
         "rows_per_second": {
             "U": u, "U_update": f.u_update, "L": l, "K": k, "S": s, "S_update": f.s_update,
-            "U_idea_unnest": f.u_arrays, "U_idea_unnest_update": f.u_arrays_update,
-            "U_idea_copy_staged": f.u_copy, "U_idea_copy_staged_update": f.u_copy_update,
             "U_idea_1_connection": f.u_one, "U_idea_2_connections": f.u_two,
             "S_including_startup": f.with_startup, "S_with_network_metrics": s_with_metrics,
         },
         "ratios": {
             "S/U": s / u, "S_update/U_update": f.s_update / f.u_update, "S/L": s / l, "S/K": s / k,
             "S/U_per_pair": f.pair_ratios,
-            "U_copy_staged/U_unnest": f.u_copy / f.u_arrays,
-            "U_copy_staged_update/U_unnest_update": f.u_copy_update / f.u_arrays_update,
             "U_2_connections/U_1_connection": f.u_two / f.u_one,
         },
         "sluice_run_cpu_seconds": {
@@ -275,18 +245,6 @@ pub(super) fn report(
             "p99<=50ms_over_200": lat.p99 <= 50.0 && lat.count >= 200,
             "rss<=100MiB": rss_mib <= 100.0, "restart<=5s": restart.static_s <= 5.0,
         },
-    });
-    let m = &f.mapping;
-    results["mapping"] = json!({
-        "rows_per_second": {
-            "S_builtin": m.builtin.0, "S_update_builtin": m.builtin.1,
-            "S_mapping": m.mapping.0, "S_update_mapping": m.mapping.1,
-        },
-        "ratios": {
-            "S_mapping/S_builtin": m.mapping.0 / m.builtin.0,
-            "S_update_mapping/S_update_builtin": m.mapping.1 / m.builtin.1,
-        },
-        "runs": m.runs.iter().map(|(declared, i, u)| json!({"mapping": declared, "S": i, "S_update": u})).collect::<Vec<_>>(),
     });
     results["writers"] = json!({
         "rows_per_second": {
