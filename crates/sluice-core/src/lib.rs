@@ -19,7 +19,6 @@ pub mod resolved;
 pub mod retry;
 pub mod settings;
 pub mod sinks;
-pub mod stall;
 pub mod topic_settings;
 pub mod topics;
 pub mod untrusted;
