@@ -12,7 +12,6 @@ pub mod dedupe;
 pub mod disposition;
 pub mod kafka_client;
 pub mod messages;
-pub mod outbox_settings;
 pub mod outcome;
 pub mod pipeline;
 pub mod resolved;

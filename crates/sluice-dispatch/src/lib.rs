@@ -39,6 +39,7 @@ pub mod pipeline;
 pub mod probe;
 pub mod publish;
 pub mod recovery;
+pub mod settings;
 pub mod store;
 
 pub use error::DispatchError;
@@ -46,10 +47,10 @@ pub use error::DispatchError;
 pub use failpoint::Failpoint;
 pub use publish::EVENT_ID_HEADER;
 
+use crate::settings::OutboxSettings;
 use batch::Published;
 use metrics::DispatchMetrics;
 use pipeline::InFlight;
-use sluice_core::outbox_settings::OutboxSettings;
 use sluice_kafka::{Admin, ResilientProducer};
 use sqlx::PgConnection;
 use sqlx::postgres::PgListener;

@@ -4,7 +4,7 @@
 //! send window). Both compare the claim token (see [`super::settle`]).
 
 use crate::DispatchError;
-use sluice_core::outbox_settings::{AfterFailedPublish, OutboxSettings};
+use crate::settings::{AfterFailedPublish, OutboxSettings};
 use sluice_outbox::checked_sources;
 use sluice_outbox::status::OutboxStatus;
 use sqlx::PgConnection;
