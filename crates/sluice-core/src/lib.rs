@@ -12,14 +12,11 @@ pub mod dedupe;
 pub mod disposition;
 pub mod kafka_client;
 pub mod messages;
-pub mod outbox;
-pub mod outbox_settings;
 pub mod outcome;
 pub mod pipeline;
 pub mod retry;
 pub mod settings;
 pub mod sinks;
-pub mod stall;
 pub mod topic_settings;
 pub mod untrusted;
 

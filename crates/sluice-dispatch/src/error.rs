@@ -21,14 +21,14 @@ pub enum DispatchError {
     Recovery(String),
 }
 
-impl From<sluice_core::outbox::IllegalTransition> for DispatchError {
-    fn from(error: sluice_core::outbox::IllegalTransition) -> Self {
+impl From<sluice_outbox::status::IllegalTransition> for DispatchError {
+    fn from(error: sluice_outbox::status::IllegalTransition) -> Self {
         DispatchError::Outbox(error.into())
     }
 }
 
-impl From<sluice_core::outbox::UnknownStatus> for DispatchError {
-    fn from(error: sluice_core::outbox::UnknownStatus) -> Self {
+impl From<sluice_outbox::status::UnknownStatus> for DispatchError {
+    fn from(error: sluice_outbox::status::UnknownStatus) -> Self {
         DispatchError::Outbox(error.into())
     }
 }

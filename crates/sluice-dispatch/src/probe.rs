@@ -7,7 +7,7 @@
 //! dispatcher; retention keeps the table bounded.
 
 use crate::metrics::DispatchMetrics;
-use sluice_core::outbox_settings::OutboxSettings;
+use crate::settings::OutboxSettings;
 use sluice_kafka::Admin;
 use sluice_outbox::ops::summary;
 use sqlx::PgConnection;

@@ -13,7 +13,7 @@
 //! failed event's back-off.
 //!
 //! Nothing is handed to the producer after the claim's send window closes
-//! ([`sluice_core::outbox_settings::OutboxSettings::send_window`]): stale recovery must never
+//! ([`crate::settings::OutboxSettings::send_window`]): stale recovery must never
 //! look at a claim whose records can still reach Kafka.
 
 use crate::store::claim::ClaimedEvent;

@@ -10,7 +10,6 @@
     reason = "tests panic with a clear message"
 )]
 
-#[path = "../../sluice-outbox/tests/common/mod.rs"]
 mod common;
 
 use common::kafka::{read_topic, settings};

@@ -5,7 +5,7 @@
 //! partition, the offset after the highest record of the batch, synchronously.
 //!
 //! A topic never stalls silently: every consumer error goes through a
-//! [`StallWatch`](sluice_core::stall::StallWatch). Errors librdkafka recovers from (a broker
+//! [`StallWatch`](crate::stall::StallWatch). Errors librdkafka recovers from (a broker
 //! restarting, a leader moving) are ridden out; an error that cannot heal, or that keeps
 //! coming back for the bound, ends the pipeline with a [`ConsumeError`] naming the topic,
 //! the stuck partitions with their offsets, and the cause. The topic's existence is checked
@@ -13,11 +13,11 @@
 
 use crate::config::{ConsumerOptions, consumer_config};
 use crate::rebalance::{RebalanceCounter, RebalanceCounts};
+use crate::stall::{ErrorClass, StallWatch, Verdict};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
-use sluice_core::stall::{ErrorClass, StallWatch, Verdict};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 

@@ -1,9 +1,9 @@
 //! The disposition of a Kafka client error (docs/ARCHITECTURE.md#errors).
 
+use crate::stall::ErrorClass;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use sluice_core::Disposition;
 use sluice_core::disposition::{KafkaErrorFlags, classify_kafka};
-use sluice_core::stall::ErrorClass;
 
 /// librdkafka's flags for an error, as far as the error carries them.
 ///
@@ -59,7 +59,7 @@ pub fn flags(error: &KafkaError) -> KafkaErrorFlags {
     KafkaErrorFlags { fatal, retriable }
 }
 
-/// How a consumer error behaves over time (see `sluice_core::stall`): a state librdkafka
+/// How a consumer error behaves over time (see `crate::stall`): a state librdkafka
 /// recovers from once its cause passes, one that may or may not heal, or one that cannot.
 ///
 /// Codes that cannot heal: `NotImplemented` is what librdkafka reports for a record batch

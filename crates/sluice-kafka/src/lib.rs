@@ -13,6 +13,7 @@ pub mod context;
 pub mod error;
 pub mod producer;
 pub mod rebalance;
+pub mod stall;
 
 pub use admin::Admin;
 pub use consumer::{BatchConsumer, ConsumeError, REPLAY_COUNT_HEADER, Record};

@@ -3,9 +3,9 @@
 
 use crate::error::OutboxError;
 use crate::event::NewEvent;
+use crate::status::OutboxStatus;
 use crate::store;
 use crate::transition::checked_sources;
-use sluice_core::outbox::OutboxStatus;
 use sqlx::PgConnection;
 use uuid::Uuid;
 

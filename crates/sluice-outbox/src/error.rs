@@ -1,6 +1,6 @@
 //! Why an outbox operation failed.
 
-use sluice_core::outbox::{IllegalTransition, OutboxStatus, UnknownStatus};
+use crate::status::{IllegalTransition, OutboxStatus, UnknownStatus};
 use uuid::Uuid;
 
 /// The constraint name the database's transition trigger reports when it rejects a status

@@ -10,9 +10,9 @@
 
 use crate::error::OutboxError;
 use crate::process_once::{ProcessError, ProcessKey, Processed, process_keyed};
+use crate::status::OutboxStatus;
 use crate::store;
 use crate::transition::{TransitionOutcome, transition};
-use sluice_core::outbox::OutboxStatus;
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
@@ -163,7 +163,7 @@ async fn move_row(
         TransitionOutcome::Moved => Ok(()),
         TransitionOutcome::Stale { current } => {
             tracing::error!(%id, %current, %to, "locked outbox row changed status");
-            Err(sluice_core::outbox::IllegalTransition { from: current, to }.into())
+            Err(crate::status::IllegalTransition { from: current, to }.into())
         }
     }
 }

@@ -8,7 +8,7 @@
 //! - An event exists exactly when the caller's business write committed: [`enqueue`] inserts
 //!   in the caller's open transaction and never commits, so a rollback leaves no row and
 //!   nothing is published.
-//! - A status changes only along an edge of [`sluice_core::outbox`], by a compare-and-set
+//! - A status changes only along an edge of the state machine in [`status`], by a compare-and-set
 //!   (`UPDATE … WHERE status = ANY(allowed sources)`) in [`transition`], [`release`] or
 //!   [`mark_published`]; a lost race is reported, never overwritten. The database enforces
 //!   the same edges with a trigger (`migrations/0005_outbox.sql`, its edges replaced by
@@ -37,6 +37,7 @@ mod migration_sync;
 pub mod ops;
 pub mod partitions;
 mod process_once;
+pub mod status;
 pub mod store;
 mod transition;
 
@@ -49,7 +50,7 @@ pub use process_once::{
     MessageKey, ProcessError, ProcessKey, Processed, process_keyed, process_once,
     process_once_by_event_id,
 };
-pub use sluice_core::outbox::OutboxStatus;
+pub use status::OutboxStatus;
 pub use transition::{
     MarkPublishedOutcome, TransitionOutcome, checked_sources, mark_published, mark_published_batch,
     transition,

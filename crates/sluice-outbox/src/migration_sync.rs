@@ -1,10 +1,10 @@
 //! The migrations' copy of the state machine must equal the core's: these tests read the
 //! migration files as text and compare the status list, the initial statuses and the edge
-//! table, each from the newest migration that (re)defines it, with `sluice_core::outbox`.
+//! table, each from the newest migration that (re)defines it, with `crate::status`.
 //! (`tests/outbox.rs` also tries every pair against the trigger of a migrated database.)
 //! The migrations are the ones the build discovered, so a new file needs no list here.
 
-use sluice_core::outbox::{EDGES, OutboxStatus};
+use crate::status::{EDGES, OutboxStatus};
 use sluice_postgres::migrate::MIGRATIONS;
 use std::collections::BTreeSet;
 

@@ -1,9 +1,9 @@
 //! Operator actions on the outbox: status counts and the re-open of failed events.
 
 use crate::error::OutboxError;
+use crate::status::{OPERATOR_REOPEN, OutboxStatus};
 use crate::store;
 use crate::transition::checked_sources;
-use sluice_core::outbox::{OPERATOR_REOPEN, OutboxStatus};
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! The transition helper every status change goes through, and `mark_published`.
 
 use crate::error::OutboxError;
+use crate::status::{self, IllegalTransition, MarkPublished, OutboxStatus};
 use crate::store;
-use sluice_core::outbox::{self, IllegalTransition, MarkPublished, OutboxStatus};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -43,14 +43,14 @@ pub fn checked_sources(
     from_expected
         .iter()
         .map(|&from| {
-            outbox::transition(from, to)?;
+            status::transition(from, to)?;
             Ok(from.as_str())
         })
         .collect()
 }
 
 /// Moves one row to `to` if its status is one of `from_expected` — the single transition
-/// helper (docs/ARCHITECTURE.md#outbox). Pass [`outbox::allowed_sources`]`(to)` to accept any legal source.
+/// helper (docs/ARCHITECTURE.md#outbox). Pass [`status::allowed_sources`]`(to)` to accept any legal source.
 ///
 /// An expected source that has no edge to `to` is an [`OutboxError::Illegal`] and nothing
 /// is written. A row in another status is left alone and reported as
@@ -89,14 +89,14 @@ pub async fn mark_published(
     offset: i64,
 ) -> Result<MarkPublishedOutcome, OutboxError> {
     let to = OutboxStatus::Published;
-    let sources: Vec<&str> = outbox::allowed_sources(to)
+    let sources: Vec<&str> = status::allowed_sources(to)
         .iter()
         .map(|s| s.as_str())
         .collect();
     let row = store::mark_published(conn, id, to.as_str(), partition, offset, &sources).await?;
     let (current, moved) = row.ok_or(OutboxError::NotFound { id })?;
     let current = OutboxStatus::parse(&current)?;
-    match (moved, outbox::mark_published(current)) {
+    match (moved, status::mark_published(current)) {
         (true, _) => {
             tracing::debug!(%id, partition, offset, "outbox event published");
             Ok(MarkPublishedOutcome::Published)
@@ -126,7 +126,7 @@ pub async fn mark_published_batch(
         return Ok(vec![]);
     }
     let to = OutboxStatus::Published;
-    let sources = checked_sources(outbox::allowed_sources(to), to)?;
+    let sources = checked_sources(status::allowed_sources(to), to)?;
     let ids: Vec<Uuid> = acks.iter().map(|a| a.0).collect();
     let partitions: Vec<i32> = acks.iter().map(|a| a.1).collect();
     let offsets: Vec<i64> = acks.iter().map(|a| a.2).collect();
@@ -177,7 +177,7 @@ mod tests {
             Err(OutboxError::NoSourceStatus { to: Pending })
         ));
         for to in OutboxStatus::ALL {
-            let sources = outbox::allowed_sources(to);
+            let sources = status::allowed_sources(to);
             if !sources.is_empty() {
                 assert_eq!(checked_sources(sources, to).unwrap().len(), sources.len());
             }

@@ -12,7 +12,7 @@ mod common;
 use OutboxStatus::*;
 use common::{event, row_in, setup, status_of, teardown};
 use serde_json::json;
-use sluice_core::outbox::{self, EDGES, IllegalTransition, OutboxStatus};
+use sluice_outbox::status::{self, EDGES, IllegalTransition, OutboxStatus};
 use sluice_outbox::{
     MarkPublishedOutcome, NOTIFY_CHANNEL, OutboxError, TRANSITION_CONSTRAINT, TransitionOutcome,
     enqueue, is_rejected_transition, mark_published, release, transition,
@@ -338,7 +338,7 @@ async fn every_pair_through_the_trigger_and_through_transition() {
     let mut checked = 0;
     for from in OutboxStatus::ALL {
         for to in OutboxStatus::ALL {
-            let legal = outbox::is_allowed(from, to);
+            let legal = status::is_allowed(from, to);
 
             // By hand: the trigger accepts exactly the edges (and keeping the status).
             let id = row_in(&mut conn, &topic, from).await;
@@ -403,7 +403,7 @@ async fn transition_is_a_compare_and_set() {
         transition(
             &mut conn,
             id,
-            outbox::allowed_sources(UnderProcessing),
+            status::allowed_sources(UnderProcessing),
             UnderProcessing
         )
         .await

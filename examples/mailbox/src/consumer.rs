@@ -6,11 +6,11 @@ use crate::{GROUP, MailboxError, REJECT_REASON, users::CommandPayload};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use serde_json::Value;
 use sluice_core::KafkaClientSettings;
-use sluice_core::stall::{StallWatch, Verdict};
 use sluice_kafka::KafkaError;
 use sluice_kafka::clients::subscribed_stream_consumer;
 use sluice_kafka::config::ConsumerOptions;
 use sluice_kafka::error::consumer_error_class;
+use sluice_kafka::stall::{StallWatch, Verdict};
 use sluice_outbox::{EVENT_ID_HEADER, Handled, OutboxError, ProcessKey, RecordOutcome};
 use sluice_outbox::{HandleError, handle_outbox_record};
 use sluice_retry::{Forwarder, Outcome, OwnedRecord, RetryHandler, Source, Tiers};
@@ -76,7 +76,7 @@ impl ConsumerConfig {
 }
 
 /// A consumer error that keeps repeating this long ends the run (the storage pipelines'
-/// default `STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS`, `sluice_core::stall`).
+/// default `STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS`, `sluice_kafka::stall`).
 const MAX_ERROR_EPISODE: Duration = Duration::from_secs(30);
 
 /// What a consumer's run did, per record outcome.

@@ -9,7 +9,7 @@
     reason = "tests panic with a clear message"
 )]
 
-#[path = "../../../crates/sluice-outbox/tests/common/mod.rs"]
+#[path = "../../../crates/sluice-dispatch/tests/common/mod.rs"]
 mod common;
 
 use common::kafka::settings;

@@ -6,10 +6,10 @@
 
 use crate::Failure;
 use anyhow::anyhow;
-use sluice_core::outbox_settings::{OutboxSettings, VARIABLES};
 use sluice_dispatch::Dispatcher;
 use sluice_dispatch::metrics::DispatchMetrics;
 use sluice_dispatch::probe::run_probe;
+use sluice_dispatch::settings::{OutboxSettings, VARIABLES};
 use sqlx::{Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 

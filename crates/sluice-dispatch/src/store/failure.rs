@@ -4,9 +4,9 @@
 //! send window). Both compare the claim token (see [`super::settle`]).
 
 use crate::DispatchError;
-use sluice_core::outbox::OutboxStatus;
-use sluice_core::outbox_settings::{AfterFailedPublish, OutboxSettings};
+use crate::settings::{AfterFailedPublish, OutboxSettings};
 use sluice_outbox::checked_sources;
+use sluice_outbox::status::OutboxStatus;
 use sqlx::PgConnection;
 use std::time::Duration;
 use uuid::Uuid;

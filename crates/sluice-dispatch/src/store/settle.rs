@@ -10,8 +10,8 @@
 //! counted, never an error and never an overwrite of the newer claim.
 
 use crate::DispatchError;
-use sluice_core::outbox::OutboxStatus;
 use sluice_outbox::checked_sources;
+use sluice_outbox::status::OutboxStatus;
 use sqlx::PgConnection;
 use std::collections::HashSet;
 use uuid::Uuid;

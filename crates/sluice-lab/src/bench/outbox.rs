@@ -15,7 +15,7 @@ use anyhow::{Context, anyhow};
 use clap::Args;
 use serde_json::json;
 use sluice_core::KafkaClientSettings;
-use sluice_core::outbox_settings::OutboxSettings;
+use sluice_dispatch::settings::OutboxSettings;
 use sluice_dispatch::{DispatchTotals, Dispatcher};
 use sluice_kafka::Admin;
 use sluice_outbox::{NewEvent, enqueue};

@@ -4,7 +4,7 @@
 //! connection, every function takes the caller's (a transaction dereferences to one).
 //!
 //! Status values are bound as text, and every status change is a compare-and-set whose
-//! allowed sources the caller checked against `sluice_core::outbox` first
+//! allowed sources the caller checked against `crate::status` first
 //! ([`crate::checked_sources`]).
 
 use crate::event::NewEvent;

@@ -5,8 +5,6 @@
     reason = "each test file uses a different part of the fixture"
 )]
 
-pub mod kafka;
-
 use serde_json::json;
 use sluice_outbox::{NewEvent, OutboxStatus, TransitionOutcome, enqueue, transition};
 use sluice_testkit::TestSchema;

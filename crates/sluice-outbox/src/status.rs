@@ -16,8 +16,8 @@
 //! through [`transition`] here and, in the database, through one compare-and-set
 //! (`UPDATE … WHERE status = ANY(allowed_sources(to))`); the `outbox_events` trigger
 //! (`migrations/0005_outbox.sql`) rejects any other edge written by hand. The SQL copy of the
-//! edge table is checked against [`EDGES`] by the tests of `sluice-outbox` (the newest
-//! migration that defines the trigger function, `migrations/0006_outbox_retry_failed.sql`).
+//! edge table is checked against [`EDGES`] by this crate's `migration_sync` tests (the newest
+//! migration with an edge block, `migrations/0012_outbox_lean_status_moves.sql` today).
 //!
 //! FAILURE → PENDING is the one edge no automatic process takes: it is the operator's
 //! re-open of an event that exhausted its attempts (`sluice outbox retry-failed`). The

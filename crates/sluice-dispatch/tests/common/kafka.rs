@@ -4,7 +4,7 @@
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use sluice_core::outbox_settings::OutboxSettings;
+use sluice_dispatch::settings::OutboxSettings;
 use sluice_outbox::EVENT_ID_HEADER;
 use sluice_testkit::{Stack, TestSchema};
 use std::collections::BTreeMap;

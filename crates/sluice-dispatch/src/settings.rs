@@ -1,5 +1,6 @@
 //! Settings of the outbox dispatcher (`sluice dispatch`), parsed from the
-//! environment by a pure function, like the storage consumer's [`crate::Settings`].
+//! environment by a pure function, like the storage consumer's [`sluice_core::Settings`]
+//! and through the same reader ([`EnvReader`]).
 //!
 //! [`OutboxSettings::from_lookup`] takes any `name → value` lookup and returns one immutable
 //! value, or a [`SettingsError`] naming the variable. The back-off rule of a failed publish
@@ -8,17 +9,18 @@
 //!
 //! Not a setting: `SLUICE_FAILPOINT` (`before-publish` / `after-publish`) is test-only fault
 //! injection — the dispatcher SIGKILLs itself at that point of its first batch. It is read
-//! by `sluice_dispatch::Failpoint`, which exists only with that crate's `failpoints` feature
-//! (a production build ignores the variable), and is deliberately absent from [`VARIABLES`].
+//! by `Failpoint` (the `failpoint` module), which exists only with this crate's `failpoints`
+//! feature (a production build ignores the variable), and is deliberately absent from
+//! [`VARIABLES`].
 
-use crate::kafka_client::KafkaClientSettings;
-use crate::retry::Backoff;
-use crate::settings::{EnvReader, SettingsError};
+use sluice_core::KafkaClientSettings;
+use sluice_core::retry::{self, Backoff};
+use sluice_core::settings::{EnvReader, SettingsError};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The longest back-off between two publish attempts of one event.
-pub const MAX_BACKOFF: Duration = crate::retry::MAX_DELAY;
+pub const MAX_BACKOFF: Duration = retry::MAX_DELAY;
 
 /// Slack kept between "the last record of a claim is resolved" and "the claim is stale":
 /// the time a delivery report or the broker's append may trail the producer's own timeout.
@@ -209,7 +211,7 @@ impl OutboxSettings {
             .saturating_sub(STALE_MARGIN)
     }
 
-    /// The publish back-off: the shared policy ([`crate::retry::Backoff`]) from
+    /// The publish back-off: the shared policy ([`Backoff`]) from
     /// `OUTBOX_BACKOFF_BASE_MS`, capped at [`MAX_BACKOFF`].
     pub fn publish_backoff(&self) -> Backoff {
         Backoff {
@@ -245,8 +247,16 @@ impl OutboxSettings {
 mod tests {
     use super::*;
 
+    /// A valid `DATABASE_URL` and `pairs` (which may replace it).
     fn settings(pairs: &[(&str, &str)]) -> Result<OutboxSettings, SettingsError> {
-        let map = crate::settings::with_database_url(pairs);
+        let mut map: BTreeMap<String, String> = [(
+            "DATABASE_URL".to_owned(),
+            "postgres://u@127.0.0.1:5432/db".to_owned(),
+        )]
+        .into();
+        for (k, v) in pairs {
+            map.insert((*k).to_owned(), (*v).to_owned());
+        }
         OutboxSettings::from_map(&map, "host-1")
     }
 

@@ -6,14 +6,22 @@
 //! DISPATCHING in an earlier claim (`store/sql/claim.sql`): two batches in flight at once
 //! hold disjoint keys, so their records may go out together.
 
+use super::Dispatcher;
+use crate::error::DispatchError;
+#[cfg(feature = "failpoints")]
+use crate::failpoint::Failpoint;
 use crate::publish::{Sent, is_unknown_partition, publish_in_key_order};
+use crate::report::DispatchReport;
 use crate::store::claim::{ClaimedEvent, claim_batch_as};
 use crate::store::failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt};
-use crate::{DispatchError, DispatchReport, Dispatcher, NEW_PARTITION_DELAY};
+use crate::store::settle::settle_published;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
+
+/// The wait before an event whose partition was just created is claimed again.
+const NEW_PARTITION_DELAY: Duration = Duration::from_secs(1);
 
 /// A committed claim whose records are not handed to the producer yet.
 #[derive(Debug)]
@@ -42,6 +50,21 @@ pub(crate) struct Published {
 pub(crate) type Publishing = Pin<Box<dyn Future<Output = Published> + Send>>;
 
 impl Dispatcher {
+    /// Claims one batch under a fresh claim token, publishes it key by key and records
+    /// every outcome under that token, one step after the other (the loop in [`Self::run`]
+    /// overlaps these steps across batches).
+    pub async fn dispatch_once(&mut self) -> Result<DispatchReport, DispatchError> {
+        let claimed = self.claim().await?;
+        if claimed.events.is_empty() {
+            return Ok(DispatchReport {
+                claim_time: claimed.claim_time,
+                ..DispatchReport::default()
+            });
+        }
+        let published = self.publish(claimed).await;
+        self.settle(published).await
+    }
+
     /// Claims up to a batch of due events under a fresh claim token.
     pub(crate) async fn claim(&mut self) -> Result<Claimed, DispatchError> {
         let id = self.settings.dispatcher_id.clone();
@@ -64,8 +87,8 @@ impl Dispatcher {
     /// everything it needs, so the loop can claim and settle other batches meanwhile.
     pub(crate) fn publish(&mut self, claimed: Claimed) -> Publishing {
         #[cfg(feature = "failpoints")]
-        if self.failpoint == Some(crate::Failpoint::BeforePublish) {
-            crate::Failpoint::BeforePublish.trigger();
+        if self.failpoint == Some(Failpoint::BeforePublish) {
+            Failpoint::BeforePublish.trigger();
         }
         let producer = self.producer.clone();
         let mut fail_next = std::mem::take(&mut self.fail_next);
@@ -94,8 +117,8 @@ impl Dispatcher {
         published: Published,
     ) -> Result<DispatchReport, DispatchError> {
         #[cfg(feature = "failpoints")]
-        if self.failpoint == Some(crate::Failpoint::AfterPublish) {
-            crate::Failpoint::AfterPublish.trigger();
+        if self.failpoint == Some(Failpoint::AfterPublish) {
+            Failpoint::AfterPublish.trigger();
         }
         let Published {
             claimed,
@@ -124,9 +147,7 @@ impl Dispatcher {
                 Sent::Held(why) => held.push((event, why)),
             }
         }
-        let settled =
-            crate::store::settle::settle_published(self.connection().await?, Some(claim), &acks)
-                .await?;
+        let settled = settle_published(self.connection().await?, Some(claim), &acks).await?;
         self.metrics
             .batch(settled.published, latencies, failures.len());
         report.published = settled.published + settled.already_past;

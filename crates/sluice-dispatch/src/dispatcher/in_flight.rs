@@ -6,7 +6,7 @@
 //! acknowledgements, the connection settles the batch before it and claims the next one
 //! ([`InFlight::alongside`] keeps every publish going while a statement runs).
 
-use crate::batch::{Published, Publishing};
+use super::batch::{Published, Publishing};
 use std::future::Future;
 use std::task::Poll;
 
