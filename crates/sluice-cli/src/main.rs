@@ -5,7 +5,7 @@
 //! configuration or usage (nothing was consumed).
 
 use clap::{Parser, Subcommand};
-use sluice_cli::{cmd, describe, logging};
+use sluice_cli::cmd;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
@@ -72,7 +72,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli: Cli = match logging::start("sluice") {
+    let cli: Cli = match sluice_process::start("sluice") {
         Ok(cli) => cli,
         Err(code) => return code,
     };
@@ -92,11 +92,5 @@ fn main() -> ExitCode {
         Command::Outbox { action } => cmd::outbox::run(action),
         Command::Version => cmd::version::run(),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => {
-            eprintln!("sluice: error: {}", describe(failure.error()));
-            ExitCode::from(failure.code())
-        }
-    }
+    sluice_process::finish("sluice", result)
 }

@@ -12,8 +12,8 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub(crate) use sluice_cli::Failure;
-pub(crate) use sluice_cli::cmd::{lag, migrate, runtime, settings, topics};
+pub(crate) use sluice_cli::cmd::{lag, migrate, settings, topics};
+pub(crate) use sluice_process::{Failure, runtime};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -40,7 +40,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli: Cli = match sluice_cli::logging::start("sluice-lab") {
+    let cli: Cli = match sluice_process::start("sluice-lab") {
         Ok(cli) => cli,
         Err(code) => return code,
     };
@@ -49,16 +49,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => {
-            eprintln!(
-                "sluice-lab: error: {}",
-                sluice_cli::describe(failure.error())
-            );
-            ExitCode::from(failure.code())
-        }
-    }
+    sluice_process::finish("sluice-lab", result)
 }
 
 /// The production binary, `sluice`, beside this one (cargo builds both into one directory).

@@ -14,11 +14,11 @@
 
 use anyhow::anyhow;
 use clap::{Parser, Subcommand};
-use sluice_cli::observe::{self, Health};
-use sluice_cli::{Failure, cmd, describe, logging};
 use sluice_core::settings::EnvReader;
 use sluice_mailbox::metrics::MailboxMetrics;
 use sluice_mailbox::{self as mailbox, ConsumerConfig};
+use sluice_process::endpoint::{self, Health};
+use sluice_process::{Failure, env_lookup};
 use sqlx::Connection;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -65,9 +65,9 @@ enum MailboxAction {
 /// The consumer configuration from the process environment, read by the same validated
 /// helpers as every other command (exit 2 naming the variable when incomplete).
 fn consumer_config() -> Result<ConsumerConfig, Failure> {
-    let env = EnvReader::new(&cmd::env_lookup);
+    let env = EnvReader::new(&env_lookup);
     let database_url = env.database_url().map_err(Failure::config)?;
-    let kafka = cmd::kafka_settings()?;
+    let kafka = sluice_process::kafka_settings()?;
     let topic = env
         .required_topic("MAILBOX_TOPIC", "the mailbox topic")
         .map_err(Failure::config)?;
@@ -79,17 +79,11 @@ fn consumer_config() -> Result<ConsumerConfig, Failure> {
 }
 
 fn main() -> ExitCode {
-    let cli: Cli = match logging::start("sluice-mailbox") {
+    let cli: Cli = match sluice_process::start("sluice-mailbox") {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    match run(cli.action) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => {
-            eprintln!("sluice-mailbox: error: {}", describe(failure.error()));
-            ExitCode::from(failure.code())
-        }
-    }
+    sluice_process::finish("sluice-mailbox", run(cli.action))
 }
 
 fn run(action: MailboxAction) -> Result<(), Failure> {
@@ -100,7 +94,7 @@ fn run(action: MailboxAction) -> Result<(), Failure> {
             max_users_per_partition,
         } => {
             let config = consumer_config()?;
-            cmd::runtime()?.block_on(async {
+            sluice_process::runtime()?.block_on(async {
                 let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
                 mailbox::setup(&mut conn).await?;
                 let admin =
@@ -125,7 +119,7 @@ fn run(action: MailboxAction) -> Result<(), Failure> {
             let config = consumer_config()?;
             let command: serde_json::Value = serde_json::from_str(&command)
                 .map_err(|e| Failure::config(anyhow!("the command is not JSON: {e}")))?;
-            cmd::runtime()?.block_on(async {
+            sluice_process::runtime()?.block_on(async {
                 let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
                 let mut tx = conn.begin().await?;
                 let id =
@@ -141,15 +135,15 @@ fn run(action: MailboxAction) -> Result<(), Failure> {
 fn consume() -> Result<(), Failure> {
     let mut config = consumer_config()?;
     let tiers =
-        EnvReader::new(&cmd::env_lookup).string("MAILBOX_RETRY_TIERS", sluice_retry::DEFAULT_TIERS);
+        EnvReader::new(&env_lookup).string("MAILBOX_RETRY_TIERS", sluice_retry::DEFAULT_TIERS);
     config.retry = Some(
         sluice_retry::Tiers::parse(&tiers)
             .map_err(|e| Failure::config(anyhow!("MAILBOX_RETRY_TIERS: {e}")))?,
     );
     let mut registry = prometheus_client::registry::Registry::default();
-    observe::register_build_info(&mut registry);
+    sluice_process::register_build_info(&mut registry);
     let metrics = MailboxMetrics::register(&mut registry);
-    let _endpoint = observe::start(
+    let _endpoint = endpoint::start(
         registry,
         Health::of(
             &metrics,
@@ -157,7 +151,7 @@ fn consume() -> Result<(), Failure> {
             MailboxMetrics::liveness,
         ),
     )?;
-    let (runtime, mut signals) = cmd::service_runtime()?;
+    let (runtime, mut signals) = sluice_process::service_runtime()?;
     runtime.block_on(async {
         let mut conn = sluice_postgres::connect(&config.database_url, "mailbox").await?;
         mailbox::setup(&mut conn).await?;
@@ -169,7 +163,7 @@ fn consume() -> Result<(), Failure> {
                 async move { mailbox::run_consumer_observed(&config, &metrics, stop).await },
             )
         };
-        cmd::run_until_signal("mailbox consumer", &mut signals, stop, task)
+        sluice_process::run_until_signal("mailbox consumer", &mut signals, stop, task)
             .await
             .map(|_totals| ())
     })

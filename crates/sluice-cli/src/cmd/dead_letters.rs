@@ -5,10 +5,10 @@
 //! their control characters (an ANSI or OSC sequence, a newline) and the JSON output escapes
 //! the ones a JSON serializer leaves raw, so printing a dead letter cannot drive the terminal.
 
-use crate::Failure;
 use anyhow::anyhow;
 use serde::Serialize;
 use sluice_core::untrusted::{escape_controls, escape_json_text};
+use sluice_process::Failure;
 
 /// Bytes as printed: UTF-8 text, or hex when they are not valid UTF-8.
 #[derive(Debug, Serialize)]

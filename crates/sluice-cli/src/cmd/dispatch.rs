@@ -4,12 +4,12 @@
 //! A stop signal lets the batch in flight finish (publish, then mark), and the process exits
 //! 0. Several dispatchers may run at once.
 
-use crate::Failure;
 use anyhow::anyhow;
 use sluice_dispatch::Dispatcher;
 use sluice_dispatch::metrics::DispatchMetrics;
 use sluice_dispatch::probe::run_probe;
 use sluice_dispatch::settings::{OutboxSettings, VARIABLES};
+use sluice_process::Failure;
 use sqlx::{Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +19,7 @@ pub fn settings_help() -> String {
     for (name, default, meaning) in VARIABLES {
         help.push_str(&format!("  {name:<32} {meaning} [default: {default}]\n"));
     }
-    help.push_str(&crate::observe::help_line(32));
+    help.push_str(&sluice_process::endpoint::help_line(32));
     help.push_str(
         "\nExit codes: 0 stopped by SIGTERM/SIGINT after the batch in flight; 1 the outbox \
          table is missing or the dispatcher failed; 2 invalid settings.",
@@ -30,7 +30,7 @@ pub fn settings_help() -> String {
 /// `hostname-pid`: the default dispatcher id (the host name as the storage consumer's
 /// static member id reads it).
 fn default_dispatcher_id() -> String {
-    let host = super::env_lookup("HOSTNAME")
+    let host = sluice_process::env_lookup("HOSTNAME")
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "sluice".to_owned());
@@ -39,14 +39,14 @@ fn default_dispatcher_id() -> String {
 
 /// The dispatcher settings from the process environment (exit 2 when invalid).
 pub fn outbox_settings() -> Result<OutboxSettings, Failure> {
-    let names = super::env_names();
+    let names = sluice_process::env_names();
     let settings = OutboxSettings::from_vars(
-        &super::env_lookup,
+        &sluice_process::env_lookup,
         names.iter().map(String::as_str),
         &default_dispatcher_id(),
     )
     .map_err(Failure::config)?;
-    super::check_kafka(&settings.kafka)?;
+    sluice_process::check_kafka(&settings.kafka)?;
     Ok(settings)
 }
 
@@ -65,21 +65,21 @@ pub fn run() -> Result<(), Failure> {
     let settings = outbox_settings()?;
     // The endpoint starts first: a port in use fails at once (exit 2).
     let mut registry = prometheus_client::registry::Registry::default();
-    crate::observe::register_build_info(&mut registry);
+    sluice_process::register_build_info(&mut registry);
     // A healthy loop goes round at least once per batch: claim, publish (bounded by the
     // delivery timeout), mark.
     let live_within =
         settings.delivery_timeout * 2 + settings.poll_interval + std::time::Duration::from_secs(60);
     let metrics = DispatchMetrics::register(&mut registry, live_within);
-    let endpoint = crate::observe::start(
+    let endpoint = sluice_process::endpoint::start(
         registry,
-        crate::observe::Health::of(
+        sluice_process::endpoint::Health::of(
             &metrics,
             DispatchMetrics::readiness,
             DispatchMetrics::liveness,
         ),
     )?;
-    let (runtime, mut signals) = super::service_runtime()?;
+    let (runtime, mut signals) = sluice_process::service_runtime()?;
     runtime.block_on(async {
         let mut conn = sluice_postgres::connect(&settings.database_url, "dispatch").await?;
         require_outbox_table(&mut conn).await?;
@@ -94,7 +94,7 @@ pub fn run() -> Result<(), Failure> {
         }
         let dispatcher = Dispatcher::new(settings)?.with_metrics(metrics);
         let task = tokio::spawn(dispatcher.run(stop.child_token()));
-        super::run_until_signal("dispatcher", &mut signals, stop, task)
+        sluice_process::run_until_signal("dispatcher", &mut signals, stop, task)
             .await
             .map(|_totals| ())
     })

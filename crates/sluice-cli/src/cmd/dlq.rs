@@ -12,7 +12,6 @@
 use super::dead_letters::{
     Payload, ReplayReport, print_json, print_key_and_payload, replay_limit_refusal, would_republish,
 };
-use crate::Failure;
 use anyhow::{Context, anyhow};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
@@ -22,6 +21,7 @@ use sluice_core::{DeadLetterKind, Settings};
 use sluice_kafka::producer::Outgoing;
 use sluice_kafka::{REPLAY_COUNT_HEADER, ResilientProducer};
 use sluice_postgres::ops::{DeadLetterFilter, DeadLetterRow, list_dead_letters, mark_replayed};
+use sluice_process::Failure;
 use sqlx::{Connection, PgConnection};
 
 /// Dead-letter actions.
@@ -184,7 +184,7 @@ async fn connect(settings: &Settings) -> Result<PgConnection, Failure> {
 /// Entry point.
 pub fn run(action: DlqAction) -> Result<(), Failure> {
     let settings = super::settings()?;
-    super::runtime()?.block_on(async {
+    sluice_process::runtime()?.block_on(async {
         let mut conn = connect(&settings).await?;
         match action {
             DlqAction::List(args) => list(&mut conn, &filter(&args)?, args.json).await,

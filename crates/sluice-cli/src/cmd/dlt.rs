@@ -14,7 +14,6 @@ use super::dead_letters::{
     Payload, ReplayReport, print_json, print_key_and_payload, replay_limit_refusal, would_republish,
 };
 use super::retry::main_topic;
-use crate::Failure;
 use anyhow::anyhow;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
@@ -24,6 +23,7 @@ use sluice_core::untrusted::escape_controls;
 use sluice_kafka::admin::GroupOffsets;
 use sluice_kafka::producer::Outgoing;
 use sluice_kafka::{Admin, REPLAY_COUNT_HEADER, ResilientProducer};
+use sluice_process::Failure;
 use sluice_retry::headers::{self, RetryHeaders};
 use sluice_retry::read::{Range, read_ranges};
 use sluice_retry::{OwnedRecord, dlt_topic};
@@ -159,13 +159,13 @@ fn shown(record: &OwnedRecord, replayed_before: Option<i64>) -> Shown {
 
 /// Entry point.
 pub fn run(action: DltAction) -> Result<(), Failure> {
-    let kafka = super::kafka_settings()?;
+    let kafka = sluice_process::kafka_settings()?;
     match action {
         DltAction::List(args) => list(&kafka, &main_topic(args.topic.as_deref())?, &args),
         DltAction::Show(args) => show(&kafka, &main_topic(args.topic.as_deref())?, &args),
         DltAction::Replay(args) => {
             let topic = main_topic(args.topic.as_deref())?;
-            super::runtime()?.block_on(replay(&kafka, &topic, &args))
+            sluice_process::runtime()?.block_on(replay(&kafka, &topic, &args))
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `sluice health` (docs/ARCHITECTURE.md#health): exit 0 only if every expected pipeline's heartbeat is fresh.
 
-use crate::Failure;
 use clap::Args;
+use sluice_process::Failure;
 use sluice_storage::heartbeat;
 use std::path::Path;
 use std::time::Duration;

@@ -1,11 +1,11 @@
 //! `sluice lag`: per group, topic and partition — committed, end, lag, and whether the group
 //! has members.
 
-use crate::Failure;
 use clap::Args;
 use serde::Serialize;
 use sluice_core::Settings;
 use sluice_kafka::Admin;
+use sluice_process::Failure;
 use std::time::Duration;
 
 /// Options of `sluice lag`.

@@ -1,8 +1,8 @@
 //! `sluice migrate` (docs/ARCHITECTURE.md#migrations).
 
-use crate::Failure;
 use anyhow::Context;
 use sluice_core::Settings;
+use sluice_process::Failure;
 
 /// Applies the migrations of this build.
 pub async fn apply(settings: &Settings) -> Result<(), Failure> {
@@ -21,5 +21,5 @@ pub async fn apply(settings: &Settings) -> Result<(), Failure> {
 /// Entry point.
 pub fn run() -> Result<(), Failure> {
     let settings = super::settings()?;
-    super::runtime()?.block_on(apply(&settings))
+    sluice_process::runtime()?.block_on(apply(&settings))
 }

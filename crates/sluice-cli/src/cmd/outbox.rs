@@ -1,12 +1,12 @@
 //! `sluice outbox status|release|retry-failed|purge`: the operator's view of the outbox
 //! (docs/ARCHITECTURE.md#outbox).
 
-use crate::Failure;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use sluice_dispatch::store::retention::purge_expired;
 use sluice_outbox::ops::{retry_failed, summary};
 use sluice_outbox::release;
+use sluice_process::Failure;
 use sqlx::Connection;
 use uuid::Uuid;
 
@@ -44,7 +44,7 @@ pub struct StatusArgs {
 /// Entry point.
 pub fn run(action: OutboxAction) -> Result<(), Failure> {
     let settings = super::dispatch::outbox_settings()?;
-    let runtime = super::runtime()?;
+    let runtime = sluice_process::runtime()?;
     runtime.block_on(async {
         let mut conn = sluice_postgres::connect(&settings.database_url, "outbox").await?;
         super::dispatch::require_outbox_table(&mut conn).await?;

@@ -4,12 +4,12 @@
 //! [`sluice_core::sinks::select`]. A file that does not read, parse or check exits 2 naming
 //! the file, the sink and the key; nothing is consumed.
 
-use crate::Failure;
 use anyhow::anyhow;
 use sluice_core::Settings;
 use sluice_core::sinks::{
     MappingError, Selection, Sink, SinkError, SinkPlan, check_sinks, parse_sinks, select,
 };
+use sluice_process::Failure;
 use sluice_storage::{Unplanned, plan_pipelines};
 use sqlx::PgConnection;
 
@@ -35,7 +35,7 @@ impl Pipelines {
         let settings = super::settings()?;
         let file = flag
             .map(str::to_owned)
-            .or_else(|| super::env_lookup(SINKS_FILE_VAR).filter(|f| !f.is_empty()));
+            .or_else(|| sluice_process::env_lookup(SINKS_FILE_VAR).filter(|f| !f.is_empty()));
         let sinks = match &file {
             Some(file) => read_sinks(file).map_err(|errors| refused(file, &errors))?,
             None => Vec::new(),
@@ -50,7 +50,8 @@ impl Pipelines {
 
     /// The pipelines to run: exit 2 when a sink's name or group collides.
     pub fn selection(&self) -> Result<Selection<'_>, Failure> {
-        let builtins_named = super::env_lookup("STORAGE_PIPELINES").is_some_and(|v| !v.is_empty());
+        let builtins_named =
+            sluice_process::env_lookup("STORAGE_PIPELINES").is_some_and(|v| !v.is_empty());
         let file = self.file.as_deref().unwrap_or("");
         select(
             &self.settings,
@@ -70,7 +71,7 @@ impl Pipelines {
 
 /// `STORAGE_GROUP_PREFIX` as the settings read it.
 pub fn group_prefix() -> String {
-    super::env_lookup("STORAGE_GROUP_PREFIX")
+    sluice_process::env_lookup("STORAGE_GROUP_PREFIX")
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| "storage-consumer".into())
 }

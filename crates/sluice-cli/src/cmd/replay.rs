@@ -4,12 +4,12 @@
 //! consumer would overwrite it); touches only that pipeline's group. Idempotent writes make
 //! re-reading safe: a replay adds no rows and changes none (reviews keep the newest crawl).
 
-use crate::Failure;
 use anyhow::anyhow;
 use chrono::{DateTime, Utc};
 use clap::Args;
 use serde::Serialize;
 use sluice_kafka::Admin;
+use sluice_process::Failure;
 use std::time::Duration;
 
 /// Options of `sluice replay`.

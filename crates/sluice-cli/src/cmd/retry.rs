@@ -3,7 +3,6 @@
 //! the oldest due time (the due header of each partition's first uncommitted record); then
 //! the dead-letter topic's record count.
 
-use crate::Failure;
 use anyhow::anyhow;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
@@ -12,6 +11,7 @@ use sluice_core::KafkaClientSettings;
 use sluice_core::settings::EnvReader;
 use sluice_kafka::Admin;
 use sluice_kafka::admin::{GroupOffsets, PartitionOffsets};
+use sluice_process::Failure;
 use sluice_retry::read::{Range, read_ranges};
 use sluice_retry::{Tiers, dlt_topic, headers, retry_topic, tier_group};
 use std::time::Duration;
@@ -68,7 +68,7 @@ struct Status {
 pub(super) fn main_topic(flag: Option<&str>) -> Result<String, Failure> {
     match flag {
         Some(topic) => Ok(topic.to_owned()),
-        None => EnvReader::new(&super::env_lookup)
+        None => EnvReader::new(&sluice_process::env_lookup)
             .required_topic("MAILBOX_TOPIC", "the mailbox topic")
             .map_err(Failure::config),
     }
@@ -79,7 +79,7 @@ pub(super) fn main_topic(flag: Option<&str>) -> Result<String, Failure> {
 fn main_group(flag: Option<&str>) -> Result<String, Failure> {
     match flag {
         Some(group) => Ok(group.to_owned()),
-        None => EnvReader::new(&super::env_lookup)
+        None => EnvReader::new(&sluice_process::env_lookup)
             .required_topic("MAILBOX_GROUP", "the business consumer's group")
             .map_err(Failure::config),
     }
@@ -90,7 +90,7 @@ fn main_group(flag: Option<&str>) -> Result<String, Failure> {
 fn tiers(flag: Option<&str>) -> Result<Tiers, Failure> {
     let tiers = match flag {
         Some(tiers) => tiers.to_owned(),
-        None => EnvReader::new(&super::env_lookup)
+        None => EnvReader::new(&sluice_process::env_lookup)
             .string("MAILBOX_RETRY_TIERS", sluice_retry::DEFAULT_TIERS),
     };
     Tiers::parse(&tiers).map_err(|e| Failure::config(anyhow!("MAILBOX_RETRY_TIERS / --tiers: {e}")))
@@ -98,7 +98,7 @@ fn tiers(flag: Option<&str>) -> Result<Tiers, Failure> {
 
 /// Entry point.
 pub fn run(action: RetryAction) -> Result<(), Failure> {
-    let kafka = super::kafka_settings()?;
+    let kafka = sluice_process::kafka_settings()?;
     match action {
         RetryAction::Status(args) => status(&kafka, &args),
     }

@@ -1,10 +1,10 @@
 //! `sluice run`: the storage consumer under its supervisor (docs/ARCHITECTURE.md#supervisor).
 
 use super::pipelines::Pipelines;
-use crate::Failure;
 use anyhow::anyhow;
 use clap::Args;
 use sluice_core::settings::variables;
+use sluice_process::Failure;
 use sluice_storage::{Pipeline, StorageMetrics, Unplanned, plan_pipelines, run_selected};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -25,7 +25,7 @@ pub fn settings_help() -> String {
     for (name, default, meaning) in variables() {
         help.push_str(&format!("  {name:<38} {meaning} [default: {default}]\n"));
     }
-    help.push_str(&crate::observe::help_line(38));
+    help.push_str(&sluice_process::endpoint::help_line(38));
     help.push_str(
         "\nExit codes: 0 stopped by SIGTERM/SIGINT after committing; 1 a pipeline failed or \
          the shutdown timed out; 2 invalid settings or mapping file (nothing consumed).",
@@ -45,13 +45,13 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     // The endpoint starts before the migrations so that a port in use fails at once (exit 2)
     // and /health/ready says "not running" while the migrations run.
     let mut registry = prometheus_client::registry::Registry::default();
-    crate::observe::register_build_info(&mut registry);
+    sluice_process::register_build_info(&mut registry);
     let metrics = StorageMetrics::register(&mut registry, &names);
     let _endpoint = {
         let metrics = metrics.clone();
-        crate::observe::start(
+        sluice_process::endpoint::start(
             registry,
-            crate::observe::Health {
+            sluice_process::endpoint::Health {
                 ready: Arc::new(move || metrics.readiness()),
                 // The pipelines' own failures end the process (the supervisor stops
                 // them all), so while it serves, its loops are alive.
@@ -59,11 +59,11 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             },
         )?
     };
-    let runtime = super::runtime()?;
+    let runtime = sluice_process::runtime()?;
     // Installed once, before any start-up work, and kept to the end (see StopSignals).
     let mut signals = {
         let _context = runtime.enter();
-        super::StopSignals::install()?
+        sluice_process::StopSignals::install()?
     };
     // A stop signal while migrating (or waiting for another starter's migration lock) is a
     // clean stop too: the migration's transaction rolls back and nothing was consumed.

@@ -5,12 +5,12 @@
 //! sink is valid, 2 naming the sink, the column and the reason of each error.
 
 use super::pipelines::{SINKS_FILE_VAR, group_prefix, plan_sinks, read_sinks};
-use crate::Failure;
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use sluice_core::sinks::{MappingError, SinkPlan};
 use sluice_core::untrusted::redact_url;
+use sluice_process::Failure;
 
 /// Subcommands of `sluice sinks`.
 #[derive(Debug, Subcommand)]
@@ -51,10 +51,10 @@ fn validate(args: &ValidateArgs) -> Result<(), Failure> {
     let file = mapping_file(args)?;
     let sinks = read_sinks(&file)
         .map_err(|errors| invalid(args, &file, errors.iter().map(mapping_line).collect()))?;
-    let url = super::env_lookup("DATABASE_URL")
+    let url = sluice_process::env_lookup("DATABASE_URL")
         .filter(|u| !u.is_empty())
         .ok_or_else(|| Failure::config(anyhow!("DATABASE_URL is required")))?;
-    let planned = super::runtime()?.block_on(async {
+    let planned = sluice_process::runtime()?.block_on(async {
         let mut conn = sluice_postgres::connect(&url, "sinks-validate")
             .await
             .with_context(|| format!("cannot connect to {}", redact_url(&url)))?;
@@ -90,7 +90,7 @@ fn mapping_file(args: &ValidateArgs) -> Result<String, Failure> {
             "two mapping files given ({a} and --sinks {b}); give one"
         ))),
         (Some(file), _) | (None, Some(file)) => Ok(file.clone()),
-        (None, None) => super::env_lookup(SINKS_FILE_VAR)
+        (None, None) => sluice_process::env_lookup(SINKS_FILE_VAR)
             .filter(|f| !f.is_empty())
             .ok_or_else(|| {
                 Failure::config(anyhow!(

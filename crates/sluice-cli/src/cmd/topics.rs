@@ -2,11 +2,11 @@
 //! `min.insync.replicas` and retention of the `STORAGE_TOPIC_*` settings (each topic may have
 //! its own); `sluice topics describe`: what the cluster says about a topic.
 
-use crate::Failure;
 use clap::{Args, Subcommand};
 use sluice_core::TopicPlan;
 use sluice_core::topic_settings::ExistingTopic;
 use sluice_kafka::admin::{Admin, TopicDetail, TopicReport};
+use sluice_process::Failure;
 use std::time::Duration;
 
 /// Partitions of the topics the demo and the benchmarks create (a count never shrinks).
@@ -64,7 +64,7 @@ fn ensure() -> Result<(), Failure> {
         }
         plans.push((pipeline.topic.as_str(), plan));
     }
-    super::runtime()?.block_on(async {
+    sluice_process::runtime()?.block_on(async {
         // Every refusal is found before anything changes.
         let mut refused = Vec::new();
         for (topic, plan) in &plans {
@@ -108,10 +108,10 @@ fn describe_topics(args: &DescribeArgs) -> Result<(), Failure> {
         let topics = settings.pipelines.iter().map(|p| p.topic.clone()).collect();
         (settings.kafka, topics)
     } else {
-        (super::kafka_settings()?, args.topics.clone())
+        (sluice_process::kafka_settings()?, args.topics.clone())
     };
     let admin = Admin::new(&kafka, Duration::from_secs(30))?;
-    let described = super::runtime()?.block_on(async {
+    let described = sluice_process::runtime()?.block_on(async {
         let mut described = Vec::with_capacity(topics.len());
         for topic in &topics {
             described.push((topic.as_str(), admin.describe_topic_detail(topic).await?));

@@ -7,7 +7,6 @@
 //! `min.insync.replicas` ≥ 2, unclean leader election off) is a warning that lets the later
 //! steps run, unless `--strict` makes it a failure.
 
-use crate::Failure;
 use anyhow::anyhow;
 use clap::Args;
 use serde::Serialize;
@@ -17,6 +16,7 @@ use sluice_kafka::Admin;
 use sluice_kafka::admin::PartitionOffsets;
 use sluice_postgres::migrate::{MIGRATIONS, applications_table_exists, schema_version};
 use sluice_postgres::ops::{dead_letters_by_kind, table_counts};
+use sluice_process::Failure;
 use sqlx::PgConnection;
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ type StepResult = Result<(String, Value), String>;
 /// Entry point.
 pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
     let settings = super::settings()?;
-    let steps = super::runtime()?.block_on(verify(&settings, args.max_lag, args.strict));
+    let steps = sluice_process::runtime()?.block_on(verify(&settings, args.max_lag, args.strict));
     let failed = steps.iter().find(|s| !s.ok);
     if args.json {
         println!(
@@ -306,7 +306,7 @@ async fn dead_letters(conn: &mut PgConnection) -> StepResult {
 }
 
 fn lag(admin: &Admin, settings: &Settings, max_lag: Option<i64>) -> StepResult {
-    let groups = super::lag::collect(settings, admin).map_err(|e| format!("{:#}", e.error))?;
+    let groups = super::lag::collect(settings, admin).map_err(|e| format!("{:#}", e.error()))?;
     let detail = groups
         .iter()
         .map(|g| format!("{} {}", g.group, g.total_lag))

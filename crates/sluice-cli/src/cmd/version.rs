@@ -1,7 +1,7 @@
 //! `sluice version`: what this binary can talk to — sluice's version, librdkafka's version
 //! and its `builtin.features` (TLS, SASL mechanisms, compression codecs).
 
-use crate::Failure;
+use sluice_process::Failure;
 
 /// Entry point.
 pub fn run() -> Result<(), Failure> {

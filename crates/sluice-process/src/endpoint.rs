@@ -7,15 +7,12 @@
 //! blocks a pipeline, and the pipelines never wait for the server (metrics are atomics the
 //! server only reads).
 
-use crate::Failure;
+use crate::{Failure, env_lookup};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -66,35 +63,51 @@ impl std::fmt::Debug for Health {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: String,
-    librdkafka: String,
+/// Why the endpoint did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EndpointError {
+    /// `SLUICE_HTTP_ADDR` is not a socket address (a configuration error).
+    #[error("{ADDR_VARIABLE}={raw:?}: not a socket address such as 127.0.0.1:9464 ({source})")]
+    BadAddress {
+        /// The variable's value.
+        raw: String,
+        /// Why it does not parse.
+        source: std::net::AddrParseError,
+    },
+    /// The address cannot be bound, e.g. a port in use (a configuration error).
+    #[error("{ADDR_VARIABLE}={raw}: cannot listen there: {source}")]
+    CannotListen {
+        /// The variable's value.
+        raw: String,
+        /// The bind error.
+        source: std::io::Error,
+    },
+    /// The server's socket, runtime or thread could not be set up.
+    #[error(transparent)]
+    Setup(#[from] std::io::Error),
 }
 
-/// Registers `sluice_build_info{version,librdkafka}` (always 1).
-pub fn register_build_info(registry: &mut Registry) {
-    let info = Family::<BuildLabels, Gauge>::default();
-    let librdkafka = sluice_kafka::config::librdkafka_build()
-        .map(|(version, _)| version)
-        .unwrap_or_else(|_| "unknown".into());
-    info.get_or_create(&BuildLabels {
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        librdkafka,
-    })
-    .set(1);
-    registry.register(
-        "sluice_build_info",
-        "sluice's version and the librdkafka it was built with (always 1)",
-        info,
-    );
+impl EndpointError {
+    /// Whether the operator's setting is at fault (exit 2) rather than the machine (exit 1).
+    pub fn is_config(&self) -> bool {
+        matches!(self, Self::BadAddress { .. } | Self::CannotListen { .. })
+    }
 }
 
 /// The running endpoint; stopped when dropped.
 #[derive(Debug)]
 pub struct Endpoint {
+    addr: SocketAddr,
     stop: CancellationToken,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Endpoint {
+    /// The address it listens on (the port the system chose when asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
 }
 
 impl Drop for Endpoint {
@@ -115,19 +128,30 @@ struct Shared {
 /// Starts the endpoint if `SLUICE_HTTP_ADDR` is set. An address that does not parse or
 /// cannot be bound (a port in use) is a configuration failure (exit 2) naming the variable.
 pub fn start(registry: Registry, health: Health) -> Result<Option<Endpoint>, Failure> {
-    let Some(raw) = crate::cmd::env_lookup(ADDR_VARIABLE).filter(|v| !v.trim().is_empty()) else {
+    let Some(raw) = env_lookup(ADDR_VARIABLE).filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
-    let addr: SocketAddr = raw.trim().parse().map_err(|error| {
-        Failure::config(anyhow::anyhow!(
-            "{ADDR_VARIABLE}={raw:?}: not a socket address such as 127.0.0.1:9464 ({error})"
-        ))
-    })?;
-    let listener = std::net::TcpListener::bind(addr).map_err(|error| {
-        Failure::config(anyhow::anyhow!(
-            "{ADDR_VARIABLE}={raw}: cannot listen there: {error}"
-        ))
-    })?;
+    match start_at(&raw, registry, health) {
+        Ok(endpoint) => Ok(Some(endpoint)),
+        Err(error) if error.is_config() => Err(Failure::config(error)),
+        Err(error) => Err(Failure::from(error)),
+    }
+}
+
+/// Starts the endpoint at `raw` (the value of `SLUICE_HTTP_ADDR`).
+pub fn start_at(raw: &str, registry: Registry, health: Health) -> Result<Endpoint, EndpointError> {
+    let addr: SocketAddr = raw
+        .trim()
+        .parse()
+        .map_err(|source| EndpointError::BadAddress {
+            raw: raw.to_owned(),
+            source,
+        })?;
+    let listener =
+        std::net::TcpListener::bind(addr).map_err(|source| EndpointError::CannotListen {
+            raw: raw.to_owned(),
+            source,
+        })?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let stop = CancellationToken::new();
@@ -145,10 +169,11 @@ pub fn start(registry: Registry, health: Health) -> Result<Option<Endpoint>, Fai
             .spawn(move || runtime.block_on(serve(listener, shared, stop)))?
     };
     tracing::info!(%addr, "HTTP endpoint: /metrics, /health/live, /health/ready");
-    Ok(Some(Endpoint {
+    Ok(Endpoint {
+        addr,
         stop,
         thread: Some(thread),
-    }))
+    })
 }
 
 async fn serve(listener: std::net::TcpListener, shared: Shared, stop: CancellationToken) {
@@ -223,5 +248,91 @@ fn verdict(result: Result<(), Vec<String>>, good: &str, bad: &str) -> Response {
             }
             (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn health(ready: Result<(), Vec<String>>) -> Health {
+        Health {
+            ready: Arc::new(move || ready.clone()),
+            live: Arc::new(|| Ok(())),
+        }
+    }
+
+    /// The status code, the headers and the body of `GET path` (HTTP/1.0, so the server
+    /// closes the connection after the response).
+    fn get(endpoint: &Endpoint, path: &str, headers: &str) -> (u16, String, String) {
+        let mut stream = std::net::TcpStream::connect(endpoint.addr()).expect("connect");
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: test\r\n{headers}\r\n").expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("read");
+        let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .expect("a status code");
+        (status, head.to_owned(), body.to_owned())
+    }
+
+    #[test]
+    fn serves_metrics_in_both_formats_and_health() {
+        let mut registry = Registry::default();
+        crate::register_build_info(&mut registry);
+        let endpoint = start_at("127.0.0.1:0", registry, health(Ok(()))).expect("endpoint");
+
+        let (status, head, body) = get(&endpoint, "/metrics", "");
+        assert_eq!(status, 200);
+        assert!(head.contains(PROMETHEUS_TEXT), "{head}");
+        assert!(body.contains("sluice_build_info{version=\""), "{body}");
+
+        let accept = "Accept: application/openmetrics-text\r\n";
+        let (status, head, body) = get(&endpoint, "/metrics", accept);
+        assert_eq!(status, 200);
+        assert!(head.contains(OPENMETRICS), "{head}");
+        assert!(body.ends_with("# EOF\n"), "{body}");
+
+        assert_eq!(get(&endpoint, "/health/live", "").2, "ok\n");
+        assert_eq!(get(&endpoint, "/health/ready", "").2, "ready\n");
+    }
+
+    #[test]
+    fn not_ready_is_503_with_one_line_per_problem() {
+        let problems = vec![
+            "reviews: not running".to_owned(),
+            "outbox: stalled".to_owned(),
+        ];
+        let endpoint =
+            start_at("127.0.0.1:0", Registry::default(), health(Err(problems))).expect("endpoint");
+        let (status, _, body) = get(&endpoint, "/health/ready", "");
+        assert_eq!(status, 503);
+        assert_eq!(body, "not ready\nreviews: not running\noutbox: stalled\n");
+    }
+
+    #[test]
+    fn a_bad_or_busy_address_is_a_configuration_error_naming_the_variable() {
+        let error = start_at("nowhere", Registry::default(), health(Ok(()))).expect_err("bad");
+        assert!(error.is_config());
+        assert!(
+            error
+                .to_string()
+                .starts_with("SLUICE_HTTP_ADDR=\"nowhere\": not a socket address"),
+            "{error}"
+        );
+
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let raw = taken.local_addr().expect("its address").to_string();
+        let error = start_at(&raw, Registry::default(), health(Ok(()))).expect_err("in use");
+        assert!(error.is_config());
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("SLUICE_HTTP_ADDR={raw}: cannot listen there: ")),
+            "{error}"
+        );
     }
 }

@@ -1,0 +1,35 @@
+//! The start and the end of every sluice binary's `main`.
+
+use crate::{Failure, describe, env_file, logging};
+use std::process::ExitCode;
+
+/// The start of every sluice binary: a `.env` file in the working directory fills in the
+/// variables the process environment does not set (the environment wins; read before the
+/// arguments, whose defaults read variables), then the arguments, then logging. An
+/// unreadable `.env` is exit 2 naming `program`.
+pub fn start<C: clap::Parser>(program: &str) -> Result<C, ExitCode> {
+    let env_file = env_file::load();
+    let cli = C::parse();
+    logging::init();
+    match env_file {
+        Ok(Some(path)) => tracing::debug!(path = %path.display(), "loaded .env"),
+        Ok(None) => {}
+        Err(error) => {
+            eprintln!("{program}: error: {error}");
+            return Err(ExitCode::from(2));
+        }
+    }
+    Ok(cli)
+}
+
+/// The end of every sluice binary: exit 0, or print `<program>: error: …` to stderr and exit
+/// with the failure's code.
+pub fn finish(program: &str, result: Result<(), Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("{program}: error: {}", describe(failure.error()));
+            ExitCode::from(failure.code())
+        }
+    }
+}
