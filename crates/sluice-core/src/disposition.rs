@@ -28,7 +28,12 @@ pub enum Disposition {
 /// | `25P03` | idle-in-transaction session timeout | retry |
 /// | `40001`, `40P01` | serialization failure, deadlock | retry |
 /// | `22…`, `23…` | data exception, integrity constraint violation | dead-letter the row |
+/// | `P0…` | raised by PL/pgSQL: a user's trigger or rule refusing the row | dead-letter the row |
 /// | anything else | e.g. `42501` insufficient privilege, `42P01` undefined table | fatal |
+///
+/// A trigger on a user's table that raises (`RAISE EXCEPTION`: `P0001`; an `ASSERT`: `P0004`)
+/// judges the row it fires for, like a CHECK constraint: the row is isolated and
+/// dead-lettered with the trigger's message, and the others are written.
 ///
 /// The server-side limits (`57014`, `55P03`, `25P03`) are transient: they say the server
 /// was busy (a long lock holder, a slow moment), not that the batch is wrong. The batch is
@@ -48,7 +53,7 @@ pub fn classify_sqlstate(code: &str) -> Disposition {
     }
     match code.get(..2) {
         Some("08" | "53") => Disposition::Retry,
-        Some("22" | "23") => Disposition::DeadLetter,
+        Some("22" | "23" | "P0") => Disposition::DeadLetter,
         _ => Disposition::Fatal,
     }
 }
@@ -126,6 +131,8 @@ mod tests {
             ("23503", Disposition::DeadLetter),
             ("23505", Disposition::DeadLetter),
             ("23514", Disposition::DeadLetter),
+            ("P0001", Disposition::DeadLetter),
+            ("P0004", Disposition::DeadLetter),
             ("40000", Disposition::Fatal),
             ("42501", Disposition::Fatal),
             ("42P01", Disposition::Fatal),

@@ -1,7 +1,8 @@
 //! Writing a batch so that one bad row cannot sink it (docs/ARCHITECTURE.md#errors).
 //!
 //! A row can pass decoding and still break a constraint at write time (SQLSTATE classes 22
-//! and 23 — e.g. its application was deleted between resolve and insert). The batch's
+//! and 23 — e.g. its application was deleted between resolve and insert — or P0, a user's
+//! trigger raising for it). The batch's
 //! upsert runs under a savepoint; if it fails with such an error, the savepoint is rolled
 //! back and the rows are bisected, each half under its own savepoint, until the offending
 //! rows stand alone. They are dead-lettered with their SQLSTATE and message; every other
@@ -79,7 +80,7 @@ pub async fn write_isolating<S: StorageSink>(
     }))
 }
 
-/// A row-level failure: the statement broke a constraint (SQLSTATE class 22 or 23), its
+/// A row-level failure: the statement broke a constraint (SQLSTATE class 22, 23 or P0), its
 /// savepoint was rolled back, and the transaction goes on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RowError {
