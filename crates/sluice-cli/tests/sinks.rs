@@ -48,18 +48,18 @@ async fn the_seed_mappings_are_valid_and_plan_their_statements() {
     let expected = [
         (
             "reviews",
-            "ON CONFLICT (review_id) DO UPDATE SET",
-            "WHERE EXCLUDED.last_synced_at > reviews.last_synced_at",
+            "ON CONFLICT (\"review_id\") DO UPDATE SET",
+            "WHERE EXCLUDED.\"last_synced_at\" > target.\"last_synced_at\"",
         ),
         (
             "app-stats",
-            "ON CONFLICT (application_id, crawled_at) DO NOTHING",
-            "ARRAY(SELECT e.value::bigint FROM jsonb_array_elements_text(histogram)",
+            "ON CONFLICT (\"application_id\", \"crawled_at\") DO NOTHING",
+            "ARRAY(SELECT e.value::bigint FROM jsonb_array_elements_text(\"histogram\")",
         ),
         (
             "network-metrics",
-            "ON CONFLICT (analysis_id) DO NOTHING",
-            "ARRAY(SELECT e.value::text FROM jsonb_array_elements_text(domains)",
+            "ON CONFLICT (\"analysis_id\") DO NOTHING",
+            "ARRAY(SELECT e.value::text FROM jsonb_array_elements_text(\"domains\")",
         ),
     ];
     for (name, conflict, detail) in expected {

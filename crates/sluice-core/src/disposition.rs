@@ -28,7 +28,17 @@ pub enum Disposition {
 /// | `25P03` | idle-in-transaction session timeout | retry |
 /// | `40001`, `40P01` | serialization failure, deadlock | retry |
 /// | `22…`, `23…` | data exception, integrity constraint violation | dead-letter the row |
+/// | `P0…` | raised by PL/pgSQL: a user's trigger or rule refusing the row | dead-letter the row |
+/// | `21000` | one `ON CONFLICT DO UPDATE` met a row twice | isolate: rows one at a time |
 /// | anything else | e.g. `42501` insufficient privilege, `42P01` undefined table | fatal |
+///
+/// A trigger on a user's table that raises (`RAISE EXCEPTION`: `P0001`; an `ASSERT`: `P0004`)
+/// judges the row it fires for, like a CHECK constraint: the row is isolated and
+/// dead-lettered with the trigger's message, and the others are written.
+///
+/// `21000` means two rows of one statement have keys the table holds as equal although the
+/// in-batch de-duplication saw them as different: never fatal, the batch goes through the
+/// isolation path, which writes such rows one statement each, in record order.
 ///
 /// The server-side limits (`57014`, `55P03`, `25P03`) are transient: they say the server
 /// was busy (a long lock holder, a slow moment), not that the batch is wrong. The batch is
@@ -48,7 +58,7 @@ pub fn classify_sqlstate(code: &str) -> Disposition {
     }
     match code.get(..2) {
         Some("08" | "53") => Disposition::Retry,
-        Some("22" | "23") => Disposition::DeadLetter,
+        Some("21" | "22" | "23" | "P0") => Disposition::DeadLetter,
         _ => Disposition::Fatal,
     }
 }
@@ -60,6 +70,9 @@ pub mod sqlstate {
     /// `23503`: a foreign key points at a row that does not exist (for sluice: an
     /// application deleted after its id was resolved).
     pub const FOREIGN_KEY_VIOLATION: &str = "23503";
+    /// `21000`: cardinality violation (`ON CONFLICT DO UPDATE command cannot affect row a
+    /// second time`).
+    pub const CARDINALITY_VIOLATION: &str = "21000";
     /// `57P02`: another backend crashed; the server is resetting.
     pub const CRASH_SHUTDOWN: &str = "57P02";
     /// `57P03`: the server is starting up or in recovery.
@@ -126,6 +139,9 @@ mod tests {
             ("23503", Disposition::DeadLetter),
             ("23505", Disposition::DeadLetter),
             ("23514", Disposition::DeadLetter),
+            ("P0001", Disposition::DeadLetter),
+            ("21000", Disposition::DeadLetter),
+            ("P0004", Disposition::DeadLetter),
             ("40000", Disposition::Fatal),
             ("42501", Disposition::Fatal),
             ("42P01", Disposition::Fatal),

@@ -5,7 +5,7 @@
 //! It only reads; what the shapes mean (which source fits which column, each column's
 //! checks, the statement) is decided in `sluice_core::sinks`.
 
-use sluice_core::sinks::{ColumnShape, Sink, Source, SqlType, TableShape};
+use sluice_core::sinks::{ColumnShape, Sink, Source, SqlType, TableShape, quote_table};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
@@ -23,9 +23,13 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum";
 
 /// The key columns of every unique index that can arbitrate `ON CONFLICT`: immediate, no
-/// predicate, no expression (a unique constraint has such an index).
+/// predicate, no expression (a unique constraint has such an index), and whether it is
+/// `NULLS NOT DISTINCT` (read through `to_jsonb`, so that a server before 15, which has no
+/// such column, reads false).
 const UNIQUE_KEYS_SQL: &str = "
-SELECT array_agg(a.attname::text ORDER BY k.ord)
+SELECT array_agg(a.attname::text ORDER BY k.ord) AS columns,
+       bool_or(COALESCE((to_jsonb(i) ->> 'indnullsnotdistinct')::bool, false))
+           AS nulls_not_distinct
 FROM pg_index i
 CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
@@ -45,11 +49,14 @@ struct CatalogColumn {
     writable: bool,
 }
 
-/// The shape of `table` (`[schema.]table`), or `None` when no such table is visible.
+/// The shape of `table` (`[schema.]table`, each name as the catalog has it), or `None` when
+/// no such table is visible.
 pub async fn table_shape(
     conn: &mut PgConnection,
     table: &str,
 ) -> Result<Option<TableShape>, sqlx::Error> {
+    let name = table;
+    let table = &quote_table(name);
     let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
         .bind(table)
         .fetch_one(&mut *conn)
@@ -64,6 +71,10 @@ pub async fn table_shape(
     let columns = rows
         .into_iter()
         .map(|c| ColumnShape {
+            time_precision: match c.typname.as_str() {
+                "timestamptz" | "timestamp" => u32::try_from(c.typmod).ok().filter(|p| *p < 6),
+                _ => None,
+            },
             sql_type: SqlType::from_catalog(&c.typname, c.element.as_deref(), c.typmod),
             name: c.name,
             not_null: c.not_null,
@@ -71,14 +82,21 @@ pub async fn table_shape(
             writable: c.writable,
         })
         .collect();
-    let unique_keys: Vec<Vec<String>> = sqlx::query_scalar(UNIQUE_KEYS_SQL)
+    let keys: Vec<(Vec<String>, bool)> = sqlx::query_as(UNIQUE_KEYS_SQL)
         .bind(table)
         .fetch_all(&mut *conn)
         .await?;
+    let nulls_not_distinct_keys = keys
+        .iter()
+        .filter(|(_, nnd)| *nnd)
+        .map(|(columns, _)| columns.clone())
+        .collect();
+    let unique_keys = keys.into_iter().map(|(columns, _)| columns).collect();
     Ok(Some(TableShape {
-        name: table.to_owned(),
+        name: name.to_owned(),
         columns,
         unique_keys,
+        nulls_not_distinct_keys,
     }))
 }
 

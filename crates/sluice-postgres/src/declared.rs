@@ -2,11 +2,12 @@
 //! each bound as its planned parameter type, one statement for the whole slice (the same
 //! shape as the built-in topics' upsert).
 
-use sluice_core::sinks::{Cell, SinkPlan, SinkRow};
-use sqlx::PgConnection;
+use crate::lookup::{LookupValue, lookup_query};
+use sluice_core::sinks::{Cell, Sink, SinkError, SinkPlan, SinkRow, Source};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
+use sqlx::{Executor, PgConnection};
 
 type Scalar<'q> = QueryScalar<'q, Postgres, bool, PgArguments>;
 
@@ -56,6 +57,47 @@ pub async fn upsert_declared(
         query = bind(query, &column.column, &column.param_type, cells)?;
     }
     Ok(query.fetch_all(conn).await?)
+}
+
+/// Prepares every statement `sink` runs — its upsert and each lookup's query — against the
+/// live schema (parse, analysis and parameter types: what `PREPARE` checks), so that no SQL
+/// error can first appear at run time. The server's refusals are the sink's errors; any other
+/// failure (the connection) is returned as is.
+pub async fn prepare_sink(
+    conn: &mut PgConnection,
+    sink: &Sink,
+    plan: &SinkPlan,
+) -> Result<Vec<SinkError>, sqlx::Error> {
+    let mut statements = vec![(None, "upsert", plan.statement.clone())];
+    for (mapping, column) in sink.columns.iter().zip(&plan.columns) {
+        if let Source::Lookup(lookup) = &mapping.source {
+            let value =
+                LookupValue::from_param_type(&column.param_type).unwrap_or(LookupValue::Text);
+            statements.push((
+                Some(column.column.clone()),
+                "lookup",
+                lookup_query(lookup, value),
+            ));
+        }
+    }
+    let mut errors = Vec::new();
+    for (column, statement, sql) in statements {
+        match (&mut *conn).prepare(sql.as_str()).await {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(db)) => errors.push(SinkError::StatementRefused {
+                sink: sink.name.clone(),
+                column,
+                statement,
+                message: format!(
+                    "SQLSTATE {}: {}",
+                    db.code().unwrap_or_default(),
+                    db.message()
+                ),
+            }),
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(errors)
 }
 
 /// Binds one column's cells as the array of `param_type` (text borrowed from the rows, as the

@@ -4,13 +4,12 @@
 //! the keys it misses, and no negative caching (a key registered a moment ago is found at
 //! once).
 
-use sluice_core::sinks::{Cell, Lookup};
+use sluice_core::sinks::{Cell, Lookup, quote_ident, quote_table};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::key_cache::{KeyCache, ResolveStats};
-use crate::migrate::quote_table;
 
 /// How the looked-up value is read and written (the plan checked it fits the column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,19 +48,9 @@ pub struct LookupResolver {
 impl LookupResolver {
     /// A resolver for `lookup` (validated names) writing `value`s.
     pub fn new(lookup: &Lookup, value: LookupValue, ttl: Duration) -> Self {
-        let cast = match value {
-            LookupValue::Text => "text",
-            _ => "bigint",
-        };
-        let query = format!(
-            "SELECT {key}::text, {column}::{cast} FROM {table} WHERE {key} = ANY($1)",
-            key = lookup.key_column,
-            column = lookup.value_column,
-            table = quote_table(&lookup.table),
-        );
         Self {
             cache: KeyCache::new(ttl),
-            query,
+            query: lookup_query(lookup, value),
             value,
         }
     }
@@ -105,6 +94,21 @@ impl LookupResolver {
         self.cache.found(&mut split, cells);
         Ok((split.found, split.stats))
     }
+}
+
+/// The query of `lookup`: the value of each key of `$1` (`text[]`) that is in the table, every
+/// name quoted.
+pub fn lookup_query(lookup: &Lookup, value: LookupValue) -> String {
+    let cast = match value {
+        LookupValue::Text => "text",
+        _ => "bigint",
+    };
+    format!(
+        "SELECT {key}::text, {column}::{cast} FROM {table} WHERE {key} = ANY($1)",
+        key = quote_ident(&lookup.key_column),
+        column = quote_ident(&lookup.value_column),
+        table = quote_table(&lookup.table),
+    )
 }
 
 /// An integer as the written column's cell (the plan checked the value column fits it).

@@ -1,7 +1,8 @@
 //! Writing a batch so that one bad row cannot sink it (docs/ARCHITECTURE.md#errors).
 //!
 //! A row can pass decoding and still break a constraint at write time (SQLSTATE classes 22
-//! and 23 — e.g. its application was deleted between resolve and insert). The batch's
+//! and 23 — e.g. its application was deleted between resolve and insert — or P0, a user's
+//! trigger raising for it). The batch's
 //! upsert runs under a savepoint; if it fails with such an error, the savepoint is rolled
 //! back and the rows are bisected, each half under its own savepoint, until the offending
 //! rows stand alone. They are dead-lettered with their SQLSTATE and message; every other
@@ -15,7 +16,7 @@
 use crate::batch::dead_letter;
 use crate::sink::{Recheck, Rejection, StorageSink};
 use sluice_core::dedupe::Deduped;
-use sluice_core::disposition::sqlstate::FOREIGN_KEY_VIOLATION;
+use sluice_core::disposition::sqlstate::{CARDINALITY_VIOLATION, FOREIGN_KEY_VIOLATION};
 use sluice_core::{DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
 use sluice_kafka::Record;
 use sluice_postgres::{disposition, sqlstate};
@@ -79,7 +80,7 @@ pub async fn write_isolating<S: StorageSink>(
     }))
 }
 
-/// A row-level failure: the statement broke a constraint (SQLSTATE class 22 or 23), its
+/// A row-level failure: the statement broke a constraint (SQLSTATE class 22, 23 or P0), its
 /// savepoint was rolled back, and the transaction goes on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RowError {
@@ -119,6 +120,9 @@ pub(crate) struct Isolated {
 /// if the revived row is rejected too, the next one takes its place, and so on. The outcome
 /// is therefore the same as if each delivery had come in a batch of its own.
 ///
+/// A chunk that meets a row twice (21000: two keys the table holds as equal) is written one
+/// row per statement in record order, as separate batches would write it.
+///
 /// A foreign-key violation (23503) usually means a cached reference went stale (the
 /// application was deleted, perhaps re-created with a new id, within the cache's TTL): the
 /// row's references are looked up again inside the transaction, once per row
@@ -151,6 +155,13 @@ pub(crate) async fn isolate<R, S: RowStore<R>>(
             }
             Err(error) => error,
         };
+        if chunk.len() > 1 && error.sqlstate == CARDINALITY_VIOLATION {
+            // Two rows the table holds as one key: one statement each, in record order, as
+            // if each had come in a batch of its own.
+            chunk.sort_by_key(|row| std::cmp::Reverse(record_of(row)));
+            pending.extend(chunk.into_iter().map(|row| vec![row]));
+            continue;
+        }
         if chunk.len() > 1 {
             let second = chunk.split_off(chunk.len() / 2);
             pending.push(second);

@@ -3,8 +3,9 @@
 use std::collections::{HashMap, HashSet};
 
 use super::model::{ConflictPolicy, Sink, Source};
+use super::names::{is_column_name, is_table_name};
 use super::problems::{MappingError, MappingProblem};
-use crate::settings::{is_identifier, is_topic_name};
+use crate::settings::is_topic_name;
 
 /// Longest dead-letter kind (the `error_kind` column is VARCHAR(64)).
 const MAX_KIND_CHARS: usize = 64;
@@ -144,8 +145,8 @@ fn names(sink: &Sink) -> Vec<MappingProblem> {
         }
     };
     const TOPIC_RULE: &str = "1–249 of letters, digits, '.', '_', '-'";
-    const TABLE_RULE: &str = "[schema.]table of lower-case letters, digits, '_'";
-    const COLUMN_RULE: &str = "lower-case letters, digits, '_', not starting with a digit";
+    const TABLE_RULE: &str = "[schema.]table, each name 1–63 bytes without '.' or U+0000";
+    const COLUMN_RULE: &str = "1–63 bytes without U+0000, as the table has it";
     require(
         is_topic_name(&sink.name),
         "sink name",
@@ -203,23 +204,6 @@ fn names(sink: &Sink) -> Vec<MappingProblem> {
         }
     }
     problems
-}
-
-/// A column name that needs no quoting: lower-case letters, digits, `_`, at most 63 bytes.
-pub fn is_column_name(name: &str) -> bool {
-    name.len() <= 63
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// A `[schema.]table` name that needs no quoting.
-pub fn is_table_name(name: &str) -> bool {
-    is_identifier(name) && name.split('.').all(is_column_name)
 }
 
 fn is_kind(kind: &str) -> bool {

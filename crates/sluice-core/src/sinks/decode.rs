@@ -12,7 +12,8 @@ use uuid::Uuid;
 
 use super::checks::Check;
 use super::model::{Bound, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source};
-use super::validate::SinkPlan;
+use super::rows::Equality;
+use super::validate::{ColumnPlan, SinkPlan};
 use crate::messages::DecodeError;
 use crate::messages::fields::dynamic;
 use crate::messages::fields::{Count, parse_object, parse_timestamp};
@@ -70,6 +71,8 @@ pub struct SinkDecoder {
     pub(super) guard: Option<usize>,
     pub(super) conflict: ConflictPolicy,
     pub(super) lookups: Vec<(usize, Lookup)>,
+    /// Per column: how PostgreSQL compares its values (keys and the guard).
+    pub(super) equality: Vec<Equality>,
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +83,9 @@ struct ColumnDecoder {
     sql_type: String,
     required: bool,
     checks: Vec<Check>,
+    /// A timestamp column's fractional digits (`timestamptz(0)`): values are rounded to it
+    /// as the column rounds them.
+    time_precision: Option<u32>,
 }
 
 impl SinkDecoder {
@@ -104,8 +110,10 @@ impl SinkDecoder {
                     .filter(|c| !matches!(c, Check::Required | Check::NullWhenAbsent))
                     .cloned()
                     .collect(),
+                time_precision: planned.time_precision,
             })
             .collect();
+        let equality = plan.columns.iter().map(equality).collect();
         let position = |name: &str| sink.columns.iter().position(|c| c.column == name);
         let guard = match &sink.conflict {
             ConflictPolicy::NewestWins { column } => position(column),
@@ -126,6 +134,7 @@ impl SinkDecoder {
             guard,
             conflict: sink.conflict.clone(),
             lookups,
+            equality,
         }
     }
 
@@ -139,9 +148,52 @@ impl SinkDecoder {
         let object = parse_object(payload)?;
         self.columns
             .iter()
-            .map(|column| column.decode(&object, meta))
+            .map(|column| {
+                let cell = column.decode(&object, meta)?;
+                Ok(match (cell, column.time_precision) {
+                    (Cell::Timestamp(at), Some(precision)) => {
+                        Cell::Timestamp(round_timestamp(at, precision))
+                    }
+                    (cell, _) => cell,
+                })
+            })
             .collect()
     }
+}
+
+/// How a planned column's values compare in PostgreSQL.
+fn equality(column: &ColumnPlan) -> Equality {
+    if column.param_type == "numeric" {
+        let scale = column.checks.iter().find_map(|c| match c {
+            Check::NumericDigits { scale, .. } => Some(*scale),
+            _ => None,
+        });
+        Equality::Numeric(scale)
+    } else if column.param_type == "float4" {
+        Equality::Real
+    } else {
+        Equality::Exact
+    }
+}
+
+/// Microseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch (it rounds from there).
+const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+/// `at` rounded to `precision` fractional digits as PostgreSQL rounds a `timestamp(p)`: half
+/// away from zero, counted from its epoch.
+pub(super) fn round_timestamp(at: DateTime<Utc>, precision: u32) -> DateTime<Utc> {
+    if precision >= 6 {
+        return at;
+    }
+    let unit = 10_i64.pow(6 - precision);
+    let micros = at.timestamp_micros() - POSTGRES_EPOCH_MICROS;
+    let half = unit / 2;
+    let rounded = if micros >= 0 {
+        (micros + half) / unit * unit
+    } else {
+        -((-micros + half) / unit * unit)
+    };
+    DateTime::from_timestamp_micros(rounded + POSTGRES_EPOCH_MICROS).unwrap_or(at)
 }
 
 impl ColumnDecoder {

@@ -16,9 +16,11 @@
 
 mod checks;
 mod consistency;
+mod decimal;
 mod decode;
 mod file;
 mod model;
+mod names;
 mod problems;
 mod rows;
 mod selection;
@@ -27,13 +29,14 @@ mod table;
 mod validate;
 
 pub use checks::Check;
-pub use consistency::{check_sink, check_sinks, is_column_name, is_table_name};
+pub use consistency::{check_sink, check_sinks};
 pub use decode::{Cell, RecordMeta, SinkDecoder};
 pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
 pub use model::{
     Bound, ColumnMapping, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source,
     ValueRules,
 };
+pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
 pub use problems::{MappingError, MappingProblem};
 pub use rows::SinkRow;
 pub use selection::{Selection, SelectionError, select};

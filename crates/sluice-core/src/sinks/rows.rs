@@ -1,10 +1,17 @@
 //! A declared sink's rows between decoding and the statement: lookups to resolve, and one
-//! row per natural key by the survivor rule of the sink's conflict policy — the same rule as
-//! the built-ins (`crate::dedupe`): insert-ignore keeps the first delivery, newest-wins the
-//! newest guard value (ties: the later record), always-update the last delivery.
+//! row per natural key by the survivor rule of the sink's conflict policy — the rule its
+//! statement applies across batches, so the table does not depend on batch boundaries:
+//! insert-ignore keeps the first delivery, always-update the last, newest-wins the newest
+//! guard value, where NULL is the oldest and a tie keeps the earlier record (across batches:
+//! the row stored first, `EXCLUDED.g > target.g` being strict).
+//!
+//! Keys are compared as PostgreSQL compares them: a NUMERIC by its value rounded to the
+//! column's scale (`1` = `1.0`), a float with `-0.0` = `0.0` (a `real` after rounding to
+//! single precision), a timestamp already rounded to the column's precision by the decoder.
 
 use std::cmp::Ordering;
 
+use super::decimal::Decimal;
 use super::decode::{Cell, SinkDecoder};
 use super::model::{ConflictPolicy, Lookup};
 use crate::dedupe::{Deduped, dedupe_by_key, earlier_wins, later_wins};
@@ -45,24 +52,42 @@ impl SinkDecoder {
         let key = |row: &SinkRow| {
             self.key
                 .iter()
-                .map(|i| KeyPart::of(row.cells.get(*i)))
+                .map(|i| KeyPart::of(row.cells.get(*i), self.equality(*i)))
                 .collect::<Vec<KeyPart>>()
         };
         match (&self.conflict, self.guard) {
             (ConflictPolicy::InsertIgnore, _) => dedupe_by_key(rows, key, earlier_wins),
             (ConflictPolicy::NewestWins { .. }, Some(guard)) => {
+                let equality = self.equality(guard);
                 dedupe_by_key(rows, key, |current: &SinkRow, candidate: &SinkRow| {
-                    match (current.cells.get(guard), candidate.cells.get(guard)) {
-                        (Some(current), Some(candidate)) => {
-                            compare(candidate, current).is_some_and(Ordering::is_ge)
-                        }
-                        _ => false,
-                    }
+                    newer(
+                        candidate.cells.get(guard),
+                        current.cells.get(guard),
+                        equality,
+                    )
                 })
             }
             _ => dedupe_by_key(rows, key, later_wins),
         }
     }
+
+    fn equality(&self, column: usize) -> Equality {
+        self.equality
+            .get(column)
+            .copied()
+            .unwrap_or(Equality::Exact)
+    }
+}
+
+/// How the values of a column compare in PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Equality {
+    /// As the cells compare (integers, text, UUIDs, rounded timestamps, booleans).
+    Exact,
+    /// A NUMERIC by value, rounded to the column's scale if it has one.
+    Numeric(Option<u32>),
+    /// A `real`: the double rounded to single precision.
+    Real,
 }
 
 /// One cell of a natural key, hashed and ordered by value (the order the writers lock rows in).
@@ -71,6 +96,7 @@ enum KeyPart {
     Null,
     Int(i64),
     Text(String),
+    Numeric(Decimal),
     Float(u64),
     Uuid(uuid::Uuid),
     Time(chrono::DateTime<chrono::Utc>),
@@ -79,14 +105,20 @@ enum KeyPart {
 }
 
 impl KeyPart {
-    fn of(cell: Option<&Cell>) -> Self {
+    fn of(cell: Option<&Cell>, equality: Equality) -> Self {
         match cell {
             None | Some(Cell::Null) => Self::Null,
+            Some(Cell::Numeric(v)) => match equality {
+                Equality::Numeric(scale) => {
+                    Decimal::parse(v, scale).map_or_else(|| Self::Text(v.clone()), Self::Numeric)
+                }
+                _ => Self::Text(v.clone()),
+            },
+            Some(Cell::Float(v)) => Self::Float(float_key(*v, equality).to_bits()),
             Some(Cell::SmallInt(v)) => Self::Int(i64::from(*v)),
             Some(Cell::Int(v)) => Self::Int(i64::from(*v)),
             Some(Cell::BigInt(v)) => Self::Int(*v),
-            Some(Cell::Text(v) | Cell::Numeric(v) | Cell::Lookup(v)) => Self::Text(v.clone()),
-            Some(Cell::Float(v)) => Self::Float(v.to_bits()),
+            Some(Cell::Text(v) | Cell::Lookup(v)) => Self::Text(v.clone()),
             Some(Cell::Uuid(v)) => Self::Uuid(*v),
             Some(Cell::Timestamp(v)) => Self::Time(*v),
             Some(Cell::Bool(v)) => Self::Bool(*v),
@@ -95,14 +127,46 @@ impl KeyPart {
     }
 }
 
-/// The order of two guard values of one column (NULL is never newer nor older).
-fn compare(a: &Cell, b: &Cell) -> Option<Ordering> {
+/// A float as the column holds it: `-0.0` is `0.0`; a `real` keeps single precision (parsed
+/// from the text it is bound as, as the server parses it).
+fn float_key(value: f64, equality: Equality) -> f64 {
+    let value = match equality {
+        Equality::Real => value.to_string().parse::<f32>().map_or(value, f64::from),
+        _ => value,
+    };
+    if value == 0.0 { 0.0 } else { value }
+}
+
+/// Whether a `candidate` guard value is newer than the `current` one: strictly greater (a tie
+/// keeps the earlier record); NULL (or no value) is the oldest, so any value is newer than it
+/// and it is newer than none.
+fn newer(candidate: Option<&Cell>, current: Option<&Cell>, equality: Equality) -> bool {
+    match (candidate, current) {
+        (None | Some(Cell::Null), _) => false,
+        (Some(_), None | Some(Cell::Null)) => true,
+        (Some(candidate), Some(current)) => {
+            compare(candidate, current, equality).is_some_and(Ordering::is_gt)
+        }
+    }
+}
+
+/// The order of two non-NULL guard values of one column.
+fn compare(a: &Cell, b: &Cell, equality: Equality) -> Option<Ordering> {
     match (a, b) {
+        (Cell::Numeric(a), Cell::Numeric(b)) => {
+            let scale = match equality {
+                Equality::Numeric(scale) => scale,
+                _ => None,
+            };
+            Some(Decimal::parse(a, scale)?.cmp(&Decimal::parse(b, scale)?))
+        }
+        (Cell::Float(a), Cell::Float(b)) => {
+            float_key(*a, equality).partial_cmp(&float_key(*b, equality))
+        }
         (Cell::Timestamp(a), Cell::Timestamp(b)) => Some(a.cmp(b)),
         (Cell::SmallInt(a), Cell::SmallInt(b)) => Some(a.cmp(b)),
         (Cell::Int(a), Cell::Int(b)) => Some(a.cmp(b)),
         (Cell::BigInt(a), Cell::BigInt(b)) => Some(a.cmp(b)),
-        (Cell::Float(a), Cell::Float(b)) => a.partial_cmp(b),
         (Cell::Text(a), Cell::Text(b)) => Some(a.cmp(b)),
         (Cell::Uuid(a), Cell::Uuid(b)) => Some(a.cmp(b)),
         (Cell::Bool(a), Cell::Bool(b)) => Some(a.cmp(b)),

@@ -3,11 +3,14 @@
 //!
 //! `INSERT … SELECT … FROM UNNEST($1::type[], …) ON CONFLICT (key)` and then `DO NOTHING`
 //! (insert-ignore), `DO UPDATE SET` every mapped column that is neither a key nor insert-only
-//! (always-update), plus `WHERE EXCLUDED.guard > table.guard` (newest-wins: an older version
-//! never overwrites a newer row). It returns one boolean per row written: true inserted,
+//! (always-update), plus `WHERE EXCLUDED.guard > target.guard` (newest-wins: an older version
+//! never overwrites a newer row, and a tie keeps the row stored first). A nullable guard
+//! column holds the oldest version when NULL: `OR (target.guard IS NULL AND EXCLUDED.guard IS
+//! NOT NULL)` — any value replaces a stored NULL, a NULL never replaces a value. It returns one boolean per row written: true inserted,
 //! false updated; a row not returned was skipped.
 
 use super::model::ConflictPolicy;
+use super::names::{quote_ident, quote_table};
 use super::table::SqlType;
 
 /// A column of the statement, in parameter order.
@@ -19,17 +22,24 @@ pub struct StatementColumn<'a> {
     pub sql_type: &'a SqlType,
     /// Whether a conflicting row gets this column's new value.
     pub updated: bool,
+    /// Whether the column may hold NULL (for the newest-wins column: NULL is the oldest).
+    pub nullable: bool,
 }
 
-/// The upsert of one batch.
+/// The upsert of one batch. Every name is quoted ([`quote_ident`]): a column may be a
+/// reserved word (`order`) or hold capitals or spaces; the target is aliased `target`, so the
+/// guard never depends on the table's own name.
 pub fn upsert_statement(
     table: &str,
     columns: &[StatementColumn<'_>],
     key: &[String],
     conflict: &ConflictPolicy,
 ) -> String {
-    let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
-    let list = names.join(", ");
+    let list = columns
+        .iter()
+        .map(|c| quote_ident(c.name))
+        .collect::<Vec<_>>()
+        .join(", ");
     let selected: Vec<String> = columns.iter().map(select_expression).collect();
     let params: Vec<String> = columns
         .iter()
@@ -42,16 +52,22 @@ pub fn upsert_statement(
             )
         })
         .collect();
+    let key = key
+        .iter()
+        .map(|k| quote_ident(k))
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut sql = format!(
-        "INSERT INTO {table} ({list})\nSELECT {}\nFROM UNNEST({}) AS t({list})\nON CONFLICT ({})",
+        "INSERT INTO {} AS target ({list})\nSELECT {}\nFROM UNNEST({}) AS t({list})\n\
+         ON CONFLICT ({key})",
+        quote_table(table),
         selected.join(", "),
         params.join(", "),
-        key.join(", ")
     );
     let set: Vec<String> = columns
         .iter()
         .filter(|c| c.updated)
-        .map(|c| format!("{0} = EXCLUDED.{0}", c.name))
+        .map(|c| format!("{0} = EXCLUDED.{0}", quote_ident(c.name)))
         .collect();
     match conflict {
         ConflictPolicy::InsertIgnore => {
@@ -61,9 +77,14 @@ pub fn upsert_statement(
             sql.push_str(" DO UPDATE SET\n    ");
             sql.push_str(&set.join(",\n    "));
             if let ConflictPolicy::NewestWins { column } = conflict {
-                // The target is referred to by its name without the schema.
-                let target = table.rsplit('.').next().unwrap_or(table);
-                sql.push_str(&format!("\nWHERE EXCLUDED.{column} > {target}.{column}"));
+                let guard = quote_ident(column);
+                sql.push_str(&format!("\nWHERE EXCLUDED.{guard} > target.{guard}"));
+                // NULL is the oldest version: any value replaces it, it replaces none.
+                if columns.iter().any(|c| c.name == column && c.nullable) {
+                    sql.push_str(&format!(
+                        "\n   OR (target.{guard} IS NULL AND EXCLUDED.{guard} IS NOT NULL)"
+                    ));
+                }
             }
             sql.push_str("\nRETURNING (xmax = 0) AS inserted");
         }
@@ -73,17 +94,17 @@ pub fn upsert_statement(
 
 /// The `SELECT` expression of a column: itself, or an array rebuilt in order from its JSON.
 fn select_expression(column: &StatementColumn<'_>) -> String {
+    let name = quote_ident(column.name);
     match column.sql_type {
         SqlType::Array(element) => {
             let element = element.param_type().unwrap_or("text");
             format!(
-                "CASE WHEN {0} IS NULL THEN NULL ELSE ARRAY(SELECT e.value::{element} \
-                 FROM jsonb_array_elements_text({0}) WITH ORDINALITY AS e(value, n) \
-                 ORDER BY e.n) END",
-                column.name
+                "CASE WHEN {name} IS NULL THEN NULL ELSE ARRAY(SELECT e.value::{element} \
+                 FROM jsonb_array_elements_text({name}) WITH ORDINALITY AS e(value, n) \
+                 ORDER BY e.n) END"
             )
         }
-        _ => column.name.to_owned(),
+        _ => name,
     }
 }
 
@@ -98,7 +119,30 @@ mod tests {
             name,
             sql_type,
             updated,
+            nullable: false,
         }
+    }
+
+    #[test]
+    fn a_nullable_guard_is_the_oldest_version_when_null() {
+        let (id, g) = (SqlType::BigInt, SqlType::BigInt);
+        let guard = StatementColumn {
+            nullable: true,
+            ..column("g", &g, true)
+        };
+        let sql = upsert_statement(
+            "t",
+            &[column("id", &id, false), guard],
+            &["id".into()],
+            &ConflictPolicy::NewestWins { column: "g".into() },
+        );
+        assert!(
+            sql.contains(
+                "WHERE EXCLUDED.\"g\" > target.\"g\"\n   \
+                 OR (target.\"g\" IS NULL AND EXCLUDED.\"g\" IS NOT NULL)\n"
+            ),
+            "{sql}"
+        );
     }
 
     #[test]
@@ -115,10 +159,11 @@ mod tests {
         );
         assert_eq!(
             sql,
-            "INSERT INTO app_stats (application_id, crawled_at)\n\
-             SELECT application_id, crawled_at\n\
-             FROM UNNEST($1::bigint[], $2::timestamptz[]) AS t(application_id, crawled_at)\n\
-             ON CONFLICT (application_id, crawled_at) DO NOTHING\n\
+            "INSERT INTO \"app_stats\" AS target (\"application_id\", \"crawled_at\")\n\
+             SELECT \"application_id\", \"crawled_at\"\n\
+             FROM UNNEST($1::bigint[], $2::timestamptz[]) \
+             AS t(\"application_id\", \"crawled_at\")\n\
+             ON CONFLICT (\"application_id\", \"crawled_at\") DO NOTHING\n\
              RETURNING TRUE AS inserted"
         );
     }
@@ -145,14 +190,15 @@ mod tests {
         );
         assert_eq!(
             sql,
-            "INSERT INTO s1.reviews (review_id, score, reviewed_at, last_synced_at)\n\
-             SELECT review_id, score, reviewed_at, last_synced_at\n\
+            "INSERT INTO \"s1\".\"reviews\" AS target \
+             (\"review_id\", \"score\", \"reviewed_at\", \"last_synced_at\")\n\
+             SELECT \"review_id\", \"score\", \"reviewed_at\", \"last_synced_at\"\n\
              FROM UNNEST($1::varchar[], $2::smallint[], $3::timestamptz[], $4::timestamptz[]) \
-             AS t(review_id, score, reviewed_at, last_synced_at)\n\
-             ON CONFLICT (review_id) DO UPDATE SET\n    \
-             score = EXCLUDED.score,\n    \
-             last_synced_at = EXCLUDED.last_synced_at\n\
-             WHERE EXCLUDED.last_synced_at > reviews.last_synced_at\n\
+             AS t(\"review_id\", \"score\", \"reviewed_at\", \"last_synced_at\")\n\
+             ON CONFLICT (\"review_id\") DO UPDATE SET\n    \
+             \"score\" = EXCLUDED.\"score\",\n    \
+             \"last_synced_at\" = EXCLUDED.\"last_synced_at\"\n\
+             WHERE EXCLUDED.\"last_synced_at\" > target.\"last_synced_at\"\n\
              RETURNING (xmax = 0) AS inserted"
         );
     }
@@ -172,14 +218,14 @@ mod tests {
         );
         assert!(
             sql.contains(
-                "CASE WHEN histogram IS NULL THEN NULL ELSE ARRAY(SELECT e.value::bigint \
-                 FROM jsonb_array_elements_text(histogram) WITH ORDINALITY AS e(value, n) \
+                "CASE WHEN \"histogram\" IS NULL THEN NULL ELSE ARRAY(SELECT e.value::bigint \
+                 FROM jsonb_array_elements_text(\"histogram\") WITH ORDINALITY AS e(value, n) \
                  ORDER BY e.n) END"
             ),
             "{sql}"
         );
         assert!(sql.ends_with(
-            "DO UPDATE SET\n    histogram = EXCLUDED.histogram\nRETURNING (xmax = 0) AS inserted"
+            "DO UPDATE SET\n    \"histogram\" = EXCLUDED.\"histogram\"\nRETURNING (xmax = 0) AS inserted"
         ));
         assert!(!sql.contains("WHERE"), "{sql}");
     }

@@ -16,6 +16,9 @@ pub struct TableShape {
     /// The column sets of its unique constraints and unique indexes (without a predicate or
     /// an expression), each as written in the index.
     pub unique_keys: Vec<Vec<String>>,
+    /// Those of `unique_keys` whose index is `NULLS NOT DISTINCT` (PostgreSQL 15+): a NULL
+    /// in them conflicts with another NULL.
+    pub nulls_not_distinct_keys: Vec<Vec<String>>,
 }
 
 impl TableShape {
@@ -27,10 +30,23 @@ impl TableShape {
     /// Whether a unique constraint or index covers exactly `columns` (in any order), which
     /// is what `ON CONFLICT (columns)` needs.
     pub fn has_unique_key(&self, columns: &[String]) -> bool {
-        self.unique_keys.iter().any(|key| {
-            key.len() == columns.len() && key.iter().all(|k| columns.iter().any(|c| c == k))
-        })
+        self.unique_keys
+            .iter()
+            .any(|key| same_columns(key, columns))
     }
+
+    /// Whether a `NULLS NOT DISTINCT` unique index covers exactly `columns`: `ON CONFLICT`
+    /// then fires for a NULL key too.
+    pub fn nulls_not_distinct(&self, columns: &[String]) -> bool {
+        self.nulls_not_distinct_keys
+            .iter()
+            .any(|key| same_columns(key, columns))
+    }
+}
+
+/// The same set of columns, in any order.
+fn same_columns(key: &[String], columns: &[String]) -> bool {
+    key.len() == columns.len() && key.iter().all(|k| columns.iter().any(|c| c == k))
 }
 
 /// One column of a table.
@@ -47,6 +63,9 @@ pub struct ColumnShape {
     /// Whether an INSERT may give it a value (not a generated column, not an identity
     /// `GENERATED ALWAYS`).
     pub writable: bool,
+    /// A `timestamp(p)`/`timestamptz(p)` column's fractional digits `p` (0–5; `None`: to the
+    /// microsecond).
+    pub time_precision: Option<u32>,
 }
 
 /// The SQL types a declared sink can write, with their limits.

@@ -48,6 +48,20 @@ pub enum SinkError {
         /// The table.
         table: String,
     },
+    /// A nullable key column that NULL can reach, under a unique index that treats NULLs as
+    /// distinct: `ON CONFLICT` would never fire for it, and every redelivery would insert
+    /// another row.
+    #[error(
+        "sink `{sink}`, column `{column}`: key column is nullable and its unique index treats \
+         NULLs as distinct, so a NULL key would insert a row per delivery: make the column NOT \
+         NULL, the index NULLS NOT DISTINCT, or the field `required = true`"
+    )]
+    NullableKey {
+        /// The sink.
+        sink: String,
+        /// The key column.
+        column: String,
+    },
     /// A lookup table whose key column is not unique (a key could give several values).
     #[error(
         "sink `{sink}`, column `{column}`: lookup key `{table}.{key}` has no unique constraint"
@@ -118,6 +132,19 @@ pub enum SinkError {
         /// The column.
         column: String,
     },
+    /// A generated statement that PostgreSQL refuses to prepare against the live schema (a
+    /// bug of the builder if it ever happens: it is caught here, never at run time).
+    #[error("sink `{sink}`{}: its {statement} does not prepare: {message}", column_part(.column))]
+    StatementRefused {
+        /// The sink.
+        sink: String,
+        /// The column whose lookup it is (`None`: the upsert).
+        column: Option<String>,
+        /// Which statement (`upsert`, `lookup`).
+        statement: &'static str,
+        /// The server's SQLSTATE and message.
+        message: String,
+    },
     /// A NOT NULL column without a default that the sink gives no value.
     #[error("sink `{sink}`, column `{column}`: NOT NULL without a default, and no source")]
     NotNullWithoutSource {
@@ -135,12 +162,14 @@ impl SinkError {
             Self::UnknownTable { sink, .. }
             | Self::UnknownColumn { sink, .. }
             | Self::KeyNotUnique { sink, .. }
+            | Self::NullableKey { sink, .. }
             | Self::LookupKeyNotUnique { sink, .. }
             | Self::UnknownLookupTable { sink, .. }
             | Self::UnsupportedType { sink, .. }
             | Self::SourceDoesNotFit { sink, .. }
             | Self::RuleDoesNotApply { sink, .. }
             | Self::NotWritable { sink, .. }
+            | Self::StatementRefused { sink, .. }
             | Self::NotNullWithoutSource { sink, .. } => sink,
         }
     }
@@ -149,8 +178,10 @@ impl SinkError {
     pub fn column(&self) -> Option<&str> {
         match self {
             Self::UnknownTable { .. } => None,
+            Self::StatementRefused { column, .. } => column.as_deref(),
             Self::UnknownColumn { column, .. }
             | Self::KeyNotUnique { column, .. }
+            | Self::NullableKey { column, .. }
             | Self::LookupKeyNotUnique { column, .. }
             | Self::UnknownLookupTable { column, .. }
             | Self::UnsupportedType { column, .. }
@@ -160,6 +191,12 @@ impl SinkError {
             | Self::NotNullWithoutSource { column, .. } => Some(column),
         }
     }
+}
+
+fn column_part(column: &Option<String>) -> String {
+    column
+        .as_ref()
+        .map_or_else(String::new, |c| format!(", column `{c}`"))
 }
 
 /// What a valid sink will do.
@@ -200,6 +237,10 @@ pub struct ColumnPlan {
     pub checks: Vec<Check>,
     /// Whether a conflicting row gets the new value.
     pub updated: bool,
+    /// A `timestamp(p)`/`timestamptz(p)` column's fractional digits: values are rounded to
+    /// them as the column rounds them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_precision: Option<u32>,
 }
 
 /// Validates `sink` against the catalog (`tables`: the shapes of the tables it names, keyed
@@ -236,6 +277,17 @@ pub fn plan_sink(
             table: sink.table.clone(),
         });
     }
+    if key_known && !table.nulls_not_distinct(&sink.key) {
+        for column in &sink.key {
+            let nullable = table.column(column).is_some_and(|c| !c.not_null);
+            if nullable && sink.mapping(column).is_some_and(|m| may_be_null(m, tables)) {
+                errors.push(SinkError::NullableKey {
+                    sink: sink.name.clone(),
+                    column: column.clone(),
+                });
+            }
+        }
+    }
     let mut columns = Vec::with_capacity(sink.columns.len());
     for mapping in &sink.columns {
         let Some(shape) = table.column(&mapping.column) else {
@@ -250,7 +302,10 @@ pub fn plan_sink(
             continue;
         }
         match column_plan(sink, mapping, &shape.sql_type, shape.not_null, tables) {
-            Ok(plan) => columns.push(plan),
+            Ok(plan) => columns.push(ColumnPlan {
+                time_precision: shape.time_precision,
+                ..plan
+            }),
             Err(mut more) => errors.append(&mut more),
         }
     }
@@ -265,18 +320,23 @@ pub fn plan_sink(
     if !errors.is_empty() {
         return Err(errors);
     }
-    let types: Vec<SqlType> = sink
+    let types: Vec<(SqlType, bool)> = sink
         .columns
         .iter()
-        .filter_map(|m| table.column(&m.column).map(|c| c.sql_type.clone()))
+        .filter_map(|m| {
+            table
+                .column(&m.column)
+                .map(|c| (c.sql_type.clone(), !c.not_null))
+        })
         .collect();
     let statement_columns: Vec<StatementColumn<'_>> = columns
         .iter()
         .zip(&types)
-        .map(|(plan, sql_type)| StatementColumn {
+        .map(|(plan, (sql_type, nullable))| StatementColumn {
             name: &plan.column,
             sql_type,
             updated: plan.updated,
+            nullable: *nullable,
         })
         .collect();
     let statement = upsert_statement(&sink.table, &statement_columns, &sink.key, &sink.conflict);
@@ -291,6 +351,25 @@ pub fn plan_sink(
         columns,
         never_written: sink.never_written.clone(),
     })
+}
+
+/// Whether the source of a nullable column can give NULL: a field not `required`, the record
+/// key or timestamp (a record may have none), a lookup not `required` or whose value column
+/// is nullable. A constant, the topic, partition and offset never are NULL.
+fn may_be_null(mapping: &ColumnMapping, tables: &HashMap<String, TableShape>) -> bool {
+    let required = mapping.required == Some(true);
+    match &mapping.source {
+        Source::Field(_) => !required,
+        Source::Const(_) => false,
+        Source::Kafka(field) => matches!(field, KafkaField::Timestamp | KafkaField::Key),
+        Source::Lookup(lookup) => {
+            let value_not_null = tables
+                .get(&lookup.table)
+                .and_then(|t| t.column(&lookup.value_column))
+                .is_some_and(|c| c.not_null);
+            !(required && value_not_null)
+        }
+    }
 }
 
 /// One column's plan, or why its source does not fit.
@@ -421,6 +500,7 @@ fn column_plan(
         checks,
         updated: sink.conflict != ConflictPolicy::InsertIgnore
             && sink.updated_columns().any(|c| c == column),
+        time_precision: None,
     })
 }
 

@@ -30,6 +30,9 @@ struct FakeRows {
     written: Vec<usize>,
     /// Statements run.
     statements: usize,
+    /// Whether package names are the table's key: a statement holding one twice fails with
+    /// 21000, as `ON CONFLICT DO UPDATE` meeting a row twice does.
+    packages_are_keys: bool,
 }
 
 impl RowStore<Resolved<Msg>> for FakeRows {
@@ -45,6 +48,11 @@ impl RowStore<Resolved<Msg>> for FakeRows {
                     .then_some(FOREIGN_KEY_VIOLATION)
             })
         });
+        let mut packages: Vec<&str> = rows.iter().map(|r| r.message.package).collect();
+        packages.sort_unstable();
+        let twice = packages.windows(2).any(|w| w[0] == w[1]);
+        let failure =
+            failure.or((self.packages_are_keys && twice).then_some(CARDINALITY_VIOLATION));
         if let Some(code) = failure {
             return Ok(Err(RowError {
                 sqlstate: code.to_owned(),
@@ -239,4 +247,27 @@ fn a_stale_application_id_is_resolved_again_once() {
     assert_eq!(out.rejected.len(), 1);
     assert_eq!(out.rejected[0].kind, DeadLetterKind::ConstraintViolation);
     assert!(out.rejected[0].reason.starts_with("SQLSTATE 23503"));
+}
+
+#[test]
+fn rows_the_table_holds_as_one_key_are_written_one_by_one_in_record_order() {
+    // De-duplication saw three keys (sorted by its own key order); the table sees two.
+    let rows = vec![
+        row(2, 1, "com.x", None),
+        row(0, 1, "com.y", None),
+        row(1, 1, "com.x", None),
+        row(3, 1, "com.z", None),
+    ];
+    let mut store = FakeRows {
+        packages_are_keys: true,
+        ..FakeRows::default()
+    };
+    let out = run(&mut store, single(rows));
+    assert!(out.rejected.is_empty(), "{:?}", out.rejected);
+    assert_eq!(
+        store.written,
+        [0, 1, 2, 3],
+        "one statement each, in record order"
+    );
+    assert_eq!(out.outcome.inserted, 4);
 }

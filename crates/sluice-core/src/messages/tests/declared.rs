@@ -24,6 +24,7 @@ fn column(name: &str, sql_type: SqlType, not_null: bool) -> ColumnShape {
         not_null,
         has_default: false,
         writable: true,
+        time_precision: None,
     }
 }
 
@@ -43,6 +44,7 @@ fn tables() -> HashMap<String, TableShape> {
             name: name.into(),
             columns,
             unique_keys: vec![vec!["id".into()], key],
+            nulls_not_distinct_keys: Vec::new(),
         };
         (name.to_owned(), shape)
     };

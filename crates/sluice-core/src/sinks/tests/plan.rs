@@ -12,6 +12,7 @@ fn column(name: &str, sql_type: SqlType, not_null: bool, has_default: bool) -> C
         not_null,
         has_default,
         writable: true,
+        time_precision: None,
     }
 }
 
@@ -40,6 +41,7 @@ fn tables() -> HashMap<String, TableShape> {
             },
         ],
         unique_keys: vec![vec!["id".into()], vec!["event_id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
     };
     let apps = TableShape {
         name: "apps".into(),
@@ -49,6 +51,7 @@ fn tables() -> HashMap<String, TableShape> {
             column("title", SqlType::Text, false, false),
         ],
         unique_keys: vec![vec!["id".into()], vec!["package_name".into()]],
+        nulls_not_distinct_keys: Vec::new(),
     };
     HashMap::from([("events".into(), events), ("apps".into(), apps)])
 }
@@ -86,13 +89,14 @@ fn a_valid_sink_plans_its_statement_and_the_checks_of_each_column() {
     assert_eq!(plan.group, "storage-consumer.events");
     assert_eq!(
         plan.statement,
-        "INSERT INTO events (event_id, app, score, origin, tags, at)\n\
-         SELECT event_id, app, score, origin, CASE WHEN tags IS NULL THEN NULL ELSE \
-         ARRAY(SELECT e.value::text FROM jsonb_array_elements_text(tags) WITH ORDINALITY \
-         AS e(value, n) ORDER BY e.n) END, at\n\
+        "INSERT INTO \"events\" AS target \
+         (\"event_id\", \"app\", \"score\", \"origin\", \"tags\", \"at\")\n\
+         SELECT \"event_id\", \"app\", \"score\", \"origin\", CASE WHEN \"tags\" IS NULL \
+         THEN NULL ELSE ARRAY(SELECT e.value::text FROM jsonb_array_elements_text(\"tags\") \
+         WITH ORDINALITY AS e(value, n) ORDER BY e.n) END, \"at\"\n\
          FROM UNNEST($1::varchar[], $2::bigint[], $3::smallint[], $4::varchar[], $5::jsonb[], \
-         $6::timestamp[]) AS t(event_id, app, score, origin, tags, at)\n\
-         ON CONFLICT (event_id) DO NOTHING\n\
+         $6::timestamp[]) AS t(\"event_id\", \"app\", \"score\", \"origin\", \"tags\", \"at\")\n\
+         ON CONFLICT (\"event_id\") DO NOTHING\n\
          RETURNING TRUE AS inserted"
     );
     let checks: Vec<(String, Vec<String>)> = plan

@@ -1,0 +1,516 @@
+//! Declared sinks on tables sluice has never seen, run by the `sluice` binary against the real
+//! Kafka and PostgreSQL. The rule: a mapping that `sluice sinks validate` accepts never stalls
+//! a pipeline and never stores a value other than the one in the record; what the table
+//! cannot hold is refused at validation (exit 2, naming the sink and the column) or
+//! dead-lettered per record with a reason naming the field.
+//!
+//! 1. reserved words, capitals and spaces as table and column names land rows;
+//! 2. a user's trigger that raises dead-letters its row with the trigger's message;
+//! 3. a nullable key column is refused unless NULL can never reach it;
+//! 4. a nullable newest-wins column: NULL is the oldest version; ties go to the first stored;
+//! 5. keys PostgreSQL sees as equal (`1` and `1.0`, two instants of one second in a
+//!    `timestamptz(0)`) are one key in the batch too.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+mod support;
+
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::{Duration, Instant};
+use support::{Env, Running};
+
+/// The sinks of a test: one topic each (one partition, so records keep their order) named
+/// `<prefix>-<sink>`, one mapping file (`{prefix}` in it replaced), the tables made by `ddl`.
+struct Case {
+    env: Env,
+    sinks: Vec<String>,
+    file: PathBuf,
+}
+
+impl Case {
+    async fn new(sinks: &[&str], ddl: &str, mapping: &str) -> Option<Case> {
+        let env = Env::new().await?;
+        {
+            let mut conn = env.schema.connect().await;
+            sqlx::raw_sql(ddl).execute(&mut conn).await.unwrap();
+        }
+        for sink in sinks {
+            sluice_testkit::create_topic(&env.stack, &format!("{}-{sink}", env.prefix), 1).await;
+        }
+        let file = env.dir.join("sinks.toml");
+        std::fs::write(&file, mapping.replace("{prefix}", &env.prefix)).unwrap();
+        Some(Case {
+            env,
+            sinks: sinks.iter().map(|s| (*s).to_owned()).collect(),
+            file,
+        })
+    }
+
+    fn topic(&self, sink: &str) -> String {
+        format!("{}-{sink}", self.env.prefix)
+    }
+
+    /// `sluice sinks validate` of a mapping file.
+    fn validate(&self, file: &std::path::Path) -> Output {
+        self.env
+            .output(&["sinks", "validate", &file.display().to_string()], &[])
+    }
+
+    /// Asserts the mapping validates; its plan.
+    fn assert_valid(&self) -> String {
+        let out = self.validate(&self.file);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}\n{}",
+            text(&out.stderr)
+        );
+        stdout
+    }
+
+    /// Produces JSON values to `sink`'s topic.
+    async fn produce(&self, sink: &str, values: &[Value]) {
+        let records: Vec<sluice_testkit::RawRecord> = values
+            .iter()
+            .map(|v| {
+                (
+                    Some(sink.as_bytes().to_vec()),
+                    Some(v.to_string().into_bytes()),
+                )
+            })
+            .collect();
+        sluice_testkit::produce(&self.env.stack, &self.topic(sink), &records).await;
+    }
+
+    /// Runs the sinks until each has committed every record of its topic, then stops them
+    /// with SIGTERM and asserts a clean exit (the process never exits on its own meanwhile).
+    async fn run_to_end(&self, label: &str) -> Running {
+        let file = self.file.display().to_string();
+        let mut run = self
+            .env
+            .spawn_run(label, &[("SLUICE_SINKS_FILE", file.as_str())]);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        for sink in &self.sinks {
+            let (group, topic) = (self.env.group(sink), self.topic(sink));
+            loop {
+                run.assert_alive();
+                let offsets = self.env.admin().group_offsets(&group, &topic).unwrap();
+                let end: i64 = offsets.iter().map(|p| p.high).sum();
+                let committed: i64 = offsets.iter().map(|p| p.committed.unwrap_or(0)).sum();
+                if end > 0 && committed == end {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{group}: committed {committed}/{end}\n{}",
+                    run.tail()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        run.signal("TERM");
+        assert!(
+            run.wait(Duration::from_secs(60)).success(),
+            "{}",
+            run.tail()
+        );
+        run
+    }
+
+    /// The rows of a one-column text query.
+    async fn rows(&self, sql: &str) -> Vec<String> {
+        let mut conn = self.env.schema.connect().await;
+        sqlx::query_scalar(sql)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The dead letters as (topic, offset, kind, reason), in topic and offset order.
+    async fn dead_letters(&self) -> Vec<(String, i64, String, String)> {
+        let mut conn = self.env.schema.connect().await;
+        sqlx::query_as(
+            "SELECT topic, kafka_offset, error_kind, reason FROM dead_letter_events \
+             ORDER BY topic, kafka_offset",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+    }
+
+    async fn cleanup(self) {
+        let topics: Vec<String> = self.sinks.iter().map(|s| self.topic(s)).collect();
+        let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+        sluice_testkit::delete_topics(&self.env.stack, &topics).await;
+        self.env.cleanup().await;
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const RESERVED_DDL: &str = r#"
+CREATE TABLE "User Groups" ("from" TEXT NOT NULL UNIQUE, "where" BIGINT NOT NULL);
+INSERT INTO "User Groups" VALUES ('admins', 7), ('guests', 8);
+CREATE TABLE "Order Lines" (
+    "order" BIGINT PRIMARY KEY,
+    "user" TEXT NOT NULL,
+    "offset" BIGINT NOT NULL,
+    "group" VARCHAR(20),
+    "end" TIMESTAMPTZ NOT NULL,
+    "CamelCase" INTEGER,
+    "unit price" NUMERIC(10,2),
+    "select" BIGINT
+);
+"#;
+
+const RESERVED_MAPPING: &str = r#"
+[[sink]]
+name = "order-lines"
+topic = "{prefix}-order-lines"
+table = "Order Lines"
+key = ["order"]
+conflict = { newest-wins = "end" }
+
+[sink.columns]
+order = { field = "order" }
+user = { field = "user" }
+offset = { kafka = "offset" }
+group = { field = "group" }
+end = { field = "end" }
+"CamelCase" = { field = "camel" }
+"unit price" = { field = "price" }
+select = { lookup = { field = "grp", table = "User Groups", key = "from", value = "where", unknown = "unknown_group" } }
+"#;
+
+#[tokio::test]
+async fn reserved_words_capitals_and_spaces_as_names_land_rows() {
+    let Some(case) = Case::new(&["order-lines"], RESERVED_DDL, RESERVED_MAPPING).await else {
+        return;
+    };
+    let plan = case.assert_valid();
+    assert!(
+        plan.contains("ON CONFLICT (\"order\") DO UPDATE SET"),
+        "{plan}"
+    );
+    let line = |order: i64, end: &str, camel: i64| {
+        json!({"order": order, "user": format!("u{order}"), "group": "g", "end": end,
+            "camel": camel, "price": 1.25, "grp": if order % 2 == 0 { "admins" } else { "guests" }})
+    };
+    let mut values: Vec<Value> = (1..=10)
+        .map(|n| line(n, "2026-11-10T00:00:00Z", n * 10))
+        .collect();
+    values.push(line(3, "2026-11-11T00:00:00Z", 333));
+    values.push(line(4, "2026-11-09T00:00:00Z", 444));
+    values.push(json!({"order": 11, "user": "u", "end": "2026-11-10T00:00:00Z", "grp": "nobody"}));
+    case.produce("order-lines", &values).await;
+    case.run_to_end("reserved").await;
+    let rows = case
+        .rows(
+            r#"SELECT format('%s %s %s %s %s %s %s', "order", "user", "group", "CamelCase",
+                   "unit price", "select", "end" > '2026-11-10') FROM "Order Lines" ORDER BY "order""#,
+        )
+        .await;
+    assert_eq!(rows.len(), 10, "{rows:?}");
+    assert_eq!(rows[0], "1 u1 g 10 1.25 8 f");
+    assert_eq!(rows[2], "3 u3 g 333 1.25 8 t", "the newer version wins");
+    assert_eq!(
+        rows[3], "4 u4 g 40 1.25 7 f",
+        "the older version never overwrites"
+    );
+    let dead = case.dead_letters().await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].2, "unknown_group");
+    assert!(dead[0].3.contains("field `grp`"), "{dead:?}");
+    case.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_trigger_that_raises_dead_letters_its_row_with_the_message() {
+    const DDL: &str = r"
+        CREATE TABLE notes (id BIGINT PRIMARY KEY, body TEXT NOT NULL);
+        CREATE FUNCTION refuse_forbidden() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.body = 'forbidden' THEN
+                RAISE EXCEPTION 'body % is not allowed', NEW.body;
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER notes_refuse BEFORE INSERT ON notes
+            FOR EACH ROW EXECUTE FUNCTION refuse_forbidden();";
+    const MAPPING: &str = r#"
+[[sink]]
+name = "notes"
+topic = "{prefix}-notes"
+table = "notes"
+key = ["id"]
+conflict = "insert-ignore"
+
+[sink.columns]
+id = { field = "id" }
+body = { field = "body" }
+"#;
+    let Some(case) = Case::new(&["notes"], DDL, MAPPING).await else {
+        return;
+    };
+    case.assert_valid();
+    let values: Vec<Value> = (1..=5)
+        .map(|id| json!({"id": id, "body": if id == 3 { "forbidden" } else { "fine" }}))
+        .collect();
+    case.produce("notes", &values).await;
+    case.run_to_end("trigger").await;
+    let rows = case.rows("SELECT id::text FROM notes ORDER BY id").await;
+    assert_eq!(rows, ["1", "2", "4", "5"]);
+    let dead = case.dead_letters().await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].1, 2, "the third record");
+    assert_eq!(dead[0].2, "constraint_violation", "{dead:?}");
+    assert!(
+        dead[0].3.contains("P0001") && dead[0].3.contains("body forbidden is not allowed"),
+        "{dead:?}"
+    );
+    case.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_nullable_key_column_is_refused_unless_null_cannot_reach_it() {
+    const DDL: &str = r"
+        CREATE TABLE devices (serial TEXT UNIQUE, name TEXT);
+        CREATE TABLE devices_nnd (serial TEXT, name TEXT, UNIQUE NULLS NOT DISTINCT (serial));";
+    let mapping = |table: &str, serial: &str| {
+        format!(
+            "[[sink]]\nname = \"devices\"\ntopic = \"{{prefix}}-devices\"\ntable = \"{table}\"\n\
+             key = [\"serial\"]\nconflict = \"always-update\"\n\n[sink.columns]\n\
+             serial = {serial}\nname = {{ field = \"name\" }}\n"
+        )
+    };
+    let Some(case) = Case::new(
+        &["devices"],
+        DDL,
+        &mapping("devices", "{ field = \"serial\" }"),
+    )
+    .await
+    else {
+        return;
+    };
+    let out = case.validate(&case.file);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sink `devices`, column `serial`: key column is nullable"),
+        "{stderr}"
+    );
+    let accepted = [
+        (
+            "required",
+            mapping("devices", "{ field = \"serial\", required = true }"),
+        ),
+        (
+            "nulls-not-distinct",
+            mapping("devices_nnd", "{ field = \"serial\" }"),
+        ),
+    ];
+    for (name, text_) in accepted {
+        let file = case.env.dir.join(format!("{name}.toml"));
+        std::fs::write(&file, text_.replace("{prefix}", &case.env.prefix)).unwrap();
+        let out = case.validate(&file);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+    }
+
+    // Required: a record without the key is a dead letter naming the field; a replay
+    // of the rest changes nothing.
+    std::fs::write(
+        &case.file,
+        mapping("devices", "{ field = \"serial\", required = true }")
+            .replace("{prefix}", &case.env.prefix),
+    )
+    .unwrap();
+    let values = [
+        json!({"serial": "a", "name": "one"}),
+        json!({"name": "no serial"}),
+        json!({"serial": null, "name": "null serial"}),
+    ];
+    case.produce("devices", &values).await;
+    case.run_to_end("nullable-key").await;
+    assert_eq!(
+        case.rows("SELECT serial || ' ' || name FROM devices ORDER BY 1")
+            .await,
+        ["a one"]
+    );
+    let dead = case.dead_letters().await;
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    assert!(dead.iter().all(|d| d.3.contains("serial")), "{dead:?}");
+    case.cleanup().await;
+}
+
+const GUARD_MAPPING: &str = r#"
+[[sink]]
+name = "versions"
+topic = "{prefix}-versions"
+table = "versions"
+key = ["id"]
+conflict = { newest-wins = "g" }
+
+[sink.columns]
+id = { field = "id" }
+v = { field = "v" }
+g = { field = "g" }
+"#;
+
+#[tokio::test]
+async fn a_null_version_is_the_oldest_and_the_first_stored_wins_a_tie() {
+    let Some(case) = Case::new(
+        &["versions"],
+        "CREATE TABLE versions (id BIGINT PRIMARY KEY, v TEXT, g BIGINT)",
+        GUARD_MAPPING,
+    )
+    .await
+    else {
+        return;
+    };
+    case.assert_valid();
+    let version = |id: i64, v: &str, g: Option<i64>| json!({"id": id, "v": v, "g": g});
+    // One batch.
+    case.produce(
+        "versions",
+        &[
+            version(1, "a", None),
+            version(2, "a", Some(5)),
+            version(3, "a", Some(5)),
+            // A tie in the batch: the earlier record wins, as the first stored does.
+            version(4, "first", Some(7)),
+            version(4, "second", Some(7)),
+            // A NULL version never replaces a non-NULL one ...
+            version(5, "old", Some(3)),
+            version(5, "null", None),
+            // ... and any non-NULL version replaces a NULL one.
+            version(6, "null", None),
+            version(6, "new", Some(2)),
+        ],
+    )
+    .await;
+    case.run_to_end("versions-1").await;
+    // Another batch against the stored rows.
+    case.produce(
+        "versions",
+        &[
+            version(1, "b", Some(1)),
+            version(2, "b", None),
+            version(3, "tie", Some(5)),
+        ],
+    )
+    .await;
+    case.run_to_end("versions-2").await;
+    let rows = case
+        .rows("SELECT format('%s %s %s', id, v, g) FROM versions ORDER BY id")
+        .await;
+    assert_eq!(
+        rows,
+        ["1 b 1", "2 a 5", "3 a 5", "4 first 7", "5 old 3", "6 new 2"]
+    );
+    case.cleanup().await;
+}
+
+const EQUAL_KEYS_DDL: &str = r"
+    CREATE TABLE amounts (amount NUMERIC PRIMARY KEY, note TEXT NOT NULL);
+    CREATE TABLE prices (price NUMERIC(10,2) PRIMARY KEY, note TEXT NOT NULL);
+    CREATE TABLE floats (x DOUBLE PRECISION PRIMARY KEY, note TEXT NOT NULL);
+    CREATE TABLE seconds (at TIMESTAMPTZ(0) PRIMARY KEY, note TEXT NOT NULL);";
+
+const EQUAL_KEYS_MAPPING: &str = r#"
+[[sink]]
+name = "amounts"
+topic = "{prefix}-amounts"
+table = "amounts"
+key = ["amount"]
+conflict = "always-update"
+[sink.columns]
+amount = { field = "k" }
+note = { field = "note" }
+
+[[sink]]
+name = "prices"
+topic = "{prefix}-prices"
+table = "prices"
+key = ["price"]
+conflict = "always-update"
+[sink.columns]
+price = { field = "k" }
+note = { field = "note" }
+
+[[sink]]
+name = "floats"
+topic = "{prefix}-floats"
+table = "floats"
+key = ["x"]
+conflict = "always-update"
+[sink.columns]
+x = { field = "k" }
+note = { field = "note" }
+
+[[sink]]
+name = "seconds"
+topic = "{prefix}-seconds"
+table = "seconds"
+key = ["at"]
+conflict = "always-update"
+[sink.columns]
+at = { field = "k" }
+note = { field = "note" }
+"#;
+
+#[tokio::test]
+async fn keys_postgres_sees_as_equal_are_one_key_in_the_batch() {
+    let sinks = ["amounts", "prices", "floats", "seconds"];
+    let Some(case) = Case::new(&sinks, EQUAL_KEYS_DDL, EQUAL_KEYS_MAPPING).await else {
+        return;
+    };
+    case.assert_valid();
+    let pair = |a: Value, b: Value| {
+        [
+            json!({"k": a, "note": "earlier"}),
+            json!({"k": b, "note": "later"}),
+        ]
+    };
+    // Raw JSON text: serde_json would write 1.0 as 1.0 and -0.0 as -0.0.
+    case.produce("amounts", &pair(json!(1), json!(1.0))).await;
+    case.produce("prices", &pair(json!(1.001), json!(1.004)))
+        .await;
+    case.produce("floats", &pair(json!(-0.0), json!(0.0))).await;
+    case.produce(
+        "seconds",
+        &pair(
+            json!("2026-11-10T00:00:00.2Z"),
+            json!("2026-11-10T00:00:00.4Z"),
+        ),
+    )
+    .await;
+    case.run_to_end("equal-keys").await;
+    let one = |sql: &'static str| case.rows(sql);
+    assert_eq!(
+        one("SELECT (amount = 1) || ' ' || note FROM amounts").await,
+        ["true later"]
+    );
+    assert_eq!(
+        one("SELECT price || ' ' || note FROM prices").await,
+        ["1.00 later"]
+    );
+    assert_eq!(
+        one("SELECT x || ' ' || note FROM floats").await,
+        ["0 later"]
+    );
+    assert_eq!(
+        one("SELECT to_char(at AT TIME ZONE 'UTC', 'HH24:MI:SS.US') || ' ' || note FROM seconds")
+            .await,
+        ["00:00:00.000000 later"]
+    );
+    assert!(case.dead_letters().await.is_empty());
+    case.cleanup().await;
+}
