@@ -1,31 +1,38 @@
 //! Declared sinks against the real PostgreSQL: the catalog reader, validation of the seed
-//! mappings against the migrated schema, and the generated statements run for real — the
-//! seed mappings' statements bound with the built-in pipelines' own columns leave the same
-//! table contents and return the same inserted/updated/skipped answers as the built-in SQL.
+//! mappings against the migrated schema, and the planned statements run for real — the seed
+//! mappings' statements, bound with decoded and resolved rows, return the inserted / updated
+//! / skipped answers and leave the rows the seed topics' contracts promise (newest crawl wins
+//! for reviews, first delivery wins for app-stats and network-metrics).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "tests panic with a clear message"
 )]
 
-use sluice_core::sinks::{RecordMeta, SinkDecoder, SinkPlan, SqlType, parse_sinks, plan_sink};
-use sluice_core::topics::app_stats::AppStatsTopic;
-use sluice_core::topics::network_metrics::NetworkMetricsTopic;
-use sluice_core::topics::reviews::ReviewsTopic;
-use sluice_core::{Resolved, Topic};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sluice_core::sinks::{
+    Cell, RecordMeta, SinkDecoder, SinkPlan, SinkRow, SqlType, parse_sinks, plan_sink,
+};
+use sluice_core::{PipelineKind, WriteOutcome};
 use sluice_postgres::catalog::{sink_tables, table_shape};
+use sluice_postgres::declared::upsert_declared;
+use sluice_postgres::lookup::{LookupResolver, LookupValue};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
+use uuid::Uuid;
 
 const APPS: &str = "apps_registry_application";
 
-fn seed(name: &str) -> String {
-    let path = format!(
-        "{}/../../deploy/sinks/{name}.toml",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
+/// What the seed records carry besides their value (no seed column reads it).
+const META: RecordMeta<'static> = RecordMeta {
+    topic: "seed",
+    partition: 0,
+    offset: 0,
+    timestamp: None,
+    key: None,
+};
 
 async fn migrated(stack: &sluice_testkit::Stack) -> (TestSchema, PgConnection) {
     let schema = TestSchema::create(stack).await;
@@ -36,68 +43,74 @@ async fn migrated(stack: &sluice_testkit::Stack) -> (TestSchema, PgConnection) {
     (schema, conn)
 }
 
-async fn plan(conn: &mut PgConnection, name: &str) -> SinkPlan {
-    let sinks = parse_sinks(name, &seed(name)).unwrap_or_else(|e| panic!("{e}"));
-    let tables = sink_tables(conn, &sinks).await.expect("catalog");
-    plan_sink(&sinks[0], "storage-consumer", &tables).unwrap_or_else(|e| panic!("{name}: {e:?}"))
-}
-
-/// Runs `sql` with topic `T`'s columns of `rows`; the returned booleans.
-async fn run<T: Topic>(
-    conn: &mut PgConnection,
-    sql: &str,
-    rows: &[Resolved<T::Message>],
-) -> Vec<bool> {
-    sluice_postgres::repo::returned_by::<T>(conn, sql, rows)
+/// The seed mapping of `kind` planned against the live catalog, and its decoder.
+async fn plan(conn: &mut PgConnection, kind: PipelineKind) -> (SinkPlan, SinkDecoder) {
+    let sink = kind.sink().unwrap_or_else(|e| panic!("{e}"));
+    let tables = sink_tables(conn, std::slice::from_ref(&sink))
         .await
-        .unwrap_or_else(|e| panic!("{e}\n{sql}"))
+        .expect("catalog");
+    let plan =
+        plan_sink(&sink, "storage-consumer", &tables).unwrap_or_else(|e| panic!("{kind}: {e:?}"));
+    let decoder = SinkDecoder::new(&sink, &plan);
+    (plan, decoder)
 }
 
-fn decoded<T: Topic>(
-    application_id: i64,
-    messages: &[serde_json::Value],
-) -> Vec<Resolved<T::Message>> {
-    messages
+/// Decodes `batch`, resolves its lookups as the storage pipeline does and runs the plan's
+/// statement over it (each batch here holds one record per natural key); what it did.
+async fn write(
+    conn: &mut PgConnection,
+    (plan, decoder): &(SinkPlan, SinkDecoder),
+    batch: &[serde_json::Value],
+) -> WriteOutcome {
+    let mut rows: Vec<SinkRow> = batch
         .iter()
         .enumerate()
-        .map(|(record, json)| Resolved {
-            record,
-            application_id,
-            message: T::decode(Some(json.to_string().as_bytes())).expect("a valid message"),
+        .map(|(record, json)| {
+            let cells = decoder
+                .decode(Some(json.to_string().as_bytes()), &META)
+                .unwrap_or_else(|e| panic!("{json}: {e}"));
+            SinkRow::new(record, cells)
         })
-        .collect()
+        .collect();
+    for (position, lookup) in decoder.lookups() {
+        let param_type = &plan.columns[position].param_type;
+        let value = LookupValue::from_param_type(param_type).expect("a lookup column");
+        let resolver = LookupResolver::new(lookup, value, Duration::from_secs(60));
+        let keys: Vec<String> = rows
+            .iter()
+            .filter_map(|row| match &row.cells[position] {
+                Cell::Lookup(key) => Some(key.clone()),
+                _ => None,
+            })
+            .collect();
+        let (found, _) = resolver
+            .resolve(conn, keys.iter().map(String::as_str))
+            .await
+            .expect("resolve");
+        for row in &mut rows {
+            if let Cell::Lookup(key) = &row.cells[position] {
+                let key = key.clone();
+                row.cells[position] = found.get(&key).cloned().expect("a registered app");
+                row.keys.push(Some(key));
+            }
+        }
+    }
+    let answers = upsert_declared(conn, plan, &rows)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plan.statement));
+    sluice_postgres::repo::outcome(rows.len(), &answers)
 }
 
-/// Runs each batch through the built-in statement in one schema and through the seed
-/// mapping's statement in another; both must answer and store the same.
-async fn same_as_builtin<T: Topic>(
-    stack: &sluice_testkit::Stack,
-    seed_name: &str,
-    batches: &[Vec<serde_json::Value>],
-) {
-    let (builtin_schema, mut builtin) = migrated(stack).await;
-    let (mapped_schema, mut mapped) = migrated(stack).await;
-    let plan = plan(&mut mapped, seed_name).await;
-    let ids = builtin_schema.register_apps(&["com.example".into()]).await;
-    let mapped_ids = mapped_schema.register_apps(&["com.example".into()]).await;
-    assert_eq!(ids, mapped_ids);
-    for batch in batches {
-        let rows = decoded::<T>(ids[0], batch);
-        let expected = run::<T>(&mut builtin, T::UPSERT_SQL, &rows).await;
-        let got = run::<T>(&mut mapped, &plan.statement, &rows).await;
-        assert_eq!(got, expected, "{seed_name}: returned rows of a batch");
+fn outcome(inserted: u64, updated: u64, skipped: u64) -> WriteOutcome {
+    WriteOutcome {
+        inserted,
+        updated,
+        skipped,
     }
-    let table = T::SPEC.table;
-    let expected = sluice_testkit::table_rows(&mut builtin, table).await;
-    assert!(!expected.is_empty());
-    assert_eq!(
-        sluice_testkit::table_rows(&mut mapped, table).await,
-        expected,
-        "{seed_name}: table contents"
-    );
-    drop((builtin, mapped));
-    builtin_schema.drop_schema().await;
-    mapped_schema.drop_schema().await;
+}
+
+fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text).unwrap().to_utc()
 }
 
 /// `UNNEST($n::type[])` parameter types of a statement, in order.
@@ -188,50 +201,119 @@ async fn the_catalog_reader_sees_types_limits_defaults_and_unique_keys() {
     schema.drop_schema().await;
 }
 
+/// A plan's columns and their parameter types, in order.
+type Columns = &'static [(&'static str, &'static str)];
+
 #[tokio::test]
-async fn the_seed_mappings_validate_and_plan_the_built_in_statements() {
+async fn the_seed_mappings_validate_and_plan_the_seed_statements() {
     let Some(stack) = sluice_testkit::stack() else {
         return;
     };
     let (schema, mut conn) = migrated(&stack).await;
-    let builtins = [
-        ("reviews", ReviewsTopic::UPSERT_SQL),
-        ("app-stats", AppStatsTopic::UPSERT_SQL),
-        ("network-metrics", NetworkMetricsTopic::UPSERT_SQL),
+    // Each seed's columns and parameter types in order, and its conflict clause, as the
+    // topics' own SQL had them (crates/sluice-core/src/topics/*.sql before the one engine).
+    let expected: [(PipelineKind, Columns, &str); 3] = [
+        (
+            PipelineKind::Reviews,
+            &[
+                ("review_id", "varchar"),
+                ("application_id", "bigint"),
+                ("user_name", "varchar"),
+                ("score", "smallint"),
+                ("content", "text"),
+                ("thumbs_up_count", "int"),
+                ("app_version", "varchar"),
+                ("reviewed_at", "timestamptz"),
+                ("reply_content", "text"),
+                ("replied_at", "timestamptz"),
+                ("last_synced_at", "timestamptz"),
+            ],
+            "ON CONFLICT (review_id) DO UPDATE SET",
+        ),
+        (
+            PipelineKind::AppStats,
+            &[
+                ("application_id", "bigint"),
+                ("crawled_at", "timestamptz"),
+                ("title", "varchar"),
+                ("score", "float8"),
+                ("ratings", "bigint"),
+                ("reviews_count", "bigint"),
+                ("installs_min", "bigint"),
+                ("installs_real", "bigint"),
+                ("histogram", "jsonb"),
+                ("price", "float8"),
+                ("free", "bool"),
+                ("version", "varchar"),
+                ("updated_at", "timestamptz"),
+            ],
+            "ON CONFLICT (application_id, crawled_at) DO NOTHING",
+        ),
+        (
+            PipelineKind::NetworkMetrics,
+            &[
+                ("analysis_id", "uuid"),
+                ("application_id", "bigint"),
+                ("captured_at", "timestamptz"),
+                ("duration_seconds", "float8"),
+                ("packet_count", "bigint"),
+                ("total_bytes", "bigint"),
+                ("bytes_sent", "bigint"),
+                ("bytes_received", "bigint"),
+                ("dns_queries", "int"),
+                ("tls_handshakes", "int"),
+                ("plaintext_http_requests", "int"),
+                ("domains", "jsonb"),
+            ],
+            "ON CONFLICT (analysis_id) DO NOTHING",
+        ),
     ];
-    for (name, builtin) in builtins {
-        let plan = plan(&mut conn, name).await;
-        assert_eq!(plan.group, format!("storage-consumer.{name}"));
-        assert_eq!(
-            param_types(&plan.statement),
-            param_types(builtin),
-            "{name}: the same parameters in the same order"
-        );
-        let conflict = |sql: &str| {
-            let at = sql.find("ON CONFLICT").expect("ON CONFLICT");
-            sql[at..]
-                .split_whitespace()
-                .take(4)
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        // The mapping's statement quotes every name; the built-in's names need none.
-        let unquoted = plan.statement.replace('"', "");
-        assert_eq!(conflict(&unquoted), conflict(builtin), "{name}");
-    }
-    let reviews = plan(&mut conn, "reviews").await;
-    let set = |sql: &str| {
-        let mut columns: Vec<String> = sql
-            .lines()
-            .filter_map(|l| l.split_once("= EXCLUDED."))
-            .map(|(column, _)| column.trim().to_owned())
+    for (kind, columns, conflict) in expected {
+        let (plan, _) = plan(&mut conn, kind).await;
+        assert_eq!(plan.group, format!("storage-consumer.{kind}"));
+        let planned: Vec<(&str, &str)> = plan
+            .columns
+            .iter()
+            .map(|c| (c.column.as_str(), c.param_type.as_str()))
             .collect();
-        columns.sort();
-        columns
-    };
+        assert_eq!(planned, columns, "{kind}: columns and parameter types");
+        let types: Vec<&str> = columns.iter().map(|(_, t)| *t).collect();
+        assert_eq!(param_types(&plan.statement), types, "{kind}: the statement");
+        // The statement quotes every name; the expectations are written without quotes.
+        let unquoted = plan.statement.replace('"', "");
+        let clause = unquoted
+            .lines()
+            .find(|l| l.starts_with("ON CONFLICT"))
+            .unwrap_or_default();
+        assert_eq!(clause, conflict, "{kind}");
+        let returning = if conflict.ends_with("DO NOTHING") {
+            "RETURNING TRUE AS inserted"
+        } else {
+            "RETURNING (xmax = 0) AS inserted"
+        };
+        assert!(plan.statement.ends_with(returning), "{}", plan.statement);
+    }
+    let (reviews, decoder) = plan(&mut conn, PipelineKind::Reviews).await;
+    let unquoted = reviews.statement.replace('"', "");
+    let mut set: Vec<&str> = unquoted
+        .lines()
+        .filter_map(|l| l.split_once("= EXCLUDED."))
+        .map(|(column, _)| column.trim())
+        .collect();
+    set.sort_unstable();
     assert_eq!(
-        set(&reviews.statement.replace('"', "")),
-        set(ReviewsTopic::UPSERT_SQL)
+        set,
+        [
+            "app_version",
+            "content",
+            "last_synced_at",
+            "replied_at",
+            "reply_content",
+            "score",
+            "thumbs_up_count",
+            "user_name"
+        ],
+        "application_id and reviewed_at are insert-only"
     );
     assert!(
         reviews
@@ -241,44 +323,70 @@ async fn the_seed_mappings_validate_and_plan_the_built_in_statements() {
         reviews.statement
     );
 
-    // The decoder of the plan read from the live catalog gives the built-in reasons.
-    let sinks = parse_sinks("reviews", &seed("reviews")).unwrap();
-    let decoder = SinkDecoder::new(&sinks[0], &reviews);
-    let meta = RecordMeta {
-        topic: "reviews",
-        partition: 0,
-        offset: 0,
-        timestamp: None,
-        key: None,
-    };
+    // The decoder of the plan read from the live catalog gives the seed topic's reasons.
     let poison = [
-        r#"{"review_id":"r","package_name":"p","score":6,"thumbs_up_count":1,"at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00"}"#,
-        r#"{"review_id":"r","package_name":"p","score":4,"thumbs_up_count":2147483648,"at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00"}"#,
-        r#"{"review_id":"r","packageName":"p","score":4}"#,
-        r#"{"review_id":"r","package_name":"p","score":4,"thumbs_up_count":1,"app_version":"12345678901234567890123456789012345678901234567890123456789012345","at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00"}"#,
-        r#"{"review_id":"","package_name":"p"}"#,
-        r#"{"review_id":"r","package_name":"p","score":4,"thumbs_up_count":1,"at":"yesterday","last_synced_at":"2026-01-01T00:00:00"}"#,
+        (
+            r#"{"review_id":"r","package_name":"p","score":6,"thumbs_up_count":1,"at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00"}"#,
+            "field `score`: must be between 1 and 5, got 6",
+        ),
+        (
+            r#"{"review_id":"r","package_name":"p","score":4,"thumbs_up_count":2147483648,"at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00"}"#,
+            "field `thumbs_up_count`: out of range for INTEGER (0 … 2147483647), got 2147483648",
+        ),
+        (
+            r#"{"review_id":"r","packageName":"p","score":4}"#,
+            "field `package_name`: required field is missing \
+             (found legacy camelCase field `packageName`)",
+        ),
+        (
+            r#"{"review_id":"r","package_name":"p","score":4,"thumbs_up_count":1,"app_version":"12345678901234567890123456789012345678901234567890123456789012345","at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00"}"#,
+            "field `app_version`: must be at most 64 characters, got 65",
+        ),
+        (
+            r#"{"review_id":"","package_name":"p"}"#,
+            "field `review_id`: must not be empty",
+        ),
+        (
+            r#"{"review_id":"r","package_name":"p","score":4,"thumbs_up_count":1,"at":"yesterday","last_synced_at":"2026-01-01T00:00:00"}"#,
+            "field `at`: must be an RFC 3339 timestamp, got \"yesterday\"",
+        ),
     ];
-    for payload in poison {
-        let expected = sluice_core::messages::decode_review(Some(payload.as_bytes()))
-            .expect_err("poison")
-            .to_string();
+    for (payload, reason) in poison {
         let got = decoder
-            .decode(Some(payload.as_bytes()), &meta)
+            .decode(Some(payload.as_bytes()), &META)
             .expect_err("poison")
             .to_string();
-        assert_eq!(got, expected, "{payload}");
+        assert_eq!(got, reason, "{payload}");
     }
     drop(conn);
     schema.drop_schema().await;
 }
 
+/// review_id, application_id, user_name, score, content, thumbs_up_count, app_version,
+/// reviewed_at, reply_content, replied_at, last_synced_at.
+type StoredReview = (
+    String,
+    i64,
+    Option<String>,
+    i16,
+    Option<String>,
+    i32,
+    Option<String>,
+    DateTime<Utc>,
+    Option<String>,
+    Option<DateTime<Utc>>,
+    DateTime<Utc>,
+);
+
 #[tokio::test]
-async fn the_reviews_mapping_stores_what_the_built_in_stores() {
+async fn the_reviews_mapping_keeps_the_newest_crawl() {
     let Some(stack) = sluice_testkit::stack() else {
         return;
     };
-    // `at` (reviewed_at) changes with every version: the built-in never updates it.
+    let (schema, mut conn) = migrated(&stack).await;
+    let app = schema.register_apps(&["com.example".into()]).await[0];
+    let seed = plan(&mut conn, PipelineKind::Reviews).await;
+    // `at` (reviewed_at) changes with every version: it is set on insert only.
     let review = |id: &str, synced: &str, thumbs: i64, reply: Option<&str>| {
         serde_json::json!({"review_id": id, "package_name": "com.example", "score": 4,
             "user_name": "ann", "content": "fine", "thumbs_up_count": thumbs,
@@ -286,50 +394,173 @@ async fn the_reviews_mapping_stores_what_the_built_in_stores() {
             "replied_at": reply.map(|_| "2026-11-02T10:00:00Z"),
             "last_synced_at": synced})
     };
-    same_as_builtin::<ReviewsTopic>(
-        &stack,
-        "reviews",
-        &[
+    let batches = [
+        (
             vec![
                 review("r1", "2026-11-03T00:00:00Z", 1, None),
                 review("r2", "2026-11-03T00:00:00Z", 5, None),
             ],
-            // r1 older: skipped; r2 newer: updated; r3 new: inserted.
+            outcome(2, 0, 0),
+        ),
+        // r1 older: skipped; r2 newer: updated; r3 new: inserted.
+        (
             vec![
                 review("r1", "2026-11-02T00:00:00Z", 9, Some("old")),
                 review("r2", "2026-11-04T00:00:00Z", 6, Some("thanks")),
                 review("r3", "2026-11-04T00:00:00Z", 0, None),
             ],
-            // The same version again: skipped (the guard is strictly newer).
+            outcome(1, 1, 1),
+        ),
+        // The same version again: skipped (the guard is strictly newer).
+        (
             vec![review("r2", "2026-11-04T00:00:00Z", 7, None)],
-        ],
+            outcome(0, 0, 1),
+        ),
+    ];
+    for (i, (batch, expected)) in batches.iter().enumerate() {
+        assert_eq!(write(&mut conn, &seed, batch).await, *expected, "batch {i}");
+    }
+    let stored: Vec<StoredReview> = sqlx::query_as(
+        "SELECT review_id, application_id, user_name, score, content, thumbs_up_count, \
+         app_version, reviewed_at, reply_content, replied_at, last_synced_at \
+         FROM reviews ORDER BY review_id",
     )
-    .await;
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let row = |id: &str, thumbs, reviewed, reply: Option<&str>, synced| {
+        (
+            id.to_owned(),
+            app,
+            Some("ann".to_owned()),
+            4,
+            Some("fine".to_owned()),
+            thumbs,
+            Some("1.2".to_owned()),
+            at(reviewed),
+            reply.map(str::to_owned),
+            reply.map(|_| at("2026-11-02T10:00:00Z")),
+            at(synced),
+        )
+    };
+    assert_eq!(
+        stored,
+        [
+            row(
+                "r1",
+                1,
+                "2026-11-03T00:00:00Z",
+                None,
+                "2026-11-03T00:00:00Z"
+            ),
+            row(
+                "r2",
+                6,
+                "2026-11-03T00:00:00Z",
+                Some("thanks"),
+                "2026-11-04T00:00:00Z"
+            ),
+            row(
+                "r3",
+                0,
+                "2026-11-04T00:00:00Z",
+                None,
+                "2026-11-04T00:00:00Z"
+            ),
+        ],
+        "r1 kept its newer version, r2 took the newest but kept its first reviewed_at"
+    );
+    drop(conn);
+    schema.drop_schema().await;
 }
 
+/// application_id, crawled_at, title, score, ratings, [reviews_count, installs_min,
+/// installs_real], histogram, price, free, version, updated_at.
+type StoredStats = (
+    i64,
+    DateTime<Utc>,
+    Option<String>,
+    Option<f64>,
+    Option<i64>,
+    Vec<Option<i64>>,
+    Option<Vec<i64>>,
+    Option<f64>,
+    Option<bool>,
+    Option<String>,
+    Option<DateTime<Utc>>,
+);
+
+/// analysis_id, application_id, captured_at, duration_seconds, packet_count, total_bytes,
+/// bytes_sent, bytes_received, dns_queries, tls_handshakes, plaintext_http_requests, domains.
+type StoredMetrics = (
+    Uuid,
+    i64,
+    DateTime<Utc>,
+    f64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i32>,
+    Option<i32>,
+    Option<i32>,
+    Option<Vec<String>>,
+);
+
 #[tokio::test]
-async fn the_app_stats_and_network_metrics_mappings_store_what_the_built_ins_store() {
+async fn the_app_stats_and_network_metrics_mappings_keep_the_first_delivery() {
     let Some(stack) = sluice_testkit::stack() else {
         return;
     };
-    let stats = |at: &str, ratings: i64, histogram: Option<[i64; 5]>| {
-        serde_json::json!({"package_name": "com.example", "crawled_at": at, "title": "App",
+    let (schema, mut conn) = migrated(&stack).await;
+    let app = schema.register_apps(&["com.example".into()]).await[0];
+    let seed = plan(&mut conn, PipelineKind::AppStats).await;
+    let stats = |crawled: &str, ratings: i64, histogram: Option<[i64; 5]>| {
+        serde_json::json!({"package_name": "com.example", "crawled_at": crawled, "title": "App",
             "score": 4.5, "ratings": ratings, "histogram": histogram, "price": 0.0,
             "free": true, "version": "2.0", "updated_at": "2026-10-01T00:00:00Z"})
     };
-    same_as_builtin::<AppStatsTopic>(
-        &stack,
-        "app-stats",
-        &[
-            vec![
-                stats("2026-11-01T00:00:00Z", 10, Some([1, 2, 3, 4, 5])),
-                stats("2026-11-02T00:00:00Z", 11, None),
-            ],
-            // A redelivery: the first delivery wins.
-            vec![stats("2026-11-01T00:00:00Z", 99, Some([5, 4, 3, 2, 1]))],
-        ],
+    let first = [
+        stats("2026-11-01T00:00:00Z", 10, Some([1, 2, 3, 4, 5])),
+        stats("2026-11-02T00:00:00Z", 11, None),
+    ];
+    assert_eq!(write(&mut conn, &seed, &first).await, outcome(2, 0, 0));
+    // A redelivery: the first delivery wins.
+    let again = [stats("2026-11-01T00:00:00Z", 99, Some([5, 4, 3, 2, 1]))];
+    assert_eq!(write(&mut conn, &seed, &again).await, outcome(0, 0, 1));
+    let stored: Vec<StoredStats> = sqlx::query_as(
+        "SELECT application_id, crawled_at, title, score, ratings, \
+         ARRAY[reviews_count, installs_min, installs_real], histogram, price, free, version, \
+         updated_at FROM app_stats ORDER BY crawled_at",
     )
-    .await;
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let row = |crawled: &str, ratings, histogram: Option<Vec<i64>>| {
+        (
+            app,
+            at(crawled),
+            Some("App".to_owned()),
+            Some(4.5),
+            Some(ratings),
+            vec![None, None, None],
+            histogram,
+            Some(0.0),
+            Some(true),
+            Some("2.0".to_owned()),
+            Some(at("2026-10-01T00:00:00Z")),
+        )
+    };
+    assert_eq!(
+        stored,
+        [
+            row("2026-11-01T00:00:00Z", 10, Some(vec![1, 2, 3, 4, 5])),
+            row("2026-11-02T00:00:00Z", 11, None),
+        ],
+        "the histogram rebuilt in order; the redelivery changed nothing"
+    );
+
+    let seed = plan(&mut conn, PipelineKind::NetworkMetrics).await;
     let metrics = |id: &str, packets: i64, domains: Option<Vec<&str>>| {
         serde_json::json!({"analysis_id": id, "package_name": "com.example",
             "captured_at": "2026-11-01T00:00:00Z", "duration_seconds": 1.5,
@@ -341,18 +572,48 @@ async fn the_app_stats_and_network_metrics_mappings_store_what_the_built_ins_sto
         "7d1b2a5e-7c1f-4a35-9d0b-3f1c2b4a5e6f",
         "0b7f6c1e-2d3a-4b5c-8d9e-0f1a2b3c4d5e",
     );
-    same_as_builtin::<NetworkMetricsTopic>(
-        &stack,
-        "network-metrics",
-        &[
-            vec![
-                metrics(a, 10, Some(vec!["b.example", "a.example"])),
-                metrics(b, 3, None),
-            ],
-            vec![metrics(a, 11, Some(vec![]))],
-        ],
+    let first = [
+        metrics(a, 10, Some(vec!["b.example", "a.example"])),
+        metrics(b, 3, None),
+    ];
+    assert_eq!(write(&mut conn, &seed, &first).await, outcome(2, 0, 0));
+    // A redelivery of `a` with other values: the first wins.
+    let again = [metrics(a, 11, Some(vec![]))];
+    assert_eq!(write(&mut conn, &seed, &again).await, outcome(0, 0, 1));
+    let stored: Vec<StoredMetrics> = sqlx::query_as(
+        "SELECT analysis_id, application_id, captured_at, duration_seconds, packet_count, \
+         total_bytes, bytes_sent, bytes_received, dns_queries, tls_handshakes, \
+         plaintext_http_requests, domains FROM network_metrics ORDER BY analysis_id",
     )
-    .await;
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let row = |id: &str, packets, domains: Option<Vec<&str>>| {
+        (
+            Uuid::parse_str(id).unwrap(),
+            app,
+            at("2026-11-01T00:00:00Z"),
+            1.5,
+            packets,
+            100,
+            Some(40),
+            Some(60),
+            Some(3),
+            Some(2),
+            Some(0),
+            domains.map(|d| d.into_iter().map(str::to_owned).collect()),
+        )
+    };
+    assert_eq!(
+        stored,
+        [
+            row(b, 3, None),
+            row(a, 10, Some(vec!["b.example", "a.example"])),
+        ],
+        "domains rebuilt in order; the redelivery changed nothing"
+    );
+    drop(conn);
+    schema.drop_schema().await;
 }
 
 /// tenant, item, amount, tags, synced_at, the record's timestamp.

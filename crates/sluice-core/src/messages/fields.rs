@@ -299,11 +299,11 @@ fn camel_case(snake: &str) -> String {
     camel
 }
 
-#[cfg(any())]
+#[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
 
-    use super::{Fields, camel_case, echo};
+    use super::{Count, camel_case, dynamic, echo};
     use crate::messages::DecodeError;
 
     fn object(value: Value) -> serde_json::Map<String, Value> {
@@ -328,24 +328,50 @@ mod tests {
     }
 
     #[test]
-    fn first_error_wins_and_null_is_absent() {
-        let map = object(json!({ "a": null, "b": "x" }));
-        let fields = Fields::new(&map);
-        assert_eq!(fields.optional_str("a", 5), Ok(None));
+    fn null_is_said_absent_is_hinted_and_present_values_are_read() {
+        let map = object(json!({ "a": null, "b": "x", "cField": 1 }));
         assert_eq!(
-            fields.required_str("a", 1, 5),
-            Err(DecodeError::Missing {
+            dynamic::missing(&map, "a", true),
+            DecodeError::Missing {
                 field: "a".into(),
                 hint: " (it is null)".into()
-            })
+            }
         );
-        assert_eq!(fields.required_str("b", 1, 5), Ok("x".into()));
+        assert_eq!(dynamic::text("b", &map["b"], 1, Some(5)), Ok("x".into()));
         assert_eq!(
-            fields.required_str("c", 1, 5),
-            Err(DecodeError::Missing {
-                field: "c".into(),
+            dynamic::missing(&map, "d", false),
+            DecodeError::Missing {
+                field: "d".into(),
                 hint: String::new()
-            })
+            }
+        );
+        assert_eq!(
+            dynamic::missing(&map, "c_field", false).to_string(),
+            "field `c_field`: required field is missing (found legacy camelCase field `cField`)"
+        );
+    }
+
+    #[test]
+    fn the_first_broken_element_wins() {
+        let value = json!(["ok", "", "also too long", 5]);
+        let result = dynamic::elements("tags", &value, "strings", Count::Any, |name, item| {
+            dynamic::text(name, item, 1, Some(3))
+        });
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "field `tags[1]`: must not be empty"
+        );
+        let count = dynamic::elements(
+            "tags",
+            &value,
+            "strings",
+            Count::Exactly(2),
+            |name, item| dynamic::text(name, item, 1, Some(3)),
+        );
+        assert_eq!(
+            count.unwrap_err().to_string(),
+            "field `tags`: must have exactly 2 elements, got 4",
+            "the count is checked before any element"
         );
     }
 
@@ -354,31 +380,35 @@ mod tests {
         let map = object(json!({
             "small": 40000, "neg": -1, "float": 2.5, "integral": 3.0, "huge": 1e30, "text": "5"
         }));
-        let fields = Fields::new(&map);
-        let reason = |result: Result<i16, DecodeError>| result.unwrap_err().to_string();
+        let reason = |field: &str| {
+            dynamic::int::<i16>(field, &map[field], 1, 5)
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
-            reason(fields.required_int::<i16>("small", 1, 5)),
+            reason("small"),
             "field `small`: out of range for SMALLINT (1 … 5), got 40000"
         );
         assert_eq!(
-            reason(fields.required_int::<i16>("neg", 1, 5)),
+            reason("neg"),
             "field `neg`: must be between 1 and 5, got -1"
         );
         assert_eq!(
-            reason(fields.required_int::<i16>("float", 1, 5)),
+            reason("float"),
             "field `float`: must be an integer, got 2.5"
         );
         assert_eq!(
-            reason(fields.required_int::<i16>("integral", 1, 5)),
+            reason("integral"),
             "field `integral`: must be a JSON integer (no fraction or exponent), got 3.0"
         );
         assert_eq!(
-            reason(fields.required_int::<i16>("huge", 1, 5)),
+            reason("huge"),
             "field `huge`: out of range for SMALLINT (1 … 5), got 1e+30"
         );
         assert_eq!(
-            reason(fields.required_int::<i16>("text", 1, 5)),
+            reason("text"),
             "field `text`: must be an integer, got a string \"5\""
         );
+        assert_eq!(dynamic::int::<i16>("ok", &json!(5), 1, 5), Ok(5));
     }
 }

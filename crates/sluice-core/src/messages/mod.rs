@@ -12,6 +12,3 @@ mod error;
 pub(crate) mod fields;
 
 pub use error::DecodeError;
-
-#[cfg(any())]
-mod tests;

@@ -1,7 +1,8 @@
-//! Unit tests of declared sinks: the file, the checks without a database, the plan.
+//! Unit tests of declared sinks: the file, the checks without a database, the plan, the seeds.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod decode;
 mod file;
 mod plan;
+mod seeds;
 mod selection;

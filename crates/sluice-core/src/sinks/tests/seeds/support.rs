@@ -1,20 +1,65 @@
-//! Shared helpers: valid messages, field replacement and rule tables.
+//! Shared helpers: the seed decoders, valid messages, field replacement and rule tables.
+
+use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-use crate::messages::{DecodeError, decode_app_stats, decode_network_metrics, decode_review};
+use super::tables::tables;
+use crate::PipelineKind;
+use crate::messages::DecodeError;
+use crate::sinks::{Cell, RecordMeta, SinkDecoder, plan_sink};
 
-/// A decoder with its output thrown away, so the three can share one table.
-pub(super) type Decode = fn(Option<&[u8]>) -> Result<(), DecodeError>;
+/// A seed decoder: a record value (`None`: a tombstone) → its cells, in the plan's column
+/// order.
+pub(super) type Decode = fn(Option<&[u8]>) -> Result<Vec<Cell>, DecodeError>;
 
-/// The three decoders, by topic.
+/// What the seed payloads carry besides their value (no seed column reads it).
+const META: RecordMeta<'static> = RecordMeta {
+    topic: "seed",
+    partition: 0,
+    offset: 0,
+    timestamp: None,
+    key: None,
+};
+
+/// The seed mapping of `kind` planned against [`tables`], built once.
+pub(super) fn seed_decoder(kind: PipelineKind) -> &'static SinkDecoder {
+    static DECODERS: OnceLock<Vec<(PipelineKind, SinkDecoder)>> = OnceLock::new();
+    let decoders = DECODERS.get_or_init(|| {
+        let tables = tables();
+        PipelineKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let sink = kind.sink().unwrap_or_else(|e| panic!("{kind}: {e}"));
+                let plan = plan_sink(&sink, "storage-consumer", &tables)
+                    .unwrap_or_else(|e| panic!("{kind}: {e:?}"));
+                (kind, SinkDecoder::new(&sink, &plan))
+            })
+            .collect()
+    });
+    decoders
+        .iter()
+        .find_map(|(k, decoder)| (*k == kind).then_some(decoder))
+        .unwrap_or_else(|| panic!("{kind}: no seed decoder"))
+}
+
+/// The three seed decoders, by topic.
 pub(super) const DECODERS: [(&str, Decode); 3] = [
-    ("app-stats", |payload| decode_app_stats(payload).map(drop)),
-    ("reviews", |payload| decode_review(payload).map(drop)),
+    ("app-stats", |payload| {
+        seed_decoder(PipelineKind::AppStats).decode(payload, &META)
+    }),
+    ("reviews", |payload| {
+        seed_decoder(PipelineKind::Reviews).decode(payload, &META)
+    }),
     ("network-metrics", |payload| {
-        decode_network_metrics(payload).map(drop)
+        seed_decoder(PipelineKind::NetworkMetrics).decode(payload, &META)
     }),
 ];
+
+/// Whether `decode` accepts `payload`, or its reason (the cells thrown away).
+pub(super) fn accepts(decode: Decode, payload: &[u8]) -> Result<(), DecodeError> {
+    decode(Some(payload)).map(drop)
+}
 
 /// A valid `app-stats` message with every field set.
 pub(super) fn app_stats() -> Value {
@@ -138,13 +183,13 @@ pub(super) type Case = (&'static str, Value, Expect);
 /// Runs every case against `decode`, starting from the valid `base` message.
 pub(super) fn check_rules(decode: Decode, base: &Value, cases: Vec<Case>) {
     assert_eq!(
-        decode(Some(&bytes(base))),
+        accepts(decode, &bytes(base)),
         Ok(()),
         "the base message must be valid"
     );
     for (field, value, expect) in cases {
         let shown: String = value.to_string().chars().take(60).collect();
-        let result = decode(Some(&bytes(&with(base.clone(), field, value))));
+        let result = accepts(decode, &bytes(&with(base.clone(), field, value)));
         let (at, reason) = match expect {
             Expect::Ok => {
                 assert_eq!(result, Ok(()), "{field} = {shown} should be accepted");
@@ -341,19 +386,19 @@ pub(super) fn check_required(decode: Decode, base: &Value, required: &[&'static 
 pub(super) fn check_optional(decode: Decode, base: &Value, optional: &[&str]) {
     for &field in optional {
         assert_eq!(
-            decode(Some(&bytes(&without(base.clone(), field)))),
+            accepts(decode, &bytes(&without(base.clone(), field))),
             Ok(()),
             "{field} absent"
         );
         let null = with(base.clone(), field, Value::Null);
-        assert_eq!(decode(Some(&bytes(&null))), Ok(()), "{field} null");
+        assert_eq!(accepts(decode, &bytes(&null)), Ok(()), "{field} null");
     }
     let mut bare = base.clone();
     for &field in optional {
         bare = without(bare, field);
     }
     assert_eq!(
-        decode(Some(&bytes(&bare))),
+        accepts(decode, &bytes(&bare)),
         Ok(()),
         "all optional fields absent"
     );

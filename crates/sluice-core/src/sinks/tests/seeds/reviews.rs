@@ -1,4 +1,4 @@
-//! `reviews`: every field's rule, edge values on both sides.
+//! `reviews` (`deploy/sinks/reviews.toml`): every field's rule, edge values on both sides.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -7,7 +7,8 @@ use super::support::{
     Case, DECODERS, bytes, chars, check_optional, check_required, check_rules, counter_cases, err,
     ok, raw, review, string_cases, timestamp_cases, with,
 };
-use crate::messages::{DecodeError, Review, decode_review};
+use crate::messages::DecodeError;
+use crate::sinks::Cell;
 
 fn utc(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)
@@ -15,28 +16,49 @@ fn utc(text: &str) -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-fn decode(message: &Value) -> Result<Review, DecodeError> {
-    decode_review(Some(&bytes(message)))
+/// The cells of a `reviews` message, in the plan's column order: review_id, application_id
+/// (the package name to look up), user_name, score, content, thumbs_up_count, app_version,
+/// reviewed_at (`at`), reply_content, replied_at, last_synced_at.
+fn decode(message: &Value) -> Result<Vec<Cell>, DecodeError> {
+    DECODERS[1].1(Some(&bytes(message)))
+}
+
+fn text(text: &str) -> Cell {
+    Cell::Text(text.into())
 }
 
 #[test]
 fn decodes_every_field_with_naive_times_as_utc() {
-    let review = decode(&review()).unwrap();
-    let expected = Review {
-        review_id: "gp:AOqpTOE".into(),
-        package_name: "com.example.app".into(),
-        user_name: Some("Ana".into()),
-        score: 4,
-        content: Some("Works well".into()),
-        thumbs_up_count: 7,
-        app_version: Some("1.2.3".into()),
-        at: utc("2026-01-01T10:00:00Z"),
-        reply_content: Some("Thanks!".into()),
-        replied_at: Some(utc("2026-01-01T12:00:00Z")),
-        last_synced_at: utc("2026-01-02T03:04:05.123456Z"),
-    };
-    assert_eq!(review, expected);
-    assert_eq!(review.package_name(), "com.example.app");
+    let cells = decode(&review()).unwrap();
+    let expected = [
+        text("gp:AOqpTOE"),
+        Cell::Lookup("com.example.app".into()),
+        text("Ana"),
+        Cell::SmallInt(4),
+        text("Works well"),
+        Cell::Int(7),
+        text("1.2.3"),
+        Cell::Timestamp(utc("2026-01-01T10:00:00Z")),
+        text("Thanks!"),
+        Cell::Timestamp(utc("2026-01-01T12:00:00Z")),
+        Cell::Timestamp(utc("2026-01-02T03:04:05.123456Z")),
+    ];
+    assert_eq!(cells, expected);
+}
+
+#[test]
+fn absent_optional_fields_are_null_cells() {
+    let minimal = json!({"review_id": "r", "package_name": "p", "score": 1,
+        "thumbs_up_count": 0, "at": "2026-01-01T00:00:00", "last_synced_at": "2026-01-01T00:00:00"});
+    let cells = decode(&minimal).unwrap();
+    let nulls: Vec<usize> = (0..cells.len())
+        .filter(|i| cells[*i] == Cell::Null)
+        .collect();
+    assert_eq!(
+        nulls,
+        [2, 4, 6, 8, 9],
+        "user_name, content, app_version, reply_*"
+    );
 }
 
 #[test]
@@ -55,13 +77,12 @@ fn timestamps_are_utc_microseconds() {
         ("2026-01-02T00:30:00+01:00", "2026-01-01T23:30:00Z"),
     ];
     for (input, expected) in cases {
-        let review = decode(&with(review(), "last_synced_at", json!(input))).unwrap();
-        assert_eq!(review.last_synced_at, utc(expected), "{input}");
-        assert_eq!(
-            review.last_synced_at.to_rfc3339(),
-            utc(expected).to_rfc3339(),
-            "{input}"
-        );
+        let cells = decode(&with(review(), "last_synced_at", json!(input))).unwrap();
+        let Cell::Timestamp(synced) = cells[10] else {
+            panic!("{input}: {:?}", cells[10])
+        };
+        assert_eq!(synced, utc(expected), "{input}");
+        assert_eq!(synced.to_rfc3339(), utc(expected).to_rfc3339(), "{input}");
     }
 }
 
@@ -92,7 +113,7 @@ fn field_rules() {
     check_rules(DECODERS[1].1, &review(), rule_cases());
 }
 
-/// Every rule case of the decoder, in field order (the declared sink's tests reuse them).
+/// Every rule case of the mapping, in field order.
 pub(super) fn rule_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = Vec::new();
     cases.extend(string_cases("review_id", 1, Some(255)));
@@ -158,7 +179,7 @@ fn thumbs_up_count_2_pow_31_overflows_integer() {
         "field `thumbs_up_count`: out of range for INTEGER (0 … 2147483647), got 2147483648"
     );
     let edge = decode(&with(review(), "thumbs_up_count", json!(i32::MAX))).unwrap();
-    assert_eq!(edge.thumbs_up_count, i32::MAX);
+    assert_eq!(edge[5], Cell::Int(i32::MAX));
 }
 
 #[test]
@@ -171,13 +192,13 @@ fn nul_in_content_is_rejected() {
     let payload = br#"{"review_id":"r","package_name":"p","score":5,"thumbs_up_count":0,
         "at":"2026-01-01T00:00:00","last_synced_at":"2026-01-01T00:00:00",
         "reply_content":"ok\u0000"}"#;
-    let error = decode_review(Some(payload)).unwrap_err();
+    let error = DECODERS[1].1(Some(payload)).unwrap_err();
     assert_eq!(error.field(), Some("reply_content"));
 }
 
 #[test]
 fn long_text_is_kept_whole() {
     let content = chars('ü', 200_000);
-    let review = decode(&with(review(), "content", content.clone())).unwrap();
-    assert_eq!(review.content.as_deref(), content.as_str());
+    let cells = decode(&with(review(), "content", content.clone())).unwrap();
+    assert_eq!(Some(&cells[4]), content.as_str().map(text).as_ref());
 }

@@ -1,4 +1,4 @@
-//! `app-stats`: every field's rule, edge values on both sides.
+//! `app-stats` (`deploy/sinks/app-stats.toml`): every field's rule, edge values on both sides.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -7,7 +7,8 @@ use super::support::{
     Case, DECODERS, app_stats, bytes, chars, check_optional, check_required, check_rules,
     counter_cases, err, err_at, ok, raw, string_cases, timestamp_cases, with,
 };
-use crate::messages::{AppStats, decode_app_stats};
+use crate::messages::DecodeError;
+use crate::sinks::Cell;
 
 fn utc(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)
@@ -15,30 +16,36 @@ fn utc(text: &str) -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-fn decode(message: &Value) -> AppStats {
-    decode_app_stats(Some(&bytes(message))).unwrap()
+fn try_decode(message: &Value) -> Result<Vec<Cell>, DecodeError> {
+    DECODERS[0].1(Some(&bytes(message)))
+}
+
+/// The cells of a valid `app-stats` message, in the plan's column order: application_id (the
+/// package name to look up), crawled_at, title, score, ratings, reviews_count, installs_min,
+/// installs_real, histogram (a JSON array), price, free, version, updated_at.
+fn decode(message: &Value) -> Vec<Cell> {
+    try_decode(message).unwrap()
 }
 
 #[test]
 fn decodes_every_field() {
-    let stats = decode(&app_stats());
-    let expected = AppStats {
-        package_name: "com.example.app".into(),
-        crawled_at: utc("2026-01-02T03:04:05.123456Z"),
-        title: Some("Example".into()),
-        score: Some(4.5),
-        ratings: Some(1200),
-        reviews_count: Some(300),
-        installs_min: Some(100_000),
-        installs_real: Some(123_456),
-        histogram: Some(vec![10, 20, 30, 40, 1100]),
-        price: Some(0.99),
-        free: Some(false),
-        version: Some("1.2.3".into()),
-        updated_at: Some(utc("2025-12-01T00:00:00Z")),
-    };
-    assert_eq!(stats, expected);
-    assert_eq!(stats.package_name(), "com.example.app");
+    let cells = decode(&app_stats());
+    let expected = [
+        Cell::Lookup("com.example.app".into()),
+        Cell::Timestamp(utc("2026-01-02T03:04:05.123456Z")),
+        Cell::Text("Example".into()),
+        Cell::Float(4.5),
+        Cell::BigInt(1200),
+        Cell::BigInt(300),
+        Cell::BigInt(100_000),
+        Cell::BigInt(123_456),
+        Cell::Json(json!([10, 20, 30, 40, 1100])),
+        Cell::Float(0.99),
+        Cell::Bool(false),
+        Cell::Text("1.2.3".into()),
+        Cell::Timestamp(utc("2025-12-01T00:00:00Z")),
+    ];
+    assert_eq!(cells, expected);
 }
 
 #[test]
@@ -63,11 +70,10 @@ fn required_and_optional_fields() {
         ],
     );
     let minimal = json!({"package_name": "a", "crawled_at": "2026-01-02T03:04:05"});
-    let stats = decode(&minimal);
-    assert_eq!(
-        (stats.title, stats.score, stats.histogram, stats.free),
-        (None, None, None, None)
-    );
+    let cells = decode(&minimal);
+    assert_eq!(cells[0], Cell::Lookup("a".into()));
+    assert!(cells[2..].iter().all(|c| *c == Cell::Null), "{cells:?}");
+    assert_eq!(cells.len(), 13);
 }
 
 #[test]
@@ -75,7 +81,7 @@ fn field_rules() {
     check_rules(DECODERS[0].1, &app_stats(), rule_cases());
 }
 
-/// Every rule case of the decoder, in field order (the declared sink's tests reuse them).
+/// Every rule case of the mapping, in field order.
 pub(super) fn rule_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = Vec::new();
     cases.extend(string_cases("package_name", 1, Some(255)));
@@ -235,15 +241,13 @@ fn histogram_cases() -> Vec<Case> {
 #[test]
 fn multi_byte_characters_count_as_one() {
     let name = chars('é', 255);
-    let stats = decode(&with(app_stats(), "package_name", name.clone()));
-    assert_eq!(Some(stats.package_name.as_str()), name.as_str());
-    assert_eq!(stats.package_name.len(), 510);
-    let error = decode_app_stats(Some(&bytes(&with(
-        app_stats(),
-        "package_name",
-        chars('a', 256),
-    ))))
-    .unwrap_err();
+    let cells = decode(&with(app_stats(), "package_name", name.clone()));
+    let Cell::Lookup(package_name) = &cells[0] else {
+        panic!("{:?}", cells[0])
+    };
+    assert_eq!(Some(package_name.as_str()), name.as_str());
+    assert_eq!(package_name.len(), 510);
+    let error = try_decode(&with(app_stats(), "package_name", chars('a', 256))).unwrap_err();
     assert_eq!(
         error.to_string(),
         "field `package_name`: must be at most 255 characters, got 256"
@@ -257,7 +261,7 @@ fn first_broken_rule_wins_in_field_order() {
         "title",
         chars('x', 300),
     );
-    let error = decode_app_stats(Some(&bytes(&message))).unwrap_err();
+    let error = try_decode(&message).unwrap_err();
     assert_eq!(error.field(), Some("title"));
 }
 

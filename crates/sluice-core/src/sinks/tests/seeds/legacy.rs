@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::support::{DECODERS, app_stats, bytes, review, with, without};
+use super::support::{DECODERS, app_stats, bytes, network_metrics, review, with, without};
 use crate::messages::DecodeError;
 
 fn missing(decode_index: usize, message: &serde_json::Value) -> (String, String) {
@@ -110,4 +110,70 @@ fn no_hint_without_a_twin_and_null_is_said() {
         missing(0, &json!({})).1,
         "field `package_name`: required field is missing"
     );
+}
+
+/// The camelCase twin of every required field of every seed is hinted at, and the twin of an
+/// optional field is simply ignored (the field is absent, the message valid).
+#[test]
+fn every_required_field_hints_at_its_camel_case_twin() {
+    let required: [&[&str]; 3] = [
+        &["package_name", "crawled_at"],
+        &[
+            "review_id",
+            "package_name",
+            "score",
+            "thumbs_up_count",
+            "at",
+            "last_synced_at",
+        ],
+        &[
+            "analysis_id",
+            "package_name",
+            "captured_at",
+            "duration_seconds",
+            "packet_count",
+            "total_bytes",
+        ],
+    ];
+    let camel = |field: &str| {
+        let mut words = field.split('_');
+        let first = words.next().unwrap_or_default().to_owned();
+        words.fold(first, |camel, word| {
+            let mut chars = word.chars();
+            let head = chars.next().map(|c| c.to_ascii_uppercase().to_string());
+            format!("{camel}{}{}", head.unwrap_or_default(), chars.as_str())
+        })
+    };
+    let mut hinted = 0;
+    for (index, base) in [app_stats(), review(), network_metrics()]
+        .into_iter()
+        .enumerate()
+    {
+        let serde_json::Value::Object(object) = &base else {
+            panic!("an object")
+        };
+        for (field, value) in object {
+            if camel(field) == *field {
+                continue; // `score`, `at`, `title`…: no twin
+            }
+            let twin = with(without(base.clone(), field), &camel(field), value.clone());
+            let result = DECODERS[index].1(Some(&bytes(&twin)));
+            if !required[index].contains(&field.as_str()) {
+                assert!(result.is_ok(), "{field}: {result:?}");
+                continue;
+            }
+            let (at, reason) = missing(index, &twin);
+            assert_eq!(at, *field);
+            assert_eq!(
+                reason,
+                format!(
+                    "field `{field}`: required field is missing \
+                     (found legacy camelCase field `{}`)",
+                    camel(field)
+                )
+            );
+            hinted += 1;
+        }
+    }
+    assert_eq!(hinted, 12, "every required field with an underscore");
 }

@@ -1,4 +1,5 @@
-//! `network-metrics`: every field's rule, edge values on both sides.
+//! `network-metrics` (`deploy/sinks/network-metrics.toml`): every field's rule, edge values on
+//! both sides.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -8,33 +9,43 @@ use super::support::{
     Case, DECODERS, bytes, chars, check_optional, check_required, check_rules, counter_cases, err,
     err_at, network_metrics, ok, raw, string_cases, timestamp_cases, with,
 };
-use crate::messages::{NetworkMetrics, decode_network_metrics};
+use crate::messages::DecodeError;
+use crate::sinks::Cell;
 
-fn decode(message: &Value) -> NetworkMetrics {
-    decode_network_metrics(Some(&bytes(message))).unwrap()
+fn try_decode(message: &Value) -> Result<Vec<Cell>, DecodeError> {
+    DECODERS[2].1(Some(&bytes(message)))
+}
+
+/// The cells of a valid `network-metrics` message, in the plan's column order: analysis_id,
+/// application_id (the package name to look up), captured_at, duration_seconds,
+/// packet_count, total_bytes, bytes_sent, bytes_received, dns_queries, tls_handshakes,
+/// plaintext_http_requests, domains (a JSON array).
+fn decode(message: &Value) -> Vec<Cell> {
+    try_decode(message).unwrap()
 }
 
 #[test]
 fn decodes_every_field() {
-    let metrics = decode(&network_metrics());
-    let expected = NetworkMetrics {
-        analysis_id: Uuid::from_u128(0x67e5_5044_10b1_426f_9247_bb68_0e5f_e0c8),
-        package_name: "com.example.app".into(),
-        captured_at: DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
-            .unwrap()
-            .with_timezone(&Utc),
-        duration_seconds: 60.5,
-        packet_count: 1000,
-        total_bytes: 1_048_576,
-        bytes_sent: Some(48_576),
-        bytes_received: Some(1_000_000),
-        dns_queries: Some(12),
-        tls_handshakes: Some(8),
-        plaintext_http_requests: Some(1),
-        domains: Some(vec!["example.com".into(), "cdn.example.com".into()]),
-    };
-    assert_eq!(metrics, expected);
-    assert_eq!(metrics.package_name(), "com.example.app");
+    let cells = decode(&network_metrics());
+    let expected = [
+        Cell::Uuid(Uuid::from_u128(0x67e5_5044_10b1_426f_9247_bb68_0e5f_e0c8)),
+        Cell::Lookup("com.example.app".into()),
+        Cell::Timestamp(
+            DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
+                .unwrap()
+                .with_timezone(&Utc),
+        ),
+        Cell::Float(60.5),
+        Cell::BigInt(1000),
+        Cell::BigInt(1_048_576),
+        Cell::BigInt(48_576),
+        Cell::BigInt(1_000_000),
+        Cell::Int(12),
+        Cell::Int(8),
+        Cell::Int(1),
+        Cell::Json(json!(["example.com", "cdn.example.com"])),
+    ];
+    assert_eq!(cells, expected);
 }
 
 #[test]
@@ -65,7 +76,7 @@ fn field_rules() {
     check_rules(DECODERS[2].1, &network_metrics(), rule_cases());
 }
 
-/// Every rule case of the decoder, in field order (the declared sink's tests reuse them).
+/// Every rule case of the mapping, in field order.
 pub(super) fn rule_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = Vec::new();
     cases.extend(uuid_cases());
@@ -211,7 +222,7 @@ fn domain_errors_name_the_index() {
     let mut domains = vec![json!("example.com"); 20];
     domains[12] = json!("");
     let message = with(network_metrics(), "domains", Value::Array(domains));
-    let error = decode_network_metrics(Some(&bytes(&message))).unwrap_err();
+    let error = try_decode(&message).unwrap_err();
     assert_eq!(error.to_string(), "field `domains[12]`: must not be empty");
     assert_eq!(error.field(), Some("domains[12]"));
 }
@@ -219,12 +230,12 @@ fn domain_errors_name_the_index() {
 #[test]
 fn bigint_overflow_at_2_pow_63() {
     let message = with(network_metrics(), "total_bytes", raw("9223372036854775808"));
-    let error = decode_network_metrics(Some(&bytes(&message))).unwrap_err();
+    let error = try_decode(&message).unwrap_err();
     assert_eq!(
         error.to_string(),
         "field `total_bytes`: out of range for BIGINT (0 … 9223372036854775807), \
          got 9223372036854775808"
     );
     let edge = decode(&with(network_metrics(), "total_bytes", json!(i64::MAX)));
-    assert_eq!(edge.total_bytes, i64::MAX);
+    assert_eq!(edge[5], Cell::BigInt(i64::MAX));
 }
