@@ -197,8 +197,14 @@ mod tests {
             assert_eq!(sink.topic, kind.default_topic());
             assert_eq!(sink.table, kind.table());
             assert_eq!(sink.batch_size, kind.default_batch_size());
-            assert_eq!(sink.group, None, "{kind}: the group comes from STORAGE_GROUP_PREFIX");
-            assert_eq!(kind.env_suffix(), kind.name().to_ascii_uppercase().replace('-', "_"));
+            assert_eq!(
+                sink.group, None,
+                "{kind}: the group comes from STORAGE_GROUP_PREFIX"
+            );
+            assert_eq!(
+                kind.env_suffix(),
+                kind.name().to_ascii_uppercase().replace('-', "_")
+            );
         }
     }
 

@@ -1,11 +1,11 @@
 //! The network-analyzer simulator: one network-metrics message per analysed capture.
 
+use crate::messages::NetworkMetrics;
 use crate::{Expect, Generated};
 use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sluice_core::PipelineKind;
-use crate::messages::NetworkMetrics;
 
 /// Knobs of the analyzer.
 #[derive(Debug, Clone)]

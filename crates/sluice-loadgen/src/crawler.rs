@@ -1,5 +1,6 @@
 //! The crawler simulator: app-stats (one per app per crawl) and reviews.
 
+use crate::messages::{AppStats, Review};
 use crate::poison::{PoisonKind, poison};
 use crate::text::{review_text, user_name};
 use crate::{Expect, Generated};
@@ -7,7 +8,6 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sluice_core::PipelineKind;
-use crate::messages::{AppStats, Review};
 
 /// Knobs of one crawl.
 #[derive(Debug, Clone)]

@@ -117,8 +117,9 @@ impl Pipeline {
     }
 }
 
-/// Each sink planned against the live schema (`conn`'s catalog): the pipelines, or every
-/// error of every sink.
+/// Each sink planned against the live schema (`conn`'s catalog) and every statement it will
+/// run prepared there, so that no SQL error can first appear at run time: the pipelines, or
+/// every error of every sink.
 pub async fn plan_pipelines(
     conn: &mut PgConnection,
     sinks: Vec<Unplanned>,
@@ -138,6 +139,14 @@ pub async fn plan_pipelines(
             }),
             Err(mut more) => errors.append(&mut more),
         }
+    }
+    if !errors.is_empty() {
+        return Ok(Err(errors));
+    }
+    for pipeline in &pipelines {
+        let refused =
+            sluice_postgres::declared::prepare_sink(conn, &pipeline.sink, &pipeline.plan).await?;
+        errors.extend(refused);
     }
     Ok(if errors.is_empty() {
         Ok(pipelines)

@@ -16,8 +16,8 @@ use sluice_core::sinks::{parse_sinks, plan_sink};
 use sluice_core::{BatchReport, PipelineKind};
 use sluice_kafka::Record;
 use sluice_loadgen::{
-    AnalyzerConfig, CrawlerConfig, Expect, Generated, PoisonKind, analysis, app_names, app_stats_for_crawl,
-    poison, reviews_for_crawl,
+    AnalyzerConfig, CrawlerConfig, Expect, Generated, PoisonKind, analysis, app_names,
+    app_stats_for_crawl, poison, reviews_for_crawl,
 };
 use sluice_postgres::catalog::sink_tables;
 use sluice_storage::batch::{decode_batch, store_batch};
@@ -141,8 +141,16 @@ async fn through_the_seed(
     for report in &reports {
         total += *report;
     }
-    assert_eq!(total.write.inserted as usize, rows.len(), "{seed}: one insert per row");
-    assert_eq!(total.dead_lettered(), dead.len() as u64, "{seed}: reports count the dead");
+    assert_eq!(
+        total.write.inserted as usize,
+        rows.len(),
+        "{seed}: one insert per row"
+    );
+    assert_eq!(
+        total.dead_lettered(),
+        dead.len() as u64,
+        "{seed}: reports count the dead"
+    );
     println!(
         "{seed}: {} records, {} rows, {:?}, dead letters {by_kind:?}",
         records.len(),
@@ -251,8 +259,7 @@ async fn app_stats_and_network_metrics_land_through_the_seed_mappings() {
             &mut rng,
         ));
     }
-    let (rows, dead) =
-        through_the_seed("network-metrics", &metrics, 50, &apps).await;
+    let (rows, dead) = through_the_seed("network-metrics", &metrics, 50, &apps).await;
     assert_eq!(rows, 500);
     assert_eq!(dead.values().sum::<usize>(), 12, "{dead:?}");
 }

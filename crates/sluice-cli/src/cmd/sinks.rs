@@ -58,25 +58,8 @@ fn validate(args: &ValidateArgs) -> Result<(), Failure> {
         let mut conn = sluice_postgres::connect(&url, "sinks-validate")
             .await
             .with_context(|| format!("cannot connect to {}", redact_url(&url)))?;
-        let planned = plan_sinks(&mut conn, &sinks, &group_prefix()).await?;
-        let Ok(plans) = planned else {
-            return Ok(planned);
-        };
-        // Every generated statement is prepared against the live schema.
-        let mut refused = Vec::new();
-        for (sink, plan) in sinks.iter().zip(&plans) {
-            let errors = sluice_postgres::declared::prepare_sink(&mut conn, sink, plan)
-                .await
-                .with_context(|| {
-                    format!("cannot prepare the statements of sink `{}`", sink.name)
-                })?;
-            refused.extend(errors);
-        }
-        Ok::<_, Failure>(if refused.is_empty() {
-            Ok(plans)
-        } else {
-            Err(refused)
-        })
+        // Planned, and every generated statement prepared against the live schema.
+        plan_sinks(&mut conn, &sinks, &group_prefix()).await
     })?;
     let plans = planned.map_err(|errors| {
         let lines = errors

@@ -1,7 +1,7 @@
 //! PostgreSQL binary `COPY` of review rows: the ingest limit (L) the pipeline is compared to.
 
-use chrono::{DateTime, TimeZone, Utc};
 use super::rows::Resolved;
+use chrono::{DateTime, TimeZone, Utc};
 use sqlx::PgConnection;
 
 /// The columns written, in order.

@@ -22,7 +22,10 @@ pub struct Resolved {
 }
 
 /// The reviews seed pipeline's plan against `conn`'s schema.
-pub async fn reviews_plan(conn: &mut PgConnection, settings: &Settings) -> Result<SinkPlan, Failure> {
+pub async fn reviews_plan(
+    conn: &mut PgConnection,
+    settings: &Settings,
+) -> Result<SinkPlan, Failure> {
     let pipeline = settings
         .pipeline(PipelineKind::Reviews)
         .ok_or_else(|| anyhow!("the reviews pipeline is not selected"))?;
@@ -61,7 +64,9 @@ pub fn sink_rows(
         let mut keys = Vec::new();
         for cell in &mut cells {
             if let Cell::Lookup(key) = cell {
-                let id = *ids.get(key.as_str()).ok_or_else(|| anyhow!("unregistered app"))?;
+                let id = *ids
+                    .get(key.as_str())
+                    .ok_or_else(|| anyhow!("unregistered app"))?;
                 keys.push(Some(std::mem::take(key)));
                 *cell = Cell::BigInt(id);
             }
