@@ -64,8 +64,7 @@ impl DeadLetterKind {
     }
 
     /// The kind a mapping file names for an unknown lookup key. `unknown_application` is the
-    /// built-in kind itself (a mapping of a seed topic dead-letters exactly as the built-in
-    /// does); any other name is interned once per distinct name (a handful per process, read
+    /// seeds' own kind (the metrics and dashboards know it); any other name is interned once per distinct name (a handful per process, read
     /// from the mapping file at start), so the kind stays `Copy`.
     pub fn unresolved(name: &str) -> Self {
         match Self::parse(name) {

@@ -7,12 +7,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::settings::PipelineSettings;
-use crate::sinks::{MappingError, Sink, Source, parse_sinks};
-
-/// The applications table the seed mappings name; `STORAGE_APPLICATIONS_TABLE` replaces it.
-pub const SEED_APPLICATIONS_TABLE: &str = "apps_registry_application";
-
 /// One seed pipeline: one topic, one consumer group, one table, one mapping file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PipelineKind {
@@ -25,7 +19,7 @@ pub enum PipelineKind {
 }
 
 /// A seed's name, table, variable suffix and default batch size; the mapping file states
-/// the same (`seed_files_agree_with_their_kinds` checks it).
+/// the same (the seed test `seed_files_agree_with_their_kinds` checks it).
 struct SeedSpec {
     name: &'static str,
     table: &'static str,
@@ -67,19 +61,6 @@ impl PipelineKind {
     /// The seed's mapping file as shipped (`deploy/sinks/<name>.toml`).
     pub const fn mapping(self) -> &'static str {
         spec(self).mapping
-    }
-
-    /// The seed's sink as its mapping file declares it.
-    pub fn sink(self) -> Result<Sink, MappingError> {
-        let file = format!("deploy/sinks/{}.toml (compiled in)", self.name());
-        let mut sinks = parse_sinks(&file, self.mapping())?;
-        match sinks.pop() {
-            Some(sink) if sinks.is_empty() => Ok(sink),
-            _ => Err(MappingError::Read {
-                file,
-                message: "a seed mapping file must declare exactly one sink".into(),
-            }),
-        }
     }
 
     /// The pipeline's name, as used in `STORAGE_PIPELINES`, group names and the CLI.
@@ -144,25 +125,6 @@ impl PipelineKind {
     }
 }
 
-impl PipelineSettings {
-    /// The seed's sink as this process runs it: the mapping file with the settings' topic,
-    /// group and batch size, and its lookups in `applications_table`.
-    pub fn sink(&self, applications_table: &str) -> Result<Sink, MappingError> {
-        let mut sink = self.kind.sink()?;
-        sink.topic.clone_from(&self.topic);
-        sink.group = Some(self.group.clone());
-        sink.batch_size = self.batch_size;
-        for column in &mut sink.columns {
-            if let Source::Lookup(lookup) = &mut column.source
-                && lookup.table == SEED_APPLICATIONS_TABLE
-            {
-                applications_table.clone_into(&mut lookup.table);
-            }
-        }
-        Ok(sink)
-    }
-}
-
 impl fmt::Display for PipelineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -188,25 +150,6 @@ impl FromStr for PipelineKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seed_files_agree_with_their_kinds() {
-        for kind in PipelineKind::ALL {
-            let sink = kind.sink().unwrap_or_else(|e| panic!("{kind}: {e}"));
-            assert_eq!(sink.name, kind.name());
-            assert_eq!(sink.topic, kind.default_topic());
-            assert_eq!(sink.table, kind.table());
-            assert_eq!(sink.batch_size, kind.default_batch_size());
-            assert_eq!(
-                sink.group, None,
-                "{kind}: the group comes from STORAGE_GROUP_PREFIX"
-            );
-            assert_eq!(
-                kind.env_suffix(),
-                kind.name().to_ascii_uppercase().replace('-', "_")
-            );
-        }
-    }
 
     #[test]
     fn names_round_trip() {

@@ -6,7 +6,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
 use sluice_core::KafkaClientSettings;
-use sluice_core::kafka_client::variable_of;
+use sluice_core::settings::kafka_client::variable_of;
 use std::time::Duration;
 
 /// What a consumer needs to know to build its client.

@@ -13,6 +13,8 @@ use std::fs::{DirBuilder, OpenOptions, Permissions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The minimum time between two writes.
@@ -244,6 +246,31 @@ impl ReaderLiveness {
     }
 }
 
+/// When a writer last turned its loop (or waited out a retry back-off).
+#[derive(Debug, Clone)]
+pub struct WriterLiveness(Arc<AtomicU64>);
+
+impl Default for WriterLiveness {
+    fn default() -> Self {
+        Self(Arc::new(AtomicU64::new(sluice_core::clock::unix_ms())))
+    }
+}
+
+impl WriterLiveness {
+    /// The writer made progress.
+    pub fn turn(&self) {
+        self.0
+            .store(sluice_core::clock::unix_ms(), Ordering::Relaxed);
+    }
+
+    /// Whether it made progress within `within`.
+    pub fn is_alive(&self, within: Duration) -> bool {
+        let last = self.0.load(Ordering::Relaxed);
+        let within = u64::try_from(within.as_millis()).unwrap_or(u64::MAX);
+        sluice_core::clock::unix_ms().saturating_sub(last) <= within
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,5 +404,17 @@ mod tests {
         assert!(matches!(error, HeartbeatError::FileIsSymlink(_)), "{error}");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
         let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn a_writer_is_alive_while_it_turns() {
+        let liveness = WriterLiveness::default();
+        assert!(liveness.is_alive(Duration::from_secs(1)));
+        liveness
+            .0
+            .store(sluice_core::clock::unix_ms() - 5_000, Ordering::Relaxed);
+        assert!(!liveness.is_alive(Duration::from_secs(1)), "stale");
+        liveness.turn();
+        assert!(liveness.is_alive(Duration::from_secs(1)));
     }
 }

@@ -13,7 +13,7 @@
 //! table-driven fake in the tests, which check which rows end up written, rejected or revived
 //! without a database.
 
-use crate::batch::dead_letter;
+use crate::record::dead_letter;
 use crate::sink::{Recheck, Rejection, StorageSink};
 use sluice_core::dedupe::Deduped;
 use sluice_core::disposition::sqlstate::{CARDINALITY_VIOLATION, FOREIGN_KEY_VIOLATION};

@@ -36,11 +36,6 @@ impl Lanes {
         }
     }
 
-    /// The number of lanes.
-    pub fn len(&self) -> usize {
-        self.lanes.len()
-    }
-
     /// Whether no lane holds a record.
     pub fn is_empty(&self) -> bool {
         self.lanes.iter().all(VecDeque::is_empty)

@@ -15,20 +15,21 @@
 //! the immutable settings and a stop signal.
 
 pub mod batch;
+mod error;
 pub mod heartbeat;
-pub mod isolate;
-pub mod lanes;
-pub mod metrics;
-pub mod pipeline;
-pub mod reader;
-pub mod rejects;
-pub mod selected;
+mod isolate;
+mod lanes;
+mod metrics;
+mod pipeline;
+mod reader;
+mod record;
+mod rejects;
+mod selected;
 pub mod sink;
-pub mod supervisor;
-pub mod writer;
-pub mod writers;
+mod supervisor;
+mod writer;
 
-pub use metrics::StorageMetrics;
-pub use pipeline::PipelineError;
+pub use error::{PipelineError, PipelineTotals};
+pub use metrics::{PipelineMetrics, StorageMetrics};
 pub use selected::{Identity, Pipeline, Unplanned, plan_pipelines};
 pub use supervisor::{SupervisorError, run_pipelines, run_selected};

@@ -13,10 +13,10 @@
 //! redelivered.
 
 use crate::batch::{Decoded, decode_batch};
+use crate::error::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
 use crate::heartbeat::ReaderLiveness;
 use crate::lanes::Lanes;
 use crate::metrics::PipelineMetrics;
-use crate::pipeline::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
 use crate::sink::StorageSink;
 use sluice_core::BatchReport;
 use sluice_kafka::{BatchConsumer, Record};

@@ -6,8 +6,9 @@
 //! returned and the binary exits non-zero. On SIGTERM the caller cancels the token; every
 //! pipeline must be gone within the shutdown timeout.
 
+use crate::error::{PipelineError, PipelineTotals};
 use crate::metrics::StorageMetrics;
-use crate::pipeline::{PipelineError, PipelineTotals, run_pipeline};
+use crate::pipeline::run_pipeline;
 use crate::selected::{Pipeline, Unplanned, plan_pipelines};
 use sluice_core::Settings;
 use std::sync::Arc;

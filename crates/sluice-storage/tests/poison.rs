@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use sluice_core::PipelineKind;
-use sluice_storage::pipeline::PipelineTotals;
+use sluice_storage::PipelineTotals;
 use sqlx::Row;
 use std::time::{Duration, Instant};
 

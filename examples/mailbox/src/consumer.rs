@@ -1,7 +1,6 @@
 //! The example's consumer: one record, one transaction, then the offset.
 
 use crate::metrics::MailboxMetrics;
-use crate::retry::{MailboxHandler, WorkError};
 use crate::{GROUP, MailboxError, REJECT_REASON, users::CommandPayload};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use serde_json::Value;
@@ -13,8 +12,8 @@ use sluice_kafka::error::consumer_error_class;
 use sluice_kafka::stall::{StallWatch, Verdict};
 use sluice_outbox::{EVENT_ID_HEADER, Handled, OutboxError, ProcessKey, RecordOutcome};
 use sluice_outbox::{HandleError, handle_outbox_record};
-use sluice_retry::{Forwarder, Outcome, OwnedRecord, RetryHandler, Source, Tiers};
-use sqlx::PgConnection;
+use sluice_retry::{Failure, Forwarder, Outcome, OwnedRecord, RetryHandler, Source, Tiers};
+use sqlx::{Connection, PgConnection};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -126,32 +125,6 @@ pub(super) enum Handling {
     MissingRow,
     /// The handler's work failed on the record (retryably); nothing was committed.
     Failed(String),
-}
-
-/// Consumes the mailbox topic until `stop` is cancelled: each record is handled by
-/// [`handle_command`] in its own transaction, then its offset is committed. A database or
-/// broker failure ends the run with the error (the uncommitted record is read again by the
-/// next run, and processed at most once).
-pub async fn run_consumer(
-    config: &ConsumerConfig,
-    stop: CancellationToken,
-) -> Result<ConsumerTotals, MailboxError> {
-    run_consumer_observed(config, &MailboxMetrics::default(), stop).await
-}
-
-/// [`run_consumer`], counting into `metrics` and keeping its health current.
-pub async fn run_consumer_observed(
-    config: &ConsumerConfig,
-    metrics: &MailboxMetrics,
-    stop: CancellationToken,
-) -> Result<ConsumerTotals, MailboxError> {
-    metrics.set_running(true);
-    let result = match &config.retry {
-        None => consume(config, metrics, stop).await,
-        Some(tiers) => crate::retry::with_tiers(config, tiers, metrics, stop).await,
-    };
-    metrics.set_running(false);
-    result
 }
 
 /// The main consumer. A record the handler fails on is forwarded to the first retry tier
@@ -377,4 +350,57 @@ async fn apply(tx: &mut PgConnection, payload: &CommandPayload) -> Result<Handle
     .execute(&mut *tx)
     .await?;
     Ok(Handled::Applied)
+}
+
+/// Why the mailbox work failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkError {
+    /// The database failed: the run ends, nothing was committed.
+    #[error("mailbox database query failed: {0}")]
+    Database(#[source] sqlx::Error),
+    /// The handler failed on this record and it may pass later (a demonstration op).
+    #[error("mailbox handler failed: {0}")]
+    Retryable(String),
+}
+
+/// The mailbox handler over its own connection: what the main and the tier consumers call
+/// for each record.
+#[derive(Debug)]
+pub(super) struct MailboxHandler {
+    conn: PgConnection,
+    group: String,
+    metrics: MailboxMetrics,
+    totals: ConsumerTotals,
+}
+
+impl MailboxHandler {
+    /// A handler processing for `group` (the main consumer's group, in every tier).
+    pub(super) fn new(conn: PgConnection, group: String, metrics: MailboxMetrics) -> Self {
+        MailboxHandler {
+            conn,
+            group,
+            metrics,
+            totals: ConsumerTotals::default(),
+        }
+    }
+
+    /// Closes the connection; returns what was handled.
+    pub(super) async fn close(self) -> Result<ConsumerTotals, MailboxError> {
+        self.conn.close().await?;
+        Ok(self.totals)
+    }
+}
+
+impl RetryHandler for MailboxHandler {
+    type Error = MailboxError;
+
+    async fn handle(&mut self, record: &OwnedRecord) -> Result<Outcome, MailboxError> {
+        let handling = handle_message(&mut self.conn, &self.group, record).await?;
+        self.metrics.record(count(&mut self.totals, &handling));
+        Ok(match handling {
+            Handling::Failed(reason) => Outcome::Failed(Failure::retryable(reason)),
+            _ => Outcome::Done,
+        })
+    }
 }

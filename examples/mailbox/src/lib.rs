@@ -29,13 +29,13 @@
 mod consumer;
 pub mod metrics;
 mod retry;
+mod run;
 mod schema;
 mod users;
 
-pub use consumer::{
-    ConsumerConfig, ConsumerTotals, handle_command, run_consumer, run_consumer_observed,
-};
-pub use retry::{WorkError, ensure_retry_topics};
+pub use consumer::{ConsumerConfig, ConsumerTotals, WorkError, handle_command};
+pub use retry::ensure_retry_topics;
+pub use run::{run_consumer, run_consumer_observed};
 pub use schema::setup;
 pub use users::{CommandPayload, create_user, send_command};
 

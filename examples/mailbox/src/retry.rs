@@ -10,69 +10,12 @@
 //! `sluice dlt replay` re-publishes it to the main topic, where it is handled again.
 
 use crate::MailboxError;
-use crate::consumer::{ConsumerConfig, ConsumerTotals, Handling, consume, count, handle_message};
+use crate::consumer::{ConsumerConfig, ConsumerTotals, MailboxHandler, consume};
 use crate::metrics::MailboxMetrics;
 use sluice_kafka::Admin;
-use sluice_retry::{
-    Failure, Forwarder, Outcome, OwnedRecord, RetryHandler, TierConfig, Tiers, dlt_topic,
-    retry_topic, run_tier,
-};
-use sqlx::{Connection, PgConnection};
+use sluice_retry::{Forwarder, TierConfig, Tiers, dlt_topic, retry_topic, run_tier};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// Why the mailbox work failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WorkError {
-    /// The database failed: the run ends, nothing was committed.
-    #[error("mailbox database query failed: {0}")]
-    Database(#[source] sqlx::Error),
-    /// The handler failed on this record and it may pass later (a demonstration op).
-    #[error("mailbox handler failed: {0}")]
-    Retryable(String),
-}
-
-/// The mailbox handler over its own connection: what the main and the tier consumers call
-/// for each record.
-#[derive(Debug)]
-pub(super) struct MailboxHandler {
-    conn: PgConnection,
-    group: String,
-    metrics: MailboxMetrics,
-    totals: ConsumerTotals,
-}
-
-impl MailboxHandler {
-    /// A handler processing for `group` (the main consumer's group, in every tier).
-    pub(super) fn new(conn: PgConnection, group: String, metrics: MailboxMetrics) -> Self {
-        MailboxHandler {
-            conn,
-            group,
-            metrics,
-            totals: ConsumerTotals::default(),
-        }
-    }
-
-    /// Closes the connection; returns what was handled.
-    pub(super) async fn close(self) -> Result<ConsumerTotals, MailboxError> {
-        self.conn.close().await?;
-        Ok(self.totals)
-    }
-}
-
-impl RetryHandler for MailboxHandler {
-    type Error = MailboxError;
-
-    async fn handle(&mut self, record: &OwnedRecord) -> Result<Outcome, MailboxError> {
-        let handling = handle_message(&mut self.conn, &self.group, record).await?;
-        self.metrics.record(count(&mut self.totals, &handling));
-        Ok(match handling {
-            Handling::Failed(reason) => Outcome::Failed(Failure::retryable(reason)),
-            _ => Outcome::Done,
-        })
-    }
-}
 
 /// Creates the tier topics and the dead-letter topic when missing, with the main topic's
 /// partition count (1 when the main topic does not exist yet).

@@ -44,7 +44,7 @@ pub enum DlqAction {
 /// Filters shared by `list` and `replay`.
 #[derive(Debug, Args)]
 pub struct FilterArgs {
-    /// Only this pipeline's topic (a built-in, or a sink of the mapping file).
+    /// Only this pipeline's topic (a seed, or a sink of the mapping file).
     #[arg(long)]
     pipeline: Option<String>,
     /// The mapping file (or folder) of declared sinks; default `SLUICE_SINKS_FILE`.

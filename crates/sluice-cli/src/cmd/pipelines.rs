@@ -50,12 +50,12 @@ impl Pipelines {
 
     /// The pipelines to run: exit 2 when a sink's name or group collides.
     pub fn selection(&self) -> Result<Selection<'_>, Failure> {
-        let builtins_named =
+        let seeds_named =
             sluice_process::env_lookup("STORAGE_PIPELINES").is_some_and(|v| !v.is_empty());
         let file = self.file.as_deref().unwrap_or("");
         select(
             &self.settings,
-            builtins_named,
+            seeds_named,
             &self.group_prefix,
             file,
             &self.sinks,

@@ -15,7 +15,7 @@ use std::time::Duration;
 /// Options of `sluice replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The pipeline whose group is moved: a built-in (app-stats, reviews, network-metrics) or
+    /// The pipeline whose group is moved: a seed (app-stats, reviews, network-metrics) or
     /// a sink of the mapping file.
     pipeline: String,
     /// The mapping file (or folder) of declared sinks; default `SLUICE_SINKS_FILE`.

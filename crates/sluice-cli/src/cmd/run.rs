@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// A mapping file of declared sinks, or a folder of them (`*.toml`); default
-    /// `SLUICE_SINKS_FILE`. Its sinks run, and the built-in pipelines only if
+    /// `SLUICE_SINKS_FILE`. Its sinks run, and the seed pipelines only if
     /// `STORAGE_PIPELINES` names them.
     #[arg(long = "sinks", value_name = "FILE|DIR")]
     sinks: Option<String>,
@@ -120,7 +120,7 @@ async fn selected(
 ) -> Result<Vec<Pipeline>, Failure> {
     let selection = pipelines.selection()?;
     let mut sinks = Vec::new();
-    for seed in &selection.builtins {
+    for seed in &selection.seeds {
         sinks.push(Unplanned::seed(seed, settings).map_err(|e| anyhow!("{e}"))?);
     }
     for sink in &selection.declared {

@@ -4,13 +4,13 @@
 
 use clap::{Args, Subcommand};
 use sluice_core::TopicPlan;
-use sluice_core::topic_settings::ExistingTopic;
+use sluice_core::settings::topics::ExistingTopic;
 use sluice_kafka::admin::{Admin, TopicDetail, TopicReport};
 use sluice_process::Failure;
 use std::time::Duration;
 
 /// Partitions of the topics the demo and the benchmarks create (a count never shrinks).
-pub const PARTITIONS: i32 = sluice_core::topic_settings::DEFAULT_PARTITIONS;
+pub const PARTITIONS: i32 = sluice_core::settings::topics::DEFAULT_PARTITIONS;
 
 /// Topic actions.
 #[derive(Debug, Subcommand)]

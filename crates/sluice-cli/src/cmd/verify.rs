@@ -165,7 +165,7 @@ fn push_durability(
 
 /// Per topic, what falls short of a durable topic.
 async fn durability(admin: &Admin, settings: &Settings) -> Result<Vec<String>, String> {
-    use sluice_core::topic_settings::{DURABLE_MIN_INSYNC_REPLICAS, DURABLE_REPLICATION_FACTOR};
+    use sluice_core::settings::topics::{DURABLE_MIN_INSYNC_REPLICAS, DURABLE_REPLICATION_FACTOR};
     let mut findings = Vec::new();
     for p in &settings.pipelines {
         let Some(state) = admin

@@ -28,7 +28,7 @@ pub enum DecodeError {
     /// A required field is absent or `null`.
     #[error("field `{field}`: required field is missing{hint}")]
     Missing {
-        /// The missing field (a static name for the built-in topics, a path for declared sinks).
+        /// The missing field (a path into the record).
         field: std::borrow::Cow<'static, str>,
         /// Empty, or a parenthesised hint such as a legacy camelCase twin that was present.
         hint: String,

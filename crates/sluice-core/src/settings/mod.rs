@@ -7,17 +7,19 @@
 //! exits with status 2 on such an error, before anything is consumed.
 
 mod error;
+pub mod kafka_client;
 mod read;
+pub mod topics;
 
 pub use error::SettingsError;
 pub use read::{EnvReader, database_host_port, is_identifier, is_topic_name, valid_database_url};
 
-use crate::kafka_client::KafkaClientSettings;
 use crate::pipeline::PipelineKind;
 use crate::retry::Backoff;
-use crate::topic_settings::TopicSettings;
+use kafka_client::KafkaClientSettings;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use topics::TopicSettings;
 
 /// Where a new consumer group starts reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +95,7 @@ pub struct Settings {
     /// partitions back at once. `None` (`STORAGE_INSTANCE_ID=off`): dynamic membership.
     pub instance_id: Option<String>,
     /// `STORAGE_CONSUMER_ERROR_TIMEOUT_SECONDS`: a consumer error that keeps coming back
-    /// this long stops the pipeline (see `stall`).
+    /// this long stops the pipeline (see `sluice_kafka::stall`).
     pub consumer_error_timeout: Duration,
     /// Partitions, replication and retention of the storage topics (`STORAGE_TOPIC_*`).
     pub topics: TopicSettings,
@@ -214,7 +216,7 @@ const FIXED_VARIABLES: &[(&str, &str, &str)] = &[
     ),
     (
         "STORAGE_WRITERS",
-        "(built-in)",
+        "2",
         "writers (connections) per pipeline, 1-8; partition p goes to writer p % N",
     ),
     (

@@ -1,7 +1,7 @@
 //! The decoder of a declared sink: a record → one typed value per planned column, each value
 //! passing its column's checks (the plan's [`Check`]s, derived from the catalog). A value that
-//! breaks a rule is rejected with the same reason text as the built-in decoders give (the
-//! same field helpers), naming the field, so it alone is dead-lettered.
+//! breaks a rule is rejected with a reason naming the field (the shared field rules of
+//! `crate::messages`), so it alone is dead-lettered.
 //!
 //! Lookups are not resolved here: their key is decoded and checked as a [`Cell::Lookup`], and
 //! the PostgreSQL adapter (`sluice_postgres::lookup`) resolves it.
@@ -11,9 +11,9 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::checks::Check;
+use super::equality::{Equality, equality};
 use super::model::{Bound, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source};
-use super::rows::Equality;
-use super::validate::{ColumnPlan, SinkPlan};
+use super::validate::SinkPlan;
 use crate::messages::DecodeError;
 use crate::messages::fields::dynamic;
 use crate::messages::fields::{Count, parse_object, parse_timestamp};
@@ -158,21 +158,6 @@ impl SinkDecoder {
                 })
             })
             .collect()
-    }
-}
-
-/// How a planned column's values compare in PostgreSQL.
-fn equality(column: &ColumnPlan) -> Equality {
-    if column.param_type == "numeric" {
-        let scale = column.checks.iter().find_map(|c| match c {
-            Check::NumericDigits { scale, .. } => Some(*scale),
-            _ => None,
-        });
-        Equality::Numeric(scale)
-    } else if column.param_type == "float4" {
-        Equality::Real
-    } else {
-        Equality::Exact
     }
 }
 

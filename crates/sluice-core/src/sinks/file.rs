@@ -24,7 +24,7 @@ struct RawSink {
     name: String,
     /// The topic it reads (default: the name).
     topic: Option<String>,
-    /// The consumer group (default: `<STORAGE_GROUP_PREFIX>.<name>`, as the built-ins).
+    /// The consumer group (default: `<STORAGE_GROUP_PREFIX>.<name>`, as the seeds).
     group: Option<String>,
     /// The table it writes, `[schema.]table`.
     table: String,

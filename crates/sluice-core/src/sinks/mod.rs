@@ -1,4 +1,5 @@
-//! Declared sinks (preview): a topic landed in a table from a mapping file instead of code.
+//! Declared sinks: a topic landed in a table from a mapping file — the one engine of the
+//! storage consumer (the seed topics are mapping files too, `crate::pipeline`).
 //!
 //! A mapping file (TOML, `[[sink]]` tables) names per sink its topic, group, table, natural
 //! key, conflict policy and each column's source. This module reads it ([`parse_sinks`]),
@@ -10,19 +11,21 @@
 //! Invariant: a sink that plans without error names only existing columns, its key has a
 //! unique constraint on exactly those columns, every source fits its column's type, and
 //! every NOT NULL column without a default gets a value. [`SinkDecoder`] decodes a record by a
-//! plan with the built-in decoders' reasons and keeps one row per key by the policy's survivor
-//! rule; the PostgreSQL adapter resolves lookups and binds the statement. Running declared
-//! sinks in the storage pipeline is not written yet.
+//! plan with reasons naming the field and keeps one row per key by the policy's survivor
+//! rule; the PostgreSQL adapter resolves lookups and binds the statement, and the storage
+//! pipeline runs it (`sluice_storage::sink::Declared`).
 
 mod checks;
 mod consistency;
 mod decimal;
 mod decode;
+mod equality;
 mod file;
 mod model;
 mod names;
 mod problems;
 mod rows;
+mod seeds;
 mod selection;
 mod statement;
 mod table;
@@ -39,6 +42,7 @@ pub use model::{
 pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
 pub use problems::{MappingError, MappingProblem};
 pub use rows::SinkRow;
+pub use seeds::SEED_APPLICATIONS_TABLE;
 pub use selection::{Selection, SelectionError, select};
 pub use statement::{StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};

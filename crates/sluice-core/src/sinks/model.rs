@@ -29,7 +29,7 @@ pub struct Sink {
 }
 
 impl Sink {
-    /// The consumer group: the file's, or `<prefix>.<name>` as for the built-in pipelines.
+    /// The consumer group: the file's, or `<prefix>.<name>` as for the seed pipelines.
     pub fn group(&self, prefix: &str) -> String {
         self.group
             .clone()

@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 
 use super::decimal::Decimal;
 use super::decode::{Cell, SinkDecoder};
+use super::equality::Equality;
 use super::model::{ConflictPolicy, Lookup};
 use crate::dedupe::{Deduped, dedupe_by_key, earlier_wins, later_wins};
 
@@ -77,17 +78,6 @@ impl SinkDecoder {
             .copied()
             .unwrap_or(Equality::Exact)
     }
-}
-
-/// How the values of a column compare in PostgreSQL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Equality {
-    /// As the cells compare (integers, text, UUIDs, rounded timestamps, booleans).
-    Exact,
-    /// A NUMERIC by value, rounded to the column's scale if it has one.
-    Numeric(Option<u32>),
-    /// A `real`: the double rounded to single precision.
-    Real,
 }
 
 /// One cell of a natural key, hashed and ordered by value (the order the writers lock rows in).

@@ -1,9 +1,9 @@
-//! Which pipelines one process runs: the built-in topics and the sinks of a mapping file.
+//! Which pipelines one process runs: the seed topics and the sinks of a mapping file.
 //!
-//! Without a mapping file, `STORAGE_PIPELINES` (default: every built-in) decides, as always.
-//! With one, every sink of the file runs, and a built-in runs only if `STORAGE_PIPELINES`
+//! Without a mapping file, `STORAGE_PIPELINES` (default: every seed) decides, as always.
+//! With one, every sink of the file runs, and a seed runs only if `STORAGE_PIPELINES`
 //! names it explicitly — so `sluice run --sinks deploy/sinks/` runs the three seed mappings
-//! *instead of* the built-ins. A name or a consumer group used twice is refused at start:
+//! *instead of* the compiled-in seeds. A name or a consumer group used twice is refused at start:
 //! two pipelines in one group would split its partitions between two tables' writers.
 
 use super::model::Sink;
@@ -17,24 +17,24 @@ const MAX_INSTANCE_ID: usize = 249;
 /// The pipelines to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Selection<'a> {
-    /// Built-in pipelines.
-    pub builtins: Vec<&'a PipelineSettings>,
+    /// Seed pipelines (their mappings compiled in).
+    pub seeds: Vec<&'a PipelineSettings>,
     /// Declared sinks, in file order.
     pub declared: Vec<&'a Sink>,
 }
 
 impl Selection<'_> {
-    /// Every selected pipeline's (name, topic, group), built-ins first.
+    /// Every selected pipeline's (name, topic, group), seeds first.
     pub fn names(&self, group_prefix: &str) -> Vec<(String, String, String)> {
-        let builtins = self
-            .builtins
+        let seeds = self
+            .seeds
             .iter()
             .map(|p| (p.kind.name().to_owned(), p.topic.clone(), p.group.clone()));
         let declared = self
             .declared
             .iter()
             .map(|s| (s.name.clone(), s.topic.clone(), s.group(group_prefix)));
-        builtins.chain(declared).collect()
+        seeds.chain(declared).collect()
     }
 }
 
@@ -42,11 +42,11 @@ impl Selection<'_> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SelectionError {
-    /// A sink and a built-in (or two files' sinks) share a name.
+    /// A sink and a seed (or two files' sinks) share a name.
     #[error(
-        "sink `{name}` of {file}: a built-in pipeline of that name runs too (STORAGE_PIPELINES \
+        "sink `{name}` of {file}: a seed pipeline of that name runs too (STORAGE_PIPELINES \
          names it); rename the sink, or leave `{name}` out of STORAGE_PIPELINES to run the \
-         mapping instead of the built-in"
+         mapping instead of the seed"
     )]
     SameName {
         /// The mapping file.
@@ -95,22 +95,22 @@ impl SelectionError {
     }
 }
 
-/// The pipelines to run: `sinks` (from `file`, already checked) and the built-ins of
-/// `settings` — all of them when there are no sinks, else only when `builtins_named`
+/// The pipelines to run: `sinks` (from `file`, already checked) and the seeds of
+/// `settings` — all of them when there are no sinks, else only when `seeds_named`
 /// (`STORAGE_PIPELINES` was set). `group_prefix` derives a sink's default group.
 pub fn select<'a>(
     settings: &'a Settings,
-    builtins_named: bool,
+    seeds_named: bool,
     group_prefix: &str,
     file: &str,
     sinks: &'a [Sink],
 ) -> Result<Selection<'a>, SelectionError> {
-    let builtins: Vec<&PipelineSettings> = if sinks.is_empty() || builtins_named {
+    let seeds: Vec<&PipelineSettings> = if sinks.is_empty() || seeds_named {
         settings.pipelines.iter().collect()
     } else {
         Vec::new()
     };
-    let mut taken: Vec<(String, String)> = builtins
+    let mut taken: Vec<(String, String)> = seeds
         .iter()
         .map(|p| (p.kind.name().to_owned(), p.group.clone()))
         .collect();
@@ -149,7 +149,7 @@ pub fn select<'a>(
         taken.push((sink.name.clone(), group));
     }
     Ok(Selection {
-        builtins,
+        seeds,
         declared: sinks.iter().collect(),
     })
 }

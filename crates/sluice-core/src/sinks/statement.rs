@@ -1,5 +1,4 @@
-//! The one statement of a declared sink, built from its validated columns: the same shape as
-//! the built-in topics' SQL (`crates/sluice-core/src/topics/*.sql`).
+//! The one statement of a declared sink, built from its validated columns.
 //!
 //! `INSERT … SELECT … FROM UNNEST($1::type[], …) ON CONFLICT (key)` and then `DO NOTHING`
 //! (insert-ignore), `DO UPDATE SET` every mapped column that is neither a key nor insert-only

@@ -2,7 +2,7 @@
 //! TTL cache per sink, no negative caching), its survivor rule and its planned statement.
 
 use super::{Bound, Recheck, Rejection, StorageSink, unknown_reason};
-use crate::batch::kafka_timestamp;
+use crate::record::kafka_timestamp;
 use sluice_core::dedupe::Deduped;
 use sluice_core::messages::DecodeError;
 use sluice_core::sinks::{Cell, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow};

@@ -93,9 +93,9 @@ pub trait StorageSink: Send + Sync {
 }
 
 /// The reason of an unknown reference: `field `package_name`: unknown application `x` (not
-/// in apps)` — the built-in's words, derived from the kind's name.
+/// in apps)` — derived from the kind's name.
 pub(crate) fn unknown_reason(field: &str, kind: DeadLetterKind, key: &str, why: &str) -> String {
-    let key = crate::batch::truncate(key, 80);
+    let key = crate::record::truncate(key, 80);
     match kind.as_str().strip_prefix("unknown_") {
         Some(noun) => format!(
             "field `{field}`: unknown {} `{key}` ({why})",

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 use sluice_core::{PipelineKind, Settings};
-use sluice_storage::pipeline::PipelineTotals;
+use sluice_storage::PipelineTotals;
 use sluice_storage::run_pipelines;
 use sluice_testkit::{Stack, TestSchema};
 use sqlx::PgConnection;

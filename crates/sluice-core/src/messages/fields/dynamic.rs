@@ -1,6 +1,5 @@
-//! The field rules for a field named at run time (a declared sink's path), with the very
-//! same reasons as the built-in decoders: these are the same functions, only the field name
-//! is not `'static`.
+//! The field rules for a field named at run time (a sink's path into the record): the reasons
+//! every decoder gives, naming the field.
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -12,7 +11,7 @@ use crate::messages::DecodeError;
 use chrono::{DateTime, Utc};
 
 /// The reason a required field is absent (`null: false`) or `null`, with the legacy
-/// camelCase hint of the built-ins.
+/// camelCase hint (the seed topics' producers once wrote camelCase names).
 pub(crate) fn missing(object: &Map<String, Value>, field: &str, null: bool) -> DecodeError {
     let hint = if null {
         " (it is null)".to_owned()
@@ -91,7 +90,7 @@ pub(crate) fn elements<T>(
         .collect()
 }
 
-/// A rule of a declared sink broken by `field` (a rule the built-ins have no twin of).
+/// A rule of a declared sink broken by `field` (a rule the shared field readers have no twin of).
 pub(crate) fn broken(field: &str, rule: String) -> DecodeError {
     Path::new(field).error(rule)
 }

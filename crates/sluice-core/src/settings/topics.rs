@@ -6,8 +6,9 @@
 //! record (replication factor 3, `min.insync.replicas` 2, acks=all). A smaller cluster gets
 //! what it can hold, and the plan says so.
 
+use super::error::SettingsError;
+use super::read::EnvReader;
 use crate::pipeline::PipelineKind;
-use crate::settings::{EnvReader, SettingsError};
 use std::collections::BTreeMap;
 
 /// The replication factor a durable topic wants.

@@ -1,13 +1,15 @@
 //! One writer of a pipeline: stores one decoded batch in one transaction, retrying
 //! transient failures (docs/ARCHITECTURE.md#errors) with back-off on a fresh connection.
 
+pub(crate) mod pool;
+
 use crate::batch::{Decoded, store_batch};
+use crate::error::PipelineError;
+use crate::heartbeat::WriterLiveness;
 use crate::metrics::PipelineMetrics;
-use crate::pipeline::PipelineError;
 use crate::rejects::log_rejects;
 use crate::selected::Identity;
 use crate::sink::StorageSink;
-use crate::writers::WriterLiveness;
 use sluice_core::settings::Settings;
 use sluice_core::{BatchReport, DeadLetter, Disposition};
 use sluice_kafka::Record;

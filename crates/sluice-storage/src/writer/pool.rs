@@ -8,17 +8,15 @@
 //! others finish the batch they are storing and stop, and the reader commits every batch
 //! stored before it closes the consumer.
 
-use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness};
+use crate::error::PipelineError;
+use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness, WriterLiveness};
 use crate::metrics::PipelineMetrics;
-use crate::pipeline::PipelineError;
 use crate::reader::{Polled, Stored, WriterEvent};
 use crate::selected::Identity;
 use crate::sink::StorageSink;
 use crate::writer::Writer;
 use sluice_core::settings::Settings;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -26,31 +24,6 @@ use tokio_util::sync::CancellationToken;
 /// A writer that has not turned its loop for this long (plus the poll timeout, its idle
 /// wait) is stuck, e.g. in a statement that never returns: the heartbeat stops.
 pub const WRITER_STALL: Duration = Duration::from_secs(5);
-
-/// When a writer last turned its loop (or waited out a retry back-off).
-#[derive(Debug, Clone)]
-pub struct WriterLiveness(Arc<AtomicU64>);
-
-impl Default for WriterLiveness {
-    fn default() -> Self {
-        Self(Arc::new(AtomicU64::new(sluice_core::clock::unix_ms())))
-    }
-}
-
-impl WriterLiveness {
-    /// The writer made progress.
-    pub fn turn(&self) {
-        self.0
-            .store(sluice_core::clock::unix_ms(), Ordering::Relaxed);
-    }
-
-    /// Whether it made progress within `within`.
-    pub fn is_alive(&self, within: Duration) -> bool {
-        let last = self.0.load(Ordering::Relaxed);
-        let within = u64::try_from(within.as_millis()).unwrap_or(u64::MAX);
-        sluice_core::clock::unix_ms().saturating_sub(last) <= within
-    }
-}
 
 /// One writer's end of the channels.
 #[derive(Debug)]
@@ -209,22 +182,5 @@ async fn writer_loop<S: StorageSink>(
             // Stopped while waiting to retry: nothing committed, the batch is redelivered.
             None => return Ok(()),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_writer_is_alive_while_it_turns() {
-        let liveness = WriterLiveness::default();
-        assert!(liveness.is_alive(Duration::from_secs(1)));
-        liveness
-            .0
-            .store(sluice_core::clock::unix_ms() - 5_000, Ordering::Relaxed);
-        assert!(!liveness.is_alive(Duration::from_secs(1)), "stale");
-        liveness.turn();
-        assert!(liveness.is_alive(Duration::from_secs(1)));
     }
 }

@@ -7,7 +7,8 @@
 //! here, naming the variable and why; whether librdkafka knows a property is checked by the
 //! Kafka adapter when the binary starts. Secret values never reach `Debug` or an error.
 
-use crate::settings::{EnvReader, SettingsError};
+use super::error::SettingsError;
+use super::read::EnvReader;
 use std::collections::BTreeMap;
 
 /// The prefix of the pass-through variables.

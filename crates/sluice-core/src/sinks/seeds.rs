@@ -1,0 +1,95 @@
+//! The seed topics as sinks: their mapping files (compiled in, `crate::pipeline`) parsed,
+//! and — as a process runs them — with the settings' topic, group, batch size and
+//! applications table applied.
+
+use super::file::parse_sinks;
+use super::model::{Sink, Source};
+use super::problems::MappingError;
+use crate::pipeline::PipelineKind;
+use crate::settings::PipelineSettings;
+
+/// The applications table the seed mappings name; `STORAGE_APPLICATIONS_TABLE` replaces it.
+pub const SEED_APPLICATIONS_TABLE: &str = "apps_registry_application";
+
+impl PipelineKind {
+    /// The seed's sink as its mapping file declares it.
+    pub fn sink(self) -> Result<Sink, MappingError> {
+        let file = format!("deploy/sinks/{}.toml (compiled in)", self.name());
+        let mut sinks = parse_sinks(&file, self.mapping())?;
+        match sinks.pop() {
+            Some(sink) if sinks.is_empty() => Ok(sink),
+            _ => Err(MappingError::Read {
+                file,
+                message: "a seed mapping file must declare exactly one sink".into(),
+            }),
+        }
+    }
+}
+
+impl PipelineSettings {
+    /// The seed's sink as this process runs it: the mapping file with the settings' topic,
+    /// group and batch size, and its lookups in `applications_table`.
+    pub fn sink(&self, applications_table: &str) -> Result<Sink, MappingError> {
+        let mut sink = self.kind.sink()?;
+        sink.topic.clone_from(&self.topic);
+        sink.group = Some(self.group.clone());
+        sink.batch_size = self.batch_size;
+        for column in &mut sink.columns {
+            if let Source::Lookup(lookup) = &mut column.source
+                && lookup.table == SEED_APPLICATIONS_TABLE
+            {
+                applications_table.clone_into(&mut lookup.table);
+            }
+        }
+        Ok(sink)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_files_agree_with_their_kinds() {
+        for kind in PipelineKind::ALL {
+            let sink = kind.sink().unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!(sink.name, kind.name());
+            assert_eq!(sink.topic, kind.default_topic());
+            assert_eq!(sink.table, kind.table());
+            assert_eq!(sink.batch_size, kind.default_batch_size());
+            assert_eq!(
+                sink.group, None,
+                "{kind}: the group comes from STORAGE_GROUP_PREFIX"
+            );
+            assert_eq!(
+                kind.env_suffix(),
+                kind.name().to_ascii_uppercase().replace('-', "_")
+            );
+        }
+    }
+
+    #[test]
+    fn a_process_runs_a_seed_with_its_settings() {
+        let settings = PipelineSettings {
+            kind: PipelineKind::Reviews,
+            topic: "crawl.reviews".into(),
+            group: "g.reviews".into(),
+            batch_size: 1000,
+            writers: 2,
+        };
+        let sink = settings.sink("registry.apps").unwrap();
+        assert_eq!(
+            (sink.topic.as_str(), sink.group.as_deref(), sink.batch_size),
+            ("crawl.reviews", Some("g.reviews"), 1000)
+        );
+        let tables: Vec<&str> = sink
+            .columns
+            .iter()
+            .filter_map(|c| match &c.source {
+                Source::Lookup(lookup) => Some(lookup.table.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tables, ["registry.apps"]);
+    }
+}

@@ -1,0 +1,77 @@
+//! Why a pipeline stops, and what it reports when it stops cleanly: the types the reader,
+//! the writers, the pipeline and the supervisor share.
+
+use crate::sink::DeclaredError;
+use sluice_core::BatchReport;
+
+/// Consecutive failed offset commits after which the pipeline fails on purpose: a livelock
+/// that never lowers lag is worse than a crash (docs/ARCHITECTURE.md#batch-loop).
+pub const MAX_CONSECUTIVE_COMMIT_FAILURES: u32 = 5;
+
+/// Why a pipeline stopped with an error. Every variant is fatal for the process.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// The Kafka client could not be created or failed fatally.
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    /// Consuming stopped: a fatal client error, a stalled or deleted topic, or a fenced
+    /// static member.
+    #[error(transparent)]
+    Consume(#[from] sluice_kafka::ConsumeError),
+    /// A database error that is not transient (e.g. a revoked privilege).
+    #[error("database error (not transient, SQLSTATE {}): {source}", .sqlstate.as_deref().unwrap_or("none"))]
+    Database {
+        /// The SQLSTATE, if the server sent one.
+        sqlstate: Option<String>,
+        /// The error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A transient database error that outlasted every retry.
+    #[error("database still failing after {attempts} retries: {source}")]
+    RetriesExhausted {
+        /// Retries made.
+        attempts: u32,
+        /// The last error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The pipeline's topic does not exist.
+    #[error("topic `{topic}` does not exist (check {variable}, or run `sluice topics ensure`)")]
+    MissingTopic {
+        /// The topic.
+        topic: String,
+        /// Where its name comes from (the variable, or the sink in the mapping file).
+        variable: String,
+    },
+    /// The reader thread could not be started.
+    #[error("cannot start the reader thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// The reader thread panicked.
+    #[error("the reader thread panicked")]
+    ReaderPanicked,
+    /// A writer thread panicked.
+    #[error("a writer thread panicked")]
+    WriterPanicked,
+    /// A declared sink cannot run (its plan and its file disagree: a bug).
+    #[error(transparent)]
+    Declared(#[from] DeclaredError),
+    /// Too many consecutive offset-commit failures.
+    #[error("{count} consecutive offset commits failed; last error: {last}")]
+    CommitFailures {
+        /// How many in a row.
+        count: u32,
+        /// The last error.
+        last: rdkafka::error::KafkaError,
+    },
+}
+
+/// Totals of a pipeline run, returned when it stops cleanly.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PipelineTotals {
+    /// Batches committed.
+    pub batches: u64,
+    /// Sum of every batch's counters.
+    pub report: BatchReport,
+}
