@@ -162,6 +162,13 @@ async fn through_the_seed(
     (rows.len(), by_kind)
 }
 
+/// The generator's poison records are reviews-shaped: in another topic every one fails
+/// decoding (a required field is missing) before any lookup, so each is a `decode_error`.
+fn reviews_shaped(mut generated: Generated) -> Generated {
+    generated.expect = Expect::DeadLetter(PoisonKind::MissingField);
+    generated
+}
+
 /// The distinct values of `field` among the records the generator expects to be stored.
 fn stored_keys(generated: &[Generated], field: &str) -> usize {
     let keys: std::collections::BTreeSet<String> = generated
@@ -233,10 +240,11 @@ async fn app_stats_and_network_metrics_land_through_the_seed_mappings() {
         serde_json::json!({"package_name": "com.nobody", "crawled_at": "2026-01-01T00:00:00Z"});
     stats.push(Generated {
         payload: Some(unknown.to_string().into_bytes()),
+        expect: Expect::DeadLetter(PoisonKind::UnknownPackage),
         ..stats[0].clone()
     });
     for kind in PoisonKind::ALL {
-        stats.push(poison(PipelineKind::AppStats, kind, &apps[0], &mut rng));
+        stats.push(reviews_shaped(poison(PipelineKind::AppStats, kind, &apps[0], &mut rng)));
     }
     let (rows, dead) = through_the_seed("app-stats", &stats, 200, &apps).await;
     assert_eq!(rows, 2_000);
@@ -252,12 +260,12 @@ async fn app_stats_and_network_metrics_land_through_the_seed_mappings() {
     let mut metrics: Vec<Generated> = (0..500).map(|n| analysis(&analyzer, n, at)).collect();
     metrics.extend((0..50).map(|n| analysis(&analyzer, n, at)));
     for kind in PoisonKind::ALL {
-        metrics.push(poison(
+        metrics.push(reviews_shaped(poison(
             PipelineKind::NetworkMetrics,
             kind,
             &apps[0],
             &mut rng,
-        ));
+        )));
     }
     let (rows, dead) = through_the_seed("network-metrics", &metrics, 50, &apps).await;
     assert_eq!(rows, 500);
