@@ -244,7 +244,12 @@ async fn app_stats_and_network_metrics_land_through_the_seed_mappings() {
         ..stats[0].clone()
     });
     for kind in PoisonKind::ALL {
-        stats.push(reviews_shaped(poison(PipelineKind::AppStats, kind, &apps[0], &mut rng)));
+        stats.push(reviews_shaped(poison(
+            PipelineKind::AppStats,
+            kind,
+            &apps[0],
+            &mut rng,
+        )));
     }
     let (rows, dead) = through_the_seed("app-stats", &stats, 200, &apps).await;
     assert_eq!(rows, 2_000);
