@@ -97,6 +97,11 @@ pub async fn prepare_sink(
             Err(other) => return Err(other),
         }
     }
+    // A statement prepared here has the parameter types PostgreSQL infers (`varchar[]`); the
+    // writers bind theirs as the cells' own (`text[]`, cast by the statement). Left in the
+    // connection's statement cache, the inferred one would be reused by a later upsert on the
+    // same connection and refuse its binary arrays.
+    sqlx::Connection::clear_cached_statements(&mut *conn).await?;
     Ok(errors)
 }
 

@@ -51,6 +51,12 @@ async fn plan(conn: &mut PgConnection, kind: PipelineKind) -> (SinkPlan, SinkDec
         .expect("catalog");
     let plan =
         plan_sink(&sink, "storage-consumer", &tables).unwrap_or_else(|e| panic!("{kind}: {e:?}"));
+    // Prepared on the connection that writes next, as `sluice run` plans: the writes below
+    // must not reuse a statement prepared with PostgreSQL's inferred parameter types.
+    let refused = sluice_postgres::declared::prepare_sink(conn, &sink, &plan)
+        .await
+        .expect("prepare");
+    assert!(refused.is_empty(), "{refused:?}");
     let decoder = SinkDecoder::new(&sink, &plan);
     (plan, decoder)
 }
