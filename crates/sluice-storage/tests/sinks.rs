@@ -127,11 +127,7 @@ async fn through_the_seed(
         .collect();
     let got_dead: Vec<(i64, &str)> = dead.iter().map(|(o, k, _)| (*o, k.as_str())).collect();
     assert_eq!(got_dead, expected_dead, "{seed}: dead letters");
-    let table = match seed {
-        "app-stats" => "app_stats",
-        "network-metrics" => "network_metrics",
-        other => other,
-    };
+    let table = seed.parse::<PipelineKind>().expect("a seed").table();
     let rows = sluice_testkit::table_rows(&mut conn, table).await;
     let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
     for (_, kind, _) in &dead {
