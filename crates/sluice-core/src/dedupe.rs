@@ -52,40 +52,41 @@ where
 {
     let total = rows.len();
     let mut slot_of: HashMap<K, usize> = HashMap::with_capacity(total);
-    let mut kept: Vec<T> = Vec::with_capacity(total);
+    let mut kept: Vec<Option<T>> = Vec::with_capacity(total);
     let mut superseded: Vec<Vec<T>> = Vec::with_capacity(total);
     for row in rows {
-        match slot_of.get(&key(&row)) {
-            Some(&slot) => {
-                let loser = if replace(&kept[slot], &row) {
-                    std::mem::replace(&mut kept[slot], row)
-                } else {
-                    row
-                };
-                // Keep the losers best first: before the first one it beats.
-                let losers = &mut superseded[slot];
-                let at = losers
-                    .iter()
-                    .position(|l| replace(l, &loser))
-                    .unwrap_or(losers.len());
-                losers.insert(at, loser);
-            }
-            None => {
-                slot_of.insert(key(&row), kept.len());
-                kept.push(row);
-                superseded.push(Vec::new());
-            }
-        }
+        // Each row's key is built once (it may copy text).
+        let key = key(&row);
+        let Some(&slot) = slot_of.get(&key) else {
+            slot_of.insert(key, kept.len());
+            kept.push(Some(row));
+            superseded.push(Vec::new());
+            continue;
+        };
+        let Some(current) = kept.get_mut(slot).and_then(Option::as_mut) else {
+            continue; // every slot holds its row until the end
+        };
+        let loser = if replace(current, &row) {
+            std::mem::replace(current, row)
+        } else {
+            row
+        };
+        // Keep the losers best first: before the first one it beats.
+        let losers = &mut superseded[slot];
+        let at = losers
+            .iter()
+            .position(|l| replace(l, &loser))
+            .unwrap_or(losers.len());
+        losers.insert(at, loser);
     }
-    let mut keyed: Vec<(K, T, Vec<T>)> = kept
+    let mut order: Vec<(K, usize)> = slot_of.into_iter().collect();
+    order.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let (rows, superseded) = order
         .into_iter()
-        .zip(superseded)
-        .map(|(row, losers)| (key(&row), row, losers))
-        .collect();
-    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let (rows, superseded) = keyed
-        .into_iter()
-        .map(|(_, row, losers)| (row, losers))
+        .filter_map(|(_, slot)| {
+            let row = kept.get_mut(slot)?.take()?;
+            Some((row, std::mem::take(&mut superseded[slot])))
+        })
         .unzip();
     Deduped { rows, superseded }
 }

@@ -53,7 +53,7 @@ pub async fn upsert_declared(
     static NULL: Cell = Cell::Null;
     let mut query = sqlx::query_scalar::<_, bool>(&plan.statement);
     for (index, column) in plan.columns.iter().enumerate() {
-        let cells = rows.iter().map(|row| row.cells.get(index).unwrap_or(&NULL));
+        let cells = rows.iter().map(|row| row.cell(index).unwrap_or(&NULL));
         query = bind(query, &column.column, &column.param_type, cells)?;
     }
     Ok(query.fetch_all(conn).await?)

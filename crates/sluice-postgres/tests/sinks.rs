@@ -84,8 +84,8 @@ async fn write(
         let resolver = LookupResolver::new(lookup, value, Duration::from_secs(60));
         let keys: Vec<String> = rows
             .iter()
-            .filter_map(|row| match &row.cells[position] {
-                Cell::Lookup(key) => Some(key.clone()),
+            .filter_map(|row| match row.cell(position) {
+                Some(Cell::Lookup(key)) => Some(key.clone()),
                 _ => None,
             })
             .collect();
@@ -94,9 +94,12 @@ async fn write(
             .await
             .expect("resolve");
         for row in &mut rows {
-            if let Cell::Lookup(key) = &row.cells[position] {
+            if let Some(Cell::Lookup(key)) = row.cell(position) {
                 let key = key.clone();
-                row.cells[position] = found.get(&key).cloned().expect("a registered app");
+                row.resolve(
+                    position,
+                    found.get(&key).cloned().expect("a registered app"),
+                );
                 row.keys.push(Some(key));
             }
         }

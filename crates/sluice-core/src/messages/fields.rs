@@ -116,6 +116,17 @@ fn string(
     let Value::String(text) = value else {
         return Err(path.error(format!("must be a string, got {}", describe(value))));
     };
+    text_rules(path, text, min, max)?;
+    Ok(text.clone())
+}
+
+/// The rules of a text value: no U+0000 and `min..=max` characters.
+fn text_rules(
+    path: Path<'_>,
+    text: &str,
+    min: usize,
+    max: Option<usize>,
+) -> Result<(), DecodeError> {
     if text.contains('\0') {
         return Err(path.error("must not contain U+0000".into()));
     }
@@ -133,7 +144,7 @@ fn string(
             return Err(path.error(format!("must be at most {max} characters, got {chars}")));
         }
     }
-    Ok(text.clone())
+    Ok(())
 }
 
 /// A JSON integer (not a float, not a string) in `lo..=hi`.

@@ -6,6 +6,8 @@
 //! Lookups are not resolved here: their key is decoded and checked as a [`Cell::Lookup`], and
 //! the PostgreSQL adapter (`sluice_postgres::lookup`) resolves it.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -13,6 +15,7 @@ use uuid::Uuid;
 use super::checks::Check;
 use super::equality::{Equality, equality};
 use super::model::{Bound, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source};
+use super::scan::FieldSlots;
 use super::validate::SinkPlan;
 use crate::messages::DecodeError;
 use crate::messages::fields::dynamic;
@@ -67,6 +70,8 @@ pub struct RecordMeta<'a> {
 #[derive(Debug, Clone)]
 pub struct SinkDecoder {
     columns: Vec<ColumnDecoder>,
+    /// The top-level fields the columns read.
+    fields: FieldSlots,
     pub(super) key: Vec<usize>,
     pub(super) guard: Option<usize>,
     pub(super) conflict: ConflictPolicy,
@@ -86,33 +91,69 @@ struct ColumnDecoder {
     /// A timestamp column's fractional digits (`timestamptz(0)`): values are rounded to it
     /// as the column rounds them.
     time_precision: Option<u32>,
+    /// Where a field source's value is in a scanned record (see [`Slot`]).
+    slot: Option<Slot>,
+}
+
+/// A field source's place in a scanned record: the slot of its path's first segment, the
+/// rest of the path, and whether this column is the last to read a whole top-level field (so
+/// it may take the value instead of copying it).
+#[derive(Debug, Clone)]
+struct Slot {
+    index: usize,
+    rest: Vec<String>,
+    takes: bool,
 }
 
 impl SinkDecoder {
     /// The decoder of `sink` as `plan` (its validated plan) checks it.
     pub fn new(sink: &Sink, plan: &SinkPlan) -> Self {
-        let columns = sink
+        let mut fields = FieldSlots::default();
+        let mut columns: Vec<ColumnDecoder> = sink
             .columns
             .iter()
             .zip(&plan.columns)
-            .map(|(mapping, planned)| ColumnDecoder {
-                source: mapping.source.clone(),
-                field_name: match &mapping.source {
-                    Source::Field(path) => path.to_string(),
-                    Source::Lookup(lookup) => lookup.field.to_string(),
-                    Source::Const(_) | Source::Kafka(_) => String::new(),
-                },
-                sql_type: planned.sql_type.clone(),
-                required: planned.checks.contains(&Check::Required),
-                checks: planned
-                    .checks
-                    .iter()
-                    .filter(|c| !matches!(c, Check::Required | Check::NullWhenAbsent))
-                    .cloned()
-                    .collect(),
-                time_precision: planned.time_precision,
+            .map(|(mapping, planned)| {
+                let path = match &mapping.source {
+                    Source::Field(path) => Some(path),
+                    Source::Lookup(lookup) => Some(&lookup.field),
+                    Source::Const(_) | Source::Kafka(_) => None,
+                };
+                ColumnDecoder {
+                    source: mapping.source.clone(),
+                    field_name: path.map(ToString::to_string).unwrap_or_default(),
+                    sql_type: planned.sql_type.clone(),
+                    required: planned.checks.contains(&Check::Required),
+                    checks: planned
+                        .checks
+                        .iter()
+                        .filter(|c| !matches!(c, Check::Required | Check::NullWhenAbsent))
+                        .cloned()
+                        .collect(),
+                    time_precision: planned.time_precision,
+                    slot: path.and_then(|path| {
+                        let (first, rest) = path.segments().split_first()?;
+                        Some(Slot {
+                            index: fields.slot(first),
+                            rest: rest.to_vec(),
+                            takes: false,
+                        })
+                    }),
+                }
             })
             .collect();
+        // The last column reading a whole top-level field takes its value; no later column
+        // (and no nested path, which only borrows) reads it after that.
+        let mut read: Vec<bool> = Vec::new();
+        for column in columns.iter_mut().rev() {
+            if let Some(slot) = &mut column.slot {
+                if read.len() <= slot.index {
+                    read.resize(slot.index + 1, false);
+                }
+                slot.takes = slot.rest.is_empty() && !read[slot.index];
+                read[slot.index] = true;
+            }
+        }
         let equality = plan.columns.iter().map(equality).collect();
         let position = |name: &str| sink.columns.iter().position(|c| c.column == name);
         let guard = match &sink.conflict {
@@ -130,6 +171,7 @@ impl SinkDecoder {
             .collect();
         Self {
             columns,
+            fields,
             key: sink.key.iter().filter_map(|k| position(k)).collect(),
             guard,
             conflict: sink.conflict.clone(),
@@ -145,19 +187,37 @@ impl SinkDecoder {
         payload: Option<&[u8]>,
         meta: &RecordMeta<'_>,
     ) -> Result<Vec<Cell>, DecodeError> {
+        if let Some(cells) = self.decode_scanned(payload, meta) {
+            return Ok(cells);
+        }
+        // Not one JSON object, or a rule broken: the whole parse, which names the reason.
         let object = parse_object(payload)?;
         self.columns
             .iter()
-            .map(|column| {
-                let cell = column.decode(&object, meta)?;
-                Ok(match (cell, column.time_precision) {
-                    (Cell::Timestamp(at), Some(precision)) => {
-                        Cell::Timestamp(round_timestamp(at, precision))
-                    }
-                    (cell, _) => cell,
-                })
-            })
+            .map(|column| Ok(column.rounded(column.decode(&object, meta)?)))
             .collect()
+    }
+
+    /// The common case in one pass: only the fields the columns read are kept, and a value
+    /// read by one column is moved into its cell, not copied. `None` when the record is not
+    /// one object or breaks a rule (the caller then decodes it the whole way for the reason).
+    fn decode_scanned(&self, payload: Option<&[u8]>, meta: &RecordMeta<'_>) -> Option<Vec<Cell>> {
+        // UTF-8 checked with SIMD: record values are mostly text, and the scalar check cost as
+        // much as the parse.
+        let text = simdutf8::basic::from_utf8(payload?).ok()?;
+        let mut values = self.fields.scan(text)?;
+        let mut cells = Vec::with_capacity(self.columns.len());
+        for column in &self.columns {
+            let cell = match (&column.source, &column.slot) {
+                (Source::Const(constant), _) => constant_cell(constant, &column.sql_type),
+                (Source::Kafka(field), _) => kafka_cell(*field, meta).ok()?,
+                (Source::Lookup(_), Some(slot)) => column.scanned(&mut values, slot, true)?,
+                (_, Some(slot)) => column.scanned(&mut values, slot, false)?,
+                (_, None) => return None,
+            };
+            cells.push(column.rounded(cell));
+        }
+        Some(cells)
     }
 }
 
@@ -195,6 +255,16 @@ impl ColumnDecoder {
         }
     }
 
+    /// A timestamp rounded to the column's precision; any other cell as it is.
+    fn rounded(&self, cell: Cell) -> Cell {
+        match (cell, self.time_precision) {
+            (Cell::Timestamp(at), Some(precision)) => {
+                Cell::Timestamp(round_timestamp(at, precision))
+            }
+            (cell, _) => cell,
+        }
+    }
+
     fn field(
         &self,
         object: &Map<String, Value>,
@@ -202,18 +272,50 @@ impl ColumnDecoder {
         lookup: bool,
     ) -> Result<Cell, DecodeError> {
         let name = self.field_name.as_str();
-        let value = match find(object, path) {
-            Some(Value::Null) | None if !self.required => return Ok(Cell::Null),
-            Some(Value::Null) => return Err(dynamic::missing(object, name, true)),
-            None => return Err(dynamic::missing(object, name, false)),
-            Some(value) => value,
+        match find(object, path) {
+            Some(Value::Null) | None if !self.required => Ok(Cell::Null),
+            Some(Value::Null) => Err(dynamic::missing(object, name, true)),
+            None => Err(dynamic::missing(object, name, false)),
+            Some(value) => self.present(Cow::Borrowed(value), lookup),
+        }
+    }
+
+    /// The cell of a scanned record's field; `None` when a rule is broken.
+    fn scanned(&self, values: &mut [Option<Value>], slot: &Slot, lookup: bool) -> Option<Cell> {
+        let value = if slot.takes {
+            values.get_mut(slot.index)?.take().map(Cow::Owned)
+        } else {
+            let top = values.get(slot.index)?.as_ref();
+            slot.rest
+                .iter()
+                .try_fold(top?, |value, segment| value.as_object()?.get(segment))
+                .map(Cow::Borrowed)
         };
-        let cell = value_cell(name, value, &self.checks)?;
+        match value {
+            Some(value) if !value.is_null() => self.present(value, lookup).ok(),
+            _ if !self.required => Some(Cell::Null),
+            _ => None,
+        }
+    }
+
+    /// The cell of a present, non-null value (taken when owned, so text and JSON are not
+    /// copied).
+    fn present(&self, value: Cow<'_, Value>, lookup: bool) -> Result<Cell, DecodeError> {
+        let name = self.field_name.as_str();
+        let cell = match (value, self.checks.first()) {
+            (Cow::Owned(Value::String(text)), Some(Check::Text { min, max })) => {
+                Cell::Text(dynamic::owned_text(name, text, *min, *max)?)
+            }
+            (Cow::Owned(json), Some(Check::Json)) if !has_nul(&json) => Cell::Json(json),
+            (value, _) => match value_cell(name, &value, &self.checks)? {
+                Cell::Float(_) if !lookup && self.sql_type.starts_with("numeric") => {
+                    Cell::Numeric(value.to_string())
+                }
+                cell => cell,
+            },
+        };
         Ok(match (lookup, cell) {
             (true, Cell::Text(key)) => Cell::Lookup(key),
-            (false, Cell::Float(_)) if self.sql_type.starts_with("numeric") => {
-                Cell::Numeric(value.to_string())
-            }
             (_, cell) => cell,
         })
     }

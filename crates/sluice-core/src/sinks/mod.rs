@@ -25,6 +25,7 @@ mod model;
 mod names;
 mod problems;
 mod rows;
+mod scan;
 mod seeds;
 mod selection;
 mod statement;

@@ -10,6 +10,7 @@
 //! single precision), a timestamp already rounded to the column's precision by the decoder.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use super::decimal::Decimal;
 use super::decode::{Cell, SinkDecoder};
@@ -22,8 +23,12 @@ use crate::dedupe::{Deduped, dedupe_by_key, earlier_wins, later_wins};
 pub struct SinkRow {
     /// Index of the source record in its batch.
     pub record: usize,
-    /// One cell per planned column; a [`Cell::Lookup`] until resolved.
-    pub cells: Vec<Cell>,
+    /// One cell per planned column as decoded, a [`Cell::Lookup`] where a lookup fills the
+    /// column: shared with the batch's decoded record, so binding a batch (again, when a
+    /// transaction is retried) copies no value.
+    decoded: Arc<[Cell]>,
+    /// The cells lookups resolved, by column position; they stand in for the decoded ones.
+    resolved: Vec<(usize, Cell)>,
     /// The keys its lookups were resolved from, in lookup order (`None`: the field was absent
     /// and the column NULL; empty until resolved): a write-time foreign-key violation looks
     /// them up again.
@@ -32,12 +37,34 @@ pub struct SinkRow {
 
 impl SinkRow {
     /// A decoded row, lookups unresolved.
-    pub fn new(record: usize, cells: Vec<Cell>) -> Self {
+    pub fn new(record: usize, cells: impl Into<Arc<[Cell]>>) -> Self {
         Self {
             record,
-            cells,
+            decoded: cells.into(),
+            resolved: Vec::new(),
             keys: Vec::new(),
         }
+    }
+
+    /// The cell of column `position`: the resolved one when a lookup filled it.
+    pub fn cell(&self, position: usize) -> Option<&Cell> {
+        self.resolved
+            .iter()
+            .find_map(|(at, cell)| (*at == position).then_some(cell))
+            .or_else(|| self.decoded.get(position))
+    }
+
+    /// Column `position` filled (again) by a lookup.
+    pub fn resolve(&mut self, position: usize, cell: Cell) {
+        match self.resolved.iter_mut().find(|(at, _)| *at == position) {
+            Some((_, resolved)) => *resolved = cell,
+            None => self.resolved.push((position, cell)),
+        }
+    }
+
+    /// Every cell in column order, resolved ones in place.
+    pub fn cells(&self) -> impl Iterator<Item = &Cell> {
+        (0..self.decoded.len()).filter_map(|position| self.cell(position))
     }
 }
 
@@ -53,7 +80,7 @@ impl SinkDecoder {
         let key = |row: &SinkRow| {
             self.key
                 .iter()
-                .map(|i| KeyPart::of(row.cells.get(*i), self.equality(*i)))
+                .map(|i| KeyPart::of(row.cell(*i), self.equality(*i)))
                 .collect::<Vec<KeyPart>>()
         };
         match (&self.conflict, self.guard) {
@@ -61,11 +88,7 @@ impl SinkDecoder {
             (ConflictPolicy::NewestWins { .. }, Some(guard)) => {
                 let equality = self.equality(guard);
                 dedupe_by_key(rows, key, |current: &SinkRow, candidate: &SinkRow| {
-                    newer(
-                        candidate.cells.get(guard),
-                        current.cells.get(guard),
-                        equality,
-                    )
+                    newer(candidate.cell(guard), current.cell(guard), equality)
                 })
             }
             _ => dedupe_by_key(rows, key, later_wins),

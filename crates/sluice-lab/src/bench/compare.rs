@@ -209,7 +209,7 @@ pub async fn u_lanes(
         .await?;
     let mut parts: Vec<Vec<SinkRow>> = vec![Vec::new(); lanes.max(1)];
     for row in first {
-        let key = match row.cells.first() {
+        let key = match row.cell(0) {
             Some(Cell::Text(review_id)) => review_id.as_str(),
             _ => "",
         };

@@ -11,6 +11,7 @@ use sluice_kafka::Record;
 use sluice_postgres::declared::{DeclaredUpsertError, upsert_declared};
 use sluice_postgres::lookup::{LookupResolver, LookupValue};
 use sqlx::PgConnection;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A declared sink that cannot be run (validation missed something: a bug, reported as fatal).
@@ -85,14 +86,14 @@ impl Declared {
 }
 
 impl StorageSink for Declared {
-    type Message = Vec<Cell>;
+    type Message = Arc<[Cell]>;
     type Row = SinkRow;
 
     fn name(&self) -> &str {
         &self.plan.name
     }
 
-    fn decode(&self, record: &Record) -> Result<Vec<Cell>, DecodeError> {
+    fn decode(&self, record: &Record) -> Result<Arc<[Cell]>, DecodeError> {
         let meta = RecordMeta {
             topic: &record.topic,
             partition: record.partition,
@@ -100,40 +101,39 @@ impl StorageSink for Declared {
             timestamp: kafka_timestamp(record).ok().flatten(),
             key: record.key.as_deref(),
         };
-        self.decoder.decode(record.payload.as_deref(), &meta)
+        self.decoder
+            .decode(record.payload.as_deref(), &meta)
+            .map(Arc::from)
     }
 
     async fn bind(
         &self,
         conn: &mut PgConnection,
-        messages: &[(usize, Vec<Cell>)],
+        messages: &[(usize, Arc<[Cell]>)],
     ) -> Result<Bound<SinkRow>, sqlx::Error> {
         let mut rows: Vec<SinkRow> = messages
             .iter()
-            .map(|(record, cells)| SinkRow::new(*record, cells.clone()))
+            .map(|(record, cells)| SinkRow::new(*record, Arc::clone(cells)))
             .collect();
         let mut rejected = Vec::new();
         for lookup in &self.lookups {
             let keys = rows
                 .iter()
-                .filter_map(|row| match row.cells.get(lookup.position) {
+                .filter_map(|row| match row.cell(lookup.position) {
                     Some(Cell::Lookup(key)) => Some(key.as_str()),
                     _ => None,
                 });
             let (found, _stats) = lookup.resolver.resolve(conn, keys).await?;
             rows.retain_mut(|row| {
-                let Some(cell) = row.cells.get_mut(lookup.position) else {
-                    return true;
-                };
-                let Cell::Lookup(key) = cell else {
+                let Some(Cell::Lookup(key)) = row.cell(lookup.position) else {
                     // NULL (an optional field left out): nothing to look up.
                     row.keys.push(None);
                     return true;
                 };
-                let key = std::mem::take(key);
+                let key = key.clone();
                 match found.get(&key) {
                     Some(value) => {
-                        *cell = value.clone();
+                        row.resolve(lookup.position, value.clone());
                         row.keys.push(Some(key));
                         true
                     }
@@ -189,11 +189,7 @@ impl StorageSink for Declared {
             lookup.resolver.forget(key);
             let (found, _) = lookup.resolver.resolve(conn, [key.as_str()]).await?;
             match found.get(key) {
-                Some(value) => {
-                    if let Some(cell) = rebound.cells.get_mut(lookup.position) {
-                        *cell = value.clone();
-                    }
-                }
+                Some(value) => rebound.resolve(lookup.position, value.clone()),
                 None => {
                     return Ok(Recheck::Gone(Rejection {
                         record: row.record,
@@ -208,7 +204,7 @@ impl StorageSink for Declared {
                 }
             }
         }
-        Ok(if rebound.cells == row.cells {
+        Ok(if rebound.cells().eq(row.cells()) {
             Recheck::Unchanged
         } else {
             Recheck::Rebound(rebound)

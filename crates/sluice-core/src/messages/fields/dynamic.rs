@@ -5,7 +5,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{
-    Count, Fields, Path, SqlInt, array, count, describe, echo, integer, number, string, timestamp,
+    Count, Fields, Path, SqlInt, array, count, describe, echo, integer, number, string, text_rules,
+    timestamp,
 };
 use crate::messages::DecodeError;
 use chrono::{DateTime, Utc};
@@ -32,6 +33,16 @@ pub(crate) fn text(
     max: Option<usize>,
 ) -> Result<String, DecodeError> {
     string(Path::new(field), value, min, max)
+}
+
+/// A string value already taken out of its record, checked as [`text`] checks it (not copied).
+pub(crate) fn owned_text(
+    field: &str,
+    text: String,
+    min: usize,
+    max: Option<usize>,
+) -> Result<String, DecodeError> {
+    text_rules(Path::new(field), &text, min, max).map(|()| text)
 }
 
 /// A JSON integer in `lo..=hi`, which fits the SQL type of `T`.
