@@ -187,10 +187,20 @@ impl SinkDecoder {
         payload: Option<&[u8]>,
         meta: &RecordMeta<'_>,
     ) -> Result<Vec<Cell>, DecodeError> {
-        if let Some(cells) = self.decode_scanned(payload, meta) {
-            return Ok(cells);
+        match self.decode_scanned(payload, meta) {
+            Some(cells) => Ok(cells),
+            // Not one JSON object, or a rule broken: the whole parse, which names the reason.
+            None => self.decode_whole(payload, meta),
         }
-        // Not one JSON object, or a rule broken: the whole parse, which names the reason.
+    }
+
+    /// Decodes from the record's whole JSON tree: the reference the one pass agrees with,
+    /// and where every reason comes from.
+    pub(super) fn decode_whole(
+        &self,
+        payload: Option<&[u8]>,
+        meta: &RecordMeta<'_>,
+    ) -> Result<Vec<Cell>, DecodeError> {
         let object = parse_object(payload)?;
         self.columns
             .iter()

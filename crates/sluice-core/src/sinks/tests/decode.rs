@@ -188,3 +188,53 @@ fn dedupe_keeps_one_row_per_key_by_the_conflict_policy() {
         "the newest guard, ties to the earlier record (as the first stored keeps a tie)"
     );
 }
+
+#[test]
+fn a_field_read_by_two_columns_and_under_a_nested_path_is_read_whole_by_each() {
+    const TWICE: &str = r#"
+[[sink]]
+name = "twice"
+table = "twice"
+key = ["id"]
+conflict = "always-update"
+
+[sink.columns]
+id = { field = "meta.id" }
+copy = { field = "meta" }
+label = { field = "label" }
+label_again = { field = "label" }
+"#;
+    let twice = TableShape {
+        name: "twice".into(),
+        columns: vec![
+            column("id", SqlType::Text, true),
+            column("copy", SqlType::Jsonb, false),
+            column("label", SqlType::Text, false),
+            column("label_again", SqlType::Text, false),
+        ],
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+    };
+    let sinks = parse_sinks("m.toml", TWICE).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("twice".into(), twice)])).unwrap();
+    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let at = DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")
+        .unwrap()
+        .to_utc();
+    let payload = r#"{"label": "x", "meta": {"id": "k"}, "other": [1, {"a": null}], "label": "y"}"#;
+    let cells = decoder.decode(Some(payload.as_bytes()), &meta(at)).unwrap();
+    assert_eq!(
+        cells,
+        [
+            Cell::Text("k".into()),
+            Cell::Json(json!({"id": "k"})),
+            Cell::Text("y".into()),
+            Cell::Text("y".into()),
+        ],
+        "the last of duplicate keys wins, as in the whole parse"
+    );
+    assert_eq!(
+        Ok(cells),
+        decoder.decode_whole(Some(payload.as_bytes()), &meta(at))
+    );
+}

@@ -10,8 +10,11 @@ use proptest::prelude::*;
 use serde_json::{Number, Value};
 use uuid::Uuid;
 
-use super::support::{DECODERS, app_stats, bytes, network_metrics, review, with};
+use super::support::{
+    DECODERS, META, app_stats, bytes, network_metrics, review, seed_decoder, with,
+};
 use crate::messages::DecodeError;
+use crate::pipeline::PipelineKind;
 use crate::sinks::Cell;
 
 /// Any JSON value, with the numbers and strings most likely to break a rule.
@@ -401,6 +404,32 @@ proptest! {
                     prop_assert!(error.to_string().starts_with(&prefix), "{}", error);
                 }
             }
+        }
+    }
+
+    /// The one-pass decoder (only the fields read, values moved) gives exactly what decoding
+    /// the whole JSON tree gives, whatever one field holds and whatever unknown fields ride
+    /// along.
+    #[test]
+    fn the_one_pass_agrees_with_the_whole_tree(
+        pick in any::<prop::sample::Index>(),
+        value in any_json(),
+        extra in any_json(),
+    ) {
+        for (index, message, fields) in topics() {
+            let kind = PipelineKind::ALL[index];
+            let field = pick.get(&fields);
+            let mut message = with(message, field, value.clone());
+            if let Value::Object(object) = &mut message {
+                object.insert("zz_extra".into(), extra.clone());
+            }
+            let payload = bytes(&message);
+            let decoder = seed_decoder(kind);
+            prop_assert_eq!(
+                decoder.decode(Some(&payload), &META),
+                decoder.decode_whole(Some(&payload), &META),
+                "{}: {}", kind, message
+            );
         }
     }
 

@@ -14,7 +14,7 @@ use crate::sinks::{Cell, RecordMeta, SinkDecoder, plan_sink};
 pub(super) type Decode = fn(Option<&[u8]>) -> Result<Vec<Cell>, DecodeError>;
 
 /// What the seed payloads carry besides their value (no seed column reads it).
-const META: RecordMeta<'static> = RecordMeta {
+pub(super) const META: RecordMeta<'static> = RecordMeta {
     topic: "seed",
     partition: 0,
     offset: 0,
