@@ -9,7 +9,9 @@
 //! 3. a nullable key column is refused unless NULL can never reach it;
 //! 4. a nullable newest-wins column: NULL is the oldest version; ties go to the first stored;
 //! 5. keys PostgreSQL sees as equal (`1` and `1.0`, two instants of one second in a
-//!    `timestamptz(0)`) are one key in the batch too.
+//!    `timestamptz(0)`) are one key in the batch too;
+//! 6. a NUMERIC gets the record's digits (not the nearest f64), and one too wide for its
+//!    column is dead-lettered naming the field.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -76,14 +78,15 @@ impl Case {
 
     /// Produces JSON values to `sink`'s topic.
     async fn produce(&self, sink: &str, values: &[Value]) {
+        let texts: Vec<String> = values.iter().map(Value::to_string).collect();
+        self.produce_text(sink, &texts).await;
+    }
+
+    /// Produces record values written as text (numbers no `Value` can hold exactly).
+    async fn produce_text(&self, sink: &str, values: &[String]) {
         let records: Vec<sluice_testkit::RawRecord> = values
             .iter()
-            .map(|v| {
-                (
-                    Some(sink.as_bytes().to_vec()),
-                    Some(v.to_string().into_bytes()),
-                )
-            })
+            .map(|v| (Some(sink.as_bytes().to_vec()), Some(v.clone().into_bytes())))
             .collect();
         sluice_testkit::produce(&self.env.stack, &self.topic(sink), &records).await;
     }
@@ -512,5 +515,77 @@ async fn keys_postgres_sees_as_equal_are_one_key_in_the_batch() {
         ["00:00:00.000000 later"]
     );
     assert!(case.dead_letters().await.is_empty());
+    case.cleanup().await;
+}
+
+const DIGITS_DDL: &str = r"
+    CREATE TABLE ledger (id BIGINT PRIMARY KEY, amount NUMERIC(20,4) NOT NULL, raw NUMERIC);";
+
+const DIGITS_MAPPING: &str = r#"
+[[sink]]
+name = "ledger"
+topic = "{prefix}-ledger"
+table = "ledger"
+key = ["id"]
+conflict = "always-update"
+[sink.columns]
+id = { field = "id" }
+amount = { field = "amount" }
+raw = { field = "raw" }
+"#;
+
+#[tokio::test]
+async fn a_numeric_lands_digit_for_digit() {
+    let Some(case) = Case::new(&["ledger"], DIGITS_DDL, DIGITS_MAPPING).await else {
+        return;
+    };
+    case.assert_valid();
+    // (id, amount, raw) as the record writes them; 2^53 + 1 as the id.
+    let records = [
+        (
+            "9007199254740993",
+            "12345678901234.5678",
+            "0.1000000000000000055511151231257827",
+        ),
+        (
+            "2",
+            "4503599627370497.0001",
+            "123456789012345678901234567890.5",
+        ),
+        ("3", "9999999999999999.9999", "-1e-20"),
+        ("4", "99999999999999999.0", "1"),
+        ("5", "9999999999999999.99995", "1"),
+    ];
+    let texts: Vec<String> = records
+        .iter()
+        .map(|(id, amount, raw)| format!(r#"{{"id": {id}, "amount": {amount}, "raw": {raw}}}"#))
+        .collect();
+    case.produce_text("ledger", &texts).await;
+    case.run_to_end("digits").await;
+    assert_eq!(
+        case.rows("SELECT id || ' ' || amount || ' ' || raw FROM ledger ORDER BY id")
+            .await,
+        [
+            "2 4503599627370497.0001 123456789012345678901234567890.5",
+            "3 9999999999999999.9999 -0.00000000000000000001",
+            "9007199254740993 12345678901234.5678 0.1000000000000000055511151231257827",
+        ]
+    );
+    let dead = case.dead_letters().await;
+    let reasons: Vec<(i64, &str)> = dead.iter().map(|d| (d.1, d.3.as_str())).collect();
+    assert_eq!(
+        reasons,
+        [
+            (
+                3,
+                "field `amount`: must have at most 16 digits before the point, got 99999999999999999.0"
+            ),
+            (
+                4,
+                "field `amount`: must have at most 16 digits before the point, got 9999999999999999.99995"
+            ),
+        ],
+        "too wide for numeric(20,4), after rounding to 4 places as PostgreSQL rounds"
+    );
     case.cleanup().await;
 }

@@ -51,6 +51,15 @@ impl Decimal {
         Some(decimal)
     }
 
+    /// Digits before the point (`0.5` has none, `100` three).
+    pub(crate) fn whole_digits(&self) -> i64 {
+        if self.digits.is_empty() {
+            0
+        } else {
+            self.point.max(0)
+        }
+    }
+
     /// Rounds to `scale` digits after the point, half away from zero.
     fn round(&mut self, scale: i64) {
         let Some(keep) = self.point.checked_add(scale) else {

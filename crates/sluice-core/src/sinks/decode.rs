@@ -13,9 +13,10 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::checks::Check;
+use super::decimal::Decimal;
 use super::equality::{Equality, equality};
 use super::model::{Bound, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source};
-use super::scan::FieldSlots;
+use super::scan::{FieldSlots, Scanned};
 use super::validate::SinkPlan;
 use crate::messages::DecodeError;
 use crate::messages::fields::dynamic;
@@ -93,6 +94,8 @@ struct ColumnDecoder {
     time_precision: Option<u32>,
     /// Where a field source's value is in a scanned record (see [`Slot`]).
     slot: Option<Slot>,
+    /// A NUMERIC column: it gets the number's text as the record wrote it.
+    numeric: bool,
 }
 
 /// A field source's place in a scanned record: the slot of its path's first segment, the
@@ -131,6 +134,7 @@ impl SinkDecoder {
                         .cloned()
                         .collect(),
                     time_precision: planned.time_precision,
+                    numeric: planned.param_type == "numeric",
                     slot: path.and_then(|path| {
                         let (first, rest) = path.segments().split_first()?;
                         Some(Slot {
@@ -143,10 +147,14 @@ impl SinkDecoder {
             })
             .collect();
         // The last column reading a whole top-level field takes its value; no later column
-        // (and no nested path, which only borrows) reads it after that.
+        // (and no nested path, which only borrows) reads it after that. A NUMERIC column's
+        // field keeps its number's text.
         let mut read: Vec<bool> = Vec::new();
         for column in columns.iter_mut().rev() {
             if let Some(slot) = &mut column.slot {
+                if column.numeric && slot.rest.is_empty() {
+                    fields.keep_number(slot.index);
+                }
                 if read.len() <= slot.index {
                     read.resize(slot.index + 1, false);
                 }
@@ -188,8 +196,9 @@ impl SinkDecoder {
         meta: &RecordMeta<'_>,
     ) -> Result<Vec<Cell>, DecodeError> {
         match self.decode_scanned(payload, meta) {
-            Some(cells) => Ok(cells),
-            // Not one JSON object, or a rule broken: the whole parse, which names the reason.
+            Some(decoded) => decoded,
+            // Not one JSON object, or a required field missing: the whole parse, which names
+            // the reason (with the legacy-name hint, which needs every key).
             None => self.decode_whole(payload, meta),
         }
     }
@@ -209,25 +218,34 @@ impl SinkDecoder {
     }
 
     /// The common case in one pass: only the fields the columns read are kept, and a value
-    /// read by one column is moved into its cell, not copied. `None` when the record is not
-    /// one object or breaks a rule (the caller then decodes it the whole way for the reason).
-    fn decode_scanned(&self, payload: Option<&[u8]>, meta: &RecordMeta<'_>) -> Option<Vec<Cell>> {
+    /// read by one column is moved into its cell, not copied. A broken rule is the reason as
+    /// the whole parse gives it, except that a NUMERIC is reported with the record's digits.
+    /// `None` when the record is not one object or a required field is missing (the caller
+    /// then decodes it the whole way).
+    fn decode_scanned(
+        &self,
+        payload: Option<&[u8]>,
+        meta: &RecordMeta<'_>,
+    ) -> Option<Result<Vec<Cell>, DecodeError>> {
         // UTF-8 checked with SIMD: record values are mostly text, and the scalar check cost as
         // much as the parse.
         let text = simdutf8::basic::from_utf8(payload?).ok()?;
-        let mut values = self.fields.scan(text)?;
+        let mut scanned = self.fields.scan(text)?;
         let mut cells = Vec::with_capacity(self.columns.len());
         for column in &self.columns {
             let cell = match (&column.source, &column.slot) {
-                (Source::Const(constant), _) => constant_cell(constant, &column.sql_type),
-                (Source::Kafka(field), _) => kafka_cell(*field, meta).ok()?,
-                (Source::Lookup(_), Some(slot)) => column.scanned(&mut values, slot, true)?,
-                (_, Some(slot)) => column.scanned(&mut values, slot, false)?,
+                (Source::Const(constant), _) => Ok(constant_cell(constant, &column.sql_type)),
+                (Source::Kafka(field), _) => kafka_cell(*field, meta),
+                (Source::Lookup(_), Some(slot)) => column.scanned(&mut scanned, slot, true)?,
+                (_, Some(slot)) => column.scanned(&mut scanned, slot, false)?,
                 (_, None) => return None,
             };
-            cells.push(column.rounded(cell));
+            match cell {
+                Ok(cell) => cells.push(column.rounded(cell)),
+                Err(reason) => return Some(Err(reason)),
+            }
         }
-        Some(cells)
+        Some(Ok(cells))
     }
 }
 
@@ -286,40 +304,56 @@ impl ColumnDecoder {
             Some(Value::Null) | None if !self.required => Ok(Cell::Null),
             Some(Value::Null) => Err(dynamic::missing(object, name, true)),
             None => Err(dynamic::missing(object, name, false)),
-            Some(value) => self.present(Cow::Borrowed(value), lookup),
+            Some(value) => self.present(Cow::Borrowed(value), None, lookup),
         }
     }
 
-    /// The cell of a scanned record's field; `None` when a rule is broken.
-    fn scanned(&self, values: &mut [Option<Value>], slot: &Slot, lookup: bool) -> Option<Cell> {
-        let value = if slot.takes {
-            values.get_mut(slot.index)?.take().map(Cow::Owned)
+    /// The cell of a scanned record's field, or the rule it breaks; `None` when it is required
+    /// and missing.
+    fn scanned(
+        &self,
+        scanned: &mut Scanned<'_>,
+        slot: &Slot,
+        lookup: bool,
+    ) -> Option<Result<Cell, DecodeError>> {
+        let number = if slot.rest.is_empty() {
+            scanned.numbers.get(slot.index).copied().flatten()
         } else {
-            let top = values.get(slot.index)?.as_ref();
+            None
+        };
+        let value = if slot.takes {
+            scanned.values.get_mut(slot.index)?.take().map(Cow::Owned)
+        } else {
+            let top = scanned.values.get(slot.index)?.as_ref();
             slot.rest
                 .iter()
                 .try_fold(top?, |value, segment| value.as_object()?.get(segment))
                 .map(Cow::Borrowed)
         };
         match value {
-            Some(value) if !value.is_null() => self.present(value, lookup).ok(),
-            _ if !self.required => Some(Cell::Null),
+            Some(value) if !value.is_null() => Some(self.present(value, number, lookup)),
+            _ if !self.required => Some(Ok(Cell::Null)),
             _ => None,
         }
     }
 
     /// The cell of a present, non-null value (taken when owned, so text and JSON are not
-    /// copied).
-    fn present(&self, value: Cow<'_, Value>, lookup: bool) -> Result<Cell, DecodeError> {
+    /// copied); `number`: the value's text as the record wrote it, when kept.
+    fn present(
+        &self,
+        value: Cow<'_, Value>,
+        number: Option<&str>,
+        lookup: bool,
+    ) -> Result<Cell, DecodeError> {
         let name = self.field_name.as_str();
         let cell = match (value, self.checks.first()) {
             (Cow::Owned(Value::String(text)), Some(Check::Text { min, max })) => {
                 Cell::Text(dynamic::owned_text(name, text, *min, *max)?)
             }
             (Cow::Owned(json), Some(Check::Json)) if !has_nul(&json) => Cell::Json(json),
-            (value, _) => match value_cell(name, &value, &self.checks)? {
-                Cell::Float(_) if !lookup && self.sql_type.starts_with("numeric") => {
-                    Cell::Numeric(value.to_string())
+            (value, _) => match value_cell(name, &value, number, &self.checks)? {
+                Cell::Float(_) if !lookup && self.numeric => {
+                    Cell::Numeric(number.map_or_else(|| value.to_string(), str::to_owned))
                 }
                 cell => cell,
             },
@@ -339,8 +373,14 @@ fn find<'v>(object: &'v Map<String, Value>, path: &FieldPath) -> Option<&'v Valu
     })
 }
 
-/// A present value checked by `checks` (the first one says the type).
-fn value_cell(field: &str, value: &Value, checks: &[Check]) -> Result<Cell, DecodeError> {
+/// A present value checked by `checks` (the first one says the type); `number`: its text as
+/// the record wrote it, when kept.
+fn value_cell(
+    field: &str,
+    value: &Value,
+    number: Option<&str>,
+    checks: &[Check],
+) -> Result<Cell, DecodeError> {
     let Some((first, rest)) = checks.split_first() else {
         return Ok(Cell::Json(value.clone()));
     };
@@ -368,7 +408,7 @@ fn value_cell(field: &str, value: &Value, checks: &[Check]) -> Result<Cell, Deco
             _ => "values",
         };
         let cells = dynamic::elements(field, value, what, count, |name, item| {
-            value_cell(name, item, &element)
+            value_cell(name, item, None, &element)
         })?;
         return Ok(Cell::Json(Value::Array(
             cells.into_iter().map(cell_json).collect(),
@@ -386,7 +426,8 @@ fn value_cell(field: &str, value: &Value, checks: &[Check]) -> Result<Cell, Deco
             let float = dynamic::finite(field, value, lo, max.map(Bound::as_f64))?;
             match rest.first() {
                 Some(Check::NumericDigits { precision, scale }) => {
-                    numeric(field, value, *precision, *scale)?
+                    let text = number.map_or_else(|| value.to_string(), str::to_owned);
+                    numeric(field, text, *precision, *scale)?
                 }
                 _ => Cell::Float(float),
             }
@@ -405,15 +446,13 @@ fn value_cell(field: &str, value: &Value, checks: &[Check]) -> Result<Cell, Deco
 }
 
 /// A NUMERIC with at most `precision - scale` digits before the point once rounded to
-/// `scale` digits after it (as PostgreSQL rounds, then checks). The value travels as its JSON
-/// text, which is the f64 serde_json read (no arbitrary precision).
-fn numeric(field: &str, value: &Value, precision: u32, scale: u32) -> Result<Cell, DecodeError> {
-    let text = value.to_string();
-    let float = value.as_f64().unwrap_or(f64::NAN);
+/// `scale` digits after it (as PostgreSQL rounds, then checks), counted on the number's text:
+/// the record's own digits when the one pass kept them, else the f64 serde_json read.
+fn numeric(field: &str, text: String, precision: u32, scale: u32) -> Result<Cell, DecodeError> {
     let allowed = precision.saturating_sub(scale);
-    let unit = 10f64.powi(i32::try_from(scale).unwrap_or(i32::MAX));
-    let rounded = (float.abs() * unit).round() / unit;
-    if !rounded.is_finite() || rounded >= 10f64.powi(i32::try_from(allowed).unwrap_or(i32::MAX)) {
+    let fits = Decimal::parse(&text, Some(scale))
+        .is_some_and(|decimal| decimal.whole_digits() <= i64::from(allowed));
+    if !fits {
         return Err(dynamic::broken(
             field,
             format!("must have at most {allowed} digits before the point, got {text}"),

@@ -7,17 +7,31 @@
 //! only). A record the pass does not take — not an object, not JSON — returns `None`, and
 //! the decoder reads it the full way, which names the reason.
 //!
+//! A field read as a NUMERIC also keeps its number's text, so the column gets the record's
+//! digits, not those of the nearest f64.
+//!
 //! Duplicate keys: the last one wins, as in the full parse.
 
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The top-level field names a sink reads; slot `i` holds the value of `names[i]`.
 #[derive(Debug, Clone, Default)]
 pub(super) struct FieldSlots {
     names: Vec<String>,
+    /// Per slot: whether its number's text is kept too.
+    numbers: Vec<bool>,
+}
+
+/// A scanned record: per slot, the field's value (`None`: absent) and, for a slot that keeps
+/// it, the text of a number as the record wrote it.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Scanned<'t> {
+    pub(super) values: Vec<Option<Value>>,
+    pub(super) numbers: Vec<Option<&'t str>>,
 }
 
 impl FieldSlots {
@@ -27,20 +41,28 @@ impl FieldSlots {
             return slot;
         }
         self.names.push(name.to_owned());
+        self.numbers.push(false);
         self.names.len() - 1
+    }
+
+    /// Keeps the number text of slot `slot`'s field.
+    pub(super) fn keep_number(&mut self, slot: usize) {
+        if let Some(keep) = self.numbers.get_mut(slot) {
+            *keep = true;
+        }
     }
 
     fn position(&self, name: &str) -> Option<usize> {
         self.names.iter().position(|n| n == name)
     }
 
-    /// The values of the slots' fields in `text` (`None` in a slot: the field is absent), or
-    /// `None` when `text` is not one JSON object.
-    pub(super) fn scan(&self, text: &str) -> Option<Vec<Option<Value>>> {
+    /// The values of the slots' fields in `text`, or `None` when `text` is not one JSON
+    /// object.
+    pub(super) fn scan<'t>(&self, text: &'t str) -> Option<Scanned<'t>> {
         let mut deserializer = serde_json::Deserializer::from_str(text);
-        let values = Scan(self).deserialize(&mut deserializer).ok()?;
+        let scanned = Scan(self).deserialize(&mut deserializer).ok()?;
         deserializer.end().ok()?;
-        Some(values)
+        Some(scanned)
     }
 }
 
@@ -48,7 +70,7 @@ impl FieldSlots {
 struct Scan<'s>(&'s FieldSlots);
 
 impl<'de> DeserializeSeed<'de> for Scan<'_> {
-    type Value = Vec<Option<Value>>;
+    type Value = Scanned<'de>;
 
     fn deserialize<D: de::Deserializer<'de>>(
         self,
@@ -59,23 +81,35 @@ impl<'de> DeserializeSeed<'de> for Scan<'_> {
 }
 
 impl<'de> Visitor<'de> for Scan<'_> {
-    type Value = Vec<Option<Value>>;
+    type Value = Scanned<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut values = vec![None; self.0.names.len()];
+        let slots = self.0.names.len();
+        let mut scanned = Scanned {
+            values: vec![None; slots],
+            numbers: vec![None; slots],
+        };
         while let Some(slot) = map.next_key_seed(Key(self.0))? {
-            match slot.and_then(|slot| values.get_mut(slot)) {
-                Some(value) => *value = Some(map.next_value::<Value>()?),
-                None => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+            let Some(slot) = slot.filter(|slot| *slot < slots) else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            if self.0.numbers.get(slot) == Some(&true) {
+                let raw: &'de RawValue = map.next_value()?;
+                let text = raw.get();
+                scanned.values[slot] = Some(serde_json::from_str(text).map_err(de::Error::custom)?);
+                scanned.numbers[slot] =
+                    Some(text).filter(|t| t.starts_with(|c: char| c == '-' || c.is_ascii_digit()));
+            } else {
+                scanned.values[slot] = Some(map.next_value()?);
+                scanned.numbers[slot] = None;
             }
         }
-        Ok(values)
+        Ok(scanned)
     }
 }
 
@@ -124,7 +158,7 @@ mod tests {
         let slots = slots(&["a", "c", "missing"]);
         let text = r#"{"a": 1, "b": {"deep": [1, 2, {"x": "y"}]}, "c": "t\"ext", "z": null}"#;
         assert_eq!(
-            slots.scan(text),
+            slots.scan(text).map(|s| s.values),
             Some(vec![Some(json!(1)), Some(json!("t\"ext")), None])
         );
     }
@@ -133,7 +167,7 @@ mod tests {
     fn an_escaped_key_still_finds_its_slot_and_the_last_duplicate_wins() {
         let slots = slots(&["ab"]);
         assert_eq!(
-            slots.scan(r#"{"a\u0062": 1, "ab": 2}"#),
+            slots.scan(r#"{"a\u0062": 1, "ab": 2}"#).map(|s| s.values),
             Some(vec![Some(json!(2))])
         );
     }
@@ -153,8 +187,23 @@ mod tests {
             assert_eq!(slots.scan(text), None, "{text}");
         }
         assert_eq!(
-            slots.scan(r#" {"a": null} "#),
+            slots.scan(r#" {"a": null} "#).map(|s| s.values),
             Some(vec![Some(Value::Null)])
+        );
+    }
+
+    #[test]
+    fn a_number_slot_keeps_the_text_of_a_number_only() {
+        let mut slots = slots(&["n", "m"]);
+        slots.keep_number(0);
+        let text = r#"{"n": 12345678901234.5678, "m": 1.5}"#;
+        let scanned = slots.scan(text).unwrap();
+        assert_eq!(scanned.numbers, [Some("12345678901234.5678"), None]);
+        assert_eq!(scanned.values[1], Some(json!(1.5)));
+        let scanned = slots.scan(r#"{"n": "12"}"#).unwrap();
+        assert_eq!(
+            (scanned.numbers[0], &scanned.values[0]),
+            (None, &Some(json!("12")))
         );
     }
 

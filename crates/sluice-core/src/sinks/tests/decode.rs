@@ -238,3 +238,35 @@ label_again = { field = "label" }
         decoder.decode_whole(Some(payload.as_bytes()), &meta(at))
     );
 }
+
+#[test]
+fn a_numeric_gets_the_records_digits_not_the_nearest_f64() {
+    let at = DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")
+        .unwrap()
+        .to_utc();
+    let amount = |number: &str| {
+        let payload = format!(
+            r#"{{"meta": {{"id": "67e55044-10b1-426f-9247-bb680e5fe0c8"}}, "amount": {number}}}"#
+        );
+        decoder()
+            .decode(Some(payload.as_bytes()), &meta(at))
+            .map(|cells| cells[1].clone())
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(amount("1234.50"), Ok(Cell::Numeric("1234.50".into())));
+    assert_eq!(
+        amount("0.1000000000000000055511151231257827"),
+        Ok(Cell::Numeric("0.1000000000000000055511151231257827".into()))
+    );
+    assert_eq!(
+        amount("9999.994999999999999999"),
+        Ok(Cell::Numeric("9999.994999999999999999".into())),
+        "rounds to 9999.99: fits"
+    );
+    assert_eq!(
+        amount("9999.995"),
+        Err("field `amount`: must have at most 4 digits before the point, got 9999.995".into()),
+        "rounds to 10000.00, as PostgreSQL rounds"
+    );
+    assert_eq!(amount("-0.004"), Ok(Cell::Numeric("-0.004".into())));
+}
