@@ -11,7 +11,9 @@
 //! 5. keys PostgreSQL sees as equal (`1` and `1.0`, two instants of one second in a
 //!    `timestamptz(0)`) are one key in the batch too;
 //! 6. a NUMERIC gets the record's digits (not the nearest f64), and one too wide for its
-//!    column is dead-lettered naming the field.
+//!    column is dead-lettered naming the field;
+//! 7. lookups by integer and uuid keys resolve (never write the raw key as the id); a key
+//!    type a lookup cannot compare is refused at validation.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -586,6 +588,92 @@ async fn a_numeric_lands_digit_for_digit() {
             ),
         ],
         "too wide for numeric(20,4), after rounding to 4 places as PostgreSQL rounds"
+    );
+    case.cleanup().await;
+}
+
+const KEYED_LOOKUPS_DDL: &str = r"
+    CREATE TABLE devices (serial BIGINT UNIQUE NOT NULL, id BIGINT NOT NULL);
+    INSERT INTO devices VALUES (5000, 1), (5001, 2);
+    CREATE TABLE sites (code UUID UNIQUE NOT NULL, name TEXT NOT NULL);
+    INSERT INTO sites VALUES ('67e55044-10b1-426f-9247-bb680e5fe0c8', 'north');
+    CREATE TABLE stamps (at TIMESTAMPTZ UNIQUE NOT NULL, id BIGINT NOT NULL);
+    CREATE TABLE readings (
+        reading BIGINT PRIMARY KEY,
+        device_id BIGINT NOT NULL,
+        site TEXT
+    );";
+
+const KEYED_LOOKUPS_MAPPING: &str = r#"
+[[sink]]
+name = "readings"
+topic = "{prefix}-readings"
+table = "readings"
+key = ["reading"]
+conflict = "always-update"
+[sink.columns]
+reading = { field = "reading" }
+device_id = { lookup = { field = "serial", table = "devices", key = "serial", value = "id", unknown = "unknown_device" } }
+site = { lookup = { field = "site", table = "sites", key = "code", value = "name", unknown = "unknown_site" } }
+"#;
+
+#[tokio::test]
+async fn lookups_by_integer_and_uuid_keys_resolve() {
+    let Some(case) = Case::new(&["readings"], KEYED_LOOKUPS_DDL, KEYED_LOOKUPS_MAPPING).await
+    else {
+        return;
+    };
+    case.assert_valid();
+    let site = "67E55044-10B1-426F-9247-BB680E5FE0C8"; // upper case: the same UUID
+    case.produce(
+        "readings",
+        &[
+            json!({"reading": 1, "serial": 5000, "site": site}),
+            json!({"reading": 2, "serial": 5001}),
+            json!({"reading": 3, "serial": 7777}),
+            json!({"reading": 4, "serial": 5000, "site": "00000000-0000-0000-0000-000000000000"}),
+            json!({"reading": 5, "serial": "5000"}),
+        ],
+    )
+    .await;
+    case.run_to_end("keyed-lookups").await;
+    assert_eq!(
+        case.rows("SELECT reading || ' ' || device_id || ' ' || coalesce(site, '-') FROM readings ORDER BY reading")
+            .await,
+        ["1 1 north", "2 2 -"]
+    );
+    let dead = case.dead_letters().await;
+    let kinds: Vec<(i64, &str)> = dead.iter().map(|d| (d.1, d.2.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            (2, "unknown_device"),
+            (3, "unknown_site"),
+            (4, "decode_error")
+        ]
+    );
+    assert!(dead[0].3.contains("7777"), "{}", dead[0].3);
+    assert!(dead[2].3.contains("field `serial`"), "{}", dead[2].3);
+
+    // A key column a lookup cannot compare a record's key with is refused at validation.
+    let file = case.env.dir.join("stamps.toml");
+    std::fs::write(
+        &file,
+        KEYED_LOOKUPS_MAPPING
+            .replace("{prefix}", &case.env.prefix)
+            .replace(
+                r#"table = "devices", key = "serial""#,
+                r#"table = "stamps", key = "at""#,
+            ),
+    )
+    .unwrap();
+    let out = case.validate(&file);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        said.contains("device_id")
+            && said.contains("a lookup key must be text, an integer or a uuid"),
+        "{said}"
     );
     case.cleanup().await;
 }

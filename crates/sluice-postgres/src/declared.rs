@@ -76,7 +76,7 @@ pub async fn prepare_sink(
             statements.push((
                 Some(column.column.clone()),
                 "lookup",
-                lookup_query(lookup, value),
+                lookup_query(lookup, column.lookup_key.as_deref(), value),
             ));
         }
     }

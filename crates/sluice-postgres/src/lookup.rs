@@ -46,11 +46,12 @@ pub struct LookupResolver {
 }
 
 impl LookupResolver {
-    /// A resolver for `lookup` (validated names) writing `value`s.
-    pub fn new(lookup: &Lookup, value: LookupValue, ttl: Duration) -> Self {
+    /// A resolver for `lookup` (validated names) writing `value`s; `key_type`: the key
+    /// column's type as the plan gives it (`ColumnPlan::lookup_key`; `None`: text).
+    pub fn new(lookup: &Lookup, key_type: Option<&str>, value: LookupValue, ttl: Duration) -> Self {
         Self {
             cache: KeyCache::new(ttl),
-            query: lookup_query(lookup, value),
+            query: lookup_query(lookup, key_type, value),
             value,
         }
     }
@@ -96,15 +97,22 @@ impl LookupResolver {
     }
 }
 
-/// The query of `lookup`: the value of each key of `$1` (`text[]`) that is in the table, every
-/// name quoted.
-pub fn lookup_query(lookup: &Lookup, value: LookupValue) -> String {
+/// The query of `lookup`: the value of each key of `$1` (`text[]`, cast to the key column's
+/// type `key_type` so that its index is used) that is in the table, every name quoted. Keys
+/// come back as text in the key type's canonical form, the form the decoder gives them.
+pub fn lookup_query(lookup: &Lookup, key_type: Option<&str>, value: LookupValue) -> String {
     let cast = match value {
         LookupValue::Text => "text",
         _ => "bigint",
     };
+    let keys = match key_type {
+        Some(key_type @ ("smallint" | "int" | "bigint" | "uuid")) => {
+            format!("$1::text[]::{key_type}[]")
+        }
+        _ => "$1".to_owned(),
+    };
     format!(
-        "SELECT {key}::text, {column}::{cast} FROM {table} WHERE {key} = ANY($1)",
+        "SELECT {key}::text, {column}::{cast} FROM {table} WHERE {key} = ANY({keys})",
         key = quote_ident(&lookup.key_column),
         column = quote_ident(&lookup.value_column),
         table = quote_table(&lookup.table),

@@ -31,7 +31,7 @@ async fn a_lookup_caches_what_it_finds_and_never_what_it_misses() {
         value_column: "id".into(),
         unknown_kind: "unknown_application".into(),
     };
-    let resolver = LookupResolver::new(&lookup, LookupValue::Int, TTL);
+    let resolver = LookupResolver::new(&lookup, Some("text"), LookupValue::Int, TTL);
     let (found, stats) = resolver
         .resolve(&mut conn, ["com.a", "com.b", "com.a"])
         .await

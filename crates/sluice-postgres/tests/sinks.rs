@@ -81,7 +81,8 @@ async fn write(
     for (position, lookup) in decoder.lookups() {
         let param_type = &plan.columns[position].param_type;
         let value = LookupValue::from_param_type(param_type).expect("a lookup column");
-        let resolver = LookupResolver::new(lookup, value, Duration::from_secs(60));
+        let key_type = plan.columns[position].lookup_key.as_deref();
+        let resolver = LookupResolver::new(lookup, key_type, value, Duration::from_secs(60));
         let keys: Vec<String> = rows
             .iter()
             .filter_map(|row| match row.cell(position) {

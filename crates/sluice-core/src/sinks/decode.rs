@@ -358,10 +358,21 @@ impl ColumnDecoder {
                 cell => cell,
             },
         };
-        Ok(match (lookup, cell) {
-            (true, Cell::Text(key)) => Cell::Lookup(key),
-            (_, cell) => cell,
-        })
+        Ok(if lookup { lookup_key(cell) } else { cell })
+    }
+}
+
+/// A checked lookup key as the text its query sends (the key column's own text form: an
+/// integer in decimal, a UUID lower-case with hyphens).
+fn lookup_key(cell: Cell) -> Cell {
+    match cell {
+        Cell::Text(key) => Cell::Lookup(key),
+        Cell::SmallInt(key) => Cell::Lookup(key.to_string()),
+        Cell::Int(key) => Cell::Lookup(key.to_string()),
+        Cell::BigInt(key) => Cell::Lookup(key.to_string()),
+        Cell::Uuid(key) => Cell::Lookup(key.hyphenated().to_string()),
+        // Validation admits only text, integer and uuid keys.
+        other => other,
     }
 }
 

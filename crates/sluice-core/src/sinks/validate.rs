@@ -241,6 +241,11 @@ pub struct ColumnPlan {
     /// them as the column rounds them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_precision: Option<u32>,
+    /// A lookup's key column type as its query casts the keys (`text`, `smallint`, `int`,
+    /// `bigint`, `uuid`): a record's key travels as text and is compared as the key column's
+    /// own type, so its index is used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookup_key: Option<String>,
 }
 
 /// Validates `sink` against the catalog (`tables`: the shapes of the tables it names, keyed
@@ -408,6 +413,7 @@ fn column_plan(
             .collect()
     };
     let mut errors: Vec<SinkError> = Vec::new();
+    let mut lookup_key = None;
     let required = mapping.required.unwrap_or(not_null);
     let presence = if required {
         Check::Required
@@ -461,6 +467,15 @@ fn column_plan(
                         }
                     }
                     if let Some(key) = other.column(&lookup.key_column) {
+                        match key.sql_type.param_type() {
+                            Some(key_type @ ("text" | "varchar" | "smallint" | "int" | "bigint" | "uuid")) => {
+                                lookup_key = Some(key_type.replace("varchar", "text"));
+                            }
+                            _ => errors.push(does_not_fit(format!(
+                                "lookup key `{}.{}` is {}; a lookup key must be text, an integer or a uuid",
+                                lookup.table, lookup.key_column, key.sql_type
+                            ))),
+                        }
                         if !other.has_unique_key(std::slice::from_ref(&lookup.key_column)) {
                             errors.push(SinkError::LookupKeyNotUnique {
                                 sink: sink.name.clone(),
@@ -501,6 +516,7 @@ fn column_plan(
         updated: sink.conflict != ConflictPolicy::InsertIgnore
             && sink.updated_columns().any(|c| c == column),
         time_precision: None,
+        lookup_key,
     })
 }
 

@@ -68,7 +68,12 @@ impl Declared {
                 position,
                 field: lookup.field.to_string(),
                 kind: DeadLetterKind::unresolved(&lookup.unknown_kind),
-                resolver: LookupResolver::new(lookup, value, cache_ttl),
+                resolver: LookupResolver::new(
+                    lookup,
+                    column.and_then(|c| c.lookup_key.as_deref()),
+                    value,
+                    cache_ttl,
+                ),
                 lookup: lookup.clone(),
             });
         }
