@@ -32,10 +32,13 @@
 //!
 //! Where things are: the daemon is [`Dispatcher`] (`dispatcher/`: building it and its
 //! maintenance rounds, one batch's steps, the loop); its settings are [`settings`]; what it
-//! did is [`DispatchReport`] / [`DispatchTotals`].
+//! did is [`DispatchReport`] / [`DispatchTotals`]; its recurring events (a batch published,
+//! settled, a claim failed, a recovery round, the stop), each with its log line and its
+//! metrics, are typed in `events` beside [`metrics`].
 
 mod dispatcher;
 mod error;
+mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;
 pub mod metrics;

@@ -53,27 +53,44 @@ pub async fn store_batch<S: StorageSink>(
     // Almost every batch is clean: write it without savepoints (two round trips fewer).
     // If a row breaks a constraint, that transaction is rolled back and the batch is
     // written again with savepoint isolation.
-    let args = (sink, group, records, decoded);
-    match store_batch_in(conn, args, Isolation::Optimistic).await? {
+    let batch = Batch {
+        sink,
+        group,
+        records,
+        decoded,
+    };
+    match store_batch_in(conn, &batch, Isolation::Optimistic).await? {
         Some(stored) => Ok(stored),
-        None => store_batch_in(conn, args, Isolation::Savepoints)
+        None => store_batch_in(conn, &batch, Isolation::Savepoints)
             .await?
             .ok_or_else(|| sqlx::Error::Protocol("savepoint isolation did not settle".into())),
     }
 }
 
-type BatchArgs<'a, S> = (
-    &'a S,
-    &'a str,
-    &'a [Record],
-    &'a Decoded<<S as StorageSink>::Message>,
-);
+/// One batch as its transaction sees it: what it is written through and what it holds.
+/// Each attempt at the transaction reads it again from the start.
+struct Batch<'a, S: StorageSink> {
+    /// The pipeline's sink: binds, de-duplicates and upserts the rows.
+    sink: &'a S,
+    /// The pipeline's consumer group, recorded with each dead letter.
+    group: &'a str,
+    /// The records, which the decoded messages and every rejection point into by index.
+    records: &'a [Record],
+    /// Their decoding: the valid messages and the records that failed it.
+    decoded: &'a Decoded<S::Message>,
+}
 
 async fn store_batch_in<S: StorageSink>(
     conn: &mut PgConnection,
-    (sink, group, records, decoded): BatchArgs<'_, S>,
+    batch: &Batch<'_, S>,
     isolation: Isolation,
 ) -> Result<Option<(BatchReport, Vec<DeadLetter>)>, sqlx::Error> {
+    let &Batch {
+        sink,
+        group,
+        records,
+        decoded,
+    } = batch;
     let mut report = BatchReport {
         records: records.len() as u64,
         decode_errors: decoded.rejected.len() as u64,

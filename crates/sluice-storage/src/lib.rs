@@ -16,6 +16,7 @@
 
 pub mod batch;
 mod error;
+mod events;
 pub mod heartbeat;
 mod isolate;
 mod lanes;

@@ -4,7 +4,9 @@
 //! the supervisor; each pipeline takes its own [`PipelineMetrics`], whose label sets are
 //! resolved once at start, so an update on the hot path is an atomic add (once per batch,
 //! never per record) and no lock is taken. Metric names are a contract: dashboards and
-//! alert rules in `deploy/` depend on them.
+//! alert rules in `deploy/` depend on them. The recurring events that update them (a batch
+//! committed, a retry, a pipeline stopping) are typed in `events.rs`, which writes each
+//! one's log line with its metrics.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -351,6 +353,11 @@ pub struct PipelineMetrics {
 }
 
 impl PipelineMetrics {
+    /// The pipeline's name, as its series are labelled.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The pipeline started (`true`) or stopped (`false`).
     pub fn set_up(&self, up: bool) {
         self.up.set(i64::from(up));

@@ -13,9 +13,10 @@
 //! database — the bottleneck — never waits for Kafka.
 
 use crate::error::{PipelineError, PipelineTotals};
+use crate::events::{PipelineFailed, PipelineStopped};
 use crate::heartbeat::ReaderLiveness;
 use crate::metrics::PipelineMetrics;
-use crate::reader::{Polled, WriterEvent, run_reader};
+use crate::reader::{Polled, ReaderParts, WriterEvent, run_reader};
 use crate::selected::{Identity, Pipeline};
 use crate::sink::StorageSink;
 use crate::writer::pool::{WriterChannels, run_writers};
@@ -39,9 +40,9 @@ pub async fn run_pipeline(
         Ok(sink) => run_sink(settings, &identity, Arc::new(sink), metrics, stop).await,
         Err(error) => Err(PipelineError::Declared(error)),
     };
-    metrics.set_up(false);
-    if let Err(error) = &result {
-        tracing::error!(pipeline = %identity.name, %error, "pipeline failed");
+    match &result {
+        Ok(totals) => PipelineStopped { metrics, totals }.emit(),
+        Err(error) => PipelineFailed { metrics, error }.emit(),
     }
     result
 }
@@ -99,19 +100,21 @@ async fn run_sink<S: StorageSink + 'static>(
     drop(events_tx);
     let liveness = ReaderLiveness::default();
     let reader = {
-        let (stop, batch_size, timeout) =
-            (stop.clone(), pipeline.batch_size, settings.poll_timeout);
-        let liveness = liveness.clone();
-        let metrics = metrics.clone();
-        let (sink, name) = (Arc::clone(&sink), pipeline.name.clone());
+        let parts = ReaderParts {
+            sink: Arc::clone(&sink),
+            name: pipeline.name.clone(),
+            consumer,
+            batch_size: pipeline.batch_size,
+            poll_timeout: settings.poll_timeout,
+            to_writers,
+            events,
+            stop: stop.clone(),
+            liveness: liveness.clone(),
+            metrics: metrics.clone(),
+        };
         std::thread::Builder::new()
             .name(format!("pipeline-{}-kafka", pipeline.name))
-            .spawn(move || {
-                run_reader(
-                    &*sink, name, consumer, batch_size, timeout, to_writers, events, stop,
-                    liveness, metrics,
-                )
-            })
+            .spawn(move || run_reader(parts))
             .map_err(PipelineError::Thread)?
     };
 
@@ -126,13 +129,5 @@ async fn run_sink<S: StorageSink + 'static>(
     let read = reader
         .join()
         .unwrap_or_else(|_| Err(PipelineError::ReaderPanicked));
-    let result = written.and(read);
-    match result {
-        Ok(totals) => {
-            tracing::info!(pipeline = %pipeline.name, batches = totals.batches,
-                records = totals.report.records, "pipeline stopped");
-            Ok(totals)
-        }
-        Err(error) => Err(error),
-    }
+    written.and(read)
 }

@@ -14,12 +14,14 @@
 
 use crate::batch::{Decoded, decode_batch};
 use crate::error::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
+use crate::events::{BatchCommitted, OffsetCommitFailed, Phases};
 use crate::heartbeat::ReaderLiveness;
 use crate::lanes::Lanes;
 use crate::metrics::PipelineMetrics;
 use crate::sink::StorageSink;
 use sluice_core::BatchReport;
 use sluice_kafka::{BatchConsumer, Record};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -55,43 +57,50 @@ pub enum WriterEvent {
     Stored(Stored),
 }
 
-/// Where a batch's time went.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Phases {
-    /// Waiting for and copying the records out of the client (a poll's time is shared by
-    /// the batches its records went to).
-    pub poll: Duration,
-    /// Decoding and validating.
-    pub decode: Duration,
-    /// The writer waiting for this batch after finishing its previous one (a non-zero
-    /// value means the database side was starved by the Kafka side).
-    pub writer_wait: Duration,
-    /// The database transaction, retries included.
-    pub store: Duration,
-    /// The synchronous offset commit.
-    pub commit: Duration,
+/// Everything the reader thread owns, moved in once at spawn.
+#[derive(Debug)]
+pub struct ReaderParts<S: StorageSink> {
+    /// The pipeline's sink (shared with its writers): the reader decodes with it.
+    pub sink: Arc<S>,
+    /// The pipeline's name, on the reader's own log lines.
+    pub name: String,
+    /// The pipeline's consumer, subscribed to its topic.
+    pub consumer: BatchConsumer,
+    /// Records per batch handed to a writer, at most.
+    pub batch_size: usize,
+    /// The longest one wait for records lasts.
+    pub poll_timeout: Duration,
+    /// Each writer's channel, in writer order: partition p's batches go to writer
+    /// p % `to_writers.len()`.
+    pub to_writers: Vec<SyncSender<Polled<S::Message>>>,
+    /// What the writers report back: a batch taken, a batch stored.
+    pub events: Receiver<WriterEvent>,
+    /// Cancelled to stop the pipeline.
+    pub stop: CancellationToken,
+    /// The reader's progress, watched by the heartbeat.
+    pub liveness: ReaderLiveness,
+    /// The pipeline's metric handles.
+    pub metrics: PipelineMetrics,
 }
 
 /// Runs the Kafka side until `stop`, a fatal error, or a writer hanging up; then commits
 /// every batch the writers stored and closes the consumer (leaving the group).
-/// `poll_timeout` bounds each wait for records; each writer's batches hold up to
-/// `batch_size` records.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the reader thread's whole world, moved in once at spawn"
-)]
-pub fn run_reader<S: StorageSink>(
-    sink: &S,
-    name: String,
-    mut consumer: BatchConsumer,
-    batch_size: usize,
-    poll_timeout: Duration,
-    to_writers: Vec<SyncSender<Polled<S::Message>>>,
-    events: Receiver<WriterEvent>,
-    stop: CancellationToken,
-    liveness: ReaderLiveness,
-    metrics: PipelineMetrics,
-) -> Result<PipelineTotals, PipelineError> {
+/// `parts.poll_timeout` bounds each wait for records; each writer's batches hold up to
+/// `parts.batch_size` records.
+pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotals, PipelineError> {
+    let ReaderParts {
+        sink,
+        name,
+        mut consumer,
+        batch_size,
+        poll_timeout,
+        to_writers,
+        events,
+        stop,
+        liveness,
+        metrics,
+    } = parts;
+    let sink = &*sink;
     let mut committer = Committer {
         name,
         totals: PipelineTotals::default(),
@@ -348,9 +357,12 @@ impl Committer {
             Ok(()) => self.failures = 0,
             Err(ref error) => {
                 self.failures += 1;
-                self.metrics.commit_failed();
-                tracing::warn!(pipeline = %self.name, %error, consecutive = self.failures,
-                    "offset commit failed; the data is durable and will be redelivered as a no-op");
+                OffsetCommitFailed {
+                    metrics: &self.metrics,
+                    error,
+                    consecutive: self.failures,
+                }
+                .emit();
             }
         }
         phases.commit = committing.elapsed();
@@ -360,12 +372,14 @@ impl Committer {
         if let Some(newest) = records.iter().filter_map(|r| r.timestamp_ms).max() {
             self.last_timestamp_ms = Some(self.last_timestamp_ms.map_or(newest, |t| t.max(newest)));
         }
-        self.metrics.batch(
-            &report,
-            records.len(),
-            [phases.poll, phases.decode, phases.store, phases.commit],
-        );
-        log_batch(&self.name, &report, &records, &phases, committed.is_ok());
+        BatchCommitted {
+            metrics: &self.metrics,
+            records: &records,
+            report: &report,
+            phases: &phases,
+            offsets_committed: committed.is_ok(),
+        }
+        .emit();
         match committed {
             Err(last) if self.failures >= MAX_CONSECUTIVE_COMMIT_FAILURES => {
                 Err(PipelineError::CommitFailures {
@@ -376,43 +390,4 @@ impl Committer {
             _ => Ok(()),
         }
     }
-}
-
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-fn log_batch(
-    name: &str,
-    report: &BatchReport,
-    records: &[Record],
-    phases: &Phases,
-    committed: bool,
-) {
-    let message = if committed {
-        "batch committed"
-    } else {
-        "batch stored; offset commit failed"
-    };
-    let partitions: std::collections::BTreeSet<i32> = records.iter().map(|r| r.partition).collect();
-    tracing::info!(
-        pipeline = %name,
-        records = report.records,
-        inserted = report.write.inserted,
-        updated = report.write.updated,
-        skipped = report.write.skipped,
-        dead_lettered = report.dead_lettered(),
-        decode_errors = report.decode_errors,
-        unknown_applications = report.unknown_applications,
-        constraint_violations = report.constraint_violations,
-        dead_letters_new = report.dead_letters_inserted,
-        retries = report.retries,
-        partitions = ?partitions,
-        poll_us = micros(phases.poll),
-        decode_us = micros(phases.decode),
-        writer_wait_us = micros(phases.writer_wait),
-        store_us = micros(phases.store),
-        commit_us = micros(phases.commit),
-        "{message}"
-    );
 }

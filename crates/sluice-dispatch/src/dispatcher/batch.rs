@@ -8,6 +8,7 @@
 
 use super::Dispatcher;
 use crate::error::DispatchError;
+use crate::events::BatchPublished;
 #[cfg(feature = "failpoints")]
 use crate::failpoint::Failpoint;
 use crate::publish::{Sent, is_unknown_partition, publish_in_key_order};
@@ -148,14 +149,17 @@ impl Dispatcher {
             }
         }
         let settled = settle_published(self.connection().await?, Some(claim), &acks).await?;
-        self.metrics
-            .batch(settled.published, latencies, failures.len());
+        BatchPublished {
+            metrics: &self.metrics,
+            claim,
+            marked: settled.published,
+            lost: settled.lost,
+            acks: latencies,
+            failed_attempts: failures.len(),
+        }
+        .emit();
         report.published = settled.published + settled.already_past;
         report.lost += settled.lost;
-        if settled.lost > 0 {
-            tracing::warn!(%claim, lost = settled.lost,
-                "acknowledged records whose claim was lost before the mark (left to the new holder)");
-        }
         let mut refresh = false;
         for (event, error) in failures {
             self.record_failure(event, &error, &mut report, &mut refresh)

@@ -17,6 +17,7 @@ mod run;
 pub use in_flight::PIPELINE_DEPTH;
 
 use crate::error::DispatchError;
+use crate::events::StaleRecovered;
 #[cfg(feature = "failpoints")]
 use crate::failpoint::Failpoint;
 use crate::metrics::DispatchMetrics;
@@ -139,16 +140,11 @@ impl Dispatcher {
     /// One stale dispatch recovery round, logged and exported.
     async fn recovery_round(&mut self) {
         match self.recover_stale().await {
-            Ok(r) if r.stale > 0 => {
-                self.metrics.recovered(r.published, r.requeued, r.raced);
-                tracing::info!(
-                    stale = r.stale,
-                    published = r.published,
-                    requeued = r.requeued,
-                    raced = r.raced,
-                    "stale dispatch recovery"
-                );
+            Ok(report) if report.stale > 0 => StaleRecovered {
+                metrics: &self.metrics,
+                report: &report,
             }
+            .emit(),
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "stale dispatch recovery failed"),
         }

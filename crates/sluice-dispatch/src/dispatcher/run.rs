@@ -11,6 +11,7 @@ use super::Dispatcher;
 use super::batch::Published;
 use super::in_flight::InFlight;
 use crate::error::DispatchError;
+use crate::events::{BatchSettled, ClaimFailed, DispatcherStopped, SettleFailed};
 #[cfg(feature = "failpoints")]
 use crate::failpoint::Failpoint;
 use crate::report::{DispatchReport, DispatchTotals};
@@ -137,27 +138,21 @@ impl DispatchLoop {
         let dispatcher = &mut self.dispatcher;
         match result {
             Ok(report) => {
-                dispatcher.metrics.batch_done(None);
                 self.totals.add(&report);
-                tracing::info!(
-                    dispatcher = %dispatcher.settings.dispatcher_id,
-                    claimed = report.claimed,
-                    published = report.published,
-                    retried = report.retried,
-                    failed = report.failed,
-                    repartitioned = report.repartitioned,
-                    held = report.held,
-                    lost = report.lost,
-                    claim_ms = report.claim_time.as_millis() as u64,
-                    publish_ms = report.publish_time.as_millis() as u64,
-                    mark_ms = report.mark_time.as_millis() as u64,
-                    "outbox batch"
-                );
+                BatchSettled {
+                    metrics: &dispatcher.metrics,
+                    dispatcher: &dispatcher.settings.dispatcher_id,
+                    report: &report,
+                }
+                .emit();
             }
             Err(error) => {
-                tracing::warn!(dispatcher = %dispatcher.settings.dispatcher_id, %error,
-                    "recording an outbox batch failed; its rows stay DISPATCHING for stale recovery");
-                dispatcher.metrics.batch_done(Some(error.to_string()));
+                SettleFailed {
+                    metrics: &dispatcher.metrics,
+                    dispatcher: &dispatcher.settings.dispatcher_id,
+                    error: &error,
+                }
+                .emit();
                 dispatcher.conn = None;
             }
         }
@@ -214,8 +209,11 @@ impl DispatchLoop {
                 self.in_flight.push(publishing);
             }
             Err(error) => {
-                tracing::warn!(%error, "outbox claim failed; retrying after the poll interval");
-                self.dispatcher.metrics.batch_done(Some(error.to_string()));
+                ClaimFailed {
+                    metrics: &self.dispatcher.metrics,
+                    error: &error,
+                }
+                .emit();
                 self.dispatcher.conn = None;
                 self.more = true;
                 self.resume_at = Some(Instant::now() + self.dispatcher.settings.poll_interval);
@@ -300,18 +298,7 @@ impl DispatchLoop {
             tracing::warn!(%error, "producer flush at stop failed");
         }
         let totals = self.totals;
-        tracing::info!(
-            batches = totals.batches,
-            published = totals.published,
-            retried = totals.retried,
-            failed = totals.failed,
-            held = totals.held,
-            lost = totals.lost,
-            claim_ms = totals.claim_time.as_millis() as u64,
-            publish_ms = totals.publish_time.as_millis() as u64,
-            mark_ms = totals.mark_time.as_millis() as u64,
-            "outbox dispatcher stopped"
-        );
+        DispatcherStopped { totals: &totals }.emit();
         totals
     }
 }

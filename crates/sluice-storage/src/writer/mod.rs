@@ -5,6 +5,7 @@ pub(crate) mod pool;
 
 use crate::batch::{Decoded, store_batch};
 use crate::error::PipelineError;
+use crate::events::BatchRetrying;
 use crate::heartbeat::WriterLiveness;
 use crate::metrics::PipelineMetrics;
 use crate::rejects::log_rejects;
@@ -118,10 +119,14 @@ impl<'a, S: StorageSink> Writer<'a, S> {
                 self.metrics.retries_begin();
             }
             *retries += 1;
-            self.metrics
-                .retrying(sqlstate(&error).as_deref(), &error.to_string());
-            tracing::warn!(pipeline = %self.pipeline.name, writer = self.index, %error, retry = *retries,
-                delay_ms = delay.as_millis() as u64, "transient database error; retrying the batch");
+            BatchRetrying {
+                metrics: self.metrics,
+                writer: self.index,
+                error: &error,
+                retry: *retries,
+                delay,
+            }
+            .emit();
             // Waiting out an outage is what the pipeline should be doing: keep the heartbeat
             // fresh (a PostgreSQL restart must not make a liveness probe kill the process).
             let until = tokio::time::Instant::now() + delay;
