@@ -11,11 +11,13 @@
 //! injection — the dispatcher SIGKILLs itself at that point of its first batch. It is read
 //! by `Failpoint` (the `failpoint` module), which exists only with this crate's `failpoints`
 //! feature (a production build ignores the variable), and is deliberately absent from
-//! [`VARIABLES`].
+//! [`variables`].
 
 use sluice_core::KafkaClientSettings;
 use sluice_core::retry::{self, Backoff};
-use sluice_core::settings::{EnvReader, SettingsError};
+use sluice_core::settings::forms::{Count, Count32, DatabaseUrl, Given, Millis};
+use sluice_core::settings::kafka_client::{self, Servers};
+use sluice_core::settings::{EnvReader, SettingsError, Var, Variable};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -29,56 +31,70 @@ pub const STALE_MARGIN: Duration = Duration::from_secs(1);
 /// The shortest time a dispatcher must have to hand a claimed batch to the producer.
 pub const MIN_SEND_WINDOW: Duration = Duration::from_secs(1);
 
-/// Every variable: (name, default, meaning), for `--help`.
-pub const VARIABLES: [(&str, &str, &str); 11] = [
-    (
-        "DATABASE_URL",
-        "(required)",
-        "the database holding outbox_events",
-    ),
-    ("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092", "the brokers"),
-    (
-        "KAFKA_<NAME>",
-        "(none)",
-        "librdkafka property <name>, lower-case with _ → .",
-    ),
-    ("OUTBOX_BATCH_SIZE", "100", "events claimed per batch"),
-    (
-        "OUTBOX_POLL_INTERVAL_MS",
-        "1000",
-        "poll when no NOTIFY arrives",
-    ),
-    (
-        "OUTBOX_MAX_ATTEMPTS",
-        "10",
-        "failed publishes before FAILURE",
-    ),
-    (
-        "OUTBOX_BACKOFF_BASE_MS",
-        "500",
-        "first back-off; doubles, capped at 5 min",
-    ),
-    (
-        "OUTBOX_STALE_DISPATCH_SECONDS",
-        "60",
-        "DISPATCHING this long is checked against Kafka; at least delivery timeout + 2 s",
-    ),
-    (
-        "OUTBOX_DELIVERY_TIMEOUT_MS",
-        "30000",
-        "the producer's message.timeout.ms: a publish not acknowledged by then fails",
-    ),
-    (
-        "OUTBOX_RETENTION_DAYS",
-        "7",
-        "SUCCESS/PUBLISHED rows older than this are purged",
-    ),
-    (
-        "OUTBOX_DISPATCHER_ID",
-        "hostname-pid",
-        "recorded in claimed_by",
-    ),
-];
+/// `DATABASE_URL`.
+pub const DATABASE_URL: Var<DatabaseUrl> =
+    sluice_core::settings::DATABASE_URL.with_help("the database holding outbox_events");
+/// `KAFKA_BOOTSTRAP_SERVERS`.
+pub const BOOTSTRAP_SERVERS: Var<Servers> =
+    kafka_client::BOOTSTRAP_SERVERS.with_help("the brokers");
+/// `OUTBOX_BATCH_SIZE`.
+pub const BATCH_SIZE: Var<Count32> = Var::new("OUTBOX_BATCH_SIZE", 100, "events claimed per batch");
+/// `OUTBOX_POLL_INTERVAL_MS`.
+pub const POLL_INTERVAL: Var<Millis> = Var::new(
+    "OUTBOX_POLL_INTERVAL_MS",
+    1000,
+    "poll when no NOTIFY arrives",
+);
+/// `OUTBOX_MAX_ATTEMPTS`.
+pub const MAX_ATTEMPTS: Var<Count32> =
+    Var::new("OUTBOX_MAX_ATTEMPTS", 10, "failed publishes before FAILURE");
+/// `OUTBOX_BACKOFF_BASE_MS`.
+pub const BACKOFF_BASE: Var<Millis> = Var::new(
+    "OUTBOX_BACKOFF_BASE_MS",
+    500,
+    "first back-off; doubles, capped at 5 min",
+);
+/// `OUTBOX_STALE_DISPATCH_SECONDS`.
+pub const STALE_DISPATCH: Var<Count> = Var::new(
+    "OUTBOX_STALE_DISPATCH_SECONDS",
+    60,
+    "DISPATCHING this long is checked against Kafka; at least delivery timeout + 2 s",
+);
+/// `OUTBOX_DELIVERY_TIMEOUT_MS`.
+pub const DELIVERY_TIMEOUT: Var<Count> = Var::new(
+    "OUTBOX_DELIVERY_TIMEOUT_MS",
+    30_000,
+    "the producer's message.timeout.ms: a publish not acknowledged by then fails",
+);
+/// `OUTBOX_RETENTION_DAYS`.
+pub const RETENTION_DAYS: Var<Count> = Var::new(
+    "OUTBOX_RETENTION_DAYS",
+    7,
+    "SUCCESS/PUBLISHED rows older than this are purged",
+);
+/// `OUTBOX_DISPATCHER_ID`: its default is given by the binary (`hostname-pid`).
+pub const DISPATCHER_ID: Var<Given> = Var::new(
+    "OUTBOX_DISPATCHER_ID",
+    "hostname-pid",
+    "recorded in claimed_by",
+);
+
+/// Every variable, with its default and meaning, for `--help` and the README check.
+pub fn variables() -> Vec<Variable> {
+    vec![
+        DATABASE_URL.variable(),
+        BOOTSTRAP_SERVERS.variable(),
+        kafka_client::PROPERTIES,
+        BATCH_SIZE.variable(),
+        POLL_INTERVAL.variable(),
+        MAX_ATTEMPTS.variable(),
+        BACKOFF_BASE.variable(),
+        STALE_DISPATCH.variable(),
+        DELIVERY_TIMEOUT.variable(),
+        RETENTION_DAYS.variable(),
+        DISPATCHER_ID.variable(),
+    ]
+}
 
 /// The validated, immutable settings of one dispatcher process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,22 +160,22 @@ impl OutboxSettings {
     ) -> Result<Self, SettingsError> {
         let kafka = KafkaClientSettings::from_vars(lookup, names)?;
         let env = EnvReader::new(lookup);
-        let database_url = env.database_url()?;
-        let retention_days = env.number("OUTBOX_RETENTION_DAYS", 7)?;
+        let database_url = DATABASE_URL.read(&env)?;
+        let retention_days = RETENTION_DAYS.read(&env)?;
         if retention_days > 36_500 {
             return Err(SettingsError::invalid(
-                "OUTBOX_RETENTION_DAYS",
+                RETENTION_DAYS.name,
                 &retention_days.to_string(),
                 "at most 36500 days",
             ));
         }
-        let dispatcher_id = env.string("OUTBOX_DISPATCHER_ID", default_id);
-        let stale_seconds = env.number("OUTBOX_STALE_DISPATCH_SECONDS", 60)?;
+        let dispatcher_id = DISPATCHER_ID.read_or(&env, default_id.to_owned())?;
+        let stale_seconds = STALE_DISPATCH.read(&env)?;
         let stale_dispatch = Duration::from_secs(stale_seconds);
-        let delivery_ms = env.number("OUTBOX_DELIVERY_TIMEOUT_MS", 30_000)?;
+        let delivery_ms = DELIVERY_TIMEOUT.read(&env)?;
         if !(100..=900_000).contains(&delivery_ms) {
             return Err(SettingsError::invalid(
-                "OUTBOX_DELIVERY_TIMEOUT_MS",
+                DELIVERY_TIMEOUT.name,
                 &delivery_ms.to_string(),
                 "between 100 and 900000 milliseconds",
             ));
@@ -178,10 +194,10 @@ impl OutboxSettings {
         Ok(Self {
             database_url,
             kafka,
-            batch_size: env.small("OUTBOX_BATCH_SIZE", 100)?,
-            poll_interval: env.millis("OUTBOX_POLL_INTERVAL_MS", 1000)?,
-            max_attempts: env.small("OUTBOX_MAX_ATTEMPTS", 10)?,
-            backoff_base: env.millis("OUTBOX_BACKOFF_BASE_MS", 500)?,
+            batch_size: BATCH_SIZE.read(&env)?,
+            poll_interval: POLL_INTERVAL.read(&env)?,
+            max_attempts: MAX_ATTEMPTS.read(&env)?,
+            backoff_base: BACKOFF_BASE.read(&env)?,
             stale_dispatch,
             delivery_timeout,
             retention: Duration::from_secs(retention_days * 86_400),
@@ -244,147 +260,4 @@ impl OutboxSettings {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A valid `DATABASE_URL` and `pairs` (which may replace it).
-    fn settings(pairs: &[(&str, &str)]) -> Result<OutboxSettings, SettingsError> {
-        let mut map: BTreeMap<String, String> = [(
-            "DATABASE_URL".to_owned(),
-            "postgres://u@127.0.0.1:5432/db".to_owned(),
-        )]
-        .into();
-        for (k, v) in pairs {
-            map.insert((*k).to_owned(), (*v).to_owned());
-        }
-        OutboxSettings::from_map(&map, "host-1")
-    }
-
-    #[test]
-    fn defaults() {
-        let s = settings(&[]).unwrap();
-        assert_eq!(s.kafka.bootstrap_servers, "127.0.0.1:9092");
-        assert_eq!(s.batch_size, 100);
-        assert_eq!(s.poll_interval, Duration::from_millis(1000));
-        assert_eq!(s.max_attempts, 10);
-        assert_eq!(s.backoff_base, Duration::from_millis(500));
-        assert_eq!(s.stale_dispatch, Duration::from_secs(60));
-        assert_eq!(s.delivery_timeout, Duration::from_secs(30));
-        assert_eq!(s.send_window(), Duration::from_secs(29));
-        assert_eq!(s.retention, Duration::from_secs(7 * 86_400));
-        assert_eq!(s.dispatcher_id, "host-1");
-        let s = settings(&[("OUTBOX_DISPATCHER_ID", " d2 "), ("OUTBOX_BATCH_SIZE", "7")]).unwrap();
-        assert_eq!(s.dispatcher_id, "d2");
-        assert_eq!(s.batch_size, 7);
-    }
-
-    #[test]
-    fn each_invalid_value_names_its_variable() {
-        for (name, value) in [
-            ("OUTBOX_BATCH_SIZE", "0"),
-            ("OUTBOX_BATCH_SIZE", "99999999999"),
-            ("OUTBOX_POLL_INTERVAL_MS", "soon"),
-            ("OUTBOX_MAX_ATTEMPTS", "-1"),
-            ("OUTBOX_BACKOFF_BASE_MS", "1.5"),
-            ("OUTBOX_STALE_DISPATCH_SECONDS", "0"),
-            ("OUTBOX_RETENTION_DAYS", "100000"),
-            ("OUTBOX_DELIVERY_TIMEOUT_MS", "50"),
-            ("OUTBOX_DELIVERY_TIMEOUT_MS", "ten"),
-            ("DATABASE_URL", "mysql://x"),
-            ("KAFKA_ACKS", "1"),
-            ("KAFKA_BOOTSTRAP_SERVERS", "no-port"),
-        ] {
-            let error = settings(&[(name, value)]).unwrap_err();
-            assert_eq!(error.variable(), name, "{name}={value}");
-        }
-        let missing = OutboxSettings::from_map(&BTreeMap::new(), "h").unwrap_err();
-        assert_eq!(missing.variable(), "DATABASE_URL");
-    }
-
-    #[test]
-    fn stale_timeout_must_exceed_the_delivery_timeout() {
-        // The old defaults (stale 60 s, producer timeout 120 s) are refused, naming both.
-        let error = settings(&[("OUTBOX_DELIVERY_TIMEOUT_MS", "120000")]).unwrap_err();
-        assert_eq!(error.variable(), "OUTBOX_STALE_DISPATCH_SECONDS");
-        assert!(
-            error.expected().contains("OUTBOX_DELIVERY_TIMEOUT_MS"),
-            "{error:?}"
-        );
-        // Exactly delivery + margin + the shortest send window is accepted, 1 ms more is not.
-        let ok = settings(&[
-            ("OUTBOX_STALE_DISPATCH_SECONDS", "5"),
-            ("OUTBOX_DELIVERY_TIMEOUT_MS", "3000"),
-        ])
-        .unwrap();
-        assert_eq!(ok.send_window(), Duration::from_secs(1));
-        let error = settings(&[
-            ("OUTBOX_STALE_DISPATCH_SECONDS", "5"),
-            ("OUTBOX_DELIVERY_TIMEOUT_MS", "3001"),
-        ])
-        .unwrap_err();
-        assert_eq!(error.variable(), "OUTBOX_STALE_DISPATCH_SECONDS");
-        // A stale timeout alone below the default delivery timeout is refused too.
-        let error = settings(&[("OUTBOX_STALE_DISPATCH_SECONDS", "5")]).unwrap_err();
-        assert_eq!(error.variable(), "OUTBOX_STALE_DISPATCH_SECONDS");
-        // For every accepted pair, the send window plus the delivery timeout plus the margin
-        // fits in the stale timeout.
-        for stale in 1..=40_u64 {
-            for delivery in (100..=40_000_u64).step_by(700) {
-                if let Ok(s) = settings(&[
-                    ("OUTBOX_STALE_DISPATCH_SECONDS", &stale.to_string()),
-                    ("OUTBOX_DELIVERY_TIMEOUT_MS", &delivery.to_string()),
-                ]) {
-                    assert!(s.send_window() >= MIN_SEND_WINDOW);
-                    assert!(
-                        s.send_window() + s.delivery_timeout + STALE_MARGIN <= s.stale_dispatch
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        let s = settings(&[]).unwrap();
-        let delays: Vec<_> = (1..=4).map(|a| s.backoff(a).as_millis()).collect();
-        assert_eq!(delays, vec![500, 1000, 2000, 4000]);
-        assert_eq!(s.backoff(20), MAX_BACKOFF);
-        assert_eq!(s.backoff(u32::MAX), MAX_BACKOFF);
-    }
-
-    #[test]
-    fn failure_after_the_attempt_limit() {
-        let s = settings(&[("OUTBOX_MAX_ATTEMPTS", "3")]).unwrap();
-        assert_eq!(
-            s.after_failed_publish(0, 0.0),
-            AfterFailedPublish::Retry {
-                attempts: 1,
-                delay: Duration::from_millis(500)
-            }
-        );
-        assert_eq!(
-            s.after_failed_publish(1, 0.0),
-            AfterFailedPublish::Retry {
-                attempts: 2,
-                delay: Duration::from_millis(1000)
-            }
-        );
-        assert_eq!(
-            s.after_failed_publish(2, 0.0),
-            AfterFailedPublish::GiveUp { attempts: 3 }
-        );
-        assert_eq!(
-            s.after_failed_publish(1, 0.5),
-            AfterFailedPublish::Retry {
-                attempts: 2,
-                delay: Duration::from_millis(950)
-            },
-            "jitter takes up to a tenth off"
-        );
-        let once = settings(&[("OUTBOX_MAX_ATTEMPTS", "1")]).unwrap();
-        assert_eq!(
-            once.after_failed_publish(0, 0.0),
-            AfterFailedPublish::GiveUp { attempts: 1 }
-        );
-    }
-}
+mod tests;

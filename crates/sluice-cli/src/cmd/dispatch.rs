@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use sluice_dispatch::Dispatcher;
 use sluice_dispatch::metrics::DispatchMetrics;
 use sluice_dispatch::probe::run_probe;
-use sluice_dispatch::settings::{OutboxSettings, VARIABLES};
+use sluice_dispatch::settings::{OutboxSettings, variables};
 use sluice_process::Failure;
 use sqlx::{Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 /// The settings table for `sluice dispatch --help`.
 pub fn settings_help() -> String {
     let mut help = String::from("Environment:\n");
-    for (name, default, meaning) in VARIABLES {
-        help.push_str(&format!("  {name:<32} {meaning} [default: {default}]\n"));
+    for variable in variables() {
+        help.push_str(&variable.help_line(32));
     }
     help.push_str(&sluice_process::endpoint::help_line(32));
     help.push_str(

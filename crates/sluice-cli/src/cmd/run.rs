@@ -22,8 +22,8 @@ pub struct RunArgs {
 /// The settings table for `sluice run --help`.
 pub fn settings_help() -> String {
     let mut help = String::from("Environment (docs/ARCHITECTURE.md#settings):\n");
-    for (name, default, meaning) in variables() {
-        help.push_str(&format!("  {name:<38} {meaning} [default: {default}]\n"));
+    for variable in variables() {
+        help.push_str(&variable.help_line(38));
     }
     help.push_str(&sluice_process::endpoint::help_line(38));
     help.push_str(

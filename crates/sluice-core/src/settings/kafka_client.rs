@@ -9,15 +9,68 @@
 
 use super::error::SettingsError;
 use super::read::EnvReader;
+use super::variable::{Form, Var, Variable};
 use std::collections::BTreeMap;
 
 /// The prefix of the pass-through variables.
 pub const PREFIX: &str = "KAFKA_";
 
+/// `KAFKA_BOOTSTRAP_SERVERS`.
+pub const BOOTSTRAP_SERVERS: Var<Servers> = Var::new(
+    "KAFKA_BOOTSTRAP_SERVERS",
+    "127.0.0.1:9092",
+    "Kafka bootstrap servers (host:port,…)",
+);
+
+/// `KAFKA_<NAME>`: the pass-through properties, found among the environment's names. Some
+/// hold secrets ([`is_secret`]).
+pub const PROPERTIES: Variable = Variable::pattern(
+    "KAFKA_<NAME>",
+    "(none)",
+    "librdkafka property <name>, lower-case with _ → . (e.g. KAFKA_SECURITY_PROTOCOL)",
+)
+.secret();
+
+/// Comma-separated `host:port` pairs.
+#[derive(Debug)]
+pub struct Servers;
+
+impl Form for Servers {
+    type Value = String;
+    type Default = &'static str;
+    fn parse(env: &EnvReader<'_>, name: &str, _: &str) -> Result<Option<String>, SettingsError> {
+        env.raw(name)
+            .map(|servers| check_servers(name, servers))
+            .transpose()
+    }
+    fn fallback(_: &EnvReader<'_>, name: &str, default: &str) -> Result<String, SettingsError> {
+        check_servers(name, default.to_owned())
+    }
+    fn show(default: &str) -> String {
+        default.to_owned()
+    }
+}
+
+fn check_servers(name: &str, servers: String) -> Result<String, SettingsError> {
+    let servers_ok = servers.split(',').all(|s| {
+        s.trim().rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        })
+    });
+    if !servers_ok {
+        return Err(error(
+            name,
+            &servers,
+            "comma-separated host:port pairs, e.g. 127.0.0.1:9092",
+        ));
+    }
+    Ok(servers)
+}
+
 /// Variables with the prefix that are not client properties: the bootstrap servers, and
 /// what Kafka's own shell scripts read (a machine with Kafka installed often exports them).
 const NOT_PROPERTIES: &[&str] = &[
-    "KAFKA_BOOTSTRAP_SERVERS",
+    BOOTSTRAP_SERVERS.name,
     "KAFKA_HOME",
     "KAFKA_OPTS",
     "KAFKA_HEAP_OPTS",
@@ -116,19 +169,7 @@ impl KafkaClientSettings {
         names: impl IntoIterator<Item = &'a str>,
     ) -> Result<Self, SettingsError> {
         let env = EnvReader::new(lookup);
-        let bootstrap_servers = env.string("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092");
-        let servers_ok = bootstrap_servers.split(',').all(|s| {
-            s.trim().rsplit_once(':').is_some_and(|(host, port)| {
-                !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-            })
-        });
-        if !servers_ok {
-            return Err(error(
-                "KAFKA_BOOTSTRAP_SERVERS",
-                &bootstrap_servers,
-                "comma-separated host:port pairs, e.g. 127.0.0.1:9092",
-            ));
-        }
+        let bootstrap_servers = BOOTSTRAP_SERVERS.read(&env)?;
         let mut properties = BTreeMap::new();
         for variable in names {
             let Some(property) = property_of(variable) else {
@@ -201,119 +242,4 @@ fn error(variable: &str, value: &str, expected: &str) -> SettingsError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn read(pairs: &[(&str, &str)]) -> Result<KafkaClientSettings, SettingsError> {
-        let map: BTreeMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        KafkaClientSettings::from_vars(&|n| map.get(n).cloned(), map.keys().map(String::as_str))
-    }
-
-    #[test]
-    fn kafka_variables_become_properties() {
-        let s = read(&[
-            ("KAFKA_BOOTSTRAP_SERVERS", "b1:9093,b2:9093"),
-            ("KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),
-            ("KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"),
-            ("KAFKA_SSL_CA_LOCATION", "/etc/ca.pem"),
-            ("KAFKA_SASL_PASSWORD", " pw "),
-            ("KAFKA_LINGER_MS", ""),
-            ("KAFKA_HEAP_OPTS", "-Xmx1g"),
-            ("STORAGE_PIPELINES", "reviews"),
-        ])
-        .unwrap();
-        assert_eq!(s.bootstrap_servers, "b1:9093,b2:9093");
-        let props: Vec<(&str, &str)> = s
-            .properties
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        assert_eq!(
-            props,
-            vec![
-                ("sasl.mechanism", "SCRAM-SHA-512"),
-                ("sasl.password", "pw"),
-                ("security.protocol", "SASL_SSL"),
-                ("ssl.ca.location", "/etc/ca.pem"),
-            ]
-        );
-        assert_eq!(
-            read(&[]).unwrap(),
-            KafkaClientSettings::new("127.0.0.1:9092")
-        );
-    }
-
-    #[test]
-    fn guarantees_cannot_be_overridden() {
-        for (property, _) in REFUSED {
-            let variable = match variable_of(property) {
-                // KAFKA_BOOTSTRAP_SERVERS is the bootstrap setting itself.
-                v if v == "KAFKA_BOOTSTRAP_SERVERS" => "KAFKA_bootstrap_servers".to_owned(),
-                v => v,
-            };
-            let err = read(&[(variable.as_str(), "x")]).unwrap_err();
-            assert_eq!(err.variable(), variable);
-            assert!(err.expected().contains(property), "{err}");
-        }
-        let err = read(&[("KAFKA_ENABLE_AUTO_COMMIT", "true")]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "invalid setting KAFKA_ENABLE_AUTO_COMMIT=\"true\": not settable \
-             (enable.auto.commit): sluice commits an offset only after the database \
-             transaction that holds its effect"
-        );
-        assert_eq!(
-            read(&[("KAFKA_BOOTSTRAP_SERVERS", "nohost")])
-                .unwrap_err()
-                .variable(),
-            "KAFKA_BOOTSTRAP_SERVERS"
-        );
-    }
-
-    #[test]
-    fn secrets_are_redacted() {
-        for secret in [
-            "sasl.password",
-            "ssl.key.password",
-            "ssl.key.pem",
-            "sasl.oauthbearer.client.secret",
-            "sasl.oauthbearer.token.endpoint.url",
-            "sasl.jaas.config",
-        ] {
-            assert!(is_secret(secret), "{secret}");
-        }
-        for public in [
-            "ssl.key.location",
-            "ssl.keystore.location",
-            "sasl.username",
-            "ssl.ca.location",
-        ] {
-            assert!(!is_secret(public), "{public}");
-        }
-        let s = read(&[
-            ("KAFKA_SASL_PASSWORD", "hunter2"),
-            ("KAFKA_SASL_USERNAME", "alice"),
-        ])
-        .unwrap();
-        let debug = format!("{s:?}");
-        assert!(!debug.contains("hunter2"), "{debug}");
-        assert!(debug.contains("alice") && debug.contains("***"), "{debug}");
-        let err = read(&[("KAFKA_SSL_KEY_PASSWORD", "k"), ("KAFKA_ACKS", "1")]).unwrap_err();
-        assert_eq!(err.variable(), "KAFKA_ACKS");
-    }
-
-    #[test]
-    fn variable_and_property_names_map_both_ways() {
-        assert_eq!(
-            property_of("KAFKA_SSL_CA_LOCATION").as_deref(),
-            Some("ssl.ca.location")
-        );
-        assert_eq!(variable_of("ssl.ca.location"), "KAFKA_SSL_CA_LOCATION");
-        assert_eq!(property_of("KAFKA_BOOTSTRAP_SERVERS"), None);
-        assert_eq!(property_of("KAFKA_"), None);
-        assert_eq!(property_of("SLUICE_KAFKA_DEBUG"), None);
-    }
-}
+mod tests;

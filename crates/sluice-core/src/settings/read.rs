@@ -4,7 +4,6 @@
 //! names its variable ([`SettingsError`]).
 
 use super::SettingsError;
-use crate::untrusted::redact_url;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -87,18 +86,10 @@ impl<'a> EnvReader<'a> {
         self.number(name, default).map(Duration::from_secs)
     }
 
-    /// `DATABASE_URL`: required, a `postgres://` URL with a host ([`valid_database_url`]);
-    /// the password never reaches the error.
+    /// `DATABASE_URL` ([`super::DATABASE_URL`]): required, a `postgres://` URL with a host
+    /// ([`valid_database_url`]); the password never reaches the error.
     pub fn database_url(&self) -> Result<String, SettingsError> {
-        const VAR: &str = "DATABASE_URL";
-        const FORM: &str = "postgres://user[:password]@host[:port]/database";
-        let url = self
-            .raw(VAR)
-            .ok_or_else(|| SettingsError::invalid(VAR, "", &format!("required: {FORM}")))?;
-        if !valid_database_url(&url) {
-            return Err(SettingsError::invalid(VAR, &redact_url(&url), FORM));
-        }
-        Ok(url)
+        super::DATABASE_URL.read(self)
     }
 
     /// A Kafka topic name, or `default`.
