@@ -5,7 +5,6 @@
 
 use super::SettingsError;
 use super::read::{EnvReader, is_identifier, is_topic_name};
-use super::storage::OffsetReset;
 use super::variable::Form;
 use crate::pipeline::PipelineKind;
 use crate::untrusted::redact_url;
@@ -190,6 +189,25 @@ impl Form for DatabaseUrl {
     }
     fn show((): ()) -> String {
         "(required)".to_owned()
+    }
+}
+
+/// Where a new consumer group starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetReset {
+    /// The oldest retained record: a new group reads the backlog.
+    Earliest,
+    /// Only records produced from now on.
+    Latest,
+}
+
+impl OffsetReset {
+    /// The librdkafka `auto.offset.reset` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Earliest => "earliest",
+            Self::Latest => "latest",
+        }
     }
 }
 

@@ -21,9 +21,10 @@ pub mod topics;
 pub mod variable;
 
 pub use error::SettingsError;
+pub use forms::OffsetReset;
 pub use pipelines::{DEFAULT_WRITERS, MAX_WRITERS, PipelineSettings};
 pub use read::{EnvReader, database_host_port, is_identifier, is_topic_name, valid_database_url};
-pub use storage::{OffsetReset, Settings, variables};
+pub use storage::{Settings, variables};
 pub use variable::{Var, Variable};
 
 /// `DATABASE_URL`, which every command that reaches PostgreSQL reads; secret (its password

@@ -3,7 +3,9 @@
 //! [`super::kafka_client`]), read by [`Settings::from_vars`] and listed by [`variables`].
 
 use super::SettingsError;
-use super::forms::{DatabaseUrl, InstanceId, Millis, RetryAttempts, Seconds, TableName, Text};
+use super::forms::{
+    DatabaseUrl, InstanceId, Millis, OffsetReset, RetryAttempts, Seconds, TableName, Text,
+};
 use super::kafka_client::{self, KafkaClientSettings};
 use super::pipelines::{self, PipelineSettings};
 use super::read::EnvReader;
@@ -13,25 +15,6 @@ use crate::pipeline::PipelineKind;
 use crate::retry::Backoff;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// Where a new consumer group starts reading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OffsetReset {
-    /// The oldest retained record: a new group reads the backlog.
-    Earliest,
-    /// Only records produced from now on.
-    Latest,
-}
-
-impl OffsetReset {
-    /// The librdkafka `auto.offset.reset` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Earliest => "earliest",
-            Self::Latest => "latest",
-        }
-    }
-}
 
 /// The validated, immutable settings of one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
