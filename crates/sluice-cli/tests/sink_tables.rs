@@ -13,7 +13,9 @@
 //! 6. a NUMERIC gets the record's digits (not the nearest f64), and one too wide for its
 //!    column is dead-lettered naming the field;
 //! 7. lookups by integer and uuid keys resolve (never write the raw key as the id); a key
-//!    type a lookup cannot compare is refused at validation.
+//!    type a lookup cannot compare is refused at validation;
+//! 8. a range-partitioned table is written through its parent, and a record whose partition
+//!    does not exist is dead-lettered with the server's reason.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -675,5 +677,76 @@ async fn lookups_by_integer_and_uuid_keys_resolve() {
             && said.contains("a lookup key must be text, an integer or a uuid"),
         "{said}"
     );
+    case.cleanup().await;
+}
+
+const PARTITIONED_DDL: &str = r"
+    CREATE TABLE visits (
+        visit_id BIGINT NOT NULL,
+        at TIMESTAMPTZ NOT NULL,
+        page TEXT NOT NULL,
+        views INTEGER NOT NULL,
+        PRIMARY KEY (visit_id, at)
+    ) PARTITION BY RANGE (at);
+    CREATE TABLE visits_2026_h1 PARTITION OF visits
+        FOR VALUES FROM ('2026-01-01') TO ('2026-07-01');
+    CREATE TABLE visits_2026_h2 PARTITION OF visits
+        FOR VALUES FROM ('2026-07-01') TO ('2027-01-01');";
+
+const PARTITIONED_MAPPING: &str = r#"
+[[sink]]
+name = "visits"
+topic = "{prefix}-visits"
+table = "visits"
+key = ["visit_id", "at"]
+conflict = "always-update"
+[sink.columns]
+visit_id = { field = "id" }
+at = { field = "at" }
+page = { field = "page" }
+views = { field = "views" }
+"#;
+
+#[tokio::test]
+async fn a_partitioned_table_is_written_through_its_parent_and_a_missing_partition_dead_letters() {
+    let Some(case) = Case::new(&["visits"], PARTITIONED_DDL, PARTITIONED_MAPPING).await else {
+        return;
+    };
+    case.assert_valid();
+    let visit = |id: i64, at: &str, views: i64| json!({"id": id, "at": at, "page": format!("/p/{id}"), "views": views});
+    case.produce(
+        "visits",
+        &[
+            visit(1, "2026-03-01T10:00:00Z", 1),
+            visit(2, "2026-09-01T10:00:00Z", 1),
+            visit(3, "2027-02-01T10:00:00Z", 1),
+            visit(1, "2026-03-01T10:00:00Z", 5),
+            visit(4, "2025-12-31T23:59:59Z", 1),
+            visit(2, "2026-09-01T10:00:00Z", 7),
+        ],
+    )
+    .await;
+    case.run_to_end("partitioned").await;
+    assert_eq!(
+        case.rows(
+            "SELECT tableoid::regclass::text || ' ' || visit_id || ' ' || views FROM visits ORDER BY visit_id"
+        )
+        .await,
+        ["visits_2026_h1 1 5", "visits_2026_h2 2 7"],
+        "rows land in their partitions through the parent; updates find them"
+    );
+    let dead = case.dead_letters().await;
+    let kinds: Vec<(i64, &str)> = dead.iter().map(|d| (d.1, d.2.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [(2, "constraint_violation"), (4, "constraint_violation")]
+    );
+    for letter in &dead {
+        assert!(
+            letter.3.contains("no partition of relation"),
+            "the server's reason: {}",
+            letter.3
+        );
+    }
     case.cleanup().await;
 }

@@ -52,20 +52,19 @@ where
 {
     let total = rows.len();
     let mut slot_of: HashMap<K, usize> = HashMap::with_capacity(total);
-    let mut kept: Vec<Option<T>> = Vec::with_capacity(total);
+    let mut kept: Vec<T> = Vec::with_capacity(total);
     let mut superseded: Vec<Vec<T>> = Vec::with_capacity(total);
     for row in rows {
         // Each row's key is built once (it may copy text).
         let key = key(&row);
         let Some(&slot) = slot_of.get(&key) else {
             slot_of.insert(key, kept.len());
-            kept.push(Some(row));
+            kept.push(row);
             superseded.push(Vec::new());
             continue;
         };
-        let Some(current) = kept.get_mut(slot).and_then(Option::as_mut) else {
-            continue; // every slot holds its row until the end
-        };
+        // A slot in the map is an index of `kept` (pushed with it).
+        let current = &mut kept[slot];
         let loser = if replace(current, &row) {
             std::mem::replace(current, row)
         } else {
@@ -79,6 +78,7 @@ where
             .unwrap_or(losers.len());
         losers.insert(at, loser);
     }
+    let mut kept: Vec<Option<T>> = kept.into_iter().map(Some).collect();
     let mut order: Vec<(K, usize)> = slot_of.into_iter().collect();
     order.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let (rows, superseded) = order

@@ -57,13 +57,15 @@ pub async fn table_shape(
 ) -> Result<Option<TableShape>, sqlx::Error> {
     let name = table;
     let table = &quote_table(name);
-    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-        .bind(table)
-        .fetch_one(&mut *conn)
-        .await?;
-    if !exists {
+    // `None`: no such table; `Some(true)`: a partitioned one.
+    let partitioned: Option<bool> =
+        sqlx::query_scalar("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass($1)")
+            .bind(table)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some(partitioned) = partitioned else {
         return Ok(None);
-    }
+    };
     let rows: Vec<CatalogColumn> = sqlx::query_as(COLUMNS_SQL)
         .bind(table)
         .fetch_all(&mut *conn)
@@ -97,6 +99,7 @@ pub async fn table_shape(
         columns,
         unique_keys,
         nulls_not_distinct_keys,
+        partitioned,
     }))
 }
 

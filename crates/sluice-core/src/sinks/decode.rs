@@ -316,7 +316,9 @@ impl ColumnDecoder {
         slot: &Slot,
         lookup: bool,
     ) -> Option<Result<Cell, DecodeError>> {
-        let number = if slot.rest.is_empty() {
+        // The number's text only for a NUMERIC column (a float column reading the same field
+        // gets the f64).
+        let number = if slot.rest.is_empty() && self.numeric {
             scanned.numbers.get(slot.index).copied().flatten()
         } else {
             None
@@ -324,11 +326,14 @@ impl ColumnDecoder {
         let value = if slot.takes {
             scanned.values.get_mut(slot.index)?.take().map(Cow::Owned)
         } else {
-            let top = scanned.values.get(slot.index)?.as_ref();
-            slot.rest
-                .iter()
-                .try_fold(top?, |value, segment| value.as_object()?.get(segment))
-                .map(Cow::Borrowed)
+            // An absent step is an absent field (NULL when optional), not a reason to parse
+            // the whole record again.
+            scanned.values.get(slot.index)?.as_ref().and_then(|top| {
+                slot.rest
+                    .iter()
+                    .try_fold(top, |value, segment| value.as_object()?.get(segment))
+                    .map(Cow::Borrowed)
+            })
         };
         match value {
             Some(value) if !value.is_null() => Some(self.present(value, number, lookup)),
@@ -432,13 +437,24 @@ fn value_cell(
             "INTEGER" => Cell::Int(dynamic::int(field, value, narrow(*lo), narrow(*hi))?),
             _ => Cell::BigInt(dynamic::int(field, value, *lo, *hi)?),
         },
+        Check::Number { min, max } if number.is_some() => {
+            // A NUMERIC column's own digits: the rules hold for them, not for the f64.
+            let text = number.unwrap_or_default();
+            dynamic::finite(field, value, f64::MIN, None)?;
+            exact_range(field, text, *min, *max)?;
+            match rest.first() {
+                Some(Check::NumericDigits { precision, scale }) => {
+                    numeric(field, text.to_owned(), *precision, *scale)?
+                }
+                _ => Cell::Numeric(text.to_owned()),
+            }
+        }
         Check::Number { min, max } => {
             let lo = min.map_or(f64::MIN, Bound::as_f64);
             let float = dynamic::finite(field, value, lo, max.map(Bound::as_f64))?;
             match rest.first() {
                 Some(Check::NumericDigits { precision, scale }) => {
-                    let text = number.map_or_else(|| value.to_string(), str::to_owned);
-                    numeric(field, text, *precision, *scale)?
+                    numeric(field, value.to_string(), *precision, *scale)?
                 }
                 _ => Cell::Float(float),
             }
@@ -470,6 +486,53 @@ fn numeric(field: &str, text: String, precision: u32, scale: u32) -> Result<Cell
         ));
     }
     Ok(Cell::Numeric(text))
+}
+
+/// The largest exponent PostgreSQL's numeric input reads (`1e1000`).
+const MAX_NUMERIC_EXPONENT: i64 = 1000;
+
+/// A number's text as a NUMERIC reads it: a decimal whose exponent PostgreSQL accepts.
+fn exact_number(field: &str, text: &str) -> Result<Decimal, DecodeError> {
+    let exponent = match text.find(['e', 'E']) {
+        Some(at) => text[at + 1..].parse::<i64>().ok(),
+        None => Some(0),
+    };
+    exponent
+        .filter(|e| e.abs() <= MAX_NUMERIC_EXPONENT)
+        .and_then(|_| Decimal::parse(text, None))
+        .ok_or_else(|| {
+            dynamic::broken(
+                field,
+                format!(
+                    "must be a number with an exponent within ±{MAX_NUMERIC_EXPONENT}, got {text}"
+                ),
+            )
+        })
+}
+
+/// The `min`/`max` rules on a NUMERIC's own digits, with the reasons the f64 rules give.
+fn exact_range(
+    field: &str,
+    text: &str,
+    min: Option<Bound>,
+    max: Option<Bound>,
+) -> Result<(), DecodeError> {
+    let value = exact_number(field, text)?;
+    let decimal = |bound: Bound| match bound {
+        Bound::Int(int) => Decimal::parse(&int.to_string(), None),
+        Bound::Float(float) => Decimal::parse(&float.to_string(), None),
+    };
+    let below = min.and_then(decimal).is_some_and(|lo| value < lo);
+    let above = max.and_then(decimal).is_some_and(|hi| value > hi);
+    let lo = min.map_or(f64::MIN, Bound::as_f64);
+    let rule = match max {
+        Some(hi) if below || above => {
+            format!("must be between {lo} and {}, got {text}", hi.as_f64())
+        }
+        None if below => format!("must be at least {lo}, got {text}"),
+        _ => return Ok(()),
+    };
+    Err(dynamic::broken(field, rule))
 }
 
 /// Whether a JSON value holds U+0000 in a string or key (`jsonb` refuses it).

@@ -19,7 +19,7 @@ use super::model::{ConflictPolicy, Lookup};
 use crate::dedupe::{Deduped, dedupe_by_key, earlier_wins, later_wins};
 
 /// One decoded record of a declared sink.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct SinkRow {
     /// Index of the source record in its batch.
     pub record: usize,
@@ -33,6 +33,14 @@ pub struct SinkRow {
     /// and the column NULL; empty until resolved): a write-time foreign-key violation looks
     /// them up again.
     pub keys: Vec<Option<String>>,
+}
+
+/// Rows are equal when they are of one record and hold the same cells and lookup keys,
+/// however their lookups were resolved.
+impl PartialEq for SinkRow {
+    fn eq(&self, other: &Self) -> bool {
+        self.record == other.record && self.keys == other.keys && self.cells().eq(other.cells())
+    }
 }
 
 impl SinkRow {

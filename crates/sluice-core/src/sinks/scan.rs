@@ -3,8 +3,9 @@
 //! The decoder's common case: the record is a JSON object and every rule holds. Reading it
 //! into a whole `serde_json::Value` tree builds a map of every key (an allocation each) and
 //! every value the sink never reads. This pass streams the object instead: a key the sink
-//! reads lands its value in the key's slot, any other value is skipped (checked for syntax
-//! only). A record the pass does not take — not an object, not JSON — returns `None`, and
+//! reads lands its value in the key's slot, any other value is read and dropped as it is read
+//! (no tree is built), with the whole parse's checks: a number beyond f64, a lone surrogate
+//! or nesting beyond 128 levels makes the record not JSON on both paths. A record the pass does not take — not an object, not JSON — returns `None`, and
 //! the decoder reads it the full way, which names the reason.
 //!
 //! A field read as a NUMERIC also keeps its number's text, so the column gets the record's
@@ -14,7 +15,7 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -95,7 +96,7 @@ impl<'de> Visitor<'de> for Scan<'_> {
         };
         while let Some(slot) = map.next_key_seed(Key(self.0))? {
             let Some(slot) = slot.filter(|slot| *slot < slots) else {
-                map.next_value::<IgnoredAny>()?;
+                map.next_value_seed(Discard)?;
                 continue;
             };
             if self.0.numbers.get(slot) == Some(&true) {
@@ -110,6 +111,54 @@ impl<'de> Visitor<'de> for Scan<'_> {
             }
         }
         Ok(scanned)
+    }
+}
+
+/// A value read with every check of a full parse and kept nowhere.
+struct Discard;
+
+impl<'de> DeserializeSeed<'de> for Discard {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Discard {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Discard)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key_seed(Discard)?.is_some() {
+            map.next_value_seed(Discard)?;
+        }
+        Ok(())
     }
 }
 

@@ -5,8 +5,14 @@
 //! (always-update), plus `WHERE EXCLUDED.guard > target.guard` (newest-wins: an older version
 //! never overwrites a newer row, and a tie keeps the row stored first). A nullable guard
 //! column holds the oldest version when NULL: `OR (target.guard IS NULL AND EXCLUDED.guard IS
-//! NOT NULL)` — any value replaces a stored NULL, a NULL never replaces a value. It returns one boolean per row written: true inserted,
-//! false updated; a row not returned was skipped.
+//! NOT NULL)` — any value replaces a stored NULL, a NULL never replaces a value. It returns one
+//! boolean per row written: true inserted, false updated; a row not returned was skipped.
+//!
+//! Inserted or updated is `xmax = 0` of the row written — except on a partitioned table, whose
+//! parent cannot return a system column: there the batch's rows go through a CTE, and a row is
+//! updated when its key was in the table in the statement's snapshot (read through the key's
+//! index). A row another transaction inserts meanwhile is counted as inserted; what is stored is
+//! the same either way.
 
 use super::model::ConflictPolicy;
 use super::names::{quote_ident, quote_table};
@@ -33,6 +39,7 @@ pub fn upsert_statement(
     columns: &[StatementColumn<'_>],
     key: &[String],
     conflict: &ConflictPolicy,
+    partitioned: bool,
 ) -> String {
     let list = columns
         .iter()
@@ -51,18 +58,32 @@ pub fn upsert_statement(
             )
         })
         .collect();
+    let key_columns = key;
     let key = key
         .iter()
         .map(|k| quote_ident(k))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut sql = format!(
-        "INSERT INTO {} AS target ({list})\nSELECT {}\nFROM UNNEST({}) AS t({list})\n\
-         ON CONFLICT ({key})",
-        quote_table(table),
-        selected.join(", "),
-        params.join(", "),
-    );
+    let updates = !matches!(conflict, ConflictPolicy::InsertIgnore);
+    let mut sql = if partitioned && updates {
+        format!(
+            "WITH t AS (SELECT * FROM UNNEST({params}) AS t({list})),\n\
+             existing AS (SELECT {key} FROM {table} WHERE ({key}) IN (SELECT {key} FROM t))\n\
+             INSERT INTO {table} AS target ({list})\nSELECT {selected}\nFROM t\n\
+             ON CONFLICT ({key})",
+            table = quote_table(table),
+            selected = selected.join(", "),
+            params = params.join(", "),
+        )
+    } else {
+        format!(
+            "INSERT INTO {} AS target ({list})\nSELECT {}\nFROM UNNEST({}) AS t({list})\n\
+             ON CONFLICT ({key})",
+            quote_table(table),
+            selected.join(", "),
+            params.join(", "),
+        )
+    };
     let set: Vec<String> = columns
         .iter()
         .filter(|c| c.updated)
@@ -85,7 +106,22 @@ pub fn upsert_statement(
                     ));
                 }
             }
-            sql.push_str("\nRETURNING (xmax = 0) AS inserted");
+            if partitioned {
+                let qualified = |alias: &str| {
+                    key_columns
+                        .iter()
+                        .map(|k| format!("{alias}.{}", quote_ident(k)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                sql.push_str(&format!(
+                    "\nRETURNING NOT EXISTS (SELECT 1 FROM existing AS e WHERE ({}) = ({})) AS inserted",
+                    qualified("e"),
+                    qualified("target"),
+                ));
+            } else {
+                sql.push_str("\nRETURNING (xmax = 0) AS inserted");
+            }
         }
     }
     sql
@@ -123,6 +159,38 @@ mod tests {
     }
 
     #[test]
+    fn a_partitioned_table_tells_inserted_from_updated_by_its_snapshot_not_xmax() {
+        let (id, at, v) = (SqlType::BigInt, SqlType::TimestampTz, SqlType::Integer);
+        let sql = upsert_statement(
+            "visits",
+            &[
+                column("id", &id, false),
+                column("at", &at, false),
+                column("v", &v, true),
+            ],
+            &["id".into(), "at".into()],
+            &ConflictPolicy::AlwaysUpdate,
+            true,
+        );
+        assert!(!sql.contains("xmax"), "{sql}");
+        assert!(
+            sql.starts_with(
+                "WITH t AS (SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::int[]) \
+                 AS t(\"id\", \"at\", \"v\")),\nexisting AS (SELECT \"id\", \"at\" FROM \"visits\" \
+                 WHERE (\"id\", \"at\") IN (SELECT \"id\", \"at\" FROM t))\n"
+            ),
+            "{sql}"
+        );
+        assert!(
+            sql.ends_with(
+                "RETURNING NOT EXISTS (SELECT 1 FROM existing AS e WHERE (e.\"id\", e.\"at\") = \
+                 (target.\"id\", target.\"at\")) AS inserted"
+            ),
+            "{sql}"
+        );
+    }
+
+    #[test]
     fn a_nullable_guard_is_the_oldest_version_when_null() {
         let (id, g) = (SqlType::BigInt, SqlType::BigInt);
         let guard = StatementColumn {
@@ -134,6 +202,7 @@ mod tests {
             &[column("id", &id, false), guard],
             &["id".into()],
             &ConflictPolicy::NewestWins { column: "g".into() },
+            false,
         );
         assert!(
             sql.contains(
@@ -155,6 +224,7 @@ mod tests {
             ],
             &["application_id".into(), "crawled_at".into()],
             &ConflictPolicy::InsertIgnore,
+            false,
         );
         assert_eq!(
             sql,
@@ -186,6 +256,7 @@ mod tests {
             &ConflictPolicy::NewestWins {
                 column: "last_synced_at".into(),
             },
+            false,
         );
         assert_eq!(
             sql,
@@ -210,6 +281,7 @@ mod tests {
             &[column("id", &id, false), column("histogram", &hist, true)],
             &["id".into()],
             &ConflictPolicy::AlwaysUpdate,
+            false,
         );
         assert!(
             sql.contains("FROM UNNEST($1::uuid[], $2::jsonb[])"),

@@ -344,7 +344,13 @@ pub fn plan_sink(
             nullable: *nullable,
         })
         .collect();
-    let statement = upsert_statement(&sink.table, &statement_columns, &sink.key, &sink.conflict);
+    let statement = upsert_statement(
+        &sink.table,
+        &statement_columns,
+        &sink.key,
+        &sink.conflict,
+        table.partitioned,
+    );
     Ok(SinkPlan {
         name: sink.name.clone(),
         topic: sink.topic.clone(),

@@ -57,6 +57,7 @@ fn decoder() -> SinkDecoder {
         ],
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        partitioned: false,
     };
     let sinks = parse_sinks("m.toml", SINK).unwrap();
     let plan = plan_sink(&sinks[0], "p", &HashMap::from([("events".into(), events)])).unwrap();
@@ -170,6 +171,7 @@ fn dedupe_keeps_one_row_per_key_by_the_conflict_policy() {
                 .collect(),
             unique_keys: vec![vec!["id".into()]],
             nulls_not_distinct_keys: Vec::new(),
+            partitioned: false,
         };
         let mut events = events;
         events.columns[4].sql_type = SqlType::Integer;
@@ -214,6 +216,7 @@ label_again = { field = "label" }
         ],
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        partitioned: false,
     };
     let sinks = parse_sinks("m.toml", TWICE).unwrap();
     let plan = plan_sink(&sinks[0], "p", &HashMap::from([("twice".into(), twice)])).unwrap();
@@ -269,4 +272,88 @@ fn a_numeric_gets_the_records_digits_not_the_nearest_f64() {
         "rounds to 10000.00, as PostgreSQL rounds"
     );
     assert_eq!(amount("-0.004"), Ok(Cell::Numeric("-0.004".into())));
+}
+
+#[test]
+fn a_numeric_keeps_its_digits_beside_absent_fields_and_its_rules_hold_for_them() {
+    const EXACT: &str = r#"
+[[sink]]
+name = "exact"
+table = "exact"
+key = ["id"]
+conflict = "always-update"
+
+[sink.columns]
+id = { field = "id" }
+amount = { field = "amount" }
+capped = { field = "capped", max = 100 }
+note = { field = "meta.note" }
+approx = { field = "amount" }
+"#;
+    let exact = TableShape {
+        name: "exact".into(),
+        columns: vec![
+            column("id", SqlType::Text, true),
+            column(
+                "amount",
+                SqlType::Numeric {
+                    precision: None,
+                    scale: 0,
+                },
+                false,
+            ),
+            column(
+                "capped",
+                SqlType::Numeric {
+                    precision: None,
+                    scale: 0,
+                },
+                false,
+            ),
+            column("note", SqlType::Text, false),
+            column("approx", SqlType::Double, false),
+        ],
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+        partitioned: false,
+    };
+    let sinks = parse_sinks("m.toml", EXACT).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("exact".into(), exact)])).unwrap();
+    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let at = DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")
+        .unwrap()
+        .to_utc();
+    let decode = |payload: &str| {
+        decoder
+            .decode(Some(payload.as_bytes()), &meta(at))
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(
+        decode(r#"{"id": "k", "amount": 12345678901234567.123, "capped": 99.5}"#),
+        Ok(vec![
+            Cell::Text("k".into()),
+            Cell::Numeric("12345678901234567.123".into()),
+            Cell::Numeric("99.5".into()),
+            Cell::Null,
+            Cell::Float(12_345_678_901_234_567.0),
+        ]),
+        "no `meta`: the note is NULL and the NUMERIC keeps its digits; the double gets the f64"
+    );
+    assert_eq!(
+        decode(r#"{"id": "k", "capped": 100.0000000000000001}"#),
+        Err(format!(
+            "field `capped`: must be between {} and 100, got 100.0000000000000001",
+            f64::MIN
+        )),
+        "the max holds for the digits stored, not for the f64 (100.0)"
+    );
+    assert_eq!(
+        decode(r#"{"id": "k", "amount": 1e-1001}"#),
+        Err("field `amount`: must be a number with an exponent within ±1000, got 1e-1001".into()),
+        "not silently zero"
+    );
+    assert_eq!(
+        decode(r#"{"id": "k", "amount": 1.5e3}"#).map(|cells| cells[1].clone()),
+        Ok(Cell::Numeric("1.5e3".into()))
+    );
 }

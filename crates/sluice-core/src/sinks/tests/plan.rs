@@ -42,6 +42,7 @@ fn tables() -> HashMap<String, TableShape> {
         ],
         unique_keys: vec![vec!["id".into()], vec!["event_id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        partitioned: false,
     };
     let apps = TableShape {
         name: "apps".into(),
@@ -52,6 +53,7 @@ fn tables() -> HashMap<String, TableShape> {
         ],
         unique_keys: vec![vec!["id".into()], vec!["package_name".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        partitioned: false,
     };
     HashMap::from([("events".into(), events), ("apps".into(), apps)])
 }
