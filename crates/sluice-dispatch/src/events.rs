@@ -203,50 +203,10 @@ mod tests {
     use super::*;
     use prometheus_client::registry::Registry;
     use std::collections::BTreeMap;
-    use std::sync::{Arc, Mutex};
-    use tracing::field::{Field, Visit};
-    use tracing::span::{Attributes, Id, Record};
-    use tracing::{Event, Metadata};
-
-    /// Every event's fields (and its `level`), as text, in the order written.
-    #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<BTreeMap<String, String>>>>);
-
-    struct Fields<'a>(&'a mut BTreeMap<String, String>);
-
-    impl Visit for Fields<'_> {
-        fn record_str(&mut self, field: &Field, value: &str) {
-            self.0.insert(field.name().to_owned(), value.to_owned());
-        }
-        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-            self.0.insert(field.name().to_owned(), format!("{value:?}"));
-        }
-    }
-
-    impl tracing::Subscriber for Lines {
-        fn enabled(&self, _: &Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &Attributes<'_>) -> Id {
-            Id::from_u64(1)
-        }
-        fn record(&self, _: &Id, _: &Record<'_>) {}
-        fn record_follows_from(&self, _: &Id, _: &Id) {}
-        fn event(&self, event: &Event<'_>) {
-            let mut fields = BTreeMap::new();
-            fields.insert("level".to_owned(), event.metadata().level().to_string());
-            event.record(&mut Fields(&mut fields));
-            self.0.lock().unwrap().push(fields);
-        }
-        fn enter(&self, _: &Id) {}
-        fn exit(&self, _: &Id) {}
-    }
 
     /// The lines `emit` writes.
     fn lines(emit: impl FnOnce()) -> Vec<BTreeMap<String, String>> {
-        let lines = Lines::default();
-        tracing::subscriber::with_default(lines.clone(), emit);
-        lines.0.lock().unwrap().clone()
+        sluice_testkit::log_lines(emit)
     }
 
     fn fields<'a>(line: &'a BTreeMap<String, String>, names: &[&str]) -> Vec<&'a str> {

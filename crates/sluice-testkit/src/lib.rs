@@ -11,6 +11,10 @@
     reason = "test support: a broken fixture panics with a clear message"
 )]
 
+mod log_lines;
+
+pub use log_lines::{LogLine, log_lines};
+
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
