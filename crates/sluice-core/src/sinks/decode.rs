@@ -430,6 +430,17 @@ fn value_cell(
             cells.into_iter().map(cell_json).collect(),
         )));
     }
+    if let (Check::Number { min, max }, Some(text)) = (first, number) {
+        // A NUMERIC column's own digits: the rules hold for them, not for the f64.
+        dynamic::finite(field, value, f64::MIN, None)?;
+        exact_range(field, text, *min, *max)?;
+        return match rest.first() {
+            Some(Check::NumericDigits { precision, scale }) => {
+                numeric(field, text.to_owned(), *precision, *scale)
+            }
+            _ => Ok(Cell::Numeric(text.to_owned())),
+        };
+    }
     let cell = match first {
         Check::Text { min, max } => Cell::Text(dynamic::text(field, value, *min, *max)?),
         Check::Integer { sql_type, lo, hi } => match *sql_type {
@@ -437,18 +448,6 @@ fn value_cell(
             "INTEGER" => Cell::Int(dynamic::int(field, value, narrow(*lo), narrow(*hi))?),
             _ => Cell::BigInt(dynamic::int(field, value, *lo, *hi)?),
         },
-        Check::Number { min, max } if number.is_some() => {
-            // A NUMERIC column's own digits: the rules hold for them, not for the f64.
-            let text = number.unwrap_or_default();
-            dynamic::finite(field, value, f64::MIN, None)?;
-            exact_range(field, text, *min, *max)?;
-            match rest.first() {
-                Some(Check::NumericDigits { precision, scale }) => {
-                    numeric(field, text.to_owned(), *precision, *scale)?
-                }
-                _ => Cell::Numeric(text.to_owned()),
-            }
-        }
         Check::Number { min, max } => {
             let lo = min.map_or(f64::MIN, Bound::as_f64);
             let float = dynamic::finite(field, value, lo, max.map(Bound::as_f64))?;
