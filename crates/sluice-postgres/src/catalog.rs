@@ -9,18 +9,44 @@ use sluice_core::sinks::{ColumnShape, Sink, Source, SqlType, TableShape, quote_t
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
-/// The columns of a table in table order, with the type name of an array's element.
+/// The columns of a table in table order. A domain is read as the type it is over (through
+/// domains over domains), NOT NULL if the domain is; its CHECK is the server's to enforce on
+/// write (a row it refuses is dead-lettered with the server's reason). An enum (or an array
+/// of one) comes with its type's oid, whose labels [`ENUM_LABELS_SQL`] reads.
 const COLUMNS_SQL: &str = "
+WITH RECURSIVE base AS (
+    SELECT a.attnum, a.atttypid AS typid, a.atttypmod AS typmod, false AS domain_not_null,
+           0 AS depth
+    FROM pg_attribute a
+    WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+    SELECT b.attnum, d.typbasetype, d.typtypmod, b.domain_not_null OR d.typnotnull, b.depth + 1
+    FROM base b JOIN pg_type d ON d.oid = b.typid
+    WHERE d.typtype = 'd' AND b.depth < 32
+), resolved AS (
+    SELECT DISTINCT ON (attnum) attnum, typid, typmod, domain_not_null
+    FROM base ORDER BY attnum, depth DESC
+)
 SELECT a.attname::text AS name, t.typname::text AS typname,
        CASE WHEN t.typcategory = 'A' THEN e.typname::text END AS element,
-       a.atttypmod AS typmod, a.attnotnull AS not_null,
+       r.typmod AS typmod, (a.attnotnull OR r.domain_not_null) AS not_null,
        (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '') AS has_default,
-       (a.attgenerated = '' AND a.attidentity <> 'a') AS writable
+       (a.attgenerated = '' AND a.attidentity <> 'a') AS writable,
+       CASE WHEN t.typtype = 'e' THEN t.oid::int8
+            WHEN t.typcategory = 'A' AND e.typtype = 'e' THEN e.oid::int8 END AS enum_oid,
+       format_type(CASE WHEN t.typcategory = 'A' THEN e.oid ELSE t.oid END, NULL) AS type_name,
+       (t.typcategory = 'A' AND e.typtype = 'd') AS domain_elements
 FROM pg_attribute a
-JOIN pg_type t ON t.oid = a.atttypid
+JOIN resolved r ON r.attnum = a.attnum
+JOIN pg_type t ON t.oid = r.typid
 LEFT JOIN pg_type e ON e.oid = t.typelem
-WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+WHERE a.attrelid = to_regclass($1)
 ORDER BY a.attnum";
+
+/// The labels of enum types, in their sort order.
+const ENUM_LABELS_SQL: &str = "
+SELECT enumtypid::int8 AS oid, array_agg(enumlabel::text ORDER BY enumsortorder) AS labels
+FROM pg_enum WHERE enumtypid::int8 = ANY($1) GROUP BY enumtypid";
 
 /// The key columns of every unique index that can arbitrate `ON CONFLICT`: immediate, no
 /// predicate, no expression (a unique constraint has such an index), and whether it is
@@ -47,6 +73,9 @@ struct CatalogColumn {
     not_null: bool,
     has_default: bool,
     writable: bool,
+    enum_oid: Option<i64>,
+    type_name: String,
+    domain_elements: bool,
 }
 
 /// The shape of `table` (`[schema.]table`, each name as the catalog has it), or `None` when
@@ -70,14 +99,27 @@ pub async fn table_shape(
         .bind(table)
         .fetch_all(&mut *conn)
         .await?;
+    let enum_oids: Vec<i64> = rows.iter().filter_map(|c| c.enum_oid).collect();
+    let labels: HashMap<i64, Vec<String>> = if enum_oids.is_empty() {
+        HashMap::new()
+    } else {
+        sqlx::query_as(ENUM_LABELS_SQL)
+            .bind(&enum_oids)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect()
+    };
     let columns = rows
         .into_iter()
         .map(|c| ColumnShape {
             time_precision: match c.typname.as_str() {
-                "timestamptz" | "timestamp" => u32::try_from(c.typmod).ok().filter(|p| *p < 6),
+                "timestamptz" | "timestamp" | "time" => {
+                    u32::try_from(c.typmod).ok().filter(|p| *p < 6)
+                }
                 _ => None,
             },
-            sql_type: SqlType::from_catalog(&c.typname, c.element.as_deref(), c.typmod),
+            sql_type: column_type(&c, &labels),
             name: c.name,
             not_null: c.not_null,
             has_default: c.has_default,
@@ -101,6 +143,27 @@ pub async fn table_shape(
         nulls_not_distinct_keys,
         partitioned,
     }))
+}
+
+/// A column's type: an enum (or an array of one) with its labels, an array of a domain
+/// refused (its elements' CHECK could not be told from the array's), any other as
+/// [`SqlType::from_catalog`] reads it.
+fn column_type(column: &CatalogColumn, labels: &HashMap<i64, Vec<String>>) -> SqlType {
+    if column.domain_elements {
+        return SqlType::Other(format!("{}[]", column.type_name));
+    }
+    let Some(oid) = column.enum_oid else {
+        return SqlType::from_catalog(&column.typname, column.element.as_deref(), column.typmod);
+    };
+    let enumerated = SqlType::Enum {
+        name: column.type_name.clone(),
+        labels: labels.get(&oid).cloned().unwrap_or_default(),
+    };
+    if column.element.is_some() {
+        SqlType::Array(Box::new(enumerated))
+    } else {
+        enumerated
+    }
 }
 
 /// The shapes of every table the sinks name (their tables and lookup tables), keyed as

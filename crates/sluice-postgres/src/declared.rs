@@ -3,9 +3,10 @@
 //! shape as the built-in topics' upsert).
 
 use crate::lookup::{LookupValue, lookup_query};
-use sluice_core::sinks::{Cell, Sink, SinkError, SinkPlan, SinkRow, Source};
+use sluice_core::sinks::{Cell, Sink, SinkError, SinkPlan, SinkRow, Source, time_text};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
+use sqlx::postgres::types::PgInterval;
 use sqlx::query::QueryScalar;
 use sqlx::{Executor, PgConnection};
 
@@ -146,7 +147,17 @@ fn bind<'q>(
         "timestamptz" => array!(Cell::Timestamp(v) => *v),
         "timestamp" => array!(Cell::Timestamp(v) => v.naive_utc()),
         "jsonb" | "json" => array!(Cell::Json(v) => v.clone()),
-        // numeric (and real, above) travel as text and are cast by the statement.
+        "date" => array!(Cell::Date(v) => *v),
+        // A time travels as text: rounding to a `time(p)` can reach `24:00:00`.
+        "time" => array!(Cell::Time(v) => time_text(*v)),
+        "interval" => array!(Cell::Interval(v) => PgInterval {
+            months: v.months,
+            days: v.days,
+            microseconds: v.micros,
+        }),
+        "bytea" => array!(Cell::Bytes(v) => v.as_slice()),
+        // numeric (and real, above), char(n), inet, cidr, enum labels and citext travel as
+        // text and are cast by the statement (or assigned to the column).
         _ => array!(
             Cell::Text(v) => v.as_str(),
             Cell::Numeric(v) => v.as_str(),

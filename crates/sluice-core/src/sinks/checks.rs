@@ -57,6 +57,29 @@ pub enum Check {
     },
     /// A JSON boolean.
     Boolean,
+    /// A date string `YYYY-MM-DD`.
+    Date,
+    /// A time-of-day string `HH:MM:SS[.ffffff]`.
+    Time,
+    /// An ISO 8601 duration string (`P1DT2H`).
+    Interval,
+    /// Bytes as a base64 string.
+    Bytes,
+    /// A string without U+0000 for a `char(n)`: at most `n` characters besides trailing
+    /// spaces (`None`: no limit); it is stored padded with spaces to `n`.
+    Padded(Option<usize>),
+    /// A network address string; for a `cidr` (`network`), without host bits.
+    Address {
+        /// A `cidr` column.
+        network: bool,
+    },
+    /// A label of an enum type, as `pg_enum` lists them.
+    Label {
+        /// The enum type.
+        type_name: String,
+        /// Its labels.
+        labels: Vec<String>,
+    },
     /// Any JSON value (without U+0000 in strings).
     Json,
     /// A JSON array of exactly this many elements.
@@ -108,6 +131,22 @@ impl fmt::Display for Check {
                 f.write_str("RFC 3339 timestamp (naive = UTC), stored as UTC wall time")
             }
             Check::Boolean => f.write_str("boolean"),
+            Check::Date => f.write_str("date YYYY-MM-DD"),
+            Check::Time => f.write_str("time HH:MM:SS[.ffffff]"),
+            Check::Interval => f.write_str("ISO 8601 duration"),
+            Check::Bytes => f.write_str("base64 bytes"),
+            Check::Padded(Some(n)) => {
+                write!(
+                    f,
+                    "text of at most {n} characters, padded with spaces to {n}"
+                )
+            }
+            Check::Padded(None) => f.write_str("text without U+0000, trailing spaces dropped"),
+            Check::Address { network: false } => f.write_str("IP address with optional /prefix"),
+            Check::Address { network: true } => f.write_str("IP network without host bits"),
+            Check::Label { type_name, labels } => {
+                write!(f, "a label of enum {type_name} ({})", labels.join(", "))
+            }
             Check::Json => f.write_str("any JSON value without U+0000"),
             Check::Items(n) => write!(f, "array of exactly {n} elements"),
             Check::MaxItems(n) => write!(f, "array of at most {n} elements"),
@@ -145,7 +184,7 @@ pub fn value_checks(sql_type: &SqlType, rules: &ValueRules) -> Vec<Check> {
             );
             checks
         }
-        SqlType::Text | SqlType::Varchar(_) => {
+        SqlType::Text | SqlType::Varchar(_) | SqlType::Citext => {
             let limit = match sql_type {
                 SqlType::Varchar(limit) => *limit,
                 _ => None,
@@ -194,6 +233,17 @@ pub fn value_checks(sql_type: &SqlType, rules: &ValueRules) -> Vec<Check> {
         SqlType::TimestampTz => vec![Check::Timestamp { naive: false }],
         SqlType::Timestamp => vec![Check::Timestamp { naive: true }],
         SqlType::Json | SqlType::Jsonb => vec![Check::Json],
+        SqlType::Date => vec![Check::Date],
+        SqlType::Time => vec![Check::Time],
+        SqlType::Interval => vec![Check::Interval],
+        SqlType::Bytea => vec![Check::Bytes],
+        SqlType::Char(limit) => vec![Check::Padded(*limit)],
+        SqlType::Inet => vec![Check::Address { network: false }],
+        SqlType::Cidr => vec![Check::Address { network: true }],
+        SqlType::Enum { name, labels } => vec![Check::Label {
+            type_name: name.clone(),
+            labels: labels.clone(),
+        }],
         SqlType::Other(_) => Vec::new(),
     }
 }

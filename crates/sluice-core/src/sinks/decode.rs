@@ -8,15 +8,20 @@
 
 use std::borrow::Cow;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::checks::Check;
+use super::checks::{Check, value_checks};
 use super::decimal::Decimal;
 use super::equality::{Equality, equality};
-use super::model::{Bound, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source};
+use super::forms::{self, Interval};
+use super::model::{
+    Bound, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source, ValueRules,
+};
 use super::scan::{FieldSlots, Scanned};
+use super::table::SqlType;
 use super::validate::SinkPlan;
 use crate::messages::DecodeError;
 use crate::messages::fields::dynamic;
@@ -48,6 +53,15 @@ pub enum Cell {
     Timestamp(DateTime<Utc>),
     /// A JSON value (a `json`/`jsonb` column, or an array carried as JSON).
     Json(Value),
+    /// A date.
+    Date(NaiveDate),
+    /// A time of day, in microseconds since midnight (up to `24:00:00`, which rounding to a
+    /// `time(p)` can reach).
+    Time(i64),
+    /// An interval.
+    Interval(Interval),
+    /// Bytes.
+    Bytes(Vec<u8>),
     /// A lookup key still to resolve.
     Lookup(String),
 }
@@ -79,6 +93,9 @@ pub struct SinkDecoder {
     pub(super) lookups: Vec<(usize, Lookup)>,
     /// Per column: how PostgreSQL compares its values (keys and the guard).
     pub(super) equality: Vec<Equality>,
+    /// The columns a conflict never updates (the key, insert-only columns): a stored row
+    /// keeps the values its first record gave them.
+    pub(super) fixed: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -86,7 +103,6 @@ struct ColumnDecoder {
     source: Source,
     /// The field path as reasons name it (built once, not per record).
     field_name: String,
-    sql_type: String,
     required: bool,
     checks: Vec<Check>,
     /// A timestamp column's fractional digits (`timestamptz(0)`): values are rounded to it
@@ -94,8 +110,11 @@ struct ColumnDecoder {
     time_precision: Option<u32>,
     /// Where a field source's value is in a scanned record (see [`Slot`]).
     slot: Option<Slot>,
-    /// A NUMERIC column: it gets the number's text as the record wrote it.
+    /// A NUMERIC column (or an array of NUMERIC): it gets the number's text as the record
+    /// wrote it.
     numeric: bool,
+    /// A constant source's cell, made once.
+    constant: Option<Cell>,
 }
 
 /// A field source's place in a scanned record: the slot of its path's first segment, the
@@ -125,7 +144,6 @@ impl SinkDecoder {
                 ColumnDecoder {
                     source: mapping.source.clone(),
                     field_name: path.map(ToString::to_string).unwrap_or_default(),
-                    sql_type: planned.sql_type.clone(),
                     required: planned.checks.contains(&Check::Required),
                     checks: planned
                         .checks
@@ -134,7 +152,18 @@ impl SinkDecoder {
                         .cloned()
                         .collect(),
                     time_precision: planned.time_precision,
-                    numeric: planned.param_type == "numeric",
+                    numeric: match &planned.kind {
+                        SqlType::Array(element) => matches!(**element, SqlType::Numeric { .. }),
+                        kind => matches!(kind, SqlType::Numeric { .. }),
+                    },
+                    constant: match &mapping.source {
+                        Source::Const(constant) => Some(
+                            form_constant(constant, &planned.kind)
+                                .and_then(Result::ok)
+                                .unwrap_or_else(|| constant_cell(constant, &planned.sql_type)),
+                        ),
+                        _ => None,
+                    },
                     slot: path.and_then(|path| {
                         let (first, rest) = path.segments().split_first()?;
                         Some(Slot {
@@ -163,6 +192,12 @@ impl SinkDecoder {
             }
         }
         let equality = plan.columns.iter().map(equality).collect();
+        let fixed = plan
+            .columns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| (!c.updated).then_some(i))
+            .collect();
         let position = |name: &str| sink.columns.iter().position(|c| c.column == name);
         let guard = match &sink.conflict {
             ConflictPolicy::NewestWins { column } => position(column),
@@ -185,6 +220,7 @@ impl SinkDecoder {
             conflict: sink.conflict.clone(),
             lookups,
             equality,
+            fixed,
         }
     }
 
@@ -234,7 +270,7 @@ impl SinkDecoder {
         let mut cells = Vec::with_capacity(self.columns.len());
         for column in &self.columns {
             let cell = match (&column.source, &column.slot) {
-                (Source::Const(constant), _) => Ok(constant_cell(constant, &column.sql_type)),
+                (Source::Const(_), _) => Ok(column.constant.clone().unwrap_or(Cell::Null)),
                 (Source::Kafka(field), _) => kafka_cell(*field, meta),
                 (Source::Lookup(_), Some(slot)) => column.scanned(&mut scanned, slot, true)?,
                 (_, Some(slot)) => column.scanned(&mut scanned, slot, false)?,
@@ -276,7 +312,7 @@ impl ColumnDecoder {
         meta: &RecordMeta<'_>,
     ) -> Result<Cell, DecodeError> {
         match &self.source {
-            Source::Const(constant) => Ok(constant_cell(constant, &self.sql_type)),
+            Source::Const(_) => Ok(self.constant.clone().unwrap_or(Cell::Null)),
             Source::Kafka(field) => kafka_cell(*field, meta),
             Source::Field(path) => self.field(object, path, false),
             Source::Lookup(lookup) => self.field(object, &lookup.field, true),
@@ -288,6 +324,9 @@ impl ColumnDecoder {
         match (cell, self.time_precision) {
             (Cell::Timestamp(at), Some(precision)) => {
                 Cell::Timestamp(round_timestamp(at, precision))
+            }
+            (Cell::Time(micros), Some(precision)) => {
+                Cell::Time(forms::round_time(micros, precision))
             }
             (cell, _) => cell,
         }
@@ -423,8 +462,18 @@ fn value_cell(
             Some(Check::Boolean) => "booleans",
             _ => "values",
         };
+        // A NUMERIC[]'s elements get their own digits, read from the array's text.
+        let texts: Vec<&RawValue> = number
+            .filter(|text| text.starts_with('['))
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default();
+        let mut texts = texts.into_iter().map(|raw| {
+            let text = raw.get();
+            text.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+                .then_some(text)
+        });
         let cells = dynamic::elements(field, value, what, count, |name, item| {
-            value_cell(name, item, None, &element)
+            value_cell(name, item, texts.next().flatten(), &element)
         })?;
         return Ok(Cell::Json(Value::Array(
             cells.into_iter().map(cell_json).collect(),
@@ -461,6 +510,44 @@ fn value_cell(
         Check::Uuid => Cell::Uuid(dynamic::uuid(field, value)?),
         Check::Timestamp { .. } => Cell::Timestamp(dynamic::time(field, value)?),
         Check::Boolean => Cell::Bool(dynamic::boolean(field, value)?),
+        Check::Date => Cell::Date(dynamic::form(field, value, "a date", forms::date)?),
+        Check::Time => Cell::Time(dynamic::form(field, value, "a time of day", forms::time)?),
+        Check::Interval => {
+            Cell::Interval(dynamic::form(field, value, "an interval", forms::interval)?)
+        }
+        Check::Bytes => Cell::Bytes(dynamic::form(field, value, "bytes", forms::bytes)?),
+        Check::Padded(max) => Cell::Text(dynamic::form(field, value, "character text", |text| {
+            let kept = forms::unpadded(text).chars().count();
+            if text.contains('\0') {
+                Err("it contains U+0000".to_owned())
+            } else if let Some(max) = max.filter(|max| kept > *max) {
+                Err(format!(
+                    "{kept} characters besides trailing spaces, the column holds {max}"
+                ))
+            } else {
+                Ok(text.to_owned())
+            }
+        })?),
+        Check::Address { network } => {
+            let what = if *network {
+                "an IP network"
+            } else {
+                "an IP address"
+            };
+            Cell::Text(dynamic::form(field, value, what, |text| {
+                forms::address(text, *network)
+            })?)
+        }
+        Check::Label { type_name, labels } => {
+            let what = format!("a label of enum {type_name}");
+            Cell::Text(dynamic::form(field, value, &what, |text| {
+                if labels.iter().any(|label| label == text) {
+                    Ok(text.to_owned())
+                } else {
+                    Err(format!("labels: {}", shown_labels(labels)))
+                }
+            })?)
+        }
         Check::Json if has_nul(value) => {
             return Err(dynamic::broken(field, "must not contain U+0000".into()));
         }
@@ -562,7 +649,53 @@ fn cell_json(cell: Cell) -> Value {
         Cell::Uuid(uuid) => Value::String(uuid.to_string()),
         Cell::Timestamp(at) => Value::String(at.to_rfc3339()),
         Cell::Json(json) => json,
+        Cell::Date(date) => Value::String(forms::date_text(date)),
+        Cell::Time(micros) => Value::String(forms::time_text(micros)),
+        Cell::Interval(interval) => Value::String(interval.text()),
+        Cell::Bytes(bytes) => Value::String(forms::bytes_text(&bytes)),
     }
+}
+
+/// An enum's labels for a reason: the first ten, then how many more.
+fn shown_labels(labels: &[String]) -> String {
+    let mut shown = labels
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if labels.len() > 10 {
+        shown.push_str(&format!(" and {} more", labels.len() - 10));
+    }
+    shown
+}
+
+/// A text constant for a type whose JSON form is a string of its own (a date, an enum
+/// label, an address, …): its cell, or why it is not one; `None` for any other type (see
+/// [`constant_cell`]).
+pub(super) fn form_constant(constant: &Constant, kind: &SqlType) -> Option<Result<Cell, String>> {
+    let checks = value_checks(kind, &ValueRules::default());
+    let own_form = matches!(
+        checks.first(),
+        Some(
+            Check::Date
+                | Check::Time
+                | Check::Interval
+                | Check::Bytes
+                | Check::Padded(_)
+                | Check::Address { .. }
+                | Check::Label { .. }
+        )
+    );
+    if !own_form {
+        return None;
+    }
+    let Constant::Text(text) = constant else {
+        return Some(Err(format!("a {kind} is written as a string")));
+    };
+    Some(
+        value_cell("const", &Value::String(text.clone()), None, &checks).map_err(|e| e.to_string()),
+    )
 }
 
 /// A constant as its column's type (`sql_type`: the plan's type name); the plan checked

@@ -1,31 +1,30 @@
 //! How PostgreSQL compares a column's values, so that the in-batch de-duplication finds the
 //! same keys (and the same newest version) as the statement's `ON CONFLICT`.
 
-use super::checks::Check;
+use super::table::SqlType;
 use super::validate::ColumnPlan;
 
 /// How the values of a column compare in PostgreSQL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Equality {
-    /// As the cells compare (integers, text, UUIDs, rounded timestamps, booleans).
+    /// As the cells compare (integers, text, UUIDs, rounded timestamps, booleans; an
+    /// interval by its span, `P1D` = `PT24H`, as PostgreSQL compares them).
     Exact,
     /// A NUMERIC by value, rounded to the column's scale if it has one.
     Numeric(Option<u32>),
     /// A `real`: the double rounded to single precision.
     Real,
+    /// A `char(n)`: trailing spaces do not count.
+    Padded,
 }
 
 /// How a planned column's values compare in PostgreSQL.
 pub(super) fn equality(column: &ColumnPlan) -> Equality {
-    if column.param_type == "numeric" {
-        let scale = column.checks.iter().find_map(|c| match c {
-            Check::NumericDigits { scale, .. } => Some(*scale),
-            _ => None,
-        });
-        Equality::Numeric(scale)
-    } else if column.param_type == "float4" {
-        Equality::Real
-    } else {
-        Equality::Exact
+    match &column.kind {
+        // A scale only constrains a numeric with a precision (`numeric(p,s)`).
+        SqlType::Numeric { precision, scale } => Equality::Numeric(precision.map(|_| *scale)),
+        SqlType::Real => Equality::Real,
+        SqlType::Char(_) => Equality::Padded,
+        _ => Equality::Exact,
     }
 }

@@ -21,6 +21,7 @@ mod decimal;
 mod decode;
 mod equality;
 mod file;
+mod forms;
 mod model;
 mod names;
 mod problems;
@@ -36,6 +37,7 @@ pub use checks::Check;
 pub use consistency::{check_sink, check_sinks};
 pub use decode::{Cell, RecordMeta, SinkDecoder};
 pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
+pub use forms::{Interval, bytes_text, date_text, time_text};
 pub use model::{
     Bound, ColumnMapping, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source,
     ValueRules,

@@ -91,7 +91,7 @@ impl SinkDecoder {
                 .map(|i| KeyPart::of(row.cell(*i), self.equality(*i)))
                 .collect::<Vec<KeyPart>>()
         };
-        match (&self.conflict, self.guard) {
+        let mut deduped = match (&self.conflict, self.guard) {
             (ConflictPolicy::InsertIgnore, _) => dedupe_by_key(rows, key, earlier_wins),
             (ConflictPolicy::NewestWins { .. }, Some(guard)) => {
                 let equality = self.equality(guard);
@@ -100,6 +100,32 @@ impl SinkDecoder {
                 })
             }
             _ => dedupe_by_key(rows, key, later_wins),
+        };
+        self.keep_first_stored(&mut deduped);
+        deduped
+    }
+
+    /// The columns a conflict never updates take the values of the key's first record in
+    /// the batch, whichever record survives: across batches the first is inserted and a
+    /// later one updates only the other columns, so the row must not depend on whether the
+    /// two met in one batch (an insert-only column; a key written `PT24H` after `P1D`, or
+    /// `1.0` after `1` in an unconstrained NUMERIC, which PostgreSQL finds equal).
+    fn keep_first_stored(&self, deduped: &mut Deduped<SinkRow>) {
+        for (row, others) in deduped.rows.iter_mut().zip(&deduped.superseded) {
+            let Some(first) = others
+                .iter()
+                .filter(|other| other.record < row.record)
+                .min_by_key(|other| other.record)
+            else {
+                continue;
+            };
+            for &position in &self.fixed {
+                if let Some(cell) = first.cell(position)
+                    && first.cell(position) != row.cell(position)
+                {
+                    row.resolve(position, cell.clone());
+                }
+            }
         }
     }
 
@@ -122,6 +148,9 @@ enum KeyPart {
     Uuid(uuid::Uuid),
     Time(chrono::DateTime<chrono::Utc>),
     Bool(bool),
+    Date(chrono::NaiveDate),
+    Span(i128),
+    Bytes(Vec<u8>),
     Other(String),
 }
 
@@ -139,7 +168,14 @@ impl KeyPart {
             Some(Cell::SmallInt(v)) => Self::Int(i64::from(*v)),
             Some(Cell::Int(v)) => Self::Int(i64::from(*v)),
             Some(Cell::BigInt(v)) => Self::Int(*v),
+            Some(Cell::Text(v)) if equality == Equality::Padded => {
+                Self::Text(v.trim_end_matches(' ').to_owned())
+            }
             Some(Cell::Text(v) | Cell::Lookup(v)) => Self::Text(v.clone()),
+            Some(Cell::Date(v)) => Self::Date(*v),
+            Some(Cell::Time(v)) => Self::Int(*v),
+            Some(Cell::Interval(v)) => Self::Span(v.span()),
+            Some(Cell::Bytes(v)) => Self::Bytes(v.clone()),
             Some(Cell::Uuid(v)) => Self::Uuid(*v),
             Some(Cell::Timestamp(v)) => Self::Time(*v),
             Some(Cell::Bool(v)) => Self::Bool(*v),
@@ -191,6 +227,9 @@ fn compare(a: &Cell, b: &Cell, equality: Equality) -> Option<Ordering> {
         (Cell::Text(a), Cell::Text(b)) => Some(a.cmp(b)),
         (Cell::Uuid(a), Cell::Uuid(b)) => Some(a.cmp(b)),
         (Cell::Bool(a), Cell::Bool(b)) => Some(a.cmp(b)),
+        (Cell::Date(a), Cell::Date(b)) => Some(a.cmp(b)),
+        (Cell::Time(a), Cell::Time(b)) => Some(a.cmp(b)),
+        (Cell::Interval(a), Cell::Interval(b)) => Some(a.span().cmp(&b.span())),
         _ => None,
     }
 }

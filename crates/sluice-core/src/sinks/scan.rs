@@ -103,8 +103,10 @@ impl<'de> Visitor<'de> for Scan<'_> {
                 let raw: &'de RawValue = map.next_value()?;
                 let text = raw.get();
                 scanned.values[slot] = Some(serde_json::from_str(text).map_err(de::Error::custom)?);
-                scanned.numbers[slot] =
-                    Some(text).filter(|t| t.starts_with(|c: char| c == '-' || c.is_ascii_digit()));
+                // A number, or an array whose numbers are read from it (a NUMERIC[]).
+                scanned.numbers[slot] = Some(text).filter(|t| {
+                    t.starts_with(|c: char| c == '-' || c == '[' || c.is_ascii_digit())
+                });
             } else {
                 scanned.values[slot] = Some(map.next_value()?);
                 scanned.numbers[slot] = None;

@@ -107,6 +107,30 @@ pub enum SqlType {
     Jsonb,
     /// `json`.
     Json,
+    /// `date`.
+    Date,
+    /// `time` (without time zone).
+    Time,
+    /// `interval` without a fields or precision restriction.
+    Interval,
+    /// `bytea`.
+    Bytea,
+    /// `char(n)`/`bpchar`: padded with spaces to `n` characters; `None`: no limit.
+    Char(Option<usize>),
+    /// `inet`.
+    Inet,
+    /// `cidr`.
+    Cidr,
+    /// `citext` (the extension's case-insensitive text).
+    Citext,
+    /// An enum type: its name as `format_type` writes it (quoted and qualified as needed) and
+    /// its labels in sort order.
+    Enum {
+        /// The type's name.
+        name: String,
+        /// Its labels.
+        labels: Vec<String>,
+    },
     /// An array of a scalar type (`bigint[]`, `text[]`).
     Array(Box<SqlType>),
     /// Any other type (named as the catalog names it): not writable by a declared sink.
@@ -126,7 +150,7 @@ impl SqlType {
                 inner => SqlType::Array(Box::new(inner)),
             };
         }
-        // VARCHAR and NUMERIC keep their modifier offset by VARHDRSZ (4).
+        // VARCHAR, CHAR and NUMERIC keep their modifier offset by VARHDRSZ (4).
         let modifier = (typmod >= 4).then(|| typmod - 4);
         match typname {
             "int2" => SqlType::SmallInt,
@@ -146,13 +170,25 @@ impl SqlType {
             "timestamp" => SqlType::Timestamp,
             "jsonb" => SqlType::Jsonb,
             "json" => SqlType::Json,
+            "date" => SqlType::Date,
+            "time" => SqlType::Time,
+            // A fields restriction (`interval day to second`) or a precision would store a
+            // value other than the record's.
+            "interval" if typmod < 0 => SqlType::Interval,
+            "interval" => SqlType::Other("interval with a fields or precision restriction".into()),
+            "bytea" => SqlType::Bytea,
+            "bpchar" => SqlType::Char(modifier.and_then(|m| usize::try_from(m).ok())),
+            "inet" => SqlType::Inet,
+            "cidr" => SqlType::Cidr,
+            "citext" => SqlType::Citext,
             other => SqlType::Other(other.to_owned()),
         }
     }
 
     /// The element type of the `UNNEST($n::<type>[])` parameter. Arrays travel as one
-    /// `jsonb` per row (`UNNEST` cannot carry a ragged array of arrays) and are rebuilt.
-    pub fn param_type(&self) -> Option<&'static str> {
+    /// `jsonb` per row (`UNNEST` cannot carry a ragged array of arrays) and are rebuilt. A
+    /// `citext` travels as `text` (the extension's assignment cast makes it one).
+    pub fn param_type(&self) -> Option<&str> {
         Some(match self {
             SqlType::SmallInt => "smallint",
             SqlType::Integer => "int",
@@ -168,6 +204,15 @@ impl SqlType {
             SqlType::Timestamp => "timestamp",
             SqlType::Jsonb | SqlType::Array(_) => "jsonb",
             SqlType::Json => "json",
+            SqlType::Date => "date",
+            SqlType::Time => "time",
+            SqlType::Interval => "interval",
+            SqlType::Bytea => "bytea",
+            SqlType::Char(_) => "bpchar",
+            SqlType::Inet => "inet",
+            SqlType::Cidr => "cidr",
+            SqlType::Citext => "text",
+            SqlType::Enum { name, .. } => name,
             SqlType::Other(_) => return None,
         })
     }
@@ -193,7 +238,24 @@ impl SqlType {
 
     /// Whether text goes in it.
     pub fn is_text(&self) -> bool {
-        matches!(self, SqlType::Text | SqlType::Varchar(_))
+        matches!(self, SqlType::Text | SqlType::Varchar(_) | SqlType::Citext)
+    }
+
+    /// Whether sluice orders its values as PostgreSQL does, so that a newest-wins column of
+    /// this type picks the same newest version in a batch as the statement does (text orders
+    /// by a collation, an enum by its sort order, JSON and arrays by rules of their own).
+    pub fn ordered_as_postgres(&self) -> bool {
+        self.is_numeric()
+            || matches!(
+                self,
+                SqlType::Boolean
+                    | SqlType::Uuid
+                    | SqlType::TimestampTz
+                    | SqlType::Timestamp
+                    | SqlType::Date
+                    | SqlType::Time
+                    | SqlType::Interval
+            )
     }
 }
 
@@ -221,6 +283,16 @@ impl fmt::Display for SqlType {
             SqlType::Timestamp => f.write_str("timestamp"),
             SqlType::Jsonb => f.write_str("jsonb"),
             SqlType::Json => f.write_str("json"),
+            SqlType::Date => f.write_str("date"),
+            SqlType::Time => f.write_str("time"),
+            SqlType::Interval => f.write_str("interval"),
+            SqlType::Bytea => f.write_str("bytea"),
+            SqlType::Char(Some(n)) => write!(f, "character({n})"),
+            SqlType::Char(None) => f.write_str("bpchar"),
+            SqlType::Inet => f.write_str("inet"),
+            SqlType::Cidr => f.write_str("cidr"),
+            SqlType::Citext => f.write_str("citext"),
+            SqlType::Enum { name, .. } => f.write_str(name),
             SqlType::Array(inner) => write!(f, "{inner}[]"),
             SqlType::Other(name) => f.write_str(name),
         }
@@ -253,7 +325,20 @@ mod tests {
             SqlType::from_catalog("_int8", Some("int8"), -1),
             SqlType::Array(Box::new(SqlType::BigInt))
         );
-        assert_eq!(SqlType::from_catalog("bytea", None, -1).param_type(), None);
+        assert_eq!(
+            SqlType::from_catalog("bpchar", None, 8),
+            SqlType::Char(Some(4))
+        );
+        assert_eq!(
+            SqlType::from_catalog("interval", None, -1),
+            SqlType::Interval
+        );
+        // `interval day to second`: refused, it would drop the record's months.
+        assert_eq!(
+            SqlType::from_catalog("interval", None, 0x7fff_0000).param_type(),
+            None
+        );
+        assert_eq!(SqlType::from_catalog("point", None, -1).param_type(), None);
         assert_eq!(
             SqlType::Array(Box::new(SqlType::Text)).to_string(),
             "text[]"

@@ -6,6 +6,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 
 use super::checks::{Check, MAX_TOPIC_CHARS, misplaced_rules, value_checks};
+use super::decode::form_constant;
 use super::model::{ColumnMapping, ConflictPolicy, Constant, KafkaField, Sink, Source};
 use super::statement::{StatementColumn, upsert_statement};
 use super::table::{SqlType, TableShape};
@@ -96,6 +97,21 @@ pub enum SinkError {
         /// Its type.
         sql_type: String,
     },
+    /// A newest-wins column whose values sluice cannot order as PostgreSQL does (text by a
+    /// collation, an enum by its sort order, JSON, arrays): the newest version in a batch
+    /// could differ from the one the statement keeps.
+    #[error(
+        "sink `{sink}`, column `{column}`: a newest-wins column of type {sql_type} is not \
+         supported (use a number, a timestamp, a date, a time, an interval, a boolean or a uuid)"
+    )]
+    GuardNotOrdered {
+        /// The sink.
+        sink: String,
+        /// The column.
+        column: String,
+        /// Its type.
+        sql_type: String,
+    },
     /// The source's values cannot fit the column's type.
     #[error("sink `{sink}`, column `{column}`: {source_text} cannot fit {sql_type}: {reason}")]
     SourceDoesNotFit {
@@ -166,6 +182,7 @@ impl SinkError {
             | Self::LookupKeyNotUnique { sink, .. }
             | Self::UnknownLookupTable { sink, .. }
             | Self::UnsupportedType { sink, .. }
+            | Self::GuardNotOrdered { sink, .. }
             | Self::SourceDoesNotFit { sink, .. }
             | Self::RuleDoesNotApply { sink, .. }
             | Self::NotWritable { sink, .. }
@@ -185,6 +202,7 @@ impl SinkError {
             | Self::LookupKeyNotUnique { column, .. }
             | Self::UnknownLookupTable { column, .. }
             | Self::UnsupportedType { column, .. }
+            | Self::GuardNotOrdered { column, .. }
             | Self::SourceDoesNotFit { column, .. }
             | Self::RuleDoesNotApply { column, .. }
             | Self::NotWritable { column, .. }
@@ -246,6 +264,9 @@ pub struct ColumnPlan {
     /// own type, so its index is used.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lookup_key: Option<String>,
+    /// Its type in the catalog (what `sql_type` names).
+    #[serde(skip)]
+    pub kind: SqlType,
 }
 
 /// Validates `sink` against the catalog (`tables`: the shapes of the tables it names, keyed
@@ -292,6 +313,17 @@ pub fn plan_sink(
                 });
             }
         }
+    }
+    if let ConflictPolicy::NewestWins { column } = &sink.conflict
+        && let Some(shape) = table.column(column)
+        && shape.sql_type.param_type().is_some()
+        && !shape.sql_type.ordered_as_postgres()
+    {
+        errors.push(SinkError::GuardNotOrdered {
+            sink: sink.name.clone(),
+            column: column.clone(),
+            sql_type: shape.sql_type.to_string(),
+        });
     }
     let mut columns = Vec::with_capacity(sink.columns.len());
     for mapping in &sink.columns {
@@ -473,11 +505,17 @@ fn column_plan(
                         }
                     }
                     if let Some(key) = other.column(&lookup.key_column) {
-                        match key.sql_type.param_type() {
-                            Some(key_type @ ("text" | "varchar" | "smallint" | "int" | "bigint" | "uuid")) => {
-                                lookup_key = Some(key_type.replace("varchar", "text"));
-                            }
-                            _ => errors.push(does_not_fit(format!(
+                        let key_type = match &key.sql_type {
+                            SqlType::Text | SqlType::Varchar(_) => Some("text"),
+                            SqlType::SmallInt => Some("smallint"),
+                            SqlType::Integer => Some("int"),
+                            SqlType::BigInt => Some("bigint"),
+                            SqlType::Uuid => Some("uuid"),
+                            _ => None,
+                        };
+                        match key_type {
+                            Some(key_type) => lookup_key = Some(key_type.to_owned()),
+                            None => errors.push(does_not_fit(format!(
                                 "lookup key `{}.{}` is {}; a lookup key must be text, an integer or a uuid",
                                 lookup.table, lookup.key_column, key.sql_type
                             ))),
@@ -523,6 +561,7 @@ fn column_plan(
             && sink.updated_columns().any(|c| c == column),
         time_precision: None,
         lookup_key,
+        kind: sql_type.clone(),
     })
 }
 
@@ -544,6 +583,9 @@ fn assignable(from: &SqlType, to: &SqlType) -> bool {
 
 /// Whether a constant can be written to `sql_type`.
 fn constant_fits(constant: &Constant, sql_type: &SqlType) -> Result<(), String> {
+    if let Some(read) = form_constant(constant, sql_type) {
+        return read.map(|_| ());
+    }
     match (constant, sql_type) {
         (Constant::Text(text), SqlType::Text | SqlType::Varchar(_)) => {
             if text.contains('\0') {

@@ -101,6 +101,25 @@ pub(crate) fn elements<T>(
         .collect()
 }
 
+/// A string in the form `parse` reads, described as `form` (`a date YYYY-MM-DD`): the
+/// reason names the form, echoes the value and adds what `parse` found wrong.
+pub(crate) fn form<T>(
+    field: &str,
+    value: &Value,
+    form: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, DecodeError> {
+    let path = Path::new(field);
+    match value {
+        Value::String(text) => parse(text)
+            .map_err(|why| path.error(format!("must be {form}, got {} ({why})", echo(text)))),
+        other => Err(path.error(format!(
+            "must be {form} as a string, got {}",
+            describe(other)
+        ))),
+    }
+}
+
 /// A rule of a declared sink broken by `field` (a rule the shared field readers have no twin of).
 pub(crate) fn broken(field: &str, rule: String) -> DecodeError {
     Path::new(field).error(rule)

@@ -38,7 +38,15 @@ at = { kafka = "timestamp" }
 "#;
 
 fn decoder() -> SinkDecoder {
-    let events = TableShape {
+    let events = decoder_table();
+    let sinks = parse_sinks("m.toml", SINK).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("events".into(), events)]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    SinkDecoder::new(&sinks[0], &plan)
+}
+
+fn decoder_table() -> TableShape {
+    TableShape {
         name: "events".into(),
         columns: vec![
             column("id", SqlType::Uuid, true),
@@ -58,10 +66,7 @@ fn decoder() -> SinkDecoder {
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
         partitioned: false,
-    };
-    let sinks = parse_sinks("m.toml", SINK).unwrap();
-    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("events".into(), events)])).unwrap();
-    SinkDecoder::new(&sinks[0], &plan)
+    }
 }
 
 fn meta(at: DateTime<Utc>) -> RecordMeta<'static> {
@@ -355,5 +360,75 @@ approx = { field = "amount" }
     assert_eq!(
         decode(r#"{"id": "k", "amount": 1.5e3}"#).map(|cells| cells[1].clone()),
         Ok(Cell::Numeric("1.5e3".into()))
+    );
+}
+
+#[test]
+fn a_survivor_keeps_the_first_records_key_and_insert_only_values() {
+    use crate::sinks::SinkRow;
+    let text = SINK
+        .replace(
+            "conflict = \"always-update\"",
+            "insert_only = [\"origin\"]\nconflict = \"always-update\"",
+        )
+        .replace("{ field = \"meta.id\" }", "{ field = \"id\" }");
+    let sinks = parse_sinks("m.toml", &text).unwrap();
+    let mut shape = decoder_table();
+    shape.columns[0].sql_type = SqlType::Interval;
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("events".into(), shape)]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let span = |months, days, micros| {
+        Cell::Interval(crate::sinks::Interval {
+            months,
+            days,
+            micros,
+        })
+    };
+    let row = |record: usize, key: Cell, origin: &str, part: i32| {
+        SinkRow::new(
+            record,
+            vec![
+                key,
+                Cell::Null,
+                Cell::Null,
+                Cell::Text(origin.into()),
+                Cell::Int(part),
+                Cell::Null,
+            ],
+        )
+    };
+    // `P1D` then `PT24H` (one key to PostgreSQL), then `P1M`.
+    let out = decoder.dedupe(vec![
+        row(0, span(0, 1, 0), "first", 1),
+        row(1, span(0, 0, 86_400_000_000), "second", 2),
+        row(2, span(1, 0, 0), "third", 3),
+    ]);
+    let cells: Vec<Vec<Cell>> = out
+        .rows
+        .iter()
+        .map(|r| r.cells().cloned().collect())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            vec![
+                span(0, 1, 0),
+                Cell::Null,
+                Cell::Null,
+                Cell::Text("first".into()),
+                Cell::Int(2),
+                Cell::Null
+            ],
+            vec![
+                span(1, 0, 0),
+                Cell::Null,
+                Cell::Null,
+                Cell::Text("third".into()),
+                Cell::Int(3),
+                Cell::Null
+            ],
+        ],
+        "the last record's updated values under the first record's key and insert-only values"
     );
 }
