@@ -9,8 +9,11 @@ pub struct WriteOutcome {
     pub inserted: u64,
     /// Existing rows changed (reviews only: a newer `last_synced_at`).
     pub updated: u64,
-    /// Rows that changed nothing: redeliveries, older versions, in-batch duplicates.
+    /// Rows that changed nothing: redeliveries, older versions, in-batch duplicates, deletes
+    /// of a key not in the table, records that change no row.
     pub skipped: u64,
+    /// Rows deleted (a tombstone or a Debezium delete).
+    pub deleted: u64,
 }
 
 impl AddAssign for WriteOutcome {
@@ -18,10 +21,12 @@ impl AddAssign for WriteOutcome {
         self.inserted += other.inserted;
         self.updated += other.updated;
         self.skipped += other.skipped;
+        self.deleted += other.deleted;
     }
 }
 
-/// Everything one batch did; `records = inserted + updated + skipped + dead_lettered`.
+/// Everything one batch did; `records = inserted + updated + skipped + deleted +
+/// dead_lettered`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BatchReport {
     /// Records polled.
@@ -48,7 +53,11 @@ impl BatchReport {
 
     /// Whether every record is accounted for exactly once.
     pub fn balances(&self) -> bool {
-        self.write.inserted + self.write.updated + self.write.skipped + self.dead_lettered()
+        self.write.inserted
+            + self.write.updated
+            + self.write.skipped
+            + self.write.deleted
+            + self.dead_lettered()
             == self.records
     }
 }

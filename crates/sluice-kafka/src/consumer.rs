@@ -93,6 +93,8 @@ pub struct Record {
     /// How many times this record was re-published from the dead-letter table (the
     /// [`REPLAY_COUNT_HEADER`] header; 0 when absent, `i32::MAX` when unreadable).
     pub replay_count: i32,
+    /// Its headers in order: name and value (`None`: a header without a value).
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
 /// The header that carries a re-published dead letter's replay count, so that a message
@@ -110,6 +112,17 @@ fn replay_count<M: Message>(message: &M) -> i32 {
             .map(|h| h.value)
     });
     sluice_core::dead_letter::parse_replay_count(values)
+}
+
+/// A record's headers, in order (none: no allocation).
+fn headers<M: Message>(message: &M) -> Vec<(String, Option<Vec<u8>>)> {
+    use rdkafka::message::Headers;
+    message.headers().map_or_else(Vec::new, |headers| {
+        headers
+            .iter()
+            .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+            .collect()
+    })
 }
 
 /// A subscribed, manual-commit consumer of one topic.
@@ -221,6 +234,7 @@ impl BatchConsumer {
                     payload: message.payload().map(<[u8]>::to_vec),
                     timestamp_ms: message.timestamp().to_millis(),
                     replay_count: replay_count(&message),
+                    headers: headers(&message),
                 }),
                 Some(Err(error)) => {
                     self.on_error(error)?;
@@ -550,6 +564,7 @@ mod tests {
             payload: None,
             timestamp_ms: None,
             replay_count: 0,
+            headers: Vec::new(),
         }
     }
 

@@ -3,14 +3,15 @@
 //! shape as the built-in topics' upsert).
 
 use crate::lookup::{LookupValue, lookup_query};
-use sluice_core::sinks::{Cell, Sink, SinkError, SinkPlan, SinkRow, Source, time_text};
+use sluice_core::WriteOutcome;
+use sluice_core::sinks::{Cell, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::postgres::types::PgInterval;
 use sqlx::query::QueryScalar;
 use sqlx::{Executor, PgConnection};
 
-type Scalar<'q> = QueryScalar<'q, Postgres, bool, PgArguments>;
+type Scalar<'q, O> = QueryScalar<'q, Postgres, O, PgArguments>;
 
 /// Why a slice cannot be bound (a bug in the caller, not a database error).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +27,12 @@ pub enum BindError {
         /// The cell, as debug text.
         cell: String,
     },
+    /// A row deletes its key, but the sink has no delete statement.
+    #[error("sink `{sink}`: a row deletes its key, but the sink does not delete")]
+    NoDelete {
+        /// The sink.
+        sink: String,
+    },
 }
 
 /// An upsert that could not run.
@@ -40,25 +47,95 @@ pub enum DeclaredUpsertError {
     Database(#[from] sqlx::Error),
 }
 
-/// Upserts `rows` (one per natural key, lookups resolved) with the plan's statement; the
-/// statement's answers: one per row written, true inserted, false updated (a row not
-/// returned was skipped).
-pub async fn upsert_declared(
+/// Writes `rows` (one per natural key, lookups resolved): the deletes first (a row that
+/// deletes its key, alone or before its upsert), then one upsert of the rest. The counts: a
+/// delete that found its row is deleted, an upsert inserted or updated as the statement
+/// answers, everything else skipped.
+pub async fn write_declared(
     conn: &mut PgConnection,
     plan: &SinkPlan,
     rows: &[SinkRow],
+) -> Result<WriteOutcome, DeclaredUpsertError> {
+    let deleting: Vec<&SinkRow> = rows.iter().filter(|r| r.deletes()).collect();
+    let mut deleted = 0;
+    if !deleting.is_empty() {
+        let found = delete_declared(conn, plan, &deleting).await?;
+        deleted = found
+            .iter()
+            .filter_map(|n| usize::try_from(*n).ok())
+            .filter(|n| deleting.get(*n).is_some_and(|r| r.op == RowOp::Delete))
+            .count() as u64;
+    }
+    let upserting: Vec<&SinkRow> = rows.iter().filter(|r| r.upserts()).collect();
+    let answers = upsert_declared(conn, plan, &upserting).await?;
+    let inserted = answers.iter().filter(|i| **i).count() as u64;
+    let updated = answers.len() as u64 - inserted;
+    Ok(WriteOutcome {
+        inserted,
+        updated,
+        deleted,
+        skipped: rows.len() as u64 - inserted - updated - deleted,
+    })
+}
+
+/// Upserts `rows` with the plan's statement; the statement's answers: one per row written,
+/// true inserted, false updated (a row not returned was skipped).
+pub async fn upsert_declared(
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+    rows: &[&SinkRow],
 ) -> Result<Vec<bool>, DeclaredUpsertError> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    static NULL: Cell = Cell::Null;
     let mut query = sqlx::query_scalar::<_, bool>(&plan.statement);
     for (index, column) in plan.columns.iter().enumerate() {
         let cells = rows.iter().map(|row| row.cell(index).unwrap_or(&NULL));
         query = bind(query, &column.column, &column.param_type, cells)?;
     }
+    for (index, column) in plan.columns.iter().enumerate() {
+        if column.keepable {
+            let flags: Vec<bool> = rows.iter().map(|row| row.keep.contains(&index)).collect();
+            query = query.bind(flags);
+        }
+    }
     Ok(query.fetch_all(conn).await?)
 }
+
+/// Deletes the keys of `rows` with the plan's delete statement; the row numbers (in `rows`)
+/// of the deletes that found their row.
+async fn delete_declared(
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+    rows: &[&SinkRow],
+) -> Result<Vec<i32>, DeclaredUpsertError> {
+    let Some(statement) = &plan.delete_statement else {
+        return Err(BindError::NoDelete {
+            sink: plan.name.clone(),
+        }
+        .into());
+    };
+    let mut query = sqlx::query_scalar::<_, i32>(statement);
+    for &index in &plan.delete_key {
+        let column = &plan.columns[index];
+        let cells = rows.iter().map(|row| row.cell(index).unwrap_or(&NULL));
+        query = bind(query, &column.column, &column.param_type, cells)?;
+    }
+    if let Some(guard) = plan.guard {
+        let column = &plan.columns[guard];
+        let versions = rows.iter().map(|row| match &row.op {
+            RowOp::Replace { version } => version.as_ref().unwrap_or(&NULL),
+            _ => row.cell(guard).unwrap_or(&NULL),
+        });
+        query = bind(query, &column.column, &column.param_type, versions)?;
+    }
+    let numbers: Vec<i32> = (0..rows.len())
+        .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
+        .collect();
+    Ok(query.bind(numbers).fetch_all(conn).await?)
+}
+
+static NULL: Cell = Cell::Null;
 
 /// Prepares every statement `sink` runs — its upsert and each lookup's query — against the
 /// live schema (parse, analysis and parameter types: what `PREPARE` checks), so that no SQL
@@ -70,6 +147,9 @@ pub async fn prepare_sink(
     plan: &SinkPlan,
 ) -> Result<Vec<SinkError>, sqlx::Error> {
     let mut statements = vec![(None, "upsert", plan.statement.clone())];
+    if let Some(delete) = &plan.delete_statement {
+        statements.push((None, "delete", delete.clone()));
+    }
     for (mapping, column) in sink.columns.iter().zip(&plan.columns) {
         if let Source::Lookup(lookup) = &mapping.source {
             let value =
@@ -108,12 +188,12 @@ pub async fn prepare_sink(
 
 /// Binds one column's cells as the array of `param_type` (text borrowed from the rows, as the
 /// built-in topics bind theirs).
-fn bind<'q>(
-    query: Scalar<'q>,
+fn bind<'q, O>(
+    query: Scalar<'q, O>,
     column: &str,
     param_type: &str,
     cells: impl Iterator<Item = &'q Cell>,
-) -> Result<Scalar<'q>, BindError> {
+) -> Result<Scalar<'q, O>, BindError> {
     let mismatch = |cell: &Cell| BindError::Mismatch {
         column: column.to_owned(),
         param_type: param_type.to_owned(),

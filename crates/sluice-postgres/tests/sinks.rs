@@ -17,7 +17,7 @@ use sluice_core::sinks::{
 };
 use sluice_core::{PipelineKind, WriteOutcome};
 use sluice_postgres::catalog::{sink_tables, table_shape};
-use sluice_postgres::declared::upsert_declared;
+use sluice_postgres::declared::write_declared;
 use sluice_postgres::lookup::{LookupResolver, LookupValue};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
@@ -32,6 +32,7 @@ const META: RecordMeta<'static> = RecordMeta {
     offset: 0,
     timestamp: None,
     key: None,
+    headers: &[],
 };
 
 async fn migrated(stack: &sluice_testkit::Stack) -> (TestSchema, PgConnection) {
@@ -105,10 +106,9 @@ async fn write(
             }
         }
     }
-    let answers = upsert_declared(conn, plan, &rows)
+    write_declared(conn, plan, &rows)
         .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", plan.statement));
-    sluice_postgres::repo::outcome(rows.len(), &answers)
+        .unwrap_or_else(|e| panic!("{e}\n{}", plan.statement))
 }
 
 fn outcome(inserted: u64, updated: u64, skipped: u64) -> WriteOutcome {
@@ -116,6 +116,7 @@ fn outcome(inserted: u64, updated: u64, skipped: u64) -> WriteOutcome {
         inserted,
         updated,
         skipped,
+        ..Default::default()
     }
 }
 

@@ -140,6 +140,7 @@ mod tests {
             payload: Some(b"x".to_vec()),
             timestamp_ms,
             replay_count: 2,
+            headers: Vec::new(),
         }
     }
 

@@ -230,6 +230,7 @@ mod tests {
             payload: Some(b"x".to_vec()),
             timestamp_ms: None,
             replay_count: 0,
+            headers: Vec::new(),
         }
     }
 

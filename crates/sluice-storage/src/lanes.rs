@@ -124,6 +124,7 @@ mod tests {
             payload: None,
             timestamp_ms: None,
             replay_count: 0,
+            headers: Vec::new(),
         }
     }
 

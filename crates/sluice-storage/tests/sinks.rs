@@ -52,6 +52,7 @@ fn as_records(topic: &str, generated: &[Generated]) -> Vec<Record> {
             payload: g.payload.clone(),
             timestamp_ms: Some(1_764_504_000_000 + offset as i64),
             replay_count: 0,
+            headers: Vec::new(),
         })
         .collect()
 }

@@ -25,6 +25,13 @@ pub enum DecodeError {
         /// The JSON type found instead (`array`, `string`, `number`, `boolean`, `null`).
         found: &'static str,
     },
+    /// The payload's envelope is not what the sink's format says (a schema registry wire
+    /// header with another magic byte, a Debezium event without `op`, …).
+    #[error("payload envelope: {detail}")]
+    Envelope {
+        /// What is wrong with it.
+        detail: String,
+    },
     /// A required field is absent or `null`.
     #[error("field `{field}`: required field is missing{hint}")]
     Missing {
@@ -52,6 +59,7 @@ impl DecodeError {
             Self::NullPayload
             | Self::InvalidUtf8 { .. }
             | Self::InvalidJson { .. }
+            | Self::Envelope { .. }
             | Self::NotAnObject { .. } => None,
         }
     }

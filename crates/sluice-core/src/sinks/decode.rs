@@ -17,8 +17,10 @@ use super::checks::{Check, value_checks};
 use super::decimal::Decimal;
 use super::equality::{Equality, equality};
 use super::forms::{self, Interval};
+use super::envelope::{self, ChangeMeta};
 use super::model::{
-    Bound, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source, ValueRules,
+    Bound, CdcField, ConflictPolicy, Constant, FieldPath, Format, KafkaField, Lookup,
+    OnTombstone, Sink, Source, ValueRules,
 };
 use super::scan::{FieldSlots, Scanned};
 use super::table::SqlType;
@@ -79,6 +81,40 @@ pub struct RecordMeta<'a> {
     pub timestamp: Option<DateTime<Utc>>,
     /// Its key, if it has one.
     pub key: Option<&'a [u8]>,
+    /// Its headers in order: name and value (`None`: a header without a value).
+    pub headers: &'a [(String, Option<Vec<u8>>)],
+}
+
+/// What one record gives the columns besides its value: its coordinates, the schema id of
+/// its wire header, its change event's envelope, the fields Debezium did not read, and which
+/// columns to decode at all (a delete decodes only its key and version).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Frame<'a> {
+    pub(super) meta: &'a RecordMeta<'a>,
+    pub(super) format: Format,
+    pub(super) schema_id: Option<i32>,
+    pub(super) change: Option<&'a ChangeMeta>,
+    pub(super) unavailable: &'a [String],
+    pub(super) only: Option<&'a [usize]>,
+}
+
+impl<'a> Frame<'a> {
+    /// A plain record: every column, nothing else known.
+    pub(super) fn new(meta: &'a RecordMeta<'a>, format: Format) -> Self {
+        Self {
+            meta,
+            format,
+            schema_id: None,
+            change: None,
+            unavailable: &[],
+            only: None,
+        }
+    }
+
+    /// Whether column `position` is decoded (else it is NULL, never written).
+    fn decodes(&self, position: usize) -> bool {
+        self.only.is_none_or(|only| only.contains(&position))
+    }
 }
 
 /// A planned sink's decoder.
@@ -96,6 +132,10 @@ pub struct SinkDecoder {
     /// The columns a conflict never updates (the key, insert-only columns): a stored row
     /// keeps the values its first record gave them.
     pub(super) fixed: Vec<usize>,
+    /// How a record value is wrapped.
+    pub(super) format: Format,
+    /// What a tombstone does.
+    pub(super) on_tombstone: OnTombstone,
 }
 
 #[derive(Debug, Clone)]
@@ -139,11 +179,11 @@ impl SinkDecoder {
                 let path = match &mapping.source {
                     Source::Field(path) => Some(path),
                     Source::Lookup(lookup) => Some(&lookup.field),
-                    Source::Const(_) | Source::Kafka(_) => None,
+                    _ => None,
                 };
                 ColumnDecoder {
                     source: mapping.source.clone(),
-                    field_name: path.map(ToString::to_string).unwrap_or_default(),
+                    field_name: source_name(&mapping.source),
                     required: planned.checks.contains(&Check::Required),
                     checks: planned
                         .checks
@@ -221,35 +261,72 @@ impl SinkDecoder {
             lookups,
             equality,
             fixed,
+            format: sink.format,
+            on_tombstone: sink.on_tombstone,
         }
     }
 
-    /// Decodes one record value (`None`: a tombstone) into one cell per planned column, in
-    /// column order; the first broken rule is the reason.
+    /// Decodes one record value (`None`: a tombstone) of a plain JSON record into one cell
+    /// per planned column, in column order; the first broken rule is the reason. (A record of
+    /// any format, tombstones and deletes included: [`SinkDecoder::decode_record`].)
     pub fn decode(
         &self,
         payload: Option<&[u8]>,
         meta: &RecordMeta<'_>,
     ) -> Result<Vec<Cell>, DecodeError> {
-        match self.decode_scanned(payload, meta) {
+        self.cells(payload, &Frame::new(meta, Format::Json))
+    }
+
+    /// How many columns a row has.
+    pub(super) fn width(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// The columns whose field Debezium did not read (they keep their stored value).
+    pub(super) fn unavailable_columns(&self, frame: &Frame<'_>) -> Vec<usize> {
+        self.columns
+            .iter()
+            .enumerate()
+            .filter_map(|(position, column)| column.unavailable(frame).then_some(position))
+            .collect()
+    }
+
+    /// The cells of a row image (`payload`) in `frame`.
+    pub(super) fn cells(
+        &self,
+        payload: Option<&[u8]>,
+        frame: &Frame<'_>,
+    ) -> Result<Vec<Cell>, DecodeError> {
+        match self.decode_scanned(payload, frame) {
             Some(decoded) => decoded,
             // Not one JSON object, or a required field missing: the whole parse, which names
             // the reason (with the legacy-name hint, which needs every key).
-            None => self.decode_whole(payload, meta),
+            None => self.whole(payload, frame),
         }
     }
 
     /// Decodes from the record's whole JSON tree: the reference the one pass agrees with,
     /// and where every reason comes from.
+    #[cfg(test)]
     pub(super) fn decode_whole(
         &self,
         payload: Option<&[u8]>,
         meta: &RecordMeta<'_>,
     ) -> Result<Vec<Cell>, DecodeError> {
+        self.whole(payload, &Frame::new(meta, Format::Json))
+    }
+
+    fn whole(&self, payload: Option<&[u8]>, frame: &Frame<'_>) -> Result<Vec<Cell>, DecodeError> {
         let object = parse_object(payload)?;
         self.columns
             .iter()
-            .map(|column| Ok(column.rounded(column.decode(&object, meta)?)))
+            .enumerate()
+            .map(|(position, column)| {
+                if !frame.decodes(position) || column.unavailable(frame) {
+                    return Ok(Cell::Null);
+                }
+                Ok(column.rounded(column.decode(&object, frame)?))
+            })
             .collect()
     }
 
@@ -261,20 +338,25 @@ impl SinkDecoder {
     fn decode_scanned(
         &self,
         payload: Option<&[u8]>,
-        meta: &RecordMeta<'_>,
+        frame: &Frame<'_>,
     ) -> Option<Result<Vec<Cell>, DecodeError>> {
         // UTF-8 checked with SIMD: record values are mostly text, and the scalar check cost as
         // much as the parse.
         let text = simdutf8::basic::from_utf8(payload?).ok()?;
         let mut scanned = self.fields.scan(text)?;
         let mut cells = Vec::with_capacity(self.columns.len());
-        for column in &self.columns {
-            let cell = match (&column.source, &column.slot) {
-                (Source::Const(_), _) => Ok(column.constant.clone().unwrap_or(Cell::Null)),
-                (Source::Kafka(field), _) => kafka_cell(*field, meta),
-                (Source::Lookup(_), Some(slot)) => column.scanned(&mut scanned, slot, true)?,
-                (_, Some(slot)) => column.scanned(&mut scanned, slot, false)?,
-                (_, None) => return None,
+        for (position, column) in self.columns.iter().enumerate() {
+            if !frame.decodes(position) || column.unavailable(frame) {
+                cells.push(Cell::Null);
+                continue;
+            }
+            let cell = match (column.outside_value(frame), &column.slot) {
+                (Some(cell), _) => cell,
+                (None, Some(slot)) => {
+                    let lookup = matches!(column.source, Source::Lookup(_));
+                    column.scanned(&mut scanned, slot, lookup)?
+                }
+                (None, None) => return None,
             };
             match cell {
                 Ok(cell) => cells.push(column.rounded(cell)),
@@ -306,17 +388,121 @@ pub(super) fn round_timestamp(at: DateTime<Utc>, precision: u32) -> DateTime<Utc
 }
 
 impl ColumnDecoder {
-    fn decode(
-        &self,
-        object: &Map<String, Value>,
-        meta: &RecordMeta<'_>,
-    ) -> Result<Cell, DecodeError> {
-        match &self.source {
-            Source::Const(_) => Ok(self.constant.clone().unwrap_or(Cell::Null)),
-            Source::Kafka(field) => kafka_cell(*field, meta),
-            Source::Field(path) => self.field(object, path, false),
-            Source::Lookup(lookup) => self.field(object, &lookup.field, true),
+    fn decode(&self, object: &Map<String, Value>, frame: &Frame<'_>) -> Result<Cell, DecodeError> {
+        if let Some(cell) = self.outside_value(frame) {
+            return cell;
         }
+        match &self.source {
+            Source::Lookup(lookup) => self.field(object, &lookup.field, true),
+            Source::Field(path) => self.field(object, path, false),
+            _ => Ok(Cell::Null),
+        }
+    }
+
+    /// Whether the column's field is one Debezium did not read: it keeps its stored value.
+    fn unavailable(&self, frame: &Frame<'_>) -> bool {
+        !frame.unavailable.is_empty()
+            && matches!(&self.source, Source::Field(path)
+                if path.segments().first().is_some_and(|top| frame.unavailable.contains(top)))
+    }
+
+    /// The cell of a source outside the record value (a constant, the record's coordinates,
+    /// key or headers, the change event's envelope); `None` for a field or a lookup.
+    fn outside_value(&self, frame: &Frame<'_>) -> Option<Result<Cell, DecodeError>> {
+        match &self.source {
+            Source::Field(_) | Source::Lookup(_) => None,
+            _ => Some(self.outside(frame)),
+        }
+    }
+
+    fn outside(&self, frame: &Frame<'_>) -> Result<Cell, DecodeError> {
+        let meta = frame.meta;
+        match &self.source {
+            Source::Field(_) | Source::Lookup(_) => Ok(Cell::Null),
+            Source::Const(_) => Ok(self.constant.clone().unwrap_or(Cell::Null)),
+            Source::Kafka(KafkaField::SchemaId) => Ok(frame.schema_id.map_or(Cell::Null, Cell::Int)),
+            Source::Kafka(field) => kafka_cell(*field, meta),
+            Source::Key(None) => match meta.key {
+                None => self.absent(None),
+                Some(bytes) => self.present_outside(Value::String(utf8_key(bytes)?)),
+            },
+            Source::Key(Some(path)) => match meta.key {
+                None => self.absent(None),
+                Some(bytes) => {
+                    let object = key_object(bytes, frame.format)?;
+                    match find(&object, path) {
+                        Some(Value::Null) | None => self.absent(Some(&object)),
+                        Some(value) => self.present_outside(value.clone()),
+                    }
+                }
+            },
+            Source::Header { name, path } => {
+                let value = meta
+                    .headers
+                    .iter()
+                    .rev()
+                    .find(|(header, _)| header == name)
+                    .and_then(|(_, value)| value.as_deref());
+                match (value, path) {
+                    (None, _) => self.absent(None),
+                    (Some(bytes), None) => match std::str::from_utf8(bytes) {
+                        Ok(text) => self.present_outside(Value::String(text.to_owned())),
+                        Err(_) => Err(dynamic::broken(&self.field_name, "must be UTF-8 text".into())),
+                    },
+                    (Some(bytes), Some(path)) => {
+                        let object: Map<String, Value> = serde_json::from_slice(bytes).map_err(|_| {
+                            dynamic::broken(&self.field_name, "must be a JSON object".into())
+                        })?;
+                        match find(&object, path) {
+                            Some(Value::Null) | None => self.absent(None),
+                            Some(value) => self.present_outside(value.clone()),
+                        }
+                    }
+                }
+            }
+            Source::Cdc(field) => {
+                let change = frame.change;
+                let value = match field {
+                    CdcField::Op => change.map(|c| Value::String(c.op.clone())),
+                    CdcField::Lsn => change.and_then(|c| c.lsn).map(Value::from),
+                    CdcField::Txid => change.and_then(|c| c.txid).map(Value::from),
+                    CdcField::TsMs => change.and_then(|c| c.ts_ms).map(|ms| {
+                        if matches!(self.checks.first(), Some(Check::Timestamp { .. })) {
+                            DateTime::from_timestamp_millis(ms)
+                                .map_or(Value::Null, |at| Value::String(at.to_rfc3339()))
+                        } else {
+                            Value::from(ms)
+                        }
+                    }),
+                };
+                match value {
+                    None | Some(Value::Null) => self.absent(None),
+                    Some(value) => self.present_outside(value),
+                }
+            }
+        }
+    }
+
+    /// NULL for an absent optional value; the reason for a required one.
+    fn absent(&self, object: Option<&Map<String, Value>>) -> Result<Cell, DecodeError> {
+        if !self.required {
+            return Ok(Cell::Null);
+        }
+        Err(match object {
+            Some(object) => dynamic::missing(object, &self.field_name, false),
+            None => DecodeError::Missing {
+                field: self.field_name.clone().into(),
+                hint: String::new(),
+            },
+        })
+    }
+
+    /// A present value from outside the record value, checked as a field's.
+    fn present_outside(&self, value: Value) -> Result<Cell, DecodeError> {
+        if value.is_null() {
+            return self.absent(None);
+        }
+        self.present(Cow::Owned(value), None, false)
     }
 
     /// A timestamp rounded to the column's precision; any other cell as it is.
@@ -729,6 +915,48 @@ fn constant_cell(constant: &Constant, sql_type: &str) -> Cell {
     }
 }
 
+/// How reasons name a source's value: a field's path, `(record key)`, `(record key).a.b`,
+/// `(header tenant)`, `(cdc lsn)`.
+fn source_name(source: &Source) -> String {
+    match source {
+        Source::Field(path) => path.to_string(),
+        Source::Lookup(lookup) => lookup.field.to_string(),
+        Source::Key(None) => "(record key)".into(),
+        Source::Key(Some(path)) => format!("(record key).{path}"),
+        Source::Header { name, path: None } => format!("(header {name})"),
+        Source::Header {
+            name,
+            path: Some(path),
+        } => format!("(header {name}).{path}"),
+        Source::Cdc(field) => format!("(cdc {})", field.as_str()),
+        Source::Const(_) | Source::Kafka(_) => String::new(),
+    }
+}
+
+/// The record key as UTF-8 text without U+0000.
+fn utf8_key(bytes: &[u8]) -> Result<String, DecodeError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !text.contains('\0') => Ok(text.to_owned()),
+        _ => Err(dynamic::broken(
+            "(record key)",
+            "must be UTF-8 text without U+0000".into(),
+        )),
+    }
+}
+
+/// The record key as a JSON object (inside its Connect envelope for a Connect or Debezium
+/// topic).
+pub(super) fn key_object(bytes: &[u8], format: Format) -> Result<Map<String, Value>, DecodeError> {
+    let text = utf8_key(bytes)?;
+    let text = match format {
+        Format::ConnectJson | Format::Debezium => envelope::connect(&text)
+            .map_err(|why| dynamic::broken("(record key)", why))?,
+        Format::Json | Format::SchemaRegistryJson => text,
+    };
+    serde_json::from_str(&text)
+        .map_err(|_| dynamic::broken("(record key)", "must be a JSON object".into()))
+}
+
 /// A coordinate of the record.
 fn kafka_cell(field: KafkaField, meta: &RecordMeta<'_>) -> Result<Cell, DecodeError> {
     Ok(match field {
@@ -736,17 +964,11 @@ fn kafka_cell(field: KafkaField, meta: &RecordMeta<'_>) -> Result<Cell, DecodeEr
         KafkaField::Topic => Cell::Text(meta.topic.to_owned()),
         KafkaField::Partition => Cell::Int(meta.partition),
         KafkaField::Offset => Cell::BigInt(meta.offset),
+        // Read from the wire header by the frame, never here.
+        KafkaField::SchemaId => Cell::Null,
         KafkaField::Key => match meta.key {
             None => Cell::Null,
-            Some(bytes) => match std::str::from_utf8(bytes) {
-                Ok(text) if !text.contains('\0') => Cell::Text(text.to_owned()),
-                _ => {
-                    return Err(dynamic::broken(
-                        "(record key)",
-                        "must be UTF-8 text without U+0000".into(),
-                    ));
-                }
-            },
+            Some(bytes) => Cell::Text(utf8_key(bytes)?),
         },
     })
 }

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use toml::{Table, Value};
 
 use super::model::{
-    Bound, ColumnMapping, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source,
-    ValueRules,
+    Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, FieldPath, Format, KafkaField,
+    Lookup, OnTombstone, Sink, Source, ValueRules,
 };
 use super::problems::{MappingError, MappingProblem};
 
@@ -40,6 +40,10 @@ struct RawSink {
     never_written: Vec<String>,
     /// Records per poll = per transaction.
     batch_size: Option<usize>,
+    /// How a record value is wrapped (default: a JSON object).
+    format: Option<Format>,
+    /// What a tombstone does (default: by the format).
+    on_tombstone: Option<OnTombstone>,
 }
 
 /// `"insert-ignore"`, `"always-update"` or `{ newest-wins = "<column>" }`.
@@ -64,6 +68,14 @@ struct RawColumn {
     kafka: Option<KafkaField>,
     /// A field resolved through another table.
     lookup: Option<RawLookup>,
+    /// A path into the record key's JSON (`""`: the whole key as text).
+    key: Option<String>,
+    /// A header's name.
+    header: Option<String>,
+    /// With `header`: a path into the header read as JSON.
+    path: Option<String>,
+    /// A field of a Debezium change event's envelope.
+    cdc: Option<CdcField>,
     /// Whether the field must be present (default: when the column is NOT NULL without a
     /// default).
     required: Option<bool>,
@@ -175,6 +187,10 @@ fn sink(raw: RawSink, columns: Vec<ColumnMapping>) -> Sink {
         never_written: raw.never_written,
         batch_size: raw.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
         columns,
+        format: raw.format.unwrap_or(Format::Json),
+        on_tombstone: raw
+            .on_tombstone
+            .unwrap_or_else(|| raw.format.unwrap_or(Format::Json).default_tombstone()),
     }
 }
 
@@ -185,6 +201,9 @@ fn column_mapping(column: String, raw: RawColumn) -> Result<ColumnMapping, Mappi
         raw.constant.is_some(),
         raw.kafka.is_some(),
         raw.lookup.is_some(),
+        raw.key.is_some(),
+        raw.header.is_some(),
+        raw.cdc.is_some(),
     ];
     if given.iter().filter(|g| **g).count() != 1 {
         return Err(MappingProblem::SourceCount { column });
@@ -195,18 +214,34 @@ fn column_mapping(column: String, raw: RawColumn) -> Result<ColumnMapping, Mappi
             path: text,
         })
     };
-    let source = match (raw.field, raw.constant, raw.kafka, raw.lookup) {
-        (Some(field), _, _, _) => Source::Field(path(field)?),
-        (_, Some(value), _, _) => Source::Const(constant(&column, value)?),
-        (_, _, Some(kafka), _) => Source::Kafka(kafka),
-        (_, _, _, Some(lookup)) => Source::Lookup(Lookup {
+    if raw.path.is_some() && raw.header.is_none() {
+        return Err(MappingProblem::PathWithoutHeader { column });
+    }
+    let source = if let Some(field) = raw.field {
+        Source::Field(path(field)?)
+    } else if let Some(value) = raw.constant {
+        Source::Const(constant(&column, value)?)
+    } else if let Some(kafka) = raw.kafka {
+        Source::Kafka(kafka)
+    } else if let Some(lookup) = raw.lookup {
+        Source::Lookup(Lookup {
             field: path(lookup.field)?,
             table: lookup.table,
             key_column: lookup.key,
             value_column: lookup.value,
             unknown_kind: lookup.unknown,
-        }),
-        (None, None, None, None) => return Err(MappingProblem::SourceCount { column }),
+        })
+    } else if let Some(key) = raw.key {
+        Source::Key(if key.is_empty() { None } else { Some(path(key)?) })
+    } else if let Some(name) = raw.header {
+        Source::Header {
+            name,
+            path: raw.path.map(path).transpose()?,
+        }
+    } else if let Some(cdc) = raw.cdc {
+        Source::Cdc(cdc)
+    } else {
+        return Err(MappingProblem::SourceCount { column });
     };
     let rules = ValueRules {
         min: raw.min,
@@ -216,7 +251,10 @@ fn column_mapping(column: String, raw: RawColumn) -> Result<ColumnMapping, Mappi
         items: raw.items,
         max_items: raw.max_items,
     };
-    if !matches!(source, Source::Field(_) | Source::Lookup(_))
+    if !matches!(
+        source,
+        Source::Field(_) | Source::Lookup(_) | Source::Key(_) | Source::Header { .. }
+    )
         && (rules != ValueRules::default() || raw.required.is_some())
     {
         return Err(MappingProblem::RulesWithoutField { column });

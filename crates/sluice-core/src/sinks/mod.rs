@@ -19,12 +19,14 @@ mod checks;
 mod consistency;
 mod decimal;
 mod decode;
+mod envelope;
 mod equality;
 mod file;
 mod forms;
 mod model;
 mod names;
 mod problems;
+mod record;
 mod rows;
 mod scan;
 mod seeds;
@@ -39,11 +41,13 @@ pub use decode::{Cell, RecordMeta, SinkDecoder};
 pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
 pub use forms::{Interval, bytes_text, date_text, time_text};
 pub use model::{
-    Bound, ColumnMapping, ConflictPolicy, Constant, FieldPath, KafkaField, Lookup, Sink, Source,
-    ValueRules,
+    Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, FieldPath, Format, KafkaField,
+    Lookup, OnTombstone, Sink, Source, ValueRules,
 };
 pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
+pub use envelope::UNAVAILABLE_VALUE;
 pub use problems::{MappingError, MappingProblem};
+pub use record::{Decoded, RowOp};
 pub use rows::SinkRow;
 pub use seeds::SEED_APPLICATIONS_TABLE;
 pub use selection::{Selection, SelectionError, select};

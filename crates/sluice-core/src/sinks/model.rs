@@ -26,6 +26,10 @@ pub struct Sink {
     pub batch_size: usize,
     /// Each written column and its source, in the file's order (the decoder's order).
     pub columns: Vec<ColumnMapping>,
+    /// How a record value is wrapped.
+    pub format: Format,
+    /// What a tombstone (a record without a value) does.
+    pub on_tombstone: OnTombstone,
 }
 
 impl Sink {
@@ -48,6 +52,69 @@ impl Sink {
             .map(|c| c.column.as_str())
             .filter(|c| !self.key.iter().any(|k| k == c))
             .filter(|c| !self.insert_only.iter().any(|k| k == c))
+    }
+}
+
+/// How a record value is wrapped around the fields a sink reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// A JSON object.
+    Json,
+    /// Kafka Connect's JsonConverter with `schemas.enable=true`: `{"schema":…,"payload":…}`,
+    /// the fields read from `payload`, Connect's logical types read by the schema.
+    ConnectJson,
+    /// A JSON object behind the schema registry's 5-byte wire header (magic byte 0, then the
+    /// schema id, big-endian).
+    SchemaRegistryJson,
+    /// Debezium change events (`before`/`after`/`op`/`source`), with or without the Connect
+    /// envelope: applied to the table, deletes included.
+    Debezium,
+}
+
+impl Format {
+    /// The name used in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::ConnectJson => "connect-json",
+            Self::SchemaRegistryJson => "schema-registry-json",
+            Self::Debezium => "debezium",
+        }
+    }
+
+    /// What a tombstone does when the sink does not say: a Debezium delete event carries the
+    /// delete and its tombstone only lets compaction forget the key, so it is ignored; in any
+    /// other topic a record without a value is kept as a dead letter (nothing is dropped or
+    /// deleted unless the sink asks for it).
+    pub fn default_tombstone(self) -> OnTombstone {
+        match self {
+            Self::Debezium => OnTombstone::Ignore,
+            _ => OnTombstone::DeadLetter,
+        }
+    }
+}
+
+/// What a tombstone (a record whose value is null) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnTombstone {
+    /// Deletes the row of its key (the key columns read from the record key).
+    Delete,
+    /// Nothing (the record is committed, no row changes).
+    Ignore,
+    /// A dead letter with the record's coordinates.
+    DeadLetter,
+}
+
+impl OnTombstone {
+    /// The name used in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delete => "delete",
+            Self::Ignore => "ignore",
+            Self::DeadLetter => "dead-letter",
+        }
     }
 }
 
@@ -100,6 +167,44 @@ pub enum Source {
     Kafka(KafkaField),
     /// A field resolved through another table (`package_name` → `application_id`).
     Lookup(Lookup),
+    /// A path into the record key's JSON object, or (`None`) the whole key as text.
+    Key(Option<FieldPath>),
+    /// A header's value: its bytes as text, or (`path`) a path into it read as JSON.
+    Header {
+        /// The header's name.
+        name: String,
+        /// A path into its JSON value.
+        path: Option<FieldPath>,
+    },
+    /// A field of a Debezium change event's envelope.
+    Cdc(CdcField),
+}
+
+/// A field of a Debezium change event's envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CdcField {
+    /// `source.lsn`: the change's position in the source's write-ahead log (`bigint`).
+    Lsn,
+    /// `ts_ms`: when the connector processed the change (`bigint` milliseconds, or a
+    /// `timestamptz`).
+    TsMs,
+    /// `op`: `c`, `r`, `u` or `d` (text).
+    Op,
+    /// `source.txId`: the source transaction (`bigint`).
+    Txid,
+}
+
+impl CdcField {
+    /// The name used in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lsn => "lsn",
+            Self::TsMs => "ts_ms",
+            Self::Op => "op",
+            Self::Txid => "txid",
+        }
+    }
 }
 
 impl fmt::Display for Source {
@@ -113,6 +218,14 @@ impl fmt::Display for Source {
                 "lookup {} in {}.{} -> {}",
                 lookup.field, lookup.table, lookup.key_column, lookup.value_column
             ),
+            Self::Key(None) => f.write_str("record key as text"),
+            Self::Key(Some(path)) => write!(f, "record key {path}"),
+            Self::Header { name, path: None } => write!(f, "header {name:?} as text"),
+            Self::Header {
+                name,
+                path: Some(path),
+            } => write!(f, "header {name:?} {path}"),
+            Self::Cdc(field) => write!(f, "cdc {}", field.as_str()),
         }
     }
 }
@@ -169,7 +282,7 @@ impl fmt::Display for Constant {
 
 /// A coordinate of the Kafka record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum KafkaField {
     /// The record's timestamp (`timestamptz`).
     Timestamp,
@@ -181,6 +294,8 @@ pub enum KafkaField {
     Offset,
     /// The record key, as UTF-8 text.
     Key,
+    /// The schema id of a `schema-registry-json` record's wire header (`integer`).
+    SchemaId,
 }
 
 impl KafkaField {
@@ -192,6 +307,7 @@ impl KafkaField {
             Self::Partition => "partition",
             Self::Offset => "offset",
             Self::Key => "key",
+            Self::SchemaId => "schema_id",
         }
     }
 }

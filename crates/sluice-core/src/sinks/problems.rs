@@ -66,9 +66,18 @@ impl MappingError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MappingProblem {
-    /// A column has none or several of `field`, `const`, `kafka`, `lookup`.
-    #[error("column `{column}`: exactly one of `field`, `const`, `kafka`, `lookup` is required")]
+    /// A column has none or several sources.
+    #[error(
+        "column `{column}`: exactly one of `field`, `const`, `kafka`, `lookup`, `key`, `header`, \
+         `cdc` is required"
+    )]
     SourceCount {
+        /// The column.
+        column: String,
+    },
+    /// `path` without `header`.
+    #[error("column `{column}`: `path` reads into a header: it needs `header`")]
+    PathWithoutHeader {
         /// The column.
         column: String,
     },

@@ -16,7 +16,8 @@ use super::decimal::Decimal;
 use super::decode::{Cell, SinkDecoder};
 use super::equality::Equality;
 use super::model::{ConflictPolicy, Lookup};
-use crate::dedupe::{Deduped, dedupe_by_key, earlier_wins, later_wins};
+use super::record::{Decoded, RowOp};
+use crate::dedupe::{Deduped, dedupe_by_key, later_wins};
 
 /// One decoded record of a declared sink.
 #[derive(Debug, Clone)]
@@ -33,25 +34,53 @@ pub struct SinkRow {
     /// and the column NULL; empty until resolved): a write-time foreign-key violation looks
     /// them up again.
     pub keys: Vec<Option<String>>,
+    /// What it does to its key's row.
+    pub op: RowOp,
+    /// The columns it leaves as they are in the row (Debezium did not read them).
+    pub keep: Arc<[usize]>,
 }
 
 /// Rows are equal when they are of one record and hold the same cells and lookup keys,
 /// however their lookups were resolved.
 impl PartialEq for SinkRow {
     fn eq(&self, other: &Self) -> bool {
-        self.record == other.record && self.keys == other.keys && self.cells().eq(other.cells())
+        self.record == other.record
+            && self.keys == other.keys
+            && self.op == other.op
+            && self.cells().eq(other.cells())
     }
 }
 
 impl SinkRow {
-    /// A decoded row, lookups unresolved.
+    /// A decoded upsert, lookups unresolved.
     pub fn new(record: usize, cells: impl Into<Arc<[Cell]>>) -> Self {
         Self {
             record,
             decoded: cells.into(),
             resolved: Vec::new(),
             keys: Vec::new(),
+            op: RowOp::Upsert,
+            keep: Arc::from([]),
         }
+    }
+
+    /// The row of a decoded record, lookups unresolved (shares its cells).
+    pub fn of(record: usize, decoded: &Decoded) -> Self {
+        Self {
+            op: decoded.op.clone(),
+            keep: Arc::clone(&decoded.keep),
+            ..Self::new(record, Arc::clone(&decoded.cells))
+        }
+    }
+
+    /// Whether it deletes its key's row (alone, or before its upsert).
+    pub fn deletes(&self) -> bool {
+        matches!(self.op, RowOp::Delete | RowOp::Replace { .. })
+    }
+
+    /// Whether it inserts or updates a row.
+    pub fn upserts(&self) -> bool {
+        matches!(self.op, RowOp::Upsert | RowOp::Replace { .. })
     }
 
     /// The cell of column `position`: the resolved one when a lookup filled it.
@@ -86,35 +115,98 @@ impl SinkDecoder {
     /// value), by the survivor rule of the conflict policy.
     pub fn dedupe(&self, rows: Vec<SinkRow>) -> Deduped<SinkRow> {
         let key = |row: &SinkRow| {
+            if row.op == RowOp::Ignore {
+                // A record that changes no row is its own key: it never meets another.
+                return vec![KeyPart::Ignored(row.record)];
+            }
             self.key
                 .iter()
                 .map(|i| KeyPart::of(row.cell(*i), self.equality(*i)))
                 .collect::<Vec<KeyPart>>()
         };
+        // A delete meets the other records of its key in arrival order: it beats those before
+        // it and the later ones beat it (under newest-wins, a delete with a version competes by
+        // its version; one without, a tombstone, by arrival).
         let mut deduped = match (&self.conflict, self.guard) {
-            (ConflictPolicy::InsertIgnore, _) => dedupe_by_key(rows, key, earlier_wins),
+            (ConflictPolicy::InsertIgnore, _) => {
+                dedupe_by_key(rows, key, |current: &SinkRow, candidate: &SinkRow| {
+                    current.deletes() || candidate.deletes()
+                })
+            }
             (ConflictPolicy::NewestWins { .. }, Some(guard)) => {
                 let equality = self.equality(guard);
                 dedupe_by_key(rows, key, |current: &SinkRow, candidate: &SinkRow| {
+                    let unversioned =
+                        |row: &SinkRow| row.deletes() && row.cell(guard).is_none_or(|c| *c == Cell::Null);
+                    if unversioned(current) || unversioned(candidate) {
+                        return current.record < candidate.record;
+                    }
                     newer(candidate.cell(guard), current.cell(guard), equality)
                 })
             }
             _ => dedupe_by_key(rows, key, later_wins),
         };
+        self.delete_first(&mut deduped);
         self.keep_first_stored(&mut deduped);
         deduped
     }
 
+    /// An upsert that won over a delete of its key in the batch deletes the row first, as
+    /// the delete would have in a batch of its own (so the new row is inserted afresh: its
+    /// insert-only columns are its own). The delete keeps its version: under newest-wins the
+    /// stored row goes only if it is not newer than the delete.
+    fn delete_first(&self, deduped: &mut Deduped<SinkRow>) {
+        for (row, others) in deduped.rows.iter_mut().zip(&deduped.superseded) {
+            if row.op != RowOp::Upsert {
+                continue;
+            }
+            let deletes: Vec<&SinkRow> = others.iter().filter(|o| o.op == RowOp::Delete).collect();
+            if deletes.is_empty() {
+                continue;
+            }
+            let version = match self.guard {
+                Some(guard) => {
+                    let versions: Vec<Option<&Cell>> = deletes
+                        .iter()
+                        .map(|d| d.cell(guard).filter(|c| **c != Cell::Null))
+                        .collect();
+                    if versions.iter().any(Option::is_none) {
+                        None
+                    } else {
+                        let equality = self.equality(guard);
+                        versions.into_iter().flatten().fold(None, |best: Option<&Cell>, v| match best {
+                            Some(b) if !newer(Some(v), Some(b), equality) => Some(b),
+                            _ => Some(v),
+                        }).cloned()
+                    }
+                }
+                None => None,
+            };
+            row.op = RowOp::Replace { version };
+        }
+    }
+
     /// The columns a conflict never updates take the values of the key's first record in
-    /// the batch, whichever record survives: across batches the first is inserted and a
-    /// later one updates only the other columns, so the row must not depend on whether the
-    /// two met in one batch (an insert-only column; a key written `PT24H` after `P1D`, or
-    /// `1.0` after `1` in an unconstrained NUMERIC, which PostgreSQL finds equal).
+    /// the batch (the first after the key's last delete), whichever record survives: across
+    /// batches the first is inserted and a later one updates only the other columns, so the
+    /// row must not depend on whether the two met in one batch (an insert-only column; a key
+    /// written `PT24H` after `P1D`, or `1.0` after `1` in an unconstrained NUMERIC, which
+    /// PostgreSQL finds equal).
     fn keep_first_stored(&self, deduped: &mut Deduped<SinkRow>) {
         for (row, others) in deduped.rows.iter_mut().zip(&deduped.superseded) {
+            if !row.upserts() {
+                continue;
+            }
+            // After a delete of the key, the row is inserted afresh by the next upsert.
+            let last_delete = others
+                .iter()
+                .filter(|other| other.deletes() && other.record < row.record)
+                .map(|other| other.record)
+                .max();
             let Some(first) = others
                 .iter()
-                .filter(|other| other.record < row.record)
+                .filter(|other| other.upserts() && other.record < row.record)
+                .filter(|other| last_delete.is_none_or(|d| other.record > d))
                 .min_by_key(|other| other.record)
             else {
                 continue;
@@ -149,6 +241,7 @@ enum KeyPart {
     Time(chrono::DateTime<chrono::Utc>),
     Bool(bool),
     Date(chrono::NaiveDate),
+    Ignored(usize),
     Span(i128),
     Bytes(Vec<u8>),
     Other(String),

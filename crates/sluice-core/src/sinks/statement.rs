@@ -29,6 +29,9 @@ pub struct StatementColumn<'a> {
     pub updated: bool,
     /// Whether the column may hold NULL (for the newest-wins column: NULL is the oldest).
     pub nullable: bool,
+    /// Whether a row may leave it as it is (a Debezium sink's value column: a TOASTed value
+    /// an update did not change): a `bool[]` parameter says which rows do.
+    pub keepable: bool,
 }
 
 /// The upsert of one batch. Every name is quoted ([`quote_ident`]): a column may be a
@@ -46,8 +49,8 @@ pub fn upsert_statement(
         .map(|c| quote_ident(c.name))
         .collect::<Vec<_>>()
         .join(", ");
-    let selected: Vec<String> = columns.iter().map(select_expression).collect();
-    let params: Vec<String> = columns
+    let kept: Vec<&StatementColumn<'_>> = columns.iter().filter(|c| c.keepable).collect();
+    let mut params: Vec<String> = columns
         .iter()
         .enumerate()
         .map(|(i, c)| {
@@ -58,6 +61,33 @@ pub fn upsert_statement(
             )
         })
         .collect();
+    params.extend((0..kept.len()).map(|i| format!("${}::bool[]", columns.len() + i + 1)));
+    // The key matched in the table, for a value a row keeps.
+    let stored_key = key
+        .iter()
+        .map(|k| format!("x.{0} = t.{0}", quote_ident(k)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let selected: Vec<String> = columns
+        .iter()
+        .map(|c| match kept.iter().position(|k| k.name == c.name) {
+            Some(i) => format!(
+                "CASE WHEN t.{flag} THEN (SELECT x.{name} FROM {table} AS x WHERE {stored_key}) \
+                 ELSE {expression} END",
+                flag = quote_ident(&keep_flag(i)),
+                name = quote_ident(c.name),
+                table = quote_table(table),
+                expression = select_expression(c),
+            ),
+            None => select_expression(c),
+        })
+        .collect();
+    let aliases = columns
+        .iter()
+        .map(|c| quote_ident(c.name))
+        .chain((0..kept.len()).map(|i| quote_ident(&keep_flag(i))))
+        .collect::<Vec<_>>()
+        .join(", ");
     let key_columns = key;
     let key = key
         .iter()
@@ -67,7 +97,7 @@ pub fn upsert_statement(
     let updates = !matches!(conflict, ConflictPolicy::InsertIgnore);
     let mut sql = if partitioned && updates {
         format!(
-            "WITH t AS (SELECT * FROM UNNEST({params}) AS t({list})),\n\
+            "WITH t AS (SELECT * FROM UNNEST({params}) AS t({aliases})),\n\
              existing AS (SELECT {key} FROM {table} WHERE ({key}) IN (SELECT {key} FROM t))\n\
              INSERT INTO {table} AS target ({list})\nSELECT {selected}\nFROM t\n\
              ON CONFLICT ({key})",
@@ -77,7 +107,7 @@ pub fn upsert_statement(
         )
     } else {
         format!(
-            "INSERT INTO {} AS target ({list})\nSELECT {}\nFROM UNNEST({}) AS t({list})\n\
+            "INSERT INTO {} AS target ({list})\nSELECT {}\nFROM UNNEST({}) AS t({aliases})\n\
              ON CONFLICT ({key})",
             quote_table(table),
             selected.join(", "),
@@ -127,6 +157,62 @@ pub fn upsert_statement(
     sql
 }
 
+/// The name of the `bool[]` parameter of the `index`-th keepable column (not a column name:
+/// it has a space and sluice's name).
+fn keep_flag(index: usize) -> String {
+    format!("sluice keep {index}")
+}
+
+/// The delete of a batch's keys: `key` the key columns, `guard` the newest-wins column. Its
+/// parameters: one array per key column, then the deletes' versions (under newest-wins), then
+/// each delete's row number, which it returns for each row deleted. Under newest-wins a row
+/// goes only when it is not newer than the delete (`target.g <= version`, a NULL version or a
+/// stored NULL always).
+pub fn delete_statement(
+    table: &str,
+    key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
+) -> String {
+    let mut params: Vec<String> = key
+        .iter()
+        .chain(guard)
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "${}::{}[]",
+                i + 1,
+                c.sql_type.param_type().unwrap_or("text")
+            )
+        })
+        .collect();
+    params.push(format!("${}::int[]", params.len() + 1));
+    let mut aliases: Vec<String> = key.iter().map(|c| quote_ident(c.name)).collect();
+    if guard.is_some() {
+        aliases.push(quote_ident("sluice version"));
+    }
+    aliases.push(quote_ident("sluice row"));
+    let matched = key
+        .iter()
+        .map(|c| format!("target.{0} = d.{0}", quote_ident(c.name)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let mut sql = format!(
+        "DELETE FROM {} AS target\nUSING UNNEST({}) AS d({})\nWHERE {matched}",
+        quote_table(table),
+        params.join(", "),
+        aliases.join(", "),
+    );
+    if let Some(guard) = guard {
+        let version = quote_ident("sluice version");
+        sql.push_str(&format!(
+            "\n  AND (d.{version} IS NULL OR target.{g} IS NULL OR target.{g} <= d.{version})",
+            g = quote_ident(guard.name),
+        ));
+    }
+    sql.push_str(&format!("\nRETURNING d.{}", quote_ident("sluice row")));
+    sql
+}
+
 /// The `SELECT` expression of a column: itself, or an array rebuilt in order from its JSON.
 fn select_expression(column: &StatementColumn<'_>) -> String {
     let name = quote_ident(column.name);
@@ -155,6 +241,7 @@ mod tests {
             sql_type,
             updated,
             nullable: false,
+            keepable: false,
         }
     }
 

@@ -7,8 +7,11 @@ use std::collections::HashMap;
 
 use super::checks::{Check, MAX_TOPIC_CHARS, misplaced_rules, value_checks};
 use super::decode::form_constant;
-use super::model::{ColumnMapping, ConflictPolicy, Constant, KafkaField, Sink, Source};
-use super::statement::{StatementColumn, upsert_statement};
+use super::model::{
+    CdcField, ColumnMapping, ConflictPolicy, Constant, Format, KafkaField, OnTombstone, Sink,
+    Source, ValueRules,
+};
+use super::statement::{StatementColumn, delete_statement, upsert_statement};
 use super::table::{SqlType, TableShape};
 use crate::messages::fields::parse_timestamp;
 
@@ -112,6 +115,18 @@ pub enum SinkError {
         /// Its type.
         sql_type: String,
     },
+    /// `on_tombstone = "delete"` with a key column read from the record value, which a
+    /// tombstone does not have.
+    #[error(
+        "sink `{sink}`, column `{column}`: a tombstone has no value to read this key column \
+         from: with `on_tombstone = \"delete\"` map it from the record key (`{{ key = … }}`)"
+    )]
+    TombstoneKey {
+        /// The sink.
+        sink: String,
+        /// The column.
+        column: String,
+    },
     /// The source's values cannot fit the column's type.
     #[error("sink `{sink}`, column `{column}`: {source_text} cannot fit {sql_type}: {reason}")]
     SourceDoesNotFit {
@@ -183,6 +198,7 @@ impl SinkError {
             | Self::UnknownLookupTable { sink, .. }
             | Self::UnsupportedType { sink, .. }
             | Self::GuardNotOrdered { sink, .. }
+            | Self::TombstoneKey { sink, .. }
             | Self::SourceDoesNotFit { sink, .. }
             | Self::RuleDoesNotApply { sink, .. }
             | Self::NotWritable { sink, .. }
@@ -203,6 +219,7 @@ impl SinkError {
             | Self::UnknownLookupTable { column, .. }
             | Self::UnsupportedType { column, .. }
             | Self::GuardNotOrdered { column, .. }
+            | Self::TombstoneKey { column, .. }
             | Self::SourceDoesNotFit { column, .. }
             | Self::RuleDoesNotApply { column, .. }
             | Self::NotWritable { column, .. }
@@ -238,6 +255,20 @@ pub struct SinkPlan {
     pub columns: Vec<ColumnPlan>,
     /// Table columns the statement never names.
     pub never_written: Vec<String>,
+    /// How a record value is wrapped.
+    pub format: String,
+    /// What a tombstone does.
+    pub on_tombstone: String,
+    /// The delete of a batch's deleted keys (a sink that deletes: tombstones as deletes, or
+    /// Debezium change events).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_statement: Option<String>,
+    /// The positions (in `columns`) of the delete's key columns, in its parameter order.
+    #[serde(skip)]
+    pub delete_key: Vec<usize>,
+    /// The position of the newest-wins column, whose value is a delete's version.
+    #[serde(skip)]
+    pub guard: Option<usize>,
 }
 
 /// One written column of a plan.
@@ -267,6 +298,10 @@ pub struct ColumnPlan {
     /// Its type in the catalog (what `sql_type` names).
     #[serde(skip)]
     pub kind: SqlType,
+    /// Whether a row may leave it as it is in the table (a Debezium sink's field of a type
+    /// Debezium may not read: a TOASTed value an update did not change).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub keepable: bool,
 }
 
 /// Validates `sink` against the catalog (`tables`: the shapes of the tables it names, keyed
@@ -325,6 +360,20 @@ pub fn plan_sink(
             sql_type: shape.sql_type.to_string(),
         });
     }
+    let key_in_value = matches!(sink.format, Format::Json | Format::SchemaRegistryJson);
+    if sink.on_tombstone == OnTombstone::Delete && key_in_value {
+        for key in &sink.key {
+            if sink
+                .mapping(key)
+                .is_some_and(|m| matches!(m.source, Source::Field(_) | Source::Lookup(_)))
+            {
+                errors.push(SinkError::TombstoneKey {
+                    sink: sink.name.clone(),
+                    column: key.clone(),
+                });
+            }
+        }
+    }
     let mut columns = Vec::with_capacity(sink.columns.len());
     for mapping in &sink.columns {
         let Some(shape) = table.column(&mapping.column) else {
@@ -374,6 +423,7 @@ pub fn plan_sink(
             sql_type,
             updated: plan.updated,
             nullable: *nullable,
+            keepable: plan.keepable,
         })
         .collect();
     let statement = upsert_statement(
@@ -383,6 +433,22 @@ pub fn plan_sink(
         &sink.conflict,
         table.partitioned,
     );
+    let deletes = sink.on_tombstone == OnTombstone::Delete || sink.format == Format::Debezium;
+    let delete_statement = deletes.then(|| {
+        let named = |name: &str| statement_columns.iter().find(|c| c.name == name).copied();
+        let key: Vec<StatementColumn<'_>> = sink.key.iter().filter_map(|k| named(k)).collect();
+        let guard = match &sink.conflict {
+            ConflictPolicy::NewestWins { column } => named(column),
+            _ => None,
+        };
+        delete_statement(&sink.table, &key, guard.as_ref())
+    });
+    let position = |name: &str| columns.iter().position(|c| c.column == name);
+    let delete_key = sink.key.iter().filter_map(|k| position(k)).collect();
+    let guard = match &sink.conflict {
+        ConflictPolicy::NewestWins { column } => position(column),
+        _ => None,
+    };
     Ok(SinkPlan {
         name: sink.name.clone(),
         topic: sink.topic.clone(),
@@ -393,6 +459,11 @@ pub fn plan_sink(
         statement,
         columns,
         never_written: sink.never_written.clone(),
+        format: sink.format.as_str().to_owned(),
+        on_tombstone: sink.on_tombstone.as_str().to_owned(),
+        delete_statement,
+        delete_key,
+        guard,
     })
 }
 
@@ -402,7 +473,8 @@ pub fn plan_sink(
 fn may_be_null(mapping: &ColumnMapping, tables: &HashMap<String, TableShape>) -> bool {
     let required = mapping.required == Some(true);
     match &mapping.source {
-        Source::Field(_) => !required,
+        Source::Field(_) | Source::Key(_) | Source::Header { .. } => !required,
+        Source::Cdc(field) => *field != CdcField::Op && !required,
         Source::Const(_) => false,
         Source::Kafka(field) => matches!(field, KafkaField::Timestamp | KafkaField::Key),
         Source::Lookup(lookup) => {
@@ -459,10 +531,21 @@ fn column_plan(
         Check::NullWhenAbsent
     };
     let checks = match &mapping.source {
-        Source::Field(_) => {
+        Source::Field(_) | Source::Key(_) | Source::Header { .. } => {
             errors.extend(misplaced(sql_type));
             let mut checks = vec![presence];
             checks.extend(value_checks(sql_type, &mapping.rules));
+            checks
+        }
+        Source::Cdc(field) => {
+            if sink.format != Format::Debezium {
+                errors.push(does_not_fit("`cdc` reads a Debezium change event: the sink needs `format = \"debezium\"`".into()));
+            }
+            if let Err(reason) = cdc_fits(*field, sql_type) {
+                errors.push(does_not_fit(reason));
+            }
+            let mut checks = vec![presence];
+            checks.extend(value_checks(sql_type, &ValueRules::default()));
             checks
         }
         Source::Const(constant) => {
@@ -474,6 +557,11 @@ fn column_plan(
         Source::Kafka(field) => {
             if let Err(reason) = kafka_fits(*field, sql_type) {
                 errors.push(does_not_fit(reason));
+            }
+            if *field == KafkaField::SchemaId && sink.format != Format::SchemaRegistryJson {
+                errors.push(does_not_fit(
+                    "a schema id is read from a wire header: the sink needs `format = \"schema-registry-json\"`".into(),
+                ));
             }
             Vec::new()
         }
@@ -562,7 +650,20 @@ fn column_plan(
         time_precision: None,
         lookup_key,
         kind: sql_type.clone(),
+        keepable: sink.format == Format::Debezium
+            && matches!(mapping.source, Source::Field(_))
+            && toastable(sql_type),
     })
+}
+
+/// Whether PostgreSQL may keep a value of `sql_type` out of line (TOAST), where Debezium
+/// does not read it for an update that left it unchanged.
+fn toastable(sql_type: &SqlType) -> bool {
+    sql_type.is_text()
+        || matches!(
+            sql_type,
+            SqlType::Char(_) | SqlType::Json | SqlType::Jsonb | SqlType::Bytea | SqlType::Array(_)
+        )
 }
 
 /// Whether a value of `from` can be stored in `to` without loss.
@@ -647,6 +748,7 @@ fn kafka_fits(field: KafkaField, sql_type: &SqlType) -> Result<(), String> {
             _ => false,
         },
         KafkaField::Key => sql_type.is_text(),
+        KafkaField::SchemaId => matches!(sql_type, SqlType::Integer | SqlType::BigInt),
     };
     if ok {
         return Ok(());
@@ -657,5 +759,29 @@ fn kafka_fits(field: KafkaField, sql_type: &SqlType) -> Result<(), String> {
         KafkaField::Partition => "a partition is a 32-bit integer".into(),
         KafkaField::Offset => "an offset is a 64-bit integer".into(),
         KafkaField::Key => "a key is text".into(),
+        KafkaField::SchemaId => "a schema id is a 32-bit integer".into(),
+    })
+}
+
+/// Whether a field of a change event's envelope can be written to `sql_type`.
+fn cdc_fits(field: CdcField, sql_type: &SqlType) -> Result<(), String> {
+    let wide_integer = matches!(sql_type, SqlType::BigInt)
+        || matches!(sql_type, SqlType::Numeric { precision, scale }
+            if precision.is_none_or(|p| p.saturating_sub(*scale) >= 19));
+    let ok = match field {
+        CdcField::Op => sql_type.is_text() || matches!(sql_type, SqlType::Char(_)),
+        CdcField::Lsn | CdcField::Txid => wide_integer,
+        CdcField::TsMs => {
+            wide_integer || matches!(sql_type, SqlType::TimestampTz | SqlType::Timestamp)
+        }
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(match field {
+        CdcField::Op => "an operation is text (`c`, `r`, `u`, `d`)".into(),
+        CdcField::Lsn => "an LSN is a 64-bit integer".into(),
+        CdcField::Txid => "a transaction id is a 64-bit integer".into(),
+        CdcField::TsMs => "a time in milliseconds is a 64-bit integer or a timestamp".into(),
     })
 }

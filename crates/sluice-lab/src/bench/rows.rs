@@ -55,6 +55,7 @@ pub fn sink_rows(
         offset: 0,
         timestamp: None,
         key: None,
+        headers: &[],
     };
     let mut rows = Vec::with_capacity(records.len());
     for (i, record) in records.iter().enumerate() {
@@ -107,8 +108,7 @@ pub async fn upsert(
     plan: &SinkPlan,
     rows: &[SinkRow],
 ) -> Result<WriteOutcome, Failure> {
-    let answers = sluice_postgres::declared::upsert_declared(conn, plan, rows)
+    sluice_postgres::declared::write_declared(conn, plan, rows)
         .await
-        .map_err(|e| anyhow!("{e}"))?;
-    Ok(sluice_postgres::repo::outcome(rows.len(), &answers))
+        .map_err(|e| Failure::from(anyhow!("{e}")))
 }

@@ -20,6 +20,7 @@ pub fn outcome(total: usize, returned: &[bool]) -> WriteOutcome {
         inserted,
         updated,
         skipped: total as u64 - inserted - updated,
+        ..Default::default()
     }
 }
 
@@ -35,7 +36,8 @@ mod tests {
             WriteOutcome {
                 inserted: 2,
                 updated: 1,
-                skipped: 2
+                skipped: 2,
+                ..Default::default()
             }
         );
         assert_eq!(outcome(0, &[]), WriteOutcome::default());

@@ -5,13 +5,14 @@ use super::{Bound, Recheck, Rejection, StorageSink, unknown_reason};
 use crate::record::kafka_timestamp;
 use sluice_core::dedupe::Deduped;
 use sluice_core::messages::DecodeError;
-use sluice_core::sinks::{Cell, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow};
+use sluice_core::sinks::{
+    Cell, Decoded, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow,
+};
 use sluice_core::{DeadLetterKind, WriteOutcome};
 use sluice_kafka::Record;
-use sluice_postgres::declared::{DeclaredUpsertError, upsert_declared};
+use sluice_postgres::declared::{DeclaredUpsertError, write_declared};
 use sluice_postgres::lookup::{LookupResolver, LookupValue};
 use sqlx::PgConnection;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A declared sink that cannot be run (validation missed something: a bug, reported as fatal).
@@ -91,34 +92,34 @@ impl Declared {
 }
 
 impl StorageSink for Declared {
-    type Message = Arc<[Cell]>;
+    type Message = Decoded;
     type Row = SinkRow;
 
     fn name(&self) -> &str {
         &self.plan.name
     }
 
-    fn decode(&self, record: &Record) -> Result<Arc<[Cell]>, DecodeError> {
+    fn decode(&self, record: &Record) -> Result<Decoded, DecodeError> {
         let meta = RecordMeta {
             topic: &record.topic,
             partition: record.partition,
             offset: record.offset,
             timestamp: kafka_timestamp(record).ok().flatten(),
             key: record.key.as_deref(),
+            headers: &record.headers,
         };
         self.decoder
-            .decode(record.payload.as_deref(), &meta)
-            .map(Arc::from)
+            .decode_record(record.payload.as_deref(), &meta)
     }
 
     async fn bind(
         &self,
         conn: &mut PgConnection,
-        messages: &[(usize, Arc<[Cell]>)],
+        messages: &[(usize, Decoded)],
     ) -> Result<Bound<SinkRow>, sqlx::Error> {
         let mut rows: Vec<SinkRow> = messages
             .iter()
-            .map(|(record, cells)| SinkRow::new(*record, Arc::clone(cells)))
+            .map(|(record, decoded)| SinkRow::of(*record, decoded))
             .collect();
         let mut rejected = Vec::new();
         for lookup in &self.lookups {
@@ -175,8 +176,8 @@ impl StorageSink for Declared {
         conn: &mut PgConnection,
         rows: &[SinkRow],
     ) -> Result<WriteOutcome, sqlx::Error> {
-        match upsert_declared(conn, &self.plan, rows).await {
-            Ok(answers) => Ok(sluice_postgres::repo::outcome(rows.len(), &answers)),
+        match write_declared(conn, &self.plan, rows).await {
+            Ok(outcome) => Ok(outcome),
             Err(DeclaredUpsertError::Database(error)) => Err(error),
             // A row that does not fit its own plan is a bug: fatal, never retried.
             Err(error) => Err(sqlx::Error::Encode(Box::new(error))),

@@ -76,6 +76,7 @@ fn meta(at: DateTime<Utc>) -> RecordMeta<'static> {
         offset: 41,
         timestamp: Some(at),
         key: None,
+        headers: &[],
     }
 }
 

@@ -20,6 +20,7 @@ pub(super) const META: RecordMeta<'static> = RecordMeta {
     offset: 0,
     timestamp: None,
     key: None,
+    headers: &[],
 };
 
 /// The seed mapping of `kind` planned against [`tables`], built once.

@@ -1,0 +1,405 @@
+//! The envelopes a record value comes in, taken off before the columns are decoded: the
+//! schema registry's wire header, Kafka Connect's JSON envelope (`{"schema":…,"payload":…}`)
+//! and Debezium's change events (`before`/`after`/`op`/`source`).
+//!
+//! A row inside an envelope is rebuilt as the text of a plain JSON object, each field's value
+//! copied as the record wrote it (so a number keeps its digits) except where the Connect
+//! schema names a logical type, which becomes the JSON form the column types read: a
+//! `Decimal` (base64 of its unscaled two's-complement value) its decimal digits, a Debezium
+//! `Json` the JSON it holds, dates, times and timestamps their ISO 8601 text. The columns are
+//! then decoded from that text as from any JSON record.
+
+use std::collections::HashMap;
+
+use base64::Engine as _;
+use chrono::{DateTime, NaiveDate};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::forms::time_text;
+
+/// What Debezium writes in place of a value it did not read (a TOASTed column an update did
+/// not change): the column keeps its stored value.
+pub const UNAVAILABLE_VALUE: &str = "__debezium_unavailable_value";
+
+/// The parts of a Debezium change event a sink reads besides the row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChangeMeta {
+    /// `op`: `c`, `r`, `u`, `d` (`t` truncate and `m` message are not row changes).
+    pub op: String,
+    /// `source.lsn`.
+    pub lsn: Option<i64>,
+    /// `ts_ms` (of the event, else of `source`).
+    pub ts_ms: Option<i64>,
+    /// `source.txId`.
+    pub txid: Option<i64>,
+}
+
+/// What a change event does to its row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ChangeKind {
+    /// `c`, `r`, `u`: insert or update with the `after` image.
+    Upsert,
+    /// `d`: delete by the `before` image's key.
+    Delete,
+    /// Anything else (`t` truncate, `m` message): nothing for a table sink.
+    Other,
+}
+
+/// A Debezium change event taken apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Change {
+    pub(super) kind: ChangeKind,
+    /// The row image the columns read (`after`, or `before` for a delete), as a JSON object.
+    pub(super) image: String,
+    /// Fields whose value Debezium did not have (the TOAST placeholder).
+    pub(super) unavailable: Vec<String>,
+    pub(super) meta: ChangeMeta,
+}
+
+/// The schema id and the JSON behind a schema registry wire header.
+pub(super) fn schema_registry(payload: &[u8]) -> Result<(i32, &[u8]), String> {
+    match payload {
+        [0, a, b, c, d, rest @ ..] => Ok((i32::from_be_bytes([*a, *b, *c, *d]), rest)),
+        [magic, _, _, _, _, ..] => Err(format!(
+            "schema registry wire header: magic byte {magic}, expected 0"
+        )),
+        _ => Err(format!(
+            "schema registry wire header: {} bytes, expected at least 5",
+            payload.len()
+        )),
+    }
+}
+
+/// A Connect JSON envelope's row as a plain JSON object (a value that is no envelope is
+/// returned as it is: a key, or a converter with `schemas.enable=false`).
+pub(super) fn connect(text: &str) -> Result<String, String> {
+    match envelope(text)? {
+        Some((schema, payload)) => rebuild(payload, schema.as_ref(), None).map(|(row, _)| row),
+        None => Ok(text.to_owned()),
+    }
+}
+
+/// A Debezium change event, with or without the Connect envelope.
+pub(super) fn debezium(text: &str) -> Result<Change, String> {
+    let (schema, payload) = match envelope(text)? {
+        Some((schema, payload)) => (schema, payload),
+        None => (None, parse_raw(text)?),
+    };
+    let fields: HashMap<String, &RawValue> = serde_json::from_str(payload.get())
+        .map_err(|_| "a Debezium change event is a JSON object".to_owned())?;
+    let op: String = fields
+        .get("op")
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .ok_or_else(|| "a Debezium change event has an `op`".to_owned())?;
+    let source: HashMap<String, Value> = fields
+        .get("source")
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default();
+    let number = |value: Option<&Value>| value.and_then(Value::as_i64);
+    let meta = ChangeMeta {
+        lsn: number(source.get("lsn")),
+        ts_ms: fields
+            .get("ts_ms")
+            .and_then(|raw| serde_json::from_str::<i64>(raw.get()).ok())
+            .or_else(|| number(source.get("ts_ms"))),
+        txid: number(source.get("txId")),
+        op,
+    };
+    let (kind, image) = match meta.op.as_str() {
+        "c" | "r" | "u" => (ChangeKind::Upsert, "after"),
+        "d" => (ChangeKind::Delete, "before"),
+        _ => {
+            return Ok(Change {
+                kind: ChangeKind::Other,
+                image: "{}".into(),
+                unavailable: Vec::new(),
+                meta,
+            });
+        }
+    };
+    let row = fields
+        .get(image)
+        .filter(|raw| raw.get() != "null")
+        .ok_or_else(|| format!("a Debezium `{}` event has no `{image}` image", meta.op))?;
+    let row_schema = schema
+        .as_ref()
+        .and_then(|schema| struct_field(schema, image));
+    let (image, unavailable) = rebuild(row, row_schema, Some(UNAVAILABLE_VALUE))?;
+    Ok(Change {
+        kind,
+        image,
+        unavailable,
+        meta,
+    })
+}
+
+/// `{"schema": …, "payload": …}`: the schema (parsed) and the payload (as written); `None`
+/// when the value is not an envelope.
+fn envelope(text: &str) -> Result<Option<(Option<Value>, &RawValue)>, String> {
+    #[derive(Deserialize)]
+    struct Envelope<'t> {
+        schema: Option<Value>,
+        #[serde(borrow)]
+        payload: &'t RawValue,
+    }
+    let fields: HashMap<String, &RawValue> = match serde_json::from_str(text) {
+        Ok(fields) => fields,
+        Err(_) => return Ok(None),
+    };
+    if fields.len() != 2 || !fields.contains_key("schema") || !fields.contains_key("payload") {
+        return Ok(None);
+    }
+    let envelope: Envelope<'_> =
+        serde_json::from_str(text).map_err(|e| format!("a Connect JSON envelope: {e}"))?;
+    Ok(Some((envelope.schema, envelope.payload)))
+}
+
+fn parse_raw(text: &str) -> Result<&RawValue, String> {
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+}
+
+/// The schema of field `name` of a struct schema.
+fn struct_field<'s>(schema: &'s Value, name: &str) -> Option<&'s Value> {
+    schema
+        .get("fields")?
+        .as_array()?
+        .iter()
+        .find(|field| field.get("field").and_then(Value::as_str) == Some(name))
+}
+
+/// A struct row as a plain JSON object: each field as written, a logical type converted by
+/// its schema; with `placeholder`, the fields holding it are left out and named.
+fn rebuild(
+    row: &RawValue,
+    schema: Option<&Value>,
+    placeholder: Option<&str>,
+) -> Result<(String, Vec<String>), String> {
+    let fields: Vec<(String, &RawValue)> = serde_json::from_str::<HashMap<String, &RawValue>>(
+        row.get(),
+    )
+    .map_err(|_| "the row is not a JSON object".to_owned())?
+    .into_iter()
+    .collect();
+    let mut text = String::with_capacity(row.get().len());
+    let mut unavailable = Vec::new();
+    text.push('{');
+    for (name, raw) in fields {
+        let field_schema = schema.and_then(|s| struct_field(s, &name));
+        if let Some(placeholder) = placeholder
+            && is_placeholder(raw.get(), field_schema, placeholder)
+        {
+            unavailable.push(name);
+            continue;
+        }
+        let value = match field_schema {
+            Some(field_schema) => logical(raw, field_schema)
+                .map_err(|why| format!("field `{name}`: {why}"))?,
+            None => raw.get().to_owned(),
+        };
+        if text.len() > 1 {
+            text.push(',');
+        }
+        text.push_str(&serde_json::to_string(&name).unwrap_or_default());
+        text.push(':');
+        text.push_str(&value);
+    }
+    text.push('}');
+    Ok((text, unavailable))
+}
+
+/// Whether a value is Debezium's placeholder for a value it did not read: the string, an
+/// array of it, or (a `bytes` column) its bytes in base64.
+fn is_placeholder(raw: &str, schema: Option<&Value>, placeholder: &str) -> bool {
+    let quoted = format!("\"{placeholder}\"");
+    if raw == quoted || raw == format!("[{quoted}]") {
+        return true;
+    }
+    let bytes = schema.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("bytes");
+    bytes
+        && raw.trim_matches('"') == base64::engine::general_purpose::STANDARD.encode(placeholder)
+}
+
+/// A field's value converted by its Connect logical type (its schema's `name`).
+fn logical(raw: &RawValue, schema: &Value) -> Result<String, String> {
+    let text = raw.get();
+    if text == "null" {
+        return Ok(text.to_owned());
+    }
+    let name = schema.get("name").and_then(Value::as_str).unwrap_or("");
+    let int = || {
+        serde_json::from_str::<i64>(text).map_err(|_| format!("{name} must be an integer"))
+    };
+    let quoted = |value: String| serde_json::to_string(&value).unwrap_or_default();
+    Ok(match name {
+        "org.apache.kafka.connect.data.Decimal" => {
+            let scale = schema
+                .get("parameters")
+                .and_then(|p| p.get("scale"))
+                .and_then(|s| s.as_str().and_then(|s| s.parse().ok()).or(s.as_u64()))
+                .ok_or("a Decimal schema names its scale")?;
+            let encoded: String =
+                serde_json::from_str(text).map_err(|_| "a Decimal is a base64 string")?;
+            decimal(&encoded, u32::try_from(scale).map_err(|_| "a Decimal's scale")?)?
+        }
+        "io.debezium.data.VariableScaleDecimal" => {
+            #[derive(Deserialize)]
+            struct Variable {
+                scale: u32,
+                value: String,
+            }
+            let variable: Variable = serde_json::from_str(text)
+                .map_err(|_| "a VariableScaleDecimal is {\"scale\", \"value\"}")?;
+            decimal(&variable.value, variable.scale)?
+        }
+        "io.debezium.data.Json" => {
+            let json: String = serde_json::from_str(text).map_err(|_| "Json is a string")?;
+            parse_raw(&json)?;
+            json
+        }
+        "io.debezium.time.Date" | "org.apache.kafka.connect.data.Date" => {
+            let days = int()?;
+            let date = NaiveDate::from_ymd_opt(1970, 1, 1)
+                .and_then(|epoch| epoch.checked_add_signed(chrono::TimeDelta::days(days)))
+                .ok_or("a date out of range")?;
+            quoted(date.format("%Y-%m-%d").to_string())
+        }
+        "io.debezium.time.MicroTimestamp" => quoted(timestamp(int()?, 1)?),
+        "io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp" => {
+            quoted(timestamp(int()?, 1_000)?)
+        }
+        "io.debezium.time.NanoTimestamp" => quoted(timestamp(int()?.div_euclid(1_000), 1)?),
+        "io.debezium.time.MicroTime" => quoted(time_text(int()?)),
+        "io.debezium.time.Time" | "org.apache.kafka.connect.data.Time" => {
+            quoted(time_text(int()? * 1_000))
+        }
+        "io.debezium.time.NanoTime" => quoted(time_text(int()? / 1_000)),
+        _ => text.to_owned(),
+    })
+}
+
+/// Microseconds (`unit` of them per step) since the epoch as RFC 3339 in UTC.
+fn timestamp(value: i64, unit: i64) -> Result<String, String> {
+    let micros = value.checked_mul(unit).ok_or("a timestamp out of range")?;
+    DateTime::from_timestamp_micros(micros)
+        .map(|at| at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+        .ok_or_else(|| "a timestamp out of range".to_owned())
+}
+
+/// A Connect `Decimal`: the base64 of a big-endian two's-complement unscaled value, and its
+/// scale → the decimal's digits.
+fn decimal(encoded: &str, scale: u32) -> Result<String, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|_| "a Decimal is base64")?;
+    let negative = bytes.first().is_some_and(|b| b & 0x80 != 0);
+    // The magnitude: two's complement undone for a negative value.
+    let mut magnitude: Vec<u8> = if negative {
+        let mut inverted: Vec<u8> = bytes.iter().map(|b| !b).collect();
+        for byte in inverted.iter_mut().rev() {
+            let (sum, carry) = byte.overflowing_add(1);
+            *byte = sum;
+            if !carry {
+                break;
+            }
+        }
+        inverted
+    } else {
+        bytes
+    };
+    // Base 256 → base 10, by repeated division.
+    let mut digits = Vec::new();
+    while magnitude.iter().any(|b| *b != 0) {
+        let mut remainder: u32 = 0;
+        for byte in &mut magnitude {
+            let current = (remainder << 8) | u32::from(*byte);
+            *byte = u8::try_from(current / 10).unwrap_or(0);
+            remainder = current % 10;
+        }
+        digits.push(char::from(b'0' + u8::try_from(remainder).unwrap_or(0)));
+    }
+    let scale = usize::try_from(scale).map_err(|_| "a Decimal's scale")?;
+    while digits.len() <= scale {
+        digits.push('0');
+    }
+    digits.reverse();
+    let mut text: String = if negative { "-".into() } else { String::new() };
+    let point = digits.len() - scale;
+    text.extend(&digits[..point]);
+    if scale > 0 {
+        text.push('.');
+        text.extend(&digits[point..]);
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decimal_is_its_unscaled_value_at_its_scale() {
+        // 12345.67 → unscaled 1234567 = 0x12D687.
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        assert_eq!(decimal(&b64(&[0x12, 0xD6, 0x87]), 2), Ok("12345.67".into()));
+        assert_eq!(decimal(&b64(&[0xED, 0x29, 0x79]), 2), Ok("-12345.67".into()));
+        assert_eq!(decimal(&b64(&[0x05]), 3), Ok("0.005".into()));
+        assert_eq!(decimal(&b64(&[0x00]), 0), Ok("0".into()));
+        assert_eq!(decimal(&b64(&[0xFF]), 1), Ok("-0.1".into()));
+    }
+
+    #[test]
+    fn a_wire_header_gives_its_schema_id() {
+        assert_eq!(
+            schema_registry(&[0, 0, 0, 1, 2, b'{', b'}']),
+            Ok((258, &b"{}"[..]))
+        );
+        assert!(schema_registry(&[1, 0, 0, 0, 1, b'{']).is_err());
+        assert!(schema_registry(b"{}").is_err());
+    }
+
+    #[test]
+    fn a_connect_row_keeps_its_digits_and_reads_logical_types() {
+        let text = r#"{"schema":{"type":"struct","fields":[
+            {"type":"int64","field":"id"},
+            {"type":"bytes","name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"2"},"field":"amount"},
+            {"type":"string","name":"io.debezium.data.Json","field":"doc"},
+            {"type":"int32","name":"io.debezium.time.Date","field":"day"},
+            {"type":"int64","name":"io.debezium.time.MicroTimestamp","field":"at"}]},
+            "payload":{"id":9007199254740993,"amount":"EtaH","doc":"{\"a\": [1, 2.50]}","day":19000,"at":1700000000123456}}"#;
+        let row: Value = serde_json::from_str(&connect(text).unwrap()).unwrap();
+        assert_eq!(row["id"], serde_json::json!(9_007_199_254_740_993_u64));
+        assert_eq!(row["amount"].to_string(), "12345.67");
+        assert_eq!(row["doc"], serde_json::json!({"a": [1, 2.5]}));
+        assert_eq!(row["day"], "2022-01-08");
+        assert_eq!(row["at"], "2023-11-14T22:13:20.123456Z");
+        assert_eq!(connect(r#"{"id": 1}"#), Ok(r#"{"id": 1}"#.into()));
+    }
+
+    #[test]
+    fn a_change_event_names_its_image_and_the_values_debezium_did_not_read() {
+        let update = r#"{"before":null,"after":{"id":1,"big":"__debezium_unavailable_value","n":2},
+            "source":{"lsn":123,"txId":7,"ts_ms":5},"op":"u","ts_ms":6}"#;
+        let change = debezium(update).unwrap();
+        assert_eq!(change.kind, ChangeKind::Upsert);
+        assert_eq!(change.unavailable, ["big"]);
+        let row: Value = serde_json::from_str(&change.image).unwrap();
+        assert_eq!(row, serde_json::json!({"id": 1, "n": 2}));
+        assert_eq!(
+            change.meta,
+            ChangeMeta {
+                op: "u".into(),
+                lsn: Some(123),
+                ts_ms: Some(6),
+                txid: Some(7)
+            }
+        );
+        let delete = r#"{"before":{"id":1,"big":null},"after":null,"source":{"lsn":124},"op":"d"}"#;
+        assert_eq!(debezium(delete).unwrap().kind, ChangeKind::Delete);
+        let truncate = r#"{"before":null,"after":null,"source":{},"op":"t"}"#;
+        assert_eq!(debezium(truncate).unwrap().kind, ChangeKind::Other);
+        assert!(debezium(r#"{"after":{"id":1}}"#).is_err(), "no op");
+        assert!(debezium(r#"{"op":"c","after":null}"#).is_err(), "no after");
+    }
+}

@@ -1,0 +1,152 @@
+//! A record of any format → what it does to its row: an upsert of the columns, a delete by
+//! the key, or nothing. The format's envelope comes off first (`envelope`), then the columns
+//! are decoded from the row image as from any JSON record (`decode`).
+
+use std::sync::Arc;
+
+use super::decode::{Cell, Frame, RecordMeta, SinkDecoder, key_object};
+use super::envelope::{self, ChangeKind};
+use super::model::{Format, OnTombstone};
+use crate::messages::DecodeError;
+
+/// What a record does to the row of its key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowOp {
+    /// Insert, or update by the conflict policy.
+    Upsert,
+    /// Delete the key's row — under newest-wins, unless the stored row is newer than this
+    /// row's version (a delete without a version, a tombstone, always applies).
+    Delete,
+    /// Nothing: a tombstone the sink ignores, a Debezium event that changes no row.
+    Ignore,
+    /// A delete of the key, as [`RowOp::Delete`] with `version`, then this row's upsert: a
+    /// delete and a later upsert of one key met in one batch.
+    Replace {
+        /// The delete's version (newest-wins), if it had one.
+        version: Option<Cell>,
+    },
+}
+
+/// One decoded record: its operation, its cells (one per planned column; a delete decodes
+/// only its key and version, the rest NULL), and the columns that keep their stored value
+/// (Debezium did not read them: a TOASTed value an update left unchanged).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// What it does.
+    pub op: RowOp,
+    /// Its cells, shared with its rows.
+    pub cells: Arc<[Cell]>,
+    /// Positions of the columns left as they are in the row.
+    pub keep: Arc<[usize]>,
+}
+
+impl Decoded {
+    /// An upsert of `cells`.
+    pub fn upsert(cells: Vec<Cell>) -> Self {
+        Self {
+            op: RowOp::Upsert,
+            cells: cells.into(),
+            keep: Arc::from([]),
+        }
+    }
+}
+
+impl SinkDecoder {
+    /// Decodes one record (`payload` `None`: a tombstone) by the sink's format and tombstone
+    /// rule; the first broken rule is the reason.
+    pub fn decode_record(
+        &self,
+        payload: Option<&[u8]>,
+        meta: &RecordMeta<'_>,
+    ) -> Result<Decoded, DecodeError> {
+        let frame = Frame::new(meta, self.format);
+        let Some(payload) = payload else {
+            return self.tombstone(&frame);
+        };
+        match self.format {
+            Format::Json => Ok(Decoded::upsert(self.cells(Some(payload), &frame)?)),
+            Format::SchemaRegistryJson => {
+                let (id, rest) = envelope::schema_registry(payload).map_err(envelope_error)?;
+                let frame = Frame {
+                    schema_id: Some(id),
+                    ..frame
+                };
+                Ok(Decoded::upsert(self.cells(Some(rest), &frame)?))
+            }
+            Format::ConnectJson => {
+                let row = envelope::connect(utf8(payload)?).map_err(envelope_error)?;
+                Ok(Decoded::upsert(self.cells(Some(row.as_bytes()), &frame)?))
+            }
+            Format::Debezium => {
+                let change = envelope::debezium(utf8(payload)?).map_err(envelope_error)?;
+                let frame = Frame {
+                    change: Some(&change.meta),
+                    unavailable: &change.unavailable,
+                    ..frame
+                };
+                let image = Some(change.image.as_bytes());
+                match change.kind {
+                    ChangeKind::Upsert => Ok(Decoded {
+                        op: RowOp::Upsert,
+                        cells: self.cells(image, &frame)?.into(),
+                        keep: self.unavailable_columns(&frame).into(),
+                    }),
+                    ChangeKind::Delete => self.delete(image, &frame),
+                    ChangeKind::Other => Ok(self.ignored()),
+                }
+            }
+        }
+    }
+
+    /// A tombstone by the sink's rule.
+    fn tombstone(&self, frame: &Frame<'_>) -> Result<Decoded, DecodeError> {
+        match self.on_tombstone {
+            OnTombstone::Ignore => Ok(self.ignored()),
+            OnTombstone::DeadLetter => Err(DecodeError::NullPayload),
+            OnTombstone::Delete => {
+                // A field source of a key column reads the same path in the record key.
+                let image = frame
+                    .meta
+                    .key
+                    .and_then(|key| key_object(key, self.format).ok())
+                    .map(|object| serde_json::Value::Object(object).to_string())
+                    .unwrap_or_else(|| "{}".to_owned());
+                self.delete(Some(image.as_bytes()), frame)
+            }
+        }
+    }
+
+    /// A delete: only the key columns and the newest-wins column are decoded.
+    fn delete(&self, image: Option<&[u8]>, frame: &Frame<'_>) -> Result<Decoded, DecodeError> {
+        let only: Vec<usize> = self.key.iter().copied().chain(self.guard).collect();
+        let frame = Frame {
+            only: Some(&only),
+            unavailable: &[],
+            ..*frame
+        };
+        Ok(Decoded {
+            op: RowOp::Delete,
+            cells: self.cells(image, &frame)?.into(),
+            keep: Arc::from([]),
+        })
+    }
+
+    /// A record that changes no row.
+    fn ignored(&self) -> Decoded {
+        Decoded {
+            op: RowOp::Ignore,
+            cells: vec![Cell::Null; self.width()].into(),
+            keep: Arc::from([]),
+        }
+    }
+}
+
+fn utf8(payload: &[u8]) -> Result<&str, DecodeError> {
+    simdutf8::basic::from_utf8(payload).map_err(|_| DecodeError::InvalidUtf8 {
+        offset: std::str::from_utf8(payload).map_or_else(|e| e.valid_up_to(), |_| 0),
+    })
+}
+
+fn envelope_error(detail: String) -> DecodeError {
+    DecodeError::Envelope { detail }
+}
