@@ -56,18 +56,44 @@ pub async fn write_declared(
     plan: &SinkPlan,
     rows: &[SinkRow],
 ) -> Result<WriteOutcome, DeclaredUpsertError> {
-    let deleting: Vec<&SinkRow> = rows.iter().filter(|r| r.deletes()).collect();
+    // 1. A delete that an upsert of its key follows in the batch.
+    let replaced: Vec<Removal<'_>> = rows
+        .iter()
+        .filter_map(|row| match &row.op {
+            RowOp::Replace { version } => Some(Removal::own(plan, row, version.as_ref())),
+            _ => None,
+        })
+        .collect();
+    if !replaced.is_empty() {
+        delete_declared(conn, plan, &replaced).await?;
+    }
+    // 2. The upserts, which read a kept value from the stored row (of the old key, for a row
+    //    whose key changed) before step 3 deletes it.
+    let upserting: Vec<&SinkRow> = rows.iter().filter(|r| r.upserts()).collect();
+    let answers = upsert_declared(conn, plan, &upserting).await?;
+    // 3. The deletes, and the old keys of rows whose key changed.
+    let mut removals: Vec<Removal<'_>> = Vec::new();
+    for row in rows {
+        if row.op == RowOp::Delete {
+            removals.push(Removal::own(plan, row, row_version(plan, row)));
+        }
+        if let Some(old) = &row.moved_from {
+            removals.push(Removal {
+                key: old.iter().collect(),
+                version: row_version(plan, row),
+                counted: false,
+            });
+        }
+    }
     let mut deleted = 0;
-    if !deleting.is_empty() {
-        let found = delete_declared(conn, plan, &deleting).await?;
+    if !removals.is_empty() {
+        let found = delete_declared(conn, plan, &removals).await?;
         deleted = found
             .iter()
             .filter_map(|n| usize::try_from(*n).ok())
-            .filter(|n| deleting.get(*n).is_some_and(|r| r.op == RowOp::Delete))
+            .filter(|n| removals.get(*n).is_some_and(|r| r.counted))
             .count() as u64;
     }
-    let upserting: Vec<&SinkRow> = rows.iter().filter(|r| r.upserts()).collect();
-    let answers = upsert_declared(conn, plan, &upserting).await?;
     let inserted = answers.iter().filter(|i| **i).count() as u64;
     let updated = answers.len() as u64 - inserted;
     Ok(WriteOutcome {
@@ -76,6 +102,35 @@ pub async fn write_declared(
         deleted,
         skipped: rows.len() as u64 - inserted - updated - deleted,
     })
+}
+
+/// One key to delete: its cells in key order, the delete's version (newest-wins), and
+/// whether a deleted row counts as the record's outcome (not for a changed key's old row,
+/// whose record counts as its upsert).
+struct Removal<'r> {
+    key: Vec<&'r Cell>,
+    version: Option<&'r Cell>,
+    counted: bool,
+}
+
+impl<'r> Removal<'r> {
+    /// The delete of `row`'s own key.
+    fn own(plan: &SinkPlan, row: &'r SinkRow, version: Option<&'r Cell>) -> Self {
+        Self {
+            key: plan
+                .delete_key
+                .iter()
+                .map(|position| row.cell(*position).unwrap_or(&NULL))
+                .collect(),
+            version,
+            counted: row.op == RowOp::Delete,
+        }
+    }
+}
+
+/// A row's own version: its newest-wins value.
+fn row_version<'r>(plan: &SinkPlan, row: &'r SinkRow) -> Option<&'r Cell> {
+    plan.guard.and_then(|guard| row.cell(guard))
 }
 
 /// Upserts `rows` with the plan's statement; the statement's answers: one per row written,
@@ -93,21 +148,34 @@ pub async fn upsert_declared(
         let cells = rows.iter().map(|row| row.cell(index).unwrap_or(&NULL));
         query = bind(query, &column.column, &column.param_type, cells)?;
     }
+    let mut keeps = false;
     for (index, column) in plan.columns.iter().enumerate() {
         if column.keepable {
             let flags: Vec<bool> = rows.iter().map(|row| row.keep.contains(&index)).collect();
             query = query.bind(flags);
+            keeps = true;
+        }
+    }
+    if keeps {
+        // Where kept values are read: the old key of a row whose key changed, else its own.
+        for (i, &index) in plan.delete_key.iter().enumerate() {
+            let column = &plan.columns[index];
+            let cells = rows.iter().map(|row| match &row.moved_from {
+                Some(old) => old.get(i).unwrap_or(&NULL),
+                None => row.cell(index).unwrap_or(&NULL),
+            });
+            query = bind(query, &column.column, &column.param_type, cells)?;
         }
     }
     Ok(query.fetch_all(conn).await?)
 }
 
-/// Deletes the keys of `rows` with the plan's delete statement; the row numbers (in `rows`)
-/// of the deletes that found their row.
+/// Deletes `keys` with the plan's delete statement; the positions (in `keys`) of those that
+/// found their row.
 async fn delete_declared(
     conn: &mut PgConnection,
     plan: &SinkPlan,
-    rows: &[&SinkRow],
+    keys: &[Removal<'_>],
 ) -> Result<Vec<i32>, DeclaredUpsertError> {
     let Some(statement) = &plan.delete_statement else {
         return Err(BindError::NoDelete {
@@ -116,20 +184,17 @@ async fn delete_declared(
         .into());
     };
     let mut query = sqlx::query_scalar::<_, i32>(statement);
-    for &index in &plan.delete_key {
+    for (i, &index) in plan.delete_key.iter().enumerate() {
         let column = &plan.columns[index];
-        let cells = rows.iter().map(|row| row.cell(index).unwrap_or(&NULL));
+        let cells = keys.iter().map(|k| k.key.get(i).copied().unwrap_or(&NULL));
         query = bind(query, &column.column, &column.param_type, cells)?;
     }
     if let Some(guard) = plan.guard {
         let column = &plan.columns[guard];
-        let versions = rows.iter().map(|row| match &row.op {
-            RowOp::Replace { version } => version.as_ref().unwrap_or(&NULL),
-            _ => row.cell(guard).unwrap_or(&NULL),
-        });
+        let versions = keys.iter().map(|k| k.version.unwrap_or(&NULL));
         query = bind(query, &column.column, &column.param_type, versions)?;
     }
-    let numbers: Vec<i32> = (0..rows.len())
+    let numbers: Vec<i32> = (0..keys.len())
         .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
         .collect();
     Ok(query.bind(numbers).fetch_all(conn).await?)

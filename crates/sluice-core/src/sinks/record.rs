@@ -9,6 +9,11 @@ use super::envelope::{self, ChangeKind};
 use super::model::{Format, OnTombstone};
 use crate::messages::DecodeError;
 
+/// The header Debezium puts on the create event of a row whose key changed: the old key.
+pub const OLD_KEY_HEADER: &str = "__debezium.oldkey";
+/// The header Debezium puts on the delete event (and tombstone) of the old key.
+pub const NEW_KEY_HEADER: &str = "__debezium.newkey";
+
 /// What a record does to the row of its key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RowOp {
@@ -38,6 +43,10 @@ pub struct Decoded {
     pub cells: Arc<[Cell]>,
     /// Positions of the columns left as they are in the row.
     pub keep: Arc<[usize]>,
+    /// A row whose key changed: the old key's cells (in key order). The new row takes the
+    /// values it keeps from the old key's row, which is then deleted, in the same
+    /// transaction.
+    pub moved_from: Option<Arc<[Cell]>>,
 }
 
 impl Decoded {
@@ -47,6 +56,7 @@ impl Decoded {
             op: RowOp::Upsert,
             cells: cells.into(),
             keep: Arc::from([]),
+            moved_from: None,
         }
     }
 }
@@ -85,12 +95,25 @@ impl SinkDecoder {
                     ..frame
                 };
                 let image = Some(change.image.as_bytes());
+                let header = |name: &str| {
+                    meta.headers
+                        .iter()
+                        .rev()
+                        .find(|(header, _)| header == name)
+                        .and_then(|(_, value)| value.as_deref())
+                };
                 match change.kind {
                     ChangeKind::Upsert => Ok(Decoded {
                         op: RowOp::Upsert,
                         cells: self.cells(image, &frame)?.into(),
                         keep: self.unavailable_columns(&frame).into(),
+                        moved_from: header(OLD_KEY_HEADER)
+                            .map(|old| self.old_key(old, &frame))
+                            .transpose()?,
                     }),
+                    // The delete half of a key change: the create of the new key, which
+                    // copies what it keeps from this row, deletes it.
+                    ChangeKind::Delete if header(NEW_KEY_HEADER).is_some() => Ok(self.ignored()),
                     ChangeKind::Delete => self.delete(image, &frame),
                     ChangeKind::Other => Ok(self.ignored()),
                 }
@@ -128,7 +151,26 @@ impl SinkDecoder {
             op: RowOp::Delete,
             cells: self.cells(image, &frame)?.into(),
             keep: Arc::from([]),
+            moved_from: None,
         })
+    }
+
+    /// The key cells (in key order) of a key change's old key, from its header.
+    fn old_key(&self, header: &[u8], frame: &Frame<'_>) -> Result<Arc<[Cell]>, DecodeError> {
+        let only: Vec<usize> = self.key.clone();
+        let frame = Frame {
+            only: Some(&only),
+            unavailable: &[],
+            ..*frame
+        };
+        let cells = self
+            .cells(Some(header), &frame)
+            .map_err(|e| envelope_error(format!("header {OLD_KEY_HEADER}: {e}")))?;
+        Ok(self
+            .key
+            .iter()
+            .map(|k| cells.get(*k).cloned().unwrap_or(Cell::Null))
+            .collect())
     }
 
     /// A record that changes no row.
@@ -137,6 +179,7 @@ impl SinkDecoder {
             op: RowOp::Ignore,
             cells: vec![Cell::Null; self.width()].into(),
             keep: Arc::from([]),
+            moved_from: None,
         }
     }
 }

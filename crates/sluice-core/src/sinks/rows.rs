@@ -38,6 +38,9 @@ pub struct SinkRow {
     pub op: RowOp,
     /// The columns it leaves as they are in the row (Debezium did not read them).
     pub keep: Arc<[usize]>,
+    /// The old key (cells in key order) of a row whose key changed: the values it keeps are
+    /// read from that key's row, which is then deleted.
+    pub moved_from: Option<Arc<[Cell]>>,
 }
 
 /// Rows are equal when they are of one record and hold the same cells and lookup keys,
@@ -61,6 +64,7 @@ impl SinkRow {
             keys: Vec::new(),
             op: RowOp::Upsert,
             keep: Arc::from([]),
+            moved_from: None,
         }
     }
 
@@ -69,6 +73,7 @@ impl SinkRow {
         Self {
             op: decoded.op.clone(),
             keep: Arc::clone(&decoded.keep),
+            moved_from: decoded.moved_from.clone(),
             ..Self::new(record, Arc::clone(&decoded.cells))
         }
     }
@@ -148,7 +153,46 @@ impl SinkDecoder {
         };
         self.delete_first(&mut deduped);
         self.keep_first_stored(&mut deduped);
+        self.carry_over(&mut deduped);
         deduped
+    }
+
+    /// What a survivor takes from the records of its key before it in the batch (after the
+    /// key's last delete), as if each had been applied in turn: a value it keeps (Debezium
+    /// did not read it) from the latest one that had it, and a key change's old key, still to
+    /// be deleted (also by a surviving delete).
+    fn carry_over(&self, deduped: &mut Deduped<SinkRow>) {
+        for (row, others) in deduped.rows.iter_mut().zip(&deduped.superseded) {
+            let last_delete = others
+                .iter()
+                .filter(|other| other.deletes() && other.record < row.record)
+                .map(|other| other.record)
+                .max();
+            let mut earlier: Vec<&SinkRow> = others
+                .iter()
+                .filter(|other| other.upserts() && other.record < row.record)
+                .filter(|other| last_delete.is_none_or(|d| other.record > d))
+                .collect();
+            earlier.sort_by_key(|other| std::cmp::Reverse(other.record));
+            if row.moved_from.is_none() {
+                row.moved_from = earlier.iter().find_map(|other| other.moved_from.clone());
+            }
+            if !row.upserts() || row.keep.is_empty() {
+                continue;
+            }
+            let mut keep: Vec<usize> = row.keep.to_vec();
+            keep.retain(|&position| {
+                let Some(source) = earlier.iter().find(|other| !other.keep.contains(&position))
+                else {
+                    return true;
+                };
+                if let Some(cell) = source.cell(position) {
+                    row.resolve(position, cell.clone());
+                }
+                false
+            });
+            row.keep = keep.into();
+        }
     }
 
     /// An upsert that won over a delete of its key in the batch deletes the row first, as

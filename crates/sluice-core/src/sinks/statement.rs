@@ -62,10 +62,28 @@ pub fn upsert_statement(
         })
         .collect();
     params.extend((0..kept.len()).map(|i| format!("${}::bool[]", columns.len() + i + 1)));
-    // The key matched in the table, for a value a row keeps.
+    // Where a kept value is read: the row's own key, or the old key of a row whose key
+    // changed (`"sluice from <i>"`, one per key column).
+    let from: Vec<String> = if kept.is_empty() {
+        Vec::new()
+    } else {
+        key.iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let param = columns
+                    .iter()
+                    .find(|c| c.name == k)
+                    .and_then(|c| c.sql_type.param_type())
+                    .unwrap_or("text");
+                params.push(format!("${}::{param}[]", params.len() + 1));
+                format!("sluice from {i}")
+            })
+            .collect()
+    };
     let stored_key = key
         .iter()
-        .map(|k| format!("x.{0} = t.{0}", quote_ident(k)))
+        .zip(&from)
+        .map(|(k, from)| format!("x.{} = t.{}", quote_ident(k), quote_ident(from)))
         .collect::<Vec<_>>()
         .join(" AND ");
     let selected: Vec<String> = columns
@@ -86,6 +104,7 @@ pub fn upsert_statement(
         .iter()
         .map(|c| quote_ident(c.name))
         .chain((0..kept.len()).map(|i| quote_ident(&keep_flag(i))))
+        .chain(from.iter().map(|f| quote_ident(f)))
         .collect::<Vec<_>>()
         .join(", ");
     let key_columns = key;
