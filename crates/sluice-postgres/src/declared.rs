@@ -291,7 +291,11 @@ fn bind<'q, O>(
         "uuid" => array!(Cell::Uuid(v) => *v),
         "timestamptz" => array!(Cell::Timestamp(v) => *v),
         "timestamp" => array!(Cell::Timestamp(v) => v.naive_utc()),
-        "jsonb" | "json" => array!(Cell::Json(v) => v.clone()),
+        // JSON travels as its text: a record's own (its numbers' digits), or serialized.
+        "jsonb" | "json" => array!(
+            Cell::Json(v) => v.to_string(),
+            Cell::RawJson(v) => v.clone(),
+        ),
         "date" => array!(Cell::Date(v) => *v),
         // A time travels as text: rounding to a `time(p)` can reach `24:00:00`.
         "time" => array!(Cell::Time(v) => time_text(*v)),

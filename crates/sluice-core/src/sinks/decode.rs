@@ -30,7 +30,7 @@ use crate::messages::fields::dynamic;
 use crate::messages::fields::{Count, parse_object, parse_timestamp};
 
 /// One decoded value of a row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Cell {
     /// SQL NULL.
@@ -55,6 +55,9 @@ pub enum Cell {
     Timestamp(DateTime<Utc>),
     /// A JSON value (a `json`/`jsonb` column, or an array carried as JSON).
     Json(Value),
+    /// A JSON value as the record wrote it (a top-level field of a `json`/`jsonb` column:
+    /// its numbers keep their digits).
+    RawJson(String),
     /// A date.
     Date(NaiveDate),
     /// A time of day, in microseconds since midnight (up to `24:00:00`, which rounding to a
@@ -66,6 +69,36 @@ pub enum Cell {
     Bytes(Vec<u8>),
     /// A lookup key still to resolve.
     Lookup(String),
+}
+
+/// Cells are equal when they hold the same value: a JSON value as the record wrote it equals
+/// the parsed value it reads as (the one pass keeps a JSON column's text, the whole-tree parse
+/// its value).
+impl PartialEq for Cell {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Cell::Null, Cell::Null) => true,
+            (Cell::Text(a), Cell::Text(b))
+            | (Cell::Numeric(a), Cell::Numeric(b))
+            | (Cell::Lookup(a), Cell::Lookup(b))
+            | (Cell::RawJson(a), Cell::RawJson(b)) => a == b,
+            (Cell::SmallInt(a), Cell::SmallInt(b)) => a == b,
+            (Cell::Int(a), Cell::Int(b)) => a == b,
+            (Cell::BigInt(a), Cell::BigInt(b)) | (Cell::Time(a), Cell::Time(b)) => a == b,
+            (Cell::Float(a), Cell::Float(b)) => a == b,
+            (Cell::Bool(a), Cell::Bool(b)) => a == b,
+            (Cell::Uuid(a), Cell::Uuid(b)) => a == b,
+            (Cell::Timestamp(a), Cell::Timestamp(b)) => a == b,
+            (Cell::Json(a), Cell::Json(b)) => a == b,
+            (Cell::RawJson(text), Cell::Json(value)) | (Cell::Json(value), Cell::RawJson(text)) => {
+                serde_json::from_str::<Value>(text).is_ok_and(|parsed| parsed == *value)
+            }
+            (Cell::Date(a), Cell::Date(b)) => a == b,
+            (Cell::Interval(a), Cell::Interval(b)) => a == b,
+            (Cell::Bytes(a), Cell::Bytes(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// What a record carries besides its value.
@@ -153,6 +186,9 @@ struct ColumnDecoder {
     /// A NUMERIC column (or an array of NUMERIC): it gets the number's text as the record
     /// wrote it.
     numeric: bool,
+    /// A `json`/`jsonb` column: it gets a top-level field's JSON text as the record wrote it
+    /// (numbers keep their digits; `jsonb` reads them as numerics).
+    json: bool,
     /// A constant source's cell, made once.
     constant: Option<Cell>,
 }
@@ -196,6 +232,7 @@ impl SinkDecoder {
                         SqlType::Array(element) => matches!(**element, SqlType::Numeric { .. }),
                         kind => matches!(kind, SqlType::Numeric { .. }),
                     },
+                    json: matches!(planned.kind, SqlType::Json | SqlType::Jsonb),
                     constant: match &mapping.source {
                         Source::Const(constant) => Some(
                             form_constant(constant, &planned.kind)
@@ -221,8 +258,8 @@ impl SinkDecoder {
         let mut read: Vec<bool> = Vec::new();
         for column in columns.iter_mut().rev() {
             if let Some(slot) = &mut column.slot {
-                if column.numeric && slot.rest.is_empty() {
-                    fields.keep_number(slot.index);
+                if (column.numeric || column.json) && slot.rest.is_empty() {
+                    fields.keep_text(slot.index);
                 }
                 if read.len() <= slot.index {
                     read.resize(slot.index + 1, false);
@@ -541,10 +578,10 @@ impl ColumnDecoder {
         slot: &Slot,
         lookup: bool,
     ) -> Option<Result<Cell, DecodeError>> {
-        // The number's text only for a NUMERIC column (a float column reading the same field
-        // gets the f64).
-        let number = if slot.rest.is_empty() && self.numeric {
-            scanned.numbers.get(slot.index).copied().flatten()
+        // The value's text only for a NUMERIC or JSON column (a float column reading the same
+        // field gets the f64).
+        let number = if slot.rest.is_empty() && (self.numeric || self.json) {
+            scanned.texts.get(slot.index).copied().flatten()
         } else {
             None
         };
@@ -580,7 +617,10 @@ impl ColumnDecoder {
             (Cow::Owned(Value::String(text)), Some(Check::Text { min, max })) => {
                 Cell::Text(dynamic::owned_text(name, text, *min, *max)?)
             }
-            (Cow::Owned(json), Some(Check::Json)) if !has_nul(&json) => Cell::Json(json),
+            (Cow::Owned(json), Some(Check::Json)) if !has_nul(&json) => match number {
+                Some(text) if self.json => Cell::RawJson(text.to_owned()),
+                _ => Cell::Json(json),
+            },
             (value, _) => match value_cell(name, &value, number, &self.checks)? {
                 Cell::Float(_) if !lookup && self.numeric => {
                     Cell::Numeric(number.map_or_else(|| value.to_string(), str::to_owned))
@@ -835,6 +875,7 @@ fn cell_json(cell: Cell) -> Value {
         Cell::Uuid(uuid) => Value::String(uuid.to_string()),
         Cell::Timestamp(at) => Value::String(at.to_rfc3339()),
         Cell::Json(json) => json,
+        Cell::RawJson(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
         Cell::Date(date) => Value::String(forms::date_text(date)),
         Cell::Time(micros) => Value::String(forms::time_text(micros)),
         Cell::Interval(interval) => Value::String(interval.text()),

@@ -47,7 +47,7 @@ pub use model::{
 pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
 pub use envelope::UNAVAILABLE_VALUE;
 pub use problems::{MappingError, MappingProblem};
-pub use record::{Decoded, NEW_KEY_HEADER, OLD_KEY_HEADER, RowOp};
+pub use record::{Decoded, OLD_KEY_HEADER, RowOp};
 pub use rows::SinkRow;
 pub use seeds::SEED_APPLICATIONS_TABLE;
 pub use selection::{Selection, SelectionError, select};

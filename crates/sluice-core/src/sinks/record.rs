@@ -11,8 +11,6 @@ use crate::messages::DecodeError;
 
 /// The header Debezium puts on the create event of a row whose key changed: the old key.
 pub const OLD_KEY_HEADER: &str = "__debezium.oldkey";
-/// The header Debezium puts on the delete event (and tombstone) of the old key.
-pub const NEW_KEY_HEADER: &str = "__debezium.newkey";
 
 /// What a record does to the row of its key.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,9 +109,10 @@ impl SinkDecoder {
                             .map(|old| self.old_key(old, &frame))
                             .transpose()?,
                     }),
-                    // The delete half of a key change: the create of the new key, which
-                    // copies what it keeps from this row, deletes it.
-                    ChangeKind::Delete if header(NEW_KEY_HEADER).is_some() => Ok(self.ignored()),
+                    // The delete half of a key change is a delete like any other: the
+                    // create of the new key may come first (another partition) and then
+                    // finds no row to delete; in one batch, it reads what it keeps from the
+                    // old row before the deletes run.
                     ChangeKind::Delete => self.delete(image, &frame),
                     ChangeKind::Other => Ok(self.ignored()),
                 }

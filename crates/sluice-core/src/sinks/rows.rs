@@ -317,6 +317,7 @@ impl KeyPart {
             Some(Cell::Timestamp(v)) => Self::Time(*v),
             Some(Cell::Bool(v)) => Self::Bool(*v),
             Some(Cell::Json(v)) => Self::Other(v.to_string()),
+            Some(Cell::RawJson(v)) => Self::Other(v.clone()),
         }
     }
 }

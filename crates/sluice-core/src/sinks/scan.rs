@@ -23,16 +23,16 @@ use serde_json::value::RawValue;
 #[derive(Debug, Clone, Default)]
 pub(super) struct FieldSlots {
     names: Vec<String>,
-    /// Per slot: whether its number's text is kept too.
-    numbers: Vec<bool>,
+    /// Per slot: whether its value's text is kept too (a NUMERIC, a NUMERIC[], JSON).
+    texts: Vec<bool>,
 }
 
 /// A scanned record: per slot, the field's value (`None`: absent) and, for a slot that keeps
-/// it, the text of a number as the record wrote it.
+/// it, the value's text as the record wrote it.
 #[derive(Debug, Default, PartialEq)]
 pub(super) struct Scanned<'t> {
     pub(super) values: Vec<Option<Value>>,
-    pub(super) numbers: Vec<Option<&'t str>>,
+    pub(super) texts: Vec<Option<&'t str>>,
 }
 
 impl FieldSlots {
@@ -42,13 +42,13 @@ impl FieldSlots {
             return slot;
         }
         self.names.push(name.to_owned());
-        self.numbers.push(false);
+        self.texts.push(false);
         self.names.len() - 1
     }
 
     /// Keeps the number text of slot `slot`'s field.
-    pub(super) fn keep_number(&mut self, slot: usize) {
-        if let Some(keep) = self.numbers.get_mut(slot) {
+    pub(super) fn keep_text(&mut self, slot: usize) {
+        if let Some(keep) = self.texts.get_mut(slot) {
             *keep = true;
         }
     }
@@ -92,24 +92,23 @@ impl<'de> Visitor<'de> for Scan<'_> {
         let slots = self.0.names.len();
         let mut scanned = Scanned {
             values: vec![None; slots],
-            numbers: vec![None; slots],
+            texts: vec![None; slots],
         };
         while let Some(slot) = map.next_key_seed(Key(self.0))? {
             let Some(slot) = slot.filter(|slot| *slot < slots) else {
                 map.next_value_seed(Discard)?;
                 continue;
             };
-            if self.0.numbers.get(slot) == Some(&true) {
+            if self.0.texts.get(slot) == Some(&true) {
                 let raw: &'de RawValue = map.next_value()?;
                 let text = raw.get();
                 scanned.values[slot] = Some(serde_json::from_str(text).map_err(de::Error::custom)?);
-                // A number, or an array whose numbers are read from it (a NUMERIC[]).
-                scanned.numbers[slot] = Some(text).filter(|t| {
-                    t.starts_with(|c: char| c == '-' || c == '[' || c.is_ascii_digit())
-                });
+                // A number, an array whose numbers are read from it (a NUMERIC[]), a JSON
+                // column's value: its reader tells them apart.
+                scanned.texts[slot] = Some(text);
             } else {
                 scanned.values[slot] = Some(map.next_value()?);
-                scanned.numbers[slot] = None;
+                scanned.texts[slot] = None;
             }
         }
         Ok(scanned)
@@ -244,17 +243,17 @@ mod tests {
     }
 
     #[test]
-    fn a_number_slot_keeps_the_text_of_a_number_only() {
+    fn a_kept_slot_keeps_its_values_text_as_written() {
         let mut slots = slots(&["n", "m"]);
-        slots.keep_number(0);
+        slots.keep_text(0);
         let text = r#"{"n": 12345678901234.5678, "m": 1.5}"#;
         let scanned = slots.scan(text).unwrap();
-        assert_eq!(scanned.numbers, [Some("12345678901234.5678"), None]);
+        assert_eq!(scanned.texts, [Some("12345678901234.5678"), None]);
         assert_eq!(scanned.values[1], Some(json!(1.5)));
         let scanned = slots.scan(r#"{"n": "12"}"#).unwrap();
         assert_eq!(
-            (scanned.numbers[0], &scanned.values[0]),
-            (None, &Some(json!("12")))
+            (scanned.texts[0], &scanned.values[0]),
+            (Some(r#""12""#), &Some(json!("12")))
         );
     }
 

@@ -90,12 +90,16 @@ pub fn upsert_statement(
         .iter()
         .map(|c| match kept.iter().position(|k| k.name == c.name) {
             Some(i) => format!(
-                "CASE WHEN t.{flag} THEN (SELECT x.{name} FROM {table} AS x WHERE {stored_key}) \
+                "CASE WHEN t.{flag} THEN COALESCE(\
+                 (SELECT x.{name} FROM {table} AS x WHERE {stored_key}), \
+                 (SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
+                 WHERE CAST({missing} AS int) IS NULL)) \
                  ELSE {expression} END",
                 flag = quote_ident(&keep_flag(i)),
                 name = quote_ident(c.name),
                 table = quote_table(table),
                 expression = select_expression(c),
+                missing = missing_kept_value(c.name, &from),
             ),
             None => select_expression(c),
         })
@@ -174,6 +178,23 @@ pub fn upsert_statement(
         }
     }
     sql
+}
+
+/// A text that names a kept column whose row is missing (a key change's old row already
+/// deleted, a row never stored): cast to `int`, it makes the statement fail with it, so the
+/// row is dead-lettered with this reason instead of storing NULL for a value Debezium did
+/// not send. (It reads the row's key, so PostgreSQL cannot evaluate it before it is needed.)
+fn missing_kept_value(column: &str, from: &[String]) -> String {
+    let key = from
+        .iter()
+        .map(|f| format!("t.{}::text", quote_ident(f)))
+        .collect::<Vec<_>>()
+        .join(" || ', ' || ");
+    let column = column.replace('\'', "''");
+    format!(
+        "'sluice: no stored row holds the value of column {column} that Debezium did not send \
+         (an unchanged TOASTed value), key ' || {key}"
+    )
 }
 
 /// The name of the `bool[]` parameter of the `index`-th keepable column (not a column name:
