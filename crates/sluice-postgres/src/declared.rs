@@ -77,10 +77,10 @@ pub async fn write_declared(
         if row.op == RowOp::Delete {
             removals.push(Removal::own(plan, row, row_version(plan, row)));
         }
-        if let Some(old) = &row.moved_from {
+        if let Some(moved) = &row.moved_from {
             removals.push(Removal {
-                key: old.iter().collect(),
-                version: row_version(plan, row),
+                key: moved.key.iter().collect(),
+                version: moved.version.as_ref(),
                 counted: false,
             });
         }
@@ -161,7 +161,7 @@ pub async fn upsert_declared(
         for (i, &index) in plan.delete_key.iter().enumerate() {
             let column = &plan.columns[index];
             let cells = rows.iter().map(|row| match &row.moved_from {
-                Some(old) => old.get(i).unwrap_or(&NULL),
+                Some(moved) => moved.key.get(i).unwrap_or(&NULL),
                 None => row.cell(index).unwrap_or(&NULL),
             });
             query = bind(query, &column.column, &column.param_type, cells)?;

@@ -15,12 +15,12 @@ use uuid::Uuid;
 
 use super::checks::{Check, value_checks};
 use super::decimal::Decimal;
+use super::envelope::{self, ChangeMeta};
 use super::equality::{Equality, equality};
 use super::forms::{self, Interval};
-use super::envelope::{self, ChangeMeta};
 use super::model::{
-    Bound, CdcField, ConflictPolicy, Constant, FieldPath, Format, KafkaField, Lookup,
-    OnTombstone, Sink, Source, ValueRules,
+    Bound, CdcField, ConflictPolicy, Constant, FieldPath, Format, KafkaField, Lookup, OnTombstone,
+    Sink, Source, ValueRules,
 };
 use super::scan::{FieldSlots, Scanned};
 use super::table::SqlType;
@@ -457,7 +457,9 @@ impl ColumnDecoder {
         match &self.source {
             Source::Field(_) | Source::Lookup(_) => Ok(Cell::Null),
             Source::Const(_) => Ok(self.constant.clone().unwrap_or(Cell::Null)),
-            Source::Kafka(KafkaField::SchemaId) => Ok(frame.schema_id.map_or(Cell::Null, Cell::Int)),
+            Source::Kafka(KafkaField::SchemaId) => {
+                Ok(frame.schema_id.map_or(Cell::Null, Cell::Int))
+            }
             Source::Kafka(field) => kafka_cell(*field, meta),
             Source::Key(None) => match meta.key {
                 None => self.absent(None),
@@ -484,12 +486,16 @@ impl ColumnDecoder {
                     (None, _) => self.absent(None),
                     (Some(bytes), None) => match std::str::from_utf8(bytes) {
                         Ok(text) => self.present_outside(Value::String(text.to_owned())),
-                        Err(_) => Err(dynamic::broken(&self.field_name, "must be UTF-8 text".into())),
+                        Err(_) => Err(dynamic::broken(
+                            &self.field_name,
+                            "must be UTF-8 text".into(),
+                        )),
                     },
                     (Some(bytes), Some(path)) => {
-                        let object: Map<String, Value> = serde_json::from_slice(bytes).map_err(|_| {
-                            dynamic::broken(&self.field_name, "must be a JSON object".into())
-                        })?;
+                        let object: Map<String, Value> =
+                            serde_json::from_slice(bytes).map_err(|_| {
+                                dynamic::broken(&self.field_name, "must be a JSON object".into())
+                            })?;
                         match find(&object, path) {
                             Some(Value::Null) | None => self.absent(None),
                             Some(value) => self.present_outside(value.clone()),
@@ -990,8 +996,9 @@ fn utf8_key(bytes: &[u8]) -> Result<String, DecodeError> {
 pub(super) fn key_object(bytes: &[u8], format: Format) -> Result<Map<String, Value>, DecodeError> {
     let text = utf8_key(bytes)?;
     let text = match format {
-        Format::ConnectJson | Format::Debezium => envelope::connect(&text)
-            .map_err(|why| dynamic::broken("(record key)", why))?,
+        Format::ConnectJson | Format::Debezium => {
+            envelope::connect(&text).map_err(|why| dynamic::broken("(record key)", why))?
+        }
         Format::Json | Format::SchemaRegistryJson => text,
     };
     serde_json::from_str(&text)

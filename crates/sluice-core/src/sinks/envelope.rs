@@ -176,12 +176,11 @@ fn rebuild(
     schema: Option<&Value>,
     placeholder: Option<&str>,
 ) -> Result<(String, Vec<String>), String> {
-    let fields: Vec<(String, &RawValue)> = serde_json::from_str::<HashMap<String, &RawValue>>(
-        row.get(),
-    )
-    .map_err(|_| "the row is not a JSON object".to_owned())?
-    .into_iter()
-    .collect();
+    let fields: Vec<(String, &RawValue)> =
+        serde_json::from_str::<HashMap<String, &RawValue>>(row.get())
+            .map_err(|_| "the row is not a JSON object".to_owned())?
+            .into_iter()
+            .collect();
     let mut text = String::with_capacity(row.get().len());
     let mut unavailable = Vec::new();
     text.push('{');
@@ -194,8 +193,9 @@ fn rebuild(
             continue;
         }
         let value = match field_schema {
-            Some(field_schema) => logical(raw, field_schema)
-                .map_err(|why| format!("field `{name}`: {why}"))?,
+            Some(field_schema) => {
+                logical(raw, field_schema).map_err(|why| format!("field `{name}`: {why}"))?
+            }
             None => raw.get().to_owned(),
         };
         if text.len() > 1 {
@@ -217,8 +217,7 @@ fn is_placeholder(raw: &str, schema: Option<&Value>, placeholder: &str) -> bool 
         return true;
     }
     let bytes = schema.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("bytes");
-    bytes
-        && raw.trim_matches('"') == base64::engine::general_purpose::STANDARD.encode(placeholder)
+    bytes && raw.trim_matches('"') == base64::engine::general_purpose::STANDARD.encode(placeholder)
 }
 
 /// A field's value converted by its Connect logical type (its schema's `name`).
@@ -228,9 +227,8 @@ fn logical(raw: &RawValue, schema: &Value) -> Result<String, String> {
         return Ok(text.to_owned());
     }
     let name = schema.get("name").and_then(Value::as_str).unwrap_or("");
-    let int = || {
-        serde_json::from_str::<i64>(text).map_err(|_| format!("{name} must be an integer"))
-    };
+    let int =
+        || serde_json::from_str::<i64>(text).map_err(|_| format!("{name} must be an integer"));
     let quoted = |value: String| serde_json::to_string(&value).unwrap_or_default();
     Ok(match name {
         "org.apache.kafka.connect.data.Decimal" => {
@@ -241,7 +239,10 @@ fn logical(raw: &RawValue, schema: &Value) -> Result<String, String> {
                 .ok_or("a Decimal schema names its scale")?;
             let encoded: String =
                 serde_json::from_str(text).map_err(|_| "a Decimal is a base64 string")?;
-            decimal(&encoded, u32::try_from(scale).map_err(|_| "a Decimal's scale")?)?
+            decimal(
+                &encoded,
+                u32::try_from(scale).map_err(|_| "a Decimal's scale")?,
+            )?
         }
         "io.debezium.data.VariableScaleDecimal" => {
             #[derive(Deserialize)]
@@ -343,7 +344,10 @@ mod tests {
         // 12345.67 → unscaled 1234567 = 0x12D687.
         let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
         assert_eq!(decimal(&b64(&[0x12, 0xD6, 0x87]), 2), Ok("12345.67".into()));
-        assert_eq!(decimal(&b64(&[0xED, 0x29, 0x79]), 2), Ok("-12345.67".into()));
+        assert_eq!(
+            decimal(&b64(&[0xED, 0x29, 0x79]), 2),
+            Ok("-12345.67".into())
+        );
         assert_eq!(decimal(&b64(&[0x05]), 3), Ok("0.005".into()));
         assert_eq!(decimal(&b64(&[0x00]), 0), Ok("0".into()));
         assert_eq!(decimal(&b64(&[0xFF]), 1), Ok("-0.1".into()));

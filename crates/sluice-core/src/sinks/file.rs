@@ -232,7 +232,11 @@ fn column_mapping(column: String, raw: RawColumn) -> Result<ColumnMapping, Mappi
             unknown_kind: lookup.unknown,
         })
     } else if let Some(key) = raw.key {
-        Source::Key(if key.is_empty() { None } else { Some(path(key)?) })
+        Source::Key(if key.is_empty() {
+            None
+        } else {
+            Some(path(key)?)
+        })
     } else if let Some(name) = raw.header {
         Source::Header {
             name,
@@ -254,8 +258,7 @@ fn column_mapping(column: String, raw: RawColumn) -> Result<ColumnMapping, Mappi
     if !matches!(
         source,
         Source::Field(_) | Source::Lookup(_) | Source::Key(_) | Source::Header { .. }
-    )
-        && (rules != ValueRules::default() || raw.required.is_some())
+    ) && (rules != ValueRules::default() || raw.required.is_some())
     {
         return Err(MappingProblem::RulesWithoutField { column });
     }

@@ -38,6 +38,7 @@ mod validate;
 pub use checks::Check;
 pub use consistency::{check_sink, check_sinks};
 pub use decode::{Cell, RecordMeta, SinkDecoder};
+pub use envelope::UNAVAILABLE_VALUE;
 pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
 pub use forms::{Interval, bytes_text, date_text, time_text};
 pub use model::{
@@ -45,9 +46,8 @@ pub use model::{
     Lookup, OnTombstone, Sink, Source, ValueRules,
 };
 pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
-pub use envelope::UNAVAILABLE_VALUE;
 pub use problems::{MappingError, MappingProblem};
-pub use record::{Decoded, OLD_KEY_HEADER, RowOp};
+pub use record::{Decoded, Moved, OLD_KEY_HEADER, RowOp};
 pub use rows::SinkRow;
 pub use seeds::SEED_APPLICATIONS_TABLE;
 pub use selection::{Selection, SelectionError, select};

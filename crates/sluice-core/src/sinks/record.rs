@@ -41,10 +41,20 @@ pub struct Decoded {
     pub cells: Arc<[Cell]>,
     /// Positions of the columns left as they are in the row.
     pub keep: Arc<[usize]>,
-    /// A row whose key changed: the old key's cells (in key order). The new row takes the
-    /// values it keeps from the old key's row, which is then deleted, in the same
-    /// transaction.
-    pub moved_from: Option<Arc<[Cell]>>,
+    /// A row whose key changed: its old key. The new row takes the values it keeps from the
+    /// old key's row, which is then deleted, in the same transaction.
+    pub moved_from: Option<Moved>,
+}
+
+/// The old key of a row whose key changed, and the change's version (newest-wins): the old
+/// row is deleted only if it is not newer than the change (the old key's own delete event
+/// deletes it too, whichever comes first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    /// The old key's cells, in key order.
+    pub key: Arc<[Cell]>,
+    /// The change's newest-wins value.
+    pub version: Option<Cell>,
 }
 
 impl Decoded {
@@ -101,14 +111,22 @@ impl SinkDecoder {
                         .and_then(|(_, value)| value.as_deref())
                 };
                 match change.kind {
-                    ChangeKind::Upsert => Ok(Decoded {
-                        op: RowOp::Upsert,
-                        cells: self.cells(image, &frame)?.into(),
-                        keep: self.unavailable_columns(&frame).into(),
-                        moved_from: header(OLD_KEY_HEADER)
-                            .map(|old| self.old_key(old, &frame))
-                            .transpose()?,
-                    }),
+                    ChangeKind::Upsert => {
+                        let cells = self.cells(image, &frame)?;
+                        let moved_from = match header(OLD_KEY_HEADER) {
+                            Some(old) => Some(Moved {
+                                key: self.old_key(old, &frame)?,
+                                version: self.guard.and_then(|g| cells.get(g).cloned()),
+                            }),
+                            None => None,
+                        };
+                        Ok(Decoded {
+                            op: RowOp::Upsert,
+                            cells: cells.into(),
+                            keep: self.unavailable_columns(&frame).into(),
+                            moved_from,
+                        })
+                    }
                     // The delete half of a key change is a delete like any other: the
                     // create of the new key may come first (another partition) and then
                     // finds no row to delete; in one batch, it reads what it keeps from the

@@ -16,7 +16,7 @@ use super::decimal::Decimal;
 use super::decode::{Cell, SinkDecoder};
 use super::equality::Equality;
 use super::model::{ConflictPolicy, Lookup};
-use super::record::{Decoded, RowOp};
+use super::record::{Decoded, Moved, RowOp};
 use crate::dedupe::{Deduped, dedupe_by_key, later_wins};
 
 /// One decoded record of a declared sink.
@@ -40,7 +40,7 @@ pub struct SinkRow {
     pub keep: Arc<[usize]>,
     /// The old key (cells in key order) of a row whose key changed: the values it keeps are
     /// read from that key's row, which is then deleted.
-    pub moved_from: Option<Arc<[Cell]>>,
+    pub moved_from: Option<Moved>,
 }
 
 /// Rows are equal when they are of one record and hold the same cells and lookup keys,
@@ -141,8 +141,9 @@ impl SinkDecoder {
             (ConflictPolicy::NewestWins { .. }, Some(guard)) => {
                 let equality = self.equality(guard);
                 dedupe_by_key(rows, key, |current: &SinkRow, candidate: &SinkRow| {
-                    let unversioned =
-                        |row: &SinkRow| row.deletes() && row.cell(guard).is_none_or(|c| *c == Cell::Null);
+                    let unversioned = |row: &SinkRow| {
+                        row.deletes() && row.cell(guard).is_none_or(|c| *c == Cell::Null)
+                    };
                     if unversioned(current) || unversioned(candidate) {
                         return current.record < candidate.record;
                     }
@@ -218,10 +219,14 @@ impl SinkDecoder {
                         None
                     } else {
                         let equality = self.equality(guard);
-                        versions.into_iter().flatten().fold(None, |best: Option<&Cell>, v| match best {
-                            Some(b) if !newer(Some(v), Some(b), equality) => Some(b),
-                            _ => Some(v),
-                        }).cloned()
+                        versions
+                            .into_iter()
+                            .flatten()
+                            .fold(None, |best: Option<&Cell>, v| match best {
+                                Some(b) if !newer(Some(v), Some(b), equality) => Some(b),
+                                _ => Some(v),
+                            })
+                            .cloned()
                     }
                 }
                 None => None,

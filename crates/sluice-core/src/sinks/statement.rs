@@ -90,20 +90,31 @@ pub fn upsert_statement(
         .iter()
         .map(|c| match kept.iter().position(|k| k.name == c.name) {
             Some(i) => format!(
-                "CASE WHEN t.{flag} THEN COALESCE(\
-                 (SELECT x.{name} FROM {table} AS x WHERE {stored_key}), \
-                 (SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
-                 WHERE CAST({missing} AS int) IS NULL)) \
+                "CASE WHEN t.{flag} THEN (SELECT x.{name} FROM {table} AS x WHERE {stored_key}) \
                  ELSE {expression} END",
                 flag = quote_ident(&keep_flag(i)),
                 name = quote_ident(c.name),
                 table = quote_table(table),
                 expression = select_expression(c),
-                missing = missing_kept_value(c.name, &from),
             ),
             None => select_expression(c),
         })
         .collect();
+    // A row that keeps a value no stored row holds changes nothing: the row was deleted by a
+    // newer change already applied (from another partition, or before a replay), so the
+    // older change has nothing left to update.
+    let filter = if kept.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nWHERE NOT ({}) OR EXISTS (SELECT 1 FROM {} AS x WHERE {stored_key})",
+            (0..kept.len())
+                .map(|i| format!("t.{}", quote_ident(&keep_flag(i))))
+                .collect::<Vec<_>>()
+                .join(" OR "),
+            quote_table(table),
+        )
+    };
     let aliases = columns
         .iter()
         .map(|c| quote_ident(c.name))
@@ -122,7 +133,7 @@ pub fn upsert_statement(
         format!(
             "WITH t AS (SELECT * FROM UNNEST({params}) AS t({aliases})),\n\
              existing AS (SELECT {key} FROM {table} WHERE ({key}) IN (SELECT {key} FROM t))\n\
-             INSERT INTO {table} AS target ({list})\nSELECT {selected}\nFROM t\n\
+             INSERT INTO {table} AS target ({list})\nSELECT {selected}\nFROM t{filter}\n\
              ON CONFLICT ({key})",
             table = quote_table(table),
             selected = selected.join(", "),
@@ -130,7 +141,7 @@ pub fn upsert_statement(
         )
     } else {
         format!(
-            "INSERT INTO {} AS target ({list})\nSELECT {}\nFROM UNNEST({}) AS t({aliases})\n\
+            "INSERT INTO {} AS target ({list})\nSELECT {}\nFROM UNNEST({}) AS t({aliases}){filter}\n\
              ON CONFLICT ({key})",
             quote_table(table),
             selected.join(", "),
@@ -178,23 +189,6 @@ pub fn upsert_statement(
         }
     }
     sql
-}
-
-/// A text that names a kept column whose row is missing (a key change's old row already
-/// deleted, a row never stored): cast to `int`, it makes the statement fail with it, so the
-/// row is dead-lettered with this reason instead of storing NULL for a value Debezium did
-/// not send. (It reads the row's key, so PostgreSQL cannot evaluate it before it is needed.)
-fn missing_kept_value(column: &str, from: &[String]) -> String {
-    let key = from
-        .iter()
-        .map(|f| format!("t.{}::text", quote_ident(f)))
-        .collect::<Vec<_>>()
-        .join(" || ', ' || ");
-    let column = column.replace('\'', "''");
-    format!(
-        "'sluice: no stored row holds the value of column {column} that Debezium did not send \
-         (an unchanged TOASTed value), key ' || {key}"
-    )
 }
 
 /// The name of the `bool[]` parameter of the `index`-th keepable column (not a column name:

@@ -539,7 +539,10 @@ fn column_plan(
         }
         Source::Cdc(field) => {
             if sink.format != Format::Debezium {
-                errors.push(does_not_fit("`cdc` reads a Debezium change event: the sink needs `format = \"debezium\"`".into()));
+                errors.push(does_not_fit(
+                    "`cdc` reads a Debezium change event: the sink needs `format = \"debezium\"`"
+                        .into(),
+                ));
             }
             if let Err(reason) = cdc_fits(*field, sql_type) {
                 errors.push(does_not_fit(reason));

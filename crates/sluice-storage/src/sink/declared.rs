@@ -5,9 +5,7 @@ use super::{Bound, Recheck, Rejection, StorageSink, unknown_reason};
 use crate::record::kafka_timestamp;
 use sluice_core::dedupe::Deduped;
 use sluice_core::messages::DecodeError;
-use sluice_core::sinks::{
-    Cell, Decoded, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow,
-};
+use sluice_core::sinks::{Cell, Decoded, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow};
 use sluice_core::{DeadLetterKind, WriteOutcome};
 use sluice_kafka::Record;
 use sluice_postgres::declared::{DeclaredUpsertError, write_declared};
@@ -108,8 +106,7 @@ impl StorageSink for Declared {
             key: record.key.as_deref(),
             headers: &record.headers,
         };
-        self.decoder
-            .decode_record(record.payload.as_deref(), &meta)
+        self.decoder.decode_record(record.payload.as_deref(), &meta)
     }
 
     async fn bind(
