@@ -235,6 +235,34 @@ pub fn producer(stack: &Stack) -> FutureProducer {
 /// A raw record: optional key, optional value (`None` is a tombstone).
 pub type RawRecord = (Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// A record with headers: key, value, headers (name, value) in order.
+pub type FullRecord = (Option<Vec<u8>>, Option<Vec<u8>>, Vec<(String, Vec<u8>)>);
+
+/// Produces records with headers, in order, and waits for every delivery report.
+pub async fn produce_full(stack: &Stack, topic: &str, records: &[FullRecord]) {
+    let producer = producer(stack);
+    for (key, value, headers) in records {
+        let mut owned = rdkafka::message::OwnedHeaders::new();
+        for (name, value) in headers {
+            owned = owned.insert(rdkafka::message::Header {
+                key: name,
+                value: Some(value.as_slice()),
+            });
+        }
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic).headers(owned);
+        if let Some(key) = key {
+            record = record.key(key.as_slice());
+        }
+        if let Some(value) = value {
+            record = record.payload(value.as_slice());
+        }
+        producer
+            .send(record, Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|(e, _)| panic!("produce to {topic}: {e}"));
+    }
+}
+
 /// Produces raw records (key, value) and waits for every delivery report.
 pub async fn produce(stack: &Stack, topic: &str, records: &[RawRecord]) {
     produce_with(stack, topic, None, records).await;

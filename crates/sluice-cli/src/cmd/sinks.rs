@@ -135,6 +135,15 @@ fn print_plan(plan: &SinkPlan) {
         "sink {}: topic {}, group {}, table {}, {}, batch {}",
         plan.name, plan.topic, plan.group, plan.table, plan.conflict, plan.batch_size
     );
+    println!(
+        "  format {}, a tombstone: {}",
+        plan.format,
+        match plan.on_tombstone.as_str() {
+            "delete" => "deletes its key's row",
+            "ignore" => "ignored (committed, no row changes)",
+            _ => "dead-lettered",
+        }
+    );
     let width = |f: fn(&sluice_core::sinks::ColumnPlan) -> usize, min: usize| {
         plan.columns.iter().map(f).max().unwrap_or(0).max(min)
     };
@@ -168,5 +177,11 @@ fn print_plan(plan: &SinkPlan) {
     println!("  statement:");
     for line in plan.statement.lines() {
         println!("    {line}");
+    }
+    if let Some(delete) = &plan.delete_statement {
+        println!("  delete statement:");
+        for line in delete.lines() {
+            println!("    {line}");
+        }
     }
 }

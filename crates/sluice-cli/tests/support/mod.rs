@@ -7,6 +7,7 @@
     reason = "tests panic with a clear message"
 )]
 
+pub mod case;
 pub mod http;
 
 use rdkafka::consumer::Consumer;

@@ -996,9 +996,9 @@ fn utf8_key(bytes: &[u8]) -> Result<String, DecodeError> {
 pub(super) fn key_object(bytes: &[u8], format: Format) -> Result<Map<String, Value>, DecodeError> {
     let text = utf8_key(bytes)?;
     let text = match format {
-        Format::ConnectJson | Format::Debezium => {
-            envelope::connect(&text).map_err(|why| dynamic::broken("(record key)", why))?
-        }
+        Format::ConnectJson | Format::Debezium => envelope::connect(&text)
+            .map_err(|why| dynamic::broken("(record key)", why))?
+            .unwrap_or_default(),
         Format::Json | Format::SchemaRegistryJson => text,
     };
     serde_json::from_str(&text)

@@ -73,11 +73,15 @@ pub(super) fn schema_registry(payload: &[u8]) -> Result<(i32, &[u8]), String> {
 }
 
 /// A Connect JSON envelope's row as a plain JSON object (a value that is no envelope is
-/// returned as it is: a key, or a converter with `schemas.enable=false`).
-pub(super) fn connect(text: &str) -> Result<String, String> {
+/// returned as it is: a key, or a converter with `schemas.enable=false`); `None` for a null
+/// payload (a delete, as Debezium's `ExtractNewRecordState` writes one), a tombstone.
+pub(super) fn connect(text: &str) -> Result<Option<String>, String> {
     match envelope(text)? {
-        Some((schema, payload)) => rebuild(payload, schema.as_ref(), None).map(|(row, _)| row),
-        None => Ok(text.to_owned()),
+        Some((_, payload)) if payload.get() == "null" => Ok(None),
+        Some((schema, payload)) => {
+            rebuild(payload, schema.as_ref(), None).map(|(row, _)| Some(row))
+        }
+        None => Ok(Some(text.to_owned())),
     }
 }
 
@@ -372,13 +376,17 @@ mod tests {
             {"type":"int32","name":"io.debezium.time.Date","field":"day"},
             {"type":"int64","name":"io.debezium.time.MicroTimestamp","field":"at"}]},
             "payload":{"id":9007199254740993,"amount":"EtaH","doc":"{\"a\": [1, 2.50]}","day":19000,"at":1700000000123456}}"#;
-        let row: Value = serde_json::from_str(&connect(text).unwrap()).unwrap();
+        let row: Value = serde_json::from_str(&connect(text).unwrap().unwrap()).unwrap();
         assert_eq!(row["id"], serde_json::json!(9_007_199_254_740_993_u64));
         assert_eq!(row["amount"].to_string(), "12345.67");
         assert_eq!(row["doc"], serde_json::json!({"a": [1, 2.5]}));
         assert_eq!(row["day"], "2022-01-08");
         assert_eq!(row["at"], "2023-11-14T22:13:20.123456Z");
-        assert_eq!(connect(r#"{"id": 1}"#), Ok(r#"{"id": 1}"#.into()));
+        assert_eq!(connect(r#"{"id": 1}"#), Ok(Some(r#"{"id": 1}"#.into())));
+        assert_eq!(
+            connect(r#"{"schema": {"type": "struct"}, "payload": null}"#),
+            Ok(None)
+        );
     }
 
     #[test]

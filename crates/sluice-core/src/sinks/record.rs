@@ -92,8 +92,10 @@ impl SinkDecoder {
                 Ok(Decoded::upsert(self.cells(Some(rest), &frame)?))
             }
             Format::ConnectJson => {
-                let row = envelope::connect(utf8(payload)?).map_err(envelope_error)?;
-                Ok(Decoded::upsert(self.cells(Some(row.as_bytes()), &frame)?))
+                match envelope::connect(utf8(payload)?).map_err(envelope_error)? {
+                    Some(row) => Ok(Decoded::upsert(self.cells(Some(row.as_bytes()), &frame)?)),
+                    None => self.tombstone(&frame),
+                }
             }
             Format::Debezium => {
                 let change = envelope::debezium(utf8(payload)?).map_err(envelope_error)?;
@@ -156,17 +158,31 @@ impl SinkDecoder {
         }
     }
 
-    /// A delete: only the key columns and the newest-wins column are decoded.
+    /// A delete: only the key columns are decoded, and the newest-wins column when the
+    /// record has it (a tombstone has no version: NULL, the delete applies whatever the
+    /// stored row's version).
     fn delete(&self, image: Option<&[u8]>, frame: &Frame<'_>) -> Result<Decoded, DecodeError> {
-        let only: Vec<usize> = self.key.iter().copied().chain(self.guard).collect();
-        let frame = Frame {
-            only: Some(&only),
+        let key = Frame {
+            only: Some(&self.key),
             unavailable: &[],
             ..*frame
         };
+        let mut cells = self.cells(image, &key)?;
+        if let Some(guard) = self.guard {
+            let only = [guard];
+            let version = Frame {
+                only: Some(&only),
+                ..key
+            };
+            if let Ok(mut versioned) = self.cells(image, &version)
+                && let (Some(slot), Some(cell)) = (cells.get_mut(guard), versioned.get_mut(guard))
+            {
+                *slot = std::mem::replace(cell, Cell::Null);
+            }
+        }
         Ok(Decoded {
             op: RowOp::Delete,
-            cells: self.cells(image, &frame)?.into(),
+            cells: cells.into(),
             keep: Arc::from([]),
             moved_from: None,
         })

@@ -1,0 +1,332 @@
+//! Declared sinks on the topics users already have, run by the `sluice` binary against the
+//! real Kafka and PostgreSQL:
+//!
+//! 1. a tombstone deletes its key's row (`on_tombstone = "delete"`), changes nothing
+//!    (`"ignore"`) or is a dead letter with its coordinates (the default of a JSON topic); under
+//!    newest-wins, a delete carries no version, and a redelivered older insert after it
+//!    resurrects the row (the documented limit: deleted keys are not kept);
+//! 2. key columns read from the record key, a header in a column (as text, and a path into a
+//!    JSON header), a missing required header dead-lettered naming it;
+//! 3. records written by Kafka Connect's own JsonConverter (Debezium's `ExtractNewRecordState`
+//!    rows, captured from the real connector: `tests/data/debezium/connect-json-*`) land with
+//!    their logical types read (a Decimal's digits, a Json string's JSON, a date, a micro
+//!    timestamp), a null payload is a tombstone; a schema registry wire header is taken off
+//!    (its schema id in a column), a wrong magic byte is a dead letter.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+mod support;
+
+use serde_json::json;
+use support::case::Case;
+
+fn record(key: &str, value: Option<serde_json::Value>) -> sluice_testkit::FullRecord {
+    (
+        Some(key.as_bytes().to_vec()),
+        value.map(|v| v.to_string().into_bytes()),
+        Vec::new(),
+    )
+}
+
+const TOMBSTONE_DDL: &str = r"
+    CREATE TABLE kv_delete (k TEXT PRIMARY KEY, v BIGINT NOT NULL, g BIGINT NOT NULL);
+    CREATE TABLE kv_ignore (k TEXT PRIMARY KEY, v BIGINT NOT NULL, g BIGINT NOT NULL);
+    CREATE TABLE kv_dead (k TEXT PRIMARY KEY, v BIGINT NOT NULL, g BIGINT NOT NULL);";
+
+fn tombstone_sink(name: &str, table: &str, rule: &str) -> String {
+    format!(
+        "[[sink]]\nname = \"{name}\"\ntopic = \"{{prefix}}-{name}\"\ntable = \"{table}\"\n\
+         key = [\"k\"]\nconflict = {{ newest-wins = \"g\" }}\n{rule}\n[sink.columns]\n\
+         k = {{ key = \"\" }}\nv = {{ field = \"v\" }}\ng = {{ field = \"g\" }}\n\n"
+    )
+}
+
+#[tokio::test]
+async fn a_tombstone_deletes_is_ignored_or_is_a_dead_letter() {
+    let mapping = [
+        tombstone_sink("deletes", "kv_delete", "on_tombstone = \"delete\""),
+        tombstone_sink("ignores", "kv_ignore", "on_tombstone = \"ignore\""),
+        tombstone_sink("keeps", "kv_dead", ""),
+    ]
+    .concat();
+    let sinks = ["deletes", "ignores", "keeps"];
+    let Some(case) = Case::new(&sinks, TOMBSTONE_DDL, &mapping).await else {
+        return;
+    };
+    let plan = case.assert_valid();
+    assert!(
+        plan.contains("a tombstone: deletes its key's row")
+            && plan.contains("a tombstone: ignored")
+            && plan.contains("a tombstone: dead-lettered")
+            && plan.contains("delete statement:\n    DELETE FROM \"kv_delete\" AS target"),
+        "{plan}"
+    );
+    let records = [
+        record("a", Some(json!({"v": 1, "g": 1}))),
+        record("b", Some(json!({"v": 2, "g": 1}))),
+        // In one batch with the tombstone before it: `c` is deleted, then written afresh.
+        record("c", Some(json!({"v": 5, "g": 1}))),
+        record("a", None),
+        record("c", None),
+        record("c", Some(json!({"v": 6, "g": 1}))),
+        record("b", Some(json!({"v": 3, "g": 2}))),
+    ];
+    for sink in sinks {
+        case.produce_full(sink, &records).await;
+    }
+    case.run_to_end("tombstones").await;
+    let rows = |table: &str| format!("SELECT k || '=' || v FROM {table} ORDER BY k");
+    assert_eq!(case.rows(&rows("kv_delete")).await, ["b=3", "c=6"]);
+    // Without the delete, `c`'s two versions tie (g = 1): the first stored keeps the row.
+    assert_eq!(case.rows(&rows("kv_ignore")).await, ["a=1", "b=3", "c=5"]);
+    assert_eq!(case.rows(&rows("kv_dead")).await, ["a=1", "b=3", "c=5"]);
+    let dead = case.dead_letters().await;
+    let coordinates: Vec<(String, i64, &str)> = dead
+        .iter()
+        .map(|d| (d.0.clone(), d.1, d.3.as_str()))
+        .collect();
+    assert_eq!(
+        coordinates,
+        [
+            (case.topic("keeps"), 3, "record has no value (tombstone)"),
+            (case.topic("keeps"), 4, "record has no value (tombstone)"),
+        ]
+    );
+
+    // The documented limit: a delete keeps no trace, so an older insert redelivered after it
+    // (a replay that stops short of the delete) writes the row again; the tombstone, when it
+    // comes again, deletes it again.
+    case.produce_full("deletes", &[record("a", Some(json!({"v": 1, "g": 1})))])
+        .await;
+    case.run_to_end("redelivered").await;
+    assert_eq!(case.rows(&rows("kv_delete")).await, ["a=1", "b=3", "c=6"]);
+    case.produce_full("deletes", &[record("a", None)]).await;
+    case.run_to_end("deleted-again").await;
+    assert_eq!(case.rows(&rows("kv_delete")).await, ["b=3", "c=6"]);
+    case.cleanup().await;
+}
+
+const KEYED_DDL: &str = r"
+    CREATE TABLE events (
+        tenant TEXT NOT NULL,
+        id BIGINT NOT NULL,
+        body TEXT,
+        trace TEXT NOT NULL,
+        origin TEXT,
+        whole_key TEXT NOT NULL,
+        PRIMARY KEY (tenant, id)
+    );";
+
+const KEYED_MAPPING: &str = r#"
+[[sink]]
+name = "events"
+topic = "{prefix}-events"
+table = "events"
+key = ["tenant", "id"]
+conflict = "always-update"
+[sink.columns]
+tenant = { key = "tenant" }
+id = { key = "id" }
+body = { field = "body" }
+trace = { header = "trace-id" }
+origin = { header = "meta", path = "origin.host" }
+whole_key = { key = "" }
+"#;
+
+#[tokio::test]
+async fn key_columns_from_the_record_key_and_headers_in_columns() {
+    let Some(case) = Case::new(&["events"], KEYED_DDL, KEYED_MAPPING).await else {
+        return;
+    };
+    case.assert_valid();
+    let key = |tenant: &str, id: i64| json!({"tenant": tenant, "id": id}).to_string();
+    let headers = |trace: &str| {
+        vec![
+            ("trace-id".to_owned(), trace.as_bytes().to_vec()),
+            (
+                "meta".to_owned(),
+                br#"{"origin": {"host": "crawler-7"}}"#.to_vec(),
+            ),
+        ]
+    };
+    let records: Vec<sluice_testkit::FullRecord> = vec![
+        (
+            Some(key("acme", 1).into_bytes()),
+            Some(br#"{"body": "first"}"#.to_vec()),
+            headers("t-1"),
+        ),
+        (
+            Some(key("acme", 2).into_bytes()),
+            Some(br#"{"body": "second"}"#.to_vec()),
+            headers("t-2"),
+        ),
+        // No trace header: the column is NOT NULL, so the header is required.
+        (
+            Some(key("acme", 3).into_bytes()),
+            Some(br#"{"body": "untraced"}"#.to_vec()),
+            Vec::new(),
+        ),
+        // The key is not JSON: its key columns cannot be read.
+        (
+            Some(b"not json".to_vec()),
+            Some(br#"{"body": "x"}"#.to_vec()),
+            headers("t-4"),
+        ),
+    ];
+    case.produce_full("events", &records).await;
+    case.run_to_end("keyed").await;
+    assert_eq!(
+        case.rows(
+            "SELECT concat_ws(' ', tenant, id, body, trace, origin, whole_key) FROM events \
+             ORDER BY id"
+        )
+        .await,
+        [
+            r#"acme 1 first t-1 crawler-7 {"id":1,"tenant":"acme"}"#,
+            r#"acme 2 second t-2 crawler-7 {"id":2,"tenant":"acme"}"#,
+        ]
+    );
+    let dead = case.dead_letters().await;
+    let reasons: Vec<(i64, &str)> = dead.iter().map(|d| (d.1, d.3.as_str())).collect();
+    assert_eq!(
+        reasons,
+        [
+            (2, "field `(header trace-id)`: required field is missing"),
+            (3, "field `(record key)`: must be a JSON object"),
+        ]
+    );
+    case.cleanup().await;
+}
+
+const ITEMS_DDL: &str = r"
+    CREATE TABLE items (
+        id BIGINT PRIMARY KEY,
+        title TEXT,
+        amount NUMERIC(12,2),
+        doc JSONB,
+        big TEXT,
+        at TIMESTAMPTZ,
+        note TEXT,
+        day DATE,
+        ts TIMESTAMP
+    );
+    CREATE TABLE registered (id BIGINT PRIMARY KEY, title TEXT NOT NULL, schema_id INT NOT NULL);";
+
+const ITEMS_MAPPING: &str = r#"
+[[sink]]
+name = "items"
+topic = "{prefix}-items"
+table = "items"
+key = ["id"]
+format = "connect-json"
+on_tombstone = "delete"
+conflict = "always-update"
+[sink.columns]
+id = { field = "id" }
+title = { field = "title" }
+amount = { field = "amount" }
+doc = { field = "doc" }
+big = { field = "big" }
+at = { field = "at" }
+note = { field = "note" }
+day = { field = "day" }
+ts = { field = "ts" }
+
+[[sink]]
+name = "registered"
+topic = "{prefix}-registered"
+table = "registered"
+key = ["id"]
+format = "schema-registry-json"
+conflict = "always-update"
+[sink.columns]
+id = { field = "id" }
+title = { field = "title" }
+schema_id = { kafka = "schema_id" }
+"#;
+
+/// A record captured from the real connector (`tests/data/debezium/<name>.{key,value}.json`).
+fn captured(name: &str) -> sluice_testkit::FullRecord {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/debezium");
+    let read = |ext: &str| std::fs::read(dir.join(format!("{name}.{ext}.json"))).ok();
+    (read("key"), read("value"), Vec::new())
+}
+
+#[tokio::test]
+async fn connect_json_and_schema_registry_records_land_like_plain_json() {
+    let Some(case) = Case::new(&["items", "registered"], ITEMS_DDL, ITEMS_MAPPING).await else {
+        return;
+    };
+    case.assert_valid();
+    let names = [
+        "connect-json-00-read-id1",
+        "connect-json-01-insert-id2",
+        "connect-json-05-delete-id3",
+        "connect-json-06-reinsert-id3",
+        "connect-json-07-update-id1-big",
+    ];
+    let records: Vec<_> = names.iter().map(|name| captured(name)).collect();
+    case.produce_full("items", &records).await;
+    let wire = |magic: u8, id: u32, body: &str| {
+        let mut bytes = vec![magic];
+        bytes.extend(id.to_be_bytes());
+        bytes.extend(body.as_bytes());
+        (Some(b"r".to_vec()), Some(bytes), Vec::new())
+    };
+    case.produce_full(
+        "registered",
+        &[
+            wire(0, 42, r#"{"id": 1, "title": "registered"}"#),
+            wire(1, 42, r#"{"id": 2, "title": "wrong magic"}"#),
+        ],
+    )
+    .await;
+    case.run_to_end("connect").await;
+    // What PostgreSQL holds for the same rows in the source (`source.sql`): the Decimal's
+    // digits, the Json string's JSON, the Date's day, the MicroTimestamp's wall time.
+    let items = case
+        .rows(
+            "SELECT concat_ws(' | ', id, title, amount, doc, length(big), at AT TIME ZONE 'UTC', \
+             note, day, ts) FROM items ORDER BY id",
+        )
+        .await;
+    assert_eq!(items.len(), 3, "{items:#?}");
+    assert!(
+        items[1].starts_with(
+            "2 | inserted | -42.50 | {\"big\": 12345678901234567890, \"list\": [1, 2.5, \"três\"], \
+             \"nested\": {\"k\": \"v\"}}"
+        ),
+        "{items:#?}"
+    );
+    for (row, expected) in items.iter().zip(["1 |", "2 |", "3 |"]) {
+        assert!(row.starts_with(expected), "{items:#?}");
+    }
+    let mut conn = case.env.schema.connect().await;
+    let source_day: String = sqlx::query_scalar("SELECT day::text FROM items WHERE id = 2")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(source_day.len(), 10, "a date: {source_day}");
+    assert_eq!(
+        case.rows("SELECT concat_ws(' ', id, title, schema_id) FROM registered")
+            .await,
+        ["1 registered 42"]
+    );
+    let dead = case.dead_letters().await;
+    let reasons: Vec<(String, i64, &str)> = dead
+        .iter()
+        .map(|d| (d.0.clone(), d.1, d.3.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [(
+            case.topic("registered"),
+            1,
+            "payload envelope: schema registry wire header: magic byte 1, expected 0"
+        )]
+    );
+    case.cleanup().await;
+}
