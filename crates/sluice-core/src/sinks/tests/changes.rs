@@ -1,0 +1,260 @@
+//! What records do to their rows, without a database: tombstones by the sink's rule, the
+//! captured Debezium events (`sluice-cli/tests/data/debezium`) taken apart, and the batch's
+//! survivors when deletes, upserts, kept values and key changes meet.
+
+use std::collections::HashMap;
+
+use crate::sinks::{
+    Cell, Decoded, RecordMeta, RowOp, SinkDecoder, SinkRow, SqlType, TableShape, parse_sinks,
+    plan_sink,
+};
+
+const ITEMS: &str = r#"
+[[sink]]
+name = "items"
+table = "items"
+key = ["id"]
+format = "debezium"
+conflict = { newest-wins = "lsn" }
+[sink.columns]
+id = { field = "id" }
+title = { field = "title" }
+amount = { field = "amount" }
+doc = { field = "doc" }
+big = { field = "big" }
+day = { field = "day" }
+lsn = { cdc = "lsn" }
+"#;
+
+fn items(text: &str) -> SinkDecoder {
+    let column = |name: &str, sql_type: SqlType, not_null: bool| crate::sinks::ColumnShape {
+        name: name.into(),
+        sql_type,
+        not_null,
+        has_default: false,
+        writable: true,
+        time_precision: None,
+    };
+    let table = TableShape {
+        name: "items".into(),
+        columns: vec![
+            column("id", SqlType::BigInt, true),
+            column("title", SqlType::Text, false),
+            column(
+                "amount",
+                SqlType::Numeric {
+                    precision: Some(12),
+                    scale: 2,
+                },
+                false,
+            ),
+            column("doc", SqlType::Jsonb, false),
+            column("big", SqlType::Text, false),
+            column("day", SqlType::Date, false),
+            column("lsn", SqlType::BigInt, false),
+        ],
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+        partitioned: false,
+    };
+    let sinks = parse_sinks("m.toml", text).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("items".into(), table)]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    SinkDecoder::new(&sinks[0], &plan)
+}
+
+/// A record's headers: name and value.
+type Headers = Vec<(String, Option<Vec<u8>>)>;
+
+/// A captured record's key, value (`None`: a tombstone) and headers.
+fn captured(name: &str) -> (Vec<u8>, Option<Vec<u8>>, Headers) {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sluice-cli/tests/data/debezium");
+    let read = |ext: &str| std::fs::read(dir.join(format!("{name}.{ext}"))).ok();
+    let headers: serde_json::Value =
+        serde_json::from_slice(&read("headers.json").unwrap()).unwrap();
+    let headers = headers["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h[0].as_str().unwrap().to_owned(),
+                h[1].as_str().map(|v| v.as_bytes().to_vec()),
+            )
+        })
+        .collect();
+    (read("key.json").unwrap(), read("value.json"), headers)
+}
+
+fn decode(decoder: &SinkDecoder, name: &str) -> Decoded {
+    let (key, value, headers) = captured(name);
+    let meta = RecordMeta {
+        topic: "t",
+        partition: 0,
+        offset: 0,
+        timestamp: None,
+        key: Some(&key),
+        headers: &headers,
+    };
+    decoder
+        .decode_record(value.as_deref(), &meta)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn captured_debezium_events_are_upserts_deletes_and_nothing() {
+    let decoder = items(ITEMS);
+    let created = decode(&decoder, "01-create-id2");
+    assert_eq!(created.op, RowOp::Upsert);
+    assert_eq!(created.cells[0], Cell::BigInt(2));
+    assert_eq!(created.cells[2], Cell::Numeric("-42.50".into()));
+    assert!(
+        matches!(&created.cells[3], Cell::RawJson(doc) if doc.contains("12345678901234567890")),
+        "a Json string's JSON, digits kept: {:?}",
+        created.cells[3]
+    );
+    assert!(created.keep.is_empty());
+
+    let toasted = decode(&decoder, "02-update-id2-toast-placeholder");
+    assert_eq!(toasted.op, RowOp::Upsert);
+    assert_eq!(&*toasted.keep, [4], "`big` keeps its stored value");
+    assert_eq!(toasted.cells[4], Cell::Null, "never the placeholder text");
+    assert_eq!(toasted.cells[2], Cell::Numeric("0.05".into()));
+
+    let deleted = decode(&decoder, "06-delete-id3");
+    assert_eq!(deleted.op, RowOp::Delete);
+    assert_eq!(deleted.cells[0], Cell::BigInt(3));
+    assert!(
+        matches!(deleted.cells[6], Cell::BigInt(_)),
+        "a delete keeps its version"
+    );
+    assert_eq!(decode(&decoder, "07-tombstone-id3").op, RowOp::Ignore);
+
+    let moved = decode(&decoder, "05-create-id3-pk-update");
+    assert_eq!(moved.cells[0], Cell::BigInt(3));
+    let from = moved
+        .moved_from
+        .expect("the old key from __debezium.oldkey");
+    assert_eq!(&*from.key, [Cell::BigInt(2)]);
+    assert_eq!(from.version, Some(moved.cells[6].clone()));
+}
+
+/// A row of `items`: id, lsn, title, which columns it keeps.
+fn row(record: usize, op: RowOp, id: i64, lsn: i64, title: &str, keep: &[usize]) -> SinkRow {
+    let cells = vec![
+        Cell::BigInt(id),
+        Cell::Text(title.into()),
+        Cell::Null,
+        Cell::Null,
+        if keep.contains(&4) {
+            Cell::Null
+        } else {
+            Cell::Text(format!("big {record}"))
+        },
+        Cell::Null,
+        Cell::BigInt(lsn),
+    ];
+    SinkRow::of(
+        record,
+        &Decoded {
+            op,
+            cells: cells.into(),
+            keep: keep.into(),
+            moved_from: None,
+        },
+    )
+}
+
+#[test]
+fn a_delete_meets_its_keys_other_records_by_version() {
+    let decoder = items(ITEMS);
+    let out = decoder.dedupe(vec![
+        row(0, RowOp::Upsert, 1, 10, "first", &[]),
+        row(1, RowOp::Delete, 1, 20, "", &[]),
+        row(2, RowOp::Upsert, 1, 30, "again", &[4]),
+        row(3, RowOp::Upsert, 2, 10, "two", &[]),
+        row(4, RowOp::Delete, 2, 20, "", &[]),
+        row(5, RowOp::Upsert, 2, 15, "older", &[]),
+    ]);
+    let survivors: Vec<(i64, RowOp, Option<&Cell>)> = out
+        .rows
+        .iter()
+        .map(|r| {
+            let id = match r.cell(0) {
+                Some(Cell::BigInt(id)) => *id,
+                _ => -1,
+            };
+            (id, r.op.clone(), r.cell(1))
+        })
+        .collect();
+    assert_eq!(
+        survivors,
+        [
+            (
+                1,
+                RowOp::Replace {
+                    version: Some(Cell::BigInt(20))
+                },
+                Some(&Cell::Text("again".into()))
+            ),
+            (2, RowOp::Delete, Some(&Cell::Text(String::new()))),
+        ],
+        "key 1: the delete at 20, then the insert at 30; key 2: the delete at 20 is newest"
+    );
+    // Key 1's survivor keeps `big`, and no record after the delete had it: the stored row's.
+    assert_eq!(&*out.rows[0].keep, [4]);
+}
+
+#[test]
+fn a_survivor_takes_a_kept_value_from_its_keys_earlier_record() {
+    let decoder = items(ITEMS);
+    let out = decoder.dedupe(vec![
+        row(0, RowOp::Upsert, 1, 10, "created", &[]),
+        row(1, RowOp::Upsert, 1, 20, "updated", &[4]),
+        row(2, RowOp::Upsert, 1, 30, "updated again", &[4]),
+    ]);
+    assert_eq!(out.rows.len(), 1);
+    let survivor = &out.rows[0];
+    assert_eq!(survivor.cell(1), Some(&Cell::Text("updated again".into())));
+    assert_eq!(
+        survivor.cell(4),
+        Some(&Cell::Text("big 0".into())),
+        "the value the create wrote"
+    );
+    assert!(survivor.keep.is_empty());
+}
+
+#[test]
+fn a_tombstone_deletes_ignores_or_is_refused_by_the_rule() {
+    let plain = ITEMS
+        .replace("format = \"debezium\"\n", "")
+        .replace("lsn = { cdc = \"lsn\" }", "lsn = { field = \"lsn\" }")
+        .replace("id = { field = \"id\" }", "id = { key = \"id\" }");
+    let meta = RecordMeta {
+        topic: "t",
+        partition: 0,
+        offset: 0,
+        timestamp: None,
+        key: Some(br#"{"id": 7}"#),
+        headers: &[],
+    };
+    let rule = |rule: &str| {
+        let text = plain.replace("[sink.columns]", &format!("{rule}\n[sink.columns]"));
+        items(&text).decode_record(None, &meta)
+    };
+    let deleted = rule("on_tombstone = \"delete\"").unwrap();
+    assert_eq!(deleted.op, RowOp::Delete);
+    assert_eq!(
+        deleted.cells[0],
+        Cell::BigInt(7),
+        "the key from the record key"
+    );
+    assert_eq!(deleted.cells[6], Cell::Null, "a tombstone has no version");
+    assert_eq!(rule("on_tombstone = \"ignore\"").unwrap().op, RowOp::Ignore);
+    assert_eq!(
+        rule("").unwrap_err().to_string(),
+        "record has no value (tombstone)",
+        "a JSON topic's default keeps the record as a dead letter"
+    );
+}
