@@ -30,6 +30,7 @@ pub enum Disposition {
 /// | `22…`, `23…` | data exception, integrity constraint violation | dead-letter the row |
 /// | `P0…` | raised by PL/pgSQL: a user's trigger or rule refusing the row | dead-letter the row |
 /// | `21000` | one `ON CONFLICT DO UPDATE` met a row twice | isolate: rows one at a time |
+/// | `54000` | a row beyond a server limit (an index row over the btree maximum: a key too long to index) | dead-letter the row |
 /// | anything else | e.g. `42501` insufficient privilege, `42P01` undefined table | fatal |
 ///
 /// A trigger on a user's table that raises (`RAISE EXCEPTION`: `P0001`; an `ASSERT`: `P0004`)
@@ -54,6 +55,7 @@ pub fn classify_sqlstate(code: &str) -> Disposition {
         | sqlstate::IDLE_IN_TRANSACTION_SESSION_TIMEOUT
         | sqlstate::SERIALIZATION_FAILURE
         | sqlstate::DEADLOCK_DETECTED => return Disposition::Retry,
+        sqlstate::PROGRAM_LIMIT_EXCEEDED => return Disposition::DeadLetter,
         _ => {}
     }
     match code.get(..2) {
@@ -65,6 +67,9 @@ pub fn classify_sqlstate(code: &str) -> Disposition {
 
 /// The SQLSTATEs named by the disposition table.
 pub mod sqlstate {
+    /// `54000`: a row beyond a server limit (`index row size … exceeds btree version 4
+    /// maximum`: a key value too long to index) — a property of that row.
+    pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
     /// `57P01`: the server is shutting down (fast shutdown, `pg_terminate_backend`).
     pub const ADMIN_SHUTDOWN: &str = "57P01";
     /// `23503`: a foreign key points at a row that does not exist (for sluice: an

@@ -48,6 +48,9 @@ pub enum Check {
         /// Digits after the point.
         scale: u32,
     },
+    /// A number a `real` holds: finite and not below its smallest value once rounded to
+    /// single precision (`1e39` overflows, `1e-50` underflows to zero).
+    Single,
     /// A UUID string.
     Uuid,
     /// An RFC 3339 timestamp; no offset means UTC; kept to the microsecond.
@@ -125,6 +128,7 @@ impl fmt::Display for Check {
                 "at most {} digits before the point, rounded to {scale} after",
                 precision - scale
             ),
+            Check::Single => f.write_str("within single precision"),
             Check::Uuid => f.write_str("UUID"),
             Check::Timestamp { naive: false } => f.write_str("RFC 3339 timestamp (naive = UTC)"),
             Check::Timestamp { naive: true } => {
@@ -211,7 +215,14 @@ pub fn value_checks(sql_type: &SqlType, rules: &ValueRules) -> Vec<Check> {
                 hi: int_bound(rules.max, false).map_or(type_hi, |b| b.min(type_hi)),
             }]
         }
-        SqlType::Real | SqlType::Double => vec![Check::Number {
+        SqlType::Real => vec![
+            Check::Number {
+                min: rules.min,
+                max: rules.max,
+            },
+            Check::Single,
+        ],
+        SqlType::Double => vec![Check::Number {
             min: rules.min,
             max: rules.max,
         }],

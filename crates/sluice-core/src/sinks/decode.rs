@@ -391,7 +391,16 @@ impl SinkDecoder {
                 (Some(cell), _) => cell,
                 (None, Some(slot)) => {
                     let lookup = matches!(column.source, Source::Lookup(_));
-                    column.scanned(&mut scanned, slot, lookup)?
+                    match column.scanned(&mut scanned, slot, lookup) {
+                        Some(cell) => cell,
+                        // A required field missing: the columns before it passed on the
+                        // record's own digits; its reason (with the legacy-name hint, which
+                        // needs every key) comes from the whole tree.
+                        None => {
+                            let object = parse_object(payload).ok()?;
+                            return Some(Err(column.decode(&object, frame).err()?));
+                        }
+                    }
                 }
                 (None, None) => return None,
             };
@@ -736,6 +745,7 @@ fn value_cell(
                 Some(Check::NumericDigits { precision, scale }) => {
                     numeric(field, value.to_string(), *precision, *scale)?
                 }
+                Some(Check::Single) => Cell::Float(single(field, float)?),
                 _ => Cell::Float(float),
             }
         }
@@ -804,6 +814,23 @@ fn numeric(field: &str, text: String, precision: u32, scale: u32) -> Result<Cell
         ));
     }
     Ok(Cell::Numeric(text))
+}
+
+/// A float a `real` holds as PostgreSQL reads it: rounded to single precision, neither
+/// infinite nor zero from a value that is not.
+fn single(field: &str, float: f64) -> Result<f64, DecodeError> {
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "the rounding a real column does, checked below"
+    )]
+    let rounded = float as f32;
+    if rounded.is_infinite() || (rounded == 0.0 && float != 0.0) {
+        return Err(dynamic::broken(
+            field,
+            format!("must be within the range of a real (single precision), got {float}"),
+        ));
+    }
+    Ok(float)
 }
 
 /// The largest exponent PostgreSQL's numeric input reads (`1e1000`).
@@ -876,6 +903,10 @@ fn cell_json(cell: Cell) -> Value {
         Cell::SmallInt(int) => int.into(),
         Cell::Int(int) => int.into(),
         Cell::BigInt(int) => int.into(),
+        // -0 as text: a JSON number would pass through jsonb's numeric, which has no -0.
+        Cell::Float(float) if float == 0.0 && float.is_sign_negative() => {
+            Value::String("-0".into())
+        }
         Cell::Float(float) => float.into(),
         Cell::Bool(flag) => flag.into(),
         Cell::Uuid(uuid) => Value::String(uuid.to_string()),

@@ -158,10 +158,28 @@ impl SqlType {
             "int8" => SqlType::BigInt,
             "float4" => SqlType::Real,
             "float8" => SqlType::Double,
-            "numeric" => SqlType::Numeric {
-                precision: modifier.map(|m| ((m >> 16) & 0xffff).unsigned_abs()),
-                scale: modifier.map_or(0, |m| (m & 0xffff).unsigned_abs()),
-            },
+            "numeric" => {
+                let precision = modifier.map(|m| ((m >> 16) & 0xffff).unsigned_abs());
+                // The scale is 11 bits, signed (PostgreSQL 15 allows `numeric(3,-2)`).
+                let scale = modifier.map_or(0, |m| {
+                    let bits = m & 0x7ff;
+                    if bits & 0x400 == 0 { bits } else { bits - 0x800 }
+                });
+                match (precision, u32::try_from(scale)) {
+                    (Some(p), Ok(s)) if s <= p => SqlType::Numeric {
+                        precision: Some(p),
+                        scale: s,
+                    },
+                    (None, _) => SqlType::Numeric {
+                        precision: None,
+                        scale: 0,
+                    },
+                    _ => SqlType::Other(format!(
+                        "numeric({},{scale}) (a negative scale or one above the precision)",
+                        precision.unwrap_or(0)
+                    )),
+                }
+            }
             "bool" => SqlType::Boolean,
             "text" => SqlType::Text,
             "varchar" => SqlType::Varchar(modifier.and_then(|m| usize::try_from(m).ok())),
@@ -324,6 +342,15 @@ mod tests {
         assert_eq!(
             SqlType::from_catalog("_int8", Some("int8"), -1),
             SqlType::Array(Box::new(SqlType::BigInt))
+        );
+        // numeric(3,-2) and numeric(3,5): PostgreSQL 15 allows both; sluice refuses them.
+        assert_eq!(
+            SqlType::from_catalog("numeric", None, ((3 << 16) | 0x7fe) + 4).param_type(),
+            None
+        );
+        assert_eq!(
+            SqlType::from_catalog("numeric", None, ((3 << 16) | 5) + 4).param_type(),
+            None
         );
         assert_eq!(
             SqlType::from_catalog("bpchar", None, 8),
