@@ -16,6 +16,11 @@
 //! Records go in two rounds, one `sluice run` each. The seed is printed; set
 //! `SLUICE_PROPERTY_SEED` to run one again. On a failure the case (seed, DDL, mapping, every
 //! record and its expectation) is written to `case.txt` in the test's directory, kept.
+//!
+//! Cases sluice is known to get wrong are not drawn unless `SLUICE_PROPERTY_KNOWN_FAILING`
+//! names them (comma-separated, or `all`; `property::types::Known` says what each one is):
+//! `numeric-scale`, `real-range`, `insert-only-batch`, `array-negative-zero`,
+//! `whole-tree-numeric`, `long-key`. Fixing one means deleting its gate.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

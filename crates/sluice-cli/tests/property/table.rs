@@ -5,7 +5,7 @@ use rand::Rng;
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
 
-use super::types::{GUARD_TYPES, KEY_TYPES, Ty, VALUE_TYPES, Val, draw, known_failing};
+use super::types::{GUARD_TYPES, KEY_TYPES, Known, Ty, VALUE_TYPES, Val, draw, known_failing};
 
 /// Where a column's value comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,7 +161,7 @@ impl Table {
         let mut mapping_order: Vec<usize> = (0..columns.len()).collect();
         mapping_order.shuffle(rng);
         let mut batch_size = *[1, 2, 3, 7, 20, 500].choose(rng).expect("sizes");
-        if columns.iter().any(|c| c.insert_only) && !known_failing() {
+        if columns.iter().any(|c| c.insert_only) && !known_failing(Known::InsertOnlyInBatch) {
             // Known failing: in one batch the surviving version's insert-only values are
             // inserted, not the first version's.
             batch_size = 1;
@@ -266,10 +266,11 @@ pub const LONGEST_INDEXED_KEY: usize = 2600;
 /// for one beyond it among the known-failing cases.
 fn distinct_values(ty: &Ty, count: usize, rng: &mut StdRng) -> Vec<Val> {
     let mut values: Vec<Val> = Vec::new();
-    if *ty == Ty::Text && known_failing() {
+    if *ty == Ty::Text && known_failing(Known::LongKey) {
+        // Random CJK: three bytes a character, which no compression brings under the limit.
         values.push(Val::Text(
-            (0..LONGEST_INDEXED_KEY)
-                .map(|_| char::from(rng.random_range(b'!'..=b'~')))
+            (0..LONGEST_INDEXED_KEY / 2)
+                .map(|_| char::from_u32(rng.random_range(0x4e00..0x9fff)).expect("CJK"))
                 .collect(),
         ));
     }
