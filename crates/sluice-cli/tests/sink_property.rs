@@ -20,7 +20,7 @@
 //! Cases sluice is known to get wrong are not drawn unless `SLUICE_PROPERTY_KNOWN_FAILING`
 //! names them (comma-separated, or `all`; `property::types::Known` says what each one is):
 //! `numeric-scale`, `real-range`, `insert-only-batch`, `array-negative-zero`,
-//! `whole-tree-numeric`, `long-key`. Fixing one means deleting its gate.
+//! `whole-tree-numeric`, `long-key`, `json-digits`. Fixing one means deleting its gate.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

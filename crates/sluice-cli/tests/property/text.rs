@@ -4,6 +4,8 @@ use rand::Rng;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 
+use super::types::{Known, known_failing};
+
 /// Characters of generated text: ASCII, multibyte (2, 3 and 4 bytes), a combining accent,
 /// quotes, backslashes, controls, array-literal punctuation, separators.
 const CHARS: &[char] = &[
@@ -107,6 +109,15 @@ pub fn json_doc(rng: &mut StdRng, depth: usize) -> String {
         ]
         .choose(rng)
         .expect("integers"))
+        .to_owned(),
+        // Known failing: digits an f64 does not hold are rounded to it.
+        2 if known_failing(Known::JsonDigits) && rng.random_bool(0.3) => (*[
+            "12345678901234567890123",
+            "0.1000000000000000055511151231257827",
+            "-9223372036854775809",
+        ]
+        .choose(rng)
+        .expect("long numbers"))
         .to_owned(),
         2 => (*["1.5", "-0.25", "1e2", "3.14159", "2.5E-3", "100.0"]
             .choose(rng)

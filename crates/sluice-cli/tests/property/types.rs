@@ -119,7 +119,9 @@ fn numeric_modifier(rng: &mut StdRng) -> (u32, i32) {
 /// names them (comma-separated, or `all`); see the header of `sink_property.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Known {
-    /// `numeric(p, s)` with `s > p` or `s < 0`: `sluice sinks validate` panics.
+    /// `numeric(p, s)` with `s > p` or `s < 0` (PostgreSQL 15+): `sluice sinks validate`
+    /// panics; `sluice run` refuses valid values of `numeric(3,-2)` (`12345`) and lets the
+    /// server refuse invalid ones of `numeric(3,5)` (`0.5`, without naming the field).
     NumericScale,
     /// A `real` beyond float4's range passes decoding; the server refuses it.
     RealRange,
@@ -132,6 +134,8 @@ pub enum Known {
     WholeTreeNumeric,
     /// A key beyond the btree limit stops `sluice run` (SQLSTATE 54000 is fatal).
     LongKey,
+    /// A number in a `json`/`jsonb` value is stored as the nearest f64.
+    JsonDigits,
 }
 
 impl Known {
@@ -143,6 +147,7 @@ impl Known {
             Known::ArrayNegativeZero => "array-negative-zero",
             Known::WholeTreeNumeric => "whole-tree-numeric",
             Known::LongKey => "long-key",
+            Known::JsonDigits => "json-digits",
         }
     }
 }
