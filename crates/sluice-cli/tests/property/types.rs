@@ -115,8 +115,8 @@ fn numeric_modifier(rng: &mut StdRng) -> (u32, i32) {
     (precision, scale)
 }
 
-/// The cases sluice is known to get wrong, drawn only when `SLUICE_PROPERTY_KNOWN_FAILING`
-/// names them (comma-separated, or `all`); see the header of `sink_property.rs`.
+/// The cases this test found sluice getting wrong (each fixed; see [`known_failing`] and the
+/// header of `sink_property.rs`), as they were found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Known {
     /// `numeric(p, s)` with `s > p` or `s < 0` (PostgreSQL 15+): `sluice sinks validate`
@@ -152,8 +152,14 @@ impl Known {
     }
 }
 
-/// Whether to draw the known-failing case `case`.
+/// Whether to draw the case `case`: every case this test found sluice getting wrong is
+/// fixed and drawn, but `numeric(p, s)` with `s > p` or `s < 0`, which sluice refuses at
+/// validation (one such column would refuse the whole mapping file): it is drawn only when
+/// `SLUICE_PROPERTY_KNOWN_FAILING` names it (or says `all`), to see the refusal.
 pub fn known_failing(case: Known) -> bool {
+    if case != Known::NumericScale {
+        return true;
+    }
     static NAMED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let named = NAMED.get_or_init(|| {
         std::env::var("SLUICE_PROPERTY_KNOWN_FAILING")

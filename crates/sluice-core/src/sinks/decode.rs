@@ -253,12 +253,12 @@ impl SinkDecoder {
             })
             .collect();
         // The last column reading a whole top-level field takes its value; no later column
-        // (and no nested path, which only borrows) reads it after that. A NUMERIC column's
-        // field keeps its number's text.
+        // (and no nested path, which only borrows) reads it after that. A NUMERIC or JSON
+        // column's field keeps its text (a nested path's digits are read from it).
         let mut read: Vec<bool> = Vec::new();
         for column in columns.iter_mut().rev() {
             if let Some(slot) = &mut column.slot {
-                if (column.numeric || column.json) && slot.rest.is_empty() {
+                if column.numeric || column.json {
                     fields.keep_text(slot.index);
                 }
                 if read.len() <= slot.index {
@@ -595,8 +595,13 @@ impl ColumnDecoder {
     ) -> Option<Result<Cell, DecodeError>> {
         // The value's text only for a NUMERIC or JSON column (a float column reading the same
         // field gets the f64).
-        let number = if slot.rest.is_empty() && (self.numeric || self.json) {
-            scanned.texts.get(slot.index).copied().flatten()
+        let number = if self.numeric || self.json {
+            scanned
+                .texts
+                .get(slot.index)
+                .copied()
+                .flatten()
+                .and_then(|top| text_at(top, &slot.rest))
         } else {
             None
         };
@@ -632,9 +637,9 @@ impl ColumnDecoder {
             (Cow::Owned(Value::String(text)), Some(Check::Text { min, max })) => {
                 Cell::Text(dynamic::owned_text(name, text, *min, *max)?)
             }
-            (Cow::Owned(json), Some(Check::Json)) if !has_nul(&json) => match number {
+            (json, Some(Check::Json)) if !has_nul(&json) => match number {
                 Some(text) if self.json => Cell::RawJson(text.to_owned()),
-                _ => Cell::Json(json),
+                _ => Cell::Json(json.into_owned()),
             },
             (value, _) => match value_cell(name, &value, number, &self.checks)? {
                 Cell::Float(_) if !lookup && self.numeric => {
@@ -645,6 +650,16 @@ impl ColumnDecoder {
         };
         Ok(if lookup { lookup_key(cell) } else { cell })
     }
+}
+
+/// The text of the value at `path` inside a JSON value's text (`None` when a step is not
+/// there): a nested field keeps its digits too.
+fn text_at<'t>(text: &'t str, path: &[String]) -> Option<&'t str> {
+    path.iter().try_fold(text, |text, segment| {
+        let object: std::collections::HashMap<String, &RawValue> =
+            serde_json::from_str(text).ok()?;
+        object.get(segment).map(|raw| raw.get())
+    })
 }
 
 /// A checked lookup key as the text its query sends (the key column's own text form: an

@@ -163,7 +163,11 @@ impl SqlType {
                 // The scale is 11 bits, signed (PostgreSQL 15 allows `numeric(3,-2)`).
                 let scale = modifier.map_or(0, |m| {
                     let bits = m & 0x7ff;
-                    if bits & 0x400 == 0 { bits } else { bits - 0x800 }
+                    if bits & 0x400 == 0 {
+                        bits
+                    } else {
+                        bits - 0x800
+                    }
                 });
                 match (precision, u32::try_from(scale)) {
                     (Some(p), Ok(s)) if s <= p => SqlType::Numeric {
