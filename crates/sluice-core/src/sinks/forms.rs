@@ -12,15 +12,7 @@ pub const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// A date `YYYY-MM-DD` with a year of 1–9999.
 pub(super) fn date(text: &str) -> Result<NaiveDate, String> {
-    let bytes = text.as_bytes();
-    let shaped = bytes.len() == 10
-        && bytes[4] == b'-'
-        && bytes[7] == b'-'
-        && bytes
-            .iter()
-            .enumerate()
-            .all(|(i, b)| i == 4 || i == 7 || b.is_ascii_digit());
-    if !shaped {
+    if !shaped(text, 10, &[(4, b'-'), (7, b'-')]) {
         return Err("the form is YYYY-MM-DD".into());
     }
     let number = |range: std::ops::Range<usize>| text[range].parse::<u32>().unwrap_or(0);
@@ -29,6 +21,19 @@ pub(super) fn date(text: &str) -> Result<NaiveDate, String> {
         return Err("years run from 0001".into());
     }
     NaiveDate::from_ymd_opt(year, number(5..7), number(8..10)).ok_or_else(|| "no such day".into())
+}
+
+/// `len` ASCII bytes, digits but for the separators at their positions (`YYYY-MM-DD`).
+fn shaped(text: &str, len: usize, separators: &[(usize, u8)]) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() == len
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(i, b)| match separators.iter().find(|(at, _)| *at == i) {
+                Some((_, separator)) => b == separator,
+                None => b.is_ascii_digit(),
+            })
 }
 
 /// A date as PostgreSQL reads it back (`2026-12-02`).
@@ -44,15 +49,7 @@ pub(super) fn time(text: &str) -> Result<i64, String> {
         Some((clock, fraction)) => (clock, Some(fraction)),
         None => (text, None),
     };
-    let bytes = clock.as_bytes();
-    let shaped = bytes.len() == 8
-        && bytes[2] == b':'
-        && bytes[5] == b':'
-        && bytes
-            .iter()
-            .enumerate()
-            .all(|(i, b)| i == 2 || i == 5 || b.is_ascii_digit());
-    if !shaped {
+    if !shaped(clock, 8, &[(2, b':'), (5, b':')]) {
         return Err(form());
     }
     let number = |range: std::ops::Range<usize>| clock[range].parse::<i64>().unwrap_or(0);

@@ -50,17 +50,7 @@ pub fn upsert_statement(
         .collect::<Vec<_>>()
         .join(", ");
     let kept: Vec<&StatementColumn<'_>> = columns.iter().filter(|c| c.keepable).collect();
-    let mut params: Vec<String> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            format!(
-                "${}::{}[]",
-                i + 1,
-                c.sql_type.param_type().unwrap_or("text")
-            )
-        })
-        .collect();
+    let mut params = array_params(columns.iter());
     params.extend((0..kept.len()).map(|i| format!("${}::bool[]", columns.len() + i + 1)));
     // Where a kept value is read: the row's own key, or the old key of a row whose key
     // changed (`"sluice from <i>"`, one per key column).
@@ -207,18 +197,7 @@ pub fn delete_statement(
     key: &[StatementColumn<'_>],
     guard: Option<&StatementColumn<'_>>,
 ) -> String {
-    let mut params: Vec<String> = key
-        .iter()
-        .chain(guard)
-        .enumerate()
-        .map(|(i, c)| {
-            format!(
-                "${}::{}[]",
-                i + 1,
-                c.sql_type.param_type().unwrap_or("text")
-            )
-        })
-        .collect();
+    let mut params = array_params(key.iter().chain(guard));
     params.push(format!("${}::int[]", params.len() + 1));
     let mut aliases: Vec<String> = key.iter().map(|c| quote_ident(c.name)).collect();
     if guard.is_some() {
@@ -245,6 +224,20 @@ pub fn delete_statement(
     }
     sql.push_str(&format!("\nRETURNING d.{}", quote_ident("sluice row")));
     sql
+}
+
+/// `$1::type[]`, `$2::type[]`, … for `columns`, in order.
+fn array_params<'c>(columns: impl Iterator<Item = &'c StatementColumn<'c>>) -> Vec<String> {
+    columns
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "${}::{}[]",
+                i + 1,
+                c.sql_type.param_type().unwrap_or("text")
+            )
+        })
+        .collect()
 }
 
 /// The `SELECT` expression of a column: itself, or an array rebuilt in order from its JSON.
