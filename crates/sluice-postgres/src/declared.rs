@@ -166,6 +166,8 @@ pub async fn upsert_declared(
             });
             query = bind(query, &column.column, &column.param_type, cells)?;
         }
+        let moved: Vec<bool> = rows.iter().map(|row| row.moved_from.is_some()).collect();
+        query = query.bind(moved);
     }
     Ok(query.fetch_all(conn).await?)
 }

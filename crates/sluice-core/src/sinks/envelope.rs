@@ -295,6 +295,10 @@ fn timestamp(value: i64, unit: i64) -> Result<String, String> {
 /// A Connect `Decimal`: the base64 of a big-endian two's-complement unscaled value, and its
 /// scale → the decimal's digits.
 fn decimal(encoded: &str, scale: u32) -> Result<String, String> {
+    // PostgreSQL's numeric: at most 16383 digits after the point, 131072 before.
+    if scale > 16_383 || encoded.len() > 80_000 {
+        return Err("a Decimal beyond PostgreSQL's numeric".into());
+    }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(encoded)
         .map_err(|_| "a Decimal is base64")?;

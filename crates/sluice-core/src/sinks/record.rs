@@ -190,8 +190,15 @@ impl SinkDecoder {
 
     /// The key cells (in key order) of a key change's old key, from its header.
     fn old_key(&self, header: &[u8], frame: &Frame<'_>) -> Result<Arc<[Cell]>, DecodeError> {
+        // The header is the old record key: a `key` source reads it, a `field` source the
+        // same path in it.
+        let meta = RecordMeta {
+            key: Some(header),
+            ..*frame.meta
+        };
         let only: Vec<usize> = self.key.clone();
         let frame = Frame {
+            meta: &meta,
             only: Some(&only),
             unavailable: &[],
             ..*frame

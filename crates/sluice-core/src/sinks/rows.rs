@@ -118,7 +118,8 @@ impl SinkDecoder {
 
     /// One row per natural key (after lookups are resolved: a key may hold a looked-up
     /// value), by the survivor rule of the conflict policy.
-    pub fn dedupe(&self, rows: Vec<SinkRow>) -> Deduped<SinkRow> {
+    pub fn dedupe(&self, mut rows: Vec<SinkRow>) -> Deduped<SinkRow> {
+        self.fill_moved(&mut rows);
         let key = |row: &SinkRow| {
             if row.op == RowOp::Ignore {
                 // A record that changes no row is its own key: it never meets another.
@@ -140,14 +141,26 @@ impl SinkDecoder {
             }
             (ConflictPolicy::NewestWins { .. }, Some(guard)) => {
                 let equality = self.equality(guard);
+                // As separate batches would: a later upsert always follows an earlier delete
+                // (the row is gone, so it inserts — or meets a newer stored row, which the
+                // delete left); a later delete beats an earlier upsert unless the upsert is
+                // newer (the delete's `target.g <= version` holds for a tie); a delete without
+                // a version always applies.
                 dedupe_by_key(rows, key, |current: &SinkRow, candidate: &SinkRow| {
-                    let unversioned = |row: &SinkRow| {
-                        row.deletes() && row.cell(guard).is_none_or(|c| *c == Cell::Null)
+                    let (earlier, later) = if current.record < candidate.record {
+                        (current, candidate)
+                    } else {
+                        (candidate, current)
                     };
-                    if unversioned(current) || unversioned(candidate) {
-                        return current.record < candidate.record;
-                    }
-                    newer(candidate.cell(guard), current.cell(guard), equality)
+                    let later_wins = match (earlier.deletes(), later.deletes()) {
+                        (true, false) => true,
+                        (_, true) => {
+                            later.cell(guard).is_none_or(|c| *c == Cell::Null)
+                                || !newer(earlier.cell(guard), later.cell(guard), equality)
+                        }
+                        (false, false) => newer(later.cell(guard), earlier.cell(guard), equality),
+                    };
+                    later_wins == (later.record == candidate.record)
                 })
             }
             _ => dedupe_by_key(rows, key, later_wins),
@@ -196,6 +209,50 @@ impl SinkDecoder {
         }
     }
 
+    /// A row whose key changed takes a value it keeps from the old key's latest earlier
+    /// record in the batch that carried it (the old row may not be stored yet, or may be
+    /// stale): what the old row would hold had the batch's records been applied one by one.
+    fn fill_moved(&self, rows: &mut [SinkRow]) {
+        let key_of = |cells: &mut dyn Iterator<Item = Option<&Cell>>| -> Vec<KeyPart> {
+            cells
+                .zip(&self.key)
+                .map(|(cell, position)| KeyPart::of(cell, self.equality(*position)))
+                .collect()
+        };
+        for at in 0..rows.len() {
+            let Some(moved) = rows[at].moved_from.clone() else {
+                continue;
+            };
+            if rows[at].keep.is_empty() {
+                continue;
+            }
+            let old = key_of(&mut moved.key.iter().map(Some));
+            let record = rows[at].record;
+            let mut keep: Vec<usize> = rows[at].keep.to_vec();
+            let mut filled: Vec<(usize, Cell)> = Vec::new();
+            keep.retain(|&position| {
+                let source = rows.iter().rev().find(|other| {
+                    other.record < record
+                        && other.upserts()
+                        && !other.keep.contains(&position)
+                        && key_of(&mut self.key.iter().map(|k| other.cell(*k))) == old
+                });
+                match source.and_then(|other| other.cell(position)) {
+                    Some(cell) => {
+                        filled.push((position, cell.clone()));
+                        false
+                    }
+                    None => true,
+                }
+            });
+            let row = &mut rows[at];
+            for (position, cell) in filled {
+                row.resolve(position, cell);
+            }
+            row.keep = keep.into();
+        }
+    }
+
     /// An upsert that won over a delete of its key in the batch deletes the row first, as
     /// the delete would have in a batch of its own (so the new row is inserted afresh: its
     /// insert-only columns are its own). The delete keeps its version: under newest-wins the
@@ -205,7 +262,11 @@ impl SinkDecoder {
             if row.op != RowOp::Upsert {
                 continue;
             }
-            let deletes: Vec<&SinkRow> = others.iter().filter(|o| o.op == RowOp::Delete).collect();
+            // Only the deletes before it: a later one it beat changed nothing.
+            let deletes: Vec<&SinkRow> = others
+                .iter()
+                .filter(|o| o.op == RowOp::Delete && o.record < row.record)
+                .collect();
             if deletes.is_empty() {
                 continue;
             }
@@ -261,6 +322,11 @@ impl SinkDecoder {
                 continue;
             };
             for &position in &self.fixed {
+                // A value the first record did not carry (Debezium did not read it) is not one
+                // to copy.
+                if first.keep.contains(&position) {
+                    continue;
+                }
                 if let Some(cell) = first.cell(position)
                     && first.cell(position) != row.cell(position)
                 {

@@ -70,6 +70,9 @@ pub fn upsert_statement(
             })
             .collect()
     };
+    if !kept.is_empty() {
+        params.push(format!("${}::bool[]", params.len() + 1));
+    }
     let stored_key = key
         .iter()
         .zip(&from)
@@ -80,12 +83,16 @@ pub fn upsert_statement(
         .iter()
         .map(|c| match kept.iter().position(|k| k.name == c.name) {
             Some(i) => format!(
-                "CASE WHEN t.{flag} THEN (SELECT x.{name} FROM {table} AS x WHERE {stored_key}) \
+                "CASE WHEN t.{flag} THEN COALESCE(\
+                 (SELECT x.{name} FROM {table} AS x WHERE {stored_key}), \
+                 (SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
+                 WHERE CAST({missing} AS int) IS NULL)) \
                  ELSE {expression} END",
                 flag = quote_ident(&keep_flag(i)),
                 name = quote_ident(c.name),
                 table = quote_table(table),
                 expression = select_expression(c),
+                missing = missing_kept_value(c.name, &from),
             ),
             None => select_expression(c),
         })
@@ -93,16 +100,19 @@ pub fn upsert_statement(
     // A row that keeps a value no stored row holds changes nothing: the row was deleted by a
     // newer change already applied (from another partition, or before a replay), so the
     // older change has nothing left to update.
+    // A row whose key changed is never dropped so: when its old row is gone, what it keeps
+    // cannot be had, and the row fails (a dead letter saying so) rather than vanish.
     let filter = if kept.is_empty() {
         String::new()
     } else {
         format!(
-            "\nWHERE NOT ({}) OR EXISTS (SELECT 1 FROM {} AS x WHERE {stored_key})",
+            "\nWHERE NOT ({}) OR t.{moved} OR EXISTS (SELECT 1 FROM {} AS x WHERE {stored_key})",
             (0..kept.len())
                 .map(|i| format!("t.{}", quote_ident(&keep_flag(i))))
                 .collect::<Vec<_>>()
                 .join(" OR "),
             quote_table(table),
+            moved = quote_ident(MOVED),
         )
     };
     let aliases = columns
@@ -110,6 +120,7 @@ pub fn upsert_statement(
         .map(|c| quote_ident(c.name))
         .chain((0..kept.len()).map(|i| quote_ident(&keep_flag(i))))
         .chain(from.iter().map(|f| quote_ident(f)))
+        .chain((!kept.is_empty()).then(|| quote_ident(MOVED)))
         .collect::<Vec<_>>()
         .join(", ");
     let key_columns = key;
@@ -179,6 +190,26 @@ pub fn upsert_statement(
         }
     }
     sql
+}
+
+/// The `bool[]` parameter saying which rows changed their key (a `moved_from`).
+const MOVED: &str = "sluice moved";
+
+/// A text naming a kept column whose old row is gone (a key change whose old key's delete
+/// was applied first): cast to `int`, it fails the row's statement with it, so the row is
+/// dead-lettered with this reason instead of storing NULL for a value Debezium did not send.
+/// (It reads the row's key, so PostgreSQL cannot evaluate it before it is needed.)
+fn missing_kept_value(column: &str, from: &[String]) -> String {
+    let key = from
+        .iter()
+        .map(|f| format!("t.{}::text", quote_ident(f)))
+        .collect::<Vec<_>>()
+        .join(" || ', ' || ");
+    let column = column.replace('\'', "''");
+    format!(
+        "'sluice: the value of column {column} Debezium did not send (an unchanged TOASTed \
+         value) is in no stored row: the old row of this key change, key ' || {key} || ', is gone'"
+    )
 }
 
 /// The name of the `bool[]` parameter of the `index`-th keepable column (not a column name:

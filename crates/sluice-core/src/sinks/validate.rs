@@ -653,20 +653,9 @@ fn column_plan(
         time_precision: None,
         lookup_key,
         kind: sql_type.clone(),
-        keepable: sink.format == Format::Debezium
-            && matches!(mapping.source, Source::Field(_))
-            && toastable(sql_type),
+        // Every field of a Debezium sink: a nested path under a TOASTed field is unread too.
+        keepable: sink.format == Format::Debezium && matches!(mapping.source, Source::Field(_)),
     })
-}
-
-/// Whether PostgreSQL may keep a value of `sql_type` out of line (TOAST), where Debezium
-/// does not read it for an update that left it unchanged.
-fn toastable(sql_type: &SqlType) -> bool {
-    sql_type.is_text()
-        || matches!(
-            sql_type,
-            SqlType::Char(_) | SqlType::Json | SqlType::Jsonb | SqlType::Bytea | SqlType::Array(_)
-        )
 }
 
 /// Whether a value of `from` can be stored in `to` without loss.

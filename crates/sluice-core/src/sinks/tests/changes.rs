@@ -198,9 +198,16 @@ fn a_delete_meets_its_keys_other_records_by_version() {
                 },
                 Some(&Cell::Text("again".into()))
             ),
-            (2, RowOp::Delete, Some(&Cell::Text(String::new()))),
+            (
+                2,
+                RowOp::Replace {
+                    version: Some(Cell::BigInt(20))
+                },
+                Some(&Cell::Text("older".into()))
+            ),
         ],
-        "key 1: the delete at 20, then the insert at 30; key 2: the delete at 20 is newest"
+        "key 1: the delete at 20, then the insert at 30; key 2: the delete at 20, then the \
+         older insert at 15 (the row is gone: as separate batches, it inserts)"
     );
     // Key 1's survivor keeps `big`, and no record after the delete had it: the stored row's.
     assert_eq!(&*out.rows[0].keep, [4]);
