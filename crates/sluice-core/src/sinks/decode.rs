@@ -268,7 +268,7 @@ impl SinkDecoder {
                 read[slot.index] = true;
             }
         }
-        let equality = plan.columns.iter().map(equality).collect();
+        let equality = plan.columns.iter().map(|c| equality(&c.kind)).collect();
         let fixed = plan
             .columns
             .iter()
@@ -952,7 +952,7 @@ fn shown_labels(labels: &[String]) -> String {
 /// A text constant for a type whose JSON form is a string of its own (a date, an enum
 /// label, an address, …): its cell, or why it is not one; `None` for any other type (see
 /// [`constant_cell`]).
-pub(super) fn form_constant(constant: &Constant, kind: &SqlType) -> Option<Result<Cell, String>> {
+fn form_constant(constant: &Constant, kind: &SqlType) -> Option<Result<Cell, String>> {
     let checks = value_checks(kind, &ValueRules::default());
     let own_form = matches!(
         checks.first(),

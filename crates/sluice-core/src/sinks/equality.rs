@@ -2,7 +2,6 @@
 //! same keys (and the same newest version) as the statement's `ON CONFLICT`.
 
 use super::table::SqlType;
-use super::validate::ColumnPlan;
 
 /// How the values of a column compare in PostgreSQL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,9 +17,9 @@ pub(super) enum Equality {
     Padded,
 }
 
-/// How a planned column's values compare in PostgreSQL.
-pub(super) fn equality(column: &ColumnPlan) -> Equality {
-    match &column.kind {
+/// How the values of a column of `kind` compare in PostgreSQL.
+pub(super) fn equality(kind: &SqlType) -> Equality {
+    match kind {
         // A scale only constrains a numeric with a precision (`numeric(p,s)`).
         SqlType::Numeric { precision, scale } => Equality::Numeric(precision.map(|_| *scale)),
         SqlType::Real => Equality::Real,

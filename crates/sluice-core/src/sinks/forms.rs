@@ -7,6 +7,8 @@ use base64::Engine as _;
 use chrono::{Datelike, NaiveDate};
 use std::net::IpAddr;
 
+use super::checks::Check;
+
 /// Microseconds in a day.
 pub const MICROS_PER_DAY: i64 = 86_400_000_000;
 
@@ -21,6 +23,38 @@ pub(super) fn date(text: &str) -> Result<NaiveDate, String> {
         return Err("years run from 0001".into());
     }
     NaiveDate::from_ymd_opt(year, number(5..7), number(8..10)).ok_or_else(|| "no such day".into())
+}
+
+/// Whether a text constant is a value of a column checked by `check`, for the checks of
+/// the types whose JSON form is a string of their own (`None` for any other check).
+pub(super) fn constant_fits(text: &str, check: &Check) -> Option<Result<(), String>> {
+    let described = |form: &str, read: Result<(), String>| {
+        read.map_err(|why| format!("it is not {form} ({why})"))
+    };
+    Some(match check {
+        Check::Date => described("a date", date(text).map(|_| ())),
+        Check::Time => described("a time of day", time(text).map(|_| ())),
+        Check::Interval => described("an interval", interval(text).map(|_| ())),
+        Check::Bytes => described("base64 bytes", bytes(text).map(|_| ())),
+        Check::Address { network } => {
+            described("an IP address", address(text, *network).map(|_| ()))
+        }
+        Check::Padded(max) => match max {
+            _ if text.contains('\0') => Err("it contains U+0000".into()),
+            Some(max) if unpadded(text).chars().count() > *max => Err(format!(
+                "more than {max} characters besides trailing spaces"
+            )),
+            _ => Ok(()),
+        },
+        Check::Label { type_name, labels } => {
+            if labels.iter().any(|label| label == text) {
+                Ok(())
+            } else {
+                Err(format!("it is not a label of enum {type_name}"))
+            }
+        }
+        _ => return None,
+    })
 }
 
 /// `len` ASCII bytes, digits but for the separators at their positions (`YYYY-MM-DD`).

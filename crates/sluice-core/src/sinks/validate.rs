@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 
 use super::checks::{Check, MAX_TOPIC_CHARS, misplaced_rules, value_checks};
-use super::decode::form_constant;
+use super::forms;
 use super::model::{
     CdcField, ColumnMapping, ConflictPolicy, Constant, Format, KafkaField, OnTombstone, Sink,
     Source, ValueRules,
@@ -676,8 +676,15 @@ fn assignable(from: &SqlType, to: &SqlType) -> bool {
 
 /// Whether a constant can be written to `sql_type`.
 fn constant_fits(constant: &Constant, sql_type: &SqlType) -> Result<(), String> {
-    if let Some(read) = form_constant(constant, sql_type) {
-        return read.map(|_| ());
+    let checks = value_checks(sql_type, &ValueRules::default());
+    if let Some(check) = checks.first()
+        && let Some(fits) = match constant {
+            Constant::Text(text) => forms::constant_fits(text, check),
+            _ => forms::constant_fits("", check)
+                .map(|_| Err(format!("a {sql_type} is written as a string"))),
+        }
+    {
+        return fits;
     }
     match (constant, sql_type) {
         (Constant::Text(text), SqlType::Text | SqlType::Varchar(_)) => {
