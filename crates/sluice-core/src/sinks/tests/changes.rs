@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use super::decode::column;
 use crate::sinks::{
     Cell, Decoded, RecordMeta, RowOp, SinkDecoder, SinkRow, SqlType, TableShape, parse_sinks,
     plan_sink,
@@ -27,14 +28,6 @@ lsn = { cdc = "lsn" }
 "#;
 
 fn items(text: &str) -> SinkDecoder {
-    let column = |name: &str, sql_type: SqlType, not_null: bool| crate::sinks::ColumnShape {
-        name: name.into(),
-        sql_type,
-        not_null,
-        has_default: false,
-        writable: true,
-        time_precision: None,
-    };
     let table = TableShape {
         name: "items".into(),
         columns: vec![

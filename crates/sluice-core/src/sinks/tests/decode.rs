@@ -10,7 +10,7 @@ use crate::sinks::{
     Cell, ColumnShape, RecordMeta, SinkDecoder, SqlType, TableShape, parse_sinks, plan_sink,
 };
 
-fn column(name: &str, sql_type: SqlType, not_null: bool) -> ColumnShape {
+pub(super) fn column(name: &str, sql_type: SqlType, not_null: bool) -> ColumnShape {
     ColumnShape {
         name: name.into(),
         sql_type,
