@@ -33,7 +33,7 @@ fn exported() -> BTreeSet<String> {
     p.set_up(true);
     p.retrying(Some("57P01"), "x");
     p.commit_failed();
-    p.set_lag(&[(0, 1)], &[], 1.0);
+    p.set_lag(&[("crawl.reviews".into(), 0, 1)], &[], 1.0);
     p.batch(&Default::default(), 1, [Duration::ZERO; 4]);
     p.rebalanced([1, 0, 0], &mut [0; 3]);
     let mut text = String::new();

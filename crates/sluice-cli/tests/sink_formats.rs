@@ -11,7 +11,11 @@
 //!    rows, captured from the real connector: `tests/data/debezium/connect-json-*`) land with
 //!    their logical types read (a Decimal's digits, a Json string's JSON, a date, a micro
 //!    timestamp), a null payload is a tombstone; a schema registry wire header is taken off
-//!    (its schema id in a column), a wrong magic byte is a dead letter.
+//!    (its schema id in a column), a wrong magic byte is a dead letter;
+//! 4. a sink reading a list of topics and a sink reading a `topic_pattern` into one table each
+//!    (the topic in a column): a topic created after `sluice run` started is read without a
+//!    restart, a topic the pattern does not match is not, and `sluice lag` lists the pattern's
+//!    topics as the consumer does.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -328,5 +332,182 @@ async fn connect_json_and_schema_registry_records_land_like_plain_json() {
             "payload envelope: schema registry wire header: magic byte 1, expected 0"
         )]
     );
+    case.cleanup().await;
+}
+
+const FEED_DDL: &str = r"
+    CREATE TABLE feed (topic TEXT NOT NULL, part INT NOT NULL, off BIGINT NOT NULL, v BIGINT NOT NULL,
+                       PRIMARY KEY (topic, part, off));
+    CREATE TABLE listed (topic TEXT NOT NULL, off BIGINT NOT NULL, v BIGINT NOT NULL,
+                         PRIMARY KEY (topic, off));";
+
+const FEED_MAPPING: &str = r#"
+[[sink]]
+name = "feed"
+topic_pattern = '{prefix}-feed\.[a-z]+'
+table = "feed"
+key = ["topic", "part", "off"]
+conflict = "insert-ignore"
+[sink.columns]
+topic = { kafka = "topic" }
+part = { kafka = "partition" }
+off = { kafka = "offset" }
+v = { field = "v" }
+
+[[sink]]
+name = "listed"
+topics = ["{prefix}-list-a", "{prefix}-list-b"]
+table = "listed"
+key = ["topic", "off"]
+conflict = "insert-ignore"
+[sink.columns]
+topic = { kafka = "topic" }
+off = { kafka = "offset" }
+v = { field = "v" }
+"#;
+
+/// Waits until `table` holds `want` rows; how long that took.
+async fn wait_for(
+    case: &Case,
+    table: &str,
+    want: &str,
+    run: &mut support::Running,
+) -> std::time::Duration {
+    use std::time::{Duration, Instant};
+    let started = Instant::now();
+    let sql = format!("SELECT count(*)::text FROM {table}");
+    loop {
+        run.assert_alive();
+        let count = case.rows(&sql).await.remove(0);
+        if count == want {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "{table}: {count} rows, want {want}\n{}",
+            run.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_topic_pattern_picks_up_a_topic_created_after_start() {
+    use std::time::{Duration, Instant};
+    let Some(case) = Case::new(&[], FEED_DDL, FEED_MAPPING).await else {
+        return;
+    };
+    let plan = case.assert_valid();
+    assert!(
+        plan.contains(&format!(
+            "topics matching /{}-feed\\.[a-z]+/",
+            case.env.prefix
+        )) && plan.contains(&format!("{0}-list-a, {0}-list-b", case.env.prefix)),
+        "{plan}"
+    );
+    let topic = |name: &str| format!("{}-{name}", case.env.prefix);
+    let stack = &case.env.stack;
+    for (name, partitions) in [("feed.a", 2), ("list-a", 1), ("list-b", 1), ("feedx", 1)] {
+        sluice_testkit::create_topic(stack, &topic(name), partitions).await;
+    }
+    let values = |from: i64, n: i64| -> Vec<sluice_testkit::RawRecord> {
+        (from..from + n)
+            .map(|v| {
+                (
+                    Some(v.to_string().into_bytes()),
+                    Some(json!({ "v": v }).to_string().into_bytes()),
+                )
+            })
+            .collect()
+    };
+    sluice_testkit::produce(stack, &topic("feed.a"), &values(0, 10)).await;
+    sluice_testkit::produce(stack, &topic("list-a"), &values(100, 3)).await;
+    sluice_testkit::produce(stack, &topic("list-b"), &values(200, 4)).await;
+    sluice_testkit::produce(stack, &topic("feedx"), &values(300, 5)).await;
+
+    let file = case.file.display().to_string();
+    let mut run = case
+        .env
+        .spawn_run("pattern", &[("SLUICE_SINKS_FILE", file.as_str())]);
+    wait_for(&case, "feed", "10", &mut run).await;
+    wait_for(&case, "listed", "7", &mut run).await;
+
+    // A topic created while running: read within the check interval plus a rebalance.
+    sluice_testkit::create_topic(stack, &topic("feed.b"), 3).await;
+    sluice_testkit::produce(stack, &topic("feed.b"), &values(400, 12)).await;
+    let picked_up = wait_for(&case, "feed", "22", &mut run).await;
+    eprintln!("a topic created after start was read within {picked_up:?}");
+    assert!(
+        picked_up < Duration::from_secs(60),
+        "bounded: {} s check + a rebalance, took {picked_up:?}",
+        sluice_kafka::TOPIC_CHECK_INTERVAL.as_secs()
+    );
+    let by_topic = case
+        .rows("SELECT topic || ' ' || count(*) FROM feed GROUP BY topic ORDER BY topic")
+        .await;
+    assert_eq!(
+        by_topic,
+        [
+            format!("{} 10", topic("feed.a")),
+            format!("{} 12", topic("feed.b"))
+        ],
+        "the non-matching `feedx` is not read"
+    );
+    assert_eq!(
+        case.rows("SELECT string_agg(topic || ':' || v, ',' ORDER BY v) FROM listed")
+            .await,
+        [format!(
+            "{0}:100,{0}:101,{0}:102,{1}:200,{1}:201,{1}:202,{1}:203",
+            topic("list-a"),
+            topic("list-b")
+        )]
+    );
+
+    // `sluice lag` lists what the consumer reads: both matching topics, every offset committed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let lags = loop {
+        let out = case.env.output(&["lag", "--json", "--sinks", &file], &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            support::case::text(&out.stderr)
+        );
+        let groups: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let feed: Vec<(String, i64)> = groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["pipeline"] == "feed")
+            .map(|g| {
+                (
+                    g["topic"].as_str().unwrap().to_owned(),
+                    g["total_lag"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        if feed.iter().all(|(_, lag)| *lag == 0) || Instant::now() > deadline {
+            break feed;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(lags, [(topic("feed.a"), 0), (topic("feed.b"), 0)]);
+    run.signal("TERM");
+    assert!(
+        run.wait(Duration::from_secs(60)).success(),
+        "{}",
+        run.tail()
+    );
+    assert!(
+        run.tail()
+            .contains("the topics matching the pattern changed"),
+        "the new topic is logged"
+    );
+    let names: Vec<String> = ["feed.a", "feed.b", "list-a", "list-b", "feedx"]
+        .iter()
+        .map(|n| topic(n))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    sluice_testkit::delete_topics(stack, &names).await;
     case.cleanup().await;
 }

@@ -8,8 +8,15 @@
 //! [`StallWatch`](crate::stall::StallWatch). Errors librdkafka recovers from (a broker
 //! restarting, a leader moving) are ridden out; an error that cannot heal, or that keeps
 //! coming back for the bound, ends the pipeline with a [`ConsumeError`] naming the topic,
-//! the stuck partitions with their offsets, and the cause. The topic's existence is checked
+//! the stuck partitions with their offsets, and the cause. The topics' existence is checked
 //! every few seconds too, since a deleted topic does not always surface as an error.
+//!
+//! A consumer reads named topics or every topic matching a pattern ([`Topics`]). A pattern is
+//! matched by sluice, not by librdkafka, so that the consumer and the CLI (`sluice lag`,
+//! `sluice replay`) agree on the topics it covers: every [`TOPIC_CHECK_INTERVAL`] the
+//! cluster's topic list is read and, when the matching set changed, the consumer subscribes
+//! to the new set (the group rebalances). A topic created after start is read within that
+//! interval plus one rebalance.
 
 use crate::config::{ConsumerOptions, consumer_config};
 use crate::rebalance::{RebalanceCounter, RebalanceCounts};
@@ -18,11 +25,13 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
+use sluice_core::sinks::Topics;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-/// How often the consumer checks that its topic still exists.
-const TOPIC_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+/// How often the consumer checks that its topics still exist, and looks for new topics
+/// matching its pattern.
+pub const TOPIC_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Why consuming stopped.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +54,7 @@ pub enum ConsumeError {
         /// How many times.
         reports: u64,
     },
-    /// The topic disappeared while the pipeline was running.
+    /// A named topic disappeared while the pipeline was running.
     #[error("topic `{topic}` no longer exists (deleted while running; checked for {} s)", .for_.as_secs())]
     TopicGone {
         /// The topic.
@@ -125,14 +134,19 @@ fn headers<M: Message>(message: &M) -> Vec<(String, Option<Vec<u8>>)> {
     })
 }
 
-/// A subscribed, manual-commit consumer of one topic.
+/// A subscribed, manual-commit consumer of named topics or of a pattern's topics.
 pub struct BatchConsumer {
     consumer: BaseConsumer<RebalanceCounter>,
     /// Counts the group's rebalances; kept across a rebuilt client.
     rebalances: RebalanceCounter,
     /// The configuration, to build the client again after self-fencing (see `on_fenced`).
     config: rdkafka::ClientConfig,
-    topic: String,
+    /// What it reads, as configured.
+    topics: Topics,
+    /// What it is subscribed to now (for a pattern: the matching topics found last).
+    subscribed: Vec<String>,
+    /// `topics` in words, for errors and logs.
+    label: String,
     group: String,
     /// When the client last reported a transient (broker-side) error.
     last_transient: Option<Instant>,
@@ -141,38 +155,45 @@ pub struct BatchConsumer {
     instance: Option<String>,
     watch: StallWatch<Trouble>,
     /// When each partition last delivered a record (to name the stuck ones).
-    last_record: HashMap<i32, Instant>,
+    last_record: HashMap<(String, i32), Instant>,
     next_topic_check: Instant,
 }
 
 impl std::fmt::Debug for BatchConsumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BatchConsumer")
-            .field("topic", &self.topic)
+            .field("topics", &self.label)
             .finish_non_exhaustive()
     }
 }
 
 impl BatchConsumer {
-    /// Creates the client and subscribes to `topic`. A consumer error that keeps coming
+    /// Creates the client and subscribes to `topics` (for a pattern: the topics matching it
+    /// now, none if the cluster cannot be asked yet). A consumer error that keeps coming
     /// back for `stall_bound` ends polling with [`ConsumeError::Stalled`].
     pub fn subscribe(
         options: &ConsumerOptions<'_>,
-        topic: &str,
+        topics: &Topics,
         stall_bound: Duration,
     ) -> Result<Self, KafkaError> {
         let config = consumer_config(options);
         let rebalances = RebalanceCounter::default();
         let consumer: BaseConsumer<RebalanceCounter> =
             config.create_with_context(rebalances.clone())?;
-        consumer.subscribe(&[topic])?;
+        let subscribed = match topics {
+            Topics::Named(_) => topics.select([]),
+            Topics::Pattern(_) => matching(&consumer, topics).unwrap_or_default(),
+        };
+        subscribe_to(&consumer, &subscribed)?;
         Ok(Self {
             consumer,
             rebalances,
             config,
             last_transient: None,
             rejoins: Vec::new(),
-            topic: topic.to_owned(),
+            label: topics.to_string(),
+            topics: topics.clone(),
+            subscribed,
             group: options.group.to_owned(),
             instance: options.group_instance_id.map(str::to_owned),
             watch: StallWatch::new(stall_bound),
@@ -192,20 +213,20 @@ impl BatchConsumer {
         self.rebalances.counts()
     }
 
-    /// The partitions of its topic this consumer holds now.
-    pub fn assigned_partitions(&self) -> Result<Vec<i32>, KafkaError> {
+    /// The partitions this consumer holds now, as (topic, partition).
+    pub fn assigned_partitions(&self) -> Result<Vec<(String, i32)>, KafkaError> {
         Ok(self
             .consumer
             .assignment()?
-            .elements_for_topic(&self.topic)
+            .elements()
             .iter()
-            .map(|e| e.partition())
+            .map(|e| (e.topic().to_owned(), e.partition()))
             .collect())
     }
 
-    /// The topic this consumer reads.
-    pub fn topic(&self) -> &str {
-        &self.topic
+    /// The topics it is subscribed to now.
+    pub fn subscribed(&self) -> &[String] {
+        &self.subscribed
     }
 
     /// Waits up to `timeout` for a first record, then takes what is already fetched, up to
@@ -216,7 +237,7 @@ impl BatchConsumer {
         max: usize,
         timeout: Duration,
     ) -> Result<Vec<Record>, ConsumeError> {
-        self.check_topic()?;
+        self.check_topics()?;
         let mut records = Vec::new();
         let deadline = Instant::now() + timeout;
         while records.len() < max {
@@ -251,8 +272,14 @@ impl BatchConsumer {
         }
         if !records.is_empty() {
             let now = Instant::now();
+            let mut partitions: Vec<(&str, i32)> = Vec::new();
             for r in &records {
-                self.last_record.insert(r.partition, now);
+                if !partitions.contains(&(r.topic.as_str(), r.partition)) {
+                    partitions.push((r.topic.as_str(), r.partition));
+                }
+            }
+            for (topic, partition) in partitions {
+                self.last_record.insert((topic.to_owned(), partition), now);
             }
         }
         Ok(records)
@@ -273,7 +300,7 @@ impl BatchConsumer {
                 return self.on_fenced(detail);
             }
             return Err(ConsumeError::Stalled {
-                topic: self.topic.clone(),
+                topic: self.label.clone(),
                 stuck: self.stuck_partitions(None),
                 cause: format!("{error} ({detail})"),
                 for_: Duration::ZERO,
@@ -288,9 +315,9 @@ impl BatchConsumer {
             Verdict::Ride => {
                 if class == ErrorClass::Transient {
                     self.last_transient = Some(Instant::now());
-                    tracing::warn!(topic = %self.topic, %error, "consumer error (the client retries)");
+                    tracing::warn!(topics = %self.label, %error, "consumer error (the client retries)");
                 } else {
-                    tracing::warn!(topic = %self.topic, %error, bound_s = self.watch.bound().as_secs(),
+                    tracing::warn!(topics = %self.label, %error, bound_s = self.watch.bound().as_secs(),
                         "consumer error; the pipeline stops if it keeps coming back for the bound");
                 }
                 Ok(())
@@ -298,7 +325,7 @@ impl BatchConsumer {
             Verdict::Stalled { for_, reports } => {
                 let since = Instant::now().checked_sub(for_);
                 Err(ConsumeError::Stalled {
-                    topic: self.topic.clone(),
+                    topic: self.label.clone(),
                     stuck: self.stuck_partitions(since),
                     cause: error.to_string(),
                     for_,
@@ -327,56 +354,85 @@ impl BatchConsumer {
         if !may_rejoin_after_fence(now, self.last_transient, &mut self.rejoins) {
             return Err(fenced);
         }
-        tracing::warn!(topic = %self.topic, group = %self.group, rejoins = self.rejoins.len() + 1,
+        tracing::warn!(topics = %self.label, group = %self.group, rejoins = self.rejoins.len() + 1,
             error = %fenced, "fenced right after a broker disruption (the client fencing its own \
             previous session); building the client again and rejoining");
         let consumer: BaseConsumer<RebalanceCounter> =
             self.config.create_with_context(self.rebalances.clone())?;
-        consumer.subscribe(&[self.topic.as_str()])?;
+        subscribe_to(&consumer, &self.subscribed)?;
         self.consumer = consumer;
         self.rejoins.push(now);
         Ok(())
     }
 
-    /// Every few seconds: is the topic still there? A deleted topic is bounded like any
-    /// persistent error, so a topic that is being re-created has the bound to come back.
-    fn check_topic(&mut self) -> Result<(), ConsumeError> {
+    /// Every few seconds: are the named topics still there, and which topics match the
+    /// pattern now? A deleted named topic is bounded like any persistent error, so a topic
+    /// that is being re-created has the bound to come back; a pattern's topics come and go.
+    fn check_topics(&mut self) -> Result<(), ConsumeError> {
         let now = Instant::now();
         if now < self.next_topic_check {
             return Ok(());
         }
         self.next_topic_check = now + TOPIC_CHECK_INTERVAL;
-        let Ok(metadata) = self
-            .consumer
-            .fetch_metadata(Some(&self.topic), Duration::from_secs(2))
-        else {
-            return Ok(()); // the broker is unreachable: nothing learned
-        };
-        let missing = match metadata.topics().iter().find(|t| t.name() == self.topic) {
-            None => true,
-            Some(t) => t.error().is_some_and(|code| {
-                matches!(
-                    RDKafkaErrorCode::from(code),
-                    RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic
-                )
-            }),
-        };
-        if !missing {
+        if self.topics.is_pattern() {
+            self.follow_pattern();
             return Ok(());
         }
+        let mut missing = None;
+        for topic in self.topics.named() {
+            let Ok(metadata) = self
+                .consumer
+                .fetch_metadata(Some(topic), Duration::from_secs(2))
+            else {
+                return Ok(()); // the broker is unreachable: nothing learned
+            };
+            if !exists(&metadata, topic) {
+                missing = Some(topic.clone());
+                break;
+            }
+        }
+        let Some(topic) = missing else {
+            return Ok(());
+        };
         match self
             .watch
             .observe(Trouble::TopicMissing, ErrorClass::Persistent, now)
         {
             Verdict::Ride => {
-                tracing::warn!(topic = %self.topic, bound_s = self.watch.bound().as_secs(),
+                tracing::warn!(%topic, bound_s = self.watch.bound().as_secs(),
                     "the topic does not exist; the pipeline stops if it does not come back");
                 Ok(())
             }
-            Verdict::Stalled { for_, .. } => Err(ConsumeError::TopicGone {
-                topic: self.topic.clone(),
-                for_,
-            }),
+            Verdict::Stalled { for_, .. } => Err(ConsumeError::TopicGone { topic, for_ }),
+        }
+    }
+
+    /// Subscribes to the topics matching the pattern now, when they changed.
+    fn follow_pattern(&mut self) {
+        let Some(now_matching) = matching(&self.consumer, &self.topics) else {
+            return; // the broker is unreachable: nothing learned
+        };
+        if now_matching == self.subscribed {
+            return;
+        }
+        let added: Vec<&String> = now_matching
+            .iter()
+            .filter(|t| !self.subscribed.contains(t))
+            .collect();
+        let removed: Vec<&String> = self
+            .subscribed
+            .iter()
+            .filter(|t| !now_matching.contains(t))
+            .collect();
+        match subscribe_to(&self.consumer, &now_matching) {
+            Ok(()) => {
+                tracing::info!(topics = %self.label, ?added, ?removed, subscribed = now_matching.len(),
+                    "the topics matching the pattern changed; subscribed to the new set");
+                self.subscribed = now_matching;
+            }
+            Err(error) => {
+                tracing::warn!(topics = %self.label, %error, "cannot subscribe to the topics matching the pattern; trying again");
+            }
         }
     }
 
@@ -388,7 +444,8 @@ impl BatchConsumer {
         };
         let mut stuck = Vec::new();
         for e in positions.elements() {
-            let recent = match (since, self.last_record.get(&e.partition())) {
+            let seen = self.last_record.get(&(e.topic().to_owned(), e.partition()));
+            let recent = match (since, seen) {
                 (Some(since), Some(t)) => *t >= since,
                 _ => false,
             };
@@ -405,7 +462,8 @@ impl BatchConsumer {
             };
             if high < 0 || e.offset().to_raw().is_none_or(|o| o < 0 || o < high) {
                 stuck.push(format!(
-                    "partition {} at offset {at} of {high}",
+                    "{} partition {} at offset {at} of {high}",
+                    e.topic(),
                     e.partition()
                 ));
             }
@@ -427,7 +485,11 @@ impl BatchConsumer {
     /// move while fetching is paused), and the broker is asked only for a partition that
     /// has no statistics or no position yet. A fetch of the watermarks that fails leaves the
     /// partition out.
-    pub fn lag(&self, timeout: Duration, ask_broker: bool) -> Result<Vec<(i32, i64)>, KafkaError> {
+    pub fn lag(
+        &self,
+        timeout: Duration,
+        ask_broker: bool,
+    ) -> Result<Vec<(String, i32, i64)>, KafkaError> {
         let positions = self.consumer.position()?;
         let committed = if positions
             .elements()
@@ -464,7 +526,7 @@ impl BatchConsumer {
                         .and_then(|c| known(c.offset()))
                 })
                 .unwrap_or(low);
-            lags.push((e.partition(), (high - at).max(0)));
+            lags.push((e.topic().to_owned(), e.partition(), (high - at).max(0)));
         }
         Ok(lags)
     }
@@ -483,7 +545,7 @@ impl BatchConsumer {
             }
         }
         if kept.count() < list.count() {
-            tracing::info!(topic = %self.topic, skipped = list.count() - kept.count(),
+            tracing::info!(topics = %self.label, skipped = list.count() - kept.count(),
                 "not committing offsets of partitions revoked since the batch was polled");
         }
         if kept.count() == 0 {
@@ -516,6 +578,49 @@ impl BatchConsumer {
         }
         drop(self.consumer);
     }
+}
+
+/// Subscribes to `topics`; to none (unsubscribed) when the list is empty.
+fn subscribe_to<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topics: &[String],
+) -> Result<(), KafkaError> {
+    if topics.is_empty() {
+        consumer.unsubscribe();
+        return Ok(());
+    }
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&names)
+}
+
+/// Whether the metadata holds `topic` without an unknown-topic error.
+fn exists(metadata: &rdkafka::metadata::Metadata, topic: &str) -> bool {
+    metadata.topics().iter().any(|t| {
+        t.name() == topic
+            && !t.error().is_some_and(|code| {
+                matches!(
+                    RDKafkaErrorCode::from(code),
+                    RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic
+                )
+            })
+    })
+}
+
+/// The cluster's topics that `topics` covers now; `None` when the cluster cannot be asked.
+fn matching<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topics: &Topics,
+) -> Option<Vec<String>> {
+    let metadata = consumer.fetch_metadata(None, Duration::from_secs(5)).ok()?;
+    Some(
+        topics.select(
+            metadata
+                .topics()
+                .iter()
+                .filter(|t| t.error().is_none())
+                .map(|t| t.name()),
+        ),
+    )
 }
 
 /// Whether a fence at `now` is taken for self-fencing (see `BatchConsumer::on_fenced`): a

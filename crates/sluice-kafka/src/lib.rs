@@ -16,7 +16,9 @@ pub mod rebalance;
 pub mod stall;
 
 pub use admin::Admin;
-pub use consumer::{BatchConsumer, ConsumeError, REPLAY_COUNT_HEADER, Record};
+pub use consumer::{
+    BatchConsumer, ConsumeError, REPLAY_COUNT_HEADER, Record, TOPIC_CHECK_INTERVAL,
+};
 pub use error::disposition;
 pub use producer::ResilientProducer;
 pub use rdkafka::error::KafkaError;

@@ -102,7 +102,7 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
             client_id: "smoke",
             group_instance_id: None,
         },
-        &topic,
+        &sluice_core::sinks::Topics::one(topic.clone()),
         Duration::from_secs(30),
     )
     .unwrap();

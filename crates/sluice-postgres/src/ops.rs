@@ -34,6 +34,9 @@ pub async fn dead_letters_by_kind(
 pub struct DeadLetterFilter {
     /// Only these topics (empty: all).
     pub topics: Vec<String>,
+    /// Only these consumer groups (empty: all); a pattern sink's dead letters are found by
+    /// its group, since its topics come and go.
+    pub groups: Vec<String>,
     /// Only this `error_kind`.
     pub kind: Option<String>,
     /// Recorded at or after.
@@ -93,6 +96,7 @@ pub async fn list_dead_letters(
            AND ($3::timestamptz IS NULL OR recorded_at >= $3)
            AND ($4::timestamptz IS NULL OR recorded_at < $4)
            AND (cardinality($5::bigint[]) = 0 OR id = ANY($5))
+           AND (cardinality($7::text[]) = 0 OR consumer_group = ANY($7))
          ORDER BY recorded_at DESC, id DESC
          LIMIT $6",
     )
@@ -102,6 +106,7 @@ pub async fn list_dead_letters(
     .bind(filter.until)
     .bind(&filter.ids)
     .bind(filter.limit)
+    .bind(&filter.groups)
     .fetch_all(conn)
     .await
 }

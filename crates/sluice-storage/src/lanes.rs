@@ -1,13 +1,18 @@
-//! The reader's records on their way to the writers: one lane per writer, partition p in
-//! lane p % N, each lane in poll order. A pure state machine (no Kafka, no channels).
+//! The reader's records on their way to the writers: one lane per writer, each lane in poll
+//! order. A partition (of any of the pipeline's topics) is given to a lane the first time
+//! one of its records is pushed — the lane holding the fewest partitions, the lowest on a
+//! tie, so one topic's partitions 0, 1, 2 seen in that order go to lanes 0, 1, 0 of two —
+//! and stays with it for the life of the pipeline. A pure state machine (no Kafka, no
+//! channels).
 //!
-//! Invariants: a lane only ever holds records of its own partitions, and hands them out in
+//! Invariants: a partition has one lane for good, a lane only ever holds records of its own
+//! partitions, and hands them out in
 //! the order they were pushed, so one partition's batches reach its one writer in poll
 //! order; a batch holds at most `batch_size` records; and a lane holds at most
 //! [`Lanes::cap`] records, so the read-ahead stays bounded.
 
 use sluice_kafka::Record;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 /// Records polled but not yet handed to a writer.
@@ -17,12 +22,10 @@ pub struct Lanes {
     /// Poll time not yet charged to a batch, per lane (shared by the records of a poll).
     poll_owed: Vec<Duration>,
     batch_size: usize,
-}
-
-/// The writer (lane) of a partition: p % N (a negative partition, which Kafka never
-/// assigns, goes to writer 0).
-pub fn lane_of(partition: i32, writers: usize) -> usize {
-    usize::try_from(partition).map_or(0, |p| p % writers.max(1))
+    /// Each partition's lane, by topic, fixed when it is first seen.
+    owners: HashMap<String, HashMap<i32, usize>>,
+    /// How many partitions each lane owns.
+    owned: Vec<usize>,
 }
 
 impl Lanes {
@@ -33,7 +36,26 @@ impl Lanes {
             lanes: (0..writers).map(|_| VecDeque::new()).collect(),
             poll_owed: vec![Duration::ZERO; writers],
             batch_size: batch_size.max(1),
+            owners: HashMap::new(),
+            owned: vec![0; writers],
         }
+    }
+
+    /// The lane of a partition: the one it was given when first seen, or now the one with
+    /// the fewest partitions.
+    pub fn lane_of(&mut self, topic: &str, partition: i32) -> usize {
+        if let Some(lane) = self.owners.get(topic).and_then(|p| p.get(&partition)) {
+            return *lane;
+        }
+        let lane = (0..self.owned.len())
+            .min_by_key(|lane| (self.owned[*lane], *lane))
+            .unwrap_or(0);
+        self.owned[lane] += 1;
+        self.owners
+            .entry(topic.to_owned())
+            .or_default()
+            .insert(partition, lane);
+        lane
     }
 
     /// Whether no lane holds a record.
@@ -63,7 +85,7 @@ impl Lanes {
         let n = self.lanes.len();
         let mut counts = vec![0u32; n];
         for record in records {
-            let lane = lane_of(record.partition, n);
+            let lane = self.lane_of(&record.topic, record.partition);
             counts[lane] += 1;
             self.lanes[lane].push_back(record);
         }
@@ -100,11 +122,11 @@ impl Lanes {
 
     /// Drops the records of partitions no longer held (after a rebalance): they were never
     /// committed, so the partition's new owner reads them again. Returns how many.
-    pub fn retain_partitions(&mut self, held: &[i32]) -> usize {
+    pub fn retain_partitions(&mut self, held: &[(String, i32)]) -> usize {
         let mut dropped = 0;
         for queue in &mut self.lanes {
             let before = queue.len();
-            queue.retain(|r| held.contains(&r.partition));
+            queue.retain(|r| held.iter().any(|(t, p)| *p == r.partition && *t == r.topic));
             dropped += before - queue.len();
         }
         dropped
@@ -116,8 +138,12 @@ mod tests {
     use super::*;
 
     fn record(partition: i32, offset: i64) -> Record {
+        record_of("t", partition, offset)
+    }
+
+    fn record_of(topic: &str, partition: i32, offset: i64) -> Record {
         Record {
-            topic: "t".into(),
+            topic: topic.into(),
             partition,
             offset,
             key: None,
@@ -133,13 +159,47 @@ mod tests {
     }
 
     #[test]
-    fn partition_p_goes_to_writer_p_mod_n() {
+    fn a_partition_goes_to_the_lane_with_fewest_partitions_and_stays_there() {
+        let mut lanes = Lanes::new(2, 10);
         assert_eq!(
-            (0..6).map(|p| lane_of(p, 2)).collect::<Vec<_>>(),
+            (0..6).map(|p| lanes.lane_of("t", p)).collect::<Vec<_>>(),
             [0, 1, 0, 1, 0, 1]
         );
-        assert_eq!(lane_of(5, 1), 0);
-        assert_eq!(lane_of(-1, 3), 0);
+        // A second topic's partitions are spread the same way, by the count so far.
+        assert_eq!(lanes.lane_of("u", 0), 0);
+        assert_eq!(lanes.lane_of("u", 1), 1);
+        assert_eq!(lanes.lane_of("t", 1), 1, "fixed for good");
+        let mut one = Lanes::new(1, 10);
+        assert_eq!(one.lane_of("t", 5), 0);
+        assert_eq!(one.lane_of("t", -1), 0);
+    }
+
+    #[test]
+    fn partitions_of_different_topics_are_different_partitions() {
+        let mut lanes = Lanes::new(2, 10);
+        lanes.push(
+            vec![
+                record_of("a", 0, 1),
+                record_of("b", 0, 1),
+                record_of("a", 0, 2),
+            ],
+            Duration::ZERO,
+        );
+        let lane_a: Vec<(String, i64)> = lanes
+            .take(0, true)
+            .unwrap()
+            .0
+            .into_iter()
+            .map(|r| (r.topic, r.offset))
+            .collect();
+        assert_eq!(lane_a, [("a".into(), 1), ("a".into(), 2)]);
+        assert_eq!(lanes.take(1, true).unwrap().0[0].topic, "b");
+        lanes.push(
+            vec![record_of("a", 0, 3), record_of("b", 0, 2)],
+            Duration::ZERO,
+        );
+        assert_eq!(lanes.retain_partitions(&[("b".into(), 0)]), 1);
+        assert!(lanes.take(0, true).is_none());
     }
 
     #[test]
@@ -163,6 +223,7 @@ mod tests {
     #[test]
     fn a_batch_put_back_comes_out_first_and_a_lane_is_full_at_two_batches() {
         let mut lanes = Lanes::new(2, 2);
+        assert_eq!(lanes.lane_of("t", 0), 0, "partition 1 is seen second");
         lanes.push(
             (1..=4).map(|o| record(1, o)).collect(),
             Duration::from_millis(1),
@@ -185,7 +246,10 @@ mod tests {
             vec![record(0, 1), record(1, 1), record(2, 1), record(3, 1)],
             Duration::ZERO,
         );
-        assert_eq!(lanes.retain_partitions(&[1, 2]), 2);
+        assert_eq!(
+            lanes.retain_partitions(&[("t".into(), 1), ("t".into(), 2)]),
+            2
+        );
         assert_eq!(coords(&lanes.take(0, true).unwrap().0), [(2, 1)]);
         assert_eq!(coords(&lanes.take(1, true).unwrap().0), [(1, 1)]);
     }

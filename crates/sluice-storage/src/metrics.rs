@@ -60,11 +60,13 @@ pub struct PhaseLabels {
     pub phase: String,
 }
 
-/// `{pipeline,partition}`.
+/// `{pipeline,topic,partition}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PartitionLabels {
     /// The pipeline's name.
     pub pipeline: String,
+    /// The topic (a pipeline may read several).
+    pub topic: String,
     /// The partition number.
     pub partition: String,
 }
@@ -438,24 +440,32 @@ impl PipelineMetrics {
 
     /// The lag of the assigned partitions (the others' series are removed) and the
     /// estimated age of the oldest unconsumed record.
-    pub fn set_lag(&self, partitions: &[(i32, i64)], previous: &[i32], lag_seconds: f64) {
-        for p in previous {
-            if !partitions.iter().any(|(q, _)| q == p) {
-                self.families.consumer_lag.remove(&self.partition(*p));
+    pub fn set_lag(
+        &self,
+        partitions: &[(String, i32, i64)],
+        previous: &[(String, i32)],
+        lag_seconds: f64,
+    ) {
+        for (topic, p) in previous {
+            if !partitions.iter().any(|(t, q, _)| t == topic && q == p) {
+                self.families
+                    .consumer_lag
+                    .remove(&self.partition(topic, *p));
             }
         }
-        for (p, lag) in partitions {
+        for (topic, p, lag) in partitions {
             self.families
                 .consumer_lag
-                .get_or_create(&self.partition(*p))
+                .get_or_create(&self.partition(topic, *p))
                 .set(*lag);
         }
         self.lag_seconds.set(lag_seconds);
     }
 
-    fn partition(&self, partition: i32) -> PartitionLabels {
+    fn partition(&self, topic: &str, partition: i32) -> PartitionLabels {
         PartitionLabels {
             pipeline: self.name.clone(),
+            topic: topic.to_owned(),
             partition: partition.to_string(),
         }
     }
@@ -493,7 +503,7 @@ mod tests {
         p.retries_begin();
         p.retrying(Some("57P01"), "terminating connection");
         p.commit_failed();
-        p.set_lag(&[(0, 5)], &[], 1.5);
+        p.set_lag(&[("crawl.reviews".into(), 0, 5)], &[], 1.5);
         let mut seen = [0; 3];
         p.rebalanced([2, 1, 0], &mut seen);
         p.rebalanced([3, 1, 0], &mut seen);
@@ -512,7 +522,7 @@ mod tests {
             "sluice_dead_letters_total{pipeline=\"reviews\",kind=\"decode_error\"} 2",
             "sluice_batch_duration_seconds_bucket{",
             "sluice_batch_records_count{pipeline=\"reviews\"} 1",
-            "sluice_consumer_lag{pipeline=\"reviews\",partition=\"0\"} 5",
+            "sluice_consumer_lag{pipeline=\"reviews\",topic=\"crawl.reviews\",partition=\"0\"} 5",
             "sluice_consumer_lag_seconds{pipeline=\"reviews\"} 1.5",
             "sluice_db_retries_total{pipeline=\"reviews\",sqlstate=\"57P01\"} 1",
             "sluice_commit_failures_total{pipeline=\"reviews\"} 1",

@@ -7,7 +7,7 @@
 //!
 //! A pipeline is a reader thread (`reader.rs`: poll, decode, commit offsets) and N writer
 //! threads (`writer/pool.rs`, `STORAGE_WRITERS`: one connection and one transaction per batch
-//! each), joined by channels. Partition p goes to writer p % N, so each partition's batches
+//! each), joined by channels. Each partition has one writer (`lanes.rs`), so its batches
 //! are stored in poll order by one writer while the other writers store other partitions;
 //! the reader decodes the next batches and commits the stored ones meanwhile, so the
 //! database — the bottleneck — never waits for Kafka.
@@ -58,11 +58,14 @@ async fn run_sink<S: StorageSink + 'static>(
     // A typo in a topic name (or a topic not created yet) would otherwise leave a healthy-
     // looking pipeline that consumes nothing forever.
     let admin = sluice_kafka::Admin::new(&settings.kafka, Duration::from_secs(15))?;
-    if admin.partition_count(&pipeline.topic)?.is_none() {
-        return Err(PipelineError::MissingTopic {
-            topic: pipeline.topic.clone(),
-            variable: pipeline.topic_source.clone(),
-        });
+    // A pattern may match nothing yet: its topics are picked up when they are created.
+    for topic in pipeline.topics.named() {
+        if admin.partition_count(topic)?.is_none() {
+            return Err(PipelineError::MissingTopic {
+                topic: topic.clone(),
+                variable: pipeline.topic_source.clone(),
+            });
+        }
     }
     drop(admin);
     let client_id = format!("sluice-{}-{}", pipeline.name, std::process::id());
@@ -78,10 +81,11 @@ async fn run_sink<S: StorageSink + 'static>(
             client_id: &client_id,
             group_instance_id: instance.as_deref(),
         },
-        &pipeline.topic,
+        &pipeline.topics,
         settings.consumer_error_timeout,
     )?;
-    tracing::info!(pipeline = %pipeline.name, topic = %pipeline.topic, group = %pipeline.group,
+    tracing::info!(pipeline = %pipeline.name, topics = %pipeline.topics,
+        subscribed = ?consumer.subscribed(), group = %pipeline.group,
         group_instance_id = instance.as_deref().unwrap_or("(dynamic)"),
         batch_size = pipeline.batch_size, writers = pipeline.writers, "pipeline started");
 

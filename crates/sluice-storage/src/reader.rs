@@ -6,7 +6,7 @@
 //! [`WriterEvent::Stored`], that is, after their PostgreSQL transaction committed; and
 //! synchronously, so a failed commit is seen and counted (five in a row are fatal,
 //! docs/ARCHITECTURE.md#batch-loop). A batch holds the records of one writer's partitions
-//! only (partition p goes to writer p % N, [`crate::lanes`]), so committing it moves only
+//! only (each partition has one writer for good, [`crate::lanes`]), so committing it moves only
 //! partitions whose every earlier batch that writer already stored. The read-ahead is
 //! bounded (per writer: two batches in its lane, one in its channel, one being stored); it
 //! was never committed, so dropping it on shutdown or on a rebalance only means it is
@@ -70,8 +70,8 @@ pub struct ReaderParts<S: StorageSink> {
     pub batch_size: usize,
     /// The longest one wait for records lasts.
     pub poll_timeout: Duration,
-    /// Each writer's channel, in writer order: partition p's batches go to writer
-    /// p % `to_writers.len()`.
+    /// Each writer's channel, in writer order (a partition's batches go to the writer of its
+    /// lane, [`crate::lanes`]).
     pub to_writers: Vec<SyncSender<Polled<S::Message>>>,
     /// What the writers report back: a batch taken, a batch stored.
     pub events: Receiver<WriterEvent>,
@@ -266,7 +266,7 @@ struct Committer {
     /// The newest Kafka timestamp among the records of the last committed batch.
     last_timestamp_ms: Option<i64>,
     started_ms: i64,
-    lag_partitions: Vec<i32>,
+    lag_partitions: Vec<(String, i32)>,
     /// The consumer's rebalance counts already exported.
     rebalances_seen: [u64; 3],
     next_lag: Instant,
@@ -297,7 +297,7 @@ impl Committer {
             }
         };
         self.metrics.set_assigned(!lags.is_empty());
-        let behind = lags.iter().any(|(_, lag)| *lag > 0);
+        let behind = lags.iter().any(|(_, _, lag)| *lag > 0);
         let seconds = if behind {
             let since = self.last_timestamp_ms.unwrap_or(self.started_ms);
             let age_ms = chrono::Utc::now().timestamp_millis() - since;
@@ -306,7 +306,7 @@ impl Committer {
             0.0
         };
         self.metrics.set_lag(&lags, &self.lag_partitions, seconds);
-        self.lag_partitions = lags.iter().map(|(p, _)| *p).collect();
+        self.lag_partitions = lags.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
     }
 
     /// Handles every writer event already waiting (commits the stored batches); `Ok(false)`

@@ -5,7 +5,7 @@
 
 use crate::sink::{Declared, DeclaredError};
 use sluice_core::settings::{PipelineSettings, Settings};
-use sluice_core::sinks::{MappingError, Sink, SinkError, SinkPlan, Source, plan_sink};
+use sluice_core::sinks::{MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink};
 use sqlx::PgConnection;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct Unplanned {
     /// The sink (topic, group and batch size already the effective ones).
     pub sink: Sink,
-    /// Writers (database connections); partition p goes to writer p % N.
+    /// Writers (database connections); each partition has one writer ([`crate::lanes`]).
     pub writers: usize,
     /// Where its topic's name comes from (for the error when the topic does not exist).
     pub topic_source: String,
@@ -70,13 +70,13 @@ pub struct Pipeline {
 pub struct Identity {
     /// Its name: metric labels, logs, the heartbeat file, the client id.
     pub name: String,
-    /// The topic it consumes.
-    pub topic: String,
+    /// The topics it consumes.
+    pub topics: Topics,
     /// Its consumer group.
     pub group: String,
     /// Records per transaction.
     pub batch_size: usize,
-    /// Writers (database connections); partition p goes to writer p % N.
+    /// Writers (database connections); each partition has one writer ([`crate::lanes`]).
     pub writers: usize,
     /// Where its topic's name comes from (for the error when the topic does not exist).
     pub topic_source: String,
@@ -94,7 +94,7 @@ impl Pipeline {
     pub fn identity(&self) -> Identity {
         Identity {
             name: self.plan.name.clone(),
-            topic: self.plan.topic.clone(),
+            topics: self.plan.topics.clone(),
             group: self.plan.group.clone(),
             batch_size: self.plan.batch_size,
             writers: self.writers,

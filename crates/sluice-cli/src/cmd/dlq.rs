@@ -16,6 +16,7 @@ use anyhow::{Context, anyhow};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use sluice_core::sinks::Topics;
 use sluice_core::untrusted::escape_controls;
 use sluice_core::{DeadLetterKind, Settings};
 use sluice_kafka::producer::Outgoing;
@@ -147,26 +148,30 @@ fn is_truncated(row: &DeadLetterRow) -> bool {
 }
 
 fn filter(args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
-    let topics = match &args.pipeline {
+    let (topics, groups) = match &args.pipeline {
         Some(name) => {
             let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
-            let topic = pipelines
+            let (topics, group) = pipelines
                 .names()?
                 .into_iter()
                 .find(|(n, ..)| n == name)
-                .map(|(_, topic, _)| topic)
+                .map(|(_, topics, group)| (topics, group))
                 .ok_or_else(|| {
                     Failure::config(anyhow!(
                         "pipeline `{name}` does not run in this environment (STORAGE_PIPELINES \
                          and the mapping file)"
                     ))
                 })?;
-            vec![topic]
+            match topics {
+                Topics::Named(topics) => (topics, Vec::new()),
+                Topics::Pattern(_) => (Vec::new(), vec![group]),
+            }
         }
-        None => Vec::new(),
+        None => (Vec::new(), Vec::new()),
     };
     Ok(DeadLetterFilter {
         topics,
+        groups,
         kind: args.kind.clone(),
         since: args.since,
         until: args.until,

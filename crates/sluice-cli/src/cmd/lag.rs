@@ -4,6 +4,7 @@
 use clap::Args;
 use serde::Serialize;
 use sluice_core::Settings;
+use sluice_core::sinks::Topics;
 use sluice_kafka::Admin;
 use sluice_process::Failure;
 use std::time::Duration;
@@ -52,39 +53,48 @@ pub struct GroupLag {
 
 /// Lag of every configured pipeline's group.
 pub fn collect(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Failure> {
-    let names: Vec<(String, String, String)> = settings
+    let names: Vec<(String, Topics, String)> = settings
         .pipelines
         .iter()
-        .map(|p| (p.kind.name().to_owned(), p.topic.clone(), p.group.clone()))
+        .map(|p| {
+            (
+                p.kind.name().to_owned(),
+                Topics::one(p.topic.clone()),
+                p.group.clone(),
+            )
+        })
         .collect();
     collect_named(&names, admin)
 }
 
-/// Lag of each (pipeline, topic, group).
+/// Lag of each (pipeline, topics, group): one entry per topic (a pattern's topics as the
+/// cluster has them now).
 pub fn collect_named(
-    pipelines: &[(String, String, String)],
+    pipelines: &[(String, Topics, String)],
     admin: &Admin,
 ) -> Result<Vec<GroupLag>, Failure> {
     let mut groups = Vec::new();
-    for (name, topic, group) in pipelines {
-        let partitions: Vec<PartitionLag> = admin
-            .group_offsets(group, topic)?
-            .iter()
-            .map(|p| PartitionLag {
-                partition: p.partition,
-                committed: p.committed,
-                end: p.high,
-                lag: p.lag(),
-            })
-            .collect();
-        groups.push(GroupLag {
-            pipeline: name.clone(),
-            group: group.clone(),
-            topic: topic.clone(),
-            members: admin.group_members(group)?,
-            total_lag: partitions.iter().map(|p| p.lag).sum(),
-            partitions,
-        });
+    for (name, topics, group) in pipelines {
+        for topic in admin.topics_of(topics)? {
+            let partitions: Vec<PartitionLag> = admin
+                .group_offsets(group, &topic)?
+                .iter()
+                .map(|p| PartitionLag {
+                    partition: p.partition,
+                    committed: p.committed,
+                    end: p.high,
+                    lag: p.lag(),
+                })
+                .collect();
+            groups.push(GroupLag {
+                pipeline: name.clone(),
+                group: group.clone(),
+                topic,
+                members: admin.group_members(group)?,
+                total_lag: partitions.iter().map(|p| p.lag).sum(),
+                partitions,
+            });
+        }
     }
     Ok(groups)
 }

@@ -6,6 +6,7 @@
 
 use anyhow::anyhow;
 use sluice_core::Settings;
+use sluice_core::sinks::Topics;
 use sluice_core::sinks::{
     MappingError, Selection, Sink, SinkError, SinkPlan, check_sinks, parse_sinks, select,
 };
@@ -63,8 +64,8 @@ impl Pipelines {
         .map_err(Failure::config)
     }
 
-    /// Every selected pipeline's (name, topic, group).
-    pub fn names(&self) -> Result<Vec<(String, String, String)>, Failure> {
+    /// Every selected pipeline's (name, topics, group).
+    pub fn names(&self) -> Result<Vec<(String, Topics, String)>, Failure> {
         Ok(self.selection()?.names(&self.group_prefix))
     }
 }

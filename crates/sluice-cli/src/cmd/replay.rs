@@ -59,6 +59,7 @@ fn parse_target(s: &str) -> Result<Target, String> {
 
 #[derive(Debug, Serialize)]
 struct Move {
+    topic: String,
     partition: i32,
     current: Option<i64>,
     target: i64,
@@ -68,7 +69,7 @@ struct Move {
 struct Plan {
     pipeline: String,
     group: String,
-    topic: String,
+    topics: Vec<String>,
     to: String,
     executed: bool,
     partitions: Vec<Move>,
@@ -78,7 +79,7 @@ struct Plan {
 pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
     let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
     let names = pipelines.names()?;
-    let (name, topic, group) = names
+    let (name, topics, group) = names
         .iter()
         .find(|(name, ..)| *name == args.pipeline)
         .ok_or_else(|| {
@@ -94,33 +95,38 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
             ))
         })?;
     let admin = Admin::new(&pipelines.settings.kafka, Duration::from_secs(15))?;
-    let offsets = admin.group_offsets(group, topic)?;
-    let targets: Vec<(i32, i64)> = match args.to {
-        Target::Earliest => offsets.iter().map(|p| (p.partition, p.low)).collect(),
-        Target::Latest => offsets.iter().map(|p| (p.partition, p.high)).collect(),
-        Target::Time(t) => admin.offsets_for_time(topic, t.timestamp_millis())?,
-    };
-    let mut plan = Plan {
-        pipeline: name.clone(),
-        group: group.clone(),
-        topic: topic.clone(),
-        to: match args.to {
-            Target::Earliest => "earliest".into(),
-            Target::Latest => "latest".into(),
-            Target::Time(t) => t.to_rfc3339(),
-        },
-        executed: false,
-        partitions: targets
-            .iter()
-            .map(|(partition, target)| Move {
+    let topics = admin.topics_of(topics)?;
+    let mut moves = Vec::new();
+    for topic in &topics {
+        let offsets = admin.group_offsets(group, topic)?;
+        let targets: Vec<(i32, i64)> = match args.to {
+            Target::Earliest => offsets.iter().map(|p| (p.partition, p.low)).collect(),
+            Target::Latest => offsets.iter().map(|p| (p.partition, p.high)).collect(),
+            Target::Time(t) => admin.offsets_for_time(topic, t.timestamp_millis())?,
+        };
+        moves.extend(targets.iter().map(|(partition, target)| {
+            Move {
+                topic: topic.clone(),
                 partition: *partition,
                 current: offsets
                     .iter()
                     .find(|p| p.partition == *partition)
                     .and_then(|p| p.committed),
                 target: *target,
-            })
-            .collect(),
+            }
+        }));
+    }
+    let mut plan = Plan {
+        pipeline: name.clone(),
+        group: group.clone(),
+        topics,
+        to: match args.to {
+            Target::Earliest => "earliest".into(),
+            Target::Latest => "latest".into(),
+            Target::Time(t) => t.to_rfc3339(),
+        },
+        executed: false,
+        partitions: moves,
     };
     let members = admin.group_members(group)?;
     if args.execute {
@@ -130,7 +136,15 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
             )
             .into());
         }
-        admin.commit_group_offsets(group, topic, &targets)?;
+        for topic in &plan.topics {
+            let targets: Vec<(i32, i64)> = plan
+                .partitions
+                .iter()
+                .filter(|m| m.topic == *topic)
+                .map(|m| (m.partition, m.target))
+                .collect();
+            admin.commit_group_offsets(group, topic, &targets)?;
+        }
         plan.executed = true;
     }
     if args.json {
@@ -138,12 +152,20 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
     } else {
         println!(
             "replay {} (group {}, topic {}) to {}:",
-            plan.pipeline, plan.group, plan.topic, plan.to
+            plan.pipeline,
+            plan.group,
+            plan.topics.join(", "),
+            plan.to
         );
         for m in &plan.partitions {
             let current = m.current.map_or_else(|| "-".to_owned(), |c| c.to_string());
+            let topic = if plan.topics.len() > 1 {
+                format!("{} ", m.topic)
+            } else {
+                String::new()
+            };
             println!(
-                "  partition {:>3}: {current:>12} -> {}",
+                "  {topic}partition {:>3}: {current:>12} -> {}",
                 m.partition, m.target
             );
         }

@@ -131,9 +131,14 @@ fn invalid(args: &ValidateArgs, file: &str, lines: Vec<ErrorLine>) -> Failure {
 
 fn print_plan(plan: &SinkPlan) {
     println!();
+    let topics = match plan.topics.named().len() {
+        0 => plan.topics.to_string(),
+        1 => format!("topic {}", plan.topics),
+        _ => format!("topics {}", plan.topics),
+    };
     println!(
-        "sink {}: topic {}, group {}, table {}, {}, batch {}",
-        plan.name, plan.topic, plan.group, plan.table, plan.conflict, plan.batch_size
+        "sink {}: {topics}, group {}, table {}, {}, batch {}",
+        plan.name, plan.group, plan.table, plan.conflict, plan.batch_size
     );
     println!(
         "  format {}, a tombstone: {}",

@@ -19,7 +19,7 @@ pub struct PipelineSettings {
     pub group: String,
     /// Max records per transaction (one writer's share of a poll).
     pub batch_size: usize,
-    /// Writers (database connections) of the pipeline; partition p goes to writer p % N.
+    /// Writers (database connections) of the pipeline; each partition has one writer.
     pub writers: usize,
 }
 
@@ -76,7 +76,7 @@ pub const WRITERS_OF: PerPipeline<WriterCount> = PerPipeline {
 pub const WRITERS: Var<WriterCount> = Var::new(
     "STORAGE_WRITERS",
     DEFAULT_WRITERS,
-    "writers (connections) per pipeline, 1-8; partition p goes to writer p % N",
+    "writers (connections) per pipeline, 1-8; each partition has one writer",
 );
 
 /// Reads the pipelines this process runs, and the shared writer count.

@@ -20,11 +20,25 @@ pub fn check_sinks(file: &str, sinks: &[Sink]) -> Vec<MappingError> {
         if !names.insert(sink.name.as_str()) {
             problems.push(MappingProblem::DuplicateName);
         }
-        if let Some(other) = topics.insert(sink.topic.as_str(), sink.name.as_str()) {
-            problems.push(MappingProblem::DuplicateTopic {
-                topic: sink.topic.clone(),
-                other: other.to_owned(),
-            });
+        for topic in sink.topics.named() {
+            // A named topic read twice, or covered by another sink's pattern. Two patterns
+            // that overlap cannot be told apart without the cluster.
+            let other = topics
+                .insert(topic.as_str(), sink.name.as_str())
+                .or_else(|| {
+                    sinks
+                        .iter()
+                        .find(|s| {
+                            s.name != sink.name && s.topics.is_pattern() && s.topics.covers(topic)
+                        })
+                        .map(|s| s.name.as_str())
+                });
+            if let Some(other) = other.filter(|o| *o != sink.name) {
+                problems.push(MappingProblem::DuplicateTopic {
+                    topic: topic.clone(),
+                    other: other.to_owned(),
+                });
+            }
         }
         errors.extend(
             problems
@@ -153,7 +167,9 @@ fn names(sink: &Sink) -> Vec<MappingProblem> {
         &sink.name,
         TOPIC_RULE,
     );
-    require(is_topic_name(&sink.topic), "topic", &sink.topic, TOPIC_RULE);
+    for topic in sink.topics.named() {
+        require(is_topic_name(topic), "topic", topic, TOPIC_RULE);
+    }
     if let Some(group) = &sink.group {
         require(
             !group.is_empty() && group.len() <= 255,

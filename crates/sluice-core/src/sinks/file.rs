@@ -12,6 +12,7 @@ use super::model::{
     Lookup, OnTombstone, Sink, Source, ValueRules,
 };
 use super::problems::{MappingError, MappingProblem};
+use super::topics::Topics;
 
 /// Records per transaction when a sink does not say.
 pub const DEFAULT_BATCH_SIZE: usize = 500;
@@ -24,6 +25,10 @@ struct RawSink {
     name: String,
     /// The topic it reads (default: the name).
     topic: Option<String>,
+    /// The topics it reads, instead of `topic`.
+    topics: Option<Vec<String>>,
+    /// Every topic whose whole name matches, instead of `topic`.
+    topic_pattern: Option<String>,
     /// The consumer group (default: `<STORAGE_GROUP_PREFIX>.<name>`, as the seeds).
     group: Option<String>,
     /// The table it writes, `[schema.]table`.
@@ -166,14 +171,34 @@ pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
                 .map_err(|problem| MappingError::invalid(file, &label, problem))?;
             mapped.push(mapping);
         }
-        out.push(sink(raw, mapped));
+        out.push(
+            sink(raw, mapped).map_err(|problem| MappingError::invalid(file, &label, problem))?,
+        );
     }
     Ok(out)
 }
 
-fn sink(raw: RawSink, columns: Vec<ColumnMapping>) -> Sink {
-    Sink {
-        topic: raw.topic.unwrap_or_else(|| raw.name.clone()),
+/// `topic`, `topics` or `topic_pattern` (at most one; default: the sink's name).
+fn topics(raw: &mut RawSink) -> Result<Topics, MappingProblem> {
+    match (
+        raw.topic.take(),
+        raw.topics.take(),
+        raw.topic_pattern.take(),
+    ) {
+        (None, None, None) => Ok(Topics::one(raw.name.clone())),
+        (Some(topic), None, None) => Ok(Topics::one(topic)),
+        (None, Some(topics), None) if !topics.is_empty() => Ok(Topics::Named(topics)),
+        (None, None, Some(pattern)) => match Topics::compile(&pattern) {
+            Ok(_) => Ok(Topics::Pattern(pattern)),
+            Err(reason) => Err(MappingProblem::BadTopicPattern { pattern, reason }),
+        },
+        _ => Err(MappingProblem::TopicChoice),
+    }
+}
+
+fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingProblem> {
+    Ok(Sink {
+        topics: topics(&mut raw)?,
         name: raw.name,
         group: raw.group,
         table: raw.table,
@@ -191,7 +216,7 @@ fn sink(raw: RawSink, columns: Vec<ColumnMapping>) -> Sink {
         on_tombstone: raw
             .on_tombstone
             .unwrap_or_else(|| raw.format.unwrap_or(Format::Json).default_tombstone()),
-    }
+    })
 }
 
 /// One column's source: exactly one of `field`, `const`, `kafka`, `lookup`.

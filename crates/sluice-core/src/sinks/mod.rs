@@ -33,6 +33,7 @@ mod seeds;
 mod selection;
 mod statement;
 mod table;
+mod topics;
 mod validate;
 
 pub use checks::Check;
@@ -53,6 +54,7 @@ pub use seeds::SEED_APPLICATIONS_TABLE;
 pub use selection::{Selection, SelectionError, select};
 pub use statement::{StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
+pub use topics::{MAX_PATTERN_CHARS, Topics};
 pub use validate::{ColumnPlan, SinkError, SinkPlan, plan_sink};
 
 #[cfg(test)]

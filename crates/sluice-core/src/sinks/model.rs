@@ -3,13 +3,15 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+use super::topics::Topics;
+
 /// One declared sink: a topic landed in a table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sink {
     /// The sink's name: group names, metric labels, the CLI.
     pub name: String,
-    /// The topic it reads.
-    pub topic: String,
+    /// The topics it reads.
+    pub topics: Topics,
     /// The consumer group, when the file sets one (otherwise [`Sink::group`] derives it).
     pub group: Option<String>,
     /// The table it writes, `[schema.]table`.

@@ -180,6 +180,20 @@ pub enum MappingProblem {
     /// Two sinks share a name.
     #[error("the name is used by another sink too")]
     DuplicateName,
+    /// More than one of `topic`, `topics`, `topic_pattern`, or an empty `topics`.
+    #[error(
+        "name the topics once: one of `topic = \"t\"`, `topics = [\"a\", \"b\"]` (not empty) \
+         or `topic_pattern = \"regex\"` (default: the sink's name)"
+    )]
+    TopicChoice,
+    /// A `topic_pattern` that does not compile.
+    #[error("topic_pattern `{pattern}` is not a regular expression: {reason}")]
+    BadTopicPattern {
+        /// The pattern.
+        pattern: String,
+        /// Why not.
+        reason: String,
+    },
     /// Two sinks read the same topic.
     #[error("topic `{topic}` is read by sink `{other}` too")]
     DuplicateTopic {

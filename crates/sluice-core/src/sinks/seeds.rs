@@ -5,6 +5,7 @@
 use super::file::parse_sinks;
 use super::model::{Sink, Source};
 use super::problems::MappingError;
+use super::topics::Topics;
 use crate::pipeline::PipelineKind;
 use crate::settings::PipelineSettings;
 
@@ -31,7 +32,7 @@ impl PipelineSettings {
     /// group and batch size, and its lookups in `applications_table`.
     pub fn sink(&self, applications_table: &str) -> Result<Sink, MappingError> {
         let mut sink = self.kind.sink()?;
-        sink.topic.clone_from(&self.topic);
+        sink.topics = Topics::one(self.topic.clone());
         sink.group = Some(self.group.clone());
         sink.batch_size = self.batch_size;
         for column in &mut sink.columns {
@@ -54,7 +55,7 @@ mod tests {
         for kind in PipelineKind::ALL {
             let sink = kind.sink().unwrap_or_else(|e| panic!("{kind}: {e}"));
             assert_eq!(sink.name, kind.name());
-            assert_eq!(sink.topic, kind.default_topic());
+            assert_eq!(sink.topics, Topics::one(kind.default_topic()));
             assert_eq!(sink.table, kind.table());
             assert_eq!(sink.batch_size, kind.default_batch_size());
             assert_eq!(
@@ -79,8 +80,8 @@ mod tests {
         };
         let sink = settings.sink("registry.apps").unwrap();
         assert_eq!(
-            (sink.topic.as_str(), sink.group.as_deref(), sink.batch_size),
-            ("crawl.reviews", Some("g.reviews"), 1000)
+            (sink.topics.named(), sink.group.as_deref(), sink.batch_size),
+            (&["crawl.reviews".to_owned()][..], Some("g.reviews"), 1000)
         );
         let tables: Vec<&str> = sink
             .columns

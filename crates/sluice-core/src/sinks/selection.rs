@@ -7,6 +7,7 @@
 //! two pipelines in one group would split its partitions between two tables' writers.
 
 use super::model::Sink;
+use super::topics::Topics;
 use crate::settings::{PipelineSettings, Settings};
 
 /// The consumer group's column (`dead_letter_events.consumer_group`) holds 255 characters.
@@ -24,16 +25,19 @@ pub struct Selection<'a> {
 }
 
 impl Selection<'_> {
-    /// Every selected pipeline's (name, topic, group), seeds first.
-    pub fn names(&self, group_prefix: &str) -> Vec<(String, String, String)> {
-        let seeds = self
-            .seeds
-            .iter()
-            .map(|p| (p.kind.name().to_owned(), p.topic.clone(), p.group.clone()));
+    /// Every selected pipeline's (name, topics, group), seeds first.
+    pub fn names(&self, group_prefix: &str) -> Vec<(String, Topics, String)> {
+        let seeds = self.seeds.iter().map(|p| {
+            (
+                p.kind.name().to_owned(),
+                Topics::one(p.topic.clone()),
+                p.group.clone(),
+            )
+        });
         let declared = self
             .declared
             .iter()
-            .map(|s| (s.name.clone(), s.topic.clone(), s.group(group_prefix)));
+            .map(|s| (s.name.clone(), s.topics.clone(), s.group(group_prefix)));
         seeds.chain(declared).collect()
     }
 }

@@ -13,6 +13,7 @@ use super::model::{
 };
 use super::statement::{StatementColumn, delete_statement, upsert_statement};
 use super::table::{SqlType, TableShape};
+use super::topics::Topics;
 use crate::messages::fields::parse_timestamp;
 
 /// Why a sink cannot run against this database; `Display` names the sink and the column.
@@ -239,8 +240,8 @@ fn column_part(column: &Option<String>) -> String {
 pub struct SinkPlan {
     /// The sink's name.
     pub name: String,
-    /// The topic it reads.
-    pub topic: String,
+    /// The topics it reads.
+    pub topics: Topics,
     /// Its consumer group.
     pub group: String,
     /// The table it writes.
@@ -451,7 +452,7 @@ pub fn plan_sink(
     };
     Ok(SinkPlan {
         name: sink.name.clone(),
-        topic: sink.topic.clone(),
+        topics: sink.topics.clone(),
         group: sink.group(group_prefix),
         table: sink.table.clone(),
         conflict: sink.conflict.to_string(),

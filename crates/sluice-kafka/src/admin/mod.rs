@@ -8,6 +8,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::metadata::{Metadata, MetadataTopic};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
+use sluice_core::sinks::Topics;
 use std::time::Duration;
 
 mod describe;
@@ -142,6 +143,25 @@ impl Admin {
         AdminOptions::new()
             .request_timeout(Some(self.timeout))
             .operation_timeout(Some(self.timeout))
+    }
+
+    /// The topics `topics` covers now: the named ones (whether or not they exist), or the
+    /// cluster's topics matching the pattern.
+    pub fn topics_of(&self, topics: &Topics) -> Result<Vec<String>, KafkaError> {
+        if !topics.is_pattern() {
+            return Ok(topics.select([]));
+        }
+        let metadata = self
+            .metadata
+            .fetch_metadata(None, self.timeout)
+            .map_err(|e| self.explain(e))?;
+        Ok(topics.select(
+            metadata
+                .topics()
+                .iter()
+                .filter(|t| t.error().is_none())
+                .map(MetadataTopic::name),
+        ))
     }
 
     /// The topic's partition count, or `None` if it does not exist.

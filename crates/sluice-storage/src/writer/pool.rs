@@ -1,7 +1,7 @@
 //! The database side of a pipeline: N writers, each on its own thread with its own
 //! single-threaded runtime, connection, cache and retries (docs/ARCHITECTURE.md#batch-loop).
 //!
-//! Partition p goes to writer p % N ([`crate::lanes`]), so one partition's batches are
+//! Each partition has one writer for good ([`crate::lanes`]), so one partition's batches are
 //! stored by one writer in poll order, one transaction each; the reader commits a batch's
 //! offsets only after that writer reports its transaction committed. A writer's retries
 //! hold up only its own partitions. A fatal error in any writer cancels the pipeline: the

@@ -2,8 +2,8 @@
 //! that need no database.
 
 use crate::sinks::{
-    ConflictPolicy, Constant, KafkaField, MappingError, MappingProblem, Sink, Source, check_sinks,
-    parse_sinks,
+    ConflictPolicy, Constant, KafkaField, MappingError, MappingProblem, Sink, Source, Topics,
+    check_sinks, parse_sinks,
 };
 
 const SEEDS: [(&str, &str); 3] = [
@@ -57,7 +57,11 @@ fn a_sink_reads_with_defaults_and_columns_in_file_order() {
     let sinks = parse(TINY);
     assert_eq!(sinks.len(), 1);
     let sink = &sinks[0];
-    assert_eq!(sink.topic, "events", "the topic defaults to the name");
+    assert_eq!(
+        sink.topics,
+        Topics::one("events"),
+        "the topic defaults to the name"
+    );
     assert_eq!(sink.group("storage-consumer"), "storage-consumer.events");
     assert_eq!(sink.batch_size, crate::sinks::DEFAULT_BATCH_SIZE);
     assert_eq!(sink.conflict, ConflictPolicy::AlwaysUpdate);
@@ -250,6 +254,78 @@ fn names_must_be_legal_and_sinks_distinct() {
             "m.toml: sink `events`: the name is used by another sink too",
             "m.toml: sink `events`: topic `events` is read by sink `other` too",
         ]
+    );
+}
+
+#[test]
+fn a_sink_reads_a_list_of_topics_or_a_pattern_named_once() {
+    let listed = parse(&tiny_with(
+        "name = \"events\"",
+        "name = \"events\"\ntopics = [\"a\", \"b.c\"]",
+    ));
+    assert_eq!(
+        listed[0].topics,
+        Topics::Named(vec!["a".into(), "b.c".into()])
+    );
+    let pattern = parse(&tiny_with(
+        "name = \"events\"",
+        "name = \"events\"\ntopic_pattern = '^cdc\\.public\\..*'",
+    ));
+    assert_eq!(
+        pattern[0].topics,
+        Topics::Pattern(r"^cdc\.public\..*".into())
+    );
+    assert!(pattern[0].topics.covers("cdc.public.orders"));
+
+    let refused = |extra: &str| {
+        parse_sinks(
+            "m.toml",
+            &tiny_with("name = \"events\"", &format!("name = \"events\"\n{extra}")),
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    for twice in [
+        "topic = \"a\"\ntopics = [\"b\"]",
+        "topic = \"a\"\ntopic_pattern = \"b.*\"",
+        "topics = []",
+    ] {
+        assert!(
+            refused(twice).contains("name the topics once"),
+            "{twice}: {}",
+            refused(twice)
+        );
+    }
+    let bad = refused("topic_pattern = \"cdc.(\"");
+    assert!(
+        bad.starts_with("m.toml: sink `events`: topic_pattern `cdc.(` is not a regular expression"),
+        "{bad}"
+    );
+    let illegal = problems(&tiny_with(
+        "name = \"events\"",
+        "name = \"events\"\ntopics = [\"ok\", \"no way\"]",
+    ));
+    assert!(
+        illegal[0].contains("topic `no way` is not legal"),
+        "{illegal:?}"
+    );
+
+    // A named topic another sink's pattern covers is read twice; two patterns cannot be
+    // compared without the cluster.
+    let covered = format!(
+        "{}\n{}",
+        tiny_with(
+            "name = \"events\"",
+            "name = \"events\"\ntopic_pattern = \"ev.*\""
+        ),
+        tiny_with(
+            "name = \"events\"",
+            "name = \"other\"\ntopics = [\"x\", \"evil\"]"
+        ),
+    );
+    assert_eq!(
+        problems(&covered),
+        ["m.toml: sink `other`: topic `evil` is read by sink `events` too"]
     );
 }
 
