@@ -19,7 +19,7 @@
 //! interval plus one rebalance.
 
 use crate::config::{ConsumerOptions, consumer_config};
-use crate::rebalance::{RebalanceCounter, RebalanceCounts};
+use crate::rebalance::{RebalanceCounter, RebalanceCounts, StartingOffsets};
 use crate::stall::{ErrorClass, StallWatch, Verdict};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -27,6 +27,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::sinks::Topics;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the consumer checks that its topics still exist, and looks for new topics
@@ -170,14 +171,17 @@ impl std::fmt::Debug for BatchConsumer {
 impl BatchConsumer {
     /// Creates the client and subscribes to `topics` (for a pattern: the topics matching it
     /// now, none if the cluster cannot be asked yet). A consumer error that keeps coming
-    /// back for `stall_bound` ends polling with [`ConsumeError::Stalled`].
+    /// back for `stall_bound` ends polling with [`ConsumeError::Stalled`]. With `starts`, each
+    /// partition assigned starts where it says, not at the group's committed offset.
     pub fn subscribe(
         options: &ConsumerOptions<'_>,
         topics: &Topics,
         stall_bound: Duration,
+        starts: Option<Arc<dyn StartingOffsets>>,
     ) -> Result<Self, KafkaError> {
         let config = consumer_config(options);
-        let rebalances = RebalanceCounter::default();
+        let rebalances =
+            starts.map_or_else(RebalanceCounter::default, RebalanceCounter::starting_at);
         let consumer: BaseConsumer<RebalanceCounter> =
             config.create_with_context(rebalances.clone())?;
         let subscribed = match topics {
@@ -206,6 +210,12 @@ impl BatchConsumer {
     /// even before the error becomes fatal.
     pub fn is_failing(&self) -> bool {
         self.watch.is_failing(Instant::now())
+    }
+
+    /// Why an assignment went ahead without its starting offsets, if one did since the last
+    /// call (the partitions then start at the group's committed offsets).
+    pub fn take_unpositioned(&self) -> Option<String> {
+        self.rebalances.take_unpositioned()
     }
 
     /// The group rebalances this consumer has seen, by event.
@@ -270,6 +280,7 @@ impl BatchConsumer {
                 }
             }
         }
+        self.commit_positions();
         if !records.is_empty() {
             let now = Instant::now();
             let mut partitions: Vec<(&str, i32)> = Vec::new();
@@ -283,6 +294,29 @@ impl BatchConsumer {
             }
         }
         Ok(records)
+    }
+
+    /// Commits to Kafka the offsets the last assignments started at (PostgreSQL's), so that
+    /// Kafka's committed offsets — which lag tools and alerts read — follow PostgreSQL's even
+    /// where nothing is consumed, and move back where a crash of PostgreSQL lost batches.
+    fn commit_positions(&self) {
+        let positioned = self.rebalances.take_positioned();
+        if positioned.is_empty() {
+            return;
+        }
+        let mut list = TopicPartitionList::with_capacity(positioned.len());
+        for (topic, partition, offset) in &positioned {
+            if list
+                .add_partition_offset(topic, *partition, Offset::Offset(*offset))
+                .is_err()
+            {
+                return;
+            }
+        }
+        if let Err(error) = self.consumer.commit(&list, CommitMode::Async) {
+            tracing::warn!(topics = %self.label, %error,
+                "cannot commit the starting offsets to Kafka (the next batch's commit will)");
+        }
     }
 
     fn on_error(&mut self, error: KafkaError) -> Result<(), ConsumeError> {

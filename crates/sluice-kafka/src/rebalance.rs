@@ -2,8 +2,14 @@
 //! pipeline can export them (`sluice_rebalances_total{pipeline,event}`) without the
 //! Kafka adapter knowing about metrics; and keeps the high watermark of each partition from
 //! the client's statistics, so the lag can be measured without a round trip to the broker.
+//!
+//! With a [`StartingOffsets`] source, every partition assigned starts where that source
+//! says (the storage consumer's offsets in PostgreSQL), set on the assignment itself before
+//! anything is fetched — as a Java `ConsumerRebalanceListener` seeks in
+//! `onPartitionsAssigned`.
 
 use rdkafka::ClientContext;
+use rdkafka::Offset;
 use rdkafka::Statistics;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
 use std::collections::HashMap;
@@ -31,15 +37,126 @@ impl RebalanceCounts {
     }
 }
 
+/// Where an assigned partition starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    /// At this offset.
+    Offset(i64),
+    /// At the first retained record.
+    Beginning,
+    /// After the last record.
+    End,
+}
+
+/// Where assigned partitions start, asked on every assignment (on the thread that polls).
+pub trait StartingOffsets: Send + Sync {
+    /// For each of `partitions` — (topic, partition, its end offset when the broker said) —
+    /// where it starts; `Err` when that cannot be known now.
+    fn starting_offsets(
+        &self,
+        partitions: &[(String, i32, Option<i64>)],
+    ) -> Result<HashMap<(String, i32), StartAt>, String>;
+}
+
 /// The context: shared counters, cheap to clone (a rebuilt client keeps counting).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RebalanceCounter {
     counts: Arc<[AtomicU64; 3]>,
     /// (topic, partition) → the high watermark in the last statistics that knew it.
     high_watermarks: Arc<Mutex<HashMap<(String, i32), i64>>>,
+    /// Where assigned partitions start (none: where the group's committed offsets say).
+    starts: Option<Arc<dyn StartingOffsets>>,
+    /// Why an assignment went ahead without the starting offsets, until taken by
+    /// [`RebalanceCounter::take_unpositioned`].
+    unpositioned: Arc<Mutex<Option<String>>>,
+    /// The offsets assignments were positioned at, until taken by
+    /// [`RebalanceCounter::take_positioned`] (to bring Kafka's committed offsets along).
+    positioned: Arc<Mutex<Vec<(String, i32, i64)>>>,
+}
+
+impl std::fmt::Debug for RebalanceCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RebalanceCounter")
+            .field("counts", &self.counts())
+            .field("starting_offsets", &self.starts.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl RebalanceCounter {
+    /// A context whose assignments start where `starts` says.
+    pub fn starting_at(starts: Arc<dyn StartingOffsets>) -> Self {
+        Self {
+            starts: Some(starts),
+            ..Self::default()
+        }
+    }
+
+    /// Why an assignment went ahead without its starting offsets, if one did since the
+    /// last call.
+    pub fn take_unpositioned(&self) -> Option<String> {
+        self.unpositioned.lock().ok()?.take()
+    }
+
+    /// The offsets assignments were positioned at since the last call.
+    pub fn take_positioned(&self) -> Vec<(String, i32, i64)> {
+        self.positioned
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default()
+    }
+
+    /// Sets each assigned partition's offset from `starts` (before librdkafka assigns them).
+    fn position(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        starts: &dyn StartingOffsets,
+        assigned: &rdkafka::TopicPartitionList,
+    ) {
+        use rdkafka::consumer::Consumer;
+        let partitions: Vec<(String, i32, Option<i64>)> = assigned
+            .elements()
+            .iter()
+            .map(|e| {
+                let end = consumer
+                    .fetch_watermarks(e.topic(), e.partition(), std::time::Duration::from_secs(5))
+                    .ok()
+                    .map(|(_, high)| high);
+                (e.topic().to_owned(), e.partition(), end)
+            })
+            .collect();
+        if partitions.is_empty() {
+            return;
+        }
+        match starts.starting_offsets(&partitions) {
+            Ok(found) => {
+                for mut e in assigned.elements() {
+                    let offset = match found.get(&(e.topic().to_owned(), e.partition())) {
+                        Some(StartAt::Offset(o)) => Offset::Offset(*o),
+                        Some(StartAt::Beginning) => Offset::Beginning,
+                        Some(StartAt::End) => Offset::End,
+                        None => continue,
+                    };
+                    if let Err(error) = e.set_offset(offset) {
+                        tracing::warn!(topic = e.topic(), partition = e.partition(), %error,
+                            "cannot set the starting offset");
+                    } else if let (Offset::Offset(o), Ok(mut positioned)) =
+                        (offset, self.positioned.lock())
+                    {
+                        positioned.push((e.topic().to_owned(), e.partition(), o));
+                    }
+                }
+                tracing::info!(partitions = ?found, "partitions assigned at their stored offsets");
+            }
+            Err(reason) => {
+                tracing::error!(%reason, "partitions assigned without their stored offsets");
+                if let Ok(mut slot) = self.unpositioned.lock() {
+                    *slot = Some(reason);
+                }
+            }
+        }
+    }
+
     /// The counts so far.
     pub fn counts(&self) -> RebalanceCounts {
         let [assign, revoke, error] = &*self.counts;
@@ -87,6 +204,12 @@ impl ClientContext for RebalanceCounter {
 }
 
 impl ConsumerContext for RebalanceCounter {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let (Some(starts), Rebalance::Assign(assigned)) = (&self.starts, rebalance) {
+            self.position(consumer, starts.as_ref(), assigned);
+        }
+    }
+
     fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         tracing::debug!(event = ?rebalance, "consumer group rebalance");
         self.record(rebalance);

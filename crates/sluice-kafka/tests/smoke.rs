@@ -104,6 +104,7 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
         },
         &sluice_core::sinks::Topics::one(topic.clone()),
         Duration::from_secs(30),
+        None,
     )
     .unwrap();
     let mut received = 0;

@@ -13,6 +13,7 @@ pub mod declared;
 mod key_cache;
 pub mod lookup;
 pub mod migrate;
+pub mod offsets;
 pub mod ops;
 pub mod repo;
 

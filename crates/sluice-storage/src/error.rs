@@ -8,10 +8,36 @@ use sluice_core::BatchReport;
 /// that never lowers lag is worse than a crash (docs/ARCHITECTURE.md#batch-loop).
 pub const MAX_CONSECUTIVE_COMMIT_FAILURES: u32 = 5;
 
-/// Why a pipeline stopped with an error. Every variant is fatal for the process.
+/// Why a pipeline stopped with an error. Every variant is fatal for the process, except
+/// the two that [`PipelineError::restarts`] names: the pipeline starts again from
+/// PostgreSQL's offsets.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PipelineError {
+    /// PostgreSQL has a partition behind what this process committed there: it lost commits
+    /// (a crash under `synchronous_commit = off`, a failover to a replica that lagged).
+    #[error(
+        "PostgreSQL lost committed batches: {topic}[{partition}] is at {} there, this process \
+         had committed {committed}; starting again from PostgreSQL's offsets",
+        .postgres.map_or_else(|| "no offset".to_owned(), |o| format!("offset {o}"))
+    )]
+    Rewound {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// PostgreSQL's next offset now (`None`: no row).
+        postgres: Option<i64>,
+        /// What this process had committed.
+        committed: i64,
+    },
+    /// A partition was assigned while PostgreSQL's offsets could not be read: it would
+    /// start where Kafka says, which may be past what PostgreSQL holds.
+    #[error("partitions assigned without PostgreSQL's offsets ({reason}); starting again")]
+    StartUnknown {
+        /// Why they could not be read.
+        reason: String,
+    },
     /// The Kafka client could not be created or failed fatally.
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
@@ -45,6 +71,9 @@ pub enum PipelineError {
         /// Where its name comes from (the variable, or the sink in the mapping file).
         variable: String,
     },
+    /// The group's offsets could not be moved into PostgreSQL at start.
+    #[error(transparent)]
+    Adopt(#[from] crate::offsets::AdoptError),
     /// The reader thread could not be started.
     #[error("cannot start the reader thread: {0}")]
     Thread(#[source] std::io::Error),
@@ -65,6 +94,14 @@ pub enum PipelineError {
         /// The last error.
         last: rdkafka::error::KafkaError,
     },
+}
+
+impl PipelineError {
+    /// Whether the pipeline starts again (a new consumer, assigned at PostgreSQL's offsets)
+    /// rather than failing the process.
+    pub fn restarts(&self) -> bool {
+        matches!(self, Self::Rewound { .. } | Self::StartUnknown { .. })
+    }
 }
 
 /// Totals of a pipeline run, returned when it stops cleanly.

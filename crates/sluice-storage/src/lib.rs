@@ -17,10 +17,12 @@
 pub mod batch;
 mod error;
 mod events;
+pub mod failpoint;
 pub mod heartbeat;
 mod isolate;
 mod lanes;
 mod metrics;
+pub mod offsets;
 mod pipeline;
 mod reader;
 mod record;

@@ -37,7 +37,21 @@ pub async fn run_pipeline(
     metrics.set_up(true);
     let identity = pipeline.identity();
     let result = match pipeline.sink(settings.app_cache_ttl) {
-        Ok(sink) => run_sink(settings, &identity, Arc::new(sink), metrics, stop).await,
+        Ok(sink) => {
+            let sink = Arc::new(sink);
+            loop {
+                // Each run has its own stop, so that a writer ending it does not stop the
+                // other pipelines; a stop of the process stops it too.
+                let run = stop.child_token();
+                match run_sink(settings, &identity, Arc::clone(&sink), metrics, &run).await {
+                    Err(error) if error.restarts() && !stop.is_cancelled() => {
+                        tracing::warn!(pipeline = %identity.name, %error,
+                            "starting the pipeline again from PostgreSQL's offsets");
+                    }
+                    other => break other,
+                }
+            }
+        }
         Err(error) => Err(PipelineError::Declared(error)),
     };
     match &result {
@@ -45,6 +59,46 @@ pub async fn run_pipeline(
         Err(error) => PipelineFailed { metrics, error }.emit(),
     }
     result
+}
+
+/// Moves the group's offsets into PostgreSQL if they are not there yet, retrying a database
+/// that is down (a pipeline started again right after PostgreSQL crashed finds it coming up).
+async fn adopt(
+    settings: &Settings,
+    pipeline: &Identity,
+    admin: &sluice_kafka::Admin,
+    stop: &CancellationToken,
+) -> Result<(), PipelineError> {
+    let mut delays = settings.db_retry.delays();
+    loop {
+        let attempt = async {
+            let mut conn = sluice_postgres::connect(&settings.database_url, &pipeline.name)
+                .await
+                .map_err(crate::offsets::AdoptError::from)?;
+            crate::offsets::adopt_group(&mut conn, admin, &pipeline.group, &pipeline.topics)
+                .await?;
+            let _ = sqlx::Connection::close(conn).await;
+            Ok::<_, crate::offsets::AdoptError>(())
+        };
+        let error = match attempt.await {
+            Ok(()) => return Ok(()),
+            Err(error) => error,
+        };
+        let transient = match &error {
+            crate::offsets::AdoptError::Database(e) => {
+                sluice_postgres::disposition(e) == sluice_core::Disposition::Retry
+            }
+            _ => false,
+        };
+        match delays.next() {
+            Some(delay) if transient && !stop.is_cancelled() => {
+                tracing::warn!(pipeline = %pipeline.name, %error, delay_ms = delay.as_millis() as u64,
+                    "cannot move the group's offsets into PostgreSQL yet; retrying");
+                tokio::time::sleep(delay).await;
+            }
+            _ => return Err(error.into()),
+        }
+    }
 }
 
 /// Runs one pipeline through `sink`.
@@ -67,7 +121,13 @@ async fn run_sink<S: StorageSink + 'static>(
             });
         }
     }
+    adopt(settings, pipeline, &admin, stop).await?;
     drop(admin);
+    let starts = crate::offsets::PostgresStarts::new(
+        &settings.database_url,
+        &pipeline.group,
+        settings.auto_offset_reset,
+    );
     let client_id = format!("sluice-{}-{}", pipeline.name, std::process::id());
     let instance = settings.group_instance_id_of(&pipeline.name);
     let consumer = BatchConsumer::subscribe(
@@ -83,6 +143,7 @@ async fn run_sink<S: StorageSink + 'static>(
         },
         &pipeline.topics,
         settings.consumer_error_timeout,
+        Some(Arc::new(starts)),
     )?;
     tracing::info!(pipeline = %pipeline.name, topics = %pipeline.topics,
         subscribed = ?consumer.subscribed(), group = %pipeline.group,

@@ -112,6 +112,7 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         rebalances_seen: [0; 3],
         next_lag: Instant::now(),
         next_broker_lag: Instant::now(),
+        kill_after: crate::failpoint::after_db_commit(),
     };
     let mut lanes = Lanes::new(to_writers.len(), batch_size);
     // Batches in each writer's channel (sent, not yet taken): one at most.
@@ -166,6 +167,11 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
             Ok(records) => records,
             Err(error) => break Err(PipelineError::Consume(error)),
         };
+        if let Some(reason) = consumer.take_unpositioned() {
+            // The records of this poll may start past what PostgreSQL holds: drop them and
+            // start again (nothing read since the assignment was handed to a writer).
+            break Err(PipelineError::StartUnknown { reason });
+        }
         caught_up = records.len() < batch_size;
         lanes.push(records, polled_at.elapsed());
     };
@@ -271,6 +277,8 @@ struct Committer {
     rebalances_seen: [u64; 3],
     next_lag: Instant,
     next_broker_lag: Instant,
+    /// Test-only: the stored batch after which the process kills itself ([`crate::failpoint`]).
+    kill_after: Option<u64>,
 }
 
 impl Committer {
@@ -351,6 +359,9 @@ impl Committer {
             report,
             mut phases,
         } = done;
+        if self.kill_after == Some(self.totals.batches + 1) {
+            crate::failpoint::kill_self();
+        }
         let committing = Instant::now();
         let committed = consumer.commit(&records);
         match committed {

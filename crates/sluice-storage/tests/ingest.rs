@@ -169,22 +169,8 @@ async fn every_topic_lands_exactly_once_and_replay_changes_nothing() {
 
     // Replay: reset every group to earliest and run again.
     let snapshot = table_digest(&fx).await;
-    let admin = sluice_kafka::Admin::new(
-        &sluice_core::KafkaClientSettings::new(&fx.stack.bootstrap),
-        Duration::from_secs(10),
-    )
-    .unwrap();
     for kind in PipelineKind::ALL {
-        let lows: Vec<(i32, i64)> = admin
-            .watermarks(fx.topic(kind))
-            .unwrap()
-            .iter()
-            .map(|m| (m.partition, m.low))
-            .collect();
-        admin
-            .commit_group_offsets(&fx.group(kind), fx.topic(kind), &lows)
-            .unwrap();
-        assert_eq!(fx.offsets(kind).1, 0, "{kind} reset");
+        fx.replay_to_earliest(kind).await;
     }
     let running = fx.start(fx.settings(&PipelineKind::ALL, &[]));
     for kind in PipelineKind::ALL {

@@ -114,25 +114,6 @@ fn the_partition(fx: &Fixture, kind: PipelineKind, n: usize) -> i32 {
     used[0].partition
 }
 
-/// Resets the group of `kind` to the start of every partition (no member may be running).
-fn reset_to_earliest(fx: &Fixture, kind: PipelineKind) {
-    let admin = sluice_kafka::Admin::new(
-        &sluice_core::KafkaClientSettings::new(&fx.stack.bootstrap),
-        Duration::from_secs(10),
-    )
-    .unwrap();
-    let lows: Vec<(i32, i64)> = admin
-        .watermarks(fx.topic(kind))
-        .unwrap()
-        .iter()
-        .map(|m| (m.partition, m.low))
-        .collect();
-    admin
-        .commit_group_offsets(&fx.group(kind), fx.topic(kind), &lows)
-        .unwrap();
-    assert_eq!(fx.offsets(kind).1, 0, "{kind} reset");
-}
-
 /// One dead-letter row as stored.
 #[derive(Debug)]
 struct Stored {
@@ -640,7 +621,7 @@ async fn one_batch_of_poison_and_good_messages() {
     // Replay every topic from the start: no dead letter is added twice, no row changes.
     let snapshot = digest(&fx).await;
     for plan in &plans {
-        reset_to_earliest(&fx, plan.kind);
+        fx.replay_to_earliest(plan.kind).await;
     }
     let running = fx.start(settings());
     for plan in &plans {

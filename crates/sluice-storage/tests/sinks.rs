@@ -20,7 +20,7 @@ use sluice_loadgen::{
     app_stats_for_crawl, poison, reviews_for_crawl,
 };
 use sluice_postgres::catalog::sink_tables;
-use sluice_storage::batch::{decode_batch, store_batch};
+use sluice_storage::batch::{Stored, decode_batch, store_batch};
 use sluice_storage::sink::{Declared, StorageSink};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
@@ -67,9 +67,12 @@ async fn store_all<S: StorageSink>(
     let mut reports = Vec::new();
     for chunk in records.chunks(batch) {
         let decoded = decode_batch(sink, chunk);
-        let (report, _) = store_batch(conn, sink, GROUP, chunk, &decoded)
+        let stored = store_batch(conn, sink, GROUP, chunk, &decoded, &Default::default())
             .await
             .expect("store the batch");
+        let Stored::Done(report, _) = stored else {
+            panic!("PostgreSQL lost no offsets here: {stored:?}");
+        };
         reports.push(report);
     }
     reports

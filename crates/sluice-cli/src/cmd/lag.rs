@@ -1,5 +1,6 @@
 //! `sluice lag`: per group, topic and partition — committed, end, lag, and whether the group
-//! has members.
+//! has members; and PostgreSQL's offset beside Kafka's committed one (PostgreSQL's is the one
+//! the pipeline starts from; the two are flagged when more than a batch apart).
 
 use clap::Args;
 use serde::Serialize;
@@ -32,6 +33,10 @@ pub struct PartitionLag {
     /// Records not yet committed by the group (from the low watermark when nothing is
     /// committed, as a new group with `earliest` would read them).
     pub lag: i64,
+    /// PostgreSQL's next offset for the group (`None`: none stored, or not read).
+    pub postgres: Option<i64>,
+    /// Whether Kafka's committed offset and PostgreSQL's are more than a batch apart.
+    pub apart: bool,
 }
 
 /// Lag of one pipeline's group.
@@ -84,6 +89,8 @@ pub fn collect_named(
                     committed: p.committed,
                     end: p.high,
                     lag: p.lag(),
+                    postgres: None,
+                    apart: false,
                 })
                 .collect();
             groups.push(GroupLag {
@@ -99,29 +106,93 @@ pub fn collect_named(
     Ok(groups)
 }
 
+/// PostgreSQL's offsets of the groups of `groups`: (group, topic, partition, next offset).
+pub async fn postgres_offsets(
+    groups: &[GroupLag],
+    database_url: &str,
+) -> Result<Vec<(String, String, i32, i64)>, String> {
+    let read = async {
+        let mut conn = sluice_postgres::connect(database_url, "lag").await?;
+        let mut all: Vec<(String, String, i32, i64)> = Vec::new();
+        for group in groups.iter().map(|g| g.group.as_str()) {
+            if all.iter().any(|(g, ..)| g == group) {
+                continue;
+            }
+            for (topic, partition, next) in
+                sluice_postgres::offsets::of_group(&mut conn, group).await?
+            {
+                all.push((group.to_owned(), topic, partition, next));
+            }
+        }
+        Ok::<_, sqlx::Error>(all)
+    };
+    read.await.map_err(|e| e.to_string())
+}
+
+/// Fills in PostgreSQL's offset of each partition (`stored`, from [`postgres_offsets`]) and
+/// flags those more than `batch` records from Kafka's committed offset.
+pub fn with_postgres(groups: &mut [GroupLag], stored: &[(String, String, i32, i64)], batch: i64) {
+    for g in groups.iter_mut() {
+        for p in &mut g.partitions {
+            p.postgres = stored
+                .iter()
+                .find(|(group, topic, partition, _)| {
+                    *group == g.group && *topic == g.topic && *partition == p.partition
+                })
+                .map(|s| s.3);
+            p.apart = match (p.committed, p.postgres) {
+                (Some(kafka), Some(postgres)) => (kafka - postgres).abs() > batch,
+                (None, Some(postgres)) => postgres > batch,
+                _ => false,
+            };
+        }
+    }
+}
+
 /// Entry point.
 pub fn run(args: &LagArgs) -> Result<(), Failure> {
     let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
     let admin = Admin::new(&pipelines.settings.kafka, Duration::from_secs(15))?;
-    let groups = collect_named(&pipelines.names()?, &admin)?;
+    let mut groups = collect_named(&pipelines.names()?, &admin)?;
+    let database_url = &pipelines.settings.database_url;
+    match sluice_process::runtime()?.block_on(postgres_offsets(&groups, database_url)) {
+        Ok(stored) => with_postgres(&mut groups, &stored, pipelines.largest_batch() as i64),
+        Err(error) => {
+            eprintln!("warning: PostgreSQL's offsets could not be read ({error}); Kafka's only");
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&groups)?);
         return Ok(());
     }
     println!(
-        "{:<40} {:<24} {:>9} {:>12} {:>12} {:>10}  members",
-        "group", "topic", "partition", "committed", "end", "lag"
+        "{:<40} {:<24} {:>9} {:>12} {:>12} {:>12} {:>10}  members",
+        "group", "topic", "partition", "committed", "postgres", "end", "lag"
     );
+    let shown = |o: Option<i64>| o.map_or_else(|| "-".to_owned(), |c| c.to_string());
+    let mut apart = 0;
     for g in &groups {
         for p in &g.partitions {
-            let committed = p
-                .committed
-                .map_or_else(|| "-".to_owned(), |c| c.to_string());
+            apart += usize::from(p.apart);
             println!(
-                "{:<40} {:<24} {:>9} {:>12} {:>12} {:>10}  {}",
-                g.group, g.topic, p.partition, committed, p.end, p.lag, g.members
+                "{:<40} {:<24} {:>9} {:>12} {:>12} {:>12} {:>10}  {}{}",
+                g.group,
+                g.topic,
+                p.partition,
+                shown(p.committed),
+                shown(p.postgres),
+                p.end,
+                p.lag,
+                g.members,
+                if p.apart { "  ! apart" } else { "" }
             );
         }
+    }
+    if apart > 0 {
+        println!(
+            "{apart} partition(s) where Kafka's committed offset and PostgreSQL's are more than a \
+             batch apart: the pipeline starts from PostgreSQL's (see docs/ARCHITECTURE.md#offsets)"
+        );
     }
     Ok(())
 }

@@ -64,6 +64,15 @@ impl Pipelines {
         .map_err(Failure::config)
     }
 
+    /// The largest batch of any configured pipeline or sink.
+    pub fn largest_batch(&self) -> usize {
+        let seeds = self.settings.pipelines.iter().map(|p| p.batch_size);
+        seeds
+            .chain(self.sinks.iter().map(|s| s.batch_size))
+            .max()
+            .unwrap_or(1)
+    }
+
     /// Every selected pipeline's (name, topics, group).
     pub fn names(&self) -> Result<Vec<(String, Topics, String)>, Failure> {
         Ok(self.selection()?.names(&self.group_prefix))

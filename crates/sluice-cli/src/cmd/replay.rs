@@ -61,7 +61,10 @@ fn parse_target(s: &str) -> Result<Target, String> {
 struct Move {
     topic: String,
     partition: i32,
+    /// Kafka's committed offset.
     current: Option<i64>,
+    /// PostgreSQL's offset (the one that counts).
+    postgres: Option<i64>,
     target: i64,
 }
 
@@ -96,6 +99,19 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
         })?;
     let admin = Admin::new(&pipelines.settings.kafka, Duration::from_secs(15))?;
     let topics = admin.topics_of(topics)?;
+    let database_url = pipelines.settings.database_url.clone();
+    let stored = sluice_process::runtime()?.block_on(async {
+        let mut conn = sluice_postgres::connect(&database_url, "replay").await?;
+        sluice_postgres::offsets::of_group(&mut conn, group).await
+    });
+    let stored =
+        stored.map_err(|e| anyhow!("cannot read the group's offsets in PostgreSQL: {e}"))?;
+    let postgres_at = |topic: &str, partition: i32| {
+        stored
+            .iter()
+            .find(|(t, p, _)| t == topic && *p == partition)
+            .map(|(_, _, o)| *o)
+    };
     let mut moves = Vec::new();
     for topic in &topics {
         let offsets = admin.group_offsets(group, topic)?;
@@ -112,6 +128,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
                     .iter()
                     .find(|p| p.partition == *partition)
                     .and_then(|p| p.committed),
+                postgres: postgres_at(topic, *partition),
                 target: *target,
             }
         }));
@@ -136,6 +153,19 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
             )
             .into());
         }
+        // PostgreSQL's copy first: it is the one the pipeline starts from, so a failure
+        // between the two leaves a replay that takes effect, never half of one.
+        let offsets: Vec<(String, i32, i64)> = plan
+            .partitions
+            .iter()
+            .map(|m| (m.topic.clone(), m.partition, m.target))
+            .collect();
+        sluice_process::runtime()?
+            .block_on(async {
+                let mut conn = sluice_postgres::connect(&database_url, "replay").await?;
+                sluice_postgres::offsets::set_offsets(&mut conn, group, &offsets).await
+            })
+            .map_err(|e| anyhow!("cannot move the group's offsets in PostgreSQL: {e}"))?;
         for topic in &plan.topics {
             let targets: Vec<(i32, i64)> = plan
                 .partitions
@@ -158,19 +188,25 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
             plan.to
         );
         for m in &plan.partitions {
-            let current = m.current.map_or_else(|| "-".to_owned(), |c| c.to_string());
+            let shown = |o: Option<i64>| o.map_or_else(|| "-".to_owned(), |c| c.to_string());
             let topic = if plan.topics.len() > 1 {
                 format!("{} ", m.topic)
             } else {
                 String::new()
             };
             println!(
-                "  {topic}partition {:>3}: {current:>12} -> {}",
-                m.partition, m.target
+                "  {topic}partition {:>3}: postgres {:>12}, kafka {:>12} -> {}",
+                m.partition,
+                shown(m.postgres),
+                shown(m.current),
+                m.target
             );
         }
         if plan.executed {
-            println!("done: offsets committed for group {}", plan.group);
+            println!(
+                "done: offsets moved in PostgreSQL and committed in Kafka for group {}",
+                plan.group
+            );
         } else if members > 0 {
             println!(
                 "dry run; note: the group has {members} active member(s) and --execute would be refused"

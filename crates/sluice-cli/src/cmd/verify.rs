@@ -115,7 +115,7 @@ async fn verify(settings: &Settings, max_lag: Option<i64>, strict: bool) -> Vec<
     {
         return steps;
     }
-    push(&mut steps, "lag", lag(&admin, settings, max_lag));
+    push(&mut steps, "lag", lag(&admin, settings, max_lag).await);
     steps
 }
 
@@ -305,13 +305,42 @@ async fn dead_letters(conn: &mut PgConnection) -> StepResult {
     Ok((detail, json!(data)))
 }
 
-fn lag(admin: &Admin, settings: &Settings, max_lag: Option<i64>) -> StepResult {
-    let groups = super::lag::collect(settings, admin).map_err(|e| format!("{:#}", e.error()))?;
-    let detail = groups
+async fn lag(admin: &Admin, settings: &Settings, max_lag: Option<i64>) -> StepResult {
+    let mut groups =
+        super::lag::collect(settings, admin).map_err(|e| format!("{:#}", e.error()))?;
+    let batch = settings
+        .pipelines
+        .iter()
+        .map(|p| p.batch_size)
+        .max()
+        .unwrap_or(1);
+    let stored = super::lag::postgres_offsets(&groups, &settings.database_url).await?;
+    super::lag::with_postgres(&mut groups, &stored, batch as i64);
+    let mut detail = groups
         .iter()
         .map(|g| format!("{} {}", g.group, g.total_lag))
         .collect::<Vec<_>>()
         .join(", ");
+    let apart: Vec<String> = groups
+        .iter()
+        .flat_map(|g| {
+            g.partitions.iter().filter(|p| p.apart).map(move |p| {
+                format!(
+                    "{}[{}] kafka {} postgres {}",
+                    g.topic,
+                    p.partition,
+                    p.committed.unwrap_or(0),
+                    p.postgres.unwrap_or(0)
+                )
+            })
+        })
+        .collect();
+    if !apart.is_empty() {
+        detail.push_str(&format!(
+            "; offsets more than a batch apart (PostgreSQL's count): {}",
+            apart.join(", ")
+        ));
+    }
     if let Some((max, g)) =
         max_lag.and_then(|max| groups.iter().find(|g| g.total_lag > max).map(|g| (max, g)))
     {

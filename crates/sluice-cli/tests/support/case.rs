@@ -17,13 +17,25 @@ pub struct Case {
 
 impl Case {
     pub async fn new(sinks: &[&str], ddl: &str, mapping: &str) -> Option<Case> {
+        Self::with_partitions(sinks, ddl, mapping, 1).await
+    }
+
+    /// As [`Case::new`], with `partitions` partitions per topic (records keep their order per
+    /// key only).
+    pub async fn with_partitions(
+        sinks: &[&str],
+        ddl: &str,
+        mapping: &str,
+        partitions: i32,
+    ) -> Option<Case> {
         let env = Env::new().await?;
         {
             let mut conn = env.schema.connect().await;
             sqlx::raw_sql(ddl).execute(&mut conn).await.unwrap();
         }
         for sink in sinks {
-            sluice_testkit::create_topic(&env.stack, &format!("{}-{sink}", env.prefix), 1).await;
+            sluice_testkit::create_topic(&env.stack, &format!("{}-{sink}", env.prefix), partitions)
+                .await;
         }
         let file = env.dir.join("sinks.toml");
         std::fs::write(&file, mapping.replace("{prefix}", &env.prefix)).unwrap();

@@ -232,6 +232,47 @@ impl Form for OffsetReset {
     }
 }
 
+/// `on` or `off`: PostgreSQL's `synchronous_commit` for the writers' sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncCommit {
+    /// Each COMMIT waits for its WAL flush (PostgreSQL's default).
+    On,
+    /// A COMMIT returns before its WAL flush: a PostgreSQL crash loses the last few hundred
+    /// milliseconds of batches together with their offsets, and sluice reads them again.
+    Off,
+}
+
+impl SyncCommit {
+    /// The value of `synchronous_commit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl Form for SyncCommit {
+    type Value = SyncCommit;
+    type Default = SyncCommit;
+    fn parse(env: &EnvReader<'_>, name: &str, _: Self) -> Result<Option<Self>, SettingsError> {
+        let Some(value) = env.raw(name) else {
+            return Ok(None);
+        };
+        match value.to_ascii_lowercase().as_str() {
+            "on" => Ok(Some(Self::On)),
+            "off" => Ok(Some(Self::Off)),
+            _ => Err(SettingsError::invalid(name, &value, "on or off")),
+        }
+    }
+    fn fallback(_: &EnvReader<'_>, _: &str, default: Self) -> Result<Self, SettingsError> {
+        Ok(default)
+    }
+    fn show(default: Self) -> String {
+        default.as_str().to_owned()
+    }
+}
+
 /// A number of retries, 0-30.
 #[derive(Debug)]
 pub struct RetryAttempts;

@@ -21,7 +21,7 @@ pub mod topics;
 pub mod variable;
 
 pub use error::SettingsError;
-pub use forms::OffsetReset;
+pub use forms::{OffsetReset, SyncCommit};
 pub use pipelines::{DEFAULT_WRITERS, MAX_WRITERS, PipelineSettings};
 pub use read::{EnvReader, database_host_port, is_identifier, is_topic_name, valid_database_url};
 pub use storage::{Settings, variables};

@@ -4,7 +4,8 @@
 
 use super::SettingsError;
 use super::forms::{
-    DatabaseUrl, InstanceId, Millis, OffsetReset, RetryAttempts, Seconds, TableName, Text,
+    DatabaseUrl, InstanceId, Millis, OffsetReset, RetryAttempts, Seconds, SyncCommit, TableName,
+    Text,
 };
 use super::kafka_client::{self, KafkaClientSettings};
 use super::pipelines::{self, PipelineSettings};
@@ -55,6 +56,8 @@ pub struct Settings {
     pub consumer_error_timeout: Duration,
     /// Partitions, replication and retention of the storage topics (`STORAGE_TOPIC_*`).
     pub topics: TopicSettings,
+    /// `STORAGE_SYNCHRONOUS_COMMIT`: the writers' `synchronous_commit`.
+    pub synchronous_commit: SyncCommit,
 }
 
 /// `DATABASE_URL`.
@@ -131,6 +134,12 @@ pub const CONSUMER_ERROR_TIMEOUT: Var<Seconds> = Var::new(
     30,
     "a consumer error repeating this long stops the pipeline",
 );
+/// `STORAGE_SYNCHRONOUS_COMMIT`.
+pub const SYNCHRONOUS_COMMIT: Var<SyncCommit> = Var::new(
+    "STORAGE_SYNCHRONOUS_COMMIT",
+    SyncCommit::On,
+    "the writers' synchronous_commit: on|off (off: a PostgreSQL crash loses the last batches with their offsets, which are read again)",
+);
 
 /// Every variable the storage consumer reads, with its default and meaning, for `--help`
 /// and the README check; the per-pipeline topics after `STORAGE_PIPELINES`.
@@ -161,6 +170,7 @@ pub fn variables() -> Vec<Variable> {
         APPLICATIONS_TABLE.variable(),
         INSTANCE_ID.variable(),
         CONSUMER_ERROR_TIMEOUT.variable(),
+        SYNCHRONOUS_COMMIT.variable(),
     ]);
     all
 }
@@ -222,6 +232,7 @@ impl Settings {
         }
         let instance_id = INSTANCE_ID.read(&env)?;
         let consumer_error_timeout = CONSUMER_ERROR_TIMEOUT.read(&env)?;
+        let synchronous_commit = SYNCHRONOUS_COMMIT.read(&env)?;
         let topics = TopicSettings::from_vars(lookup, var_names.iter().copied())?;
 
         Ok(Settings {
@@ -241,6 +252,7 @@ impl Settings {
             instance_id,
             consumer_error_timeout,
             topics,
+            synchronous_commit,
         })
     }
 

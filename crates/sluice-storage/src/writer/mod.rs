@@ -1,9 +1,15 @@
 //! One writer of a pipeline: stores one decoded batch in one transaction, retrying
 //! transient failures (docs/ARCHITECTURE.md#errors) with back-off on a fresh connection.
+//!
+//! A writer remembers the next offset it committed per partition. PostgreSQL holding less
+//! means it lost commits (docs/ARCHITECTURE.md#offsets): every batch's claim compares, and
+//! once a writer falls idle it compares once more when its last commit is
+//! [`FLUSH_GRACE`] old (by then an asynchronous commit is flushed), so a partition whose
+//! last batches were lost is found even if no record follows.
 
 pub(crate) mod pool;
 
-use crate::batch::{Decoded, store_batch};
+use crate::batch::{Decoded, Rewind, Stored, partitions_of, store_batch};
 use crate::error::PipelineError;
 use crate::events::BatchRetrying;
 use crate::heartbeat::WriterLiveness;
@@ -12,11 +18,18 @@ use crate::rejects::log_rejects;
 use crate::selected::Identity;
 use crate::sink::StorageSink;
 use sluice_core::settings::Settings;
-use sluice_core::{BatchReport, DeadLetter, Disposition};
+use sluice_core::settings::SyncCommit;
+use sluice_core::{BatchReport, Disposition};
 use sluice_kafka::Record;
+use sluice_postgres::offsets::Partition;
 use sluice_postgres::{disposition, sqlstate};
 use sqlx::{Connection, PgConnection};
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How old a writer's last commit is before it checks that PostgreSQL kept it: PostgreSQL
+/// flushes an asynchronous commit within three `wal_writer_delay`s (200 ms by default).
+pub const FLUSH_GRACE: Duration = Duration::from_secs(1);
 use tokio_util::sync::CancellationToken;
 
 /// One writer's own connection, writing through the pipeline's sink (whose reference
@@ -29,6 +42,10 @@ pub struct Writer<'a, S> {
     sink: &'a S,
     conn: Option<PgConnection>,
     metrics: &'a PipelineMetrics,
+    /// The next offset this writer committed, per partition.
+    committed: HashMap<Partition, i64>,
+    /// When it last committed, until PostgreSQL is seen to have kept it.
+    unverified_since: Option<Instant>,
 }
 
 impl<'a, S: StorageSink> Writer<'a, S> {
@@ -47,7 +64,65 @@ impl<'a, S: StorageSink> Writer<'a, S> {
             sink,
             conn: None,
             metrics,
+            committed: HashMap::new(),
+            unverified_since: None,
         }
+    }
+
+    /// Once the last commit is [`FLUSH_GRACE`] old: whether PostgreSQL still holds every
+    /// offset this writer committed. A connection error leaves the check for the next call.
+    pub async fn verify_idle(&mut self) -> Result<(), PipelineError> {
+        let Some(since) = self.unverified_since else {
+            return Ok(());
+        };
+        if since.elapsed() < FLUSH_GRACE {
+            return Ok(());
+        }
+        let partitions: Vec<Partition> = self.committed.keys().cloned().collect();
+        let group = self.pipeline.group.as_str();
+        let stored = match self.connection().await {
+            Ok(conn) => sluice_postgres::offsets::stored(conn, group, &partitions).await,
+            Err(error) => Err(error),
+        };
+        let stored = match stored {
+            Ok(stored) => stored,
+            Err(error) => {
+                tracing::debug!(pipeline = %self.pipeline.name, %error,
+                    "cannot check the committed offsets yet");
+                self.conn = None;
+                return Ok(());
+            }
+        };
+        for ((topic, partition), &committed) in &self.committed {
+            let postgres = stored.get(&(topic.clone(), *partition)).copied();
+            if postgres.is_none_or(|p| p < committed) {
+                return Err(rewound(Rewind {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    postgres,
+                    committed,
+                }));
+            }
+        }
+        self.unverified_since = None;
+        Ok(())
+    }
+
+    /// The open connection, or a new one (with the pipeline's `synchronous_commit`).
+    async fn connection(&mut self) -> Result<&mut PgConnection, sqlx::Error> {
+        if self.conn.is_none() {
+            let mut conn =
+                sluice_postgres::connect(&self.settings.database_url, &self.pipeline.name).await?;
+            if self.settings.synchronous_commit == SyncCommit::Off {
+                sqlx::query("SET synchronous_commit = off")
+                    .execute(&mut conn)
+                    .await?;
+            }
+            self.conn = Some(conn);
+        }
+        self.conn
+            .as_mut()
+            .ok_or_else(|| sqlx::Error::Protocol("no connection".into()))
     }
 
     /// Which writer of its pipeline this is.
@@ -94,11 +169,17 @@ impl<'a, S: StorageSink> Writer<'a, S> {
         loop {
             let attempt = self.try_store(records, decoded).await;
             let error = match attempt {
-                Ok((mut report, dead)) => {
+                Ok(Stored::Done(mut report, dead)) => {
                     report.retries = *retries;
                     log_rejects(&self.pipeline.name, &dead);
+                    for (topic, partition, _, next) in partitions_of(records) {
+                        let at = self.committed.entry((topic, partition)).or_insert(next);
+                        *at = (*at).max(next);
+                    }
+                    self.unverified_since = Some(Instant::now());
                     return Ok(Some(report));
                 }
+                Ok(Stored::Rewound(rewind)) => return Err(rewound(rewind)),
                 Err(error) => error,
             };
             if disposition(&error) != Disposition::Retry {
@@ -145,13 +226,23 @@ impl<'a, S: StorageSink> Writer<'a, S> {
         &mut self,
         records: &[Record],
         decoded: &Decoded<S::Message>,
-    ) -> Result<(BatchReport, Vec<DeadLetter>), sqlx::Error> {
-        let conn = match self.conn.as_mut() {
-            Some(conn) => conn,
-            None => self.conn.insert(
-                sluice_postgres::connect(&self.settings.database_url, &self.pipeline.name).await?,
-            ),
+    ) -> Result<Stored, sqlx::Error> {
+        let (sink, group) = (self.sink, self.pipeline.group.as_str());
+        let committed = std::mem::take(&mut self.committed);
+        let stored = match self.connection().await {
+            Ok(conn) => store_batch(conn, sink, group, records, decoded, &committed).await,
+            Err(error) => Err(error),
         };
-        store_batch(conn, self.sink, &self.pipeline.group, records, decoded).await
+        self.committed = committed;
+        stored
+    }
+}
+
+fn rewound(rewind: Rewind) -> PipelineError {
+    PipelineError::Rewound {
+        topic: rewind.topic,
+        partition: rewind.partition,
+        postgres: rewind.postgres,
+        committed: rewind.committed,
     }
 }

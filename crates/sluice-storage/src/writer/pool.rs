@@ -157,7 +157,10 @@ async fn writer_loop<S: StorageSink>(
             mut phases,
         } = match batches.recv_timeout(settings.poll_timeout) {
             Ok(batch) => batch,
-            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Timeout) => {
+                writer.verify_idle().await?;
+                continue;
+            }
             // The reader ended (stop, or a Kafka error it will report).
             Err(RecvTimeoutError::Disconnected) => return Ok(()),
         };

@@ -102,6 +102,34 @@ impl Fixture {
         self.schema.connect().await
     }
 
+    /// What `sluice replay <kind> --to earliest --execute` does: the group's offsets in
+    /// PostgreSQL (the ones a pipeline starts from) and in Kafka back to each partition's start.
+    pub async fn replay_to_earliest(&self, kind: PipelineKind) {
+        let admin = sluice_kafka::Admin::new(
+            &sluice_core::KafkaClientSettings::new(&self.stack.bootstrap),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let lows: Vec<(i32, i64)> = admin
+            .watermarks(self.topic(kind))
+            .unwrap()
+            .iter()
+            .map(|m| (m.partition, m.low))
+            .collect();
+        let offsets: Vec<(String, i32, i64)> = lows
+            .iter()
+            .map(|(p, low)| (self.topic(kind).to_owned(), *p, *low))
+            .collect();
+        let mut conn = self.conn().await;
+        sluice_postgres::offsets::set_offsets(&mut conn, &self.group(kind), &offsets)
+            .await
+            .unwrap();
+        admin
+            .commit_group_offsets(&self.group(kind), self.topic(kind), &lows)
+            .unwrap();
+        assert_eq!(self.offsets(kind).1, 0, "{kind} reset");
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         let mut conn = self.conn().await;
         sqlx::query_scalar(sql)

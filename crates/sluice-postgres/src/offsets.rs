@@ -1,0 +1,197 @@
+//! The storage consumer's offsets in PostgreSQL (docs/ARCHITECTURE.md#offsets): per consumer
+//! group, topic and partition, the next offset to read, written in each batch's own
+//! transaction so that rows and offsets commit or roll back together.
+//!
+//! Invariants: a batch's [`claim`] runs first in its transaction and locks the rows of the
+//! batch's partitions until COMMIT, so two processes that both believe they own a partition
+//! (a rebalance in flight) apply its records one after the other, and the second sees the
+//! first's offsets; an offset never moves back except through [`set_offsets`] (`sluice
+//! replay`).
+
+use sqlx::PgConnection;
+use std::collections::HashMap;
+
+/// A partition: (topic, partition).
+pub type Partition = (String, i32);
+
+/// In the batch's transaction, before anything else: locks each partition's row (waiting for
+/// a concurrent owner's COMMIT), and returns PostgreSQL's next offset before this batch
+/// (`None`: no row yet) while raising it to the batch's `next` (the offset after its highest
+/// record). One round trip (the `claim_consumer_offsets` function of the migration);
+/// `partitions` holds (topic, partition, next) once per partition.
+pub async fn claim(
+    tx: &mut PgConnection,
+    group: &str,
+    partitions: &[(String, i32, i64)],
+) -> Result<HashMap<Partition, Option<i64>>, sqlx::Error> {
+    let topics: Vec<&str> = partitions.iter().map(|p| p.0.as_str()).collect();
+    let numbers: Vec<i32> = partitions.iter().map(|p| p.1).collect();
+    let next: Vec<i64> = partitions.iter().map(|p| p.2).collect();
+    let rows: Vec<(String, i32, Option<i64>)> =
+        sqlx::query_as("SELECT * FROM claim_consumer_offsets($1, $2, $3, $4)")
+            .bind(group)
+            .bind(&topics)
+            .bind(&numbers)
+            .bind(&next)
+            .fetch_all(&mut *tx)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(t, p, before)| ((t, p), before))
+        .collect())
+}
+
+/// PostgreSQL's next offset of each of `partitions` of `group` that has one.
+pub async fn stored(
+    conn: &mut PgConnection,
+    group: &str,
+    partitions: &[Partition],
+) -> Result<HashMap<Partition, i64>, sqlx::Error> {
+    let topics: Vec<&str> = partitions.iter().map(|p| p.0.as_str()).collect();
+    let numbers: Vec<i32> = partitions.iter().map(|p| p.1).collect();
+    let rows: Vec<(String, i32, i64)> = sqlx::query_as(
+        "SELECT o.topic::text, o.partition, o.next_offset
+         FROM consumer_offsets o
+         JOIN unnest($2::text[], $3::int[]) AS p(topic, partition) USING (topic, partition)
+         WHERE o.consumer_group = $1",
+    )
+    .bind(group)
+    .bind(&topics)
+    .bind(&numbers)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|(t, p, o)| ((t, p), o)).collect())
+}
+
+/// Deletes a partition's stored offset if it still is `at` (one past the partition's end:
+/// the topic was created again). Durable.
+pub async fn forget(
+    conn: &mut PgConnection,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    at: i64,
+) -> Result<(), sqlx::Error> {
+    use sqlx::Connection;
+    let mut tx = conn.begin().await?;
+    sqlx::query("SET LOCAL synchronous_commit = on")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "DELETE FROM consumer_offsets
+         WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND next_offset = $4",
+    )
+    .bind(group)
+    .bind(topic)
+    .bind(partition)
+    .bind(at)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
+/// Every stored offset of `group`, as (topic, partition, next offset), in order.
+pub async fn of_group(
+    conn: &mut PgConnection,
+    group: &str,
+) -> Result<Vec<(String, i32, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT topic::text, partition, next_offset FROM consumer_offsets
+         WHERE consumer_group = $1 ORDER BY topic, partition",
+    )
+    .bind(group)
+    .fetch_all(conn)
+    .await
+}
+
+/// Whether `group`'s offsets live in PostgreSQL already.
+pub async fn adopted(conn: &mut PgConnection, group: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM consumer_offset_groups WHERE consumer_group = $1)",
+    )
+    .bind(group)
+    .fetch_one(conn)
+    .await
+}
+
+/// Adopts `group` if it is not yet: records it, with Kafka's committed offsets `kafka` (topic,
+/// partition, next offset) as its starting point, in one durable transaction (synchronous
+/// commit whatever the session's setting: the adoption must survive a crash). Returns whether
+/// this call adopted it (false: it was already, `kafka` is ignored).
+pub async fn adopt(
+    conn: &mut PgConnection,
+    group: &str,
+    kafka: &[(String, i32, i64)],
+) -> Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    let mut tx = conn.begin().await?;
+    sqlx::query("SET LOCAL synchronous_commit = on")
+        .execute(&mut *tx)
+        .await?;
+    let adopted_now = sqlx::query(
+        "INSERT INTO consumer_offset_groups (consumer_group) VALUES ($1) ON CONFLICT DO NOTHING",
+    )
+    .bind(group)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if adopted_now {
+        upsert(&mut tx, group, kafka, "DO NOTHING").await?;
+    }
+    tx.commit().await?;
+    Ok(adopted_now)
+}
+
+/// Sets `group`'s offsets to `offsets` (topic, partition, next offset), moving them back if
+/// need be, and adopts the group: what `sluice replay` does to PostgreSQL's copy. Durable.
+pub async fn set_offsets(
+    conn: &mut PgConnection,
+    group: &str,
+    offsets: &[(String, i32, i64)],
+) -> Result<(), sqlx::Error> {
+    use sqlx::Connection;
+    let mut tx = conn.begin().await?;
+    sqlx::query("SET LOCAL synchronous_commit = on")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO consumer_offset_groups (consumer_group) VALUES ($1) ON CONFLICT DO NOTHING",
+    )
+    .bind(group)
+    .execute(&mut *tx)
+    .await?;
+    upsert(
+        &mut tx,
+        group,
+        offsets,
+        "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
+    )
+    .await?;
+    tx.commit().await
+}
+
+async fn upsert(
+    tx: &mut PgConnection,
+    group: &str,
+    offsets: &[(String, i32, i64)],
+    on_conflict: &str,
+) -> Result<(), sqlx::Error> {
+    let topics: Vec<&str> = offsets.iter().map(|p| p.0.as_str()).collect();
+    let numbers: Vec<i32> = offsets.iter().map(|p| p.1).collect();
+    let next: Vec<i64> = offsets.iter().map(|p| p.2.max(0)).collect();
+    let sql = format!(
+        "INSERT INTO consumer_offsets (consumer_group, topic, partition, next_offset)
+         SELECT $1, topic, partition, next_offset
+         FROM unnest($2::text[], $3::int[], $4::bigint[]) AS b(topic, partition, next_offset)
+         ON CONFLICT (consumer_group, topic, partition) {on_conflict}"
+    );
+    sqlx::query(&sql)
+        .bind(group)
+        .bind(&topics)
+        .bind(&numbers)
+        .bind(&next)
+        .execute(tx)
+        .await?;
+    Ok(())
+}
