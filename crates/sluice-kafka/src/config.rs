@@ -215,6 +215,26 @@ pub fn producer_config(client: &KafkaClientSettings, client_id: &str) -> ClientC
     with_properties(config, client)
 }
 
+/// [`producer_config`] whose records are acknowledged or failed within `delivery_timeout`
+/// (`message.timeout.ms`, set after the `KAFKA_*` properties so that it is always sluice's;
+/// its alias `delivery.timeout.ms` is refused at start), with `linger` instead of 20 ms.
+pub fn timed_producer_config(
+    client: &KafkaClientSettings,
+    client_id: &str,
+    delivery_timeout: Duration,
+    linger: Duration,
+) -> ClientConfig {
+    let millis = delivery_timeout.as_millis().max(1);
+    let mut config = producer_config(client, client_id);
+    config
+        .set("message.timeout.ms", millis.to_string())
+        .set("linger.ms", linger.as_millis().to_string());
+    if millis < 30_000 {
+        config.set("request.timeout.ms", millis.to_string());
+    }
+    config
+}
+
 /// A client for admin and metadata calls.
 pub fn admin_config(client: &KafkaClientSettings) -> ClientConfig {
     with_properties(base_config(client), client)
@@ -320,6 +340,72 @@ mod tests {
                 features.iter().any(|f| f == needed),
                 "{needed} missing from {features:?}"
             );
+        }
+    }
+
+    #[test]
+    fn the_dispatchers_delivery_bound_is_sluices_whatever_the_variables_say() {
+        // A variable under the name sluice uses is overridden; one under its alias cannot be
+        // given at all (refused by the settings: `an_alias_of_a_property_sluice_sets_is_refused…`).
+        let client = KafkaClientSettings::from_vars(
+            &|name: &str| match name {
+                "KAFKA_BOOTSTRAP_SERVERS" => Some("127.0.0.1:9092".into()),
+                "KAFKA_MESSAGE_TIMEOUT_MS" => Some("300000".into()),
+                "KAFKA_LINGER_MS" => Some("50".into()),
+                _ => None,
+            },
+            ["KAFKA_MESSAGE_TIMEOUT_MS", "KAFKA_LINGER_MS"],
+        )
+        .unwrap();
+        let config = timed_producer_config(
+            &client,
+            "d",
+            Duration::from_secs(30),
+            Duration::from_millis(1),
+        );
+        // What librdkafka itself will use, read back from its native configuration.
+        let native = config.create_native_config().unwrap();
+        assert_eq!(native.get("message.timeout.ms").unwrap(), "30000");
+        assert_eq!(native.get("delivery.timeout.ms").unwrap(), "30000");
+        assert_eq!(native.get("linger.ms").unwrap(), "1");
+        assert_eq!(native.get("queue.buffering.max.ms").unwrap(), "1");
+        let refused = KafkaClientSettings::from_vars(
+            &|name: &str| (name == "KAFKA_DELIVERY_TIMEOUT_MS").then(|| "300000".to_owned()),
+            ["KAFKA_DELIVERY_TIMEOUT_MS"],
+        )
+        .unwrap_err();
+        assert_eq!(refused.variable(), "KAFKA_DELIVERY_TIMEOUT_MS");
+    }
+
+    #[test]
+    fn every_property_sluice_sets_is_listed_so_its_aliases_are_refused() {
+        let client = KafkaClientSettings::new("127.0.0.1:9092");
+        let options = |batch_tuning| ConsumerOptions {
+            batch_tuning,
+            client: &client,
+            group: "g",
+            auto_offset_reset: "earliest",
+            session_timeout: Duration::from_secs(45),
+            max_poll_interval: Duration::from_secs(300),
+            client_id: "c",
+            group_instance_id: Some("i"),
+        };
+        let configs = [
+            consumer_config(&options(true)),
+            consumer_config(&options(false)),
+            producer_config(&client, "p"),
+            timed_producer_config(&client, "d", Duration::from_secs(5), Duration::ZERO),
+            admin_config(&client),
+            manual_commit_config(&client, "g"),
+            group_offsets_config(&client, "g"),
+        ];
+        for config in &configs {
+            for key in config.config_map().keys() {
+                assert!(
+                    sluice_core::settings::kafka_client::SET_BY_SLUICE.contains(&key.as_str()),
+                    "{key} is set by sluice but not in SET_BY_SLUICE"
+                );
+            }
         }
     }
 

@@ -65,14 +65,8 @@ impl ResilientProducer {
         delivery_timeout: Duration,
         linger: Duration,
     ) -> Result<Self, KafkaError> {
-        let millis = delivery_timeout.as_millis().max(1);
-        let mut config = producer_config(client, client_id);
-        config
-            .set("message.timeout.ms", millis.to_string())
-            .set("linger.ms", linger.as_millis().to_string());
-        if millis < 30_000 {
-            config.set("request.timeout.ms", millis.to_string());
-        }
+        let config =
+            crate::config::timed_producer_config(client, client_id, delivery_timeout, linger);
         Ok(Self {
             producer: config.create()?,
         })

@@ -135,6 +135,67 @@ pub const REFUSED: &[(&str, &str)] = &[
     ("max.poll.interval.ms", "use STORAGE_MAX_POLL_INTERVAL_MS"),
 ];
 
+/// librdkafka's aliases (its `CONFIGURATION.md`, 2.10): two names of one property. When a
+/// client's configuration holds both, librdkafka applies them in no fixed order, so the
+/// value sluice sets under one name could silently lose to a variable under the other.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("bootstrap.servers", "metadata.broker.list"),
+    ("max.in.flight", "max.in.flight.requests.per.connection"),
+    ("sasl.mechanism", "sasl.mechanisms"),
+    ("max.partition.fetch.bytes", "fetch.message.max.bytes"),
+    ("linger.ms", "queue.buffering.max.ms"),
+    ("retries", "message.send.max.retries"),
+    ("compression.type", "compression.codec"),
+    ("acks", "request.required.acks"),
+    ("delivery.timeout.ms", "message.timeout.ms"),
+    ("enable.auto.commit", "auto.commit.enable"),
+];
+
+/// Every property some sluice client sets under this name (`sluice-kafka` `config.rs` and
+/// the dispatcher's producer); a variable may tune a tunable one under *this* name only.
+pub const SET_BY_SLUICE: &[&str] = &[
+    "acks",
+    "auto.offset.reset",
+    "batch.size",
+    "bootstrap.servers",
+    "client.id",
+    "compression.type",
+    "debug",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "enable.idempotence",
+    "enable.partition.eof",
+    "fetch.queue.backoff.ms",
+    "group.id",
+    "group.instance.id",
+    "linger.ms",
+    "log.connection.close",
+    "max.partition.fetch.bytes",
+    "max.poll.interval.ms",
+    "message.timeout.ms",
+    "partition.assignment.strategy",
+    "partitioner",
+    "queued.max.messages.kbytes",
+    "request.timeout.ms",
+    "session.timeout.ms",
+    "statistics.interval.ms",
+];
+
+/// The other name of `property` under which sluice sets it, if `property` is an alias of a
+/// property sluice sets.
+pub fn alias_of_set(property: &str) -> Option<&'static str> {
+    ALIASES.iter().find_map(|&(a, b)| {
+        let other = if property == a {
+            b
+        } else if property == b {
+            a
+        } else {
+            return None;
+        };
+        SET_BY_SLUICE.contains(&other).then_some(other)
+    })
+}
+
 /// The bootstrap servers and the pass-through properties of every Kafka client.
 #[derive(Clone, PartialEq, Eq)]
 pub struct KafkaClientSettings {
@@ -183,6 +244,20 @@ impl KafkaClientSettings {
                     variable,
                     &redact(&property, &v),
                     &format!("not settable ({property}): {why}"),
+                ));
+            }
+            if let Some(name) = alias_of_set(&property) {
+                let instead = match REFUSED.iter().find(|(p, _)| *p == name) {
+                    Some((_, why)) => format!("not settable: {why}"),
+                    None => format!("set {} instead", variable_of(name)),
+                };
+                return Err(error(
+                    variable,
+                    &redact(&property, &v),
+                    &format!(
+                        "not settable ({property} is librdkafka's other name for {name}, which \
+                         sluice sets; the two would apply in no fixed order): {instead}"
+                    ),
                 ));
             }
             properties.insert(property, v);

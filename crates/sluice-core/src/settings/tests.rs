@@ -239,6 +239,55 @@ fn kafka_client_properties_pass_through_and_guarantees_are_refused() {
 }
 
 #[test]
+fn an_alias_of_a_property_sluice_sets_is_refused_naming_the_variable_to_use() {
+    // Each of these once slipped past the refused list under its other name.
+    for (variable, hint) in [
+        (
+            "KAFKA_DELIVERY_TIMEOUT_MS",
+            "set KAFKA_MESSAGE_TIMEOUT_MS instead",
+        ),
+        (
+            "KAFKA_QUEUE_BUFFERING_MAX_MS",
+            "set KAFKA_LINGER_MS instead",
+        ),
+        (
+            "KAFKA_FETCH_MESSAGE_MAX_BYTES",
+            "set KAFKA_MAX_PARTITION_FETCH_BYTES instead",
+        ),
+        (
+            "KAFKA_COMPRESSION_CODEC",
+            "set KAFKA_COMPRESSION_TYPE instead",
+        ),
+        (
+            "KAFKA_REQUEST_REQUIRED_ACKS",
+            "every in-sync replica has it (acks=all)",
+        ),
+        (
+            "KAFKA_AUTO_COMMIT_ENABLE",
+            "only after the database transaction",
+        ),
+    ] {
+        let error = settings(&[(variable, "1")]).unwrap_err();
+        assert_eq!(error.variable(), variable);
+        let text = error.to_string();
+        assert!(
+            text.contains("librdkafka's other name for") && text.contains(hint),
+            "{variable}: {text}"
+        );
+    }
+    // The names sluice itself uses stay tunable; an alias of a property sluice never sets
+    // stays free too.
+    for ok in [
+        "KAFKA_LINGER_MS",
+        "KAFKA_MESSAGE_TIMEOUT_MS",
+        "KAFKA_RETRIES",
+        "KAFKA_MAX_IN_FLIGHT",
+    ] {
+        assert!(settings(&[(ok, "5")]).is_ok(), "{ok}");
+    }
+}
+
+#[test]
 fn unix_socket_and_tls_urls_are_accepted() {
     for url in [
         "postgres:///sluice?host=/var/run/postgresql",
