@@ -360,6 +360,40 @@ struct ReplayLine {
     action: String,
 }
 
+/// The records to replay, at most `limit`: oldest first over all partitions, but each
+/// partition in offset order from its cursor — timestamps within a partition need not grow
+/// (forwarders on several hosts), and the replay group commits a record's `offset + 1`, so
+/// taking a later offset before an earlier one would skip the earlier one for good (or move
+/// the commit back and replay records twice). The merge picks, among the partitions' next
+/// records, the one with the oldest timestamp; a partition's records are never reordered.
+fn replay_order(mut records: Vec<OwnedRecord>, limit: usize) -> Vec<OwnedRecord> {
+    use std::collections::{BTreeMap, VecDeque};
+    records.sort_by_key(|r| (r.partition, r.offset));
+    let mut queues: BTreeMap<i32, VecDeque<OwnedRecord>> = BTreeMap::new();
+    for record in records {
+        queues
+            .entry(record.partition)
+            .or_default()
+            .push_back(record);
+    }
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let next = queues
+            .iter()
+            .filter_map(|(p, q)| q.front().map(|r| ((r.timestamp_ms, *p, r.offset), *p)))
+            .min()
+            .map(|(_, p)| p);
+        let Some(record) = next
+            .and_then(|p| queues.get_mut(&p))
+            .and_then(VecDeque::pop_front)
+        else {
+            break;
+        };
+        out.push(record);
+    }
+    out
+}
+
 async fn replay(
     kafka: &KafkaClientSettings,
     topic: &str,
@@ -369,10 +403,8 @@ async fn replay(
     let dlt = dlt_topic(topic);
     let group = replay_group(topic);
     let cursors = cursors(&admin, topic)?;
-    let mut records = read_to_end(kafka, topic, &cursors, GroupOffsets::next, args.limit)?;
-    // Oldest first over all partitions, then the limit in all.
-    records.sort_by_key(|r| (r.timestamp_ms, r.partition, r.offset));
-    records.truncate(args.limit.max(1));
+    let read = read_to_end(kafka, topic, &cursors, GroupOffsets::next, args.limit)?;
+    let records = replay_order(read, args.limit.max(1));
     let producer = if args.execute {
         Some(ResilientProducer::new(kafka, "sluice-dlt-replay")?)
     } else {
@@ -435,4 +467,45 @@ async fn replay(
         Some(&format!("nothing to replay in {dlt}")),
         "record",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(partition: i32, offset: i64, timestamp_ms: i64) -> OwnedRecord {
+        OwnedRecord {
+            topic: "t.dlt".into(),
+            partition,
+            offset,
+            timestamp_ms: Some(timestamp_ms),
+            key: None,
+            payload: None,
+            headers: Vec::new(),
+        }
+    }
+
+    fn coordinates(records: &[OwnedRecord]) -> Vec<(i32, i64)> {
+        records.iter().map(|r| (r.partition, r.offset)).collect()
+    }
+
+    #[test]
+    fn a_partition_is_replayed_in_offset_order_whatever_its_timestamps() {
+        // p0@0 is stamped after p0@1 (two forwarders, two clocks).
+        let read = vec![
+            record(0, 0, 2_000),
+            record(0, 1, 1_000),
+            record(1, 0, 1_500),
+        ];
+        assert_eq!(
+            coordinates(&replay_order(read.clone(), 2)),
+            [(1, 0), (0, 0)],
+            "p0@1 never before p0@0"
+        );
+        assert_eq!(
+            coordinates(&replay_order(read, 10)),
+            [(1, 0), (0, 0), (0, 1)]
+        );
+        assert!(replay_order(Vec::new(), 5).is_empty());
+    }
 }
