@@ -244,8 +244,12 @@ impl<H: RetryHandler> TierLoop<'_, H> {
         tracing::debug!(%topic, partition, assigned, "handling the due records of a held partition");
         if !assigned {
             // Revoked while held: the new owner reads the records again from the committed
-            // offset.
+            // offset. The pause is lifted too: librdkafka keeps an application's pause across
+            // a reassignment, so a partition handed back later would never be fetched again.
             self.waiting.remove(&partition);
+            if let Err(error) = pause(self.consumer, topic, partition, false) {
+                tracing::warn!(%topic, partition, %error, "cannot lift the pause of a revoked partition");
+            }
             tracing::info!(%topic, partition, "held records dropped: the partition was revoked");
             return Ok(());
         }

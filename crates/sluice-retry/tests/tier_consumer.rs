@@ -191,3 +191,108 @@ async fn a_record_not_due_pauses_only_its_partition_and_resumes_right_after_it()
     println!("dead letter headers: {retry:?}");
     sluice_testkit::delete_topics(&stack, &[tier_topic.as_str(), dlt.as_str()]).await;
 }
+
+/// A held partition revoked and handed back is fetched again: consumer A holds a record not
+/// yet due on each partition; B joins, so one of them moves to B while A still holds it; the
+/// due time passes (A drops the held record of the partition it lost); B leaves, so the
+/// partition comes back to A. Before the fix A had dropped it without resuming it, and
+/// librdkafka keeps an application's pause across a reassignment: the partition was never
+/// fetched again, with a healthy-looking consumer. Now every record produced afterwards is
+/// handled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_partition_revoked_and_handed_back_is_read_again() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let base = sluice_testkit::unique("retry-revoke");
+    let tiers = Tiers::parse("2s,4s").unwrap();
+    let tier_topic = retry_topic(&base, &tiers.as_slice()[0]);
+    let dlt = dlt_topic(&base);
+    sluice_testkit::create_topic(&stack, &tier_topic, 2).await;
+    sluice_testkit::create_topic(&stack, &dlt, 1).await;
+    let kafka = KafkaClientSettings::new(&stack.bootstrap);
+    let producer = ResilientProducer::new(&kafka, "retry-revoke-test").unwrap();
+    let config = TierConfig {
+        kafka: kafka.clone(),
+        topic: base.clone(),
+        group: sluice_testkit::unique("retry-revoke-group"),
+        tiers,
+        tier: 0,
+    };
+    let start = |seen: Seen, stop: CancellationToken| {
+        let config = config.clone();
+        let forwarder = Forwarder::new(&kafka, &base, config.tiers.clone(), "revoke-test").unwrap();
+        tokio::spawn(async move {
+            let mut handler = Recorder { seen };
+            run_tier(&config, &forwarder, &mut handler, stop).await
+        })
+    };
+    let (seen_a, stop_a) = (Seen::default(), CancellationToken::new());
+    let a = start(seen_a.clone(), stop_a.clone());
+    for p in [0, 1] {
+        send(&producer, &tier_topic, p, &format!("warm-up-{p}"), 0).await;
+    }
+    wait_for(&seen_a, 2, Duration::from_secs(30)).await;
+
+    // Held by A on both partitions, due in 4 s.
+    let due = now_ms() + 4_000;
+    for p in [0, 1] {
+        send(&producer, &tier_topic, p, &format!("held-{p}"), due).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (seen_b, stop_b) = (Seen::default(), CancellationToken::new());
+    let b = start(seen_b.clone(), stop_b.clone());
+    // B takes one partition and handles its held record once due; A handles the other.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let handled: usize = [&seen_a, &seen_b]
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r.2.starts_with("held"))
+                    .count()
+            })
+            .sum();
+        if handled >= 2 && !seen_b.lock().unwrap().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the held records: A {:?}, B {:?}",
+            seen_a.lock().unwrap(),
+            seen_b.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // B leaves: its partition comes back to A.
+    stop_b.cancel();
+    b.await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for p in [0, 1] {
+        send(&producer, &tier_topic, p, &format!("after-{p}"), 0).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let after: Vec<String> = seen_a
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.2.starts_with("after"))
+            .map(|r| r.2.clone())
+            .collect();
+        if after.len() == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "A handled only {after:?} after B left (B had {:?}): a partition stayed paused",
+            seen_b.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop_a.cancel();
+    a.await.unwrap().unwrap();
+    sluice_testkit::delete_topics(&stack, &[tier_topic.as_str(), dlt.as_str()]).await;
+}
