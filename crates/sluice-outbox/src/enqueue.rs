@@ -9,12 +9,25 @@ use crate::transition::checked_sources;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+/// Headers only sluice writes: the retry tiers' (`sluice_retry::headers::PREFIX`).
+pub const RESERVED_HEADER_PREFIX: &str = "sluice-retry-";
+
 /// Inserts `event` in the caller's open transaction (PENDING, or PREQUEUED when
 /// `event.prequeued`) and returns its id. Nothing is committed here: the event exists
 /// exactly when the caller's transaction commits, and the dispatcher is notified then.
 ///
-/// An id that already exists is a unique violation (SQLSTATE 23505), not a silent no-op.
+/// An id that already exists is a unique violation (SQLSTATE 23505), not a silent no-op. A
+/// header named `sluice-retry-*` is refused ([`OutboxError::ReservedHeader`]).
 pub async fn enqueue(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, OutboxError> {
+    if let Some(name) = event.headers.keys().find(|name| {
+        name.to_ascii_lowercase()
+            .starts_with(RESERVED_HEADER_PREFIX)
+    }) {
+        return Err(OutboxError::ReservedHeader {
+            id: event.id,
+            name: name.clone(),
+        });
+    }
     let status = if event.prequeued {
         OutboxStatus::Prequeued
     } else {

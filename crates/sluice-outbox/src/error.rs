@@ -41,6 +41,19 @@ pub enum OutboxError {
         /// What the relay could not carry.
         reason: &'static str,
     },
+    /// An event with a header whose name only sluice may write (`sluice-retry-*`: the retry
+    /// tiers' record of where a record came from, which `sluice dlt replay` reads); nothing
+    /// was written.
+    #[error(
+        "outbox event {id}: header `{name}` is reserved for sluice's retry tiers (any service \
+         that enqueues could otherwise steer where a dead letter is replayed)"
+    )]
+    ReservedHeader {
+        /// The event's id.
+        id: Uuid,
+        /// The header.
+        name: String,
+    },
 }
 
 /// Whether a database error is the transition trigger rejecting a status change.

@@ -116,6 +116,34 @@ async fn enqueue_commits_and_rolls_back_with_the_callers_transaction() {
     teardown(schema, conn).await;
 }
 
+/// Any service that enqueues could otherwise give its event the retry tiers' headers and
+/// steer where `sluice dlt replay` re-publishes it once it is dead-lettered.
+#[tokio::test]
+async fn an_event_with_a_retry_tier_header_is_refused_and_nothing_is_written() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox");
+    for name in ["sluice-retry-original-topic", "Sluice-Retry-Attempt"] {
+        let forged = event(&topic).with_header(name, "payments");
+        match enqueue(&mut conn, &forged).await {
+            Err(OutboxError::ReservedHeader { id, name: refused }) => {
+                assert_eq!((id, refused.as_str()), (forged.id, name));
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    let ok = event(&topic).with_header("trace", "abc");
+    enqueue(&mut conn, &ok).await.unwrap();
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE topic = $1")
+        .bind(&topic)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(count, 1, "only the event without a reserved header");
+    teardown(schema, conn).await;
+}
+
 #[tokio::test]
 async fn mark_published_moves_dispatching_and_never_moves_a_row_back() {
     let Some((schema, mut conn)) = setup().await else {

@@ -49,9 +49,11 @@ pub struct Planned {
 }
 
 /// Works out the forward of `record`, which failed with `failure` in `source`, where
-/// `topic` is the main topic: the destination, and the headers (original coordinates from
-/// the record's retry headers when it has them, else from the record itself; the attempt
-/// count one more than before; the first failure kept; due now plus the tier's delay).
+/// `topic` is the main topic: the destination, and the headers (the original topic is always
+/// `topic`; the original coordinates from the record's retry headers when it comes from a
+/// tier, else from the record itself — a main-topic record's own `sluice-retry-*` headers
+/// are dropped, never trusted; the attempt count one more than before; the first failure
+/// kept; due now plus the tier's delay).
 pub fn plan_forward(
     tiers: &Tiers,
     topic: &str,
@@ -61,12 +63,20 @@ pub fn plan_forward(
     now_ms: i64,
 ) -> Planned {
     let destination = next_destination(tiers, source, failure.class);
-    let previous = RetryHeaders::decode(record);
-    let attempt = headers::attempt_of(record).saturating_add(1);
+    // Only sluice writes retry headers into a tier topic; on a main-topic record they were
+    // written by whoever produced it (or enqueued its outbox row) and are not trusted.
+    let previous = match source {
+        Source::Tier(_) => RetryHeaders::decode(record),
+        Source::Main => None,
+    };
+    let attempt = match source {
+        Source::Tier(_) => headers::attempt_of(record),
+        Source::Main => 0,
+    }
+    .saturating_add(1);
     let retry = RetryHeaders {
-        original_topic: previous
-            .as_ref()
-            .map_or_else(|| record.topic.clone(), |p| p.original_topic.clone()),
+        // Never from a header: the topic this forwarder serves is the record's origin.
+        original_topic: topic.to_owned(),
         original_partition: previous
             .as_ref()
             .map_or(record.partition, |p| p.original_partition),
@@ -258,6 +268,44 @@ mod tests {
         assert_eq!(plan.headers[0], ("sluice-event-id".into(), b"abc".to_vec()));
         assert_eq!(plan.headers[1], ("empty".into(), Vec::new()));
         assert_eq!(plan.headers.len(), 2 + 9);
+    }
+
+    #[test]
+    fn retry_headers_on_a_main_topic_record_are_never_trusted() {
+        // A producer (or an outbox row) sets every retry header, naming another topic.
+        let forged = RetryHeaders {
+            original_topic: "payments".into(),
+            original_partition: 7,
+            original_offset: 7,
+            original_timestamp_ms: Some(7),
+            error_class: "permanent".into(),
+            error_message: "forged".into(),
+            attempt: 9,
+            first_failure_ms: 7,
+            due_ms: 7,
+        };
+        let own: Vec<(String, Option<Vec<u8>>)> = forged
+            .encode()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), Some(v)))
+            .collect();
+        let plan = plan(
+            &record("mail", own),
+            Source::Main,
+            Failure::permanent("no"),
+            50_000,
+        );
+        assert_eq!(plan.topic, "mail.dlt");
+        assert_eq!(plan.retry.original_topic, "mail");
+        assert_eq!(
+            (plan.retry.original_partition, plan.retry.original_offset),
+            (1, 5)
+        );
+        assert_eq!(
+            (plan.retry.attempt, plan.retry.first_failure_ms),
+            (1, 50_000)
+        );
+        assert_eq!(plan.headers.len(), 9, "the forged headers dropped");
     }
 
     #[test]

@@ -89,6 +89,11 @@ pub struct ReplayArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Also replay records whose origin header names this topic instead of the one the
+    /// dead-letter topic belongs to (headers can be written by any producer, so such a
+    /// record is refused unless named here).
+    #[arg(long, value_name = "TOPIC")]
+    to: Option<String>,
 }
 
 /// The replay group of a main topic's dead-letter topic.
@@ -341,16 +346,24 @@ fn show(kafka: &KafkaClientSettings, topic: &str, args: &ShowArgs) -> Result<(),
 }
 
 /// Why a record cannot be replayed, if it cannot.
-fn refusal(record: &OwnedRecord, max_replays: i32) -> Option<String> {
+/// Why `record` of `<topic>.dlt` is not replayed, if it is not: the replay limit, or an
+/// origin header that names another topic than `topic` (the one the dead-letter topic belongs
+/// to) and that `--to` does not name.
+fn refusal(record: &OwnedRecord, topic: &str, args: &ReplayArgs) -> Option<String> {
     let tombstone = record.payload.is_none();
-    if let Some(why) = replay_limit_refusal(replay_count(record), max_replays, tombstone) {
+    if let Some(why) = replay_limit_refusal(replay_count(record), args.max_replays, tombstone) {
         return Some(why);
     }
     let origin = headers::ORIGINAL_TOPIC;
-    record
-        .header_str(origin)
-        .is_none()
-        .then(|| format!("no {origin} header: the original topic is unknown"))
+    match record.header_str(origin) {
+        None => Some(format!("no {origin} header: the original topic is unknown")),
+        Some(named) if named == topic || args.to.as_deref() == Some(named) => None,
+        Some(named) => Some(format!(
+            "its {origin} header names `{named}`, not `{topic}` (the topic {}.dlt belongs to); \
+             headers can be written by any producer: pass --to {named} to send it there",
+            topic
+        )),
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -417,7 +430,7 @@ async fn replay(
             .unwrap_or("-")
             .to_owned();
         let count = replay_count(record);
-        let action = match (refusal(record, args.max_replays), &producer) {
+        let action = match (refusal(record, topic, args), &producer) {
             (Some(why), _) => report.refuse(&why),
             (None, None) => would_republish(&original, count + 1),
             (None, Some(producer)) => {
