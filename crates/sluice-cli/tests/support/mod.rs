@@ -8,6 +8,7 @@
 )]
 
 pub mod case;
+pub mod counted;
 pub mod http;
 
 use rdkafka::consumer::Consumer;

@@ -1,0 +1,28 @@
+//! The table the exactly-once tests apply records to: `counted`, whose trigger logs every
+//! applied row into `applications`, and its always-update mapping (`{prefix}-counted`).
+
+/// The tables and the trigger.
+pub const DDL: &str = r"
+    CREATE TABLE counted (id BIGINT PRIMARY KEY, v BIGINT NOT NULL);
+    CREATE TABLE applications (id BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());
+    CREATE FUNCTION log_application() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO applications (id) VALUES (NEW.id);
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER counted_applied AFTER INSERT OR UPDATE ON counted
+        FOR EACH ROW EXECUTE FUNCTION log_application();";
+
+/// The sink: always-update, 500-record batches.
+pub const MAPPING: &str = r#"
+[[sink]]
+name = "counted"
+topic = "{prefix}-counted"
+table = "counted"
+key = ["id"]
+conflict = "always-update"
+batch_size = 500
+[sink.columns]
+id = { field = "id" }
+v = { field = "v" }
+"#;
