@@ -89,8 +89,13 @@ pub const ELEMENT_TYPES: &[Draw] = &[
     |_| Ty::Integer,
     |_| Ty::BigInt,
     |_| Ty::Double,
-    // Array elements are read as f64: at most 15 digits keep their value.
-    |r| Ty::Numeric(Some((r.random_range(1..=13), r.random_range(0..=4)))),
+    // Array elements are read as f64: at most 15 digits keep their value. The scale stays
+    // within the precision (a larger one is refused at validation, as for a plain column).
+    |r| {
+        let precision: u32 = r.random_range(1..=13);
+        let scale = r.random_range(0..=precision.min(4));
+        Ty::Numeric(Some((precision, i32::try_from(scale).unwrap_or(0))))
+    },
     |_| Ty::Boolean,
     |_| Ty::Text,
     |r| Ty::Varchar(varchar_limit(r)),
