@@ -69,7 +69,7 @@ pub const KEY_TYPES: &[Draw] = &[
     |r| Ty::Varchar(varchar_limit(r)),
     |_| Ty::Uuid,
     |_| Ty::TimestampTz(None),
-    |r| Ty::Numeric(Some((r.random_range(1..=12), r.random_range(0..=3)))),
+    |r| Ty::Numeric(Some(small_numeric(r, 12, 3))),
 ];
 
 /// The types of a newest-wins guard column (ordered by [`Ty::order`]).
@@ -89,13 +89,8 @@ pub const ELEMENT_TYPES: &[Draw] = &[
     |_| Ty::Integer,
     |_| Ty::BigInt,
     |_| Ty::Double,
-    // Array elements are read as f64: at most 15 digits keep their value. The scale stays
-    // within the precision (a larger one is refused at validation, as for a plain column).
-    |r| {
-        let precision: u32 = r.random_range(1..=13);
-        let scale = r.random_range(0..=precision.min(4));
-        Ty::Numeric(Some((precision, i32::try_from(scale).unwrap_or(0))))
-    },
+    // Array elements are read as f64: at most 15 digits keep their value.
+    |r| Ty::Numeric(Some(small_numeric(r, 13, 4))),
     |_| Ty::Boolean,
     |_| Ty::Text,
     |r| Ty::Varchar(varchar_limit(r)),
@@ -107,6 +102,14 @@ pub const ELEMENT_TYPES: &[Draw] = &[
 pub fn draw(table: &[Draw], rng: &mut StdRng) -> Ty {
     let pick = table.choose(rng).expect("a non-empty draw table");
     pick(rng)
+}
+
+/// A precision up to `max_precision` and a scale up to `max_scale` that stays within it (a
+/// larger scale is refused at validation: see [`numeric_modifier`] for that case).
+fn small_numeric(rng: &mut StdRng, max_precision: u32, max_scale: u32) -> (u32, i32) {
+    let precision = rng.random_range(1..=max_precision);
+    let scale = rng.random_range(0..=precision.min(max_scale));
+    (precision, i32::try_from(scale).unwrap_or(0))
 }
 
 fn numeric_modifier(rng: &mut StdRng) -> (u32, i32) {
