@@ -7,6 +7,9 @@
 //!   within the bound, and `sluice health` fails meanwhile.
 //! - Two live processes with one `STORAGE_INSTANCE_ID`: the older is fenced and exits 1
 //!   with a message naming the setting; the newer one goes on.
+//! - A writer blocked on a row lock another session holds stalls only its own partitions:
+//!   the other writer's partition drains meanwhile, and SIGTERM during the wait ends the
+//!   process promptly with exit 0, nothing of the blocked batch committed.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -161,5 +164,170 @@ async fn two_live_processes_with_one_instance_id_fence_the_older_one() {
     assert_eq!(env.count("SELECT count(*) FROM reviews").await, 400);
     second.signal("TERM");
     assert!(second.wait(Duration::from_secs(30)).success());
+    env.cleanup().await;
+}
+
+/// A review with an id of its own (`id`), `thumbs` thumbs up.
+fn review_of(id: &str, package: &str, synced: &str, thumbs: i64) -> serde_json::Value {
+    serde_json::json!({
+        "review_id": id,
+        "package_name": package,
+        "score": 3,
+        "content": format!("text {id}"),
+        "thumbs_up_count": thumbs,
+        "at": "2026-11-01T10:00:00Z",
+        "last_synced_at": synced,
+    })
+}
+
+async fn produce_reviews(env: &Env, partition: i32, values: &[serde_json::Value]) {
+    let records: Vec<sluice_testkit::RawRecord> = values
+        .iter()
+        .map(|v| (None, Some(v.to_string().into_bytes())))
+        .collect();
+    sluice_testkit::produce_to_partition(&env.stack, &env.topic("reviews"), partition, &records)
+        .await;
+}
+
+/// Produces `n` reviews `{label}-{i}` to `partition` and returns how long they took to land.
+async fn drain_time(
+    env: &Env,
+    run: &mut Running,
+    partition: i32,
+    label: &str,
+    app: &str,
+    n: usize,
+) -> Duration {
+    let values: Vec<_> = (0..n)
+        .map(|i| review_of(&format!("{label}-{i}"), app, "2026-11-02T10:00:00Z", 1))
+        .collect();
+    let started = Instant::now();
+    produce_reviews(env, partition, &values).await;
+    let sql = format!("SELECT count(*) FROM reviews WHERE review_id LIKE '{label}-%'");
+    env.wait_rows(&sql, n as i64, run, Duration::from_secs(90))
+        .await;
+    started.elapsed()
+}
+
+/// The backends other than the caller's waiting for a lock right now.
+async fn lock_waiters(conn: &mut sqlx::PgConnection) -> Vec<i32> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity
+         WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database()",
+    )
+    .fetch_all(conn)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_blocked_on_a_lock_stalls_only_its_partitions_and_sigterm_ends_the_wait() {
+    use sqlx::Connection;
+    let Some(env) = Env::new().await else { return };
+    let app = format!("com.{}.blocked", env.prefix.replace('-', "_"));
+    env.schema.register_apps(std::slice::from_ref(&app)).await;
+    // Partition 1 is stored by writer 1, partitions 0 and 2 by writer 0.
+    let locked = review_of("locked", &app, "2026-11-02T10:00:00Z", 1);
+    produce_reviews(&env, 1, &[locked]).await;
+    let mut run = env.spawn_run(
+        "blocked",
+        &[("STORAGE_PIPELINES", "reviews"), ("STORAGE_WRITERS", "2")],
+    );
+    env.wait_caught_up("reviews", &mut run, Duration::from_secs(120))
+        .await;
+    let n = 20_000;
+    let baseline = drain_time(&env, &mut run, 0, "free", &app, n).await;
+
+    // Another session holds the row; a newer version of it arrives on partition 1, with
+    // 5,000 more records behind it: writer 1 waits, its lane fills up.
+    let mut holder = env.schema.connect().await;
+    let mut tx = holder.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM reviews WHERE review_id = 'locked' FOR UPDATE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let mut blocked = vec![review_of("locked", &app, "2026-11-03T10:00:00Z", 99)];
+    blocked.extend(
+        (0..5_000).map(|i| review_of(&format!("behind-{i}"), &app, "2026-11-03T10:00:00Z", 1)),
+    );
+    produce_reviews(&env, 1, &blocked).await;
+    let mut observer = env.schema.connect().await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lock_waiters(&mut observer).await.is_empty() {
+        run.assert_alive();
+        assert!(
+            Instant::now() < deadline,
+            "writer 1 never waited for the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Partition 0 keeps draining while writer 1 waits.
+    let during = drain_time(&env, &mut run, 0, "during", &app, n).await;
+    println!(
+        "{n} records of partition 0: {:.2} s alone, {:.2} s while partition 1 is blocked \
+         (ratio {:.2})",
+        baseline.as_secs_f64(),
+        during.as_secs_f64(),
+        during.as_secs_f64() / baseline.as_secs_f64()
+    );
+    assert!(
+        !lock_waiters(&mut observer).await.is_empty(),
+        "writer 1 still waits for the lock"
+    );
+
+    // SIGTERM during the wait: a prompt, clean exit.
+    let signalled = Instant::now();
+    run.signal("TERM");
+    let status = run.wait(Duration::from_secs(60));
+    let exited = signalled.elapsed();
+    println!("exit {status} {:.2} s after SIGTERM", exited.as_secs_f64());
+    assert!(status.success(), "exit 0 after SIGTERM:\n{}", run.tail());
+    assert!(
+        exited < Duration::from_secs(10),
+        "SIGTERM during a lock wait took {exited:?}"
+    );
+    // Its statement was cancelled: nobody waits for the lock any more.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !lock_waiters(&mut observer).await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the blocked statement still waits"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tx.rollback().await.unwrap();
+
+    // Nothing of the blocked batch, or of what was behind it, was committed.
+    assert_eq!(
+        env.count("SELECT thumbs_up_count::bigint FROM reviews WHERE review_id = 'locked'")
+            .await,
+        1
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM reviews WHERE review_id LIKE 'behind-%'")
+            .await,
+        0
+    );
+    let group = env.group("reviews");
+    let stored = env
+        .count(&format!(
+            "SELECT next_offset FROM consumer_offsets
+             WHERE consumer_group = '{group}' AND topic = '{}' AND partition = 1",
+            env.topic("reviews")
+        ))
+        .await;
+    assert_eq!(
+        stored, 1,
+        "partition 1's offset stays before the blocked batch"
+    );
+    let committed = env
+        .admin()
+        .committed_offsets(&group, &env.topic("reviews"))
+        .unwrap();
+    assert!(
+        committed.contains(&(1, Some(1))),
+        "Kafka's offset of partition 1 stays too: {committed:?}"
+    );
     env.cleanup().await;
 }

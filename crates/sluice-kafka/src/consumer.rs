@@ -26,7 +26,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::sinks::Topics;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -158,6 +158,8 @@ pub struct BatchConsumer {
     /// When each partition last delivered a record (to name the stuck ones).
     last_record: HashMap<(String, i32), Instant>,
     next_topic_check: Instant,
+    /// The partitions the application holds back (paused), see [`BatchConsumer::hold`].
+    held: BTreeSet<(String, i32)>,
 }
 
 impl std::fmt::Debug for BatchConsumer {
@@ -203,6 +205,7 @@ impl BatchConsumer {
             watch: StallWatch::new(stall_bound),
             last_record: HashMap::new(),
             next_topic_check: Instant::now() + TOPIC_CHECK_INTERVAL,
+            held: BTreeSet::new(),
         })
     }
 
@@ -232,6 +235,35 @@ impl BatchConsumer {
             .iter()
             .map(|e| (e.topic().to_owned(), e.partition()))
             .collect())
+    }
+
+    /// Fetches nothing more of the partitions in `hold` until a later call leaves them out:
+    /// pauses those newly in it and resumes those no longer in it (whether or not they are
+    /// still assigned: librdkafka keeps an application's pause across a reassignment, so a
+    /// partition handed back while held stays paused until it is released here). Records
+    /// of a partition already fetched when it is paused are dropped by the client and
+    /// fetched again after it is resumed, from the position after the last record polled.
+    pub fn hold(&mut self, hold: &BTreeSet<(String, i32)>) -> Result<(), KafkaError> {
+        if *hold == self.held {
+            return Ok(());
+        }
+        let list = |partitions: Vec<&(String, i32)>| {
+            let mut list = TopicPartitionList::with_capacity(partitions.len());
+            for (topic, partition) in partitions {
+                list.add_partition(topic, *partition);
+            }
+            list
+        };
+        let pause: Vec<_> = hold.difference(&self.held).collect();
+        let resume: Vec<_> = self.held.difference(hold).collect();
+        if !pause.is_empty() {
+            self.consumer.pause(&list(pause))?;
+        }
+        if !resume.is_empty() {
+            self.consumer.resume(&list(resume))?;
+        }
+        self.held.clone_from(hold);
+        Ok(())
     }
 
     /// The topics it is subscribed to now.
@@ -396,6 +428,8 @@ impl BatchConsumer {
         subscribe_to(&consumer, &self.subscribed)?;
         self.consumer = consumer;
         self.rejoins.push(now);
+        // The new client holds nothing back; the next `hold` pauses again what it names.
+        self.held.clear();
         Ok(())
     }
 
@@ -495,10 +529,16 @@ impl BatchConsumer {
                 other => format!("{other:?}"),
             };
             if high < 0 || e.offset().to_raw().is_none_or(|o| o < 0 || o < high) {
+                let held = self.held.contains(&(e.topic().to_owned(), e.partition()));
                 stuck.push(format!(
-                    "{} partition {} at offset {at} of {high}",
+                    "{} partition {} at offset {at} of {high}{}",
                     e.topic(),
-                    e.partition()
+                    e.partition(),
+                    if held {
+                        " (held back: its writer is behind)"
+                    } else {
+                        ""
+                    }
                 ));
             }
         }

@@ -26,6 +26,26 @@ pub async fn connect(url: &str, role: &str) -> Result<PgConnection, sqlx::Error>
     connect_options(url, role)?.connect().await
 }
 
+/// The server process behind `conn` (to cancel its statement from another connection).
+pub async fn backend_pid(conn: &mut PgConnection) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await
+}
+
+/// Asks the server to cancel the statement server process `pid` runs, from a connection
+/// of its own (the same role may cancel its own sessions, no privilege needed). Returns
+/// whether the signal was sent: `false` when that process is gone.
+pub async fn cancel_backend(url: &str, role: &str, pid: i32) -> Result<bool, sqlx::Error> {
+    let mut conn = connect(url, role).await?;
+    let sent = sqlx::query_scalar("SELECT pg_cancel_backend($1)")
+        .bind(pid)
+        .fetch_one(&mut conn)
+        .await;
+    let _ = sqlx::Connection::close(conn).await;
+    sent
+}
+
 /// A `LISTEN` connection for `role` (see [`connect_options`]).
 pub async fn listener(url: &str, role: &str) -> Result<PgListener, sqlx::Error> {
     let pool = PgPoolOptions::new()

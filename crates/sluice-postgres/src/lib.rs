@@ -18,5 +18,5 @@ pub mod ops;
 pub mod repo;
 
 pub use classify::{disposition, sqlstate};
-pub use connect::{connect, connect_options};
+pub use connect::{backend_pid, cancel_backend, connect, connect_options};
 pub use migrate::{MigrateError, MigrationReport, migrate};

@@ -79,6 +79,21 @@ impl Lanes {
         (0..self.lanes.len()).any(|lane| self.is_full(lane))
     }
 
+    /// The partitions lane `lane` owns, as (topic, partition).
+    pub fn partitions_of(&self, lane: usize) -> impl Iterator<Item = (String, i32)> + '_ {
+        self.owners.iter().flat_map(move |(topic, partitions)| {
+            partitions
+                .iter()
+                .filter(move |(_, owner)| **owner == lane)
+                .map(move |(partition, _)| (topic.clone(), *partition))
+        })
+    }
+
+    /// How many lanes there are (one per writer).
+    pub fn count(&self) -> usize {
+        self.lanes.len()
+    }
+
     /// Records one poll; its time is shared among the lanes by their records.
     pub fn push(&mut self, records: Vec<Record>, poll: Duration) {
         let total = records.len();
@@ -237,6 +252,22 @@ mod tests {
             .map(|r| r.offset)
             .collect();
         assert_eq!(order, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_lane_names_the_partitions_it_owns() {
+        let mut lanes = Lanes::new(2, 10);
+        for (topic, partition) in [("t", 0), ("t", 1), ("t", 2), ("u", 0)] {
+            lanes.lane_of(topic, partition);
+        }
+        let of = |lane| {
+            let mut p: Vec<(String, i32)> = lanes.partitions_of(lane).collect();
+            p.sort();
+            p
+        };
+        assert_eq!(of(0), [("t".into(), 0), ("t".into(), 2)]);
+        assert_eq!(of(1), [("t".into(), 1), ("u".into(), 0)]);
+        assert_eq!(lanes.count(), 2);
     }
 
     #[test]

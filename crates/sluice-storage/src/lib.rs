@@ -19,6 +19,7 @@ mod error;
 mod events;
 pub mod failpoint;
 pub mod heartbeat;
+mod held;
 mod isolate;
 mod lanes;
 mod metrics;

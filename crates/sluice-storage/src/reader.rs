@@ -10,12 +10,14 @@
 //! partitions whose every earlier batch that writer already stored. The read-ahead is
 //! bounded (per writer: two batches in its lane, one in its channel, one being stored); it
 //! was never committed, so dropping it on shutdown or on a rebalance only means it is
-//! redelivered.
+//! redelivered. A writer that stays behind stalls only its own partitions: they are paused
+//! while the reader polls the others ([`crate::held`]).
 
 use crate::batch::{Decoded, decode_batch};
 use crate::error::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
 use crate::events::{BatchCommitted, OffsetCommitFailed, Phases};
 use crate::heartbeat::ReaderLiveness;
+use crate::held::Holds;
 use crate::lanes::Lanes;
 use crate::metrics::PipelineMetrics;
 use crate::sink::StorageSink;
@@ -25,6 +27,9 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+
+/// The longest a poll waits while partitions are held back.
+const HELD_SLICE: Duration = Duration::from_millis(10);
 
 /// A polled and decoded batch, on its way to a writer.
 #[derive(Debug)]
@@ -115,6 +120,7 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         kill_after: crate::failpoint::after_db_commit(),
     };
     let mut lanes = Lanes::new(to_writers.len(), batch_size);
+    let mut holds = Holds::new(lanes.count());
     // Batches in each writer's channel (sent, not yet taken): one at most.
     let mut queued = vec![0usize; to_writers.len()];
     let mut revocations = consumer.rebalances().revoke;
@@ -143,21 +149,35 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
             if hand_over(sink, &mut lanes, &to_writers, &mut queued, true).is_err() {
                 break Ok(());
             }
-            if lanes.any_full() {
-                // A writer is behind: wait until one takes a batch or stores one.
-                liveness.waiting_for_writer();
-                match events.recv_timeout(slice) {
-                    Ok(event) => {
-                        if let Err(error) = committer.handle(&consumer, event, &mut queued) {
-                            break Err(error);
-                        }
-                    }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => break Ok(()),
-                }
-                continue;
-            }
         }
+        // A lane full for a moment: wait for its writer. Full for longer: its writer is
+        // stuck, so hold its partitions back and poll the others (crate::held).
+        let next = holds.next(&lanes, Instant::now());
+        let held = !next.held.is_empty();
+        let unheld = match consumer.hold(&next.held) {
+            Ok(()) => false,
+            Err(error) => {
+                tracing::warn!(pipeline = %committer.name, %error,
+                    "cannot pause the partitions of a writer that is behind; waiting for it");
+                true
+            }
+        };
+        if next.wait || unheld {
+            liveness.waiting_for_writer();
+            match events.recv_timeout(slice) {
+                Ok(event) => {
+                    if let Err(error) = committer.handle(&consumer, event, &mut queued) {
+                        break Err(error);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break Ok(()),
+            }
+            continue;
+        }
+        // While partitions are held back, poll in short slices: their writer's next report
+        // is handled (and the partitions released) promptly.
+        let slice = if held { HELD_SLICE.min(slice) } else { slice };
         let polled_at = Instant::now();
         let polled = consumer.poll_batch(batch_size, slice);
         // A consumer error that keeps coming back makes the pipeline unhealthy at once,

@@ -6,6 +6,11 @@
 //! once a writer falls idle it compares once more when its last commit is
 //! [`FLUSH_GRACE`] old (by then an asynchronous commit is flushed), so a partition whose
 //! last batches were lost is found even if no record follows.
+//!
+//! A stop lets the batch in flight finish for [`STOP_GRACE`]; a batch still running then
+//! (waiting for a lock another session holds, say) is abandoned: the connection is dropped
+//! and its statement cancelled, so nothing of it commits and shutdown stays prompt. Its
+//! records were never committed anywhere, so they are read again on the next start.
 
 pub(crate) mod pool;
 
@@ -30,6 +35,13 @@ use std::time::{Duration, Instant};
 /// How old a writer's last commit is before it checks that PostgreSQL kept it: PostgreSQL
 /// flushes an asynchronous commit within three `wal_writer_delay`s (200 ms by default).
 pub const FLUSH_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a batch in flight when the pipeline is stopped may still take to commit.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// How long cancelling an abandoned statement may take (its connection is closed anyway).
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(3);
+
 use tokio_util::sync::CancellationToken;
 
 /// One writer's own connection, writing through the pipeline's sink (whose reference
@@ -41,6 +53,8 @@ pub struct Writer<'a, S> {
     pipeline: &'a Identity,
     sink: &'a S,
     conn: Option<PgConnection>,
+    /// The server process of `conn`.
+    backend: Option<i32>,
     metrics: &'a PipelineMetrics,
     /// The next offset this writer committed, per partition.
     committed: HashMap<Partition, i64>,
@@ -63,6 +77,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
             pipeline,
             sink,
             conn: None,
+            backend: None,
             metrics,
             committed: HashMap::new(),
             unverified_since: None,
@@ -89,7 +104,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
             Err(error) => {
                 tracing::debug!(pipeline = %self.pipeline.name, %error,
                     "cannot check the committed offsets yet");
-                self.conn = None;
+                self.forget_connection();
                 return Ok(());
             }
         };
@@ -118,11 +133,43 @@ impl<'a, S: StorageSink> Writer<'a, S> {
                     .execute(&mut conn)
                     .await?;
             }
+            self.backend = Some(sluice_postgres::backend_pid(&mut conn).await?);
             self.conn = Some(conn);
         }
         self.conn
             .as_mut()
             .ok_or_else(|| sqlx::Error::Protocol("no connection".into()))
+    }
+
+    /// Drops the connection (a fresh one is opened on next use).
+    fn forget_connection(&mut self) {
+        self.conn = None;
+        self.backend = None;
+    }
+
+    /// Gives up the statement in flight: drops the connection and asks the server to cancel
+    /// what its process still runs (a lock wait would otherwise go on until the lock is
+    /// released; the transaction is rolled back either way, since no COMMIT follows).
+    async fn abandon(&mut self) {
+        let backend = self.backend;
+        self.forget_connection();
+        let Some(pid) = backend else { return };
+        let (url, name) = (&self.settings.database_url, &self.pipeline.name);
+        let cancelled = tokio::time::timeout(
+            CANCEL_TIMEOUT,
+            sluice_postgres::cancel_backend(url, name, pid),
+        )
+        .await;
+        match cancelled {
+            Ok(Ok(sent)) => tracing::warn!(pipeline = %name, writer = self.index, backend = pid,
+                cancelled = sent, "stopping: abandoned the batch in flight after the grace; \
+                its records are read again on the next start"),
+            Ok(Err(error)) => tracing::warn!(pipeline = %name, writer = self.index, backend = pid,
+                %error, "stopping: abandoned the batch in flight; cannot cancel its statement \
+                (the server rolls it back when it sees the connection closed)"),
+            Err(_) => tracing::warn!(pipeline = %name, writer = self.index, backend = pid,
+                "stopping: abandoned the batch in flight; cancelling its statement timed out"),
+        }
     }
 
     /// Which writer of its pipeline this is.
@@ -167,7 +214,10 @@ impl<'a, S: StorageSink> Writer<'a, S> {
         retries: &mut u32,
     ) -> Result<Option<BatchReport>, PipelineError> {
         loop {
-            let attempt = self.try_store(records, decoded).await;
+            let Some(attempt) = self.try_store(records, decoded, stop).await else {
+                self.abandon().await;
+                return Ok(None);
+            };
             let error = match attempt {
                 Ok(Stored::Done(mut report, dead)) => {
                     report.retries = *retries;
@@ -189,7 +239,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
                 });
             }
             // The connection may be broken; the next attempt opens a fresh one.
-            self.conn = None;
+            self.forget_connection();
             let Some(delay) = delays.next() else {
                 return Err(PipelineError::RetriesExhausted {
                     attempts: *retries,
@@ -222,16 +272,27 @@ impl<'a, S: StorageSink> Writer<'a, S> {
         }
     }
 
+    /// One attempt; `None` when `stop` came and the attempt did not end within
+    /// [`STOP_GRACE`] (it was dropped, the caller abandons the connection).
     async fn try_store(
         &mut self,
         records: &[Record],
         decoded: &Decoded<S::Message>,
-    ) -> Result<Stored, sqlx::Error> {
-        let (sink, group) = (self.sink, self.pipeline.group.as_str());
+        stop: &CancellationToken,
+    ) -> Option<Result<Stored, sqlx::Error>> {
+        let (sink, pipeline) = (self.sink, self.pipeline);
         let committed = std::mem::take(&mut self.committed);
-        let stored = match self.connection().await {
-            Ok(conn) => store_batch(conn, sink, group, records, decoded, &committed).await,
-            Err(error) => Err(error),
+        let attempt = async {
+            let conn = self.connection().await?;
+            store_batch(conn, sink, &pipeline.group, records, decoded, &committed).await
+        };
+        let stopped = async {
+            stop.cancelled().await;
+            tokio::time::sleep(STOP_GRACE).await;
+        };
+        let stored = tokio::select! {
+            stored = attempt => Some(stored),
+            () = stopped => None,
         };
         self.committed = committed;
         stored
