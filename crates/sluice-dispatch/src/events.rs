@@ -152,8 +152,9 @@ impl ClaimFailed<'_> {
     }
 }
 
-/// A stale dispatch recovery round that found stale rows: its outcomes counted, and one
-/// INFO line (`stale dispatch recovery`).
+/// A stale dispatch recovery round: its outcomes counted, the topics whose search failed
+/// kept for readiness, and when it found stale rows one INFO line (`stale dispatch
+/// recovery`).
 #[derive(Debug)]
 pub(crate) struct StaleRecovered<'a> {
     /// The dispatcher's metric handles.
@@ -167,11 +168,23 @@ impl StaleRecovered<'_> {
     pub(crate) fn emit(self) {
         let Self { metrics, report } = self;
         metrics.recovered(report.published, report.requeued, report.raced);
+        metrics.recovery_done(&report.failed_topics, report.unsettled);
+        if report.stale == 0 {
+            return;
+        }
+        let failed: Vec<&str> = report
+            .failed_topics
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .collect();
         tracing::info!(
             stale = report.stale,
             published = report.published,
             requeued = report.requeued,
             raced = report.raced,
+            unsettled = report.unsettled,
+            failed_topics = ?failed,
+            scanned = report.scanned,
             "stale dispatch recovery"
         );
     }
@@ -319,6 +332,7 @@ mod tests {
                     published: 1,
                     requeued: 2,
                     raced: 0,
+                    ..RecoveryReport::default()
                 },
             }
             .emit();

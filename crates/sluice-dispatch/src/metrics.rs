@@ -49,7 +49,12 @@ struct Health {
     last_tick_ms: AtomicU64,
     /// The longest a healthy loop goes without a round.
     live_within: Duration,
+    /// Per topic whose stale-dispatch search failed: in how many rounds in a row, and why.
+    recovery_failing: Mutex<BTreeMap<String, (u32, String)>>,
 }
+
+/// Rounds in a row a topic's stale-dispatch search fails before the dispatcher is not ready.
+pub const RECOVERY_STUCK_ROUNDS: u32 = 3;
 
 /// The dispatcher's metric handles and health state; cheap to clone.
 #[derive(Debug, Clone)]
@@ -60,6 +65,7 @@ pub struct DispatchMetrics {
     latency: Histogram,
     failures: Counter,
     recovered: [Counter; 3],
+    unsettled: Gauge,
     health: Arc<Health>,
 }
 
@@ -94,6 +100,7 @@ impl DispatchMetrics {
             published: Counter::default(),
             latency: latency_histogram(),
             failures: Counter::default(),
+            unsettled: Gauge::default(),
             recovered: Self::RECOVERY_OUTCOMES.map(|outcome| {
                 recovered.get_or_create_owned(&OutcomeLabels {
                     outcome: outcome.to_owned(),
@@ -105,6 +112,7 @@ impl DispatchMetrics {
                 batch_error: Mutex::new(None),
                 last_tick_ms: AtomicU64::new(0),
                 live_within,
+                recovery_failing: Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -151,6 +159,11 @@ impl DispatchMetrics {
             "Stale DISPATCHING rows settled by recovery: found in Kafka (published), requeued, or moved by someone else (raced)",
             recovered,
         );
+        registry.register(
+            "sluice_outbox_recovery_unsettled",
+            "Stale DISPATCHING rows the last recovery round left because their topic could not be searched",
+            metrics.unsettled.clone(),
+        );
         metrics
     }
 
@@ -174,6 +187,21 @@ impl DispatchMetrics {
     pub fn recovered(&self, published: usize, requeued: usize, raced: usize) {
         for (counter, n) in self.recovered.iter().zip([published, requeued, raced]) {
             counter.inc_by(n as u64);
+        }
+    }
+
+    /// A recovery round ended: `failed` the topics whose search failed (with why),
+    /// `unsettled` the rows it left for that reason. A topic missing from `failed` was
+    /// searched (or had no stale row) and is forgotten.
+    pub fn recovery_done(&self, failed: &[(String, String)], unsettled: usize) {
+        self.unsettled
+            .set(i64::try_from(unsettled).unwrap_or(i64::MAX));
+        if let Ok(mut failing) = self.health.recovery_failing.lock() {
+            let before = std::mem::take(&mut *failing);
+            for (topic, why) in failed {
+                let rounds = before.get(topic).map_or(0, |(n, _)| *n) + 1;
+                failing.insert(topic.clone(), (rounds, why.clone()));
+            }
         }
     }
 
@@ -212,8 +240,9 @@ impl DispatchMetrics {
         set_reach(&self.health.broker, result);
     }
 
-    /// `Ok` when the database and the broker answered the last probe and the last batch did
-    /// not fail; otherwise one line per part that is not ready.
+    /// `Ok` when the database and the broker answered the last probe, the last batch did
+    /// not fail and stale-dispatch recovery is not stuck on a topic
+    /// ([`RECOVERY_STUCK_ROUNDS`]); otherwise one line per part that is not ready.
     pub fn readiness(&self) -> Result<(), Vec<String>> {
         let mut problems = vec![];
         for (part, reach) in [
@@ -229,6 +258,16 @@ impl DispatchMetrics {
         }
         if let Ok(Some(error)) = self.health.batch_error.lock().map(|e| e.clone()) {
             problems.push(format!("dispatcher: the last batch failed: {error}"));
+        }
+        if let Ok(failing) = self.health.recovery_failing.lock() {
+            for (topic, (rounds, why)) in failing.iter() {
+                if *rounds >= RECOVERY_STUCK_ROUNDS {
+                    problems.push(format!(
+                        "recovery: searching {topic} for stale dispatches failed {rounds} rounds \
+                         in a row (its rows stay DISPATCHING): {why}"
+                    ));
+                }
+            }
         }
         if problems.is_empty() {
             Ok(())
@@ -298,9 +337,37 @@ mod tests {
             "sluice_outbox_recovered_total{outcome=\"published\"} 1",
             "sluice_outbox_recovered_total{outcome=\"requeued\"} 2",
             "sluice_outbox_recovered_total{outcome=\"raced\"} 0",
+            "sluice_outbox_recovery_unsettled 0",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn a_topic_whose_recovery_search_keeps_failing_makes_the_dispatcher_not_ready() {
+        let mut registry = Registry::default();
+        let m = DispatchMetrics::register(&mut registry, Duration::from_secs(60));
+        m.set_database(Ok(()));
+        m.set_broker(Ok(()));
+        let failed = vec![("orders".to_owned(), "deadline".to_owned())];
+        for _ in 1..RECOVERY_STUCK_ROUNDS {
+            m.recovery_done(&failed, 4);
+            assert_eq!(m.readiness(), Ok(()), "a failed round or two is ridden out");
+        }
+        m.recovery_done(&failed, 4);
+        let problems = m.readiness().unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0].contains("orders") && problems[0].contains("3 rounds in a row"),
+            "{problems:?}"
+        );
+        assert!(encode(&registry).contains("sluice_outbox_recovery_unsettled 4"));
+        // Another topic failing does not carry the count over; a round that searched
+        // `orders` clears it.
+        m.recovery_done(&[("audit".to_owned(), "down".to_owned())], 1);
+        assert_eq!(m.readiness(), Ok(()));
+        m.recovery_done(&[], 0);
+        assert!(encode(&registry).contains("sluice_outbox_recovery_unsettled 0"));
     }
 
     #[test]

@@ -18,6 +18,20 @@
 //! settings guarantee send window + delivery timeout + margin ≤ stale timeout
 //! (`OutboxSettings::send_window`), so every record of a stale claim was acknowledged (and
 //! is in the searched range) or failed before the row was listed.
+//!
+//! A round never blocks itself:
+//! - **Each topic on its own.** A topic whose search fails (or passes
+//!   [`RecoveryLimits::search_deadline`]) leaves its rows for the next round and is named in
+//!   the report ([`RecoveryReport::failed_topics`]); the other topics are settled. Topics go
+//!   newest stale claim first, so fresh claims are not held up behind an old one.
+//! - **A bounded range.** The search ends at the first offset stamped after the latest
+//!   claim + the stale timeout + the clock margin + how far ahead of its append a record's
+//!   timestamp may be in that topic (zero with `LogAppendTime`, the topic's
+//!   `message.timestamp.after.max.ms` with `CreateTime`: brokers refuse records stamped
+//!   further ahead): every record appended before the claim turned stale is stamped
+//!   earlier, so it is inside. Only where that lead is unbounded (a cluster before Kafka
+//!   3.6, or a limit over a week) does the range run to the topic's current end. So a row
+//!   left stale for hours costs the same search as a fresh one, however busy the topic.
 
 use crate::DispatchError;
 use crate::publish::EVENT_ID_HEADER;
@@ -38,13 +52,33 @@ use uuid::Uuid;
 /// How far before the claim time the search starts (clock skew between the database and
 /// the producer's host, which stamps the record).
 const CLOCK_MARGIN_MS: i64 = 60_000;
-/// The longest one topic's search may take before the round gives up.
+/// The longest one topic's search may take before its rows are left for the next round.
 const SEARCH_DEADLINE: Duration = Duration::from_secs(60);
+
+/// What bounds a recovery round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryLimits {
+    /// A claim older than this is stale (by then every record of it was acknowledged or
+    /// failed).
+    pub stale_after: Duration,
+    /// The longest one topic's search may take.
+    pub search_deadline: Duration,
+}
+
+impl RecoveryLimits {
+    /// Claims stale after `stale_after`; each topic's search bounded by 60 s.
+    pub fn new(stale_after: Duration) -> Self {
+        Self {
+            stale_after,
+            search_deadline: SEARCH_DEADLINE,
+        }
+    }
+}
 /// Kafka calls' timeout.
 const KAFKA_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What one recovery round did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     /// Stale DISPATCHING rows found.
     pub stale: usize,
@@ -54,93 +88,171 @@ pub struct RecoveryReport {
     pub requeued: usize,
     /// Moved by someone else while the search ran; left alone.
     pub raced: usize,
+    /// Left DISPATCHING because their topic's search failed.
+    pub unsettled: usize,
+    /// The topics whose search failed, with why.
+    pub failed_topics: Vec<(String, String)>,
+    /// Records read from Kafka by the searches.
+    pub scanned: u64,
 }
 
-/// One recovery round over every row DISPATCHING for longer than `stale_after`:
+/// One recovery round over every row DISPATCHING for longer than `limits.stale_after`:
 /// [`list_stale`], then [`settle_stale`].
 pub async fn recover_stale(
     conn: &mut PgConnection,
     kafka: &KafkaClientSettings,
-    stale_after: Duration,
+    limits: &RecoveryLimits,
 ) -> Result<RecoveryReport, DispatchError> {
-    let rows = list_stale(conn, stale_after).await?;
-    settle_stale(conn, kafka, rows).await
+    let rows = list_stale(conn, limits.stale_after).await?;
+    settle_stale(conn, kafka, rows, limits).await
 }
 
 /// Looks for each listed row's record in Kafka and settles the row under the claim it was
 /// listed with: found → PUBLISHED, not found → PENDING. A row no longer held by that claim
-/// is left alone (`raced`).
+/// is left alone (`raced`); the rows of a topic whose search fails are left for the next
+/// round (`unsettled`). Only a database error ends the round early.
 pub async fn settle_stale(
     conn: &mut PgConnection,
     kafka: &KafkaClientSettings,
     rows: Vec<StaleRow>,
+    limits: &RecoveryLimits,
 ) -> Result<RecoveryReport, DispatchError> {
     let mut report = RecoveryReport {
         stale: rows.len(),
         ..RecoveryReport::default()
     };
-    if rows.is_empty() {
-        return Ok(report);
-    }
     let mut by_topic: BTreeMap<String, Vec<StaleRow>> = BTreeMap::new();
     for row in rows {
         by_topic.entry(row.topic.clone()).or_default().push(row);
     }
-    for (topic, rows) in by_topic {
-        let bootstrap = kafka.clone();
-        let wanted: Vec<(Uuid, Option<i32>)> = rows.iter().map(|r| (r.id, r.partition)).collect();
-        let from_ms = rows.iter().map(|r| r.claimed_at_ms).min().unwrap_or(0) - CLOCK_MARGIN_MS;
-        let search_topic = topic.clone();
-        let found = tokio::task::spawn_blocking(move || {
-            search_topic_for_ids(&bootstrap, &search_topic, from_ms, &wanted)
-        })
-        .await
-        .map_err(|e| DispatchError::Recovery(format!("search task failed: {e}")))??;
-        for row in rows {
-            match found.get(&row.id) {
-                Some(&(partition, offset)) => {
-                    let settled =
-                        settle_published(conn, row.claim_id, &[(row.id, partition, offset)])
-                            .await?;
-                    if settled.published + settled.already_past > 0 {
-                        tracing::info!(id = %row.id, %topic, partition, offset,
-                            "stale dispatch: record found in Kafka, marked PUBLISHED");
-                        report.published += 1;
-                    } else {
-                        tracing::info!(id = %row.id, %topic, claim = ?row.claim_id,
-                            "stale dispatch: found in Kafka, but the row changed claim; left alone");
-                        report.raced += 1;
-                    }
-                }
-                None => {
-                    if requeue_stale(conn, row.id, row.claim_id).await? {
-                        tracing::info!(id = %row.id, %topic, claim = ?row.claim_id,
-                            "stale dispatch: no record in Kafka, requeued");
-                        report.requeued += 1;
-                    } else {
-                        tracing::info!(id = %row.id, %topic, claim = ?row.claim_id,
-                            "stale dispatch: the row changed claim since it was listed; left alone");
-                        report.raced += 1;
-                    }
-                }
+    // The topic with the newest stale claim first.
+    let mut topics: Vec<(String, Vec<StaleRow>)> = by_topic.into_iter().collect();
+    topics.sort_by_key(|(_, rows)| std::cmp::Reverse(newest_claim(rows)));
+    for (topic, rows) in topics {
+        let searched = search_topic(kafka, &topic, &rows, limits).await;
+        let found = match searched {
+            Ok(search) => {
+                report.scanned += search.scanned;
+                search.found
             }
-        }
+            Err(error) => {
+                tracing::warn!(%topic, rows = rows.len(), %error,
+                    "stale dispatch: cannot search the topic; its rows stay DISPATCHING for the next round");
+                report.unsettled += rows.len();
+                report.failed_topics.push((topic, error.to_string()));
+                continue;
+            }
+        };
+        settle_rows(conn, &topic, rows, &found, &mut report).await?;
     }
     Ok(report)
 }
 
-/// Reads `topic` from `from_ms` to its current end, looking for records whose event-id
-/// header is one of `wanted` (an id with an explicit partition is looked for there only).
-/// Returns id → (partition, offset) of the first record found for each id.
+fn newest_claim(rows: &[StaleRow]) -> i64 {
+    rows.iter().map(|r| r.claimed_at_ms).max().unwrap_or(0)
+}
+
+/// Searches `topic` for the records of `rows`, within the range their claims bound.
+async fn search_topic(
+    kafka: &KafkaClientSettings,
+    topic: &str,
+    rows: &[StaleRow],
+    limits: &RecoveryLimits,
+) -> Result<Search, DispatchError> {
+    let lead = Admin::new(kafka, KAFKA_TIMEOUT)?
+        .timestamp_lead(topic)
+        .await?;
+    let from_ms = rows.iter().map(|r| r.claimed_at_ms).min().unwrap_or(0) - CLOCK_MARGIN_MS;
+    let until_ms = lead.map(|lead| {
+        let after = limits.stale_after + lead;
+        newest_claim(rows)
+            .saturating_add(CLOCK_MARGIN_MS)
+            .saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX))
+            .saturating_add(1)
+    });
+    let window = Window {
+        from_ms,
+        until_ms,
+        deadline: limits.search_deadline,
+    };
+    let wanted: Vec<(Uuid, Option<i32>)> = rows.iter().map(|r| (r.id, r.partition)).collect();
+    let (kafka, topic) = (kafka.clone(), topic.to_owned());
+    tokio::task::spawn_blocking(move || search_topic_for_ids(&kafka, &topic, &window, &wanted))
+        .await
+        .map_err(|e| DispatchError::Recovery(format!("search task failed: {e}")))?
+}
+
+/// Settles one topic's rows by what its search found.
+async fn settle_rows(
+    conn: &mut PgConnection,
+    topic: &str,
+    rows: Vec<StaleRow>,
+    found: &HashMap<Uuid, (i32, i64)>,
+    report: &mut RecoveryReport,
+) -> Result<(), DispatchError> {
+    for row in rows {
+        match found.get(&row.id) {
+            Some(&(partition, offset)) => {
+                let settled =
+                    settle_published(conn, row.claim_id, &[(row.id, partition, offset)]).await?;
+                if settled.published + settled.already_past > 0 {
+                    tracing::info!(id = %row.id, %topic, partition, offset,
+                        "stale dispatch: record found in Kafka, marked PUBLISHED");
+                    report.published += 1;
+                } else {
+                    tracing::info!(id = %row.id, %topic, claim = ?row.claim_id,
+                        "stale dispatch: found in Kafka, but the row changed claim; left alone");
+                    report.raced += 1;
+                }
+            }
+            None => {
+                if requeue_stale(conn, row.id, row.claim_id).await? {
+                    tracing::info!(id = %row.id, %topic, claim = ?row.claim_id,
+                        "stale dispatch: no record in Kafka, requeued");
+                    report.requeued += 1;
+                } else {
+                    tracing::info!(id = %row.id, %topic, claim = ?row.claim_id,
+                        "stale dispatch: the row changed claim since it was listed; left alone");
+                    report.raced += 1;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The part of a topic a search reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// From the first offset stamped at or after this time (ms since the epoch).
+    pub from_ms: i64,
+    /// Up to the first offset stamped at or after this time; `None`: the current end.
+    pub until_ms: Option<i64>,
+    /// The longest the search may take.
+    pub deadline: Duration,
+}
+
+/// What a search found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Search {
+    /// Event id → (partition, offset) of the first record found for it.
+    pub found: HashMap<Uuid, (i32, i64)>,
+    /// Records read.
+    pub scanned: u64,
+}
+
+/// Reads `window` of `topic` (never past its current end), looking for records whose
+/// event-id header is one of `wanted` (an id with an explicit partition is looked for there
+/// only).
 pub fn search_topic_for_ids(
     kafka: &KafkaClientSettings,
     topic: &str,
-    from_ms: i64,
+    window: &Window,
     wanted: &[(Uuid, Option<i32>)],
-) -> Result<HashMap<Uuid, (i32, i64)>, DispatchError> {
+) -> Result<Search, DispatchError> {
     let admin = Admin::new(kafka, KAFKA_TIMEOUT)?;
     let Some(count) = admin.partition_count(topic)? else {
-        return Ok(HashMap::new());
+        return Ok(Search::default());
     };
     let partitions: BTreeSet<i32> = if wanted.iter().any(|(_, p)| p.is_none()) {
         (0..count).collect()
@@ -154,14 +266,22 @@ pub fn search_topic_for_ids(
     let ids: HashMap<String, Option<i32>> =
         wanted.iter().map(|(id, p)| (id.to_string(), *p)).collect();
     let starts: HashMap<i32, i64> = admin
-        .offsets_for_time(topic, from_ms.max(0))?
+        .offsets_for_time(topic, window.from_ms.max(0))?
         .into_iter()
         .collect();
-    let ends: HashMap<i32, i64> = admin
+    let mut ends: HashMap<i32, i64> = admin
         .watermarks(topic)?
         .into_iter()
         .map(|m| (m.partition, m.high))
         .collect();
+    if let Some(until_ms) = window.until_ms {
+        // `offsets_for_time` answers the current end where nothing is stamped that late.
+        for (partition, until) in admin.offsets_for_time(topic, until_ms.max(0))? {
+            if let Some(end) = ends.get_mut(&partition) {
+                *end = (*end).min(until);
+            }
+        }
+    }
     let mut list = TopicPartitionList::new();
     let mut open: BTreeSet<i32> = BTreeSet::new();
     for &partition in &partitions {
@@ -173,16 +293,18 @@ pub fn search_topic_for_ids(
             open.insert(partition);
         }
     }
-    let mut found = HashMap::new();
+    let mut search = Search::default();
     if open.is_empty() {
-        return Ok(found);
+        return Ok(search);
     }
     let reader: BaseConsumer = assigned_reader(kafka, "sluice-outbox-recovery", &list)?;
-    let deadline = Instant::now() + SEARCH_DEADLINE;
-    while !open.is_empty() && found.len() < ids.len() {
-        if Instant::now() > deadline {
+    let deadline = Instant::now() + window.deadline;
+    while !open.is_empty() && search.found.len() < ids.len() {
+        if Instant::now() >= deadline {
             return Err(DispatchError::Recovery(format!(
-                "searching {topic} did not reach the end offsets within {SEARCH_DEADLINE:?}"
+                "searching {topic} did not reach the end of its range within {:?} \
+                 ({} records read)",
+                window.deadline, search.scanned
             )));
         }
         let Some(message) = reader.poll(Duration::from_millis(200)) else {
@@ -198,6 +320,12 @@ pub fn search_topic_for_ids(
         };
         let partition = message.partition();
         let offset = message.offset();
+        if ends.get(&partition).is_some_and(|&end| offset >= end) {
+            // Past the range (the fetch brings whole batches): not looked at.
+            open.remove(&partition);
+            continue;
+        }
+        search.scanned += 1;
         if ends.get(&partition).is_some_and(|&end| offset + 1 >= end) {
             open.remove(&partition);
         }
@@ -216,8 +344,8 @@ pub fn search_topic_for_ids(
             && explicit.is_none_or(|p| p == partition)
             && let Ok(uuid) = Uuid::parse_str(id)
         {
-            found.entry(uuid).or_insert((partition, offset));
+            search.found.entry(uuid).or_insert((partition, offset));
         }
     }
-    Ok(found)
+    Ok(search)
 }

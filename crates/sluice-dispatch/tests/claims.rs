@@ -14,7 +14,9 @@ use common::kafka::{read_topic, settings};
 use common::{setup, status_of, teardown};
 use serde_json::json;
 use sluice_dispatch::publish::record_headers;
-use sluice_dispatch::recovery::{RecoveryReport, list_stale, recover_stale, settle_stale};
+use sluice_dispatch::recovery::{
+    RecoveryLimits, RecoveryReport, list_stale, recover_stale, settle_stale,
+};
 use sluice_dispatch::store::claim::{ClaimedEvent, claim_batch};
 use sluice_dispatch::store::failure::{
     FailedPublishOutcome, mark_publish_failed, requeue_without_attempt,
@@ -103,7 +105,7 @@ async fn two_recoveries_listing_the_same_stale_row_move_it_once() {
     let listed = list_stale(&mut r2, STALE).await.unwrap();
     assert_eq!(listed.len(), 2);
     assert!(listed.iter().all(|r| r.claim_id == Some(dead_claim)));
-    let r1 = recover_stale(&mut conn, &kafka(&stack), STALE)
+    let r1 = recover_stale(&mut conn, &kafka(&stack), &RecoveryLimits::new(STALE))
         .await
         .unwrap();
     assert_eq!((r1.stale, r1.requeued), (2, 2));
@@ -118,14 +120,18 @@ async fn two_recoveries_listing_the_same_stale_row_move_it_once() {
     let (partition, offset) = publish(&producer, live_a).await;
 
     // R2 acts on its old listing.
-    let report = settle_stale(&mut r2, &kafka(&stack), listed).await.unwrap();
+    let report = settle_stale(&mut r2, &kafka(&stack), listed, &RecoveryLimits::new(STALE))
+        .await
+        .unwrap();
     assert_eq!(
         report,
         RecoveryReport {
             stale: 2,
             published: 0,
             requeued: 0,
-            raced: 2
+            raced: 2,
+            scanned: report.scanned,
+            ..RecoveryReport::default()
         },
         "both compares lost"
     );
@@ -172,7 +178,7 @@ async fn a_late_mark_after_requeue_and_reclaim_changes_nothing() {
     let a_claim = a[0].claim_id;
     age_claims(&mut conn).await;
     // The topic does not exist: the search finds nothing, the row is requeued.
-    let report = recover_stale(&mut conn, &kafka(&stack), STALE)
+    let report = recover_stale(&mut conn, &kafka(&stack), &RecoveryLimits::new(STALE))
         .await
         .unwrap();
     assert_eq!(report.requeued, 1);

@@ -19,7 +19,7 @@ use serde_json::json;
 use sluice_core::KafkaClientSettings;
 use sluice_dispatch::Dispatcher;
 use sluice_dispatch::publish::record_headers;
-use sluice_dispatch::recovery::{RecoveryReport, recover_stale};
+use sluice_dispatch::recovery::{RecoveryLimits, RecoveryReport, recover_stale};
 use sluice_dispatch::store::claim::claim_batch;
 use sluice_dispatch::store::retention::purge_expired;
 use sluice_kafka::ResilientProducer;
@@ -102,7 +102,7 @@ async fn recovery_marks_acknowledged_records_and_requeues_unpublished_ones() {
     let report = recover_stale(
         &mut conn,
         &KafkaClientSettings::new(&stack.bootstrap),
-        Duration::from_secs(60),
+        &RecoveryLimits::new(Duration::from_secs(60)),
     )
     .await
     .unwrap();
@@ -114,7 +114,7 @@ async fn recovery_marks_acknowledged_records_and_requeues_unpublished_ones() {
     let report = recover_stale(
         &mut conn,
         &KafkaClientSettings::new(&stack.bootstrap),
-        Duration::from_secs(60),
+        &RecoveryLimits::new(Duration::from_secs(60)),
     )
     .await
     .unwrap();
@@ -124,7 +124,9 @@ async fn recovery_marks_acknowledged_records_and_requeues_unpublished_ones() {
             stale: 3,
             published: 2,
             requeued: 1,
-            raced: 0
+            raced: 0,
+            scanned: report.scanned,
+            ..RecoveryReport::default()
         }
     );
     for id in [acked.id, explicit.id] {
@@ -215,5 +217,208 @@ async fn retention_purges_old_success_published_and_cdc_only() {
         left.contains(&fresh_success),
         "a recent SUCCESS row is kept"
     );
+    teardown(schema, conn).await;
+}
+
+/// Claims every PENDING row as a dispatcher that dies at once, and ages the claims by
+/// `minutes`.
+async fn claimed_by_the_dead(
+    conn: &mut sqlx::PgConnection,
+    minutes: i32,
+) -> Vec<sluice_dispatch::store::claim::ClaimedEvent> {
+    let claimed = claim_batch(conn, "dead-dispatcher", 100).await.unwrap();
+    for c in &claimed {
+        age_claim(conn, c.id, minutes).await;
+    }
+    claimed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_that_cannot_be_searched_does_not_hold_up_the_others() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let kafka = KafkaClientSettings::new(&stack.bootstrap);
+    let busy = sluice_testkit::unique("outbox-busy");
+    let quiet = sluice_testkit::unique("outbox-quiet");
+    sluice_testkit::create_topic(&stack, &busy, 1).await;
+    sluice_testkit::create_topic(&stack, &quiet, 1).await;
+    // Another service writes to the busy topic all along (its first records are in before
+    // anything is claimed).
+    let records: Vec<sluice_testkit::RawRecord> = (0..500)
+        .map(|i| (None, Some(format!("{{\"n\":{i}}}").into_bytes())))
+        .collect();
+    sluice_testkit::produce(&stack, &busy, &records).await;
+    let load = {
+        let (stack, busy) = (stack.clone(), busy.clone());
+        tokio::spawn(async move {
+            loop {
+                sluice_testkit::produce(&stack, &busy, &records).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let on_busy = NewEvent::new(&busy, "user", "1", "mailbox.command", json!({"n": 1}));
+    let on_quiet = NewEvent::new(&quiet, "user", "2", "mailbox.command", json!({"n": 2}));
+    for e in [&on_busy, &on_quiet] {
+        enqueue(&mut conn, e).await.unwrap();
+    }
+    // A dispatcher claims both and dies before publishing anything.
+    assert_eq!(claimed_by_the_dead(&mut conn, 5).await.len(), 2);
+    // The busy topic's search cannot finish (no time at all for it); the quiet topic has
+    // nothing in its range, so its row is settled.
+    let no_time = RecoveryLimits {
+        search_deadline: Duration::ZERO,
+        ..RecoveryLimits::new(Duration::from_secs(60))
+    };
+    let report = recover_stale(&mut conn, &kafka, &no_time).await.unwrap();
+    println!("{report:?}");
+    assert_eq!(
+        (report.stale, report.requeued, report.unsettled),
+        (2, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(report.failed_topics.len(), 1);
+    assert_eq!(report.failed_topics[0].0, busy);
+    assert_eq!(
+        status_of(&mut conn, on_quiet.id).await,
+        OutboxStatus::Pending
+    );
+    assert_eq!(
+        status_of(&mut conn, on_busy.id).await,
+        OutboxStatus::Dispatching,
+        "left for the next round, never requeued unseen"
+    );
+    // With time to search, the next round settles the busy topic's row too.
+    let report = recover_stale(
+        &mut conn,
+        &kafka,
+        &RecoveryLimits::new(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    assert_eq!((report.stale, report.requeued), (1, 1), "{report:?}");
+    assert!(report.failed_topics.is_empty());
+    assert_eq!(
+        status_of(&mut conn, on_busy.id).await,
+        OutboxStatus::Pending
+    );
+    load.abort();
+    sluice_testkit::delete_topics(&stack, &[&busy, &quiet]).await;
+    teardown(schema, conn).await;
+}
+
+/// Creates a one-partition topic whose producers may stamp records at most a minute ahead
+/// of their append, and any time back.
+async fn create_stamped_topic(stack: &sluice_testkit::Stack, topic: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &stack.bootstrap)
+        .create()
+        .unwrap();
+    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(1))
+        .set("message.timestamp.type", "CreateTime")
+        .set("message.timestamp.after.max.ms", "60000")
+        .set("message.timestamp.before.max.ms", "86400000");
+    for result in admin
+        .create_topics([&new], &AdminOptions::new())
+        .await
+        .unwrap()
+    {
+        result.unwrap();
+    }
+}
+
+/// A record's timestamp (ms) and headers.
+type Stamped = (i64, Vec<(String, Vec<u8>)>);
+
+/// Produces `(timestamp ms, headers)` records to partition 0 of `topic`, in order.
+async fn produce_stamped(stack: &sluice_testkit::Stack, topic: &str, records: &[Stamped]) {
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::FutureRecord;
+    let producer = sluice_testkit::producer(stack);
+    let mut pending = Vec::with_capacity(records.len());
+    for (timestamp, headers) in records {
+        let mut owned = OwnedHeaders::new();
+        for (key, value) in headers {
+            owned = owned.insert(Header {
+                key,
+                value: Some(value),
+            });
+        }
+        let record = FutureRecord::<[u8], [u8]>::to(topic)
+            .partition(0)
+            .payload(b"{}".as_slice())
+            .timestamp(*timestamp)
+            .headers(owned);
+        pending.push(producer.send_result(record).unwrap());
+    }
+    for delivery in pending {
+        delivery.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_stale_for_hours_is_searched_within_its_own_window() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let kafka = KafkaClientSettings::new(&stack.bootstrap);
+    let topic = sluice_testkit::unique("outbox-window");
+    create_stamped_topic(&stack, &topic).await;
+    let published = NewEvent::new(&topic, "user", "1", "mailbox.command", json!({"n": 1}));
+    let lost = NewEvent::new(&topic, "user", "2", "mailbox.command", json!({"n": 2}));
+    for e in [&published, &lost] {
+        enqueue(&mut conn, e).await.unwrap();
+    }
+    // Claimed 100 minutes ago by a dispatcher that published one of the two and died.
+    let claimed = claimed_by_the_dead(&mut conn, 100).await;
+    let minute = 60_000i64;
+    let now = chrono::Utc::now().timestamp_millis();
+    let claimed_at = now - 100 * minute;
+    // Other producers' records all along: 2,000 over the 20 minutes before the claim,
+    // 40,000 over the 100 minutes since.
+    let mut records: Vec<Stamped> = (0..2_000)
+        .map(|i| (claimed_at - 20 * minute + i * 10 * minute / 1_000, vec![]))
+        .collect();
+    let ours = claimed.iter().find(|c| c.id == published.id).unwrap();
+    records.push((claimed_at + 50, record_headers(ours)));
+    records.extend((0..40_000).map(|i| (claimed_at + 100 + i * 100 * minute / 40_000, vec![])));
+    produce_stamped(&stack, &topic, &records).await;
+
+    let report = recover_stale(
+        &mut conn,
+        &kafka,
+        &RecoveryLimits::new(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    println!(
+        "a claim 100 min old on a topic of {} records: {} records read",
+        records.len(),
+        report.scanned
+    );
+    assert_eq!(
+        (report.stale, report.published, report.requeued),
+        (2, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(
+        status_of(&mut conn, published.id).await,
+        OutboxStatus::Published
+    );
+    assert_eq!(status_of(&mut conn, lost.id).await, OutboxStatus::Pending);
+    // The range: a minute before the claim (the clock margin) to the stale timeout, the
+    // margin and the topic's one-minute lead after it — about 100 + 1,200 records, not
+    // the 40,000 written since.
+    assert!(
+        report.scanned < 3_000,
+        "read {} records for a five-minute window",
+        report.scanned
+    );
+    sluice_testkit::delete_topics(&stack, &[&topic]).await;
     teardown(schema, conn).await;
 }

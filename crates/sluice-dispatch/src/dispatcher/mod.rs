@@ -127,8 +127,8 @@ impl Dispatcher {
     /// One stale dispatch recovery round (see [`recovery`]).
     pub async fn recover_stale(&mut self) -> Result<RecoveryReport, DispatchError> {
         let bootstrap = self.settings.kafka.clone();
-        let stale = self.settings.stale_dispatch;
-        recovery::recover_stale(self.connection().await?, &bootstrap, stale).await
+        let limits = recovery::RecoveryLimits::new(self.settings.stale_dispatch);
+        recovery::recover_stale(self.connection().await?, &bootstrap, &limits).await
     }
 
     /// One retention round (see [`store::retention`]).
@@ -140,12 +140,11 @@ impl Dispatcher {
     /// One stale dispatch recovery round, logged and exported.
     async fn recovery_round(&mut self) {
         match self.recover_stale().await {
-            Ok(report) if report.stale > 0 => StaleRecovered {
+            Ok(report) => StaleRecovered {
                 metrics: &self.metrics,
                 report: &report,
             }
             .emit(),
-            Ok(_) => {}
             Err(error) => tracing::warn!(%error, "stale dispatch recovery failed"),
         }
     }

@@ -131,3 +131,74 @@ impl Admin {
         }))
     }
 }
+
+/// `message.timestamp.type`.
+const TIMESTAMP_TYPE: &str = "message.timestamp.type";
+/// `message.timestamp.after.max.ms` (Kafka 3.6+).
+const TIMESTAMP_AFTER_MAX: &str = "message.timestamp.after.max.ms";
+/// A lead longer than this bounds nothing useful: treated as unbounded.
+const LONGEST_USEFUL_LEAD: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
+impl Admin {
+    /// How far ahead of its append a record's timestamp may be in `topic`: zero when the
+    /// broker stamps the records (`LogAppendTime`), the topic's
+    /// `message.timestamp.after.max.ms` when producers do (brokers refuse a record stamped
+    /// further ahead); `None` when that is unbounded (a cluster before 3.6, or longer than
+    /// a week) or the topic does not say.
+    pub async fn timestamp_lead(
+        &self,
+        topic: &str,
+    ) -> Result<Option<std::time::Duration>, KafkaError> {
+        let results = self
+            .admin
+            .describe_configs([&ResourceSpecifier::Topic(topic)], &self.options())
+            .await?;
+        let (mut kind, mut after_max) = (None, None);
+        for result in results {
+            let resource = result.map_err(KafkaError::AdminOp)?;
+            for entry in resource.entries {
+                match entry.name.as_str() {
+                    TIMESTAMP_TYPE => kind = entry.value,
+                    TIMESTAMP_AFTER_MAX => after_max = entry.value,
+                    _ => {}
+                }
+            }
+        }
+        Ok(timestamp_lead_of(kind.as_deref(), after_max.as_deref()))
+    }
+}
+
+/// [`Admin::timestamp_lead`] from the two configs' values.
+fn timestamp_lead_of(kind: Option<&str>, after_max: Option<&str>) -> Option<std::time::Duration> {
+    if kind == Some("LogAppendTime") {
+        return Some(std::time::Duration::ZERO);
+    }
+    let ms: u64 = after_max?.parse().ok()?;
+    let lead = std::time::Duration::from_millis(ms);
+    (lead <= LONGEST_USEFUL_LEAD).then_some(lead)
+}
+
+#[cfg(test)]
+mod lead_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_lead_is_zero_for_broker_stamps_and_the_limit_for_producer_stamps() {
+        assert_eq!(
+            timestamp_lead_of(Some("LogAppendTime"), Some("9223372036854775807")),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            timestamp_lead_of(Some("CreateTime"), Some("3600000")),
+            Some(Duration::from_secs(3600))
+        );
+        assert_eq!(
+            timestamp_lead_of(Some("CreateTime"), Some("9223372036854775807")),
+            None,
+            "Kafka 3.x's default bounds nothing"
+        );
+        assert_eq!(timestamp_lead_of(Some("CreateTime"), None), None);
+        assert_eq!(timestamp_lead_of(None, Some("not a number")), None);
+    }
+}
