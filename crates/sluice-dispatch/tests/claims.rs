@@ -347,3 +347,121 @@ async fn an_event_reopened_behind_its_keys_claim_waits_for_that_claim() {
     assert_eq!(claimed.iter().map(|e| e.id).collect::<Vec<_>>(), [first]);
     teardown(schema, conn).await;
 }
+
+/// Every plan node of an `EXPLAIN (FORMAT JSON)` document, depth first.
+fn plan_nodes(node: &serde_json::Value, out: &mut Vec<serde_json::Value>) {
+    out.push(node.clone());
+    if let Some(children) = node.get("Plans").and_then(|p| p.as_array()) {
+        for child in children {
+            plan_nodes(child, out);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox-plan");
+    // 50,000 keys in flight, then 10,000 PENDING rows behind them and 5,000 of free keys.
+    sqlx::query(
+        "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, topic, partition_key, payload)
+         SELECT 'user', g::text, 'plan', $1, 'k' || g, '{}'::jsonb FROM generate_series(1, 50000) AS g",
+    )
+    .bind(&topic)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE outbox_events SET status = 'DISPATCHING', claimed_by = 'elsewhere',
+                claimed_at = now(), claim_id = gen_random_uuid()
+         WHERE topic = $1",
+    )
+    .bind(&topic)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, topic, partition_key, payload)
+         SELECT 'user', g::text, 'plan', $1, 'k' || g, '{}'::jsonb FROM generate_series(1, 10000) AS g
+         UNION ALL
+         SELECT 'user', g::text, 'plan', $1, 'free' || g, '{}'::jsonb FROM generate_series(1, 5000) AS g",
+    )
+    .bind(&topic)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE outbox_events")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    // The in-flight keys no longer fit in the hash budget.
+    sqlx::query("SET work_mem = '64kB'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+
+    let claim = include_str!("../src/store/sql/claim.sql");
+    let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {claim}");
+    let started = Instant::now();
+    let plan: serde_json::Value = sqlx::query_scalar(&explain)
+        .bind("planner")
+        .bind(100i32)
+        .bind(Uuid::new_v4())
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    let root = &plan[0];
+    let mut nodes = Vec::new();
+    plan_nodes(&root["Plan"], &mut nodes);
+    let outline: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "{} {} {} loops={} {}",
+                n["Node Type"].as_str().unwrap_or("?"),
+                n["Subplan Name"].as_str().unwrap_or(""),
+                n["Index Name"].as_str().unwrap_or(""),
+                n["Actual Loops"],
+                n["Filter"].as_str().or(n["Join Filter"].as_str()).unwrap_or("")
+            )
+        })
+        .collect();
+    println!(
+        "claim with 50,000 keys in flight, work_mem 64kB: {:.1} ms execution ({:.1} ms round trip)\n{}",
+        root["Execution Time"].as_f64().unwrap_or(-1.0),
+        took.as_secs_f64() * 1000.0,
+        outline.join("\n")
+    );
+    // A plain (unhashed) subplan runs once per row the scan passes: with the in-flight keys
+    // behind it, once per PENDING row over 50,000 keys. Only the final check's per-candidate
+    // probe (at most the batch size of runs) may be one.
+    for node in &nodes {
+        let name = node["Subplan Name"].as_str().unwrap_or("");
+        if name.starts_with("SubPlan") {
+            let loops = node["Actual Loops"].as_i64().unwrap_or(0);
+            assert!(
+                loops <= 100,
+                "a subplan run {loops} times: {name}\n{}",
+                outline.join("\n")
+            );
+        }
+    }
+    assert!(
+        outline.iter().any(|l| l.contains("NOT (hashed SubPlan")),
+        "the keys in flight are hashed:\n{}",
+        outline.join("\n")
+    );
+    // EXPLAIN ANALYZE ran the claim: it took the 100 oldest rows of free keys.
+    let claimed: Vec<String> = sqlx::query_scalar(
+        "SELECT partition_key FROM outbox_events WHERE claimed_by = 'planner' ORDER BY seq",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let expected: Vec<String> = (1..=100).map(|i| format!("free{i}")).collect();
+    assert_eq!(claimed, expected);
+    teardown(schema, conn).await;
+}
