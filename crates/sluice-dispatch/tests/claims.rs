@@ -425,7 +425,10 @@ async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem(
                 n["Subplan Name"].as_str().unwrap_or(""),
                 n["Index Name"].as_str().unwrap_or(""),
                 n["Actual Loops"],
-                n["Filter"].as_str().or(n["Join Filter"].as_str()).unwrap_or("")
+                n["Filter"]
+                    .as_str()
+                    .or(n["Join Filter"].as_str())
+                    .unwrap_or("")
             )
         })
         .collect();
