@@ -208,18 +208,6 @@ async fn drain_time(
         .await;
     started.elapsed()
 }
-
-/// The backends other than the caller's waiting for a lock right now.
-async fn lock_waiters(conn: &mut sqlx::PgConnection) -> Vec<i32> {
-    sqlx::query_scalar(
-        "SELECT pid FROM pg_stat_activity
-         WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database()",
-    )
-    .fetch_all(conn)
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_blocked_on_a_lock_stalls_only_its_partitions_and_sigterm_ends_the_wait() {
     use sqlx::Connection;
@@ -253,7 +241,7 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partitions_and_sigterm_ends_
     produce_reviews(&env, 1, &blocked).await;
     let mut observer = env.schema.connect().await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while lock_waiters(&mut observer).await.is_empty() {
+    while sluice_testkit::lock_waiters(&mut observer).await.is_empty() {
         run.assert_alive();
         assert!(
             Instant::now() < deadline,
@@ -272,7 +260,7 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partitions_and_sigterm_ends_
         during.as_secs_f64() / baseline.as_secs_f64()
     );
     assert!(
-        !lock_waiters(&mut observer).await.is_empty(),
+        !sluice_testkit::lock_waiters(&mut observer).await.is_empty(),
         "writer 1 still waits for the lock"
     );
 
@@ -289,7 +277,7 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partitions_and_sigterm_ends_
     );
     // Its statement was cancelled: nobody waits for the lock any more.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !lock_waiters(&mut observer).await.is_empty() {
+    while !sluice_testkit::lock_waiters(&mut observer).await.is_empty() {
         assert!(
             Instant::now() < deadline,
             "the blocked statement still waits"

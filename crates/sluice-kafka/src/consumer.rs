@@ -107,6 +107,23 @@ pub struct Record {
     pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
+impl Record {
+    /// A record at `topic`/`partition`/`offset` with no key, value, timestamp or headers
+    /// (what a test builds on).
+    pub fn at(topic: &str, partition: i32, offset: i64) -> Self {
+        Self {
+            topic: topic.to_owned(),
+            partition,
+            offset,
+            key: None,
+            payload: None,
+            timestamp_ms: None,
+            replay_count: 0,
+            headers: Vec::new(),
+        }
+    }
+}
+
 /// The header that carries a re-published dead letter's replay count, so that a message
 /// that fails again keeps its count and cannot loop forever.
 pub const REPLAY_COUNT_HEADER: &str = "sluice-replay-count";
@@ -735,16 +752,7 @@ mod tests {
     use super::*;
 
     fn record(partition: i32, offset: i64) -> Record {
-        Record {
-            topic: "t".into(),
-            partition,
-            offset,
-            key: None,
-            payload: None,
-            timestamp_ms: None,
-            replay_count: 0,
-            headers: Vec::new(),
-        }
+        Record::at("t", partition, offset)
     }
 
     #[test]

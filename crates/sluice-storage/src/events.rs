@@ -223,14 +223,8 @@ mod tests {
 
     fn record(partition: i32) -> Record {
         Record {
-            topic: "t".into(),
-            partition,
-            offset: 1,
-            key: None,
             payload: Some(b"x".to_vec()),
-            timestamp_ms: None,
-            replay_count: 0,
-            headers: Vec::new(),
+            ..Record::at("t", partition, 1)
         }
     }
 

@@ -17,17 +17,6 @@ use std::time::{Duration, Instant};
 
 const REVIEW_ID: &str = "gp:review-1";
 
-/// The backends (other than the observer's) waiting for a heavyweight lock right now.
-async fn lock_waiters(observer: &mut sqlx::PgConnection) -> Vec<i32> {
-    sqlx::query_scalar(
-        "SELECT pid FROM pg_stat_activity
-         WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database()",
-    )
-    .fetch_all(observer)
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_locked_past_lock_timeout_is_retried_until_the_lock_is_released() {
     let Some(fx) = Fixture::new().await else {
@@ -80,7 +69,7 @@ async fn a_row_locked_past_lock_timeout_is_retried_until_the_lock_is_released() 
     let locked_at = Instant::now();
     while waiters.len() < 3 {
         assert_still_running(&mut running);
-        waiters.extend(lock_waiters(&mut observer).await);
+        waiters.extend(sluice_testkit::lock_waiters(&mut observer).await);
         assert!(
             locked_at.elapsed() < Duration::from_secs(60),
             "the pipeline did not retry on a fresh connection (waiters: {waiters:?})"

@@ -45,14 +45,10 @@ fn as_records(topic: &str, generated: &[Generated]) -> Vec<Record> {
         .iter()
         .enumerate()
         .map(|(offset, g)| Record {
-            topic: topic.to_owned(),
-            partition: 0,
-            offset: offset as i64,
             key: Some(g.key.clone()),
             payload: g.payload.clone(),
             timestamp_ms: Some(1_764_504_000_000 + offset as i64),
-            replay_count: 0,
-            headers: Vec::new(),
+            ..Record::at(topic, 0, offset as i64)
         })
         .collect()
 }

@@ -196,6 +196,18 @@ pub async fn table_rows(conn: &mut PgConnection, table: &str) -> Vec<String> {
         .unwrap_or_else(|e| panic!("rows of {table}: {e}"))
 }
 
+/// The backends of the current database other than the caller's that wait for a lock
+/// right now (a statement blocked behind a row another session holds).
+pub async fn lock_waiters(conn: &mut PgConnection) -> Vec<i32> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity
+         WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database()",
+    )
+    .fetch_all(conn)
+    .await
+    .expect("pg_stat_activity")
+}
+
 /// Creates a topic with `partitions` partitions and waits until it is usable.
 pub async fn create_topic(stack: &Stack, topic: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
