@@ -93,6 +93,8 @@ pub struct SOptions {
     pub batch: Option<usize>,
     /// The reviews pipeline's writers.
     pub writers: Option<usize>,
+    /// `STORAGE_SYNCHRONOUS_COMMIT=off`.
+    pub sync_off: bool,
 }
 
 /// One S run (see [`SRun`]); `second_topic` holds the second crawl.
@@ -115,6 +117,9 @@ pub async fn s_run(
     }
     if let Some(writers) = &writers {
         extra.push(("STORAGE_WRITERS_REVIEWS", writers.as_str()));
+    }
+    if options.sync_off {
+        extra.push(("STORAGE_SYNCHRONOUS_COMMIT", "off"));
     }
     checkpoint(conn).await;
     let insert = drain(env, admin, &format!("{tag}i"), &extra, None).await?;

@@ -32,7 +32,7 @@ pub(super) struct Drained {
 }
 
 /// The CPU time (user + system) process `pid` has used so far, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+pub(super) fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command (in parentheses, which may contain spaces): state is the
     // 3rd field, utime the 14th and stime the 15th.
@@ -63,7 +63,6 @@ pub(super) async fn drain(
         .iter()
         .find(|(k, _)| *k == variable)
         .map_or_else(|| format!("{}-reviews", env.id), |(_, v)| (*v).to_owned());
-    let deadline = Instant::now() + Duration::from_secs(60);
     let pipelines = extra
         .iter()
         .find(|(k, _)| *k == "STORAGE_PIPELINES")
@@ -72,18 +71,7 @@ pub(super) async fn drain(
         .split(',')
         .map(|p| format!("{prefix}.{p}"))
         .collect();
-    while groups
-        .iter()
-        .map(|g| admin.group_members(g))
-        .collect::<Result<Vec<_>, _>>()?
-        .contains(&0)
-    {
-        check_alive(&mut child, &log)?;
-        if Instant::now() > deadline {
-            return Err(anyhow!("sluice run did not join within 60 s").into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_joined(admin, &groups, &mut child, &log).await?;
     let started = Instant::now();
     if let Some(probe) = probe {
         probe.start();
@@ -167,6 +155,29 @@ pub(super) fn run_command(
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log)?);
     Ok(cmd)
+}
+
+/// Waits (at most 60 s) until every group in `groups` has a member: `sluice run` is in.
+pub(super) async fn wait_joined(
+    admin: &Admin,
+    groups: &[String],
+    child: &mut Child,
+    log: &std::path::Path,
+) -> Result<(), Failure> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while groups
+        .iter()
+        .map(|g| admin.group_members(g))
+        .collect::<Result<Vec<_>, _>>()?
+        .contains(&0)
+    {
+        check_alive(child, log)?;
+        if Instant::now() > deadline {
+            return Err(anyhow!("sluice run did not join within 60 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
 }
 
 pub(super) fn check_alive(child: &mut Child, log: &std::path::Path) -> Result<(), Failure> {

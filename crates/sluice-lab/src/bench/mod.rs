@@ -26,6 +26,7 @@ mod restart;
 mod rows;
 mod runlog;
 mod scrape;
+mod steady;
 mod writers;
 
 use super::produce::{bar, send_all};
@@ -69,6 +70,16 @@ pub struct BenchArgs {
     /// refactoring): its reviews drain is compared with this build's in ABBA pairs.
     #[arg(long, value_name = "PATH")]
     baseline_sluice: Option<PathBuf>,
+    /// Reviews per second of the steady-load phase.
+    #[arg(long, default_value_t = 5_000)]
+    steady_rate: u64,
+    /// Seconds of the steady-load phase.
+    #[arg(long, default_value_t = 30)]
+    steady_seconds: u64,
+    /// Only the latency isolation phase, this many times (each a fresh reviews drain with
+    /// network-metrics probed beside it), for trying an idea on the quiet topic's latency.
+    #[arg(long, value_name = "RUNS")]
+    latency_runs: Option<usize>,
     /// Where the JSON results go; the SVG chart goes beside it (same name, `.svg`).
     #[arg(long, default_value = "bench-results.json")]
     out: PathBuf,
@@ -220,6 +231,10 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     send_all(&settings2, &producer, &records2, 0, &progress).await?;
     progress.finish();
 
+    if let Some(runs) = args.latency_runs {
+        return latency_only(&env, &admin, &mut conn, args, &config.app_prefix, runs).await;
+    }
+
     println!("== K: count-and-drop rdkafka consumer");
     let k = count_and_drop(&settings.kafka, &topic, &format!("{id}-k"), records.len())?;
     println!("   {k:.0} records/s");
@@ -343,6 +358,33 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         );
         Some((small, big))
     };
+    println!(
+        "== S with STORAGE_SYNCHRONOUS_COMMIT=off vs the default (on), both crawls, {} pairs in ABBA order",
+        args.pairs
+    );
+    let sync = compare::s_pairs(
+        args.pairs,
+        ["synchronous_commit on", "synchronous_commit off"],
+        async |off, pair| {
+            let options = SOptions {
+                sync_off: off,
+                ..SOptions::default()
+            };
+            let tag = format!("y{pair}{}", u8::from(off));
+            compare::s_run(&env, &admin, &mut conn, &tag, &topic2, options).await
+        },
+    )
+    .await?;
+    let sync_commit = sync.medians();
+    println!(
+        "   medians: on {:.0} / {:.0}, off {:.0} / {:.0} rows/s: off/on = {:.2} / {:.2} ×",
+        sync_commit.0.0,
+        sync_commit.0.1,
+        sync_commit.1.0,
+        sync_commit.1.1,
+        sync_commit.1.0 / sync_commit.0.0,
+        sync_commit.1.1 / sync_commit.0.1
+    );
     let writers = writers::compare(&env, &admin, &mut conn, &topic2, args.pairs).await?;
     println!(
         "   medians: 1 writer {:.0} / {:.0}, 2 writers {:.0} / {:.0} rows/s: 2/1 = {:.2} / {:.2} ×; \
@@ -421,6 +463,29 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     );
     let rss_kb = s_rss_kb.max(lat_run.rss_kb);
 
+    let steady_count =
+        usize::try_from(args.steady_rate.saturating_mul(args.steady_seconds)).unwrap_or(usize::MAX);
+    println!(
+        "== steady load: {} reviews/s for {} s into a fresh topic while `sluice run` keeps up",
+        args.steady_rate, args.steady_seconds
+    );
+    sqlx::raw_sql("TRUNCATE reviews").execute(&mut conn).await?;
+    let steady = steady::measure(
+        &env,
+        &admin,
+        &records[..steady_count.min(records.len())],
+        args.steady_rate,
+    )
+    .await?;
+    let backlog_us = cpu_insert * 1e6 / records.len().max(1) as f64;
+    println!(
+        "   {} records: {:.1} µs of `sluice run` CPU per record ({:.1} µs draining a backlog), {:.1} records per transaction",
+        steady.records,
+        steady.cpu_us_per_record(),
+        backlog_us,
+        steady.records_per_batch()
+    );
+
     println!(
         "== restart: SIGKILL of `sluice run` mid-drain, restart, time to the first committed batch"
     );
@@ -460,6 +525,8 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         phases,
         batch_idea,
         writers,
+        sync_commit,
+        steady,
     };
     report::report(
         args,
@@ -504,6 +571,60 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         admin.delete_topic(t).await?;
     }
     teardown(settings, &env, &admin, &mut conn).await
+}
+
+/// The latency isolation phase alone, `runs` times: per run the reviews drain's rate and
+/// CPU and the network-metrics percentiles, with the machine's load before it.
+async fn latency_only(
+    env: &Env,
+    admin: &Admin,
+    conn: &mut PgConnection,
+    args: &BenchArgs,
+    app_prefix: &str,
+    runs: usize,
+) -> Result<(), Failure> {
+    println!(
+        "== latency isolation, {runs} runs: network-metrics every {:.0} ms while the reviews backlog drains",
+        1000.0 / args.metrics_rate
+    );
+    println!(
+        "| run | load (1 min) | reviews rows/s | sluice CPU s | messages | p50 ms | p99 ms | max ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for run in 0..runs {
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let load = load.split_whitespace().next().unwrap_or("?").to_owned();
+        sqlx::raw_sql("TRUNCATE reviews")
+            .execute(&mut *conn)
+            .await?;
+        sqlx::raw_sql("CHECKPOINT").execute(&mut *conn).await?;
+        let probe = latency::Probe::new(
+            &env.settings,
+            &env.url,
+            &app_names(app_prefix, args.apps),
+            args.metrics_rate,
+        )?;
+        let drained = drain(
+            env,
+            admin,
+            &format!("lat{run}"),
+            &[("STORAGE_PIPELINES", "reviews,network-metrics")],
+            Some(&probe),
+        )
+        .await?;
+        let lat = probe.finish().await?;
+        println!(
+            "| {} | {load} | {:.0} | {:.2} | {} | {:.1} | {:.1} | {:.1} |",
+            run + 1,
+            drained.drain,
+            drained.cpu_s,
+            lat.count,
+            lat.p50,
+            lat.p99,
+            lat.max
+        );
+    }
+    Ok(())
 }
 
 fn median(values: &[f64]) -> f64 {

@@ -59,6 +59,11 @@ pub(super) struct Figures {
     pub(super) batch_idea: Option<((f64, f64), (f64, f64))>,
     /// S with 1 and 2 writers (own pairs).
     pub(super) writers: super::writers::Writers,
+    /// S medians (insert, update) with `synchronous_commit` on (the default) and off
+    /// (own pairs).
+    pub(super) sync_commit: ((f64, f64), (f64, f64)),
+    /// The steady-load phase.
+    pub(super) steady: super::steady::Steady,
 }
 
 #[allow(
@@ -107,6 +112,26 @@ pub(super) fn report(
             small.1
         );
     }
+    println!(
+        "| steady load, {:.0} reviews/s: `sluice run` CPU per record | {:.1} µs | {:.2} × a backlog's ({:.1} µs); {:.1} records per transaction | |",
+        f.steady.rate,
+        f.steady.cpu_us_per_record(),
+        f.steady.cpu_us_per_record() / (f.cpu[0] * 1e6 / args.reviews.max(1) as f64),
+        f.cpu[0] * 1e6 / args.reviews.max(1) as f64,
+        f.steady.records_per_batch()
+    );
+    let (on, off) = f.sync_commit;
+    println!(
+        "| S with `STORAGE_SYNCHRONOUS_COMMIT=off`, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × on ({:.0} / {:.0}); S/U {:.2}, S_update/U_update {:.2} | |",
+        off.0,
+        off.1,
+        off.0 / on.0,
+        off.1 / on.1,
+        on.0,
+        on.1,
+        off.0 / u,
+        off.1 / f.u_update
+    );
     let w = &f.writers;
     println!(
         "| S with 2 writers vs 1, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × 1 writer ({:.0} / {:.0}); S/U {:.2} (2) vs {:.2} (1), S_update/U_update {:.2} vs {:.2} | |",
@@ -259,6 +284,19 @@ pub(super) fn report(
         "runs": w.runs.iter().map(|(n, i, u)| json!({"writers": n, "S": i, "S_update": u})).collect::<Vec<_>>(),
         "batch_phases_ms_1_writer": runlog::PHASES.iter().copied().zip(w.phases_one).collect::<BTreeMap<_, _>>(),
         "batch_phases_ms_2_writers": runlog::PHASES.iter().copied().zip(w.phases_two).collect::<BTreeMap<_, _>>(),
+    });
+    let backlog_us = f.cpu[0] * 1e6 / args.reviews.max(1) as f64;
+    results["steady"] = json!({
+        "rate": f.steady.rate, "records": f.steady.records, "cpu_s": f.steady.cpu_s,
+        "cpu_us_per_record": f.steady.cpu_us_per_record(),
+        "cpu_us_per_record_backlog": backlog_us,
+        "records_per_batch": f.steady.records_per_batch(),
+    });
+    let (on, off) = f.sync_commit;
+    results["synchronous_commit"] = json!({
+        "rows_per_second": {"S_on": on.0, "S_update_on": on.1, "S_off": off.0, "S_update_off": off.1},
+        "ratios": {"S_off/S_on": off.0 / on.0, "S_update_off/S_update_on": off.1 / on.1,
+                   "S_off/U": off.0 / u, "S_update_off/U_update": off.1 / f.u_update},
     });
     if let Some((small, big)) = f.batch_idea {
         results["rows_per_second"]["S_idea_batch_500"] = json!(small.0);

@@ -1,0 +1,102 @@
+//! Steady load: reviews produced at a fixed rate into a fresh topic while `sluice run`
+//! keeps up, then what a record cost — `sluice run`'s CPU per record and the records per
+//! transaction. A backlog fills every batch; a steady rate below the pipeline's limit
+//! makes small batches, each paying a transaction's fixed costs.
+
+use super::drain::{check_alive, cpu_seconds, run_command, wait_joined};
+use super::{Env, runlog};
+use crate::Failure;
+use crate::produce::send_all;
+use anyhow::anyhow;
+use sluice_core::PipelineKind;
+use sluice_kafka::Admin;
+use sluice_loadgen::Generated;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// One steady-rate run.
+#[derive(Debug, Clone)]
+pub(super) struct Steady {
+    /// Records offered per second.
+    pub(super) rate: f64,
+    /// Records produced (and stored).
+    pub(super) records: u64,
+    /// CPU seconds `sluice run` used from its join to the end of the run.
+    pub(super) cpu_s: f64,
+    /// The reviews pipeline's transactions.
+    pub(super) batches: usize,
+}
+
+impl Steady {
+    /// CPU microseconds per record.
+    pub(super) fn cpu_us_per_record(&self) -> f64 {
+        self.cpu_s * 1e6 / self.records.max(1) as f64
+    }
+
+    /// Records per transaction, on average.
+    pub(super) fn records_per_batch(&self) -> f64 {
+        self.records as f64 / self.batches.max(1) as f64
+    }
+}
+
+/// Produces `records` at `rate` per second into a fresh topic while `sluice run` (reviews
+/// only) consumes it, waits until it caught up, and reads its CPU and batch log.
+pub(super) async fn measure(
+    env: &Env,
+    admin: &Admin,
+    records: &[Generated],
+    rate: u64,
+) -> Result<Steady, Failure> {
+    let topic = format!("{}-reviews-steady", env.id);
+    admin.ensure_topic(&topic, 3).await?;
+    let prefix = format!("{}-steady", env.id);
+    let log = PathBuf::from(".stack/bench-steady.log");
+    let mut cmd = run_command(env, &prefix, "steady", &log)?;
+    cmd.env("STORAGE_PIPELINES", "reviews")
+        .env(PipelineKind::Reviews.topic_variable(), &topic);
+    let mut child = cmd.spawn()?;
+    let group = format!("{prefix}.reviews");
+    wait_joined(admin, std::slice::from_ref(&group), &mut child, &log).await?;
+    let cpu_before = cpu_seconds(child.id()).unwrap_or(0.0);
+    let mut settings = env.settings.clone();
+    for p in &mut settings.pipelines {
+        if p.kind == PipelineKind::Reviews {
+            p.topic.clone_from(&topic);
+        }
+    }
+    let producer = sluice_kafka::ResilientProducer::new(&settings.kafka, "sluice-bench-steady")?;
+    let hidden = indicatif::ProgressBar::hidden();
+    let sent = send_all(&settings, &producer, records, rate, &hidden).await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        check_alive(&mut child, &log)?;
+        let committed: i64 = admin
+            .committed_offsets(&group, &topic)?
+            .iter()
+            .map(|(_, o)| o.unwrap_or(0))
+            .sum();
+        if committed >= i64::try_from(sent).unwrap_or(i64::MAX) {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!("sluice run did not catch up with the steady load").into());
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let cpu_s = cpu_seconds(child.id()).unwrap_or(0.0) - cpu_before;
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()?;
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(anyhow!("sluice run exited with {status}; see {}", log.display()).into());
+    }
+    let batches = runlog::batches(&log).len();
+    Ok(Steady {
+        rate: rate as f64,
+        records: sent,
+        cpu_s,
+        batches,
+    })
+}
