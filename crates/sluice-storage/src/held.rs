@@ -65,16 +65,7 @@ mod tests {
 
     fn records(partition: i32, n: i64) -> Vec<Record> {
         (0..n)
-            .map(|offset| Record {
-                topic: "t".into(),
-                partition,
-                offset,
-                key: None,
-                payload: None,
-                timestamp_ms: None,
-                replay_count: 0,
-                headers: Vec::new(),
-            })
+            .map(|offset| Record::at("t", partition, offset))
             .collect()
     }
 

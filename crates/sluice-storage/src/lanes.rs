@@ -157,16 +157,7 @@ mod tests {
     }
 
     fn record_of(topic: &str, partition: i32, offset: i64) -> Record {
-        Record {
-            topic: topic.into(),
-            partition,
-            offset,
-            key: None,
-            payload: None,
-            timestamp_ms: None,
-            replay_count: 0,
-            headers: Vec::new(),
-        }
+        Record::at(topic, partition, offset)
     }
 
     fn coords(batch: &[Record]) -> Vec<(i32, i64)> {

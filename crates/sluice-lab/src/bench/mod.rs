@@ -76,6 +76,10 @@ pub struct BenchArgs {
     /// Seconds of the steady-load phase.
     #[arg(long, default_value_t = 30)]
     steady_seconds: u64,
+    /// Only the steady-load phase, this many times (for trying an idea on the cost per
+    /// record at a moderate rate).
+    #[arg(long, value_name = "RUNS")]
+    steady_runs: Option<usize>,
     /// Only the latency isolation phase, this many times (each a fresh reviews drain with
     /// network-metrics probed beside it), for trying an idea on the quiet topic's latency.
     #[arg(long, value_name = "RUNS")]
@@ -231,6 +235,28 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     send_all(&settings2, &producer, &records2, 0, &progress).await?;
     progress.finish();
 
+    if let Some(runs) = args.steady_runs {
+        let count = usize::try_from(args.steady_rate.saturating_mul(args.steady_seconds))
+            .unwrap_or(usize::MAX)
+            .min(records.len());
+        println!(
+            "== steady load, {runs} runs: {} reviews/s for {} s",
+            args.steady_rate, args.steady_seconds
+        );
+        for run in 0..runs {
+            sqlx::raw_sql("TRUNCATE reviews").execute(&mut conn).await?;
+            let steady =
+                steady::measure(&env, &admin, &records[..count], args.steady_rate, run).await?;
+            println!(
+                "   run {}: {} records, {:.1} µs of `sluice run` CPU per record, {:.1} records per transaction",
+                run + 1,
+                steady.records,
+                steady.cpu_us_per_record(),
+                steady.records_per_batch()
+            );
+        }
+        return Ok(());
+    }
     if let Some(runs) = args.latency_runs {
         return latency_only(&env, &admin, &mut conn, args, &config.app_prefix, runs).await;
     }
@@ -475,6 +501,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
         &admin,
         &records[..steady_count.min(records.len())],
         args.steady_rate,
+        0,
     )
     .await?;
     let backlog_us = cpu_insert * 1e6 / records.len().max(1) as f64;

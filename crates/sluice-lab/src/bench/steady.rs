@@ -40,19 +40,22 @@ impl Steady {
     }
 }
 
-/// Produces `records` at `rate` per second into a fresh topic while `sluice run` (reviews
-/// only) consumes it, waits until it caught up, and reads its CPU and batch log.
+/// Produces `records` at `rate` per second into a fresh topic (the `run`-th) while
+/// `sluice run` (reviews only) consumes it, waits until it caught up, and reads its CPU and
+/// batch log.
 pub(super) async fn measure(
     env: &Env,
     admin: &Admin,
     records: &[Generated],
     rate: u64,
+    run: usize,
 ) -> Result<Steady, Failure> {
-    let topic = format!("{}-reviews-steady", env.id);
+    let topic = format!("{}-reviews-steady{run}", env.id);
     admin.ensure_topic(&topic, 3).await?;
-    let prefix = format!("{}-steady", env.id);
-    let log = PathBuf::from(".stack/bench-steady.log");
-    let mut cmd = run_command(env, &prefix, "steady", &log)?;
+    let prefix = format!("{}-steady{run}", env.id);
+    let tag = format!("steady{run}");
+    let log = PathBuf::from(format!(".stack/bench-{tag}.log"));
+    let mut cmd = run_command(env, &prefix, &tag, &log)?;
     cmd.env("STORAGE_PIPELINES", "reviews")
         .env(PipelineKind::Reviews.topic_variable(), &topic);
     let mut child = cmd.spawn()?;
