@@ -77,18 +77,7 @@ pub(super) async fn drain(
         probe.start();
     }
     let end: i64 = admin.watermarks(&topic)?.iter().map(|m| m.high).sum();
-    loop {
-        check_alive(&mut child, &log)?;
-        let committed: i64 = admin
-            .committed_offsets(&group, &topic)?
-            .iter()
-            .map(|(_, o)| o.unwrap_or(0))
-            .sum();
-        if committed >= end {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    wait_committed(admin, &group, &topic, end, &mut child, &log, None).await?;
     let elapsed = started.elapsed();
     let drained_at = chrono::Utc::now();
     if let Some(probe) = probe {
@@ -97,13 +86,7 @@ pub(super) async fn drain(
     }
     let rss = crate::demo::peak_rss_kb(child.id()).unwrap_or(0);
     let cpu_s = cpu_seconds(child.id()).unwrap_or(0.0);
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()?;
-    let status = child.wait()?;
-    if !status.success() {
-        return Err(anyhow!("sluice run exited with {status}; see {}", log.display()).into());
-    }
+    stop_run(&mut child, &log)?;
     let n = usize::try_from(end).unwrap_or(0);
     let batches = runlog::batches(&log);
     let first = runlog::first_data_at(&batches);
@@ -155,6 +138,49 @@ pub(super) fn run_command(
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log)?);
     Ok(cmd)
+}
+
+/// Waits until `group` has committed `end` records of `topic` (summed over its
+/// partitions), `child` still running; at most `timeout` when one is given.
+pub(super) async fn wait_committed(
+    admin: &Admin,
+    group: &str,
+    topic: &str,
+    end: i64,
+    child: &mut Child,
+    log: &std::path::Path,
+    timeout: Option<Duration>,
+) -> Result<(), Failure> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        check_alive(child, log)?;
+        let committed: i64 = admin
+            .committed_offsets(group, topic)?
+            .iter()
+            .map(|(_, o)| o.unwrap_or(0))
+            .sum();
+        if committed >= end {
+            return Ok(());
+        }
+        if deadline.is_some_and(|d| Instant::now() > d) {
+            return Err(
+                anyhow!("sluice run committed {committed} of {end} records in time").into(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Stops `sluice run` with SIGTERM and checks that it exited 0.
+pub(super) fn stop_run(child: &mut Child, log: &std::path::Path) -> Result<(), Failure> {
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()?;
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(anyhow!("sluice run exited with {status}; see {}", log.display()).into());
+    }
+    Ok(())
 }
 
 /// Waits (at most 60 s) until every group in `groups` has a member: `sluice run` is in.

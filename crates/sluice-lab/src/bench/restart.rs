@@ -3,11 +3,11 @@
 //! with static membership (the default) and, as the baseline, with dynamic membership, where
 //! the dead process's membership holds its partitions until its session times out.
 
+use super::drain::stop_run;
 use super::{Env, check_alive, run_command};
 use crate::Failure;
 use anyhow::anyhow;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Restart-to-first-batch, in seconds.
@@ -59,17 +59,7 @@ async fn restart_once(env: &Env, tag: &str, instance: &str) -> Result<Duration, 
         .spawn()?;
     wait_first_batch(&mut second, &second_log, Duration::from_secs(180)).await?;
     let elapsed = started.elapsed();
-    Command::new("kill")
-        .args(["-TERM", &second.id().to_string()])
-        .status()?;
-    let status = second.wait()?;
-    if !status.success() {
-        return Err(anyhow!(
-            "sluice run exited with {status}; see {}",
-            second_log.display()
-        )
-        .into());
-    }
+    stop_run(&mut second, &second_log)?;
     Ok(elapsed)
 }
 

@@ -3,17 +3,15 @@
 //! transaction. A backlog fills every batch; a steady rate below the pipeline's limit
 //! makes small batches, each paying a transaction's fixed costs.
 
-use super::drain::{check_alive, cpu_seconds, run_command, wait_joined};
+use super::drain::{cpu_seconds, run_command, stop_run, wait_committed, wait_joined};
 use super::{Env, runlog};
 use crate::Failure;
 use crate::produce::send_all;
-use anyhow::anyhow;
 use sluice_core::PipelineKind;
 use sluice_kafka::Admin;
 use sluice_loadgen::Generated;
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One steady-rate run.
 #[derive(Debug, Clone)]
@@ -71,30 +69,11 @@ pub(super) async fn measure(
     let producer = sluice_kafka::ResilientProducer::new(&settings.kafka, "sluice-bench-steady")?;
     let hidden = indicatif::ProgressBar::hidden();
     let sent = send_all(&settings, &producer, records, rate, &hidden).await?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        check_alive(&mut child, &log)?;
-        let committed: i64 = admin
-            .committed_offsets(&group, &topic)?
-            .iter()
-            .map(|(_, o)| o.unwrap_or(0))
-            .sum();
-        if committed >= i64::try_from(sent).unwrap_or(i64::MAX) {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(anyhow!("sluice run did not catch up with the steady load").into());
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let end = i64::try_from(sent).unwrap_or(i64::MAX);
+    let timeout = Some(Duration::from_secs(120));
+    wait_committed(admin, &group, &topic, end, &mut child, &log, timeout).await?;
     let cpu_s = cpu_seconds(child.id()).unwrap_or(0.0) - cpu_before;
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()?;
-    let status = child.wait()?;
-    if !status.success() {
-        return Err(anyhow!("sluice run exited with {status}; see {}", log.display()).into());
-    }
+    stop_run(&mut child, &log)?;
     let batches = runlog::batches(&log).len();
     Ok(Steady {
         rate: rate as f64,
