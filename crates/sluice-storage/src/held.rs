@@ -4,8 +4,11 @@
 //! A lane at its cap ([`Lanes::cap`]) means its writer is behind. For a moment that is the
 //! normal state of a backlog (the writer takes its next batch within milliseconds), and the
 //! reader simply waits for a writer to report; pausing the partitions then would only make
-//! the client drop and fetch again what it had read ahead. A lane full for [`HOLD_AFTER`]
-//! is a writer that is stuck: its partitions are paused in the consumer and the reader polls
+//! the client drop and fetch again what it had read ahead. A lane can stay at its cap for
+//! long in a backlog while its writer keeps taking batches (a poll may push a lane past its
+//! cap), so the clock restarts whenever the writer has room in its channel
+//! ([`Holds::writers_ready`]). A lane full for [`HOLD_AFTER`] with no batch taken by its
+//! writer is a writer that is stuck: its partitions are paused in the consumer and the reader polls
 //! the others, until the lane has room again. A pure state machine (no Kafka, no clock of
 //! its own).
 
@@ -14,7 +17,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// How long a lane stays full before its partitions are held back.
-pub const HOLD_AFTER: Duration = Duration::from_millis(250);
+pub const HOLD_AFTER: Duration = Duration::from_secs(1);
 
 /// What the reader does next.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -36,6 +39,16 @@ impl Holds {
     pub fn new(lanes: usize) -> Self {
         Self {
             full_since: vec![None; lanes],
+        }
+    }
+
+    /// The writers whose channel is empty (`queued[lane] == 0`) took their batch: their
+    /// lanes' clocks start again.
+    pub fn writers_ready(&mut self, queued: &[usize]) {
+        for (since, queued) in self.full_since.iter_mut().zip(queued) {
+            if *queued == 0 {
+                *since = None;
+            }
         }
     }
 
@@ -93,6 +106,14 @@ mod tests {
         assert!(!held.wait, "lane 0 is free: poll for it");
         assert_eq!(held.held, BTreeSet::from([("t".to_owned(), 1)]));
 
+        // A writer that took its batch restarts the clock even if its lane is still full.
+        let mut busy = Holds::new(lanes.count());
+        busy.next(&lanes, start);
+        busy.writers_ready(&[0, 0]);
+        assert!(
+            busy.next(&lanes, start + HOLD_AFTER).wait,
+            "not held: the writer moves"
+        );
         // The writer takes a batch: the lane has room, its partition is released; full
         // again later, the wait starts over.
         let _ = lanes.take(1, false);

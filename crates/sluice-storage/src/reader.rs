@@ -136,6 +136,7 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
             Ok(false) => break Ok(()), // every writer is gone
             Err(error) => break Err(error),
         }
+        holds.writers_ready(&queued);
         if stop.is_cancelled() {
             break Ok(());
         }
