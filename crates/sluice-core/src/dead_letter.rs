@@ -190,6 +190,21 @@ impl DeadLetter {
     }
 }
 
+/// Why a dead letter replayed `count` times already cannot be replayed again under a limit
+/// of `max_replays`, or why a tombstone (no payload) cannot be replayed at all: the rule
+/// `sluice dlq replay`, `sluice dlt replay` and `sluice console` share.
+pub fn replay_limit_refusal(count: i32, max_replays: i32, tombstone: bool) -> Option<String> {
+    if count >= max_replays {
+        Some(format!(
+            "already replayed {count} time(s) (limit {max_replays})"
+        ))
+    } else if tombstone {
+        Some("tombstone: there is no payload to replay".into())
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,5 +343,18 @@ mod tests {
             assert_eq!(DeadLetterKind::parse(kind.as_str()), Some(kind));
         }
         assert_eq!(DeadLetterKind::parse("other"), None);
+    }
+
+    #[test]
+    fn the_replay_limit_comes_before_the_tombstone() {
+        assert_eq!(
+            replay_limit_refusal(3, 3, true).as_deref(),
+            Some("already replayed 3 time(s) (limit 3)")
+        );
+        assert_eq!(
+            replay_limit_refusal(0, 3, true).as_deref(),
+            Some("tombstone: there is no payload to replay")
+        );
+        assert_eq!(replay_limit_refusal(2, 3, false), None);
     }
 }

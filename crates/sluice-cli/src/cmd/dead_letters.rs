@@ -54,23 +54,7 @@ pub(super) fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Why a dead letter replayed `count` times already cannot be replayed again under
-/// `--max-replays`, or why a tombstone (no payload) cannot be replayed at all.
-pub(super) fn replay_limit_refusal(
-    count: i32,
-    max_replays: i32,
-    tombstone: bool,
-) -> Option<String> {
-    if count >= max_replays {
-        Some(format!(
-            "already replayed {count} time(s) (limit {max_replays})"
-        ))
-    } else if tombstone {
-        Some("tombstone: there is no payload to replay".into())
-    } else {
-        None
-    }
-}
+pub(super) use sluice_core::dead_letter::replay_limit_refusal;
 
 /// The action of a dry run: where a dead letter would be re-published, as which replay.
 pub(super) fn would_republish(topic: &str, replay: i32) -> String {
@@ -145,19 +129,6 @@ mod tests {
             Payload::of(b"a\x1b[31m").text(),
             escape_controls("a\x1b[31m")
         );
-    }
-
-    #[test]
-    fn the_replay_limit_comes_before_the_tombstone() {
-        assert_eq!(
-            replay_limit_refusal(3, 3, true).as_deref(),
-            Some("already replayed 3 time(s) (limit 3)")
-        );
-        assert_eq!(
-            replay_limit_refusal(0, 3, true).as_deref(),
-            Some("tombstone: there is no payload to replay")
-        );
-        assert_eq!(replay_limit_refusal(2, 3, false), None);
     }
 
     #[test]

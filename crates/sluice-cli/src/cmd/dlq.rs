@@ -10,7 +10,7 @@
 //! `cmd::dead_letters`), so printing a dead letter cannot drive the terminal.
 
 use super::dead_letters::{
-    Payload, ReplayReport, print_json, print_key_and_payload, replay_limit_refusal, would_republish,
+    Payload, ReplayReport, print_json, print_key_and_payload, would_republish,
 };
 use anyhow::{Context, anyhow};
 use chrono::{DateTime, Utc};
@@ -19,11 +19,11 @@ use serde::Serialize;
 use sluice_core::sinks::Topics;
 use sluice_core::untrusted::escape_controls;
 use sluice_core::{DeadLetterKind, Settings};
-use sluice_kafka::producer::Outgoing;
-use sluice_kafka::{REPLAY_COUNT_HEADER, ResilientProducer};
-use sluice_postgres::ops::{DeadLetterFilter, DeadLetterRow, list_dead_letters, mark_replayed};
+use sluice_kafka::ResilientProducer;
+use sluice_postgres::ops::{DeadLetterFilter, DeadLetterRow, list_dead_letters};
 use sluice_process::Failure;
-use sqlx::{Connection, PgConnection};
+use sluice_storage::dead_letter_replay::{Replayed, is_truncated, refusal, replay_one};
+use sqlx::PgConnection;
 
 /// Dead-letter actions.
 #[derive(Debug, Subcommand)]
@@ -139,12 +139,6 @@ fn shown(row: &DeadLetterRow) -> Shown {
         key: row.key.as_deref().map(Payload::of),
         payload: row.payload.as_deref().map(Payload::of),
     }
-}
-
-fn is_truncated(row: &DeadLetterRow) -> bool {
-    row.payload
-        .as_ref()
-        .is_some_and(|p| (p.len() as i64) < i64::from(row.payload_size))
 }
 
 fn filter(args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
@@ -272,21 +266,6 @@ async fn show(conn: &mut PgConnection, id: i64, json: bool) -> Result<(), Failur
     Ok(())
 }
 
-/// Why a row cannot be replayed, if it cannot.
-fn refusal(row: &DeadLetterRow, max_replays: i32) -> Option<String> {
-    if row.replayed_at.is_some() {
-        return Some(format!(
-            "already replayed (replay {}); replay the dead letter of that copy if it failed again",
-            row.replay_count
-        ));
-    }
-    replay_limit_refusal(row.replay_count, max_replays, row.payload.is_none()).or_else(|| {
-        is_truncated(row).then(|| {
-            "payload was truncated when dead-lettered; the original cannot be rebuilt".to_owned()
-        })
-    })
-}
-
 #[derive(Debug, Serialize)]
 struct ReplayLine {
     id: i64,
@@ -315,25 +294,13 @@ async fn replay(
             (Some(why), _) => report.refuse(&why),
             (None, None) => would_republish(&row.topic, row.replay_count + 1),
             (None, Some(producer)) => {
-                let mut tx = conn.begin().await?;
-                if !mark_replayed(&mut tx, row.id, args.max_replays).await? {
-                    report.refuse("replay limit reached concurrently")
-                } else {
-                    let count = (row.replay_count + 1).to_string();
-                    let delivered = producer
-                        .send(Outgoing {
-                            topic: &row.topic,
-                            key: row.key.as_deref(),
-                            payload: row.payload.as_deref().unwrap_or_default(),
-                            partition: None,
-                            headers: &[(REPLAY_COUNT_HEADER, count.as_bytes())],
-                        })
-                        .await?;
-                    tx.commit().await?;
-                    format!(
-                        "re-published to {}[{}]@{}",
-                        row.topic, delivered.partition, delivered.offset
-                    )
+                match replay_one(conn, producer, row, args.max_replays).await? {
+                    Replayed::RefusedConcurrently => {
+                        report.refuse("replay limit reached concurrently")
+                    }
+                    Replayed::Published { partition, offset } => {
+                        format!("re-published to {}[{}]@{}", row.topic, partition, offset)
+                    }
                 }
             }
         };

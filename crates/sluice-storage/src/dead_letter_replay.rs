@@ -1,0 +1,97 @@
+//! Replaying one dead letter of the table: the rule `sluice dlq replay` and `sluice console`
+//! share, so the two cannot drift.
+//!
+//! A row is replayed at most once, and a message's lineage at most `max_replays` times: the
+//! row is marked with a compare-and-set (`replayed_at IS NULL AND replay_count < max`)
+//! inside a transaction, the original key and payload are published to the original topic
+//! with a `sluice-replay-count` header, and the mark commits only after the broker has
+//! acknowledged the record. A failed publish rolls the mark back (the transaction is dropped),
+//! so the row can be replayed again; a record that fails again is dead-lettered with the
+//! carried-over count.
+
+use sluice_core::dead_letter::replay_limit_refusal;
+use sluice_kafka::producer::Outgoing;
+use sluice_kafka::{KafkaError, REPLAY_COUNT_HEADER, ResilientProducer};
+use sluice_postgres::ops::{DeadLetterRow, mark_replayed};
+use sqlx::{Connection, PgConnection};
+
+/// Why a replay could not be carried out.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// Marking the row (or committing the mark) failed; nothing was published, or the
+    /// publish is followed by a rolled-back mark.
+    #[error("dead-letter table: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The broker did not acknowledge the record; the mark was rolled back.
+    #[error("publish: {0}")]
+    Kafka(#[from] KafkaError),
+}
+
+/// What one replay did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replayed {
+    /// Re-published and marked: where the broker stored the copy.
+    Published {
+        /// Partition of the copy.
+        partition: i32,
+        /// Offset of the copy.
+        offset: i64,
+    },
+    /// Another replay marked the row first (or reached the limit) between reading and
+    /// marking it; nothing was published.
+    RefusedConcurrently,
+}
+
+/// Whether the stored payload is shorter than the original (it cannot be rebuilt).
+pub fn is_truncated(row: &DeadLetterRow) -> bool {
+    row.payload
+        .as_ref()
+        .is_some_and(|p| (p.len() as i64) < i64::from(row.payload_size))
+}
+
+/// Why `row` cannot be replayed under `max_replays`, if it cannot.
+pub fn refusal(row: &DeadLetterRow, max_replays: i32) -> Option<String> {
+    if row.replayed_at.is_some() {
+        return Some(format!(
+            "already replayed (replay {}); replay the dead letter of that copy if it failed again",
+            row.replay_count
+        ));
+    }
+    replay_limit_refusal(row.replay_count, max_replays, row.payload.is_none()).or_else(|| {
+        is_truncated(row).then(|| {
+            "payload was truncated when dead-lettered; the original cannot be rebuilt".to_owned()
+        })
+    })
+}
+
+/// Marks `row` replayed and re-publishes it (see the module doc). The caller has checked
+/// [`refusal`]; the compare-and-set still refuses a row another replay took meanwhile.
+pub async fn replay_one(
+    conn: &mut PgConnection,
+    producer: &ResilientProducer,
+    row: &DeadLetterRow,
+    max_replays: i32,
+) -> Result<Replayed, ReplayError> {
+    let mut tx = conn.begin().await?;
+    if !mark_replayed(&mut tx, row.id, max_replays).await? {
+        return Ok(Replayed::RefusedConcurrently);
+    }
+    let count = (row.replay_count + 1).to_string();
+    let delivered = producer
+        .send(Outgoing {
+            topic: &row.topic,
+            key: row.key.as_deref(),
+            payload: row.payload.as_deref().unwrap_or_default(),
+            partition: None,
+            headers: &[(REPLAY_COUNT_HEADER, count.as_bytes())],
+        })
+        .await?;
+    tx.commit().await?;
+    tracing::info!(id = row.id, topic = %row.topic, partition = delivered.partition,
+        offset = delivered.offset, replay = row.replay_count + 1, "dead letter replayed");
+    Ok(Replayed::Published {
+        partition: delivered.partition,
+        offset: delivered.offset,
+    })
+}
