@@ -15,7 +15,7 @@ pub mod producer;
 pub mod rebalance;
 pub mod stall;
 
-pub use admin::Admin;
+pub use admin::{Admin, GroupMember};
 pub use consumer::{
     BatchConsumer, ConsumeError, REPLAY_COUNT_HEADER, Record, TOPIC_CHECK_INTERVAL,
 };

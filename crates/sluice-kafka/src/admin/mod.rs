@@ -78,6 +78,32 @@ impl GroupOffsets {
     }
 }
 
+/// One member of a consumer group, as the group coordinator lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    /// The coordinator's member id: `<group.instance.id>-<uuid>` for a static member,
+    /// `<client.id>-<uuid>` for a dynamic one.
+    pub member_id: String,
+    /// The member's `client.id`.
+    pub client_id: String,
+    /// The member's host as the broker saw it.
+    pub host: String,
+}
+
+impl GroupMember {
+    /// The member's `group.instance.id`, when it is a static member: the member id less
+    /// its generated `-<uuid>` suffix, unless that is just the client id.
+    pub fn instance_id(&self) -> Option<&str> {
+        let cut = self.member_id.len().checked_sub(37)?;
+        let (prefix, suffix) = (self.member_id.get(..cut)?, self.member_id.get(cut..)?);
+        let uuid_like = suffix.starts_with('-')
+            && suffix[1..]
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == '-');
+        (uuid_like && !prefix.is_empty() && prefix != self.client_id).then_some(prefix)
+    }
+}
+
 /// An admin client plus a metadata client.
 pub struct Admin {
     admin: AdminClient<ErrorMemory>,
@@ -357,6 +383,25 @@ impl Admin {
         writer.commit(&list, rdkafka::consumer::CommitMode::Sync)
     }
 
+    /// The members of a consumer group right now (none for an empty or unknown group).
+    pub fn group_member_list(&self, group: &str) -> Result<Vec<GroupMember>, KafkaError> {
+        let groups = self
+            .metadata
+            .fetch_group_list(Some(group), self.timeout)
+            .map_err(|e| self.explain(e))?;
+        Ok(groups
+            .groups()
+            .iter()
+            .filter(|g| g.name() == group)
+            .flat_map(|g| g.members())
+            .map(|m| GroupMember {
+                member_id: m.id().to_owned(),
+                client_id: m.client_id().to_owned(),
+                host: m.client_host().to_owned(),
+            })
+            .collect())
+    }
+
     /// How many members a consumer group has right now (0 for an empty or unknown group).
     pub fn group_members(&self, group: &str) -> Result<usize, KafkaError> {
         let groups = self
@@ -416,5 +461,24 @@ mod tests {
                 "{committed:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_static_member_shows_its_instance_id() {
+        let member = |id: &str| super::GroupMember {
+            member_id: id.to_owned(),
+            client_id: "sluice-reviews-42".to_owned(),
+            host: "/127.0.0.1".to_owned(),
+        };
+        let uuid = "0b5c2a4e-8f7d-4c1e-9a3b-2d6f1e0c9b8a";
+        assert_eq!(
+            member(&format!("host-a-reviews-{uuid}")).instance_id(),
+            Some("host-a-reviews")
+        );
+        assert_eq!(
+            member(&format!("sluice-reviews-42-{uuid}")).instance_id(),
+            None
+        );
+        assert_eq!(member("short").instance_id(), None);
     }
 }
