@@ -1,0 +1,134 @@
+//! `/pipelines`: per pipeline its group, topics, members (with instance ids), lag per
+//! partition, dead letters (in all and over the last minutes) and heartbeat freshness; and
+//! `/api/rates`, the live chart's data (rows/s from the sampler, dead letters per minute
+//! from the table).
+
+use super::{Viewer, render};
+use crate::error::ConsoleError;
+use crate::kafka_view::{PipelineKafka, heartbeat_age};
+use crate::queries::dead_letters::{self, Filter};
+use crate::sampler::Point;
+use crate::shown;
+use crate::sources::PipelineSource;
+use crate::state::Console;
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde::Serialize;
+use serde_json::json;
+use sluice_core::sinks::Topics;
+use std::sync::Arc;
+
+/// The minutes of dead letters the chart and the "recent" column cover.
+pub const RECENT_MINUTES: i64 = 10;
+
+/// The dead-letter filter of one pipeline: its named topics, or its group for a pattern.
+pub fn pipeline_filter(pipeline: &PipelineSource) -> Filter {
+    match &pipeline.topics {
+        Topics::Named(topics) => Filter {
+            topics: topics.clone(),
+            ..Filter::default()
+        },
+        Topics::Pattern(_) => Filter {
+            group: Some(pipeline.group.clone()),
+            ..Filter::default()
+        },
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct PipelineRow {
+    name: String,
+    group: String,
+    topics: String,
+    kafka: PipelineKafka,
+    dead_letters: Option<i64>,
+    dead_letters_recent: Option<i64>,
+    heartbeat: Option<String>,
+    fresh: bool,
+}
+
+/// `GET /pipelines`.
+pub async fn page(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+) -> Result<Response, ConsoleError> {
+    let viewer = Viewer::of(&console, &headers);
+    let (read_at, kafka) = console.pipelines_kafka().await?;
+    let mut db_error = None;
+    let mut rows = Vec::with_capacity(kafka.len());
+    let mut conn = match console.pool.acquire().await {
+        Ok(conn) => Some(conn),
+        Err(error) => {
+            db_error = Some(shown::line(error.to_string().as_bytes()));
+            None
+        }
+    };
+    for (source, kafka) in console.sources.pipelines.iter().zip(kafka) {
+        let filter = pipeline_filter(source);
+        let (mut total, mut recent) = (None, None);
+        if let Some(conn) = conn.as_mut() {
+            total = Some(dead_letters::count(conn, &filter).await?);
+            let since = Filter {
+                since: Some(chrono::Utc::now() - chrono::Duration::minutes(RECENT_MINUTES)),
+                ..filter
+            };
+            recent = Some(dead_letters::count(conn, &since).await?);
+        }
+        let age = heartbeat_age(console.sources.heartbeat_dir.as_deref(), &source.name);
+        rows.push(PipelineRow {
+            name: shown::line(source.name.as_bytes()),
+            group: shown::line(source.group.as_bytes()),
+            topics: shown::line(source.topics.to_string().as_bytes()),
+            kafka,
+            dead_letters: total,
+            dead_letters_recent: recent,
+            heartbeat: age.map(|s| format!("{s:.1} s ago")),
+            fresh: age.is_some_and(|s| s < 10.0),
+        });
+    }
+    render(
+        &console,
+        "pipelines.html",
+        json!({
+            "title": "Pipelines",
+            "viewer": viewer,
+            "pipelines": rows,
+            "db_error": db_error,
+            "recent_minutes": RECENT_MINUTES,
+            "kafka_read_at": read_at.format("%H:%M:%S UTC").to_string(),
+            "heartbeat_dir": console.sources.heartbeat_dir.as_ref().map(|d| d.display().to_string()),
+        }),
+    )
+}
+
+/// One pipeline's chart data.
+#[derive(Debug, Serialize)]
+pub struct Series {
+    /// The pipeline.
+    pub name: String,
+    /// Rows per second between the sampler's samples.
+    pub rows_per_s: Vec<Point>,
+    /// Dead letters per minute.
+    pub dead_per_min: Vec<Point>,
+}
+
+/// `GET /api/rates`: per pipeline, rows/s and dead letters per minute.
+pub async fn rates(State(console): State<Arc<Console>>) -> Result<Json<Vec<Series>>, ConsoleError> {
+    let mut conn = console.pool.acquire().await?;
+    let mut all = Vec::new();
+    for source in &console.sources.pipelines {
+        let minutes =
+            dead_letters::per_minute(&mut conn, &pipeline_filter(source), RECENT_MINUTES).await?;
+        all.push(Series {
+            name: source.name.clone(),
+            rows_per_s: console.samples().rates(&source.name),
+            dead_per_min: minutes
+                .into_iter()
+                .map(|(t, n)| Point { t, v: n as f64 })
+                .collect(),
+        });
+    }
+    Ok(Json(all))
+}
