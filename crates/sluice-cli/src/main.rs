@@ -67,6 +67,9 @@ enum Command {
         #[command(subcommand)]
         action: cmd::outbox::OutboxAction,
     },
+    /// Serve the operator's web page: pipelines and lag, dead letters, the outbox.
+    #[command(after_long_help = cmd::console::settings_help())]
+    Console(cmd::console::ConsoleArgs),
     /// sluice's version, librdkafka's version and its built-in features.
     Version,
 }
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Command::Sinks { action } => cmd::sinks::run(action),
         Command::Dispatch => cmd::dispatch::run(),
         Command::Outbox { action } => cmd::outbox::run(action),
+        Command::Console(args) => cmd::console::run(&args),
         Command::Version => cmd::version::run(),
     };
     sluice_process::finish("sluice", result)

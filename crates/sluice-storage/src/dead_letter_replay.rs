@@ -15,6 +15,9 @@ use sluice_kafka::{KafkaError, REPLAY_COUNT_HEADER, ResilientProducer};
 use sluice_postgres::ops::{DeadLetterRow, mark_replayed};
 use sqlx::{Connection, PgConnection};
 
+/// The replay limit when none is given (`--max-replays`).
+pub const DEFAULT_MAX_REPLAYS: i32 = 3;
+
 /// Why a replay could not be carried out.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -22,7 +22,9 @@ use sluice_core::{DeadLetterKind, Settings};
 use sluice_kafka::ResilientProducer;
 use sluice_postgres::ops::{DeadLetterFilter, DeadLetterRow, list_dead_letters};
 use sluice_process::Failure;
-use sluice_storage::dead_letter_replay::{Replayed, is_truncated, refusal, replay_one};
+use sluice_storage::dead_letter_replay::{
+    DEFAULT_MAX_REPLAYS, Replayed, is_truncated, refusal, replay_one,
+};
 use sqlx::PgConnection;
 
 /// Dead-letter actions.
@@ -78,7 +80,7 @@ pub struct ReplayArgs {
     #[command(flatten)]
     filter: FilterArgs,
     /// Refuse rows already replayed this many times.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = DEFAULT_MAX_REPLAYS)]
     max_replays: i32,
     /// Publish and mark (without it, only print what would be replayed).
     #[arg(long)]

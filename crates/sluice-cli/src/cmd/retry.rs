@@ -76,7 +76,7 @@ pub(super) fn main_topic(flag: Option<&str>) -> Result<String, Failure> {
 
 /// The main consumer's group: `flag`, else `MAILBOX_GROUP` (required: there is no default
 /// group), checked as a group name (an invalid one exits 2 naming the variable).
-fn main_group(flag: Option<&str>) -> Result<String, Failure> {
+pub(super) fn main_group(flag: Option<&str>) -> Result<String, Failure> {
     match flag {
         Some(group) => Ok(group.to_owned()),
         None => EnvReader::new(&sluice_process::env_lookup)
@@ -87,7 +87,7 @@ fn main_group(flag: Option<&str>) -> Result<String, Failure> {
 
 /// The tiers: `flag`, else `MAILBOX_RETRY_TIERS`, else the default ones; exit 2 when they
 /// do not parse.
-fn tiers(flag: Option<&str>) -> Result<Tiers, Failure> {
+pub(super) fn tiers(flag: Option<&str>) -> Result<Tiers, Failure> {
     let tiers = match flag {
         Some(tiers) => tiers.to_owned(),
         None => EnvReader::new(&sluice_process::env_lookup)
