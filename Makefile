@@ -6,12 +6,12 @@ SHELL := /bin/bash
 STACK := scripts/stack
 CARGO ?= cargo
 
-.PHONY: demo test test-container stack-up stack-down lint fmt
+.PHONY: demo test test-container stack-up stack-down browser lint fmt
 
 demo: stack-up
 	eval "$$($(STACK) env)" && scripts/demo
 
-test: stack-up
+test: stack-up browser
 	eval "$$($(STACK) env)" && $(CARGO) test --workspace --locked
 
 # The image, the compose file and the systemd unit, tried for real (podman, as root).
@@ -23,6 +23,10 @@ stack-up:
 
 stack-down:
 	$(STACK) down
+
+# Headless Chromium and chromedriver for the console's browser test (installed if missing).
+browser:
+	scripts/browser
 
 lint:
 	$(CARGO) fmt --all -- --check

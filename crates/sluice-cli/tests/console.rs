@@ -437,3 +437,21 @@ async fn the_console_in_a_real_browser() {
     drop(read_only);
     env.cleanup().await;
 }
+
+#[test]
+fn another_host_without_a_token_is_refused_at_start_with_exit_2() {
+    let out = std::process::Command::new(sluice_binary())
+        .arg("console")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("SLUICE_CONSOLE_ADDR", "0.0.0.0:9480")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("SLUICE_CONSOLE_ADDR") && stderr.contains("SLUICE_CONSOLE_TOKEN"),
+        "{stderr}"
+    );
+    println!("refused: {}", stderr.trim());
+}
