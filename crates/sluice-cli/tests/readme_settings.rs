@@ -24,9 +24,11 @@ fn components() -> Vec<(&'static str, Vec<Variable>)> {
 }
 
 /// Variables of the process shell and of the CLI's options, which no component declares.
-const OUTSIDE_COMPONENTS: [&str; 2] = [
+const OUTSIDE_COMPONENTS: [&str; 4] = [
     sluice_process::endpoint::ADDR_VARIABLE,
     sluice_cli::cmd::pipelines::SINKS_FILE_VAR,
+    sluice_console::settings::ADDR_VAR,
+    sluice_console::settings::TOKEN_VAR,
 ];
 
 /// One README row: its line, the variables it names, each one's default.
