@@ -358,15 +358,70 @@ async fn the_console_in_a_real_browser() {
     .await
     .unwrap();
     assert_eq!((replays, replayed), (1, true));
-    browser.open(&console.url("/dead-letters/replay?pipeline=reviews&kind=decode_error"));
+    // A filtered set: the dry run says how many go where; the confirmation replays them.
+    let before_set = end_offsets(&env, &topic);
+    browser.open(&console.url("/dead-letters/replay?pipeline=reviews&kind=unknown_application"));
     assert!(
         browser
             .text(&browser.one("#replay-preview"))
             .contains("Dry run")
     );
+    assert_eq!(browser.text(&browser.one("td.would")), "10");
     browser.screenshot(&shots.join("replay-preview.png"));
+    assert_eq!(
+        end_offsets(&env, &topic),
+        before_set,
+        "a dry run publishes nothing"
+    );
+    browser.click(&browser.one("input[name=confirm]"));
+    browser.click(&browser.one("#confirm-replay"));
+    let result = browser.text(&browser.wait_one("#replay-result"));
+    assert_eq!(browser.text(&browser.one("td.would")), "10", "{result}");
+    let after_set = end_offsets(&env, &topic);
+    println!(
+        "filtered replay: 10 unknown_application dead letters; end offsets {before_set} -> \
+         {after_set}"
+    );
+    assert_eq!(after_set, before_set + 10);
+
+    // An outbox event in FAILURE whose error is hostile: shown as text, retried by a click.
+    let event: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, topic,
+             partition_key, payload) VALUES ('user', '1', 'test', $1, '1', '{}') RETURNING id",
+    )
+    .bind(format!("{}-outbox", env.prefix))
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    for step in [
+        "UPDATE outbox_events SET status = 'DISPATCHING', claimed_by = 'test', \
+         claimed_at = now() WHERE id = $1 AND $2 <> ''",
+        "UPDATE outbox_events SET status = 'FAILURE', attempts = 5, last_error = $2 WHERE id = $1",
+    ] {
+        sqlx::query(step)
+            .bind(event)
+            .bind(HOSTILE)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
     browser.open(&console.url("/outbox"));
+    let error = browser.text(&browser.one("table.failures td.reason"));
+    assert!(
+        error.contains("<script>") && error.contains("\\u{1b}"),
+        "{error}"
+    );
     browser.screenshot(&shots.join("outbox.png"));
+    browser.click(&browser.one("table.failures button"));
+    let retried = browser.text(&browser.wait_one("#message"));
+    assert!(retried.contains("re-opened"), "{retried}");
+    let status: String = sqlx::query_scalar("SELECT status FROM outbox_events WHERE id = $1")
+        .bind(event)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(status, "PENDING");
+    println!("outbox: {retried}");
     assert_clean(&browser, &origin, "replay and outbox");
     println!("screenshots in {}", shots.display());
     drop(run);
@@ -410,6 +465,7 @@ async fn the_console_in_a_real_browser() {
         next,
         "/dead-letters?kind=unknown_application".to_owned(),
         "/dead-letters?q=column+42".to_owned(),
+        "/dead-letters?q=no+such+reason".to_owned(),
         "/dead-letters?since=2026-01-01T00:00&until=2026-12-31T00:00".to_owned(),
         format!("/dead-letters/{hostile_id}"),
         format!("/dead-letters/{hostile_id}?view=hex"),

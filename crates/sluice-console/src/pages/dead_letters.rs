@@ -123,7 +123,8 @@ pub async fn list(
     };
     let cursor = Cursor::decode(&params.before);
     let mut conn = console.pool.acquire().await?;
-    let (listed, next) = dead_letters::page(&mut conn, &filter, cursor).await?;
+    let page = dead_letters::page(&mut conn, &filter, cursor).await?;
+    let (listed, next) = (page.rows, page.next);
     let kinds = dead_letters::kinds(&mut conn).await?;
     let rows: Vec<Row> = listed
         .iter()
@@ -159,6 +160,8 @@ pub async fn list(
             "query": query,
             "first_page": cursor.is_none(),
             "next": next,
+            "window_exhausted": page.window_exhausted,
+            "search_window": dead_letters::SEARCH_WINDOW,
             "pipelines": pipelines,
             "kinds": kinds.iter().map(|k| shown::line(k.as_bytes())).collect::<Vec<_>>(),
         }),

@@ -10,6 +10,10 @@ use sqlx::{PgConnection, Postgres, QueryBuilder};
 
 /// Rows per page.
 pub const PAGE: i64 = 50;
+/// The most dead letters one page of a text search reads: a search whose text is rare
+/// must not read a million reasons for one page. The page says when it stopped there, and
+/// its "older" link goes on from the last row it read.
+pub const SEARCH_WINDOW: i64 = 100_000;
 /// The most dead letters one confirmed replay takes.
 pub const REPLAY_BATCH: i64 = 500;
 
@@ -127,31 +131,80 @@ fn like_escaped(text: &str) -> String {
     out
 }
 
-/// One page, newest first, and the cursor of the next page if there is one.
+/// One page of the list.
+#[derive(Debug)]
+pub struct Page {
+    /// The rows, newest first.
+    pub rows: Vec<Listed>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<Cursor>,
+    /// A text search stopped after [`SEARCH_WINDOW`] rows with fewer matches than a page.
+    pub window_exhausted: bool,
+}
+
+/// One page, newest first. A text search reads at most [`SEARCH_WINDOW`] rows.
 pub async fn page(
     conn: &mut PgConnection,
     filter: &Filter,
     cursor: Option<Cursor>,
-) -> Result<(Vec<Listed>, Option<Cursor>), sqlx::Error> {
+) -> Result<Page, sqlx::Error> {
+    let unsearched = Filter {
+        search: None,
+        ..filter.clone()
+    };
     let mut q = QueryBuilder::new(
         "SELECT id, topic, partition, kafka_offset, consumer_group, error_kind,
                 left(reason, 200) AS reason, recorded_at, replay_count, replayed_at
-         FROM dead_letter_events",
+         FROM ",
     );
-    filter.push_where(&mut q, cursor);
+    match &filter.search {
+        None => {
+            q.push("dead_letter_events");
+            filter.push_where(&mut q, cursor);
+        }
+        Some(search) => {
+            q.push("(SELECT * FROM dead_letter_events");
+            unsearched.push_where(&mut q, cursor);
+            q.push(" ORDER BY recorded_at DESC, id DESC LIMIT ")
+                .push_bind(SEARCH_WINDOW)
+                .push(") AS window_rows WHERE reason ILIKE ")
+                .push_bind(format!("%{}%", like_escaped(search)));
+        }
+    }
     q.push(" ORDER BY recorded_at DESC, id DESC LIMIT ")
         .push_bind(PAGE + 1);
-    let mut rows: Vec<Listed> = q.build_query_as().fetch_all(conn).await?;
-    let next = if rows.len() as i64 > PAGE {
+    let mut rows: Vec<Listed> = q.build_query_as().fetch_all(&mut *conn).await?;
+    if rows.len() as i64 > PAGE {
         rows.truncate(PAGE as usize);
-        rows.last().map(|r| Cursor {
+        let next = rows.last().map(|r| Cursor {
             recorded_at: r.recorded_at,
             id: r.id,
-        })
-    } else {
-        None
+        });
+        return Ok(Page {
+            rows,
+            next,
+            window_exhausted: false,
+        });
+    }
+    // A short page of a search: go on below the window's last row, if the window was full.
+    let next = match filter.search {
+        None => None,
+        Some(_) => {
+            let mut q = QueryBuilder::new("SELECT recorded_at, id FROM dead_letter_events");
+            unsearched.push_where(&mut q, cursor);
+            q.push(" ORDER BY recorded_at DESC, id DESC OFFSET ")
+                .push_bind(SEARCH_WINDOW - 1)
+                .push(" LIMIT 1");
+            let last: Option<(DateTime<Utc>, i64)> =
+                q.build_query_as().fetch_optional(&mut *conn).await?;
+            last.map(|(recorded_at, id)| Cursor { recorded_at, id })
+        }
     };
-    Ok((rows, next))
+    Ok(Page {
+        rows,
+        window_exhausted: next.is_some(),
+        next,
+    })
 }
 
 /// The newest `limit` matching rows with their keys and payloads (a replay's candidates).
