@@ -129,6 +129,16 @@ fn timed_get(url: &str) -> (u16, f64, String) {
     (status, timing, body)
 }
 
+/// The status of `GET /pipelines` sent with this `Host` header.
+fn status_with_host(port: u16, host: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(stream, "GET /pipelines HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
 /// Checks the browser's logs since the last call: no console error, no request that left
 /// the consoles' origins (the test's two consoles), no dialog.
 fn assert_clean(browser: &Browser, origins: &[String], page: &str) {
@@ -224,6 +234,11 @@ async fn the_console_in_a_real_browser() {
     let read_only = Console::start(&env, "console-read-only", None);
     let console = Console::start(&env, "console", Some(TOKEN));
     let origin = [console.url(""), read_only.url("")];
+
+    // A page asked for under another name (DNS rebinding) is refused.
+    assert_eq!(status_with_host(console.port, "evil.example"), 421);
+    let own = format!("127.0.0.1:{}", console.port);
+    assert_eq!(status_with_host(console.port, &own), 200);
 
     // 1. Every pipeline with lag 0 and the table's dead-letter count.
     browser.open(&console.url("/pipelines"));

@@ -15,7 +15,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,7 +48,12 @@ pub async fn serve(
     let sampler = tokio::spawn(sample_rates(Arc::clone(&console), stop.clone()));
     tracing::info!(addr = %settings.addr, writable = settings.writable(),
         pipelines = console.sources.pipelines.len(), "sluice console listening");
-    let served = axum::serve(listener, router(console))
+    let hosts = loopback_hosts(&settings);
+    let app = router(console).layer(middleware::from_fn(move |request: Request, next: Next| {
+        let hosts = hosts.clone();
+        async move { check_host(hosts.as_deref(), request, next).await }
+    }));
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(stop.clone().cancelled_owned())
         .await
         .map_err(ConsoleError::Serve);
@@ -78,6 +83,44 @@ fn router(console: Arc<Console>) -> Router {
         .fallback(pages::not_found)
         .layer(middleware::from_fn(security_headers))
         .with_state(console)
+}
+
+/// On a loopback address, the `Host` values a browser on this machine sends
+/// (`127.0.0.1:<port>`, `localhost:<port>`, `[::1]:<port>`); `None` (any) on another address,
+/// where the console sits behind names and proxies the console cannot know.
+fn loopback_hosts(settings: &ConsoleSettings) -> Option<Arc<[String]>> {
+    let port = settings.addr.port();
+    settings.addr.ip().is_loopback().then(|| {
+        let names = ["127.0.0.1", "localhost", "[::1]"];
+        let mut hosts: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+        if port == 80 {
+            hosts.extend(names.iter().map(|n| (*n).to_owned()));
+        }
+        hosts.into()
+    })
+}
+
+/// Refuses (421) a request whose `Host` is not one of `hosts`: a page of another site whose
+/// name was re-bound to 127.0.0.1 (DNS rebinding) cannot read the console through the
+/// operator's browser.
+async fn check_host(hosts: Option<&[String]>, request: Request, next: Next) -> Response {
+    if let Some(hosts) = hosts {
+        let host = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        if !hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            tracing::info!(host = %sluice_core::untrusted::escape_controls(host),
+                "console request for another host refused");
+            return (
+                axum::http::StatusCode::MISDIRECTED_REQUEST,
+                "this console answers only to 127.0.0.1, localhost and [::1]",
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
 }
 
 /// Adds the security headers and `Server-Timing: app;dur=<ms>` (the handler's own time).
