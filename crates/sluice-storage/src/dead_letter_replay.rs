@@ -98,3 +98,42 @@ pub async fn replay_one(
         offset: delivered.offset,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+
+    fn row(payload: Option<&[u8]>, size: i32, replays: i32, replayed: bool) -> DeadLetterRow {
+        DeadLetterRow {
+            id: 1,
+            topic: "t".into(),
+            partition: 0,
+            kafka_offset: 0,
+            consumer_group: "g".into(),
+            key: None,
+            payload: payload.map(<[u8]>::to_vec),
+            payload_size: size,
+            kafka_timestamp: None,
+            error_kind: "decode_error".into(),
+            reason: "r".into(),
+            recorded_at: Utc::now(),
+            replay_count: replays,
+            replayed_at: replayed.then(Utc::now),
+        }
+    }
+
+    #[test]
+    fn a_row_is_replayed_once_under_the_limit_and_only_whole() {
+        assert_eq!(refusal(&row(Some(b"x"), 1, 0, false), 3), None);
+        let once = refusal(&row(Some(b"x"), 1, 1, true), 3).unwrap();
+        assert!(once.starts_with("already replayed (replay 1)"), "{once}");
+        let limit = refusal(&row(Some(b"x"), 1, 3, false), 3).unwrap();
+        assert_eq!(limit, "already replayed 3 time(s) (limit 3)");
+        let tombstone = refusal(&row(None, 0, 0, false), 3).unwrap();
+        assert!(tombstone.starts_with("tombstone"), "{tombstone}");
+        let cut = row(Some(b"xy"), 70_000, 0, false);
+        assert!(is_truncated(&cut));
+        assert!(refusal(&cut, 3).unwrap().contains("truncated"));
+    }
+}
