@@ -320,7 +320,18 @@ async fn postgres_restarts_mid_ingest_lose_nothing_and_dead_letter_nothing() {
         "the app_stats table holds exactly the produced stats"
     );
 
-    // The totals: every record accounted for once, restarts retried, not dead-lettered.
+    // Each restart breaks the open connections, so the writers retried. Not necessarily
+    // each pipeline at each restart: a writer that had no batch for a second checks its
+    // offsets on its idle connection, and when that check meets the broken connection it
+    // drops it silently and the next batch starts on a fresh one (seen in CI: reviews'
+    // writers waited 1.2 s for the reader across both restarts and retried nothing,
+    // app-stats retried 3 times). Both restarts came mid-ingest of both pipelines (above).
+    let retries: u64 = totals.values().map(|t| u64::from(t.report.retries)).sum();
+    assert!(
+        retries >= RESTARTS,
+        "the restarts were retried (retries = {retries})"
+    );
+    // The totals: every record accounted for once, not dead-lettered.
     for (kind, produced, batch) in [
         (PipelineKind::Reviews, N_REVIEWS, REVIEWS_BATCH),
         (PipelineKind::AppStats, N_STATS, STATS_BATCH),
@@ -334,13 +345,7 @@ async fn postgres_restarts_mid_ingest_lose_nothing_and_dead_letter_nothing() {
         );
         assert_eq!(r.dead_lettered(), 0, "{kind}: {r:?}");
         assert_eq!(r.write.updated, 0, "{kind}: {r:?}");
-        // Each restart breaks the pipeline's open connection, and each pipeline wrote after
-        // each restart: at least one retry per restart.
-        assert!(
-            u64::from(r.retries) >= RESTARTS,
-            "{kind}: the restarts were retried (retries = {})",
-            r.retries
-        );
+        println!("{kind}: {} retries", r.retries);
         // Each row is inserted once. The only legitimate `skipped` rows: a batch whose COMMIT
         // reached the server but whose reply was lost in a restart is retried and finds its
         // rows there — at most one batch per restart.
