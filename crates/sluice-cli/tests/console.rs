@@ -331,7 +331,7 @@ async fn the_console_in_a_real_browser() {
     // With it: log in, replay once.
     browser.open(&console.url("/login"));
     browser.type_into(&browser.one("input[name=token]"), TOKEN);
-    browser.click(&browser.one("form[action='/login'] button"));
+    browser.click_and_wait(&browser.one("form[action='/login'] button"));
     assert!(browser.url().ends_with("/pipelines"), "{}", browser.url());
     let topic = env.topic("reviews");
     // The same dead letter open in two tabs: the second tab's button is the second click.
@@ -341,7 +341,7 @@ async fn the_console_in_a_real_browser() {
     browser.open(&console.url(&format!("/dead-letters/{poison_id}")));
     browser.switch_to(&first_tab);
     let before = end_offsets(&env, &topic);
-    browser.click(&browser.one("#replay"));
+    browser.click_and_wait(&browser.one("#replay"));
     let message = browser.text(&browser.wait_one("#message"));
     assert!(message.contains("re-published to"), "{message}");
     browser.screenshot(&shots.join("replayed.png"));
@@ -356,7 +356,7 @@ async fn the_console_in_a_real_browser() {
             .contains("replayed at")
     );
     browser.switch_to(&second_tab);
-    browser.click(&browser.one("#replay"));
+    browser.click_and_wait(&browser.one("#replay"));
     let second = browser.text(&browser.wait_one("#message"));
     assert!(second.contains("already replayed"), "{second}");
     assert_eq!(
@@ -389,7 +389,7 @@ async fn the_console_in_a_real_browser() {
         "a dry run publishes nothing"
     );
     browser.click(&browser.one("input[name=confirm]"));
-    browser.click(&browser.one("#confirm-replay"));
+    browser.click_and_wait(&browser.one("#confirm-replay"));
     let result = browser.text(&browser.wait_one("#replay-result"));
     assert_eq!(browser.text(&browser.one("td.would")), "10", "{result}");
     let after_set = end_offsets(&env, &topic);
@@ -427,7 +427,7 @@ async fn the_console_in_a_real_browser() {
         "{error}"
     );
     browser.screenshot(&shots.join("outbox.png"));
-    browser.click(&browser.one("table.failures button"));
+    browser.click_and_wait(&browser.one("table.failures button"));
     let retried = browser.text(&browser.wait_one("#message"));
     assert!(retried.contains("re-opened"), "{retried}");
     let status: String = sqlx::query_scalar("SELECT status FROM outbox_events WHERE id = $1")

@@ -183,6 +183,26 @@ impl Browser {
         );
     }
 
+    /// Clicks an element that loads another page (a link, a form's button) and waits until
+    /// that page has loaded: chromedriver may return from the click before the navigation
+    /// ends, and reading the page then reads the old one. The old page is marked with a
+    /// window property that the new page does not have.
+    pub fn click_and_wait(&self, element: &str) {
+        self.script("window.__sluiceOldPage = true; return null;");
+        self.click(element);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let loaded = "return window.__sluiceOldPage === undefined \
+                      && document.readyState === 'complete';";
+        while self.script(loaded) != Value::Bool(true) {
+            assert!(
+                Instant::now() < deadline,
+                "no new page within 10 s of a click (still at {})",
+                self.url()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Types into an element.
     pub fn type_into(&self, element: &str, text: &str) {
         let path = self.at(&format!("/element/{element}/value"));
