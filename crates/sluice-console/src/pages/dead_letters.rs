@@ -175,6 +175,18 @@ pub struct DetailParams {
     view: String,
 }
 
+/// The page for a dead-letter id that is not in the table (404).
+pub fn no_such(console: &Console, viewer: &Viewer, id: i64) -> Result<Response, ConsoleError> {
+    message(
+        console,
+        viewer,
+        StatusCode::NOT_FOUND,
+        "Not found",
+        &format!("no dead letter with id {id}"),
+        "/dead-letters",
+    )
+}
+
 /// `GET /dead-letters/{id}`.
 pub async fn detail(
     State(console): State<Arc<Console>>,
@@ -185,14 +197,7 @@ pub async fn detail(
     let viewer = Viewer::of(&console, &headers);
     let mut conn = console.pool.acquire().await?;
     let Some(row) = dead_letters::one(&mut conn, id).await? else {
-        return message(
-            &console,
-            &viewer,
-            StatusCode::NOT_FOUND,
-            "Not found",
-            &format!("no dead letter with id {id}"),
-            "/dead-letters",
-        );
+        return no_such(&console, &viewer, id);
     };
     let hex = params.view == "hex";
     let bytes = |b: &Option<Vec<u8>>| {

@@ -4,7 +4,7 @@
 //! the rules are `sluice dlq replay`'s own functions ([`refusal`], [`replay_one`]), so a
 //! dead letter is replayed at most once and a message at most the replay limit.
 
-use super::dead_letters::FilterParams;
+use super::dead_letters::{FilterParams, no_such};
 use super::{Viewer, forbidden, message, render};
 use crate::auth::Refused;
 use crate::error::ConsoleError;
@@ -17,6 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use sluice_kafka::ResilientProducer;
 use sluice_storage::dead_letter_replay::{Replayed, refusal, replay_one};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,6 +40,17 @@ pub struct ConfirmForm {
     confirm: String,
 }
 
+/// The producer a replay may use: the session and its CSRF token checked, the console not
+/// read-only.
+fn replayer<'a>(
+    console: &'a Console,
+    headers: &HeaderMap,
+    csrf: &str,
+) -> Result<&'a ResilientProducer, Refused> {
+    console.sessions.authorize(headers, csrf)?;
+    console.producer.as_ref().ok_or(Refused::ReadOnly)
+}
+
 /// `POST /dead-letters/{id}/replay`.
 pub async fn one(
     State(console): State<Arc<Console>>,
@@ -47,23 +59,14 @@ pub async fn one(
     Form(form): Form<ActionForm>,
 ) -> Result<Response, ConsoleError> {
     let viewer = Viewer::of(&console, &headers);
-    if let Err(why) = console.sessions.authorize(&headers, &form.csrf) {
-        return Ok(forbidden(&console, &viewer, why));
-    }
-    let Some(producer) = console.producer.as_ref() else {
-        return Ok(forbidden(&console, &viewer, Refused::ReadOnly));
+    let producer = match replayer(&console, &headers, &form.csrf) {
+        Ok(producer) => producer,
+        Err(why) => return Ok(forbidden(&console, &viewer, why)),
     };
     let back = format!("/dead-letters/{id}");
     let mut conn = console.pool.acquire().await?;
     let Some(row) = dead_letters::one(&mut conn, id).await? else {
-        return message(
-            &console,
-            &viewer,
-            StatusCode::NOT_FOUND,
-            "Not found",
-            &format!("no dead letter with id {id}"),
-            "/dead-letters",
-        );
+        return no_such(&console, &viewer, id);
     };
     if let Some(why) = refusal(&row, console.sources.max_replays) {
         let text = format!("dead letter {id} was not replayed: {why}");
@@ -176,11 +179,9 @@ pub async fn execute(
     Form(form): Form<ConfirmForm>,
 ) -> Result<Response, ConsoleError> {
     let viewer = Viewer::of(&console, &headers);
-    if let Err(why) = console.sessions.authorize(&headers, &form.csrf) {
-        return Ok(forbidden(&console, &viewer, why));
-    }
-    let Some(producer) = console.producer.as_ref() else {
-        return Ok(forbidden(&console, &viewer, Refused::ReadOnly));
+    let producer = match replayer(&console, &headers, &form.csrf) {
+        Ok(producer) => producer,
+        Err(why) => return Ok(forbidden(&console, &viewer, why)),
     };
     let back = format!("/dead-letters?{}", form.filter.query());
     if form.confirm != "yes" {
