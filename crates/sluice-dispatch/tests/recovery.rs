@@ -422,3 +422,51 @@ async fn a_claim_stale_for_hours_is_searched_within_its_own_window() {
     sluice_testkit::delete_topics(&stack, &[&topic]).await;
     teardown(schema, conn).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_kafka_refuses_does_not_hold_up_the_others() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let kafka = KafkaClientSettings::new(&stack.bootstrap);
+    let quiet = sluice_testkit::unique("outbox-quiet");
+    sluice_testkit::create_topic(&stack, &quiet, 1).await;
+    // An outbox row is a table row: a service can write one naming a topic Kafka refuses
+    // ('!' is not a legal character), and it sorts before every legal name.
+    let refused = format!("!{}", sluice_testkit::unique("outbox-refused"));
+    let on_refused = NewEvent::new(&refused, "user", "1", "mailbox.command", json!({"n": 1}));
+    let on_quiet = NewEvent::new(&quiet, "user", "2", "mailbox.command", json!({"n": 2}));
+    for e in [&on_refused, &on_quiet] {
+        enqueue(&mut conn, e).await.unwrap();
+    }
+    // A dispatcher claims both and dies before publishing anything.
+    assert_eq!(claimed_by_the_dead(&mut conn, 5).await.len(), 2);
+    let report = recover_stale(
+        &mut conn,
+        &kafka,
+        &RecoveryLimits::new(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    println!("{report:?}");
+    assert_eq!(
+        status_of(&mut conn, on_quiet.id).await,
+        OutboxStatus::Pending,
+        "the quiet topic's row is requeued whatever the other topic's search does"
+    );
+    assert_eq!(
+        (report.stale, report.requeued, report.unsettled),
+        (2, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(report.failed_topics.len(), 1, "{report:?}");
+    assert_eq!(report.failed_topics[0].0, refused);
+    assert_eq!(
+        status_of(&mut conn, on_refused.id).await,
+        OutboxStatus::Dispatching,
+        "left for the next round, never requeued unsearched"
+    );
+    sluice_testkit::delete_topics(&stack, &[&quiet]).await;
+    teardown(schema, conn).await;
+}
