@@ -13,7 +13,7 @@
 
 use sluice_kafka::Record;
 use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Records polled but not yet handed to a writer.
 #[derive(Debug)]
@@ -21,6 +21,9 @@ pub struct Lanes {
     lanes: Vec<VecDeque<Record>>,
     /// Poll time not yet charged to a batch, per lane (shared by the records of a poll).
     poll_owed: Vec<Duration>,
+    /// When each lane's oldest record arrived (as far as [`Lanes::stamp`] saw), if it holds
+    /// any: the linger is counted from it (crate::linger).
+    since: Vec<Option<Instant>>,
     batch_size: usize,
     /// Each partition's lane, by topic, fixed when it is first seen.
     owners: HashMap<String, HashMap<i32, usize>>,
@@ -35,6 +38,7 @@ impl Lanes {
         Self {
             lanes: (0..writers).map(|_| VecDeque::new()).collect(),
             poll_owed: vec![Duration::ZERO; writers],
+            since: vec![None; writers],
             batch_size: batch_size.max(1),
             owners: HashMap::new(),
             owned: vec![0; writers],
@@ -111,6 +115,23 @@ impl Lanes {
         }
     }
 
+    /// Notes `now` as the arrival of the oldest record of every lane that holds records and
+    /// had none at the last stamp (called after each push).
+    pub fn stamp(&mut self, now: Instant) {
+        for (queue, since) in self.lanes.iter().zip(&mut self.since) {
+            if queue.is_empty() {
+                *since = None;
+            } else if since.is_none() {
+                *since = Some(now);
+            }
+        }
+    }
+
+    /// When lane `lane`'s oldest record arrived, if it holds any (see [`Lanes::stamp`]).
+    pub fn since(&self, lane: usize) -> Option<Instant> {
+        self.since.get(lane).copied().flatten()
+    }
+
     /// The next batch of lane `lane`: a full one (`batch_size` records), or with `partial`
     /// whatever the lane holds. `None` when there is no such batch. The poll time owed by
     /// the lane goes with it.
@@ -121,6 +142,9 @@ impl Lanes {
         }
         let n = queue.len().min(self.batch_size);
         let batch: Vec<Record> = queue.drain(..n).collect();
+        if queue.is_empty() {
+            self.since[lane] = None;
+        }
         let owed = std::mem::take(&mut self.poll_owed[lane]);
         Some((batch, owed))
     }
@@ -178,6 +202,30 @@ mod tests {
         let mut one = Lanes::new(1, 10);
         assert_eq!(one.lane_of("t", 5), 0);
         assert_eq!(one.lane_of("t", -1), 0);
+    }
+
+    #[test]
+    fn a_lane_remembers_when_its_oldest_record_arrived_until_it_is_emptied() {
+        let mut lanes = Lanes::new(2, 2);
+        let t0 = Instant::now();
+        lanes.push(vec![record(0, 1)], Duration::ZERO);
+        lanes.stamp(t0);
+        assert_eq!((lanes.since(0), lanes.since(1)), (Some(t0), None));
+        // Later records do not move the lane's first arrival; the other lane gets its own.
+        let t1 = t0 + Duration::from_millis(5);
+        lanes.push(
+            vec![record(0, 2), record(0, 3), record(1, 1)],
+            Duration::ZERO,
+        );
+        lanes.stamp(t1);
+        assert_eq!((lanes.since(0), lanes.since(1)), (Some(t0), Some(t1)));
+        // A full batch taken leaves one record: the lane keeps its (older) time.
+        assert_eq!(coords(&lanes.take(0, false).unwrap().0), [(0, 1), (0, 2)]);
+        assert_eq!(lanes.since(0), Some(t0));
+        assert_eq!(coords(&lanes.take(0, true).unwrap().0), [(0, 3)]);
+        assert_eq!(lanes.since(0), None, "emptied");
+        assert!(lanes.take(1, true).is_some());
+        assert_eq!(lanes.since(1), None);
     }
 
     #[test]

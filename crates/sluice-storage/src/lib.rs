@@ -23,6 +23,7 @@ pub mod heartbeat;
 mod held;
 mod isolate;
 mod lanes;
+mod linger;
 mod metrics;
 pub mod offsets;
 mod pipeline;

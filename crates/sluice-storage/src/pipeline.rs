@@ -171,6 +171,7 @@ async fn run_sink<S: StorageSink + 'static>(
             consumer,
             batch_size: pipeline.batch_size,
             poll_timeout: settings.poll_timeout,
+            linger: settings.linger,
             to_writers,
             events,
             stop: stop.clone(),

@@ -19,6 +19,7 @@ use crate::events::{BatchCommitted, OffsetCommitFailed, Phases};
 use crate::heartbeat::ReaderLiveness;
 use crate::held::Holds;
 use crate::lanes::Lanes;
+use crate::linger::Linger;
 use crate::metrics::PipelineMetrics;
 use crate::sink::StorageSink;
 use sluice_core::BatchReport;
@@ -75,6 +76,8 @@ pub struct ReaderParts<S: StorageSink> {
     pub batch_size: usize,
     /// The longest one wait for records lasts.
     pub poll_timeout: Duration,
+    /// How long a busy pipeline's partial batch waits to fill ([`crate::linger`]).
+    pub linger: Duration,
     /// Each writer's channel, in writer order (a partition's batches go to the writer of its
     /// lane, [`crate::lanes`]).
     pub to_writers: Vec<SyncSender<Polled<S::Message>>>,
@@ -99,6 +102,7 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         mut consumer,
         batch_size,
         poll_timeout,
+        linger,
         to_writers,
         events,
         stop,
@@ -120,6 +124,7 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         kill_after: crate::failpoint::after_db_commit(),
     };
     let mut lanes = Lanes::new(to_writers.len(), batch_size);
+    let mut linger = Linger::new(linger);
     let mut holds = Holds::new(lanes.count());
     // Batches in each writer's channel (sent, not yet taken): one at most.
     let mut queued = vec![0usize; to_writers.len()];
@@ -142,12 +147,18 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         }
         committer.observe_lag(&consumer);
         forget_revoked(&consumer, &mut lanes, &mut revocations, &committer.name);
-        if hand_over(sink, &mut lanes, &to_writers, &mut queued, caught_up).is_err() {
+        let partial = if caught_up {
+            Partial::AfterLinger(&mut linger, Instant::now())
+        } else {
+            Partial::Never
+        };
+        let Ok(lingering) = hand_over(sink, &mut lanes, &to_writers, &mut queued, partial) else {
             break Ok(()); // a writer stopped; the batches stored are committed below
-        }
+        };
         if lanes.any_full() {
             // Before waiting, give every writer with room whatever its lane holds.
-            if hand_over(sink, &mut lanes, &to_writers, &mut queued, true).is_err() {
+            let handed = hand_over(sink, &mut lanes, &to_writers, &mut queued, Partial::Always);
+            if handed.is_err() {
                 break Ok(());
             }
         }
@@ -179,6 +190,26 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         // While partitions are held back, poll in short slices: their writer's next report
         // is handled (and the partitions released) promptly.
         let slice = if held { HELD_SLICE.min(slice) } else { slice };
+        if let Some(due) = lingering {
+            // A batch lingers: let the client's queue fill until it is due instead of waking
+            // for every fetch (the writers' reports are still handled as they come), then
+            // poll what arrived meanwhile; it is handed over on the next turn.
+            let wait = due.saturating_duration_since(Instant::now());
+            match events.recv_timeout(wait) {
+                Ok(event) => {
+                    if let Err(error) = committer.handle(&consumer, event, &mut queued) {
+                        break Err(error);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break Ok(()),
+            }
+        }
+        let slice = if lingering.is_some() {
+            Duration::ZERO
+        } else {
+            slice
+        };
         let polled_at = Instant::now();
         let polled = consumer.poll_batch(batch_size, slice);
         // A consumer error that keeps coming back makes the pipeline unhealthy at once,
@@ -194,7 +225,10 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
             break Err(PipelineError::StartUnknown { reason });
         }
         caught_up = records.len() < batch_size;
-        lanes.push(records, polled_at.elapsed());
+        let now = Instant::now();
+        linger.read(records.len(), now);
+        lanes.push(records, now.saturating_duration_since(polled_at));
+        lanes.stamp(now);
     };
     // Hang up so the writers stop taking batches, then commit what they finish.
     drop(to_writers);
@@ -216,20 +250,46 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
 #[derive(Debug)]
 struct WriterGone;
 
+/// Which lanes may hand over fewer records than a batch.
+enum Partial<'a> {
+    /// None: only full batches.
+    Never,
+    /// Every lane, whatever it holds.
+    Always,
+    /// A lane whose linger ended at this time ([`crate::linger`]).
+    AfterLinger(&'a mut Linger, Instant),
+}
+
 /// Hands each writer with room in its channel (`queued[lane] == 0`) its lane's next batch:
-/// a full one, or with `partial` whatever the lane holds. Decodes each batch on the way.
+/// a full one, or a partial one as `partial` allows. Decodes each batch on the way.
+/// Returns when the earliest lane kept back by its linger is due, if one is.
 fn hand_over<S: StorageSink>(
     sink: &S,
     lanes: &mut Lanes,
     to_writers: &[SyncSender<Polled<S::Message>>],
     queued: &mut [usize],
-    partial: bool,
-) -> Result<(), WriterGone> {
+    mut partial: Partial<'_>,
+) -> Result<Option<Instant>, WriterGone> {
+    let mut lingering: Option<Instant> = None;
     for (lane, to_writer) in to_writers.iter().enumerate() {
         if queued[lane] > 0 {
             continue;
         }
-        let Some((records, poll)) = lanes.take(lane, partial) else {
+        let may_be_partial = match &mut partial {
+            Partial::Never => false,
+            Partial::Always => true,
+            Partial::AfterLinger(linger, now) => match lanes.since(lane) {
+                None => true,
+                Some(first) => match linger.release(first, *now) {
+                    Ok(()) => true,
+                    Err(due) => {
+                        lingering = Some(lingering.map_or(due, |d| d.min(due)));
+                        false
+                    }
+                },
+            },
+        };
+        let Some((records, poll)) = lanes.take(lane, may_be_partial) else {
             continue;
         };
         let decoding = Instant::now();
@@ -252,7 +312,7 @@ fn hand_over<S: StorageSink>(
             Err(TrySendError::Disconnected(_)) => return Err(WriterGone),
         }
     }
-    Ok(())
+    Ok(lingering)
 }
 
 /// After a revocation, drops the lanes' records of partitions this consumer no longer holds:

@@ -73,6 +73,32 @@ impl Form for Millis {
     }
 }
 
+/// Milliseconds from 0 to 1,000, declared as a number of them (`STORAGE_LINGER_MS`; 0 turns
+/// it off).
+#[derive(Debug)]
+pub struct LingerMillis;
+
+impl Form for LingerMillis {
+    type Value = Duration;
+    type Default = u64;
+    fn parse(
+        env: &EnvReader<'_>,
+        name: &str,
+        default: u64,
+    ) -> Result<Option<Duration>, SettingsError> {
+        let expected = format!("whole milliseconds from 0 to 1000 (default {default})");
+        Ok(env
+            .parse::<u64>(name, |n| *n <= 1_000, &expected)?
+            .map(Duration::from_millis))
+    }
+    fn fallback(_: &EnvReader<'_>, _: &str, default: u64) -> Result<Duration, SettingsError> {
+        Ok(Duration::from_millis(default))
+    }
+    fn show(default: u64) -> String {
+        default.to_string()
+    }
+}
+
 /// Positive seconds, declared as a number of them.
 #[derive(Debug)]
 pub struct Seconds;

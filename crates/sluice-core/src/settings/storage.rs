@@ -4,8 +4,8 @@
 
 use super::SettingsError;
 use super::forms::{
-    DatabaseUrl, InstanceId, Millis, OffsetReset, RetryAttempts, Seconds, SyncCommit, TableName,
-    Text,
+    DatabaseUrl, InstanceId, LingerMillis, Millis, OffsetReset, RetryAttempts, Seconds, SyncCommit,
+    TableName, Text,
 };
 use super::kafka_client::{self, KafkaClientSettings};
 use super::pipelines::{self, PipelineSettings};
@@ -58,6 +58,9 @@ pub struct Settings {
     pub topics: TopicSettings,
     /// `STORAGE_SYNCHRONOUS_COMMIT`: the writers' `synchronous_commit`.
     pub synchronous_commit: SyncCommit,
+    /// `STORAGE_LINGER_MS`: how long a partial batch of a pipeline reading 1,000 records a
+    /// second or more waits to fill (zero: never).
+    pub linger: Duration,
 }
 
 /// `DATABASE_URL`.
@@ -140,6 +143,12 @@ pub const SYNCHRONOUS_COMMIT: Var<SyncCommit> = Var::new(
     SyncCommit::On,
     "the writers' synchronous_commit: on|off (off: a PostgreSQL crash loses the last batches with their offsets, which are read again)",
 );
+/// `STORAGE_LINGER_MS`.
+pub const LINGER: Var<LingerMillis> = Var::new(
+    "STORAGE_LINGER_MS",
+    20,
+    "how long a partial batch of a pipeline reading >= 1000 records/s waits to fill, 0-1000; 0: never",
+);
 
 /// Every variable the storage consumer reads, with its default and meaning, for `--help`
 /// and the README check; the per-pipeline topics after `STORAGE_PIPELINES`.
@@ -171,6 +180,7 @@ pub fn variables() -> Vec<Variable> {
         INSTANCE_ID.variable(),
         CONSUMER_ERROR_TIMEOUT.variable(),
         SYNCHRONOUS_COMMIT.variable(),
+        LINGER.variable(),
     ]);
     all
 }
@@ -233,6 +243,7 @@ impl Settings {
         let instance_id = INSTANCE_ID.read(&env)?;
         let consumer_error_timeout = CONSUMER_ERROR_TIMEOUT.read(&env)?;
         let synchronous_commit = SYNCHRONOUS_COMMIT.read(&env)?;
+        let linger = LINGER.read(&env)?;
         let topics = TopicSettings::from_vars(lookup, var_names.iter().copied())?;
 
         Ok(Settings {
@@ -253,6 +264,7 @@ impl Settings {
             consumer_error_timeout,
             topics,
             synchronous_commit,
+            linger,
         })
     }
 

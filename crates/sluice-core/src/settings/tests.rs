@@ -57,6 +57,15 @@ fn defaults_match_the_spec() {
     assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
     assert_eq!(s.heartbeat_dir, "/tmp/sluice-heartbeat");
     assert_eq!(s.applications_table, "apps_registry_application");
+    assert_eq!(s.linger, Duration::from_millis(20));
+}
+
+#[test]
+fn the_linger_may_be_turned_off_and_is_at_most_a_second() {
+    let off = settings(&[("STORAGE_LINGER_MS", "0")]).unwrap();
+    assert_eq!(off.linger, Duration::ZERO);
+    let longest = settings(&[("STORAGE_LINGER_MS", "1000")]).unwrap();
+    assert_eq!(longest.linger, Duration::from_secs(1));
 }
 
 #[test]
@@ -122,6 +131,9 @@ fn each_invalid_value_names_its_variable() {
         ("KAFKA_BOOTSTRAP_SERVERS", "a:1,b:x"),
         ("STORAGE_AUTO_OFFSET_RESET", "beginning"),
         ("STORAGE_POLL_TIMEOUT_MS", "fast"),
+        ("STORAGE_LINGER_MS", "1001"),
+        ("STORAGE_LINGER_MS", "-1"),
+        ("STORAGE_LINGER_MS", "20ms"),
         ("STORAGE_SESSION_TIMEOUT_MS", "0"),
         ("STORAGE_DB_RETRY_MAX_ATTEMPTS", "-1"),
         ("STORAGE_DB_RETRY_BASE_MS", "0"),
