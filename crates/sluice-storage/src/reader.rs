@@ -176,16 +176,11 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         };
         if next.wait || unheld {
             liveness.waiting_for_writer();
-            match events.recv_timeout(slice) {
-                Ok(event) => {
-                    if let Err(error) = committer.handle(&consumer, event, &mut queued) {
-                        break Err(error);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break Ok(()),
+            match committer.await_report(&consumer, &events, &mut queued, slice) {
+                Ok(true) => continue,
+                Ok(false) => break Ok(()), // every writer is gone
+                Err(error) => break Err(error),
             }
-            continue;
         }
         // While partitions are held back, poll in short slices: their writer's next report
         // is handled (and the partitions released) promptly.
@@ -195,14 +190,10 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
             // for every fetch (the writers' reports are still handled as they come), then
             // poll what arrived meanwhile; it is handed over on the next turn.
             let wait = due.saturating_duration_since(Instant::now());
-            match events.recv_timeout(wait) {
-                Ok(event) => {
-                    if let Err(error) = committer.handle(&consumer, event, &mut queued) {
-                        break Err(error);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break Ok(()),
+            match committer.await_report(&consumer, &events, &mut queued, wait) {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(error) => break Err(error),
             }
         }
         let slice = if lingering.is_some() {
@@ -412,6 +403,22 @@ impl Committer {
                 Err(TryRecvError::Empty) => return Ok(true),
                 Err(TryRecvError::Disconnected) => return Ok(false),
             }
+        }
+    }
+
+    /// Waits up to `wait` for a writer's report and handles it; `Ok(false)` if every writer
+    /// is gone.
+    fn await_report(
+        &mut self,
+        consumer: &BatchConsumer,
+        events: &Receiver<WriterEvent>,
+        queued: &mut [usize],
+        wait: Duration,
+    ) -> Result<bool, PipelineError> {
+        match events.recv_timeout(wait) {
+            Ok(event) => self.handle(consumer, event, queued).map(|()| true),
+            Err(RecvTimeoutError::Timeout) => Ok(true),
+            Err(RecvTimeoutError::Disconnected) => Ok(false),
         }
     }
 
