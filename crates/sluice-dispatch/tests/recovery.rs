@@ -233,6 +233,22 @@ async fn claimed_by_the_dead(
     claimed
 }
 
+/// One event on each of `first` and `second`, claimed five minutes ago by a dispatcher that
+/// died before publishing anything.
+async fn claimed_pair_by_the_dead(
+    conn: &mut sqlx::PgConnection,
+    first: &str,
+    second: &str,
+) -> (NewEvent, NewEvent) {
+    let one = NewEvent::new(first, "user", "1", "mailbox.command", json!({"n": 1}));
+    let two = NewEvent::new(second, "user", "2", "mailbox.command", json!({"n": 2}));
+    for e in [&one, &two] {
+        enqueue(&mut *conn, e).await.unwrap();
+    }
+    assert_eq!(claimed_by_the_dead(conn, 5).await.len(), 2);
+    (one, two)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_that_cannot_be_searched_does_not_hold_up_the_others() {
     let Some((schema, mut conn)) = setup().await else {
@@ -259,13 +275,7 @@ async fn a_topic_that_cannot_be_searched_does_not_hold_up_the_others() {
             }
         })
     };
-    let on_busy = NewEvent::new(&busy, "user", "1", "mailbox.command", json!({"n": 1}));
-    let on_quiet = NewEvent::new(&quiet, "user", "2", "mailbox.command", json!({"n": 2}));
-    for e in [&on_busy, &on_quiet] {
-        enqueue(&mut conn, e).await.unwrap();
-    }
-    // A dispatcher claims both and dies before publishing anything.
-    assert_eq!(claimed_by_the_dead(&mut conn, 5).await.len(), 2);
+    let (on_busy, on_quiet) = claimed_pair_by_the_dead(&mut conn, &busy, &quiet).await;
     // The busy topic's search cannot finish (no time at all for it); the quiet topic has
     // nothing in its range, so its row is settled.
     let no_time = RecoveryLimits {
@@ -435,13 +445,7 @@ async fn a_topic_kafka_refuses_does_not_hold_up_the_others() {
     // An outbox row is a table row: a service can write one naming a topic Kafka refuses
     // ('!' is not a legal character), and it sorts before every legal name.
     let refused = format!("!{}", sluice_testkit::unique("outbox-refused"));
-    let on_refused = NewEvent::new(&refused, "user", "1", "mailbox.command", json!({"n": 1}));
-    let on_quiet = NewEvent::new(&quiet, "user", "2", "mailbox.command", json!({"n": 2}));
-    for e in [&on_refused, &on_quiet] {
-        enqueue(&mut conn, e).await.unwrap();
-    }
-    // A dispatcher claims both and dies before publishing anything.
-    assert_eq!(claimed_by_the_dead(&mut conn, 5).await.len(), 2);
+    let (on_refused, on_quiet) = claimed_pair_by_the_dead(&mut conn, &refused, &quiet).await;
     let report = recover_stale(
         &mut conn,
         &kafka,

@@ -62,10 +62,10 @@ impl Linger {
         }
     }
 
-    /// Whether a lane whose oldest record arrived at `first` may be handed over now as a
-    /// partial batch: `Ok` when it may, `Err(due)` while it should wait until `due`.
-    pub fn release(&mut self, first: Instant, now: Instant) -> Result<(), Instant> {
-        self.roll(now);
+    /// Whether a lane whose oldest record arrived at `first` may be handed over at `now` as
+    /// a partial batch: `Ok` when it may, `Err(due)` while it should wait until `due`. The
+    /// rate is the one [`Linger::read`] last closed (it is told of every poll).
+    pub fn release(&self, first: Instant, now: Instant) -> Result<(), Instant> {
         if self.wait.is_zero() || self.rate < BUSY_RATE {
             return Ok(());
         }
@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn a_busy_pipeline_holds_a_partial_batch_until_the_linger_from_its_first_record() {
         let t0 = Instant::now() + Duration::from_secs(10);
-        let mut linger = reading(5_000, t0);
+        let linger = reading(5_000, t0);
         assert!(linger.rate >= BUSY_RATE, "{}", linger.rate);
         let first = t0;
         assert_eq!(linger.release(first, t0), Err(t0 + WAIT));
@@ -108,7 +108,7 @@ mod tests {
     #[test]
     fn a_quiet_pipeline_never_waits() {
         let t0 = Instant::now() + Duration::from_secs(10);
-        let mut linger = reading(500, t0);
+        let linger = reading(500, t0);
         assert!(linger.rate < BUSY_RATE, "{}", linger.rate);
         assert_eq!(linger.release(t0, t0), Ok(()));
     }
@@ -121,7 +121,7 @@ mod tests {
         assert_eq!(fresh.release(t0, t0), Ok(()), "no whole window yet");
         let mut off = Linger::new(Duration::ZERO);
         let t1 = t0 + Duration::from_secs(10);
-        let mut busy = reading(5_000, t1);
+        let busy = reading(5_000, t1);
         assert!(busy.release(t1, t1).is_err());
         off.read(10_000, t0);
         off.read(0, t0 + Duration::from_secs(1));

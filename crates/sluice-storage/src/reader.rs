@@ -148,7 +148,7 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         committer.observe_lag(&consumer);
         forget_revoked(&consumer, &mut lanes, &mut revocations, &committer.name);
         let partial = if caught_up {
-            Partial::AfterLinger(&mut linger, Instant::now())
+            Partial::AfterLinger(&linger, Instant::now())
         } else {
             Partial::Never
         };
@@ -248,7 +248,7 @@ enum Partial<'a> {
     /// Every lane, whatever it holds.
     Always,
     /// A lane whose linger ended at this time ([`crate::linger`]).
-    AfterLinger(&'a mut Linger, Instant),
+    AfterLinger(&'a Linger, Instant),
 }
 
 /// Hands each writer with room in its channel (`queued[lane] == 0`) its lane's next batch:
@@ -259,14 +259,14 @@ fn hand_over<S: StorageSink>(
     lanes: &mut Lanes,
     to_writers: &[SyncSender<Polled<S::Message>>],
     queued: &mut [usize],
-    mut partial: Partial<'_>,
+    partial: Partial<'_>,
 ) -> Result<Option<Instant>, WriterGone> {
     let mut lingering: Option<Instant> = None;
     for (lane, to_writer) in to_writers.iter().enumerate() {
         if queued[lane] > 0 {
             continue;
         }
-        let may_be_partial = match &mut partial {
+        let may_be_partial = match &partial {
             Partial::Never => false,
             Partial::Always => true,
             Partial::AfterLinger(linger, now) => match lanes.since(lane) {
