@@ -360,6 +360,7 @@ async fn a_fourth_topic_lands_from_a_mapping_and_a_migration_alone() {
     let lag: serde_json::Value = serde_json::from_slice(&lag.stdout).unwrap();
     assert_eq!(lag[0]["pipeline"], "app-permissions", "{lag}");
     assert_eq!(lag[0]["total_lag"], 0, "{lag}");
+    assert_eq!(lag[0]["total_stored_lag"], 0, "{lag}");
     let listed = env.output(
         &[
             "dlq",

@@ -2,10 +2,17 @@
 //!
 //! Registers the simulated apps, migrates, ensures topics, starts `sluice run` as a child
 //! process, produces one crawl (app-stats for every app, a burst of reviews) while the
-//! analyzer sends 50 network-metrics messages a second, waits until every
-//! group's lag is 0, stops the consumer with SIGTERM, and prints a report. Running it again
-//! produces the next crawl: the same reviews with more thumbs-up, so the second report
-//! shows updates and skips, not duplicates.
+//! analyzer sends 50 network-metrics messages a second, waits until the crawl is stored,
+//! stops the analyzer, waits for its last messages, stops the consumer with SIGTERM, prints
+//! a report and checks it: every expected row present, no row more, one dead letter per
+//! poison message. Running it again produces the next crawl: the same reviews with more
+//! thumbs-up, so the second report shows updates and skips, not duplicates.
+//!
+//! "Stored" is read from PostgreSQL's offsets (the stored lag of `sluice lag`), not from
+//! Kafka's committed offsets: Kafka's commit follows each batch's transaction, so on the
+//! analyzer's live topic Kafka's lag trails by the batch in flight and may never read 0.
+//! The whole demo has a deadline (`--timeout`): a demo that cannot finish fails, naming what
+//! was left.
 
 use super::produce::{bar, send_all};
 use crate::Failure;
@@ -13,10 +20,12 @@ use anyhow::{Context, anyhow};
 use chrono::{DateTime, Utc};
 use clap::Args;
 use serde_json::Value;
+use sluice_core::PipelineKind;
 use sluice_core::Settings;
 use sluice_kafka::{Admin, ResilientProducer};
 use sluice_loadgen::{
-    AnalyzerConfig, CrawlerConfig, analysis, app_names, app_stats_for_crawl, reviews_for_crawl,
+    AnalyzerConfig, CrawlerConfig, Expect, Generated, analysis, app_names, app_stats_for_crawl,
+    reviews_for_crawl,
 };
 use sqlx::PgConnection;
 use std::path::PathBuf;
@@ -48,6 +57,10 @@ pub struct DemoArgs {
     /// and test data into whatever database it is given.
     #[arg(long)]
     yes_this_database: bool,
+    /// Seconds the whole demo may take (from its start to the report) before it stops the
+    /// consumer and fails.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
 }
 
 /// The fewest latency samples whose 99th percentile the report prints.
@@ -85,6 +98,10 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
 }
 
 async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
+    let deadline = Deadline(
+        Instant::now() + Duration::from_secs(args.timeout),
+        args.timeout,
+    );
     let mut conn = sluice_postgres::connect(&settings.database_url, "demo")
         .await
         .context("DATABASE_URL")?;
@@ -131,6 +148,7 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
     };
     let mut records = app_stats_for_crawl(&config);
     records.extend(reviews_for_crawl(&config));
+    let expected = Expected::before(&mut conn, &records).await?;
     // Measure from a consumer that is in its groups, not from its start-up.
     wait_for_members(settings, &admin, &mut child, &args.log).await?;
     let producer = ResilientProducer::new(&settings.kafka, "sluice-demo")?;
@@ -147,7 +165,10 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
                 .build();
             match runtime {
                 Ok(rt) => rt.block_on(analyzer_loop(settings, apps, interval, crawl, stop, go)),
-                Err(error) => eprintln!("analyzer: {error}"),
+                Err(error) => {
+                    eprintln!("analyzer: {error}");
+                    0
+                }
             }
         })
     };
@@ -165,10 +186,13 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
     send_all(settings, &producer, &records, 0, &produced_bar).await?;
     produced_bar.finish();
 
-    println!("== 6. waiting until every group's lag is 0");
+    println!(
+        "== 6. waiting until the crawl is stored (PostgreSQL's offsets), then the analyzer's \
+         last messages"
+    );
     let drain = bar(0, "consume", false);
-    let deadline = Instant::now() + Duration::from_secs(1800);
     let mut analyzer = Some(analyzer);
+    let mut analyzed = None;
     loop {
         if let Some(status) = child.try_wait()? {
             return Err(anyhow!(
@@ -177,27 +201,27 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
             )
             .into());
         }
-        let groups = super::lag::collect(settings, &admin)?;
-        let lag: i64 = groups.iter().map(|g| g.total_lag).sum();
+        let groups = super::lag::collect_stored(settings, &admin).await?;
+        let (burst_left, metrics_left) = stored_lag(&groups);
         let end: i64 = groups
             .iter()
             .flat_map(|g| &g.partitions)
             .map(|p| p.end)
             .sum();
         drain.set_length(end.max(0) as u64);
-        drain.set_position((end - lag).max(0) as u64);
-        if lag == 0 {
-            match analyzer.take() {
-                // The burst is drained: stop the analyzer, then drain its last messages.
-                Some(thread) => {
-                    analyzer_stop.store(true, Ordering::Relaxed);
-                    let _ = thread.join();
-                }
-                None => break,
-            }
+        drain.set_position((end - burst_left - metrics_left).max(0) as u64);
+        if let Some(thread) = analyzer.take_if(|_| burst_left == 0) {
+            // The burst is stored: stop the analyzer, then wait for its last messages.
+            analyzer_stop.store(true, Ordering::Relaxed);
+            analyzed = Some(thread.join().unwrap_or(0));
+        } else if analyzer.is_none() && metrics_left == 0 {
+            break;
         }
-        if Instant::now() > deadline {
-            return Err(anyhow!("lag did not reach 0 within 30 minutes").into());
+        if let Err(error) = deadline.check(&format!(
+            "{burst_left} records of the crawl and {metrics_left} of the analyzer not stored"
+        )) {
+            let _ = stop(&mut child);
+            return Err(error);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -209,7 +233,183 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
     if !status.success() {
         return Err(anyhow!("the consumer exited with {status} after SIGTERM").into());
     }
-    report(&mut conn, args, crawl, started_at, peak_rss_kb).await
+    report(&mut conn, args, crawl, started_at, peak_rss_kb).await?;
+    expected
+        .check(&mut conn, started_at, analyzed.unwrap_or(0), &args.log)
+        .await
+}
+
+/// The consumer's "pipeline totals" line for `pipeline` in its JSON log: (inserted, updated).
+fn pipeline_totals(log: &std::path::Path, pipeline: &str) -> Option<(i64, i64)> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|e| e["message"] == "pipeline totals" && e["pipeline"] == pipeline)
+        .and_then(|e| Some((e["inserted"].as_i64()?, e["updated"].as_i64()?)))
+}
+
+/// The demo's deadline: the instant, and the seconds it was set from (for the message).
+struct Deadline(Instant, u64);
+
+impl Deadline {
+    /// An error naming `left` once the deadline has passed.
+    fn check(&self, left: &str) -> Result<(), Failure> {
+        if Instant::now() > self.0 {
+            return Err(anyhow!(
+                "the demo did not finish within {} s (--timeout): {left}",
+                self.1
+            )
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// (records of the crawl's topics, records of the analyzer's topic) not yet stored.
+fn stored_lag(groups: &[super::lag::GroupLag]) -> (i64, i64) {
+    let metrics = PipelineKind::NetworkMetrics.name();
+    groups.iter().fold((0, 0), |(burst, live), g| {
+        if g.pipeline == metrics {
+            (burst, live + g.total_stored_lag)
+        } else {
+            (burst + g.total_stored_lag, live)
+        }
+    })
+}
+
+/// What one crawl must leave in PostgreSQL, and what was there before it.
+struct Expected {
+    /// The review ids the crawl sends as rows.
+    review_ids: Vec<String>,
+    /// How many of them were stored before (an earlier crawl).
+    reviews_present: i64,
+    /// Rows of `reviews`, `app_stats` and dead letters before the crawl.
+    reviews: i64,
+    app_stats: i64,
+    dead_letters: i64,
+    /// App-stats rows the crawl sends (each a new crawl time) and its poison messages.
+    new_app_stats: i64,
+    poison: i64,
+}
+
+impl Expected {
+    async fn before(conn: &mut PgConnection, records: &[Generated]) -> Result<Self, Failure> {
+        let mut review_ids: Vec<String> = records
+            .iter()
+            .filter(|r| r.pipeline == PipelineKind::Reviews && r.expect == Expect::Row)
+            .filter_map(|r| serde_json::from_slice::<Value>(r.payload.as_deref()?).ok())
+            .filter_map(|v| v.get("review_id")?.as_str().map(str::to_owned))
+            .collect();
+        review_ids.sort_unstable();
+        review_ids.dedup();
+        let count = |pipeline: PipelineKind, pick: fn(&Expect) -> bool| {
+            records
+                .iter()
+                .filter(|r| r.pipeline == pipeline && pick(&r.expect))
+                .count() as i64
+        };
+        let new_app_stats = count(PipelineKind::AppStats, |e| *e == Expect::Row);
+        let poison = count(PipelineKind::AppStats, |e| {
+            matches!(e, Expect::DeadLetter(_))
+        }) + count(PipelineKind::Reviews, |e| {
+            matches!(e, Expect::DeadLetter(_))
+        });
+        let reviews_present = Self::reviews_present(conn, &review_ids).await?;
+        let (reviews, app_stats, dead_letters) = Self::counts(conn).await?;
+        Ok(Self {
+            review_ids,
+            reviews_present,
+            reviews,
+            app_stats,
+            dead_letters,
+            new_app_stats,
+            poison,
+        })
+    }
+
+    async fn reviews_present(conn: &mut PgConnection, ids: &[String]) -> Result<i64, Failure> {
+        Ok(
+            sqlx::query_scalar("SELECT count(*) FROM reviews WHERE review_id = ANY($1::text[])")
+                .bind(ids)
+                .fetch_one(conn)
+                .await?,
+        )
+    }
+
+    async fn counts(conn: &mut PgConnection) -> Result<(i64, i64, i64), Failure> {
+        Ok(sqlx::query_as(
+            "SELECT (SELECT count(*) FROM reviews), (SELECT count(*) FROM app_stats),
+                    (SELECT count(*) FROM dead_letter_events)",
+        )
+        .fetch_one(conn)
+        .await?)
+    }
+
+    /// Prints the checks and fails naming every one that does not hold: a missing or an
+    /// extra row, a review inserted or updated more or less than once, a dead letter too many
+    /// or too few, an analyzer message not stored.
+    async fn check(
+        &self,
+        conn: &mut PgConnection,
+        started_at: DateTime<Utc>,
+        analyzed: u64,
+        log: &std::path::Path,
+    ) -> Result<(), Failure> {
+        let present = Self::reviews_present(conn, &self.review_ids).await?;
+        let (reviews, app_stats, dead_letters) = Self::counts(conn).await?;
+        let metrics: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM network_metrics WHERE captured_at >= $1")
+                .bind(started_at)
+                .fetch_one(&mut *conn)
+                .await?;
+        let expected_ids = self.review_ids.len() as i64;
+        // Each review of the crawl is written once: inserted if new, updated if an earlier
+        // crawl stored it; copies and older versions are skipped.
+        let (inserted, updated) =
+            pipeline_totals(log, PipelineKind::Reviews.name()).unwrap_or((-1, -1));
+        let checks = [
+            ("reviews of this crawl stored", present, expected_ids),
+            (
+                "new review rows",
+                reviews - self.reviews,
+                expected_ids - self.reviews_present,
+            ),
+            (
+                "reviews inserted (consumer)",
+                inserted,
+                expected_ids - self.reviews_present,
+            ),
+            ("reviews updated (consumer)", updated, self.reviews_present),
+            (
+                "new app-stats rows",
+                app_stats - self.app_stats,
+                self.new_app_stats,
+            ),
+            (
+                "new dead letters",
+                dead_letters - self.dead_letters,
+                self.poison,
+            ),
+            (
+                "analyzer messages stored",
+                metrics,
+                i64::try_from(analyzed).unwrap_or(i64::MAX),
+            ),
+        ];
+        println!("\nchecks:");
+        let mut failed = Vec::new();
+        for (what, got, want) in checks {
+            let verdict = if got == want { "ok" } else { "FAILED" };
+            println!("  {what:<30} {got:>8} (expected {want:>8})  {verdict}");
+            if got != want {
+                failed.push(format!("{what}: {got}, expected {want}"));
+            }
+        }
+        if failed.is_empty() {
+            return Ok(());
+        }
+        Err(anyhow!("the demo's checks failed: {}", failed.join("; ")).into())
+    }
 }
 
 async fn next_crawl(conn: &mut PgConnection) -> Result<u32, Failure> {
@@ -309,6 +509,8 @@ async fn wait_for_warm_up(
     }
 }
 
+/// Sends the warm-up message, then one analysis every `interval` seconds from `go` to
+/// `stop`; returns how many of those were delivered.
 async fn analyzer_loop(
     settings: Settings,
     apps: Vec<String>,
@@ -316,9 +518,9 @@ async fn analyzer_loop(
     crawl: u32,
     stop: Arc<AtomicBool>,
     go: Arc<AtomicBool>,
-) {
+) -> u64 {
     let Ok(producer) = ResilientProducer::new(&settings.kafka, "sluice-demo-analyzer") else {
-        return;
+        return 0;
     };
     let config = analyzer_config(apps, crawl);
     let hidden = indicatif::ProgressBar::hidden();
@@ -337,12 +539,13 @@ async fn analyzer_loop(
     while !go.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let mut delivered = 0;
     for n in 0.. {
         if stop.load(Ordering::Relaxed) {
-            return;
+            break;
         }
         let record = analysis(&config, n, Utc::now());
-        if let Err(error) = send_all(
+        match send_all(
             &settings,
             &producer,
             std::slice::from_ref(&record),
@@ -351,10 +554,12 @@ async fn analyzer_loop(
         )
         .await
         {
-            eprintln!("analyzer: {:#}", error.error());
+            Ok(n) => delivered += n,
+            Err(error) => eprintln!("analyzer: {:#}", error.error()),
         }
         tokio::time::sleep(Duration::from_secs_f64(interval.max(0.05))).await;
     }
+    delivered
 }
 
 /// The consumer's peak resident set (VmHWM), from /proc.

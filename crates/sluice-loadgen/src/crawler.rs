@@ -135,7 +135,9 @@ pub fn reviews_for_crawl(config: &CrawlerConfig) -> Vec<Generated> {
         if rng.random_bool(config.out_of_order_fraction.clamp(0.0, 1.0)) {
             let mut older = review.clone();
             older.last_synced_at -= Duration::hours(12);
-            older.thumbs_up_count = older.thumbs_up_count.saturating_sub(1);
+            // Never below 0 (`saturating_sub` on an i32 would give -1, a row the reviews
+            // table refuses: a dead letter where the crawl means "no change").
+            older.thumbs_up_count = (older.thumbs_up_count - 1).max(0);
             out.push(Generated {
                 pipeline: PipelineKind::Reviews,
                 key: app.clone().into_bytes(),

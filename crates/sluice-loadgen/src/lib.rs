@@ -104,6 +104,25 @@ mod tests {
     }
 
     #[test]
+    fn an_older_version_is_a_row_the_table_accepts_even_at_zero_thumbs() {
+        // Every review followed by an older version: about one in 2,500 has 0 thumbs.
+        let config = CrawlerConfig {
+            reviews: 20_000,
+            out_of_order_fraction: 1.0,
+            poison_fraction: 0.0,
+            ..small()
+        };
+        let thumbs: Vec<i64> = reviews_for_crawl(&config)
+            .iter()
+            .filter(|r| r.expect == Expect::NoChange)
+            .filter_map(|r| json(r)["thumbs_up_count"].as_i64())
+            .collect();
+        assert!(thumbs.len() >= 19_000, "{} older versions", thumbs.len());
+        assert!(thumbs.contains(&0), "some older version is at 0 thumbs");
+        assert!(thumbs.iter().all(|t| *t >= 0), "no negative thumbs");
+    }
+
+    #[test]
     fn generation_is_deterministic_and_later_crawls_grow_thumbs() {
         assert_eq!(reviews_for_crawl(&small()), reviews_for_crawl(&small()));
         let first = CrawlerConfig {

@@ -1,6 +1,12 @@
 //! `sluice lag`: per group, topic and partition — committed, end, lag, and whether the group
 //! has members; and PostgreSQL's offset beside Kafka's committed one (PostgreSQL's is the one
 //! the pipeline starts from; the two are flagged when more than a batch apart).
+//!
+//! Two lags, for two questions. `lag` is Kafka's: the end less the group's committed offset.
+//! `stored_lag` is what sluice has not stored yet: the end less PostgreSQL's offset, which
+//! each batch's own transaction moves (docs/ARCHITECTURE.md#offsets). Kafka's commit follows
+//! that transaction, so on a topic that keeps receiving records Kafka's lag trails by the
+//! batch in flight and may never read 0; "is everything stored?" is asked of `stored_lag`.
 
 use clap::Args;
 use serde::Serialize;
@@ -37,6 +43,9 @@ pub struct PartitionLag {
     pub postgres: Option<i64>,
     /// Whether Kafka's committed offset and PostgreSQL's are more than a batch apart.
     pub apart: bool,
+    /// Records not yet stored in PostgreSQL: the end less PostgreSQL's offset (Kafka's lag
+    /// when PostgreSQL holds no offset, or was not read); never negative.
+    pub stored_lag: i64,
 }
 
 /// Lag of one pipeline's group.
@@ -52,6 +61,8 @@ pub struct GroupLag {
     pub members: usize,
     /// Sum over partitions.
     pub total_lag: i64,
+    /// Sum of the partitions' `stored_lag`.
+    pub total_stored_lag: i64,
     /// Per partition.
     pub partitions: Vec<PartitionLag>,
 }
@@ -91,6 +102,7 @@ pub fn collect_named(
                     lag: p.lag(),
                     postgres: None,
                     apart: false,
+                    stored_lag: p.lag(),
                 })
                 .collect();
             groups.push(GroupLag {
@@ -99,6 +111,7 @@ pub fn collect_named(
                 topic,
                 members: admin.group_members(group)?,
                 total_lag: partitions.iter().map(|p| p.lag).sum(),
+                total_stored_lag: partitions.iter().map(|p| p.lag).sum(),
                 partitions,
             });
         }
@@ -130,7 +143,8 @@ pub async fn postgres_offsets(
 }
 
 /// Fills in PostgreSQL's offset of each partition (`stored`, from [`postgres_offsets`]) and
-/// flags those more than `batch` records from Kafka's committed offset.
+/// the stored lag it gives, and flags those more than `batch` records from Kafka's committed
+/// offset.
 pub fn with_postgres(groups: &mut [GroupLag], stored: &[(String, String, i32, i64)], batch: i64) {
     for g in groups.iter_mut() {
         for p in &mut g.partitions {
@@ -145,8 +159,29 @@ pub fn with_postgres(groups: &mut [GroupLag], stored: &[(String, String, i32, i6
                 (None, Some(postgres)) => postgres > batch,
                 _ => false,
             };
+            p.stored_lag = p
+                .postgres
+                .map_or(p.lag, |postgres| (p.end - postgres).max(0));
         }
+        g.total_stored_lag = g.partitions.iter().map(|p| p.stored_lag).sum();
     }
+}
+
+/// Lag of every configured pipeline's group, with PostgreSQL's offsets and the stored lag
+/// they give: what a caller that waits for "everything stored" reads.
+pub async fn collect_stored(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Failure> {
+    let mut groups = collect(settings, admin)?;
+    let batch = settings
+        .pipelines
+        .iter()
+        .map(|p| p.batch_size)
+        .max()
+        .unwrap_or(1);
+    let stored = postgres_offsets(&groups, &settings.database_url)
+        .await
+        .map_err(|e| anyhow::anyhow!("PostgreSQL's offsets: {e}"))?;
+    with_postgres(&mut groups, &stored, batch as i64);
+    Ok(groups)
 }
 
 /// Entry point.
@@ -166,8 +201,8 @@ pub fn run(args: &LagArgs) -> Result<(), Failure> {
         return Ok(());
     }
     println!(
-        "{:<40} {:<24} {:>9} {:>12} {:>12} {:>12} {:>10}  members",
-        "group", "topic", "partition", "committed", "postgres", "end", "lag"
+        "{:<40} {:<24} {:>9} {:>12} {:>12} {:>12} {:>10} {:>10}  members",
+        "group", "topic", "partition", "committed", "postgres", "end", "lag", "stored lag"
     );
     let shown = |o: Option<i64>| o.map_or_else(|| "-".to_owned(), |c| c.to_string());
     let mut apart = 0;
@@ -175,7 +210,7 @@ pub fn run(args: &LagArgs) -> Result<(), Failure> {
         for p in &g.partitions {
             apart += usize::from(p.apart);
             println!(
-                "{:<40} {:<24} {:>9} {:>12} {:>12} {:>12} {:>10}  {}{}",
+                "{:<40} {:<24} {:>9} {:>12} {:>12} {:>12} {:>10} {:>10}  {}{}",
                 g.group,
                 g.topic,
                 p.partition,
@@ -183,6 +218,7 @@ pub fn run(args: &LagArgs) -> Result<(), Failure> {
                 shown(p.postgres),
                 p.end,
                 p.lag,
+                p.stored_lag,
                 g.members,
                 if p.apart { "  ! apart" } else { "" }
             );
@@ -195,4 +231,63 @@ pub fn run(args: &LagArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition(partition: i32, committed: Option<i64>, end: i64) -> PartitionLag {
+        let lag = end - committed.unwrap_or(0);
+        PartitionLag {
+            partition,
+            committed,
+            end,
+            lag,
+            postgres: None,
+            apart: false,
+            stored_lag: lag,
+        }
+    }
+
+    #[test]
+    fn the_stored_lag_is_read_from_postgresql_and_kafkas_lag_stays_beside_it() {
+        let mut groups = vec![GroupLag {
+            pipeline: "metrics".into(),
+            group: "g".into(),
+            topic: "t".into(),
+            members: 1,
+            total_lag: 5,
+            total_stored_lag: 5,
+            partitions: vec![
+                // Kafka's commit trails PostgreSQL's by the batch in flight.
+                partition(0, Some(98), 100),
+                // PostgreSQL's offset read, Kafka's commit not yet made.
+                partition(1, None, 3),
+                // No offset in PostgreSQL: Kafka's lag stands.
+                partition(2, Some(7), 7),
+            ],
+        }];
+        let stored = [
+            ("g".to_owned(), "t".to_owned(), 0, 100),
+            ("g".to_owned(), "t".to_owned(), 1, 3),
+            ("other".to_owned(), "t".to_owned(), 2, 0),
+        ];
+        with_postgres(&mut groups, &stored, 500);
+        let lags: Vec<(i64, i64)> = groups[0]
+            .partitions
+            .iter()
+            .map(|p| (p.lag, p.stored_lag))
+            .collect();
+        assert_eq!(lags, [(2, 0), (3, 0), (0, 0)]);
+        assert_eq!(groups[0].total_stored_lag, 0);
+        assert_eq!(groups[0].total_lag, 5, "Kafka's lag is reported as it is");
+        // PostgreSQL behind Kafka (a lost commit): the stored lag says what is not stored.
+        with_postgres(&mut groups, &[("g".to_owned(), "t".to_owned(), 0, 90)], 500);
+        assert_eq!(groups[0].partitions[0].stored_lag, 10);
+        assert_eq!(
+            groups[0].total_stored_lag, 13,
+            "partition 1 falls back to Kafka's lag"
+        );
+    }
 }

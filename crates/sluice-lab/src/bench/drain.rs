@@ -1,5 +1,6 @@
 //! One drain of a produced backlog by `sluice run` (a child process): start it under a fresh
-//! group, wait until the committed offsets reach the end, read its batch log back.
+//! group, wait until PostgreSQL's offsets (what sluice stored) reach the end, read its batch
+//! log back.
 
 use super::{Env, latency, rate, runlog};
 use crate::Failure;
@@ -77,7 +78,7 @@ pub(super) async fn drain(
         probe.start();
     }
     let end: i64 = admin.watermarks(&topic)?.iter().map(|m| m.high).sum();
-    wait_committed(admin, &group, &topic, end, &mut child, &log, None).await?;
+    wait_stored(env, &group, &topic, end, &mut child, &log, None).await?;
     let elapsed = started.elapsed();
     let drained_at = chrono::Utc::now();
     if let Some(probe) = probe {
@@ -140,10 +141,11 @@ pub(super) fn run_command(
     Ok(cmd)
 }
 
-/// Waits until `group` has committed `end` records of `topic` (summed over its
-/// partitions), `child` still running; at most `timeout` when one is given.
-pub(super) async fn wait_committed(
-    admin: &Admin,
+/// Waits until `group` has stored `end` records of `topic` (PostgreSQL's offsets, summed
+/// over its partitions: each batch's transaction moves them; Kafka's commit follows it),
+/// `child` still running; at most `timeout` when one is given.
+pub(super) async fn wait_stored(
+    env: &Env,
     group: &str,
     topic: &str,
     end: i64,
@@ -152,20 +154,20 @@ pub(super) async fn wait_committed(
     timeout: Option<Duration>,
 ) -> Result<(), Failure> {
     let deadline = timeout.map(|t| Instant::now() + t);
+    let mut conn = sluice_postgres::connect(&env.url, "bench-wait").await?;
     loop {
         check_alive(child, log)?;
-        let committed: i64 = admin
-            .committed_offsets(group, topic)?
+        let stored: i64 = sluice_postgres::offsets::of_group(&mut conn, group)
+            .await?
             .iter()
-            .map(|(_, o)| o.unwrap_or(0))
+            .filter(|(t, ..)| t == topic)
+            .map(|(.., next)| next)
             .sum();
-        if committed >= end {
+        if stored >= end {
             return Ok(());
         }
         if deadline.is_some_and(|d| Instant::now() > d) {
-            return Err(
-                anyhow!("sluice run committed {committed} of {end} records in time").into(),
-            );
+            return Err(anyhow!("sluice run stored {stored} of {end} records in time").into());
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
