@@ -220,7 +220,7 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
         if let Err(error) = deadline.check(&format!(
             "{burst_left} records of the crawl and {metrics_left} of the analyzer not stored"
         )) {
-            let _ = stop(&mut child);
+            abandon(&mut child).await;
             return Err(error);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -576,6 +576,23 @@ fn stop(child: &mut Child) -> Result<std::process::ExitStatus, Failure> {
         .args(["-TERM", &child.id().to_string()])
         .status()?;
     Ok(child.wait()?)
+}
+
+/// Ends a consumer the demo gives up on: SIGTERM, and SIGKILL if it has not exited 10 s
+/// later (a consumer stuck in a batch must not keep the failed demo running).
+async fn abandon(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let grace = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < grace {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 async fn report(
