@@ -217,12 +217,10 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
         } else if analyzer.is_none() && metrics_left == 0 {
             break;
         }
-        if let Err(error) = deadline.check(&format!(
+        // On an error, dropping `child` ends the consumer the demo gives up on.
+        deadline.check(&format!(
             "{burst_left} records of the crawl and {metrics_left} of the analyzer not stored"
-        )) {
-            abandon(&mut child).await;
-            return Err(error);
-        }
+        ))?;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     drain.finish();
@@ -429,19 +427,60 @@ async fn next_crawl(conn: &mut PgConnection) -> Result<u32, Failure> {
     Ok(u32::try_from(crawls).unwrap_or(0) + 1)
 }
 
-fn spawn_consumer(log: &PathBuf) -> Result<Child, Failure> {
+/// The demo's `sluice run`: a demo that leaves early (an error, its deadline) ends it on drop
+/// — SIGTERM, and SIGKILL if it has not exited 10 s later — so no consumer outlives a failed
+/// demo and fences the next one's static members.
+struct Consumer(Child);
+
+impl std::ops::Deref for Consumer {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Consumer {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let grace = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < grace {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("sluice run did not stop within 10 s of SIGTERM: killed");
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_consumer(log: &PathBuf) -> Result<Consumer, Failure> {
     if let Some(dir) = log.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let file = std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
     let exe = crate::sluice_exe()?;
-    Ok(Command::new(exe)
-        .arg("run")
-        .env("SLUICE_LOG_FORMAT", "json")
-        .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .context("start sluice run")?)
+    Ok(Consumer(
+        Command::new(exe)
+            .arg("run")
+            .env("SLUICE_LOG_FORMAT", "json")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .context("start sluice run")?,
+    ))
 }
 
 async fn wait_for_members(
@@ -576,23 +615,6 @@ fn stop(child: &mut Child) -> Result<std::process::ExitStatus, Failure> {
         .args(["-TERM", &child.id().to_string()])
         .status()?;
     Ok(child.wait()?)
-}
-
-/// Ends a consumer the demo gives up on: SIGTERM, and SIGKILL if it has not exited 10 s
-/// later (a consumer stuck in a batch must not keep the failed demo running).
-async fn abandon(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let grace = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < grace {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 async fn report(
