@@ -57,6 +57,29 @@ impl DebeziumModes {
     }
 }
 
+/// As `sluice sinks validate` prints them: `schemas off, decimal string, time adaptive,
+/// binary bytes`.
+impl std::fmt::Display for DebeziumModes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "schemas {}, decimal {}, time {}, binary {}",
+            if self.schemas { "on" } else { "off" },
+            mode_name(self.decimal),
+            mode_name(self.time),
+            mode_name(self.binary)
+        )
+    }
+}
+
+/// A mode's name as the file writes it.
+fn mode_name(mode: impl Serialize) -> String {
+    serde_json::to_value(mode)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 /// `decimal.handling.mode`: how a `numeric` travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -318,7 +341,7 @@ pub(super) fn bytes(field: &str, value: &Value, mode: BinaryMode) -> Result<Vec<
 
 /// Hexadecimal text, two digits a byte, either case.
 fn hex(text: &str) -> Result<Vec<u8>, String> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return Err("an odd number of hex digits".into());
     }
     text.as_bytes()

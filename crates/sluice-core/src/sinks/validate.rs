@@ -11,7 +11,7 @@ use super::model::{
     CdcField, ColumnMapping, ConflictPolicy, Constant, Format, KafkaField, OnTombstone, Sink,
     Source, ValueRules,
 };
-use super::modes::DecimalForm;
+use super::modes::{DebeziumModes, DecimalForm};
 use super::statement::{StatementColumn, delete_statement, upsert_statement};
 use super::table::{SqlType, TableShape};
 use super::topics::Topics;
@@ -261,6 +261,9 @@ pub struct SinkPlan {
     pub format: String,
     /// What a tombstone does.
     pub on_tombstone: String,
+    /// The source connector's value-handling modes (a `debezium` or `connect-json` sink).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modes: Option<DebeziumModes>,
     /// The delete of a batch's deleted keys (a sink that deletes: tombstones as deletes, or
     /// Debezium change events).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -463,6 +466,7 @@ pub fn plan_sink(
         never_written: sink.never_written.clone(),
         format: sink.format.as_str().to_owned(),
         on_tombstone: sink.on_tombstone.as_str().to_owned(),
+        modes: matches!(sink.format, Format::Debezium | Format::ConnectJson).then_some(sink.modes),
         delete_statement,
         delete_key,
         guard,
