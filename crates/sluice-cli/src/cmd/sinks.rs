@@ -149,6 +149,9 @@ fn print_plan(plan: &SinkPlan) {
             _ => "dead-lettered",
         }
     );
+    if let Some(modes) = &plan.modes {
+        println!("  values without a schema: {modes}");
+    }
     let width = |f: fn(&sluice_core::sinks::ColumnPlan) -> usize, min: usize| {
         plan.columns.iter().map(f).max().unwrap_or(0).max(min)
     };

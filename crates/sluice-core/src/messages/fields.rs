@@ -286,7 +286,7 @@ fn describe(value: &Value) -> String {
 }
 
 /// `text` quoted, cut to [`ECHO_CHARS`] characters.
-pub(super) fn echo(text: &str) -> String {
+pub(crate) fn echo(text: &str) -> String {
     match text.char_indices().nth(ECHO_CHARS) {
         Some((cut, _)) => format!("{:?}…", &text[..cut]),
         None => format!("{text:?}"),

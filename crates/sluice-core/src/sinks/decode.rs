@@ -22,6 +22,7 @@ use super::model::{
     Bound, CdcField, ConflictPolicy, Constant, FieldPath, Format, KafkaField, Lookup, OnTombstone,
     Sink, Source, ValueRules,
 };
+use super::modes::{self, Reading};
 use super::scan::{FieldSlots, Scanned};
 use super::table::SqlType;
 use super::validate::SinkPlan;
@@ -191,6 +192,8 @@ struct ColumnDecoder {
     json: bool,
     /// A constant source's cell, made once.
     constant: Option<Cell>,
+    /// The forms of its type it reads beside its own (a Debezium mode's, a decimal string).
+    reading: Reading,
 }
 
 /// A field source's place in a scanned record: the slot of its path's first segment, the
@@ -233,6 +236,13 @@ impl SinkDecoder {
                         kind => matches!(kind, SqlType::Numeric { .. }),
                     },
                     json: matches!(planned.kind, SqlType::Json | SqlType::Jsonb),
+                    reading: Reading::new(
+                        matches!(sink.format, Format::Debezium | Format::ConnectJson)
+                            .then_some(sink.modes),
+                        mapping.decimal,
+                        &planned.kind,
+                        planned.time_precision,
+                    ),
                     constant: match &mapping.source {
                         Source::Const(constant) => Some(
                             form_constant(constant, &planned.kind)
@@ -641,7 +651,7 @@ impl ColumnDecoder {
                 Some(text) if self.json => Cell::RawJson(text.to_owned()),
                 _ => Cell::Json(json.into_owned()),
             },
-            (value, _) => match value_cell(name, &value, number, &self.checks)? {
+            (value, _) => match value_cell(name, &value, number, &self.checks, &self.reading)? {
                 Cell::Float(_) if !lookup && self.numeric => {
                     Cell::Numeric(number.map_or_else(|| value.to_string(), str::to_owned))
                 }
@@ -691,6 +701,7 @@ fn value_cell(
     value: &Value,
     number: Option<&str>,
     checks: &[Check],
+    reading: &Reading,
 ) -> Result<Cell, DecodeError> {
     let Some((first, rest)) = checks.split_first() else {
         return Ok(Cell::Json(value.clone()));
@@ -729,11 +740,27 @@ fn value_cell(
                 .then_some(text)
         });
         let cells = dynamic::elements(field, value, what, count, |name, item| {
-            value_cell(name, item, texts.next().flatten(), &element)
+            value_cell(name, item, texts.next().flatten(), &element, reading)
         })?;
         return Ok(Cell::Json(Value::Array(
             cells.into_iter().map(cell_json).collect(),
         )));
+    }
+    if let (Check::Number { min, max }, Value::String(text), true) =
+        (first, value, reading.decimal_strings)
+    {
+        // A decimal string (decimal.handling.mode=string): its own digits, as a number's.
+        let text = modes::decimal_text(text).map_err(|why| dynamic::broken(field, why))?;
+        exact_range(field, text, *min, *max)?;
+        return match rest.first() {
+            Some(Check::NumericDigits { precision, scale }) => {
+                numeric(field, text.to_owned(), *precision, *scale)
+            }
+            _ => Ok(Cell::Numeric(text.to_owned())),
+        };
+    }
+    if let Some(cell) = modes::debezium_cell(field, value, first, reading)? {
+        return Ok(cell);
     }
     if let (Check::Number { min, max }, Some(text)) = (first, number) {
         // A NUMERIC column's own digits: the rules hold for them, not for the f64.
@@ -772,7 +799,7 @@ fn value_cell(
         Check::Interval => {
             Cell::Interval(dynamic::form(field, value, "an interval", forms::interval)?)
         }
-        Check::Bytes => Cell::Bytes(dynamic::form(field, value, "bytes", forms::bytes)?),
+        Check::Bytes => Cell::Bytes(modes::bytes(field, value, reading.binary)?),
         Check::Padded(max) => Cell::Text(dynamic::form(field, value, "character text", |text| {
             let kept = forms::unpadded(text).chars().count();
             if text.contains('\0') {
@@ -973,7 +1000,14 @@ fn form_constant(constant: &Constant, kind: &SqlType) -> Option<Result<Cell, Str
         return Some(Err(format!("a {kind} is written as a string")));
     };
     Some(
-        value_cell("const", &Value::String(text.clone()), None, &checks).map_err(|e| e.to_string()),
+        value_cell(
+            "const",
+            &Value::String(text.clone()),
+            None,
+            &checks,
+            &Reading::default(),
+        )
+        .map_err(|e| e.to_string()),
     )
 }
 

@@ -214,13 +214,14 @@ fn rebuild(
 }
 
 /// Whether a value is Debezium's placeholder for a value it did not read: the string, an
-/// array of it, or (a `bytes` column) its bytes in base64.
+/// array of it, or (a `bytes` column, or any field of a record without a schema, whose
+/// `bytea` is base64 under `binary.handling.mode=bytes`) its bytes in base64.
 fn is_placeholder(raw: &str, schema: Option<&Value>, placeholder: &str) -> bool {
     let quoted = format!("\"{placeholder}\"");
     if raw == quoted || raw == format!("[{quoted}]") {
         return true;
     }
-    let bytes = schema.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("bytes");
+    let bytes = schema.is_none_or(|s| s.get("type").and_then(Value::as_str) == Some("bytes"));
     bytes && raw.trim_matches('"') == base64::engine::general_purpose::STANDARD.encode(placeholder)
 }
 
@@ -411,6 +412,10 @@ mod tests {
                 txid: Some(7)
             }
         );
+        // Without a schema, a bytea's placeholder is its bytes in base64 (binary mode bytes).
+        let schemaless = r#"{"after":{"id":1,"blob":"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="},
+            "op":"u"}"#;
+        assert_eq!(debezium(schemaless).unwrap().unavailable, ["blob"]);
         let delete = r#"{"before":{"id":1,"big":null},"after":null,"source":{"lsn":124},"op":"d"}"#;
         assert_eq!(debezium(delete).unwrap().kind, ChangeKind::Delete);
         let truncate = r#"{"before":null,"after":null,"source":{},"op":"t"}"#;

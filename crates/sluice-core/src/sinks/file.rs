@@ -11,6 +11,7 @@ use super::model::{
     Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, FieldPath, Format, KafkaField,
     Lookup, OnTombstone, Sink, Source, ValueRules,
 };
+use super::modes::{DebeziumModes, DecimalForm};
 use super::problems::{MappingError, MappingProblem};
 use super::topics::Topics;
 
@@ -49,6 +50,8 @@ struct RawSink {
     format: Option<Format>,
     /// What a tombstone does (default: by the format).
     on_tombstone: Option<OnTombstone>,
+    /// The source connector's value-handling modes (`debezium` and `connect-json` sinks).
+    debezium: Option<DebeziumModes>,
 }
 
 /// `"insert-ignore"`, `"always-update"` or `{ newest-wins = "<column>" }`.
@@ -96,6 +99,8 @@ struct RawColumn {
     items: Option<usize>,
     /// Most elements of an array.
     max_items: Option<usize>,
+    /// A `numeric` column's form: `"string"` reads a string holding a decimal too.
+    decimal: Option<DecimalForm>,
 }
 
 /// `{ field, table, key, value, unknown }`.
@@ -197,6 +202,12 @@ fn topics(raw: &mut RawSink) -> Result<Topics, MappingProblem> {
 }
 
 fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingProblem> {
+    let format = raw.format.unwrap_or(Format::Json);
+    if raw.debezium.is_some() && !matches!(format, Format::Debezium | Format::ConnectJson) {
+        return Err(MappingProblem::ModesWithoutConnect {
+            format: format.as_str(),
+        });
+    }
     Ok(Sink {
         topics: topics(&mut raw)?,
         name: raw.name,
@@ -215,7 +226,8 @@ fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingPr
         format: raw.format.unwrap_or(Format::Json),
         on_tombstone: raw
             .on_tombstone
-            .unwrap_or_else(|| raw.format.unwrap_or(Format::Json).default_tombstone()),
+            .unwrap_or_else(|| format.default_tombstone()),
+        modes: raw.debezium.unwrap_or_default(),
     })
 }
 
@@ -283,7 +295,7 @@ fn column_mapping(column: String, raw: RawColumn) -> Result<ColumnMapping, Mappi
     if !matches!(
         source,
         Source::Field(_) | Source::Lookup(_) | Source::Key(_) | Source::Header { .. }
-    ) && (rules != ValueRules::default() || raw.required.is_some())
+    ) && (rules != ValueRules::default() || raw.required.is_some() || raw.decimal.is_some())
     {
         return Err(MappingProblem::RulesWithoutField { column });
     }
@@ -292,6 +304,7 @@ fn column_mapping(column: String, raw: RawColumn) -> Result<ColumnMapping, Mappi
         source,
         required: raw.required,
         rules,
+        decimal: raw.decimal,
     })
 }
 

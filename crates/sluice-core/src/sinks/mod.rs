@@ -24,6 +24,7 @@ mod equality;
 mod file;
 mod forms;
 mod model;
+mod modes;
 mod names;
 mod problems;
 mod record;
@@ -46,6 +47,7 @@ pub use model::{
     Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, FieldPath, Format, KafkaField,
     Lookup, OnTombstone, Sink, Source, ValueRules,
 };
+pub use modes::{BinaryMode, DebeziumModes, DecimalForm, DecimalMode, TimeMode};
 pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
 pub use problems::{MappingError, MappingProblem};
 pub use record::{Decoded, Moved, OLD_KEY_HEADER, RowOp};

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+use super::modes::{DebeziumModes, DecimalForm};
 use super::topics::Topics;
 
 /// One declared sink: a topic landed in a table.
@@ -32,6 +33,9 @@ pub struct Sink {
     pub format: Format,
     /// What a tombstone (a record without a value) does.
     pub on_tombstone: OnTombstone,
+    /// The Debezium (or Kafka Connect) source's value-handling modes: how a value whose
+    /// schema does not name its type reads (a `debezium` or `connect-json` sink only).
+    pub modes: DebeziumModes,
 }
 
 impl Sink {
@@ -156,6 +160,9 @@ pub struct ColumnMapping {
     pub required: Option<bool>,
     /// Rules declared on top of the column's own limits.
     pub rules: ValueRules,
+    /// A `numeric` column's own form (`decimal = "string"`: a string holding a decimal is
+    /// read too), over the sink's `decimal` mode.
+    pub decimal: Option<DecimalForm>,
 }
 
 /// Where a column's value comes from.

@@ -97,8 +97,11 @@ pub enum MappingProblem {
         /// The TOML type found.
         found: &'static str,
     },
-    /// Value rules or `required` on a constant or Kafka source (nothing to check).
-    #[error("column `{column}`: value rules and `required` apply to a `field` or `lookup` only")]
+    /// Value rules, `required` or `decimal` on a constant or Kafka source (nothing to check).
+    #[error(
+        "column `{column}`: value rules, `required` and `decimal` apply to a `field`, `lookup`, \
+         `key` or `header` only"
+    )]
     RulesWithoutField {
         /// The column.
         column: String,
@@ -173,6 +176,16 @@ pub enum MappingProblem {
         column: String,
         /// What is wrong.
         rule: String,
+    },
+    /// `debezium = { … }` on a sink whose records are not Kafka Connect's.
+    #[error(
+        "`debezium` declares a Kafka Connect source's value-handling modes: it needs `format = \
+         \"debezium\"` or `\"connect-json\"`, not `\"{format}\"` (a `json` sink reads a decimal \
+         string per column: `{{ field = \"amount\", decimal = \"string\" }}`)"
+    )]
+    ModesWithoutConnect {
+        /// The sink's format.
+        format: &'static str,
     },
     /// `batch_size = 0`.
     #[error("`batch_size` must be at least 1")]

@@ -4,6 +4,7 @@
 mod changes;
 mod decode;
 mod file;
+mod modes;
 mod plan;
 mod seeds;
 mod selection;

@@ -11,6 +11,7 @@ use super::model::{
     CdcField, ColumnMapping, ConflictPolicy, Constant, Format, KafkaField, OnTombstone, Sink,
     Source, ValueRules,
 };
+use super::modes::{DebeziumModes, DecimalForm};
 use super::statement::{StatementColumn, delete_statement, upsert_statement};
 use super::table::{SqlType, TableShape};
 use super::topics::Topics;
@@ -260,6 +261,9 @@ pub struct SinkPlan {
     pub format: String,
     /// What a tombstone does.
     pub on_tombstone: String,
+    /// The source connector's value-handling modes (a `debezium` or `connect-json` sink).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modes: Option<DebeziumModes>,
     /// The delete of a batch's deleted keys (a sink that deletes: tombstones as deletes, or
     /// Debezium change events).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -462,6 +466,7 @@ pub fn plan_sink(
         never_written: sink.never_written.clone(),
         format: sink.format.as_str().to_owned(),
         on_tombstone: sink.on_tombstone.as_str().to_owned(),
+        modes: matches!(sink.format, Format::Debezium | Format::ConnectJson).then_some(sink.modes),
         delete_statement,
         delete_key,
         guard,
@@ -534,6 +539,7 @@ fn column_plan(
     let checks = match &mapping.source {
         Source::Field(_) | Source::Key(_) | Source::Header { .. } => {
             errors.extend(misplaced(sql_type));
+            errors.extend(decimal_problems(sink, mapping, sql_type));
             let mut checks = vec![presence];
             checks.extend(value_checks(sql_type, &mapping.rules));
             checks
@@ -657,6 +663,45 @@ fn column_plan(
         // Every field of a Debezium sink: a nested path under a TOASTed field is unread too.
         keepable: sink.format == Format::Debezium && matches!(mapping.source, Source::Field(_)),
     })
+}
+
+/// Why a `numeric` column cannot read its field: `decimal` on a column of another type, or
+/// a schemaless Debezium stream whose `decimal.handling.mode` is `precise` (bytes whose scale
+/// only the schema has; docs: README, "Schemaless Debezium streams").
+fn decimal_problems(sink: &Sink, mapping: &ColumnMapping, sql_type: &SqlType) -> Vec<SinkError> {
+    let element = match sql_type {
+        SqlType::Array(element) => element.as_ref(),
+        other => other,
+    };
+    let numeric = matches!(element, SqlType::Numeric { .. });
+    if mapping.decimal.is_some() && !numeric {
+        return vec![SinkError::RuleDoesNotApply {
+            sink: sink.name.clone(),
+            column: mapping.column.clone(),
+            rule: "decimal".into(),
+            sql_type: sql_type.to_string(),
+        }];
+    }
+    let connect = matches!(sink.format, Format::Debezium | Format::ConnectJson);
+    if numeric
+        && connect
+        && !sink.modes.reads_numeric()
+        && mapping.decimal != Some(DecimalForm::String)
+        && !matches!(mapping.source, Source::Header { .. })
+    {
+        return vec![SinkError::SourceDoesNotFit {
+            sink: sink.name.clone(),
+            column: mapping.column.clone(),
+            source_text: mapping.source.to_string(),
+            sql_type: sql_type.to_string(),
+            reason: "without schemas (`debezium = { schemas = false }`) a numeric under \
+                     decimal.handling.mode=precise is bytes whose scale only the schema has: \
+                     set the connector's decimal.handling.mode to string (or double) and \
+                     declare it, `debezium = { schemas = false, decimal = \"string\" }`"
+                .into(),
+        }];
+    }
+    Vec::new()
 }
 
 /// Whether a value of `from` can be stored in `to` without loss.

@@ -1,0 +1,167 @@
+//! A schemaless Debezium stream (the JsonConverter with `schemas.enable=false`) whose
+//! connector writes decimals as strings (`decimal.handling.mode=string`, the mode a
+//! schemaless stream must use), run by the `sluice` binary against the real Kafka and
+//! PostgreSQL: every row lands digit for digit — a `numeric(20,4)` past a double's 15–17
+//! digits, an unconstrained `numeric` of 40 digits — with the date (days since the epoch),
+//! the timestamp (microseconds, `time.precision.mode=adaptive`) and the bytes (base64) its
+//! default modes give; a string that is no decimal is a dead letter naming its field.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+mod support;
+
+use support::case::Case;
+
+const LEDGER_DDL: &str = r"
+    CREATE TABLE ledger (
+        id BIGINT PRIMARY KEY,
+        amount NUMERIC(20,4) NOT NULL,
+        rate NUMERIC,
+        booked DATE,
+        at TIMESTAMP,
+        blob BYTEA,
+        lsn BIGINT
+    );";
+
+const LEDGER_MAPPING: &str = r#"
+[[sink]]
+name = "ledger"
+topic = "{prefix}-ledger"
+table = "ledger"
+key = ["id"]
+format = "debezium"
+debezium = { schemas = false, decimal = "string" }
+conflict = { newest-wins = "lsn" }
+batch_size = 100
+[sink.columns]
+id = { field = "id" }
+amount = { field = "amount" }
+rate = { field = "rate" }
+booked = { field = "booked" }
+at = { field = "at" }
+blob = { field = "blob" }
+lsn = { cdc = "lsn" }
+"#;
+
+/// Records in the stream (the issue saw 3,599 dead letters on such a stream).
+const ROWS: u64 = 600;
+
+/// Row `i`'s values as the connector writes them, and as PostgreSQL prints them back.
+struct Row {
+    event: String,
+    stored: String,
+}
+
+fn row(i: u64) -> Row {
+    // Deterministic digits: 16 before the point (numeric(20,4) holds 16), 2 or 4 after.
+    let mix = i
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    let whole = mix % 10_000_000_000_000_000;
+    let (amount, amount_stored) = if i.is_multiple_of(2) {
+        let cents = mix / 7 % 100;
+        (
+            format!("{whole}.{cents:02}"),
+            format!("{whole}.{cents:02}00"),
+        )
+    } else {
+        let frac = mix / 11 % 10_000;
+        (format!("-{whole}.{frac:04}"), format!("-{whole}.{frac:04}"))
+    };
+    let amount_stored = if amount_stored.starts_with("-0.0000") {
+        amount_stored.replacen('-', "", 1)
+    } else {
+        amount_stored
+    };
+    // 40 significant digits: no float round trip survives it.
+    let rate = format!("{mix}{:020}.{:07}", mix / 3, i);
+    let days = 17_424 + i64::try_from(i).unwrap();
+    let micros = 1_562_639_337_123_456 + i64::try_from(i).unwrap() * 1_000_001;
+    let at = chrono::DateTime::from_timestamp_micros(micros).unwrap();
+    let booked = chrono::NaiveDate::from_ymd_opt(2017, 9, 15).unwrap()
+        + chrono::TimeDelta::days(i64::try_from(i).unwrap());
+    let blob = [0xfb, 0xff, u8::try_from(i % 256).unwrap()];
+    let base64 = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(blob)
+    };
+    let event = format!(
+        r#"{{"before":null,"after":{{"id":{i},"amount":"{amount}","rate":"{rate}","booked":{days},"at":{micros},"blob":"{base64}"}},"source":{{"lsn":{lsn},"txId":7}},"op":"c","ts_ms":1}}"#,
+        lsn = 1000 + i
+    );
+    let stored = format!(
+        "{i}|{amount_stored}|{rate}|{booked}|{}|fbff{:02x}|{}",
+        at.format("%Y-%m-%d %H:%M:%S%.6f"),
+        i % 256,
+        1000 + i
+    );
+    Row { event, stored }
+}
+
+#[tokio::test]
+async fn a_schemaless_debezium_stream_with_decimal_strings_lands_digit_for_digit() {
+    let Some(case) = Case::new(&["ledger"], LEDGER_DDL, LEDGER_MAPPING).await else {
+        return;
+    };
+    let plan = case.assert_valid();
+    assert!(
+        plan.contains(
+            "values without a schema: schemas off, decimal string, time adaptive, binary bytes"
+        ),
+        "{plan}"
+    );
+    let rows: Vec<Row> = (0..ROWS).map(row).collect();
+    let mut records: Vec<sluice_testkit::FullRecord> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            (
+                Some(format!(r#"{{"id":{i}}}"#).into_bytes()),
+                Some(row.event.clone().into_bytes()),
+                Vec::new(),
+            )
+        })
+        .collect();
+    // A string that is no decimal: a dead letter naming the field, the rest unharmed.
+    records.push((
+        Some(br#"{"id":100000}"#.to_vec()),
+        Some(
+            br#"{"before":null,"after":{"id":100000,"amount":"9975623,66"},"source":{"lsn":5},"op":"c"}"#
+                .to_vec(),
+        ),
+        Vec::new(),
+    ));
+    case.produce_full("ledger", &records).await;
+    case.run_to_end("values").await;
+
+    let stored = case
+        .rows(
+            "SELECT concat_ws('|', id, amount, rate, booked, to_char(at, 'YYYY-MM-DD HH24:MI:SS.US'), \
+             encode(blob, 'hex'), lsn) \
+             FROM ledger ORDER BY id",
+        )
+        .await;
+    let expected: Vec<String> = rows.iter().map(|r| r.stored.clone()).collect();
+    assert_eq!(stored.len(), expected.len(), "rows landed");
+    for (got, want) in stored.iter().zip(&expected) {
+        assert_eq!(got, want, "digit for digit");
+    }
+    let dead = case.dead_letters().await;
+    let reasons: Vec<(i64, &str, &str)> = dead
+        .iter()
+        .map(|d| (d.1, d.2.as_str(), d.3.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [(
+            i64::try_from(ROWS).unwrap(),
+            "decode_error",
+            "field `amount`: must be a decimal number (decimal.handling.mode=string), got \
+             \"9975623,66\""
+        )]
+    );
+    case.cleanup().await;
+}
