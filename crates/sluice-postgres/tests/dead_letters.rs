@@ -139,7 +139,7 @@ async fn each_letter_of_a_batch_keeps_its_own_headers_in_order() {
     )
     .await
     .unwrap();
-    let mut stored: Vec<(i64, Vec<(String, Option<Vec<u8>>)>)> = rows
+    let mut stored: Vec<(i64, Vec<sluice_core::dead_letter::RecordHeader>)> = rows
         .iter()
         .map(|r| {
             assert!(r.headers_kept());
