@@ -20,6 +20,18 @@ pub fn text(bytes: &[u8]) -> String {
         .join("\n")
 }
 
+/// A header's value on one line: as [`line`] when it is UTF-8, else its bytes in hex
+/// (`ff 00 41`), flagged so the page says it is hex.
+pub fn header_value(bytes: &[u8], hex_view: bool) -> (String, bool) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !hex_view => (escape_controls(text).into_owned(), false),
+        _ => {
+            let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            (hex.join(" "), true)
+        }
+    }
+}
+
 /// A hex dump: offset, 16 bytes in hex, and their printable ASCII (others as `.`).
 pub fn hex(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len() * 4 + 16);
@@ -56,6 +68,17 @@ mod tests {
         assert_eq!(text(b"a\x1b]0;x\x07\nb"), "a\\u{1b}]0;x\\u{7}\nb");
         assert_eq!(line(b"\xff<"), "\u{fffd}<");
         assert_eq!(line("\u{202e}evil".as_bytes()), "\\u{202e}evil");
+    }
+
+    #[test]
+    fn a_header_value_is_text_or_hex() {
+        assert_eq!(
+            header_value(b"a\x1b[31m", false),
+            ("a\\u{1b}[31m".into(), false)
+        );
+        assert_eq!(header_value(b"\xff\x00<", false), ("ff 00 3c".into(), true));
+        assert_eq!(header_value(b"ok", true), ("6f 6b".into(), true));
+        assert_eq!(header_value(b"", false), (String::new(), false));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Dead letters: messages that can never be stored.
 //!
 //! A dead letter keeps the record's coordinates, its Kafka timestamp, its key, its payload
-//! as raw bytes (invalid UTF-8 is kept), the original size, and a reason that names the
-//! field and the rule. Its identity is the coordinates *and* the record's timestamp, key
+//! as raw bytes (invalid UTF-8 is kept), its headers (in order, repeats and headers without a
+//! value kept, values as raw bytes), the original size, and a reason that names the field and
+//! the rule. Its identity is the coordinates *and* the record's timestamp, key
 //! and payload: replaying a partition must not multiply rows (a redelivered record is
 //! byte-identical), and a new record at reused coordinates (its topic was deleted and
 //! created again) must not be taken for the old one and dropped. Payloads over 64 KiB are
@@ -143,7 +144,13 @@ pub struct DeadLetter {
     pub reason: String,
     /// Times this record was already re-published from the dead-letter table.
     pub replay_count: i32,
+    /// The record's headers in order: name and value (`None`: a header without a value).
+    /// Names may repeat. A replay re-publishes them (docs/ARCHITECTURE.md#dead-letters).
+    pub headers: Vec<RecordHeader>,
 }
+
+/// One Kafka header: its name and its value (`None`: a header without a value).
+pub type RecordHeader = (String, Option<Vec<u8>>);
 
 impl DeadLetter {
     /// Builds a dead letter, truncating the payload to [`MAX_STORED_PAYLOAD`] bytes and
@@ -180,7 +187,14 @@ impl DeadLetter {
             kind,
             reason,
             replay_count: 0,
+            headers: Vec::new(),
         }
+    }
+
+    /// Keeps the record's headers, in order.
+    pub fn with_headers(mut self, headers: Vec<RecordHeader>) -> Self {
+        self.headers = headers;
+        self
     }
 
     /// Carries over the replay count of a re-published record.

@@ -34,6 +34,23 @@ pub struct Outgoing<'a> {
     pub headers: &'a [(&'a str, &'a [u8])],
 }
 
+/// One record to publish as a copy of a consumed one: its headers are re-published exactly
+/// as they were, in order, repeats and headers without a value (`None`) included (a dead
+/// letter's replay).
+#[derive(Debug, Clone, Copy)]
+pub struct OutgoingCopy<'a> {
+    /// Topic.
+    pub topic: &'a str,
+    /// Key bytes.
+    pub key: Option<&'a [u8]>,
+    /// Value bytes.
+    pub payload: &'a [u8],
+    /// Explicit partition, or `None` for the key's hash.
+    pub partition: Option<i32>,
+    /// Headers (name, value; `None`: no value), in order.
+    pub headers: &'a [(&'a str, Option<&'a [u8]>)],
+}
+
 /// A producer whose sends resolve only when the broker acknowledged (acks=all).
 #[derive(Clone)]
 pub struct ResilientProducer {
@@ -77,6 +94,23 @@ impl ResilientProducer {
         self.enqueue(record)?.await
     }
 
+    /// Publishes a copy of a consumed record (its headers as they were) and waits for its
+    /// delivery report.
+    pub async fn send_copy(&self, record: OutgoingCopy<'_>) -> Result<Delivered, KafkaError> {
+        let headers = record
+            .headers
+            .iter()
+            .map(|&(key, value)| Header { key, value });
+        let future = future_record(
+            record.topic,
+            record.key,
+            record.payload,
+            record.partition,
+            headers,
+        );
+        self.queue(future)?.await
+    }
+
     /// Queues one record without waiting for its delivery (waiting for room when the local
     /// queue is full); the returned future resolves with the delivery report. Callers must
     /// await every future: an unchecked delivery is a lost message.
@@ -84,22 +118,25 @@ impl ResilientProducer {
         &self,
         record: Outgoing<'_>,
     ) -> Result<impl Future<Output = Result<Delivered, KafkaError>> + use<>, KafkaError> {
-        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-        for (key, value) in record.headers {
-            headers = headers.insert(Header {
-                key,
-                value: Some(*value),
-            });
-        }
-        let mut future = FutureRecord::<[u8], [u8]>::to(record.topic)
-            .payload(record.payload)
-            .headers(headers);
-        if let Some(key) = record.key {
-            future = future.key(key);
-        }
-        if let Some(partition) = record.partition {
-            future = future.partition(partition);
-        }
+        let headers = record.headers.iter().map(|&(key, value)| Header {
+            key,
+            value: Some(value),
+        });
+        self.queue(future_record(
+            record.topic,
+            record.key,
+            record.payload,
+            record.partition,
+            headers,
+        ))
+    }
+
+    /// Queues `future` (waiting for room when the local queue is full); the returned future
+    /// resolves with the delivery report.
+    fn queue(
+        &self,
+        mut future: FutureRecord<'_, [u8], [u8]>,
+    ) -> Result<impl Future<Output = Result<Delivered, KafkaError>> + use<>, KafkaError> {
         let delivery = loop {
             match self.producer.send_result(future) {
                 Ok(delivery) => break delivery,
@@ -127,4 +164,28 @@ impl ResilientProducer {
     pub fn flush(&self, timeout: Duration) -> Result<(), KafkaError> {
         self.producer.flush(timeout)
     }
+}
+
+/// A record for librdkafka: `headers` in order.
+fn future_record<'a>(
+    topic: &'a str,
+    key: Option<&'a [u8]>,
+    payload: &'a [u8],
+    partition: Option<i32>,
+    headers: impl ExactSizeIterator<Item = Header<'a, &'a [u8]>>,
+) -> FutureRecord<'a, [u8], [u8]> {
+    let mut owned = OwnedHeaders::new_with_capacity(headers.len());
+    for header in headers {
+        owned = owned.insert(header);
+    }
+    let mut future = FutureRecord::<[u8], [u8]>::to(topic)
+        .payload(payload)
+        .headers(owned);
+    if let Some(key) = key {
+        future = future.key(key);
+    }
+    if let Some(partition) = partition {
+        future = future.partition(partition);
+    }
+    future
 }

@@ -80,16 +80,45 @@ pub struct DeadLetterRow {
     pub replay_count: i32,
     /// When it was last replayed.
     pub replayed_at: Option<DateTime<Utc>>,
+    /// The record's header names, in order (names may repeat); `None` for a dead letter
+    /// recorded before migration 0015, whose headers were not kept. See
+    /// [`DeadLetterRow::headers`].
+    pub header_names: Option<Vec<String>>,
+    /// The record's header values, element for element with `header_names` (`None`
+    /// element: a header without a value).
+    pub header_values: Option<Vec<Option<Vec<u8>>>>,
 }
+
+impl DeadLetterRow {
+    /// Whether the record's headers were kept (not for a dead letter recorded before
+    /// migration 0015).
+    pub fn headers_kept(&self) -> bool {
+        self.header_names.is_some()
+    }
+
+    /// The record's headers in order: name and value (`None`: a header without a value);
+    /// none when they were not kept. The table's CHECK keeps the two arrays the same length.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, Option<&[u8]>)> {
+        self.header_names
+            .iter()
+            .flatten()
+            .zip(self.header_values.iter().flatten())
+            .map(|(name, value)| (name.as_str(), value.as_deref()))
+    }
+}
+
+/// The columns of a [`DeadLetterRow`], for every query that reads one.
+pub const DEAD_LETTER_ROW_COLUMNS: &str = "id, topic, partition, kafka_offset, consumer_group, \
+    key, payload, payload_size, kafka_timestamp, error_kind, reason, recorded_at, replay_count, \
+    replayed_at, header_names, header_values";
 
 /// Lists dead letters, newest first.
 pub async fn list_dead_letters(
     conn: &mut PgConnection,
     filter: &DeadLetterFilter,
 ) -> Result<Vec<DeadLetterRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, topic, partition, kafka_offset, consumer_group, key, payload, payload_size,
-                kafka_timestamp, error_kind, reason, recorded_at, replay_count, replayed_at
+    let sql = format!(
+        "SELECT {DEAD_LETTER_ROW_COLUMNS}
          FROM dead_letter_events
          WHERE (cardinality($1::text[]) = 0 OR topic = ANY($1))
            AND ($2::text IS NULL OR error_kind = $2)
@@ -98,17 +127,18 @@ pub async fn list_dead_letters(
            AND (cardinality($5::bigint[]) = 0 OR id = ANY($5))
            AND (cardinality($7::text[]) = 0 OR consumer_group = ANY($7))
          ORDER BY recorded_at DESC, id DESC
-         LIMIT $6",
-    )
-    .bind(&filter.topics)
-    .bind(&filter.kind)
-    .bind(filter.since)
-    .bind(filter.until)
-    .bind(&filter.ids)
-    .bind(filter.limit)
-    .bind(&filter.groups)
-    .fetch_all(conn)
-    .await
+         LIMIT $6"
+    );
+    sqlx::query_as(&sql)
+        .bind(&filter.topics)
+        .bind(&filter.kind)
+        .bind(filter.since)
+        .bind(filter.until)
+        .bind(&filter.ids)
+        .bind(filter.limit)
+        .bind(&filter.groups)
+        .fetch_all(conn)
+        .await
 }
 
 /// Marks a dead letter replayed, if this row was never replayed and its message's lineage

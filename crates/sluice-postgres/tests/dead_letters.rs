@@ -92,3 +92,69 @@ async fn redelivery_is_a_no_op_and_a_new_record_at_the_same_coordinates_is_kept(
     assert_eq!(total, 8);
     schema.drop_schema().await;
 }
+
+/// A letter at `offset` with `headers`.
+fn letter_with(offset: i64, headers: &[(&str, Option<&[u8]>)]) -> DeadLetter {
+    let mut letter = letter(Some(1_700_000_000_000), Some(b"k"), Some(b"{oops"));
+    letter.coords.offset = offset;
+    letter.with_headers(
+        headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), value.map(<[u8]>::to_vec)))
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn each_letter_of_a_batch_keeps_its_own_headers_in_order() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let schema = sluice_testkit::TestSchema::create(&stack).await;
+    let mut conn = schema.connect().await;
+    sluice_postgres::migrate(&mut conn, "apps_registry_application")
+        .await
+        .unwrap();
+    let letters = [
+        letter_with(
+            0,
+            &[("a", Some(b"1")), ("b", None), ("a", Some(b"\xff\x00"))],
+        ),
+        letter_with(1, &[]),
+        letter_with(2, &[("only", Some(b""))]),
+        letter_with(3, &[("z", None), ("y", Some(b"2"))]),
+    ];
+    let mut tx = conn.begin().await.unwrap();
+    assert_eq!(
+        insert_dead_letters(&mut tx, "g", &letters).await.unwrap(),
+        4
+    );
+    tx.commit().await.unwrap();
+    let rows = sluice_postgres::ops::list_dead_letters(
+        &mut conn,
+        &sluice_postgres::ops::DeadLetterFilter {
+            limit: 10,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut stored: Vec<(i64, Vec<sluice_core::dead_letter::RecordHeader>)> = rows
+        .iter()
+        .map(|r| {
+            assert!(r.headers_kept());
+            let headers = r
+                .headers()
+                .map(|(n, v)| (n.to_owned(), v.map(<[u8]>::to_vec)))
+                .collect();
+            (r.kafka_offset, headers)
+        })
+        .collect();
+    stored.sort();
+    let expected: Vec<_> = letters
+        .iter()
+        .map(|l| (l.coords.offset, l.headers.clone()))
+        .collect();
+    assert_eq!(stored, expected);
+    schema.drop_schema().await;
+}

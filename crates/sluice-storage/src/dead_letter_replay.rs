@@ -3,14 +3,16 @@
 //!
 //! A row is replayed at most once, and a message's lineage at most `max_replays` times: the
 //! row is marked with a compare-and-set (`replayed_at IS NULL AND replay_count < max`)
-//! inside a transaction, the original key and payload are published to the original topic
-//! with a `sluice-replay-count` header, and the mark commits only after the broker has
+//! inside a transaction, the original key, payload and headers (in order, repeats and
+//! headers without a value kept) are published to the original topic with a
+//! `sluice-replay-count` header in place of any the record had, and the mark commits only
+//! after the broker has
 //! acknowledged the record. A failed publish rolls the mark back (the transaction is dropped),
 //! so the row can be replayed again; a record that fails again is dead-lettered with the
 //! carried-over count.
 
 use sluice_core::dead_letter::replay_limit_refusal;
-use sluice_kafka::producer::Outgoing;
+use sluice_kafka::producer::OutgoingCopy;
 use sluice_kafka::{KafkaError, REPLAY_COUNT_HEADER, ResilientProducer};
 use sluice_postgres::ops::{DeadLetterRow, mark_replayed};
 use sqlx::{Connection, PgConnection};
@@ -68,6 +70,21 @@ pub fn refusal(row: &DeadLetterRow, max_replays: i32) -> Option<String> {
     })
 }
 
+/// The headers of `row`'s replayed copy: the record's own, in order (a name that repeats
+/// and a header without a value kept), without its `sluice-replay-count` headers, then one
+/// `sluice-replay-count` of `count`. The record's own count is already in `row.replay_count`
+/// (an unreadable one as the highest count, so it was refused), and a second header would be
+/// read as the higher of the two.
+pub fn replay_headers<'r>(
+    row: &'r DeadLetterRow,
+    count: &'r str,
+) -> Vec<(&'r str, Option<&'r [u8]>)> {
+    row.headers()
+        .filter(|(name, _)| *name != REPLAY_COUNT_HEADER)
+        .chain([(REPLAY_COUNT_HEADER, Some(count.as_bytes()))])
+        .collect()
+}
+
 /// Marks `row` replayed and re-publishes it (see the module doc). The caller has checked
 /// [`refusal`]; the compare-and-set still refuses a row another replay took meanwhile.
 pub async fn replay_one(
@@ -81,13 +98,14 @@ pub async fn replay_one(
         return Ok(Replayed::RefusedConcurrently);
     }
     let count = (row.replay_count + 1).to_string();
+    let headers = replay_headers(row, &count);
     let delivered = producer
-        .send(Outgoing {
+        .send_copy(OutgoingCopy {
             topic: &row.topic,
             key: row.key.as_deref(),
             payload: row.payload.as_deref().unwrap_or_default(),
             partition: None,
-            headers: &[(REPLAY_COUNT_HEADER, count.as_bytes())],
+            headers: &headers,
         })
         .await?;
     tx.commit().await?;
@@ -120,7 +138,44 @@ mod tests {
             recorded_at: Utc::now(),
             replay_count: replays,
             replayed_at: replayed.then(Utc::now),
+            header_names: Some(Vec::new()),
+            header_values: Some(Vec::new()),
         }
+    }
+
+    #[test]
+    fn a_replay_keeps_the_headers_in_order_with_a_new_count() {
+        let mut r = row(Some(b"x"), 1, 1, false);
+        r.header_names = Some(
+            ["a", REPLAY_COUNT_HEADER, "a", "empty", "bytes"]
+                .map(String::from)
+                .into(),
+        );
+        r.header_values = Some(vec![
+            Some(b"1".to_vec()),
+            Some(b"1".to_vec()),
+            Some(b"2".to_vec()),
+            None,
+            Some(b"\xff\x00".to_vec()),
+        ]);
+        let headers = replay_headers(&r, "2");
+        assert_eq!(
+            headers,
+            [
+                ("a", Some(&b"1"[..])),
+                ("a", Some(b"2")),
+                ("empty", None),
+                ("bytes", Some(b"\xff\x00")),
+                (REPLAY_COUNT_HEADER, Some(b"2")),
+            ]
+        );
+        let mut unkept = row(Some(b"x"), 1, 0, false);
+        (unkept.header_names, unkept.header_values) = (None, None);
+        assert_eq!(
+            replay_headers(&unkept, "1"),
+            [(REPLAY_COUNT_HEADER, Some(&b"1"[..]))],
+            "a dead letter recorded before its headers were kept replays as before"
+        );
     }
 
     #[test]

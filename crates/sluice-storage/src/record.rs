@@ -27,7 +27,7 @@ pub(crate) fn kafka_timestamp(record: &Record) -> Result<Option<DateTime<Utc>>, 
     }
 }
 
-/// A dead letter for `record`.
+/// A dead letter for `record`, with its headers (a replay re-publishes them).
 pub fn dead_letter(record: &Record, kind: DeadLetterKind, mut reason: String) -> DeadLetter {
     let kafka_timestamp = kafka_timestamp(record).unwrap_or_else(|ms| {
         reason.push_str(&format!(
@@ -44,6 +44,7 @@ pub fn dead_letter(record: &Record, kind: DeadLetterKind, mut reason: String) ->
         reason,
     )
     .with_replay_count(record.replay_count)
+    .with_headers(record.headers.clone())
 }
 
 /// Shortens a string for a log line or a reason.

@@ -36,6 +36,26 @@ impl Payload {
     }
 }
 
+/// Prints the headers of `show` in order, one a line: `  name: value` (`(null)` for a header
+/// without a value, `(hex) …` for one that is not UTF-8), under a `headers:` line
+/// (`headers: (none)` without any).
+pub(super) fn print_headers(headers: &[(String, Option<Payload>)]) {
+    if headers.is_empty() {
+        println!("headers: (none)");
+        return;
+    }
+    println!("headers:");
+    for (name, value) in headers {
+        println!(
+            "  {}: {}",
+            escape_controls(name),
+            value
+                .as_ref()
+                .map_or_else(|| "(null)".to_owned(), Payload::text)
+        );
+    }
+}
+
 /// Prints the key and the payload of `show`, each under its own label line.
 pub(super) fn print_key_and_payload(key: Option<&Payload>, payload: Option<&Payload>) {
     for (label, value) in [("key", key), ("payload", payload)] {

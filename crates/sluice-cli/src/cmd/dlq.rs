@@ -2,15 +2,15 @@
 //!
 //! `replay` is a dry run unless `--execute`. For each chosen row it marks the row replayed
 //! with a compare-and-set (`replay_count < --max-replays`) inside a transaction, publishes
-//! the original key and payload to the original topic with a `sluice-replay-count` header,
-//! waits for the broker's acknowledgement, and only then commits the mark. A record that
+//! the original key, payload and headers (in order) to the original topic with a
+//! `sluice-replay-count` header in place of the record's own, waits for the broker's acknowledgement, and only then commits the mark. A record that
 //! fails again is dead-lettered with the carried-over count, so it cannot loop forever.
 //!
-//! Keys, payloads and reasons hold bytes from the message: printed escaped (see
+//! Keys, payloads, headers and reasons hold bytes from the message: printed escaped (see
 //! `cmd::dead_letters`), so printing a dead letter cannot drive the terminal.
 
 use super::dead_letters::{
-    Payload, ReplayReport, print_json, print_key_and_payload, would_republish,
+    Payload, ReplayReport, print_headers, print_json, print_key_and_payload, would_republish,
 };
 use anyhow::{Context, anyhow};
 use chrono::{DateTime, Utc};
@@ -32,7 +32,7 @@ use sqlx::PgConnection;
 pub enum DlqAction {
     /// List dead letters, newest first.
     List(FilterArgs),
-    /// Show one dead letter with its payload (text, or hex for invalid UTF-8).
+    /// Show one dead letter with its headers and payload (text, or hex for invalid UTF-8).
     Show {
         /// The row id.
         id: i64,
@@ -119,6 +119,9 @@ struct Shown {
     replayed_at: Option<DateTime<Utc>>,
     payload_size: i32,
     truncated: bool,
+    /// The record's headers in order: name, and value as text or hex (`null`: no value);
+    /// `null` when they were not kept (a dead letter recorded before migration 0015).
+    headers: Option<Vec<(String, Option<Payload>)>>,
     key: Option<Payload>,
     payload: Option<Payload>,
 }
@@ -138,6 +141,11 @@ fn shown(row: &DeadLetterRow) -> Shown {
         replayed_at: row.replayed_at,
         payload_size: row.payload_size,
         truncated: is_truncated(row),
+        headers: row.headers_kept().then(|| {
+            row.headers()
+                .map(|(name, value)| (name.to_owned(), value.map(Payload::of)))
+                .collect()
+        }),
         key: row.key.as_deref().map(Payload::of),
         payload: row.payload.as_deref().map(Payload::of),
     }
@@ -264,6 +272,12 @@ async fn show(conn: &mut PgConnection, id: i64, json: bool) -> Result<(), Failur
             ""
         }
     );
+    match &s.headers {
+        Some(headers) => print_headers(headers),
+        None => {
+            println!("headers: (not kept: recorded before sluice kept a dead letter's headers)")
+        }
+    }
     print_key_and_payload(s.key.as_ref(), s.payload.as_ref());
     Ok(())
 }

@@ -11,7 +11,8 @@
 //! record is printed with its control characters escaped (see `cmd::dead_letters`).
 
 use super::dead_letters::{
-    Payload, ReplayReport, print_json, print_key_and_payload, replay_limit_refusal, would_republish,
+    Payload, ReplayReport, print_headers, print_json, print_key_and_payload, replay_limit_refusal,
+    would_republish,
 };
 use super::retry::main_topic;
 use anyhow::anyhow;
@@ -331,16 +332,7 @@ fn show(kafka: &KafkaClientSettings, topic: &str, args: &ShowArgs) -> Result<(),
         s.replay_count,
         if s.replayed { "yes" } else { "no" }
     );
-    println!("headers:");
-    for (name, value) in &s.headers {
-        println!(
-            "  {}: {}",
-            escape_controls(name),
-            value
-                .as_ref()
-                .map_or_else(|| "(null)".to_owned(), Payload::text)
-        );
-    }
+    print_headers(&s.headers);
     print_key_and_payload(s.key.as_ref(), s.payload.as_ref());
     Ok(())
 }

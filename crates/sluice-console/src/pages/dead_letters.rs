@@ -1,5 +1,5 @@
 //! `/dead-letters`: the list (filters, keyset pages) and one dead letter in detail with its
-//! key and payload as text or hex.
+//! headers, key and payload as text or hex.
 
 use super::pipelines::pipeline_filter;
 use super::{Viewer, message, render};
@@ -204,6 +204,18 @@ pub async fn detail(
         b.as_deref()
             .map(|b| if hex { shown::hex(b) } else { shown::text(b) })
     };
+    // Names and values are the producer's bytes: escaped like the payload (values that are
+    // not UTF-8, or all of them in the hex view, as hex).
+    let record_headers: Vec<serde_json::Value> = row
+        .headers()
+        .map(|(name, value)| {
+            let (value, value_hex) = value.map_or((None, false), |v| {
+                let (text, is_hex) = shown::header_value(v, hex);
+                (Some(text), is_hex)
+            });
+            json!({ "name": shown::line(name.as_bytes()), "value": value, "hex": value_hex })
+        })
+        .collect();
     let refused = refusal(&row, console.sources.max_replays);
     render(
         &console,
@@ -224,6 +236,8 @@ pub async fn detail(
             "replayed_at": row.replayed_at.map(|t| t.to_rfc3339()),
             "payload_size": row.payload_size,
             "truncated": is_truncated(&row),
+            "headers": record_headers,
+            "headers_kept": row.headers_kept(),
             "key": bytes(&row.key),
             "payload": bytes(&row.payload),
             "hex": hex,

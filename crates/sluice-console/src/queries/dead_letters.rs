@@ -207,24 +207,24 @@ pub async fn page(
     })
 }
 
-/// The newest `limit` matching rows with their keys and payloads (a replay's candidates).
+/// The newest `limit` matching rows with their keys, payloads and headers (a replay's
+/// candidates).
 pub async fn full_rows(
     conn: &mut PgConnection,
     filter: &Filter,
     limit: i64,
 ) -> Result<Vec<DeadLetterRow>, sqlx::Error> {
-    let mut q = QueryBuilder::new(
-        "SELECT id, topic, partition, kafka_offset, consumer_group, key, payload, payload_size,
-                kafka_timestamp, error_kind, reason, recorded_at, replay_count, replayed_at
-         FROM dead_letter_events",
-    );
+    let mut q = QueryBuilder::new(format!(
+        "SELECT {} FROM dead_letter_events",
+        sluice_postgres::ops::DEAD_LETTER_ROW_COLUMNS
+    ));
     filter.push_where(&mut q, None);
     q.push(" ORDER BY recorded_at DESC, id DESC LIMIT ")
         .push_bind(limit);
     q.build_query_as().fetch_all(conn).await
 }
 
-/// One dead letter with its key and payload.
+/// One dead letter with its key, payload and headers.
 pub async fn one(conn: &mut PgConnection, id: i64) -> Result<Option<DeadLetterRow>, sqlx::Error> {
     let filter = sluice_postgres::ops::DeadLetterFilter {
         ids: vec![id],
