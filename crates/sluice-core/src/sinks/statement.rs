@@ -76,7 +76,14 @@ pub fn upsert_statement(
     let stored_key = key
         .iter()
         .zip(&from)
-        .map(|(k, from)| format!("x.{} = t.{}", quote_ident(k), quote_ident(from)))
+        .map(|(k, from)| {
+            let nullable = columns.iter().any(|c| c.name == k && c.nullable);
+            key_match(
+                &format!("x.{}", quote_ident(k)),
+                &format!("t.{}", quote_ident(from)),
+                nullable,
+            )
+        })
         .collect::<Vec<_>>()
         .join(" AND ");
     let selected: Vec<String> = columns
@@ -237,7 +244,10 @@ pub fn delete_statement(
     aliases.push(quote_ident("sluice row"));
     let matched = key
         .iter()
-        .map(|c| format!("target.{0} = d.{0}", quote_ident(c.name)))
+        .map(|c| {
+            let name = quote_ident(c.name);
+            key_match(&format!("target.{name}"), &format!("d.{name}"), c.nullable)
+        })
         .collect::<Vec<_>>()
         .join(" AND ");
     let mut sql = format!(
@@ -255,6 +265,18 @@ pub fn delete_statement(
     }
     sql.push_str(&format!("\nRETURNING d.{}", quote_ident("sluice row")));
     sql
+}
+
+/// `stored` matches `wanted`, one part of a key: equal, or both NULL where the column may
+/// hold NULL (a key under `UNIQUE NULLS NOT DISTINCT`, whose index holds one NULL as one
+/// value). Written as `=` or a both-NULL arm rather than `IS NOT DISTINCT FROM`, so the key's
+/// index still serves it.
+fn key_match(stored: &str, wanted: &str, nullable: bool) -> String {
+    if nullable {
+        format!("({stored} = {wanted} OR ({stored} IS NULL AND {wanted} IS NULL))")
+    } else {
+        format!("{stored} = {wanted}")
+    }
 }
 
 /// `$1::type[]`, `$2::type[]`, … for `columns`, in order.
