@@ -127,3 +127,101 @@ async fn a_tombstone_deletes_a_row_whose_key_has_a_null_part() {
     drop(conn);
     schema.drop_schema().await;
 }
+
+/// The real connector's events (`sluice-cli/tests/data/debezium/<name>.*`) as records of
+/// partition 0 of `topic`, offsets from 0.
+fn captured(topic: &str, names: &[&str]) -> Vec<Record> {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sluice-cli/tests/data/debezium");
+    names
+        .iter()
+        .enumerate()
+        .map(|(offset, name)| {
+            let read = |ext: &str| std::fs::read(dir.join(format!("{name}.{ext}"))).ok();
+            let headers: serde_json::Value =
+                serde_json::from_slice(&read("headers.json").unwrap()).unwrap();
+            let headers = headers["headers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| {
+                    (
+                        h[0].as_str().unwrap().to_owned(),
+                        h[1].as_str().map(|v| v.as_bytes().to_vec()),
+                    )
+                })
+                .collect();
+            Record {
+                key: read("key.json"),
+                payload: read("value.json"),
+                headers,
+                ..Record::at(topic, 0, offset as i64)
+            }
+        })
+        .collect()
+}
+
+const ITEMS_DDL: &str = "CREATE TABLE items (id BIGINT PRIMARY KEY, title TEXT, amount NUMERIC(12,2), \
+                         doc JSONB, big TEXT, nested TEXT, lsn BIGINT)";
+
+/// The fixtures' table; `nested` reads a path into the TOASTed-able `doc`.
+fn items_sink(conflict: &str) -> String {
+    format!(
+        r#"
+[[sink]]
+name = "items"
+topic = "items"
+table = "items"
+key = ["id"]
+format = "debezium"
+conflict = {conflict}
+[sink.columns]
+id = {{ field = "id" }}
+title = {{ field = "title" }}
+amount = {{ field = "amount" }}
+doc = {{ field = "doc" }}
+big = {{ field = "big" }}
+nested = {{ field = "doc.nested.k" }}
+lsn = {{ cdc = "lsn" }}
+"#
+    )
+}
+
+/// A kept column whose stored value is NULL (a path into the document the row did not have)
+/// keeps its NULL: the update that keeps it is applied, not dead-lettered.
+#[tokio::test]
+async fn a_kept_column_whose_stored_value_is_null_stays_null() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#"{ newest-wins = "lsn" }"#)).await;
+    // Row 1's snapshot: its doc has no `nested.k`, so `nested` is stored NULL. Then an update
+    // of row 1 whose doc is the placeholder (an unchanged TOASTed jsonb): `nested` is kept.
+    let mut records = captured("items", &["00-read-id1-snapshot"]);
+    let update: serde_json::Value =
+        serde_json::from_slice(records[0].payload.as_deref().unwrap()).unwrap();
+    let mut update = update;
+    let payload = &mut update["payload"];
+    payload["op"] = "u".into();
+    payload["source"]["lsn"] = (payload["source"]["lsn"].as_i64().unwrap() + 100).into();
+    payload["after"]["title"] = "updated, doc untouched".into();
+    payload["after"]["doc"] = "__debezium_unavailable_value".into();
+    records.push(Record {
+        key: records[0].key.clone(),
+        payload: Some(update.to_string().into_bytes()),
+        ..Record::at("items", 0, 1)
+    });
+    store_all(&mut conn, &sink, &records, 1).await;
+    assert_eq!(dead_letters(&mut conn).await, []);
+    assert_eq!(
+        rows(
+            &mut conn,
+            "SELECT concat_ws('|', id, title, doc->>'n', coalesce(nested, 'NULL')) FROM items"
+        )
+        .await,
+        ["1|updated, doc untouched|1.50|NULL"]
+    );
+    drop(conn);
+    schema.drop_schema().await;
+}

@@ -89,12 +89,13 @@ pub fn upsert_statement(
     let selected: Vec<String> = columns
         .iter()
         .map(|c| match kept.iter().position(|k| k.name == c.name) {
+            // Whether the row exists decides, not its value: a stored NULL is kept as NULL.
             Some(i) => format!(
-                "CASE WHEN t.{flag} THEN COALESCE(\
-                 (SELECT x.{name} FROM {table} AS x WHERE {stored_key}), \
-                 (SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
-                 WHERE CAST({missing} AS int) IS NULL)) \
-                 ELSE {expression} END",
+                "CASE WHEN NOT t.{flag} THEN {expression} \
+                 WHEN EXISTS (SELECT 1 FROM {table} AS x WHERE {stored_key}) \
+                 THEN (SELECT x.{name} FROM {table} AS x WHERE {stored_key}) \
+                 ELSE (SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
+                 WHERE CAST({missing} AS int) IS NULL) END",
                 flag = quote_ident(&keep_flag(i)),
                 name = quote_ident(c.name),
                 table = quote_table(table),
