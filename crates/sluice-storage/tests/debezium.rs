@@ -161,8 +161,9 @@ fn captured(topic: &str, names: &[&str]) -> Vec<Record> {
         .collect()
 }
 
-const ITEMS_DDL: &str = "CREATE TABLE items (id BIGINT PRIMARY KEY, title TEXT, amount NUMERIC(12,2), \
-                         doc JSONB, big TEXT, nested TEXT, lsn BIGINT)";
+const ITEMS_DDL: &str = "CREATE TABLE items (id BIGINT PRIMARY KEY, \
+                         title TEXT CHECK (title IS DISTINCT FROM 'poison'), amount NUMERIC(12,2), \
+                         doc JSONB, big TEXT, nested TEXT, lsn BIGINT, ts BIGINT)";
 
 /// The fixtures' table; `nested` reads a path into the TOASTed-able `doc`.
 fn items_sink(conflict: &str) -> String {
@@ -183,6 +184,7 @@ doc = {{ field = "doc" }}
 big = {{ field = "big" }}
 nested = {{ field = "doc.nested.k" }}
 lsn = {{ cdc = "lsn" }}
+ts = {{ cdc = "ts_ms" }}
 "#
     )
 }
@@ -224,4 +226,189 @@ async fn a_kept_column_whose_stored_value_is_null_stays_null() {
     );
     drop(conn);
     schema.drop_schema().await;
+}
+
+/// The fixtures of a key change: row 1's snapshot, row 2's create and its update that leaves
+/// `big` unsent, the key change 2 → 3 (`d` of 2 with `__debezium.newkey`, its tombstone, `c`
+/// of 3 with `__debezium.oldkey` and `big` unsent).
+const KEY_CHANGE: [&str; 6] = [
+    "00-read-id1-snapshot",
+    "01-create-id2",
+    "02-update-id2-toast-placeholder",
+    "03-delete-id2-pk-update",
+    "04-tombstone-id2-pk-update",
+    "05-create-id3-pk-update",
+];
+
+/// The value of a captured record, as JSON.
+fn value(record: &Record) -> serde_json::Value {
+    serde_json::from_slice(record.payload.as_deref().unwrap()).unwrap()
+}
+
+/// A create of `id` like `like` (a create) at `offset`, with `title`, `big`, and `ts_ms`,
+/// its LSN past every fixture's.
+fn create(like: &Record, offset: i64, id: i64, title: &str, big: &str, ts_ms: i64) -> Record {
+    let mut event = value(like);
+    let payload = &mut event["payload"];
+    payload["after"]["id"] = id.into();
+    payload["after"]["title"] = title.into();
+    payload["after"]["big"] = big.into();
+    payload["ts_ms"] = ts_ms.into();
+    payload["source"]["lsn"] = (payload["source"]["lsn"].as_i64().unwrap() + 10_000).into();
+    Record {
+        key: Some(format!(r#"{{"schema":null,"payload":{{"id":{id}}}}}"#).into_bytes()),
+        payload: Some(event.to_string().into_bytes()),
+        ..Record::at(&like.topic, 0, offset)
+    }
+}
+
+/// `id | title | md5(big)` of every row.
+async fn items(conn: &mut PgConnection) -> Vec<String> {
+    rows(
+        conn,
+        "SELECT concat_ws(' | ', id, title, md5(big)) FROM items ORDER BY id",
+    )
+    .await
+}
+
+fn md5_of(text: &str) -> String {
+    let out = std::process::Command::new("md5sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(text.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..32].to_owned()
+}
+
+/// A key change whose `c` keeps a TOASTed value takes it from the old row, wherever the
+/// batches end (the `d` of the old key applied in an earlier batch than the `c`), and when a
+/// poison row in the batch sends it down the savepoint isolation path.
+#[tokio::test]
+async fn a_key_change_keeps_its_toasted_value_wherever_the_batches_end() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let records = captured("items", &KEY_CHANGE);
+    let big = value(&records[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let expected = [
+        format!(
+            "1 | snapshot row | {}",
+            md5_of(
+                value(&records[0])["payload"]["after"]["big"]
+                    .as_str()
+                    .unwrap()
+            )
+        ),
+        format!("3 | key changed 2 -> 3 | {}", md5_of(&big)),
+    ];
+    let mut poisoned = records.clone();
+    poisoned.push(create(&records[1], 6, 9, "poison", "x", 0));
+    for (label, records, batch) in [
+        ("batch_size 1", &records, 1),
+        ("batch_size 2", &records, 2),
+        ("batch_size 4", &records, 4),
+        ("poison, batches of 3 and 4", &poisoned, 3),
+        ("poison, batches of 4 and 3", &poisoned, 4),
+        ("poison, one batch", &poisoned, 7),
+    ] {
+        let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+        let sink = sink(&mut conn, &items_sink(r#"{ newest-wins = "lsn" }"#)).await;
+        store_all(&mut conn, &sink, records, batch).await;
+        let dead: Vec<(i64, String)> = dead_letters(&mut conn)
+            .await
+            .into_iter()
+            .map(|(offset, kind, _)| (offset, kind))
+            .collect();
+        let poison = if records.len() == 7 {
+            vec![(6, "constraint_violation".to_owned())]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(dead, poison, "{label}");
+        assert_eq!(items(&mut conn).await, expected, "{label}");
+        let aside: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_moved_rows")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            aside, 0,
+            "{label}: what the delete set aside was read and removed"
+        );
+        drop(conn);
+        schema.drop_schema().await;
+    }
+}
+
+/// A key change and a re-insert of the old key in one batch: the batch ends as its records
+/// applied one by one — rows 1, 2 (re-inserted) and 3 (with the old row 2's TOASTed value) —
+/// under every conflict policy, also when a poison row sends it down the isolation path.
+#[tokio::test]
+async fn a_key_change_and_a_reinsert_of_the_old_key_in_one_batch_keep_both_rows() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let mut records = captured("items", &KEY_CHANGE);
+    let big = value(&records[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The re-insert in the key change's source transaction: the same `ts_ms` as its `d`.
+    let ts_ms = value(&records[3])["payload"]["ts_ms"].as_i64().unwrap();
+    records.push(create(
+        &records[1],
+        6,
+        2,
+        "re-inserted",
+        "another big",
+        ts_ms,
+    ));
+    let expected = [
+        format!(
+            "1 | snapshot row | {}",
+            md5_of(
+                value(&records[0])["payload"]["after"]["big"]
+                    .as_str()
+                    .unwrap()
+            )
+        ),
+        format!("2 | re-inserted | {}", md5_of("another big")),
+        format!("3 | key changed 2 -> 3 | {}", md5_of(&big)),
+    ];
+    let mut poisoned = records.clone();
+    poisoned.push(create(&records[1], 7, 9, "poison", "x", 0));
+    for conflict in [
+        r#""always-update""#,
+        r#""insert-ignore""#,
+        r#"{ newest-wins = "ts" }"#,
+        r#"{ newest-wins = "lsn" }"#,
+    ] {
+        for (records, batch) in [(&records, 7), (&poisoned, 8), (&poisoned, 4)] {
+            let label = format!("{conflict}, batches of {batch}, {} records", records.len());
+            let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+            let sink = sink(&mut conn, &items_sink(conflict)).await;
+            store_all(&mut conn, &sink, records, batch).await;
+            let dead: Vec<i64> = dead_letters(&mut conn)
+                .await
+                .into_iter()
+                .map(|(offset, _, _)| offset)
+                .collect();
+            let poison: Vec<i64> = if records.len() == 8 {
+                vec![7]
+            } else {
+                Vec::new()
+            };
+            assert_eq!(dead, poison, "{label}");
+            assert_eq!(items(&mut conn).await, expected, "{label}");
+            drop(conn);
+            schema.drop_schema().await;
+        }
+    }
 }
