@@ -4,7 +4,9 @@
 
 use crate::lookup::{LookupValue, lookup_query};
 use sluice_core::WriteOutcome;
-use sluice_core::sinks::{Cell, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text};
+use sluice_core::sinks::{
+    Cell, MOVED_ROWS, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
+};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::postgres::types::PgInterval;
@@ -278,6 +280,41 @@ pub async fn prepare_sink(
             ));
         }
     }
+    // `sluice sinks validate` may run before `sluice migrate`: the table where key changes
+    // set rows aside then stands in as a temporary table, for the preparing only.
+    let stand_in = plan.moving_delete_statement.is_some()
+        && sqlx::query_scalar::<_, bool>("SELECT to_regclass($1) IS NULL")
+            .bind(MOVED_ROWS)
+            .fetch_one(&mut *conn)
+            .await?;
+    if stand_in {
+        let table = MOVED_ROWS_MIGRATION.replace("CREATE TABLE", "CREATE TEMP TABLE");
+        sqlx::raw_sql(&format!("BEGIN; {table}"))
+            .execute(&mut *conn)
+            .await?;
+    }
+    let prepared = prepare_each(conn, sink, statements).await;
+    if stand_in {
+        sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await?;
+    }
+    let errors = prepared?;
+    // A statement prepared here has the parameter types PostgreSQL infers (`varchar[]`); the
+    // writers bind theirs as the cells' own (`text[]`, cast by the statement). Left in the
+    // connection's statement cache, the inferred one would be reused by a later upsert on the
+    // same connection and refuse its binary arrays.
+    sqlx::Connection::clear_cached_statements(&mut *conn).await?;
+    Ok(errors)
+}
+
+/// The migration that makes [`MOVED_ROWS`].
+const MOVED_ROWS_MIGRATION: &str = include_str!("../../../migrations/0015_debezium_moved_rows.sql");
+
+/// Prepares each of `statements` (its column, what it is, its SQL); the server's refusals.
+async fn prepare_each(
+    conn: &mut PgConnection,
+    sink: &Sink,
+    statements: Vec<(Option<String>, &'static str, String)>,
+) -> Result<Vec<SinkError>, sqlx::Error> {
     let mut errors = Vec::new();
     for (column, statement, sql) in statements {
         match (&mut *conn).prepare(sql.as_str()).await {
@@ -295,11 +332,6 @@ pub async fn prepare_sink(
             Err(other) => return Err(other),
         }
     }
-    // A statement prepared here has the parameter types PostgreSQL infers (`varchar[]`); the
-    // writers bind theirs as the cells' own (`text[]`, cast by the statement). Left in the
-    // connection's statement cache, the inferred one would be reused by a later upsert on the
-    // same connection and refuse its binary arrays.
-    sqlx::Connection::clear_cached_statements(&mut *conn).await?;
     Ok(errors)
 }
 
