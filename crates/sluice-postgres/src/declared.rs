@@ -5,7 +5,7 @@
 use crate::lookup::{LookupValue, lookup_query};
 use sluice_core::WriteOutcome;
 use sluice_core::sinks::{
-    Cell, MOVED_ROWS, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
+    Cell, MOVED_ROWS, Moved, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
 };
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
@@ -81,7 +81,7 @@ pub async fn write_declared(
     consume_moved(conn, plan, &upserting).await?;
     // 3. The deletes (a key change's sets its old row aside).
     let mut removals: Vec<Removal<'_>> = Vec::new();
-    let mut moving: Vec<(Removal<'_>, &[Cell])> = Vec::new();
+    let mut moving: Vec<(Removal<'_>, &Moved)> = Vec::new();
     for row in rows.iter().filter(|row| row.op == RowOp::Delete) {
         let removal = Removal::own(plan, row, row_version(plan, row));
         match (&row.moving_to, &plan.moving_delete_statement) {
@@ -167,7 +167,11 @@ pub async fn upsert_declared(
             query = bind(query, &column.column, &column.param_type, cells)?;
         }
         let moved: Vec<bool> = rows.iter().map(|row| row.moved_from.is_some()).collect();
-        query = query.bind(moved);
+        let lsns: Vec<Option<i64>> = rows
+            .iter()
+            .map(|row| row.moved_from.as_ref().and_then(|m| m.lsn))
+            .collect();
+        query = query.bind(moved).bind(lsns);
     }
     Ok(query.fetch_all(conn).await?)
 }
@@ -182,9 +186,9 @@ async fn consume_moved(
     let Some(statement) = &plan.consume_moved_statement else {
         return Ok(());
     };
-    let moved: Vec<(&SinkRow, &[Cell])> = rows
+    let moved: Vec<(&SinkRow, &Moved)> = rows
         .iter()
-        .filter_map(|row| row.moved_from.as_ref().map(|m| (*row, &*m.key)))
+        .filter_map(|row| row.moved_from.as_ref().map(|m| (*row, m)))
         .collect();
     if moved.is_empty() {
         return Ok(());
@@ -192,7 +196,7 @@ async fn consume_moved(
     let mut query = sqlx::query_scalar::<_, i32>(statement);
     for (i, &index) in plan.delete_key.iter().enumerate() {
         let column = &plan.columns[index];
-        let cells = moved.iter().map(|(_, old)| old.get(i).unwrap_or(&NULL));
+        let cells = moved.iter().map(|(_, old)| old.key.get(i).unwrap_or(&NULL));
         query = bind(query, &column.column, &column.param_type, cells)?;
     }
     for &index in &plan.delete_key {
@@ -202,7 +206,8 @@ async fn consume_moved(
             .map(|(row, _)| row.cell(index).unwrap_or(&NULL));
         query = bind(query, &column.column, &column.param_type, cells)?;
     }
-    query.fetch_all(conn).await?;
+    let lsns: Vec<Option<i64>> = moved.iter().map(|(_, old)| old.lsn).collect();
+    query.bind(lsns).fetch_all(conn).await?;
     Ok(())
 }
 
@@ -212,7 +217,7 @@ async fn delete_declared(
     conn: &mut PgConnection,
     plan: &SinkPlan,
     keys: &[Removal<'_>],
-    to: Option<&[Cell]>,
+    to: Option<&Moved>,
 ) -> Result<Vec<i32>, DeclaredUpsertError> {
     let statement = match to {
         Some(_) => &plan.moving_delete_statement,
@@ -238,9 +243,10 @@ async fn delete_declared(
     if let Some(to) = to {
         for (i, &index) in plan.delete_key.iter().enumerate() {
             let column = &plan.columns[index];
-            let cells = keys.iter().map(|_| to.get(i).unwrap_or(&NULL));
+            let cells = keys.iter().map(|_| to.key.get(i).unwrap_or(&NULL));
             query = bind(query, &column.column, &column.param_type, cells)?;
         }
+        query = query.bind(keys.iter().map(|_| to.lsn).collect::<Vec<_>>());
     }
     let numbers: Vec<i32> = (0..keys.len())
         .map(|n| i32::try_from(n).unwrap_or(i32::MAX))

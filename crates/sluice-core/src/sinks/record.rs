@@ -51,18 +51,20 @@ pub struct Decoded {
     /// The delete of a row whose key changed: the new key (cells in key order). The delete
     /// sets the old row aside for the new key's create, which may keep some of its values
     /// (docs/ARCHITECTURE.md#sinks).
-    pub moving_to: Option<Arc<[Cell]>>,
+    pub moving_to: Option<Moved>,
 }
 
-/// The old key of a row whose key changed, and the change's version (newest-wins): the old
-/// row is deleted only if it is not newer than the change (the old key's own delete event
-/// deletes it too, whichever comes first).
+/// The other key of a key change — the old key, on the create of the new one; the new key,
+/// on the delete of the old one — with the change's version (newest-wins) and its LSN, which
+/// the two events share and which tells this change from another between the same keys.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moved {
-    /// The old key's cells, in key order.
+    /// The other key's cells, in key order.
     pub key: Arc<[Cell]>,
     /// The change's newest-wins value.
     pub version: Option<Cell>,
+    /// The change's `source.lsn`.
+    pub lsn: Option<i64>,
 }
 
 impl Decoded {
@@ -128,6 +130,7 @@ impl SinkDecoder {
                             Some(old) => Some(Moved {
                                 key: self.header_key(OLD_KEY_HEADER, old, &frame)?,
                                 version: self.guard.and_then(|g| cells.get(g).cloned()),
+                                lsn: change.meta.lsn,
                             }),
                             None => None,
                         };
@@ -146,8 +149,11 @@ impl SinkDecoder {
                     ChangeKind::Delete => {
                         let mut deleted = self.delete(image, &frame)?;
                         if let Some(new) = header(NEW_KEY_HEADER) {
-                            deleted.moving_to =
-                                Some(self.header_key(NEW_KEY_HEADER, new, &frame)?);
+                            deleted.moving_to = Some(Moved {
+                                key: self.header_key(NEW_KEY_HEADER, new, &frame)?,
+                                version: self.guard.and_then(|g| deleted.cells.get(g).cloned()),
+                                lsn: change.meta.lsn,
+                            });
                         }
                         Ok(deleted)
                     }

@@ -43,7 +43,7 @@ pub struct SinkRow {
     pub moved_from: Option<Moved>,
     /// The new key (cells in key order) of the delete of a row whose key changed: the delete
     /// sets the old row aside for the new key's create.
-    pub moving_to: Option<Arc<[Cell]>>,
+    pub moving_to: Option<Moved>,
 }
 
 /// Rows are equal when they are of one record and hold the same cells and lookup keys,

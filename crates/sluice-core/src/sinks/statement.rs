@@ -72,6 +72,7 @@ pub fn upsert_statement(
     };
     if !kept.is_empty() {
         params.push(format!("${}::bool[]", params.len() + 1));
+        params.push(format!("${}::bigint[]", params.len() + 1));
     }
     let stored_key = key
         .iter()
@@ -96,6 +97,7 @@ pub fn upsert_statement(
         &key.iter()
             .map(|k| format!("t.{}", quote_ident(k)))
             .collect::<Vec<_>>(),
+        &format!("t.{}", quote_ident(CHANGE)),
     );
     let selected: Vec<String> = columns
         .iter()
@@ -146,6 +148,7 @@ pub fn upsert_statement(
         .chain((0..kept.len()).map(|i| quote_ident(&keep_flag(i))))
         .chain(from.iter().map(|f| quote_ident(f)))
         .chain((!kept.is_empty()).then(|| quote_ident(MOVED)))
+        .chain((!kept.is_empty()).then(|| quote_ident(CHANGE)))
         .collect::<Vec<_>>()
         .join(", ");
     let key_columns = key;
@@ -220,16 +223,20 @@ pub fn upsert_statement(
 /// The `bool[]` parameter saying which rows changed their key (a `moved_from`).
 const MOVED: &str = "sluice moved";
 
+/// The `bigint[]` parameter of each row's key change LSN (a `moved_from`'s).
+const CHANGE: &str = "sluice change";
+
 /// Where the delete of a key change sets the old row aside for the new key's create
 /// (migrations/0015_debezium_moved_rows.sql).
 pub const MOVED_ROWS: &str = "debezium_moved_rows";
 
 /// The set-aside row (`m`) of `table` under the old key `old` and the new key `new` (SQL
-/// expressions, in key order, of the key columns' types).
-fn aside_match(table: &str, old: &[String], new: &[String]) -> String {
+/// expressions, in key order, of the key columns' types) by the change at LSN `lsn` (none:
+/// -1): the change's own, never another's between the same keys.
+fn aside_match(table: &str, old: &[String], new: &[String], lsn: &str) -> String {
     format!(
         "m.target_table = '{}' AND m.old_key = jsonb_build_array({}) \
-         AND m.new_key = jsonb_build_array({})",
+         AND m.new_key = jsonb_build_array({}) AND m.change_lsn = coalesce({lsn}, -1)",
         table.replace('\'', "''"),
         old.join(", "),
         new.join(", "),
@@ -237,7 +244,8 @@ fn aside_match(table: &str, old: &[String], new: &[String]) -> String {
 }
 
 /// The removal of what key changes' deletes set aside, once their creates have read it:
-/// one array per key column for the old keys, then one per key column for the new keys.
+/// one array per key column for the old keys, then one per key column for the new keys, then
+/// the changes' LSNs.
 pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> String {
     let mut params = array_params(key.iter());
     let offset = params.len();
@@ -248,18 +256,20 @@ pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> Stri
             c.sql_type.param_type().unwrap_or("text")
         )
     }));
+    params.push(format!("${}::bigint[]", params.len() + 1));
     let old: Vec<String> = (0..key.len()).map(|i| format!("c.\"old {i}\"")).collect();
     let new: Vec<String> = (0..key.len()).map(|i| format!("c.\"new {i}\"")).collect();
     let aliases: Vec<String> = old
         .iter()
         .chain(&new)
         .map(|a| a.trim_start_matches("c.").to_owned())
+        .chain([quote_ident("lsn")])
         .collect();
     format!(
         "DELETE FROM {MOVED_ROWS} AS m\nUSING UNNEST({}) AS c({})\nWHERE {}",
         params.join(", "),
         aliases.join(", "),
-        aside_match(table, &old, &new),
+        aside_match(table, &old, &new, "c.\"lsn\""),
     )
 }
 
@@ -300,7 +310,7 @@ pub fn delete_statement(
 }
 
 /// The delete of key changes' old keys ([`delete_statement`] with, before the row numbers,
-/// one array per key column for the new keys): it also sets each deleted row aside, as
+/// one array per key column for the new keys and the changes' LSNs): it also sets each deleted row aside, as
 /// `to_jsonb`, for the create of its new key to read what it keeps
 /// (docs/ARCHITECTURE.md#sinks). One key change per statement.
 pub fn moving_delete_statement(
@@ -328,6 +338,7 @@ fn deletes(
                 c.sql_type.param_type().unwrap_or("text")
             )
         }));
+        params.push(format!("${}::bigint[]", params.len() + 1));
     }
     params.push(format!("${}::int[]", params.len() + 1));
     let mut aliases: Vec<String> = key.iter().map(|c| quote_ident(c.name)).collect();
@@ -336,6 +347,7 @@ fn deletes(
     }
     if moving {
         aliases.extend(new.iter().map(|n| quote_ident(n)));
+        aliases.push(quote_ident("sluice lsn"));
     }
     aliases.push(quote_ident("sluice row"));
     let matched = key
@@ -370,17 +382,19 @@ fn deletes(
     };
     format!(
         "WITH gone AS ({sql}\nRETURNING d.*, to_jsonb(target) AS {image}),\n\
-         aside AS (INSERT INTO {MOVED_ROWS} AS m (target_table, old_key, new_key, image)\n\
-         SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), g.{image} \
-         FROM gone AS g\n\
-         ON CONFLICT (target_table, old_key, new_key) DO UPDATE SET image = EXCLUDED.image, \
-         moved_at = now())\n\
+         aside AS (INSERT INTO {MOVED_ROWS} AS m \
+         (target_table, old_key, new_key, change_lsn, image)\n\
+         SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), \
+         coalesce(g.{lsn}, -1), g.{image} FROM gone AS g\n\
+         ON CONFLICT (target_table, old_key, new_key, change_lsn) DO UPDATE \
+         SET image = EXCLUDED.image, moved_at = now())\n\
          SELECT g.{row} FROM gone AS g",
         image = quote_ident("sluice image"),
         literal = table.replace('\'', "''"),
         old = qualified("g", &mut key.iter().map(|c| c.name)).join(", "),
         new = qualified("g", &mut new.iter().map(String::as_str)).join(", "),
         row = quote_ident("sluice row"),
+        lsn = quote_ident("sluice lsn"),
     )
 }
 
