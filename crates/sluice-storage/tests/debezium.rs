@@ -412,3 +412,88 @@ async fn a_key_change_and_a_reinsert_of_the_old_key_in_one_batch_keep_both_rows(
         }
     }
 }
+
+/// `record` (a captured event) at `partition`/`offset` with its LSN moved by `lsn_by`.
+fn moved(record: &Record, partition: i32, offset: i64, lsn_by: i64) -> Record {
+    let payload = record.payload.as_ref().map(|_| {
+        let mut event = value(record);
+        let source = &mut event["payload"]["source"];
+        source["lsn"] = (source["lsn"].as_i64().unwrap() + lsn_by).into();
+        event.to_string().into_bytes()
+    });
+    Record {
+        key: record.key.clone(),
+        payload,
+        headers: record.headers.clone(),
+        ..Record::at(&record.topic, partition, offset)
+    }
+}
+
+/// Key 2's records in partition 0 and key 3's in partition 1: twice the key change 2 → 3,
+/// each time its `c` applied before its `d` (it reads the old row itself; what the `d` then
+/// sets aside is left behind). The second change's `c` takes the re-inserted row 2's value,
+/// not what the first change left behind.
+#[tokio::test]
+async fn a_key_change_applied_create_first_twice_reads_its_own_old_row() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let delete3 = captured("items", &["06-delete-id3"]);
+    let at = |record: &Record, offset| moved(record, 0, offset, 0);
+    // Partition 0: c(2) big A, u(2), d(2 → 3), tombstone, c(2) big B, d(2 → 3) again.
+    let second = 20_000;
+    let reinsert = create(&fixtures[1], 4, 2, "re-inserted", "big B", 0);
+    let key2 = [
+        at(&fixtures[1], 0),
+        at(&fixtures[2], 1),
+        at(&fixtures[3], 2),
+        at(&fixtures[4], 3),
+        reinsert,
+        moved(&fixtures[3], 0, 5, second),
+    ];
+    // Partition 1: c(3) of the first change, d(3), c(3) of the second.
+    let key3 = [
+        moved(&fixtures[5], 1, 0, 0),
+        moved(&delete3[0], 1, 1, 0),
+        moved(&fixtures[5], 1, 2, second),
+    ];
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (batch, expected) in [
+        (&key2[..2], None),
+        (
+            &key3[..1],
+            Some(format!("3 | key changed 2 -> 3 | {}", md5_of(&big_a))),
+        ),
+        (&key2[2..4], None),
+        (&key3[1..2], None),
+        (&key2[4..5], None),
+        (
+            &key3[2..3],
+            Some(format!("3 | key changed 2 -> 3 | {}", md5_of("big B"))),
+        ),
+        (&key2[5..6], None),
+    ] {
+        store_all(&mut conn, &sink, batch, batch.len()).await;
+        if let Some(expected) = expected {
+            let row3: Vec<String> = items(&mut conn)
+                .await
+                .into_iter()
+                .filter(|row| row.starts_with("3 |"))
+                .collect();
+            assert_eq!(row3, [expected]);
+        }
+    }
+    assert_eq!(dead_letters(&mut conn).await, []);
+    assert_eq!(
+        items(&mut conn).await,
+        [format!("3 | key changed 2 -> 3 | {}", md5_of("big B"))]
+    );
+    drop(conn);
+    schema.drop_schema().await;
+}
