@@ -313,7 +313,7 @@ pub async fn prepare_sink(
 }
 
 /// The migration that makes [`MOVED_ROWS`].
-const MOVED_ROWS_MIGRATION: &str = include_str!("../../../migrations/0015_debezium_moved_rows.sql");
+const MOVED_ROWS_MIGRATION: &str = include_str!("../../../migrations/0016_debezium_moved_rows.sql");
 
 /// Prepares each of `statements` (its column, what it is, its SQL); the server's refusals.
 async fn prepare_each(

@@ -227,7 +227,7 @@ const MOVED: &str = "sluice moved";
 const CHANGE: &str = "sluice change";
 
 /// Where the delete of a key change sets the old row aside for the new key's create
-/// (migrations/0015_debezium_moved_rows.sql).
+/// (migrations/0016_debezium_moved_rows.sql).
 pub const MOVED_ROWS: &str = "debezium_moved_rows";
 
 /// The set-aside row (`m`) of `table` under the old key `old` and the new key `new` (SQL
