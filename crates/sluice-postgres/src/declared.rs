@@ -4,7 +4,9 @@
 
 use crate::lookup::{LookupValue, lookup_query};
 use sluice_core::WriteOutcome;
-use sluice_core::sinks::{Cell, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text};
+use sluice_core::sinks::{
+    Cell, MOVED_ROWS, Moved, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
+};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::postgres::types::PgInterval;
@@ -48,7 +50,12 @@ pub enum DeclaredUpsertError {
 }
 
 /// Writes `rows` (one per natural key, lookups resolved): the deletes first (a row that
-/// deletes its key, alone or before its upsert), then one upsert of the rest. The counts: a
+/// deletes its key, alone or before its upsert), then one upsert of the rest, then the
+/// deletes. A key change's create reads what it keeps from the old row its delete set aside
+/// (or else from the old key's row) and removes what was set aside; a key change's delete
+/// comes alone (the batch's runs, docs/ARCHITECTURE.md#sinks) and sets the old row aside.
+/// The old key's row is deleted by its own delete only, never by the create: a re-insert of
+/// the old key applied before the create stays. The counts: a
 /// delete that found its row is deleted, an upsert inserted or updated as the statement
 /// answers, everything else skipped.
 pub async fn write_declared(
@@ -65,34 +72,31 @@ pub async fn write_declared(
         })
         .collect();
     if !replaced.is_empty() {
-        delete_declared(conn, plan, &replaced).await?;
+        delete_declared(conn, plan, &replaced, None).await?;
     }
     // 2. The upserts, which read a kept value from the stored row (of the old key, for a row
     //    whose key changed) before step 3 deletes it.
     let upserting: Vec<&SinkRow> = rows.iter().filter(|r| r.upserts()).collect();
     let answers = upsert_declared(conn, plan, &upserting).await?;
-    // 3. The deletes, and the old keys of rows whose key changed.
+    consume_moved(conn, plan, &upserting).await?;
+    // 3. The deletes (a key change's sets its old row aside).
     let mut removals: Vec<Removal<'_>> = Vec::new();
-    for row in rows {
-        if row.op == RowOp::Delete {
-            removals.push(Removal::own(plan, row, row_version(plan, row)));
-        }
-        if let Some(moved) = &row.moved_from {
-            removals.push(Removal {
-                key: moved.key.iter().collect(),
-                version: moved.version.as_ref(),
-                counted: false,
-            });
+    let mut moving: Vec<(Removal<'_>, &Moved)> = Vec::new();
+    for row in rows.iter().filter(|row| row.op == RowOp::Delete) {
+        let removal = Removal::own(plan, row, row_version(plan, row));
+        match (&row.moving_to, &plan.moving_delete_statement) {
+            (Some(to), Some(_)) => moving.push((removal, to)),
+            _ => removals.push(removal),
         }
     }
     let mut deleted = 0;
     if !removals.is_empty() {
-        let found = delete_declared(conn, plan, &removals).await?;
-        deleted = found
-            .iter()
-            .filter_map(|n| usize::try_from(*n).ok())
-            .filter(|n| removals.get(*n).is_some_and(|r| r.counted))
-            .count() as u64;
+        let found = delete_declared(conn, plan, &removals, None).await?;
+        deleted += found.len() as u64;
+    }
+    for (removal, to) in &moving {
+        let found = delete_declared(conn, plan, std::slice::from_ref(removal), Some(to)).await?;
+        deleted += found.len() as u64;
     }
     let inserted = answers.iter().filter(|i| **i).count() as u64;
     let updated = answers.len() as u64 - inserted;
@@ -104,13 +108,10 @@ pub async fn write_declared(
     })
 }
 
-/// One key to delete: its cells in key order, the delete's version (newest-wins), and
-/// whether a deleted row counts as the record's outcome (not for a changed key's old row,
-/// whose record counts as its upsert).
+/// One key to delete: its cells in key order and the delete's version (newest-wins).
 struct Removal<'r> {
     key: Vec<&'r Cell>,
     version: Option<&'r Cell>,
-    counted: bool,
 }
 
 impl<'r> Removal<'r> {
@@ -123,7 +124,6 @@ impl<'r> Removal<'r> {
                 .map(|position| row.cell(*position).unwrap_or(&NULL))
                 .collect(),
             version,
-            counted: row.op == RowOp::Delete,
         }
     }
 }
@@ -167,19 +167,63 @@ pub async fn upsert_declared(
             query = bind(query, &column.column, &column.param_type, cells)?;
         }
         let moved: Vec<bool> = rows.iter().map(|row| row.moved_from.is_some()).collect();
-        query = query.bind(moved);
+        let lsns: Vec<Option<i64>> = rows
+            .iter()
+            .map(|row| row.moved_from.as_ref().and_then(|m| m.lsn))
+            .collect();
+        query = query.bind(moved).bind(lsns);
     }
     Ok(query.fetch_all(conn).await?)
 }
 
-/// Deletes `keys` with the plan's delete statement; the positions (in `keys`) of those that
-/// found their row.
+/// Removes what key changes' deletes set aside for the creates among `rows`, which have
+/// read it.
+async fn consume_moved(
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+    rows: &[&SinkRow],
+) -> Result<(), DeclaredUpsertError> {
+    let Some(statement) = &plan.consume_moved_statement else {
+        return Ok(());
+    };
+    let moved: Vec<(&SinkRow, &Moved)> = rows
+        .iter()
+        .filter_map(|row| row.moved_from.as_ref().map(|m| (*row, m)))
+        .collect();
+    if moved.is_empty() {
+        return Ok(());
+    }
+    let mut query = sqlx::query_scalar::<_, i32>(statement);
+    for (i, &index) in plan.delete_key.iter().enumerate() {
+        let column = &plan.columns[index];
+        let cells = moved.iter().map(|(_, old)| old.key.get(i).unwrap_or(&NULL));
+        query = bind(query, &column.column, &column.param_type, cells)?;
+    }
+    for &index in &plan.delete_key {
+        let column = &plan.columns[index];
+        let cells = moved
+            .iter()
+            .map(|(row, _)| row.cell(index).unwrap_or(&NULL));
+        query = bind(query, &column.column, &column.param_type, cells)?;
+    }
+    let lsns: Vec<Option<i64>> = moved.iter().map(|(_, old)| old.lsn).collect();
+    query.bind(lsns).fetch_all(conn).await?;
+    Ok(())
+}
+
+/// Deletes `keys` with the plan's delete statement (a key change's, with its new key `to`:
+/// the old row is set aside); the positions (in `keys`) of those that found their row.
 async fn delete_declared(
     conn: &mut PgConnection,
     plan: &SinkPlan,
     keys: &[Removal<'_>],
+    to: Option<&Moved>,
 ) -> Result<Vec<i32>, DeclaredUpsertError> {
-    let Some(statement) = &plan.delete_statement else {
+    let statement = match to {
+        Some(_) => &plan.moving_delete_statement,
+        None => &plan.delete_statement,
+    };
+    let Some(statement) = statement else {
         return Err(BindError::NoDelete {
             sink: plan.name.clone(),
         }
@@ -195,6 +239,14 @@ async fn delete_declared(
         let column = &plan.columns[guard];
         let versions = keys.iter().map(|k| k.version.unwrap_or(&NULL));
         query = bind(query, &column.column, &column.param_type, versions)?;
+    }
+    if let Some(to) = to {
+        for (i, &index) in plan.delete_key.iter().enumerate() {
+            let column = &plan.columns[index];
+            let cells = keys.iter().map(|_| to.key.get(i).unwrap_or(&NULL));
+            query = bind(query, &column.column, &column.param_type, cells)?;
+        }
+        query = query.bind(keys.iter().map(|_| to.lsn).collect::<Vec<_>>());
     }
     let numbers: Vec<i32> = (0..keys.len())
         .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
@@ -217,6 +269,12 @@ pub async fn prepare_sink(
     if let Some(delete) = &plan.delete_statement {
         statements.push((None, "delete", delete.clone()));
     }
+    if let Some(delete) = &plan.moving_delete_statement {
+        statements.push((None, "key change delete", delete.clone()));
+    }
+    if let Some(consume) = &plan.consume_moved_statement {
+        statements.push((None, "key change read", consume.clone()));
+    }
     for (mapping, column) in sink.columns.iter().zip(&plan.columns) {
         if let Source::Lookup(lookup) = &mapping.source {
             let value =
@@ -228,6 +286,41 @@ pub async fn prepare_sink(
             ));
         }
     }
+    // `sluice sinks validate` may run before `sluice migrate`: the table where key changes
+    // set rows aside then stands in as a temporary table, for the preparing only.
+    let stand_in = plan.moving_delete_statement.is_some()
+        && sqlx::query_scalar::<_, bool>("SELECT to_regclass($1) IS NULL")
+            .bind(MOVED_ROWS)
+            .fetch_one(&mut *conn)
+            .await?;
+    if stand_in {
+        let table = MOVED_ROWS_MIGRATION.replace("CREATE TABLE", "CREATE TEMP TABLE");
+        sqlx::raw_sql(&format!("BEGIN; {table}"))
+            .execute(&mut *conn)
+            .await?;
+    }
+    let prepared = prepare_each(conn, sink, statements).await;
+    if stand_in {
+        sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await?;
+    }
+    let errors = prepared?;
+    // A statement prepared here has the parameter types PostgreSQL infers (`varchar[]`); the
+    // writers bind theirs as the cells' own (`text[]`, cast by the statement). Left in the
+    // connection's statement cache, the inferred one would be reused by a later upsert on the
+    // same connection and refuse its binary arrays.
+    sqlx::Connection::clear_cached_statements(&mut *conn).await?;
+    Ok(errors)
+}
+
+/// The migration that makes [`MOVED_ROWS`].
+const MOVED_ROWS_MIGRATION: &str = include_str!("../../../migrations/0016_debezium_moved_rows.sql");
+
+/// Prepares each of `statements` (its column, what it is, its SQL); the server's refusals.
+async fn prepare_each(
+    conn: &mut PgConnection,
+    sink: &Sink,
+    statements: Vec<(Option<String>, &'static str, String)>,
+) -> Result<Vec<SinkError>, sqlx::Error> {
     let mut errors = Vec::new();
     for (column, statement, sql) in statements {
         match (&mut *conn).prepare(sql.as_str()).await {
@@ -245,11 +338,6 @@ pub async fn prepare_sink(
             Err(other) => return Err(other),
         }
     }
-    // A statement prepared here has the parameter types PostgreSQL infers (`varchar[]`); the
-    // writers bind theirs as the cells' own (`text[]`, cast by the statement). Left in the
-    // connection's statement cache, the inferred one would be reused by a later upsert on the
-    // same connection and refuse its binary arrays.
-    sqlx::Connection::clear_cached_statements(&mut *conn).await?;
     Ok(errors)
 }
 

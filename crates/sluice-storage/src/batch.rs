@@ -16,7 +16,7 @@
 //! failover to a replica that lagged): the batch is not written and the pipeline restarts
 //! from PostgreSQL's offsets ([`Stored::Rewound`]).
 
-use crate::isolate::{Isolation, write_isolating};
+use crate::isolate::{Isolation, write_runs};
 use crate::record::dead_letter;
 use crate::sink::{Bound, StorageSink};
 use sluice_core::{BatchReport, DeadLetter, DeadLetterKind};
@@ -267,11 +267,11 @@ async fn store_batch_in<S: StorageSink>(
             .map(|r| dead_letter(&records[r.record], r.kind, r.reason)),
     );
 
-    let deduped = sink.dedupe(rows);
-    report.write.skipped += deduped.dropped() as u64;
-    let Some(written) = write_isolating(&mut tx, sink, deduped, records, isolation).await? else {
+    let Some((dropped, written)) = write_runs(&mut tx, sink, rows, records, isolation).await?
+    else {
         return Ok(Attempt::Isolate); // dropping `tx` rolls the attempt back
     };
+    report.write.skipped += dropped;
     report.write += written.outcome;
     report.write.skipped -= written.revived;
     for letter in &written.rejected {

@@ -80,6 +80,33 @@ pub async fn write_isolating<S: StorageSink>(
     }))
 }
 
+/// Writes a batch's bound rows run by run ([`StorageSink::runs`]), each de-duplicated and
+/// written by [`write_isolating`] after the one before it, so a batch has the effect of its
+/// records applied one by one in offset order whatever its size (docs/ARCHITECTURE.md#sinks).
+/// Returns the rows de-duplication dropped and what was written; `Ok(None)` as
+/// [`write_isolating`] (a row broke a constraint on the optimistic path).
+pub async fn write_runs<S: StorageSink>(
+    conn: &mut PgConnection,
+    sink: &S,
+    rows: Vec<S::Row>,
+    records: &[Record],
+    isolation: Isolation,
+) -> Result<Option<(u64, Written)>, sqlx::Error> {
+    let mut dropped = 0;
+    let mut written = Written::default();
+    for run in sink.runs(rows) {
+        let deduped = sink.dedupe(run);
+        dropped += deduped.dropped() as u64;
+        let Some(part) = write_isolating(conn, sink, deduped, records, isolation).await? else {
+            return Ok(None);
+        };
+        written.outcome += part.outcome;
+        written.rejected.extend(part.rejected);
+        written.revived += part.revived;
+    }
+    Ok(Some((dropped, written)))
+}
+
 /// A row-level failure: the statement broke a constraint (SQLSTATE class 22, 23 or P0), its
 /// savepoint was rolled back, and the transaction goes on.
 #[derive(Debug, Clone, PartialEq, Eq)]

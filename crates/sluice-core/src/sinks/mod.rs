@@ -54,7 +54,7 @@ pub use record::{Decoded, Moved, OLD_KEY_HEADER, RowOp};
 pub use rows::SinkRow;
 pub use seeds::SEED_APPLICATIONS_TABLE;
 pub use selection::{Selection, SelectionError, select};
-pub use statement::{StatementColumn, upsert_statement};
+pub use statement::{MOVED_ROWS, StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
 pub use topics::{MAX_PATTERN_CHARS, Topics};
 pub use validate::{ColumnPlan, SinkError, SinkPlan, plan_sink};

@@ -12,6 +12,10 @@ use crate::messages::DecodeError;
 /// The header Debezium puts on the create event of a row whose key changed: the old key.
 pub const OLD_KEY_HEADER: &str = "__debezium.oldkey";
 
+/// The header Debezium puts on the delete event (and its tombstone) of a row whose key
+/// changed: the new key.
+pub const NEW_KEY_HEADER: &str = "__debezium.newkey";
+
 /// What a record does to the row of its key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RowOp {
@@ -41,20 +45,26 @@ pub struct Decoded {
     pub cells: Arc<[Cell]>,
     /// Positions of the columns left as they are in the row.
     pub keep: Arc<[usize]>,
-    /// A row whose key changed: its old key. The new row takes the values it keeps from the
-    /// old key's row, which is then deleted, in the same transaction.
+    /// A row whose key changed: its old key. The new row takes the values it keeps from what
+    /// the old key's delete set aside, or else from the old key's row.
     pub moved_from: Option<Moved>,
+    /// The delete of a row whose key changed: the new key (cells in key order). The delete
+    /// sets the old row aside for the new key's create, which may keep some of its values
+    /// (docs/ARCHITECTURE.md#sinks).
+    pub moving_to: Option<Moved>,
 }
 
-/// The old key of a row whose key changed, and the change's version (newest-wins): the old
-/// row is deleted only if it is not newer than the change (the old key's own delete event
-/// deletes it too, whichever comes first).
+/// The other key of a key change — the old key, on the create of the new one; the new key,
+/// on the delete of the old one — with the change's version (newest-wins) and its LSN, which
+/// the two events share and which tells this change from another between the same keys.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moved {
-    /// The old key's cells, in key order.
+    /// The other key's cells, in key order.
     pub key: Arc<[Cell]>,
     /// The change's newest-wins value.
     pub version: Option<Cell>,
+    /// The change's `source.lsn`.
+    pub lsn: Option<i64>,
 }
 
 impl Decoded {
@@ -65,6 +75,7 @@ impl Decoded {
             cells: cells.into(),
             keep: Arc::from([]),
             moved_from: None,
+            moving_to: None,
         }
     }
 }
@@ -117,8 +128,9 @@ impl SinkDecoder {
                         let cells = self.cells(image, &frame)?;
                         let moved_from = match header(OLD_KEY_HEADER) {
                             Some(old) => Some(Moved {
-                                key: self.old_key(old, &frame)?,
+                                key: self.header_key(OLD_KEY_HEADER, old, &frame)?,
                                 version: self.guard.and_then(|g| cells.get(g).cloned()),
+                                lsn: change.meta.lsn,
                             }),
                             None => None,
                         };
@@ -127,13 +139,24 @@ impl SinkDecoder {
                             cells: cells.into(),
                             keep: self.unavailable_columns(&frame).into(),
                             moved_from,
+                            moving_to: None,
                         })
                     }
-                    // The delete half of a key change is a delete like any other: the
-                    // create of the new key may come first (another partition) and then
-                    // finds no row to delete; in one batch, it reads what it keeps from the
-                    // old row before the deletes run.
-                    ChangeKind::Delete => self.delete(image, &frame),
+                    // The delete half of a key change deletes the old row and sets it aside
+                    // for the create of the new key (which may come later, in another batch);
+                    // that create may also come first (another partition), and then reads
+                    // what it keeps from the old row itself.
+                    ChangeKind::Delete => {
+                        let mut deleted = self.delete(image, &frame)?;
+                        if let Some(new) = header(NEW_KEY_HEADER) {
+                            deleted.moving_to = Some(Moved {
+                                key: self.header_key(NEW_KEY_HEADER, new, &frame)?,
+                                version: self.guard.and_then(|g| deleted.cells.get(g).cloned()),
+                                lsn: change.meta.lsn,
+                            });
+                        }
+                        Ok(deleted)
+                    }
                     ChangeKind::Other => Ok(self.ignored()),
                 }
             }
@@ -185,12 +208,18 @@ impl SinkDecoder {
             cells: cells.into(),
             keep: Arc::from([]),
             moved_from: None,
+            moving_to: None,
         })
     }
 
-    /// The key cells (in key order) of a key change's old key, from its header.
-    fn old_key(&self, header: &[u8], frame: &Frame<'_>) -> Result<Arc<[Cell]>, DecodeError> {
-        // The header is the old record key: a `key` source reads it, a `field` source the
+    /// The key cells (in key order) of a key change's old or new key, from its header `name`.
+    fn header_key(
+        &self,
+        name: &str,
+        header: &[u8],
+        frame: &Frame<'_>,
+    ) -> Result<Arc<[Cell]>, DecodeError> {
+        // The header is the other record key: a `key` source reads it, a `field` source the
         // same path in it.
         let meta = RecordMeta {
             key: Some(header),
@@ -205,7 +234,7 @@ impl SinkDecoder {
         };
         let cells = self
             .cells(Some(header), &frame)
-            .map_err(|e| envelope_error(format!("header {OLD_KEY_HEADER}: {e}")))?;
+            .map_err(|e| envelope_error(format!("header {name}: {e}")))?;
         Ok(self
             .key
             .iter()
@@ -220,6 +249,7 @@ impl SinkDecoder {
             cells: vec![Cell::Null; self.width()].into(),
             keep: Arc::from([]),
             moved_from: None,
+            moving_to: None,
         }
     }
 }

@@ -39,8 +39,11 @@ pub struct SinkRow {
     /// The columns it leaves as they are in the row (Debezium did not read them).
     pub keep: Arc<[usize]>,
     /// The old key (cells in key order) of a row whose key changed: the values it keeps are
-    /// read from that key's row, which is then deleted.
+    /// read from what that key's delete set aside, or else from that key's row.
     pub moved_from: Option<Moved>,
+    /// The new key (cells in key order) of the delete of a row whose key changed: the delete
+    /// sets the old row aside for the new key's create.
+    pub moving_to: Option<Moved>,
 }
 
 /// Rows are equal when they are of one record and hold the same cells and lookup keys,
@@ -65,6 +68,7 @@ impl SinkRow {
             op: RowOp::Upsert,
             keep: Arc::from([]),
             moved_from: None,
+            moving_to: None,
         }
     }
 
@@ -74,6 +78,7 @@ impl SinkRow {
             op: decoded.op.clone(),
             keep: Arc::clone(&decoded.keep),
             moved_from: decoded.moved_from.clone(),
+            moving_to: decoded.moving_to.clone(),
             ..Self::new(record, Arc::clone(&decoded.cells))
         }
     }
@@ -114,6 +119,28 @@ impl SinkDecoder {
     /// The columns filled by a lookup: position and lookup.
     pub fn lookups(&self) -> impl Iterator<Item = (usize, &Lookup)> {
         self.lookups.iter().map(|(i, l)| (*i, l))
+    }
+
+    /// A batch's rows (in record order) as the runs it is written in, in order: the delete of
+    /// a row whose key changed alone, and the rows between such deletes. Each run is
+    /// de-duplicated and written after the one before it, so the delete sets aside the old
+    /// row as the records before it left it, and no record after it meets one before it in a
+    /// survivor rule (docs/ARCHITECTURE.md#sinks). A batch without a key change is one run.
+    pub fn runs(&self, rows: Vec<SinkRow>) -> Vec<Vec<SinkRow>> {
+        let mut runs: Vec<Vec<SinkRow>> = vec![Vec::new()];
+        for row in rows {
+            if row.moving_to.is_some() {
+                runs.push(vec![row]);
+                runs.push(Vec::new());
+            } else if let Some(run) = runs.last_mut() {
+                run.push(row);
+            }
+        }
+        runs.retain(|run| !run.is_empty());
+        if runs.is_empty() {
+            runs.push(Vec::new());
+        }
+        runs
     }
 
     /// One row per natural key (after lookups are resolved: a key may hold a looked-up

@@ -72,23 +72,50 @@ pub fn upsert_statement(
     };
     if !kept.is_empty() {
         params.push(format!("${}::bool[]", params.len() + 1));
+        params.push(format!("${}::bigint[]", params.len() + 1));
     }
     let stored_key = key
         .iter()
         .zip(&from)
-        .map(|(k, from)| format!("x.{} = t.{}", quote_ident(k), quote_ident(from)))
+        .map(|(k, from)| {
+            let nullable = columns.iter().any(|c| c.name == k && c.nullable);
+            key_match(
+                &format!("x.{}", quote_ident(k)),
+                &format!("t.{}", quote_ident(from)),
+                nullable,
+            )
+        })
         .collect::<Vec<_>>()
         .join(" AND ");
+    // A key change's old row as its delete set it aside (under the old and the new key).
+    let aside = aside_match(
+        table,
+        &from
+            .iter()
+            .map(|f| format!("t.{}", quote_ident(f)))
+            .collect::<Vec<_>>(),
+        &key.iter()
+            .map(|k| format!("t.{}", quote_ident(k)))
+            .collect::<Vec<_>>(),
+        &format!("t.{}", quote_ident(CHANGE)),
+    );
     let selected: Vec<String> = columns
         .iter()
         .map(|c| match kept.iter().position(|k| k.name == c.name) {
+            // Whether the row exists decides, not its value: a stored NULL is kept as NULL.
+            // A key change reads the old row its delete set aside first: the old key may
+            // hold a newer row by now (a re-insert applied before the change's create).
             Some(i) => format!(
-                "CASE WHEN t.{flag} THEN COALESCE(\
-                 (SELECT x.{name} FROM {table} AS x WHERE {stored_key}), \
-                 (SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
-                 WHERE CAST({missing} AS int) IS NULL)) \
-                 ELSE {expression} END",
+                "CASE WHEN NOT t.{flag} THEN {expression} \
+                 WHEN t.{moved} AND EXISTS (SELECT 1 FROM {MOVED_ROWS} AS m WHERE {aside}) \
+                 THEN (SELECT (jsonb_populate_record(NULL::{table}, m.image)).{name} \
+                 FROM {MOVED_ROWS} AS m WHERE {aside}) \
+                 WHEN EXISTS (SELECT 1 FROM {table} AS x WHERE {stored_key}) \
+                 THEN (SELECT x.{name} FROM {table} AS x WHERE {stored_key}) \
+                 ELSE (SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
+                 WHERE CAST({missing} AS int) IS NULL) END",
                 flag = quote_ident(&keep_flag(i)),
+                moved = quote_ident(MOVED),
                 name = quote_ident(c.name),
                 table = quote_table(table),
                 expression = select_expression(c),
@@ -121,6 +148,7 @@ pub fn upsert_statement(
         .chain((0..kept.len()).map(|i| quote_ident(&keep_flag(i))))
         .chain(from.iter().map(|f| quote_ident(f)))
         .chain((!kept.is_empty()).then(|| quote_ident(MOVED)))
+        .chain((!kept.is_empty()).then(|| quote_ident(CHANGE)))
         .collect::<Vec<_>>()
         .join(", ");
     let key_columns = key;
@@ -195,6 +223,56 @@ pub fn upsert_statement(
 /// The `bool[]` parameter saying which rows changed their key (a `moved_from`).
 const MOVED: &str = "sluice moved";
 
+/// The `bigint[]` parameter of each row's key change LSN (a `moved_from`'s).
+const CHANGE: &str = "sluice change";
+
+/// Where the delete of a key change sets the old row aside for the new key's create
+/// (migrations/0016_debezium_moved_rows.sql).
+pub const MOVED_ROWS: &str = "debezium_moved_rows";
+
+/// The set-aside row (`m`) of `table` under the old key `old` and the new key `new` (SQL
+/// expressions, in key order, of the key columns' types) by the change at LSN `lsn` (none:
+/// -1): the change's own, never another's between the same keys.
+fn aside_match(table: &str, old: &[String], new: &[String], lsn: &str) -> String {
+    format!(
+        "m.target_table = '{}' AND m.old_key = jsonb_build_array({}) \
+         AND m.new_key = jsonb_build_array({}) AND m.change_lsn = coalesce({lsn}, -1)",
+        table.replace('\'', "''"),
+        old.join(", "),
+        new.join(", "),
+    )
+}
+
+/// The removal of what key changes' deletes set aside, once their creates have read it:
+/// one array per key column for the old keys, then one per key column for the new keys, then
+/// the changes' LSNs.
+pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> String {
+    let mut params = array_params(key.iter());
+    let offset = params.len();
+    params.extend(key.iter().enumerate().map(|(i, c)| {
+        format!(
+            "${}::{}[]",
+            offset + i + 1,
+            c.sql_type.param_type().unwrap_or("text")
+        )
+    }));
+    params.push(format!("${}::bigint[]", params.len() + 1));
+    let old: Vec<String> = (0..key.len()).map(|i| format!("c.\"old {i}\"")).collect();
+    let new: Vec<String> = (0..key.len()).map(|i| format!("c.\"new {i}\"")).collect();
+    let aliases: Vec<String> = old
+        .iter()
+        .chain(&new)
+        .map(|a| a.trim_start_matches("c.").to_owned())
+        .chain([quote_ident("lsn")])
+        .collect();
+    format!(
+        "DELETE FROM {MOVED_ROWS} AS m\nUSING UNNEST({}) AS c({})\nWHERE {}",
+        params.join(", "),
+        aliases.join(", "),
+        aside_match(table, &old, &new, "c.\"lsn\""),
+    )
+}
+
 /// A text naming a kept column whose old row is gone (a key change whose old key's delete
 /// was applied first): cast to `int`, it fails the row's statement with it, so the row is
 /// dead-lettered with this reason instead of storing NULL for a value Debezium did not send.
@@ -228,16 +306,56 @@ pub fn delete_statement(
     key: &[StatementColumn<'_>],
     guard: Option<&StatementColumn<'_>>,
 ) -> String {
+    deletes(table, key, guard, false)
+}
+
+/// The delete of key changes' old keys ([`delete_statement`] with, before the row numbers,
+/// one array per key column for the new keys and the changes' LSNs): it also sets each deleted row aside, as
+/// `to_jsonb`, for the create of its new key to read what it keeps
+/// (docs/ARCHITECTURE.md#sinks). One key change per statement.
+pub fn moving_delete_statement(
+    table: &str,
+    key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
+) -> String {
+    deletes(table, key, guard, true)
+}
+
+fn deletes(
+    table: &str,
+    key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
+    moving: bool,
+) -> String {
     let mut params = array_params(key.iter().chain(guard));
+    let new: Vec<String> = (0..key.len()).map(|i| format!("sluice to {i}")).collect();
+    if moving {
+        let offset = params.len();
+        params.extend(key.iter().enumerate().map(|(i, c)| {
+            format!(
+                "${}::{}[]",
+                offset + i + 1,
+                c.sql_type.param_type().unwrap_or("text")
+            )
+        }));
+        params.push(format!("${}::bigint[]", params.len() + 1));
+    }
     params.push(format!("${}::int[]", params.len() + 1));
     let mut aliases: Vec<String> = key.iter().map(|c| quote_ident(c.name)).collect();
     if guard.is_some() {
         aliases.push(quote_ident("sluice version"));
     }
+    if moving {
+        aliases.extend(new.iter().map(|n| quote_ident(n)));
+        aliases.push(quote_ident("sluice lsn"));
+    }
     aliases.push(quote_ident("sluice row"));
     let matched = key
         .iter()
-        .map(|c| format!("target.{0} = d.{0}", quote_ident(c.name)))
+        .map(|c| {
+            let name = quote_ident(c.name);
+            key_match(&format!("target.{name}"), &format!("d.{name}"), c.nullable)
+        })
         .collect::<Vec<_>>()
         .join(" AND ");
     let mut sql = format!(
@@ -253,8 +371,43 @@ pub fn delete_statement(
             g = quote_ident(guard.name),
         ));
     }
-    sql.push_str(&format!("\nRETURNING d.{}", quote_ident("sluice row")));
-    sql
+    if !moving {
+        sql.push_str(&format!("\nRETURNING d.{}", quote_ident("sluice row")));
+        return sql;
+    }
+    let qualified = |alias: &str, names: &mut dyn Iterator<Item = &str>| -> Vec<String> {
+        names
+            .map(|n| format!("{alias}.{}", quote_ident(n)))
+            .collect()
+    };
+    format!(
+        "WITH gone AS ({sql}\nRETURNING d.*, to_jsonb(target) AS {image}),\n\
+         aside AS (INSERT INTO {MOVED_ROWS} AS m \
+         (target_table, old_key, new_key, change_lsn, image)\n\
+         SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), \
+         coalesce(g.{lsn}, -1), g.{image} FROM gone AS g\n\
+         ON CONFLICT (target_table, old_key, new_key, change_lsn) DO UPDATE \
+         SET image = EXCLUDED.image, moved_at = now())\n\
+         SELECT g.{row} FROM gone AS g",
+        image = quote_ident("sluice image"),
+        literal = table.replace('\'', "''"),
+        old = qualified("g", &mut key.iter().map(|c| c.name)).join(", "),
+        new = qualified("g", &mut new.iter().map(String::as_str)).join(", "),
+        row = quote_ident("sluice row"),
+        lsn = quote_ident("sluice lsn"),
+    )
+}
+
+/// `stored` matches `wanted`, one part of a key: equal, or both NULL where the column may
+/// hold NULL (a key under `UNIQUE NULLS NOT DISTINCT`, whose index holds one NULL as one
+/// value). Written as `=` or a both-NULL arm rather than `IS NOT DISTINCT FROM`, so the key's
+/// index still serves it.
+fn key_match(stored: &str, wanted: &str, nullable: bool) -> String {
+    if nullable {
+        format!("({stored} = {wanted} OR ({stored} IS NULL AND {wanted} IS NULL))")
+    } else {
+        format!("{stored} = {wanted}")
+    }
 }
 
 /// `$1::type[]`, `$2::type[]`, … for `columns`, in order.

@@ -12,7 +12,10 @@ use super::model::{
     Source, ValueRules,
 };
 use super::modes::{DebeziumModes, DecimalForm};
-use super::statement::{StatementColumn, delete_statement, upsert_statement};
+use super::statement::{
+    StatementColumn, consume_moved_statement, delete_statement, moving_delete_statement,
+    upsert_statement,
+};
 use super::table::{SqlType, TableShape};
 use super::topics::Topics;
 use crate::messages::fields::parse_timestamp;
@@ -268,6 +271,13 @@ pub struct SinkPlan {
     /// Debezium change events).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delete_statement: Option<String>,
+    /// The delete of a key change's old key that sets the old row aside for its new key's
+    /// create (a Debezium sink with a column an update may leave unsent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moving_delete_statement: Option<String>,
+    /// The removal of what key changes' deletes set aside, once read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consume_moved_statement: Option<String>,
     /// The positions (in `columns`) of the delete's key columns, in its parameter order.
     #[serde(skip)]
     pub delete_key: Vec<usize>,
@@ -439,15 +449,21 @@ pub fn plan_sink(
         table.partitioned,
     );
     let deletes = sink.on_tombstone == OnTombstone::Delete || sink.format == Format::Debezium;
-    let delete_statement = deletes.then(|| {
-        let named = |name: &str| statement_columns.iter().find(|c| c.name == name).copied();
-        let key: Vec<StatementColumn<'_>> = sink.key.iter().filter_map(|k| named(k)).collect();
-        let guard = match &sink.conflict {
-            ConflictPolicy::NewestWins { column } => named(column),
-            _ => None,
-        };
-        delete_statement(&sink.table, &key, guard.as_ref())
-    });
+    let named = |name: &str| statement_columns.iter().find(|c| c.name == name).copied();
+    let delete_columns: Vec<StatementColumn<'_>> =
+        sink.key.iter().filter_map(|k| named(k)).collect();
+    let delete_guard = match &sink.conflict {
+        ConflictPolicy::NewestWins { column } => named(column),
+        _ => None,
+    };
+    let delete_statement =
+        deletes.then(|| delete_statement(&sink.table, &delete_columns, delete_guard.as_ref()));
+    // A key change's create may keep a value only where a column may be left unsent.
+    let moves = statement_columns.iter().any(|c| c.keepable);
+    let moving_delete_statement =
+        moves.then(|| moving_delete_statement(&sink.table, &delete_columns, delete_guard.as_ref()));
+    let consume_moved_statement =
+        moves.then(|| consume_moved_statement(&sink.table, &delete_columns));
     let position = |name: &str| columns.iter().position(|c| c.column == name);
     let delete_key = sink.key.iter().filter_map(|k| position(k)).collect();
     let guard = match &sink.conflict {
@@ -468,6 +484,8 @@ pub fn plan_sink(
         on_tombstone: sink.on_tombstone.as_str().to_owned(),
         modes: matches!(sink.format, Format::Debezium | Format::ConnectJson).then_some(sink.modes),
         delete_statement,
+        moving_delete_statement,
+        consume_moved_statement,
         delete_key,
         guard,
     })

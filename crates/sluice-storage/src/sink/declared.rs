@@ -168,6 +168,10 @@ impl StorageSink for Declared {
         self.decoder.dedupe(rows)
     }
 
+    fn runs(&self, rows: Vec<SinkRow>) -> Vec<Vec<SinkRow>> {
+        self.decoder.runs(rows)
+    }
+
     async fn upsert(
         &self,
         conn: &mut PgConnection,

@@ -78,6 +78,12 @@ pub trait StorageSink: Send + Sync {
     /// One row per natural key by the sink's survivor rule (the same rule as its statement's
     /// `ON CONFLICT` across batches), the others kept as runners-up.
     fn dedupe(&self, rows: Vec<Self::Row>) -> Deduped<Self::Row>;
+    /// A batch's rows (in record order) as the runs written one after another, each
+    /// de-duplicated on its own: by default one run. A Debezium sink writes the delete of a
+    /// key change alone (docs/ARCHITECTURE.md#sinks).
+    fn runs(&self, rows: Vec<Self::Row>) -> Vec<Vec<Self::Row>> {
+        vec![rows]
+    }
     /// The sink's one statement over `rows` (one per natural key).
     async fn upsert(
         &self,

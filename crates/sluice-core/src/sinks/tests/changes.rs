@@ -155,6 +155,7 @@ fn row(record: usize, op: RowOp, id: i64, lsn: i64, title: &str, keep: &[usize])
             cells: cells.into(),
             keep: keep.into(),
             moved_from: None,
+            moving_to: None,
         },
     )
 }
@@ -256,5 +257,40 @@ fn a_tombstone_deletes_ignores_or_is_refused_by_the_rule() {
         rule("").unwrap_err().to_string(),
         "record has no value (tombstone)",
         "a JSON topic's default keeps the record as a dead letter"
+    );
+}
+
+#[test]
+fn a_key_changes_delete_names_its_new_key_and_is_written_alone() {
+    let decoder = items(ITEMS);
+    let deleted = decode(&decoder, "03-delete-id2-pk-update");
+    assert_eq!(deleted.op, RowOp::Delete);
+    assert_eq!(deleted.cells[0], Cell::BigInt(2));
+    assert_eq!(
+        deleted.moving_to.as_ref().map(|to| &*to.key),
+        Some(&[Cell::BigInt(3)][..]),
+        "the new key from __debezium.newkey"
+    );
+    let names = [
+        "01-create-id2",
+        "02-update-id2-toast-placeholder",
+        "03-delete-id2-pk-update",
+        "04-tombstone-id2-pk-update",
+        "05-create-id3-pk-update",
+    ];
+    let rows: Vec<SinkRow> = names
+        .iter()
+        .enumerate()
+        .map(|(record, name)| SinkRow::of(record, &decode(&decoder, name)))
+        .collect();
+    let runs: Vec<Vec<usize>> = decoder
+        .runs(rows)
+        .iter()
+        .map(|run| run.iter().map(|row| row.record).collect())
+        .collect();
+    assert_eq!(
+        runs,
+        [vec![0, 1], vec![2], vec![3, 4]],
+        "the records before the key change's delete, the delete alone, the records after"
     );
 }

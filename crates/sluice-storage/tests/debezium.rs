@@ -1,0 +1,499 @@
+//! Debezium change events through the storage consumer's own batch path (decode → bind →
+//! de-duplicate → the sink's statements with savepoint isolation → dead letters → COMMIT) on
+//! the real PostgreSQL, in batches of a fixed size: what the records of one partition leave
+//! in the table does not depend on where the batches end (docs/ARCHITECTURE.md#sinks).
+//!
+//! The events are the real connector's (`sluice-cli/tests/data/debezium`, headers included).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+use std::time::Duration;
+
+use sluice_core::sinks::{parse_sinks, plan_sink};
+use sluice_kafka::Record;
+use sluice_postgres::catalog::sink_tables;
+use sluice_storage::batch::{Stored, decode_batch, store_batch};
+use sluice_storage::sink::Declared;
+use sluice_testkit::TestSchema;
+use sqlx::PgConnection;
+
+const APPS: &str = "apps_registry_application";
+const GROUP: &str = "storage-consumer.debezium";
+
+async fn migrated(stack: &sluice_testkit::Stack, ddl: &str) -> (TestSchema, PgConnection) {
+    let schema = TestSchema::create(stack).await;
+    let mut conn = schema.connect().await;
+    sluice_postgres::migrate(&mut conn, APPS)
+        .await
+        .expect("migrate");
+    sqlx::raw_sql(ddl).execute(&mut conn).await.unwrap();
+    (schema, conn)
+}
+
+/// The one sink of `mapping`, planned against `conn`'s schema.
+async fn sink(conn: &mut PgConnection, mapping: &str) -> Declared {
+    let sinks = parse_sinks("debezium.toml", mapping).unwrap();
+    let tables = sink_tables(conn, &sinks).await.unwrap();
+    let plan =
+        plan_sink(&sinks[0], "storage-consumer", &tables).unwrap_or_else(|e| panic!("{e:?}"));
+    Declared::new(&sinks[0], plan, Duration::from_secs(60)).unwrap()
+}
+
+/// `records` in batches of `batch` (the offsets are the records' own), each in its own
+/// transaction.
+async fn store_all(conn: &mut PgConnection, sink: &Declared, records: &[Record], batch: usize) {
+    for chunk in records.chunks(batch) {
+        let decoded = decode_batch(sink, chunk);
+        let stored = store_batch(conn, sink, GROUP, chunk, &decoded, &Default::default())
+            .await
+            .expect("store the batch");
+        assert!(matches!(stored, Stored::Done(..)), "{stored:?}");
+    }
+}
+
+/// (offset, kind, reason) of every dead letter.
+async fn dead_letters(conn: &mut PgConnection) -> Vec<(i64, String, String)> {
+    sqlx::query_as(
+        "SELECT kafka_offset, error_kind, reason FROM dead_letter_events ORDER BY kafka_offset",
+    )
+    .fetch_all(conn)
+    .await
+    .expect("dead letters")
+}
+
+async fn rows(conn: &mut PgConnection, sql: &str) -> Vec<String> {
+    sqlx::query_scalar(sql).fetch_all(conn).await.unwrap()
+}
+
+/// A record of partition 0 at `offset`.
+fn record(topic: &str, offset: i64, key: &str, value: Option<serde_json::Value>) -> Record {
+    Record {
+        key: Some(key.as_bytes().to_vec()),
+        payload: value.map(|v| v.to_string().into_bytes()),
+        ..Record::at(topic, 0, offset)
+    }
+}
+
+const PAIRS_DDL: &str = "CREATE TABLE pairs (a BIGINT, b BIGINT, v TEXT NOT NULL, \
+                         UNIQUE NULLS NOT DISTINCT (a, b))";
+
+const PAIRS: &str = r#"
+[[sink]]
+name = "pairs"
+topic = "pairs"
+table = "pairs"
+key = ["a", "b"]
+conflict = "always-update"
+on_tombstone = "delete"
+[sink.columns]
+a = { key = "a" }
+b = { key = "b" }
+v = { field = "v" }
+"#;
+
+/// A tombstone deletes the row of its key when a key part is NULL (`UNIQUE NULLS NOT
+/// DISTINCT`): the key matches as the unique index matches it.
+#[tokio::test]
+async fn a_tombstone_deletes_a_row_whose_key_has_a_null_part() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let (schema, mut conn) = migrated(&stack, PAIRS_DDL).await;
+    let sink = sink(&mut conn, PAIRS).await;
+    let v = |v: &str| Some(serde_json::json!({ "v": v }));
+    let records = [
+        record("pairs", 0, r#"{"a":1,"b":null}"#, v("one")),
+        record("pairs", 1, r#"{"a":2,"b":7}"#, v("two")),
+        record("pairs", 2, r#"{"a":null,"b":null}"#, v("nulls")),
+        record("pairs", 3, r#"{"a":1,"b":null}"#, None),
+        record("pairs", 4, r#"{"a":2,"b":7}"#, None),
+        record("pairs", 5, r#"{"a":null,"b":null}"#, None),
+    ];
+    store_all(&mut conn, &sink, &records, 3).await;
+    let left = rows(
+        &mut conn,
+        "SELECT concat_ws(',', coalesce(a::text, 'NULL'), coalesce(b::text, 'NULL'), v) FROM pairs",
+    )
+    .await;
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "every tombstone deletes its row"
+    );
+    assert_eq!(dead_letters(&mut conn).await, []);
+    drop(conn);
+    schema.drop_schema().await;
+}
+
+/// The real connector's events (`sluice-cli/tests/data/debezium/<name>.*`) as records of
+/// partition 0 of `topic`, offsets from 0.
+fn captured(topic: &str, names: &[&str]) -> Vec<Record> {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sluice-cli/tests/data/debezium");
+    names
+        .iter()
+        .enumerate()
+        .map(|(offset, name)| {
+            let read = |ext: &str| std::fs::read(dir.join(format!("{name}.{ext}"))).ok();
+            let headers: serde_json::Value =
+                serde_json::from_slice(&read("headers.json").unwrap()).unwrap();
+            let headers = headers["headers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| {
+                    (
+                        h[0].as_str().unwrap().to_owned(),
+                        h[1].as_str().map(|v| v.as_bytes().to_vec()),
+                    )
+                })
+                .collect();
+            Record {
+                key: read("key.json"),
+                payload: read("value.json"),
+                headers,
+                ..Record::at(topic, 0, offset as i64)
+            }
+        })
+        .collect()
+}
+
+const ITEMS_DDL: &str = "CREATE TABLE items (id BIGINT PRIMARY KEY, \
+                         title TEXT CHECK (title IS DISTINCT FROM 'poison'), amount NUMERIC(12,2), \
+                         doc JSONB, big TEXT, nested TEXT, lsn BIGINT, ts BIGINT)";
+
+/// The fixtures' table; `nested` reads a path into the TOASTed-able `doc`.
+fn items_sink(conflict: &str) -> String {
+    format!(
+        r#"
+[[sink]]
+name = "items"
+topic = "items"
+table = "items"
+key = ["id"]
+format = "debezium"
+conflict = {conflict}
+[sink.columns]
+id = {{ field = "id" }}
+title = {{ field = "title" }}
+amount = {{ field = "amount" }}
+doc = {{ field = "doc" }}
+big = {{ field = "big" }}
+nested = {{ field = "doc.nested.k" }}
+lsn = {{ cdc = "lsn" }}
+ts = {{ cdc = "ts_ms" }}
+"#
+    )
+}
+
+/// A kept column whose stored value is NULL (a path into the document the row did not have)
+/// keeps its NULL: the update that keeps it is applied, not dead-lettered.
+#[tokio::test]
+async fn a_kept_column_whose_stored_value_is_null_stays_null() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#"{ newest-wins = "lsn" }"#)).await;
+    // Row 1's snapshot: its doc has no `nested.k`, so `nested` is stored NULL. Then an update
+    // of row 1 whose doc is the placeholder (an unchanged TOASTed jsonb): `nested` is kept.
+    let mut records = captured("items", &["00-read-id1-snapshot"]);
+    let update: serde_json::Value =
+        serde_json::from_slice(records[0].payload.as_deref().unwrap()).unwrap();
+    let mut update = update;
+    let payload = &mut update["payload"];
+    payload["op"] = "u".into();
+    payload["source"]["lsn"] = (payload["source"]["lsn"].as_i64().unwrap() + 100).into();
+    payload["after"]["title"] = "updated, doc untouched".into();
+    payload["after"]["doc"] = "__debezium_unavailable_value".into();
+    records.push(Record {
+        key: records[0].key.clone(),
+        payload: Some(update.to_string().into_bytes()),
+        ..Record::at("items", 0, 1)
+    });
+    store_all(&mut conn, &sink, &records, 1).await;
+    assert_eq!(dead_letters(&mut conn).await, []);
+    assert_eq!(
+        rows(
+            &mut conn,
+            "SELECT concat_ws('|', id, title, doc->>'n', coalesce(nested, 'NULL')) FROM items"
+        )
+        .await,
+        ["1|updated, doc untouched|1.50|NULL"]
+    );
+    drop(conn);
+    schema.drop_schema().await;
+}
+
+/// The fixtures of a key change: row 1's snapshot, row 2's create and its update that leaves
+/// `big` unsent, the key change 2 → 3 (`d` of 2 with `__debezium.newkey`, its tombstone, `c`
+/// of 3 with `__debezium.oldkey` and `big` unsent).
+const KEY_CHANGE: [&str; 6] = [
+    "00-read-id1-snapshot",
+    "01-create-id2",
+    "02-update-id2-toast-placeholder",
+    "03-delete-id2-pk-update",
+    "04-tombstone-id2-pk-update",
+    "05-create-id3-pk-update",
+];
+
+/// The value of a captured record, as JSON.
+fn value(record: &Record) -> serde_json::Value {
+    serde_json::from_slice(record.payload.as_deref().unwrap()).unwrap()
+}
+
+/// A create of `id` like `like` (a create) at `offset`, with `title`, `big`, and `ts_ms`,
+/// its LSN past every fixture's.
+fn create(like: &Record, offset: i64, id: i64, title: &str, big: &str, ts_ms: i64) -> Record {
+    let mut event = value(like);
+    let payload = &mut event["payload"];
+    payload["after"]["id"] = id.into();
+    payload["after"]["title"] = title.into();
+    payload["after"]["big"] = big.into();
+    payload["ts_ms"] = ts_ms.into();
+    payload["source"]["lsn"] = (payload["source"]["lsn"].as_i64().unwrap() + 10_000).into();
+    Record {
+        key: Some(format!(r#"{{"schema":null,"payload":{{"id":{id}}}}}"#).into_bytes()),
+        payload: Some(event.to_string().into_bytes()),
+        ..Record::at(&like.topic, 0, offset)
+    }
+}
+
+/// `id | title | md5(big)` of every row.
+async fn items(conn: &mut PgConnection) -> Vec<String> {
+    rows(
+        conn,
+        "SELECT concat_ws(' | ', id, title, md5(big)) FROM items ORDER BY id",
+    )
+    .await
+}
+
+fn md5_of(text: &str) -> String {
+    let out = std::process::Command::new("md5sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(text.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..32].to_owned()
+}
+
+/// A key change whose `c` keeps a TOASTed value takes it from the old row, wherever the
+/// batches end (the `d` of the old key applied in an earlier batch than the `c`), and when a
+/// poison row in the batch sends it down the savepoint isolation path.
+#[tokio::test]
+async fn a_key_change_keeps_its_toasted_value_wherever_the_batches_end() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let records = captured("items", &KEY_CHANGE);
+    let big = value(&records[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let expected = [
+        format!(
+            "1 | snapshot row | {}",
+            md5_of(
+                value(&records[0])["payload"]["after"]["big"]
+                    .as_str()
+                    .unwrap()
+            )
+        ),
+        format!("3 | key changed 2 -> 3 | {}", md5_of(&big)),
+    ];
+    let mut poisoned = records.clone();
+    poisoned.push(create(&records[1], 6, 9, "poison", "x", 0));
+    for (label, records, batch) in [
+        ("batch_size 1", &records, 1),
+        ("batch_size 2", &records, 2),
+        ("batch_size 4", &records, 4),
+        ("poison, batches of 3 and 4", &poisoned, 3),
+        ("poison, batches of 4 and 3", &poisoned, 4),
+        ("poison, one batch", &poisoned, 7),
+    ] {
+        let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+        let sink = sink(&mut conn, &items_sink(r#"{ newest-wins = "lsn" }"#)).await;
+        store_all(&mut conn, &sink, records, batch).await;
+        let dead: Vec<(i64, String)> = dead_letters(&mut conn)
+            .await
+            .into_iter()
+            .map(|(offset, kind, _)| (offset, kind))
+            .collect();
+        let poison = if records.len() == 7 {
+            vec![(6, "constraint_violation".to_owned())]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(dead, poison, "{label}");
+        assert_eq!(items(&mut conn).await, expected, "{label}");
+        let aside: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_moved_rows")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            aside, 0,
+            "{label}: what the delete set aside was read and removed"
+        );
+        drop(conn);
+        schema.drop_schema().await;
+    }
+}
+
+/// A key change and a re-insert of the old key in one batch: the batch ends as its records
+/// applied one by one — rows 1, 2 (re-inserted) and 3 (with the old row 2's TOASTed value) —
+/// under every conflict policy, also when a poison row sends it down the isolation path.
+#[tokio::test]
+async fn a_key_change_and_a_reinsert_of_the_old_key_in_one_batch_keep_both_rows() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let mut records = captured("items", &KEY_CHANGE);
+    let big = value(&records[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The re-insert in the key change's source transaction: the same `ts_ms` as its `d`.
+    let ts_ms = value(&records[3])["payload"]["ts_ms"].as_i64().unwrap();
+    records.push(create(
+        &records[1],
+        6,
+        2,
+        "re-inserted",
+        "another big",
+        ts_ms,
+    ));
+    let expected = [
+        format!(
+            "1 | snapshot row | {}",
+            md5_of(
+                value(&records[0])["payload"]["after"]["big"]
+                    .as_str()
+                    .unwrap()
+            )
+        ),
+        format!("2 | re-inserted | {}", md5_of("another big")),
+        format!("3 | key changed 2 -> 3 | {}", md5_of(&big)),
+    ];
+    let mut poisoned = records.clone();
+    poisoned.push(create(&records[1], 7, 9, "poison", "x", 0));
+    for conflict in [
+        r#""always-update""#,
+        r#""insert-ignore""#,
+        r#"{ newest-wins = "ts" }"#,
+        r#"{ newest-wins = "lsn" }"#,
+    ] {
+        for (records, batch) in [(&records, 7), (&poisoned, 8), (&poisoned, 4)] {
+            let label = format!("{conflict}, batches of {batch}, {} records", records.len());
+            let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+            let sink = sink(&mut conn, &items_sink(conflict)).await;
+            store_all(&mut conn, &sink, records, batch).await;
+            let dead: Vec<i64> = dead_letters(&mut conn)
+                .await
+                .into_iter()
+                .map(|(offset, _, _)| offset)
+                .collect();
+            let poison: Vec<i64> = if records.len() == 8 {
+                vec![7]
+            } else {
+                Vec::new()
+            };
+            assert_eq!(dead, poison, "{label}");
+            assert_eq!(items(&mut conn).await, expected, "{label}");
+            drop(conn);
+            schema.drop_schema().await;
+        }
+    }
+}
+
+/// `record` (a captured event) at `partition`/`offset` with its LSN moved by `lsn_by`.
+fn moved(record: &Record, partition: i32, offset: i64, lsn_by: i64) -> Record {
+    let payload = record.payload.as_ref().map(|_| {
+        let mut event = value(record);
+        let source = &mut event["payload"]["source"];
+        source["lsn"] = (source["lsn"].as_i64().unwrap() + lsn_by).into();
+        event.to_string().into_bytes()
+    });
+    Record {
+        key: record.key.clone(),
+        payload,
+        headers: record.headers.clone(),
+        ..Record::at(&record.topic, partition, offset)
+    }
+}
+
+/// Key 2's records in partition 0 and key 3's in partition 1: twice the key change 2 → 3,
+/// each time its `c` applied before its `d` (it reads the old row itself; what the `d` then
+/// sets aside is left behind). The second change's `c` takes the re-inserted row 2's value,
+/// not what the first change left behind.
+#[tokio::test]
+async fn a_key_change_applied_create_first_twice_reads_its_own_old_row() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let delete3 = captured("items", &["06-delete-id3"]);
+    let at = |record: &Record, offset| moved(record, 0, offset, 0);
+    // Partition 0: c(2) big A, u(2), d(2 → 3), tombstone, c(2) big B, d(2 → 3) again.
+    let second = 20_000;
+    let reinsert = create(&fixtures[1], 4, 2, "re-inserted", "big B", 0);
+    let key2 = [
+        at(&fixtures[1], 0),
+        at(&fixtures[2], 1),
+        at(&fixtures[3], 2),
+        at(&fixtures[4], 3),
+        reinsert,
+        moved(&fixtures[3], 0, 5, second),
+    ];
+    // Partition 1: c(3) of the first change, d(3), c(3) of the second.
+    let key3 = [
+        moved(&fixtures[5], 1, 0, 0),
+        moved(&delete3[0], 1, 1, 0),
+        moved(&fixtures[5], 1, 2, second),
+    ];
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (batch, expected) in [
+        (&key2[..2], None),
+        (
+            &key3[..1],
+            Some(format!("3 | key changed 2 -> 3 | {}", md5_of(&big_a))),
+        ),
+        (&key2[2..4], None),
+        (&key3[1..2], None),
+        (&key2[4..5], None),
+        (
+            &key3[2..3],
+            Some(format!("3 | key changed 2 -> 3 | {}", md5_of("big B"))),
+        ),
+        (&key2[5..6], None),
+    ] {
+        store_all(&mut conn, &sink, batch, batch.len()).await;
+        if let Some(expected) = expected {
+            let row3: Vec<String> = items(&mut conn)
+                .await
+                .into_iter()
+                .filter(|row| row.starts_with("3 |"))
+                .collect();
+            assert_eq!(row3, [expected]);
+        }
+    }
+    assert_eq!(dead_letters(&mut conn).await, []);
+    assert_eq!(
+        items(&mut conn).await,
+        [format!("3 | key changed 2 -> 3 | {}", md5_of("big B"))]
+    );
+    drop(conn);
+    schema.drop_schema().await;
+}
