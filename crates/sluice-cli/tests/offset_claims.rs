@@ -73,10 +73,7 @@ fn restarts(run: &Running) -> usize {
 /// How many times each id was applied, as "id:times" for ids applied other than once, and
 /// the total.
 async fn applications(case: &Case) -> (i64, Vec<String>) {
-    let total = case
-        .env
-        .count("SELECT count(*) FROM applications")
-        .await;
+    let total = case.env.count("SELECT count(*) FROM applications").await;
     let odd = case
         .rows(
             "SELECT id || ':' || count(*) FROM applications GROUP BY id \
@@ -250,7 +247,10 @@ async fn transaction_markers_between_batches_are_no_gap() {
     }
     assert_eq!(restarts(&run), 0, "{}", run.tail());
     assert_eq!(
-        run_events(&run, "PostgreSQL's offset is behind where this partition was read from; rewinding the partition to it"),
+        run_events(
+            &run,
+            "PostgreSQL's offset is behind where this partition was read from; rewinding the partition to it"
+        ),
         0,
         "{}",
         run.tail()
@@ -265,17 +265,28 @@ async fn transaction_markers_between_batches_are_no_gap() {
     case.cleanup().await;
 }
 
-/// Deletes `topic` and creates it again with one partition, retrying while the broker
-/// finishes the deletion.
-async fn recreate(case: &Case, topic: &str) {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+async fn admin(case: &Case) -> rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> {
+    ClientConfig::new()
         .set("bootstrap.servers", &case.env.stack.bootstrap)
         .create()
+        .unwrap()
+}
+
+async fn delete(case: &Case, topic: &str) {
+    let options =
+        rdkafka::admin::AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    admin(case)
+        .await
+        .delete_topics(&[topic], &options)
+        .await
         .unwrap();
+}
+
+/// Creates `topic` again with one partition, retrying while the broker finishes deleting it.
+async fn create_again(case: &Case, topic: &str) {
+    use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+    let admin = admin(case).await;
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    admin.delete_topics(&[topic], &options).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let new = NewTopic::new(topic, 1, TopicReplication::Fixed(1));
@@ -289,21 +300,12 @@ async fn recreate(case: &Case, topic: &str) {
     }
 }
 
-/// Item 8: the topic deleted and created again while `sluice run` runs, with
-/// `STORAGE_AUTO_OFFSET_RESET=latest`: once the new partition is assigned (the old offset,
-/// past its end, discarded), the records produced to it land; no restart.
-#[tokio::test]
-async fn a_topic_created_again_while_running_loses_nothing_and_restarts_nothing() {
-    let Some(case) = Case::new(&["counted"], DDL, MAPPING).await else {
-        return;
-    };
+/// `sluice run` with `STORAGE_AUTO_OFFSET_RESET=latest` that has stored records 0–9 of its
+/// one-partition topic (PostgreSQL's offset 10).
+async fn running_with_ten_stored(case: &Case, label: &str) -> Running {
     let topic = case.topic("counted");
-    let mut run = spawn(
-        &case,
-        "recreated",
-        &[("STORAGE_AUTO_OFFSET_RESET", "latest")],
-    );
-    let timeout = Duration::from_secs(90);
+    let mut run = spawn(case, label, &[("STORAGE_AUTO_OFFSET_RESET", "latest")]);
+    let timeout = Duration::from_secs(60);
     wait_logged(
         &mut run,
         "partitions assigned at their stored offsets",
@@ -314,15 +316,15 @@ async fn a_topic_created_again_while_running_loses_nothing_and_restarts_nothing(
     case.env
         .wait_rows("SELECT count(*) FROM counted", 10, &mut run, timeout)
         .await;
-    recreate(&case, &topic).await;
-    wait_logged(
-        &mut run,
-        "the stored offset is past the partition's end (the topic was created again, or its \
-         records removed): discarded, the partition starts at the reset position",
-        1,
-        timeout,
-    );
+    run
+}
+
+/// After the topic came back: records 100–109 produced to it land, each once, and the
+/// pipeline never started again.
+async fn the_new_topics_records_land(case: &Case, mut run: Running) {
+    let topic = case.topic("counted");
     sluice_testkit::produce(&case.env.stack, &topic, &records(100..110)).await;
+    let timeout = Duration::from_secs(60);
     case.env
         .wait_rows("SELECT count(*) FROM counted", 20, &mut run, timeout)
         .await;
@@ -332,12 +334,42 @@ async fn a_topic_created_again_while_running_loses_nothing_and_restarts_nothing(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(restarts(&run), 0, "{}", run.tail());
-    assert_eq!(applications(&case).await, (20, vec![]));
+    assert_eq!(applications(case).await, (20, vec![]));
+    assert_eq!(stored_offset(case).await, 10, "the new log's offset");
     run.signal("TERM");
     assert!(
         run.wait(Duration::from_secs(60)).success(),
         "{}",
         run.tail()
     );
+}
+
+/// Item 8, the topic created again at once: the consumer keeps its assignment and the client
+/// resets its position on the new, empty partition (to its end, 0: `latest`). The records
+/// produced right after land, although PostgreSQL's offset (10) is of the old log.
+#[tokio::test]
+async fn a_topic_created_again_at_once_while_running_loses_nothing() {
+    let Some(case) = Case::new(&["counted"], DDL, MAPPING).await else {
+        return;
+    };
+    let topic = case.topic("counted");
+    let mut run = running_with_ten_stored(&case, "at-once").await;
+    delete(&case, &topic).await;
+    create_again(&case, &topic).await;
+    // The client finds offset 10 out of range on the new partition and resets to its end.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&run.log)
+        .unwrap_or_default()
+        .contains("offset reset (at offset 10")
+    {
+        run.assert_alive();
+        assert!(
+            Instant::now() < deadline,
+            "no offset reset:\n{}",
+            run.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    the_new_topics_records_land(&case, run).await;
     case.cleanup().await;
 }
