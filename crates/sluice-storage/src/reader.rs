@@ -12,6 +12,10 @@
 //! was never committed, so dropping it on shutdown or on a rebalance only means it is
 //! redelivered. A writer that stays behind stalls only its own partitions: they are paused
 //! while the reader polls the others ([`crate::held`]).
+//!
+//! The reader knows where each partition's fetch continued from ([`crate::origins`]) and hands
+//! it over with each batch; a partition a writer finds behind in PostgreSQL is sought back to
+//! PostgreSQL's offset before any more of its records is handed over (`rewind`).
 
 use crate::batch::{Behind, Decoded, decode_batch};
 use crate::error::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};

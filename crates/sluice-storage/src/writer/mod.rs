@@ -2,10 +2,13 @@
 //! transient failures (docs/ARCHITECTURE.md#errors) with back-off on a fresh connection.
 //!
 //! A writer remembers the next offset it committed per partition. PostgreSQL holding less
-//! means it lost commits (docs/ARCHITECTURE.md#offsets): every batch's claim compares, and
-//! once a writer falls idle it compares once more when its last commit is
+//! means it lost commits (docs/ARCHITECTURE.md#offsets): a batch's claim compares PostgreSQL's
+//! offset with where the partition's fetch continued (and with this memory where that is not
+//! known), and once a writer falls idle it compares once more when its last commit is
 //! [`FLUSH_GRACE`] old (by then an asynchronous commit is flushed), so a partition whose
-//! last batches were lost is found even if no record follows.
+//! last batches were lost is found even if no record follows. A batch whose partition's
+//! position is known replaces the memory of that partition: after a seek, a new assignment or
+//! a topic created again, what was committed before is void.
 //!
 //! A stop lets the batch in flight finish for [`STOP_GRACE`]; a batch still running then
 //! (waiting for a lock another session holds, say) is abandoned: the connection is dropped
