@@ -19,7 +19,7 @@
 //! interval plus one rebalance.
 
 use crate::config::{ConsumerOptions, consumer_config};
-use crate::rebalance::{RebalanceCounter, RebalanceCounts, StartingOffsets};
+use crate::rebalance::{RebalanceCounter, RebalanceCounts, StartAt, StartingOffsets};
 use crate::stall::{ErrorClass, StallWatch, Verdict};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -177,6 +177,8 @@ pub struct BatchConsumer {
     next_topic_check: Instant,
     /// The partitions the application holds back (paused), see [`BatchConsumer::hold`].
     held: BTreeSet<(String, i32)>,
+    /// Where the partitions assigned since the last [`BatchConsumer::take_starts`] started.
+    starts: Vec<(String, i32, StartAt)>,
 }
 
 impl std::fmt::Debug for BatchConsumer {
@@ -223,6 +225,7 @@ impl BatchConsumer {
             last_record: HashMap::new(),
             next_topic_check: Instant::now() + TOPIC_CHECK_INTERVAL,
             held: BTreeSet::new(),
+            starts: Vec::new(),
         })
     }
 
@@ -305,7 +308,13 @@ impl BatchConsumer {
             } else {
                 Duration::ZERO
             };
-            match self.consumer.poll(wait) {
+            let polled = self.consumer.poll(wait);
+            // A partition (re)assigned during this poll starts afresh where the assignment
+            // says: its records delivered before are of the previous assignment (never
+            // committed, read again from the new start), so they are dropped here and every
+            // record returned continues from the start reported by `take_starts`.
+            note_assigned(&self.rebalances, &mut self.starts, &mut records);
+            match polled {
                 Some(Ok(message)) => records.push(Record {
                     topic: message.topic().to_owned(),
                     partition: message.partition(),
@@ -343,6 +352,25 @@ impl BatchConsumer {
             }
         }
         Ok(records)
+    }
+
+    /// Where the partitions assigned since the last call started (an offset, or the reset
+    /// position), in assignment order. Every record [`BatchConsumer::poll_batch`] returned of
+    /// such a partition was fetched after its assignment, from that start on.
+    pub fn take_starts(&mut self) -> Vec<(String, i32, StartAt)> {
+        std::mem::take(&mut self.starts)
+    }
+
+    /// Moves the fetch position of an assigned partition to `offset`: the next record
+    /// delivered of it is the first at or after `offset` (records of it already fetched
+    /// are discarded by the client).
+    pub fn seek(&self, topic: &str, partition: i32, offset: i64) -> Result<(), KafkaError> {
+        self.consumer.seek(
+            topic,
+            partition,
+            Offset::Offset(offset),
+            Duration::from_secs(5),
+        )
     }
 
     /// Commits to Kafka the offsets the last assignments started at (PostgreSQL's), so that
@@ -669,6 +697,25 @@ impl BatchConsumer {
         }
         drop(self.consumer);
     }
+}
+
+/// Takes the assignments made during the last poll into `starts` and drops the records of
+/// those partitions polled before them.
+fn note_assigned(
+    rebalances: &RebalanceCounter,
+    starts: &mut Vec<(String, i32, StartAt)>,
+    records: &mut Vec<Record>,
+) {
+    let assigned = rebalances.take_assigned();
+    if assigned.is_empty() {
+        return;
+    }
+    records.retain(|r| {
+        !assigned
+            .iter()
+            .any(|(t, p, _)| *p == r.partition && *t == r.topic)
+    });
+    starts.extend(assigned);
 }
 
 /// Subscribes to `topics`; to none (unsubscribed) when the list is empty.

@@ -72,6 +72,10 @@ pub struct RebalanceCounter {
     /// The offsets assignments were positioned at, until taken by
     /// [`RebalanceCounter::take_positioned`] (to bring Kafka's committed offsets along).
     positioned: Arc<Mutex<Vec<(String, i32, i64)>>>,
+    /// Where each partition assigned started (an offset, or the reset position), until
+    /// taken by [`RebalanceCounter::take_assigned`] (the storage pipeline tracks where its
+    /// fetch continues from, docs/ARCHITECTURE.md#offsets).
+    assigned: Arc<Mutex<Vec<(String, i32, StartAt)>>>,
 }
 
 impl std::fmt::Debug for RebalanceCounter {
@@ -106,6 +110,14 @@ impl RebalanceCounter {
             .unwrap_or_default()
     }
 
+    /// Where the partitions assigned since the last call started, in assignment order.
+    pub fn take_assigned(&self) -> Vec<(String, i32, StartAt)> {
+        self.assigned
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default()
+    }
+
     /// Sets each assigned partition's offset from `starts` (before librdkafka assigns them).
     fn position(
         &self,
@@ -131,19 +143,26 @@ impl RebalanceCounter {
         match starts.starting_offsets(&partitions) {
             Ok(found) => {
                 for mut e in assigned.elements() {
-                    let offset = match found.get(&(e.topic().to_owned(), e.partition())) {
-                        Some(StartAt::Offset(o)) => Offset::Offset(*o),
-                        Some(StartAt::Beginning) => Offset::Beginning,
-                        Some(StartAt::End) => Offset::End,
-                        None => continue,
+                    let Some(&at) = found.get(&(e.topic().to_owned(), e.partition())) else {
+                        continue;
+                    };
+                    let offset = match at {
+                        StartAt::Offset(o) => Offset::Offset(o),
+                        StartAt::Beginning => Offset::Beginning,
+                        StartAt::End => Offset::End,
                     };
                     if let Err(error) = e.set_offset(offset) {
                         tracing::warn!(topic = e.topic(), partition = e.partition(), %error,
                             "cannot set the starting offset");
-                    } else if let (Offset::Offset(o), Ok(mut positioned)) =
+                        continue;
+                    }
+                    if let (Offset::Offset(o), Ok(mut positioned)) =
                         (offset, self.positioned.lock())
                     {
                         positioned.push((e.topic().to_owned(), e.partition(), o));
+                    }
+                    if let Ok(mut assigned) = self.assigned.lock() {
+                        assigned.push((e.topic().to_owned(), e.partition(), at));
                     }
                 }
                 tracing::info!(partitions = ?found, "partitions assigned at their stored offsets");

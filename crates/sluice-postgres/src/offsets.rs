@@ -41,6 +41,29 @@ pub async fn claim(
         .collect())
 }
 
+/// In a batch's transaction, before its [`claim`]: deletes the stored offsets of
+/// `partitions` of `group`, which belong to a log that is gone (the topic was created again
+/// under a running consumer); the claim then stores the batch's offsets afresh.
+pub async fn discard(
+    tx: &mut PgConnection,
+    group: &str,
+    partitions: &[Partition],
+) -> Result<(), sqlx::Error> {
+    let topics: Vec<&str> = partitions.iter().map(|p| p.0.as_str()).collect();
+    let numbers: Vec<i32> = partitions.iter().map(|p| p.1).collect();
+    sqlx::query(
+        "DELETE FROM consumer_offsets o
+         USING unnest($2::text[], $3::int[]) AS p(topic, partition)
+         WHERE o.consumer_group = $1 AND o.topic = p.topic AND o.partition = p.partition",
+    )
+    .bind(group)
+    .bind(&topics)
+    .bind(&numbers)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
 /// PostgreSQL's next offset of each of `partitions` of `group` that has one.
 pub async fn stored(
     conn: &mut PgConnection,

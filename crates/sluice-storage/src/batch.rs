@@ -9,14 +9,18 @@
 //!
 //! The transaction's first statement claims the batch's offsets in PostgreSQL
 //! (docs/ARCHITECTURE.md#offsets): it locks each partition's row, reads where PostgreSQL says
-//! the partition is, and moves it past the batch. Records below that offset were applied
-//! already (a crash between this commit and Kafka's, a batch read ahead before a rebalance):
-//! they are left out, so nothing is applied twice. A partition that PostgreSQL has *behind*
-//! what this writer committed lost commits (a crash under `synchronous_commit = off`, a
-//! failover to a replica that lagged): the batch is not written and the pipeline restarts
-//! from PostgreSQL's offsets ([`Stored::Rewound`]).
+//! the partition is, and moves it past the batch; [`crate::claim`] judges each partition.
+//! Records below that offset were applied already (a crash between this commit and Kafka's,
+//! another owner during a rebalance): they are left out and the rest of the batch is stored,
+//! so nothing is applied twice. A partition that PostgreSQL has *behind* where its fetch
+//! continued lost commits (a crash under `synchronous_commit = off`, a failover to a replica
+//! that lagged): none of its records is written and it is read again from PostgreSQL's offset
+//! ([`Done::behind`], a seek). Only where that position is not known does a loss start the
+//! pipeline again from PostgreSQL's offsets ([`Stored::Rewound`]).
 
+use crate::claim::{Claim, Verdict, claims_of, judge};
 use crate::isolate::{Isolation, write_runs};
+use crate::origins::{Origin, Origins};
 use crate::record::dead_letter;
 use crate::sink::{Bound, StorageSink};
 use sluice_core::{BatchReport, DeadLetter, DeadLetterKind};
@@ -55,10 +59,36 @@ pub fn decode_batch<S: StorageSink>(sink: &S, records: &[Record]) -> Decoded<S::
 /// What storing a batch came to.
 #[derive(Debug)]
 pub enum Stored {
-    /// Committed: what the batch did, and its dead letters.
-    Done(BatchReport, Vec<DeadLetter>),
-    /// Not written: PostgreSQL has a partition behind what this writer committed.
+    /// Committed (or nothing left to commit).
+    Done(Done),
+    /// Not written: PostgreSQL has a partition behind what this writer committed, and where
+    /// its fetch continued is not known.
     Rewound(Rewind),
+}
+
+/// A batch whose transaction committed.
+#[derive(Debug)]
+pub struct Done {
+    /// What the batch did (records left out as applied before count as skipped).
+    pub report: BatchReport,
+    /// Its dead letters.
+    pub dead: Vec<DeadLetter>,
+    /// Partitions none of whose records were written: PostgreSQL's offset is behind where
+    /// their fetch continued from; they are read again from there (a seek).
+    pub behind: Vec<Behind>,
+}
+
+/// A partition to read again from PostgreSQL's offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Behind {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// PostgreSQL's next offset: where to read from.
+    pub postgres: i64,
+    /// Where the fetch had continued from.
+    pub fetched_from: i64,
 }
 
 /// A partition whose offset PostgreSQL lost: it holds `postgres` (`None`: no row) where this
@@ -77,98 +107,150 @@ pub struct Rewind {
 
 /// Per partition of a batch: (topic, partition, first offset, next offset after the last).
 pub fn partitions_of(records: &[Record]) -> Vec<(String, i32, i64, i64)> {
-    let mut out: Vec<(String, i32, i64, i64)> = Vec::new();
-    for r in records {
-        match out
-            .iter_mut()
-            .find(|p| p.1 == r.partition && p.0 == r.topic)
-        {
-            Some(p) => {
-                p.2 = p.2.min(r.offset);
-                p.3 = p.3.max(r.offset + 1);
-            }
-            None => out.push((r.topic.clone(), r.partition, r.offset, r.offset + 1)),
-        }
-    }
-    out
+    claims_of(records, |_, _| None)
+        .into_iter()
+        .map(|c| (c.topic, c.partition, c.first, c.next))
+        .collect()
 }
 
 /// Runs the transactional part of a batch and commits it. On error the transaction is
-/// rolled back (dropped) and nothing of the batch is durable. `committed` holds the next
-/// offset this writer committed per partition (to see a PostgreSQL that lost commits).
+/// rolled back (dropped) and nothing of the batch is durable. `origins` holds where each
+/// partition's fetch continued from ([`crate::origins`]); `committed` the next offset this
+/// writer committed per partition (to see a PostgreSQL that lost commits where the origin
+/// is not known).
+///
+/// When the claim finds records applied before, a partition behind, or a partition whose
+/// log went back, the transaction is rolled back and the batch stored again without what
+/// it must leave out (each round leaves out at least one record or settles a partition,
+/// so the loop ends; a rare path, which decodes the records kept again).
 pub async fn store_batch<S: StorageSink>(
     conn: &mut PgConnection,
     sink: &S,
     group: &str,
     records: &[Record],
     decoded: &Decoded<S::Message>,
+    origins: &Origins,
     committed: &HashMap<Partition, i64>,
 ) -> Result<Stored, sqlx::Error> {
-    let partitions = partitions_of(records);
-    let batch = Batch {
-        sink,
-        group,
-        records,
-        decoded,
-        partitions: &partitions,
-        committed,
+    let origin_of = |topic: &str, partition: i32| {
+        origins
+            .iter()
+            .find(|((t, p), _)| *p == partition && t == topic)
+            .and_then(|(_, o)| *o)
     };
-    let already = match store_claimed(conn, &batch).await? {
-        Claimed::Stored(stored) => return Ok(stored),
-        Claimed::Already(before) => before,
-    };
-    // Some records were applied before: store the others (a rare path: decode them again).
-    let kept: Vec<Record> = records
-        .iter()
-        .filter(|r| {
-            already
-                .get(&(r.topic.clone(), r.partition))
-                .copied()
-                .flatten()
-                .is_none_or(|before| r.offset >= before)
-        })
-        .cloned()
-        .collect();
-    let skipped = (records.len() - kept.len()) as u64;
-    tracing::info!(
-        group,
-        skipped,
-        kept = kept.len(),
-        "records below PostgreSQL's offset left out: applied before (a crash between the database \
-         and the Kafka commit, or a batch read ahead of a rebalance)"
-    );
-    let decoded = decode_batch(sink, &kept);
-    let batch = Batch {
-        records: &kept,
-        decoded: &decoded,
-        ..batch
-    };
-    let (mut report, dead) = match store_claimed(conn, &batch).await? {
-        Claimed::Stored(Stored::Done(report, dead)) => (report, dead),
-        Claimed::Stored(rewound) => return Ok(rewound),
-        // Another owner stored the rest meanwhile: nothing of the batch is left to store.
-        Claimed::Already(_) => {
-            let mut report = BatchReport {
-                records: kept.len() as u64,
-                ..BatchReport::default()
+    let mut claims = claims_of(records, origin_of);
+    let mut kept: Option<(Vec<Record>, Decoded<S::Message>)> = None;
+    let mut discard: Vec<Partition> = Vec::new();
+    let mut behind: Vec<Behind> = Vec::new();
+    let mut skipped = 0u64;
+    loop {
+        let (now_records, now_decoded) = match &kept {
+            Some((r, d)) => (r.as_slice(), d),
+            None => (records, decoded),
+        };
+        let verdicts = if now_records.is_empty() {
+            None
+        } else {
+            let batch = Batch {
+                sink,
+                group,
+                records: now_records,
+                decoded: now_decoded,
+                claims: &claims,
+                discard: &discard,
+                committed,
             };
-            report.write.skipped = kept.len() as u64;
-            (report, Vec::new())
+            match store_claimed(conn, &batch).await? {
+                Claimed::Stored(Stored::Done(done)) => Some(Ok(done)),
+                Claimed::Stored(rewound) => return Ok(rewound),
+                Claimed::Adjust(verdicts) => Some(Err(verdicts)),
+            }
+        };
+        let verdicts = match verdicts {
+            Some(Err(verdicts)) => verdicts,
+            done => {
+                // Stored, or nothing left to store (every record applied before or behind).
+                let mut done = done.and_then(Result::ok).unwrap_or_else(|| Done {
+                    report: BatchReport::default(),
+                    dead: Vec::new(),
+                    behind: Vec::new(),
+                });
+                done.report.records += skipped;
+                done.report.write.skipped += skipped;
+                done.behind = behind;
+                if skipped > 0 {
+                    tracing::info!(
+                        group,
+                        skipped,
+                        written = done.report.records - skipped,
+                        "records below PostgreSQL's offset left out: applied before (a crash \
+                         between the database and the Kafka commit, or a batch read ahead of \
+                         a rebalance); the rest stored"
+                    );
+                }
+                return Ok(Stored::Done(done));
+            }
+        };
+        let mut next: Vec<Record> = Vec::with_capacity(now_records.len());
+        for r in now_records {
+            let verdict = verdicts
+                .iter()
+                .find(|(c, _)| c.partition == r.partition && c.topic == r.topic)
+                .map(|(_, v)| *v);
+            match verdict {
+                Some(Verdict::Skip(s)) if r.offset < s => skipped += 1,
+                Some(Verdict::Behind(_)) => {}
+                _ => next.push(r.clone()),
+            }
         }
-    };
-    report.records += skipped;
-    report.write.skipped += skipped;
-    Ok(Stored::Done(report, dead))
+        for (claim, verdict) in &verdicts {
+            let key = (claim.topic.clone(), claim.partition);
+            match *verdict {
+                Verdict::Behind(postgres) => behind.push(Behind {
+                    topic: claim.topic.clone(),
+                    partition: claim.partition,
+                    postgres,
+                    fetched_from: match claim.origin {
+                        Some(Origin::At(from)) => from,
+                        _ => claim.first,
+                    },
+                }),
+                Verdict::LogWentBack => {
+                    tracing::warn!(group, topic = %claim.topic, partition = claim.partition,
+                        first = claim.first, origin = ?claim.origin,
+                        "the partition's records start below where its fetch continued (the \
+                         topic was created again, or its records removed): PostgreSQL's \
+                         offset of the old log discarded, the records stored");
+                    discard.push(key);
+                }
+                _ => {}
+            }
+        }
+        // The partitions whose log went back continue as if assigned without an offset.
+        let previous = claims;
+        claims = claims_of(&next, |topic, partition| {
+            previous
+                .iter()
+                .find(|c| c.partition == partition && c.topic == topic)
+                .and_then(|c| c.origin)
+                .map(|o| {
+                    let new_log = discard.iter().any(|(t, p)| *p == partition && t == topic);
+                    if new_log { Origin::Reset } else { o }
+                })
+        });
+        let decoded = decode_batch(sink, &next);
+        kept = Some((next, decoded));
+    }
 }
 
-/// A batch after its claim: stored, or records below PostgreSQL's offsets (by partition).
+/// A batch after its claim: stored (or rewound), or the verdicts that leave part of it out.
 enum Claimed {
     Stored(Stored),
-    Already(HashMap<Partition, Option<i64>>),
+    Adjust(Vec<(Claim, Verdict)>),
 }
 
 /// Writes the batch (optimistically, then with savepoint isolation if a row breaks a
-/// constraint), unless its claim finds records applied before.
+/// constraint), unless its claim finds something to leave out.
 async fn store_claimed<S: StorageSink>(
     conn: &mut PgConnection,
     batch: &Batch<'_, S>,
@@ -179,7 +261,7 @@ async fn store_claimed<S: StorageSink>(
     for isolation in [Isolation::Optimistic, Isolation::Savepoints] {
         match store_batch_in(conn, batch, isolation).await? {
             Attempt::Stored(stored) => return Ok(Claimed::Stored(stored)),
-            Attempt::Already(before) => return Ok(Claimed::Already(before)),
+            Attempt::Adjust(verdicts) => return Ok(Claimed::Adjust(verdicts)),
             Attempt::Isolate => {}
         }
     }
@@ -191,8 +273,8 @@ async fn store_claimed<S: StorageSink>(
 /// One attempt at a batch's transaction.
 enum Attempt {
     Stored(Stored),
-    /// Records below PostgreSQL's offsets (rolled back).
-    Already(HashMap<Partition, Option<i64>>),
+    /// The claim's verdicts leave part of the batch out (rolled back).
+    Adjust(Vec<(Claim, Verdict)>),
     /// A row broke a constraint: try again with savepoint isolation (rolled back).
     Isolate,
 }
@@ -208,9 +290,11 @@ struct Batch<'a, S: StorageSink> {
     records: &'a [Record],
     /// Their decoding: the valid messages and the records that failed it.
     decoded: &'a Decoded<S::Message>,
-    /// (topic, partition, first offset, next offset) of the batch as read: the claim moves
-    /// each partition's offset past the records read, left out or not.
-    partitions: &'a [(String, i32, i64, i64)],
+    /// The batch's partitions as read: the claim moves each partition's offset past the
+    /// records read, left out or not.
+    claims: &'a [Claim],
+    /// Partitions whose stored offset belongs to a log that is gone: deleted first.
+    discard: &'a [Partition],
     /// The next offset this writer committed, per partition.
     committed: &'a HashMap<Partition, i64>,
 }
@@ -225,7 +309,8 @@ async fn store_batch_in<S: StorageSink>(
         group,
         records,
         decoded,
-        partitions,
+        claims,
+        discard,
         committed,
     } = batch;
     let mut report = BatchReport {
@@ -235,28 +320,35 @@ async fn store_batch_in<S: StorageSink>(
     };
     let mut dead = decoded.rejected.clone();
     let mut tx = conn.begin().await?;
-    let claims: Vec<(String, i32, i64)> = partitions
-        .iter()
-        .map(|(t, p, _, next)| (t.clone(), *p, *next))
-        .collect();
-    let before = offsets::claim(&mut tx, group, &claims).await?;
-    let mut already = false;
-    for (topic, partition, first, _) in partitions {
-        let stored = before.get(&(topic.clone(), *partition)).copied().flatten();
-        if let Some(&mine) = committed.get(&(topic.clone(), *partition))
-            && stored.is_none_or(|s| s < mine)
-        {
-            return Ok(Attempt::Stored(Stored::Rewound(Rewind {
-                topic: topic.clone(),
-                partition: *partition,
-                postgres: stored,
-                committed: mine,
-            })));
-        }
-        already |= stored.is_some_and(|s| *first < s);
+    if !discard.is_empty() {
+        offsets::discard(&mut tx, group, discard).await?;
     }
-    if already {
-        return Ok(Attempt::Already(before));
+    let next: Vec<(String, i32, i64)> = claims
+        .iter()
+        .map(|c| (c.topic.clone(), c.partition, c.next))
+        .collect();
+    let before = offsets::claim(&mut tx, group, &next).await?;
+    let mut verdicts = Vec::with_capacity(claims.len());
+    for claim in claims {
+        let key = (claim.topic.clone(), claim.partition);
+        let stored = before.get(&key).copied().flatten();
+        match judge(claim, stored, committed.get(&key).copied()) {
+            Verdict::Lost {
+                postgres,
+                committed,
+            } => {
+                return Ok(Attempt::Stored(Stored::Rewound(Rewind {
+                    topic: claim.topic.clone(),
+                    partition: claim.partition,
+                    postgres,
+                    committed,
+                })));
+            }
+            verdict => verdicts.push((claim.clone(), verdict)),
+        }
+    }
+    if verdicts.iter().any(|(_, v)| *v != Verdict::Write) {
+        return Ok(Attempt::Adjust(verdicts)); // dropping `tx` rolls the claim back
     }
 
     let Bound { rows, rejected } = sink.bind(&mut tx, &decoded.messages).await?;
@@ -284,7 +376,11 @@ async fn store_batch_in<S: StorageSink>(
 
     report.dead_letters_inserted = insert_dead_letters(&mut tx, group, &dead).await?;
     tx.commit().await?;
-    Ok(Attempt::Stored(Stored::Done(report, dead)))
+    Ok(Attempt::Stored(Stored::Done(Done {
+        report,
+        dead,
+        behind: Vec::new(),
+    })))
 }
 
 #[cfg(test)]

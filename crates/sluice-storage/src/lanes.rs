@@ -159,6 +159,18 @@ impl Lanes {
         }
     }
 
+    /// Drops the records of one partition (assigned again, or sought: it is read again from
+    /// its new position). Returns how many.
+    pub fn drop_partition(&mut self, topic: &str, partition: i32) -> usize {
+        let mut dropped = 0;
+        for queue in &mut self.lanes {
+            let before = queue.len();
+            queue.retain(|r| !(r.partition == partition && r.topic == topic));
+            dropped += before - queue.len();
+        }
+        dropped
+    }
+
     /// Drops the records of partitions no longer held (after a rebalance): they were never
     /// committed, so the partition's new owner reads them again. Returns how many.
     pub fn retain_partitions(&mut self, held: &[(String, i32)]) -> usize {

@@ -15,6 +15,7 @@
 //! the immutable settings and a stop signal.
 
 pub mod batch;
+mod claim;
 pub mod dead_letter_replay;
 mod error;
 mod events;
@@ -26,6 +27,7 @@ mod lanes;
 mod linger;
 mod metrics;
 pub mod offsets;
+pub mod origins;
 mod pipeline;
 mod reader;
 mod record;

@@ -12,8 +12,12 @@
 //! was never committed, so dropping it on shutdown or on a rebalance only means it is
 //! redelivered. A writer that stays behind stalls only its own partitions: they are paused
 //! while the reader polls the others ([`crate::held`]).
+//!
+//! The reader knows where each partition's fetch continued from ([`crate::origins`]) and hands
+//! it over with each batch; a partition a writer finds behind in PostgreSQL is sought back to
+//! PostgreSQL's offset before any more of its records is handed over (`rewind`).
 
-use crate::batch::{Decoded, decode_batch};
+use crate::batch::{Behind, Decoded, decode_batch};
 use crate::error::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
 use crate::events::{BatchCommitted, OffsetCommitFailed, Phases};
 use crate::heartbeat::ReaderLiveness;
@@ -21,6 +25,7 @@ use crate::held::Holds;
 use crate::lanes::Lanes;
 use crate::linger::Linger;
 use crate::metrics::PipelineMetrics;
+use crate::origins::{Origins, Positions};
 use crate::sink::StorageSink;
 use sluice_core::BatchReport;
 use sluice_kafka::{BatchConsumer, Record};
@@ -39,6 +44,10 @@ pub struct Polled<M> {
     pub records: Vec<Record>,
     /// Their decoding.
     pub decoded: Decoded<M>,
+    /// Where each of its partitions' fetch continued from ([`crate::origins`]).
+    pub origins: Origins,
+    /// The reader's count of positionings when it was handed over.
+    pub epoch: u64,
     /// Time spent so far.
     pub phases: Phases,
 }
@@ -46,10 +55,16 @@ pub struct Polled<M> {
 /// A batch whose transaction committed, on its way back for the offset commit.
 #[derive(Debug)]
 pub struct Stored {
-    /// The records (only their coordinates are used).
+    /// The records whose offsets are committed (only their coordinates are used): the
+    /// batch's, less those of the partitions in `behind`.
     pub records: Vec<Record>,
     /// What the batch did.
     pub report: BatchReport,
+    /// Partitions none of whose records were written: PostgreSQL's offset is behind where
+    /// their fetch continued; the reader seeks them there.
+    pub behind: Vec<Behind>,
+    /// The reader's count of positionings when the batch was handed over.
+    pub epoch: u64,
     /// Time spent so far.
     pub phases: Phases,
 }
@@ -60,7 +75,7 @@ pub enum WriterEvent {
     /// Writer `.0` took a batch from its channel: there is room for the next one.
     Took(usize),
     /// A batch's transaction committed: its offsets may be committed.
-    Stored(Stored),
+    Stored(Box<Stored>),
 }
 
 /// Everything the reader thread owns, moved in once at spawn.
@@ -122,7 +137,9 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         next_lag: Instant::now(),
         next_broker_lag: Instant::now(),
         kill_after: crate::failpoint::after_db_commit(),
+        behind: Vec::new(),
     };
+    let mut positions = Positions::default();
     let mut lanes = Lanes::new(to_writers.len(), batch_size);
     let mut linger = Linger::new(linger);
     let mut holds = Holds::new(lanes.count());
@@ -145,6 +162,18 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         if stop.is_cancelled() {
             break Ok(());
         }
+        // Before anything more is handed over: partitions behind in PostgreSQL are read
+        // again from there.
+        let behind = std::mem::take(&mut committer.behind);
+        if let Err(error) = rewind(
+            &consumer,
+            &mut lanes,
+            &mut positions,
+            behind,
+            &committer.name,
+        ) {
+            break Err(error);
+        }
         committer.observe_lag(&consumer);
         forget_revoked(&consumer, &mut lanes, &mut revocations, &committer.name);
         let partial = if caught_up {
@@ -152,12 +181,26 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         } else {
             Partial::Never
         };
-        let Ok(lingering) = hand_over(sink, &mut lanes, &to_writers, &mut queued, partial) else {
+        let Ok(lingering) = hand_over(
+            sink,
+            &mut lanes,
+            &mut positions,
+            &to_writers,
+            &mut queued,
+            partial,
+        ) else {
             break Ok(()); // a writer stopped; the batches stored are committed below
         };
         if lanes.any_full() {
             // Before waiting, give every writer with room whatever its lane holds.
-            let handed = hand_over(sink, &mut lanes, &to_writers, &mut queued, Partial::Always);
+            let handed = hand_over(
+                sink,
+                &mut lanes,
+                &mut positions,
+                &to_writers,
+                &mut queued,
+                Partial::Always,
+            );
             if handed.is_err() {
                 break Ok(());
             }
@@ -215,6 +258,12 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
             // start again (nothing read since the assignment was handed to a writer).
             break Err(PipelineError::StartUnknown { reason });
         }
+        // A partition assigned again starts afresh: what the lanes hold of it is of the
+        // previous assignment (this poll's records of it were fetched after).
+        for (topic, partition, start) in consumer.take_starts() {
+            lanes.drop_partition(&topic, partition);
+            positions.assigned(&topic, partition, start);
+        }
         caught_up = records.len() < batch_size;
         let now = Instant::now();
         linger.read(records.len(), now);
@@ -257,6 +306,7 @@ enum Partial<'a> {
 fn hand_over<S: StorageSink>(
     sink: &S,
     lanes: &mut Lanes,
+    positions: &mut Positions,
     to_writers: &[SyncSender<Polled<S::Message>>],
     queued: &mut [usize],
     partial: Partial<'_>,
@@ -290,20 +340,73 @@ fn hand_over<S: StorageSink>(
             decode: decoding.elapsed(),
             ..Phases::default()
         };
+        let origins = positions.origins(&records);
+        positions.handed(&records);
         match to_writer.try_send(Polled {
             records,
             decoded,
+            origins,
+            epoch: positions.epoch(),
             phases,
         }) {
             Ok(()) => queued[lane] += 1,
             Err(TrySendError::Full(batch)) => {
                 // Not expected (the channel was counted empty); keep the records in order.
+                positions.restore(&batch.origins);
                 lanes.put_back(lane, batch.records, batch.phases.poll);
             }
             Err(TrySendError::Disconnected(_)) => return Err(WriterGone),
         }
     }
     Ok(lingering)
+}
+
+/// Seeks each partition a writer found behind in PostgreSQL to PostgreSQL's offset, unless it
+/// was positioned again since that batch was handed over (a later report, or a new
+/// assignment, which starts at PostgreSQL's offset anyway), and drops what the lanes hold of
+/// it: its records are read again from there (docs/ARCHITECTURE.md#offsets). A partition no
+/// longer assigned is left to its new owner; a seek that fails otherwise starts the pipeline
+/// again from PostgreSQL's offsets.
+fn rewind(
+    consumer: &BatchConsumer,
+    lanes: &mut Lanes,
+    positions: &mut Positions,
+    behind: Vec<(Behind, u64)>,
+    name: &str,
+) -> Result<(), PipelineError> {
+    for (b, epoch) in behind {
+        if positions.positioned_since(&b.topic, b.partition, epoch) {
+            tracing::debug!(pipeline = %name, topic = %b.topic, partition = b.partition,
+                postgres = b.postgres, "partition positioned again since; no seek");
+            continue;
+        }
+        let dropped = lanes.drop_partition(&b.topic, b.partition);
+        tracing::warn!(pipeline = %name, topic = %b.topic, partition = b.partition,
+            postgres = b.postgres, fetched_from = b.fetched_from, dropped,
+            "PostgreSQL's offset is behind where this partition was read from; rewinding the \
+             partition to it");
+        match consumer.seek(&b.topic, b.partition, b.postgres) {
+            Ok(()) => positions.sought(&b.topic, b.partition, b.postgres),
+            Err(error) => {
+                let assigned = consumer
+                    .assigned_partitions()
+                    .is_ok_and(|held| held.iter().any(|(t, p)| *p == b.partition && *t == b.topic));
+                if assigned {
+                    tracing::warn!(pipeline = %name, topic = %b.topic, partition = b.partition,
+                        %error, "cannot seek the partition; starting again instead");
+                    return Err(PipelineError::Rewound {
+                        topic: b.topic,
+                        partition: b.partition,
+                        postgres: Some(b.postgres),
+                        committed: b.fetched_from,
+                    });
+                }
+                tracing::info!(pipeline = %name, topic = %b.topic, partition = b.partition,
+                    "the partition was revoked meanwhile; its new owner starts at PostgreSQL's offset");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// After a revocation, drops the lanes' records of partitions this consumer no longer holds:
@@ -351,6 +454,9 @@ struct Committer {
     next_broker_lag: Instant,
     /// Test-only: the stored batch after which the process kills itself ([`crate::failpoint`]).
     kill_after: Option<u64>,
+    /// Partitions the writers found behind in PostgreSQL, with the epoch of their batch's
+    /// hand-over, until the reader seeks them.
+    behind: Vec<(Behind, u64)>,
 }
 
 impl Committer {
@@ -436,7 +542,7 @@ impl Committer {
                 }
                 Ok(())
             }
-            WriterEvent::Stored(done) => self.commit(consumer, done),
+            WriterEvent::Stored(done) => self.commit(consumer, *done),
         }
     }
 
@@ -445,8 +551,14 @@ impl Committer {
         let Stored {
             records,
             report,
+            behind,
+            epoch,
             mut phases,
         } = done;
+        self.behind.extend(behind.into_iter().map(|b| (b, epoch)));
+        if records.is_empty() {
+            return Ok(()); // every partition of the batch is read again
+        }
         if self.kill_after == Some(self.totals.batches + 1) {
             crate::failpoint::kill_self();
         }

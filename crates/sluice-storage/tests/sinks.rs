@@ -20,7 +20,7 @@ use sluice_loadgen::{
     app_stats_for_crawl, poison, reviews_for_crawl,
 };
 use sluice_postgres::catalog::sink_tables;
-use sluice_storage::batch::{Stored, decode_batch, store_batch};
+use sluice_storage::batch::{Done, Stored, decode_batch, store_batch};
 use sluice_storage::sink::{Declared, StorageSink};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
@@ -63,10 +63,11 @@ async fn store_all<S: StorageSink>(
     let mut reports = Vec::new();
     for chunk in records.chunks(batch) {
         let decoded = decode_batch(sink, chunk);
-        let stored = store_batch(conn, sink, GROUP, chunk, &decoded, &Default::default())
+        let (origins, committed) = (Vec::new(), Default::default());
+        let stored = store_batch(conn, sink, GROUP, chunk, &decoded, &origins, &committed)
             .await
             .expect("store the batch");
-        let Stored::Done(report, _) = stored else {
+        let Stored::Done(Done { report, .. }) = stored else {
             panic!("PostgreSQL lost no offsets here: {stored:?}");
         };
         reports.push(report);

@@ -2,10 +2,13 @@
 //! transient failures (docs/ARCHITECTURE.md#errors) with back-off on a fresh connection.
 //!
 //! A writer remembers the next offset it committed per partition. PostgreSQL holding less
-//! means it lost commits (docs/ARCHITECTURE.md#offsets): every batch's claim compares, and
-//! once a writer falls idle it compares once more when its last commit is
+//! means it lost commits (docs/ARCHITECTURE.md#offsets): a batch's claim compares PostgreSQL's
+//! offset with where the partition's fetch continued (and with this memory where that is not
+//! known), and once a writer falls idle it compares once more when its last commit is
 //! [`FLUSH_GRACE`] old (by then an asynchronous commit is flushed), so a partition whose
-//! last batches were lost is found even if no record follows.
+//! last batches were lost is found even if no record follows. A batch whose partition's
+//! position is known replaces the memory of that partition: after a seek, a new assignment or
+//! a topic created again, what was committed before is void.
 //!
 //! A stop lets the batch in flight finish for [`STOP_GRACE`]; a batch still running then
 //! (waiting for a lock another session holds, say) is abandoned: the connection is dropped
@@ -14,11 +17,12 @@
 
 pub(crate) mod pool;
 
-use crate::batch::{Decoded, Rewind, Stored, partitions_of, store_batch};
+use crate::batch::{Behind, Decoded, Done, Rewind, Stored, partitions_of, store_batch};
 use crate::error::PipelineError;
 use crate::events::BatchRetrying;
 use crate::heartbeat::WriterLiveness;
 use crate::metrics::PipelineMetrics;
+use crate::origins::Origins;
 use crate::rejects::log_rejects;
 use crate::selected::Identity;
 use crate::sink::StorageSink;
@@ -184,19 +188,20 @@ impl<'a, S: StorageSink> Writer<'a, S> {
         }
     }
 
-    /// Stores a batch, retrying transient failures with back-off on a fresh connection.
-    /// `Ok(None)`: stopped while waiting to retry.
+    /// Stores a batch, retrying transient failures with back-off on a fresh connection;
+    /// `origins`: where each of its partitions' fetch continued from. Returns what it did
+    /// and the partitions to read again from PostgreSQL's offset (none of their records
+    /// written). `Ok(None)`: stopped while waiting to retry.
     pub async fn store_with_retries(
         &mut self,
-        records: &[Record],
-        decoded: &Decoded<S::Message>,
+        batch: (&[Record], &Decoded<S::Message>, &Origins),
         stop: &CancellationToken,
         liveness: &WriterLiveness,
-    ) -> Result<Option<BatchReport>, PipelineError> {
+    ) -> Result<Option<(BatchReport, Vec<Behind>)>, PipelineError> {
         let mut delays = self.settings.db_retry.delays();
         let mut retries = 0u32;
         let stored = self
-            .retry_loop(records, decoded, stop, liveness, &mut delays, &mut retries)
+            .retry_loop(batch, stop, liveness, &mut delays, &mut retries)
             .await;
         if retries > 0 {
             self.metrics.retries_over();
@@ -206,28 +211,28 @@ impl<'a, S: StorageSink> Writer<'a, S> {
 
     async fn retry_loop(
         &mut self,
-        records: &[Record],
-        decoded: &Decoded<S::Message>,
+        batch: (&[Record], &Decoded<S::Message>, &Origins),
         stop: &CancellationToken,
         liveness: &WriterLiveness,
         delays: &mut impl Iterator<Item = Duration>,
         retries: &mut u32,
-    ) -> Result<Option<BatchReport>, PipelineError> {
+    ) -> Result<Option<(BatchReport, Vec<Behind>)>, PipelineError> {
         loop {
-            let Some(attempt) = self.try_store(records, decoded, stop).await else {
+            let Some(attempt) = self.try_store(batch, stop).await else {
                 self.abandon().await;
                 return Ok(None);
             };
             let error = match attempt {
-                Ok(Stored::Done(mut report, dead)) => {
+                Ok(Stored::Done(Done {
+                    mut report,
+                    dead,
+                    behind,
+                })) => {
                     report.retries = *retries;
                     log_rejects(&self.pipeline.name, &dead);
-                    for (topic, partition, _, next) in partitions_of(records) {
-                        let at = self.committed.entry((topic, partition)).or_insert(next);
-                        *at = (*at).max(next);
-                    }
+                    self.note_committed(batch.0, batch.2, &behind);
                     self.unverified_since = Some(Instant::now());
-                    return Ok(Some(report));
+                    return Ok(Some((report, behind)));
                 }
                 Ok(Stored::Rewound(rewind)) => return Err(rewound(rewind)),
                 Err(error) => error,
@@ -272,19 +277,40 @@ impl<'a, S: StorageSink> Writer<'a, S> {
         }
     }
 
+    /// Remembers what a stored batch committed, per partition. Where the partition's fetch
+    /// position is known, that position already agrees with PostgreSQL (the claim checked),
+    /// so the batch's next offset replaces what was remembered: after a seek, a new
+    /// assignment or a topic created again, an offset committed before is void
+    /// (docs/ARCHITECTURE.md#offsets). A partition read again holds PostgreSQL's offset.
+    fn note_committed(&mut self, records: &[Record], origins: &Origins, behind: &[Behind]) {
+        for (topic, partition, _, next) in partitions_of(records) {
+            let key = (topic, partition);
+            if let Some(b) = behind
+                .iter()
+                .find(|b| b.partition == key.1 && b.topic == key.0)
+            {
+                self.committed.insert(key, b.postgres);
+                continue;
+            }
+            let known = origins.iter().any(|(k, o)| *k == key && o.is_some());
+            let at = self.committed.entry(key).or_insert(next);
+            *at = if known { next } else { (*at).max(next) };
+        }
+    }
+
     /// One attempt; `None` when `stop` came and the attempt did not end within
     /// [`STOP_GRACE`] (it was dropped, the caller abandons the connection).
     async fn try_store(
         &mut self,
-        records: &[Record],
-        decoded: &Decoded<S::Message>,
+        (records, decoded, origins): (&[Record], &Decoded<S::Message>, &Origins),
         stop: &CancellationToken,
     ) -> Option<Result<Stored, sqlx::Error>> {
         let (sink, pipeline) = (self.sink, self.pipeline);
         let committed = std::mem::take(&mut self.committed);
         let attempt = async {
             let conn = self.connection().await?;
-            store_batch(conn, sink, &pipeline.group, records, decoded, &committed).await
+            let group = &pipeline.group;
+            store_batch(conn, sink, group, records, decoded, origins, &committed).await
         };
         let stopped = async {
             stop.cancelled().await;

@@ -152,8 +152,10 @@ async fn writer_loop<S: StorageSink>(
         let waiting = Instant::now();
         // The runtime runs nothing else: blocking it while waiting for a batch is fine.
         let Polled {
-            records,
+            mut records,
             decoded,
+            origins,
+            epoch,
             mut phases,
         } = match batches.recv_timeout(settings.poll_timeout) {
             Ok(batch) => batch,
@@ -168,17 +170,25 @@ async fn writer_loop<S: StorageSink>(
         let storing = Instant::now();
         phases.writer_wait = storing - waiting;
         match writer
-            .store_with_retries(&records, &decoded, stop, liveness)
+            .store_with_retries((&records, &decoded, &origins), stop, liveness)
             .await?
         {
-            Some(report) => {
+            Some((report, behind)) => {
                 phases.store = storing.elapsed();
+                // A partition read again has none of its offsets committed.
+                records.retain(|r| {
+                    !behind
+                        .iter()
+                        .any(|b| b.partition == r.partition && b.topic == r.topic)
+                });
                 let stored = Stored {
                     records,
                     report,
+                    behind,
+                    epoch,
                     phases,
                 };
-                if events.send(WriterEvent::Stored(stored)).is_err() {
+                if events.send(WriterEvent::Stored(Box::new(stored))).is_err() {
                     return Ok(()); // the reader is gone; it reports why
                 }
             }
