@@ -47,7 +47,8 @@ async fn sink(conn: &mut PgConnection, mapping: &str) -> Declared {
 async fn store_all(conn: &mut PgConnection, sink: &Declared, records: &[Record], batch: usize) {
     for chunk in records.chunks(batch) {
         let decoded = decode_batch(sink, chunk);
-        let stored = store_batch(conn, sink, GROUP, chunk, &decoded, &Default::default())
+        let (origins, committed) = (Vec::new(), Default::default());
+        let stored = store_batch(conn, sink, GROUP, chunk, &decoded, &origins, &committed)
             .await
             .expect("store the batch");
         assert!(matches!(stored, Stored::Done(..)), "{stored:?}");
@@ -496,4 +497,46 @@ async fn a_key_change_applied_create_first_twice_reads_its_own_old_row() {
     );
     drop(conn);
     schema.drop_schema().await;
+}
+
+/// One batch, key 2's partition first: c(2) big A, u(2), d(2 → 3), tombstone, c(2) re-insert
+/// big B; then key 3's partition: c(3, oldkey 2). The c takes big A (what its d set aside),
+/// not the re-insert's big B (it did, when a create read its kept values from an earlier
+/// record of the old key in the same run).
+#[tokio::test]
+async fn a_key_changes_create_reads_its_own_old_row_not_a_reinsert_of_the_old_key() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let at = |record: &Record, offset| moved(record, 0, offset, 0);
+    let mut reinsert = create(&fixtures[1], 4, 2, "re-inserted", "big B", 0);
+    reinsert.partition = 0;
+    let batch = [
+        at(&fixtures[1], 0),
+        at(&fixtures[2], 1),
+        at(&fixtures[3], 2),
+        at(&fixtures[4], 3),
+        reinsert,
+        moved(&fixtures[5], 1, 0, 0),
+    ];
+    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
+        .as_str()
+        .expect("row 2's big")
+        .to_owned();
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    store_all(&mut conn, &sink, &batch, batch.len()).await;
+    let all = items(&mut conn).await;
+    let dead = dead_letters(&mut conn).await;
+    drop(conn);
+    schema.drop_schema().await;
+    assert_eq!(dead, [], "no dead letter");
+    assert_eq!(
+        all,
+        [
+            format!("2 | re-inserted | {}", md5_of("big B")),
+            format!("3 | key changed 2 -> 3 | {}", md5_of(&big_a)),
+        ]
+    );
 }

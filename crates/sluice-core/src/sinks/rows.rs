@@ -121,15 +121,18 @@ impl SinkDecoder {
         self.lookups.iter().map(|(i, l)| (*i, l))
     }
 
-    /// A batch's rows (in record order) as the runs it is written in, in order: the delete of
-    /// a row whose key changed alone, and the rows between such deletes. Each run is
-    /// de-duplicated and written after the one before it, so the delete sets aside the old
-    /// row as the records before it left it, and no record after it meets one before it in a
-    /// survivor rule (docs/ARCHITECTURE.md#sinks). A batch without a key change is one run.
+    /// A batch's rows (in record order) as the runs it is written in, in order: each record
+    /// of a key change alone — the delete of the old key and the create of the new one — and
+    /// the rows between them. Each run is de-duplicated and written after the one before it,
+    /// so the delete sets aside the old row as the records before it left it, the create
+    /// reads its kept values from what is stored when its turn comes (the set-aside row of its
+    /// own change, else the old key's row as the records before it left it), and no record
+    /// meets one across a key change in a survivor rule (docs/ARCHITECTURE.md#sinks). A batch
+    /// without a key change is one run.
     pub fn runs(&self, rows: Vec<SinkRow>) -> Vec<Vec<SinkRow>> {
         let mut runs: Vec<Vec<SinkRow>> = vec![Vec::new()];
         for row in rows {
-            if row.moving_to.is_some() {
+            if row.moving_to.is_some() || row.moved_from.is_some() {
                 runs.push(vec![row]);
                 runs.push(Vec::new());
             } else if let Some(run) = runs.last_mut() {
@@ -145,8 +148,7 @@ impl SinkDecoder {
 
     /// One row per natural key (after lookups are resolved: a key may hold a looked-up
     /// value), by the survivor rule of the conflict policy.
-    pub fn dedupe(&self, mut rows: Vec<SinkRow>) -> Deduped<SinkRow> {
-        self.fill_moved(&mut rows);
+    pub fn dedupe(&self, rows: Vec<SinkRow>) -> Deduped<SinkRow> {
         let key = |row: &SinkRow| {
             if row.op == RowOp::Ignore {
                 // A record that changes no row is its own key: it never meets another.
@@ -232,50 +234,6 @@ impl SinkDecoder {
                 }
                 false
             });
-            row.keep = keep.into();
-        }
-    }
-
-    /// A row whose key changed takes a value it keeps from the old key's latest earlier
-    /// record in the batch that carried it (the old row may not be stored yet, or may be
-    /// stale): what the old row would hold had the batch's records been applied one by one.
-    fn fill_moved(&self, rows: &mut [SinkRow]) {
-        let key_of = |cells: &mut dyn Iterator<Item = Option<&Cell>>| -> Vec<KeyPart> {
-            cells
-                .zip(&self.key)
-                .map(|(cell, position)| KeyPart::of(cell, self.equality(*position)))
-                .collect()
-        };
-        for at in 0..rows.len() {
-            let Some(moved) = rows[at].moved_from.clone() else {
-                continue;
-            };
-            if rows[at].keep.is_empty() {
-                continue;
-            }
-            let old = key_of(&mut moved.key.iter().map(Some));
-            let record = rows[at].record;
-            let mut keep: Vec<usize> = rows[at].keep.to_vec();
-            let mut filled: Vec<(usize, Cell)> = Vec::new();
-            keep.retain(|&position| {
-                let source = rows.iter().rev().find(|other| {
-                    other.record < record
-                        && other.upserts()
-                        && !other.keep.contains(&position)
-                        && key_of(&mut self.key.iter().map(|k| other.cell(*k))) == old
-                });
-                match source.and_then(|other| other.cell(position)) {
-                    Some(cell) => {
-                        filled.push((position, cell.clone()));
-                        false
-                    }
-                    None => true,
-                }
-            });
-            let row = &mut rows[at];
-            for (position, cell) in filled {
-                row.resolve(position, cell);
-            }
             row.keep = keep.into();
         }
     }

@@ -261,7 +261,7 @@ fn a_tombstone_deletes_ignores_or_is_refused_by_the_rule() {
 }
 
 #[test]
-fn a_key_changes_delete_names_its_new_key_and_is_written_alone() {
+fn a_key_changes_delete_and_create_name_each_other_and_are_written_alone() {
     let decoder = items(ITEMS);
     let deleted = decode(&decoder, "03-delete-id2-pk-update");
     assert_eq!(deleted.op, RowOp::Delete);
@@ -290,7 +290,8 @@ fn a_key_changes_delete_names_its_new_key_and_is_written_alone() {
         .collect();
     assert_eq!(
         runs,
-        [vec![0, 1], vec![2], vec![3, 4]],
-        "the records before the key change's delete, the delete alone, the records after"
+        [vec![0, 1], vec![2], vec![3], vec![4]],
+        "the records before the key change's delete, the delete alone, the tombstone, the \
+         create of the new key alone"
     );
 }
