@@ -248,15 +248,7 @@ fn aside_match(table: &str, old: &[String], new: &[String], lsn: &str) -> String
 /// the changes' LSNs.
 pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> String {
     let mut params = array_params(key.iter());
-    let offset = params.len();
-    params.extend(key.iter().enumerate().map(|(i, c)| {
-        format!(
-            "${}::{}[]",
-            offset + i + 1,
-            c.sql_type.param_type().unwrap_or("text")
-        )
-    }));
-    params.push(format!("${}::bigint[]", params.len() + 1));
+    push_new_keys_and_lsns(&mut params, key);
     let old: Vec<String> = (0..key.len()).map(|i| format!("c.\"old {i}\"")).collect();
     let new: Vec<String> = (0..key.len()).map(|i| format!("c.\"new {i}\"")).collect();
     let aliases: Vec<String> = old
@@ -330,15 +322,7 @@ fn deletes(
     let mut params = array_params(key.iter().chain(guard));
     let new: Vec<String> = (0..key.len()).map(|i| format!("sluice to {i}")).collect();
     if moving {
-        let offset = params.len();
-        params.extend(key.iter().enumerate().map(|(i, c)| {
-            format!(
-                "${}::{}[]",
-                offset + i + 1,
-                c.sql_type.param_type().unwrap_or("text")
-            )
-        }));
-        params.push(format!("${}::bigint[]", params.len() + 1));
+        push_new_keys_and_lsns(&mut params, key);
     }
     params.push(format!("${}::int[]", params.len() + 1));
     let mut aliases: Vec<String> = key.iter().map(|c| quote_ident(c.name)).collect();
@@ -411,13 +395,29 @@ fn key_match(stored: &str, wanted: &str, nullable: bool) -> String {
 }
 
 /// `$1::type[]`, `$2::type[]`, … for `columns`, in order.
+/// Appends to `params` one array per key column (the new keys of key changes, typed as the
+/// key) and then the changes' LSNs (`bigint[]`).
+fn push_new_keys_and_lsns(params: &mut Vec<String>, key: &[StatementColumn<'_>]) {
+    params.extend(array_params_from(params.len() + 1, key.iter()));
+    params.push(format!("${}::bigint[]", params.len() + 1));
+}
+
+/// One typed array parameter per column, `$1` first.
 fn array_params<'c>(columns: impl Iterator<Item = &'c StatementColumn<'c>>) -> Vec<String> {
+    array_params_from(1, columns)
+}
+
+/// As [`array_params`], numbered from `$first`.
+fn array_params_from<'c>(
+    first: usize,
+    columns: impl Iterator<Item = &'c StatementColumn<'c>>,
+) -> Vec<String> {
     columns
         .enumerate()
         .map(|(i, c)| {
             format!(
                 "${}::{}[]",
-                i + 1,
+                first + i,
                 c.sql_type.param_type().unwrap_or("text")
             )
         })
