@@ -5,7 +5,8 @@
 -- new key (`c` with `__debezium.oldkey`) reads from it the values it keeps (an unchanged
 -- TOASTed value Debezium did not send) and removes it, whichever batch it comes in. A row is
 -- left here only when the create never came (it was dead-lettered) or came first (another
--- partition) and read the old row itself; no other change reads it (moved_at says how old).
+-- partition) and read the old row itself; with an LSN no other change reads it (moved_at
+-- says how old).
 CREATE TABLE debezium_moved_rows (
     target_table TEXT        NOT NULL,
     old_key      JSONB       NOT NULL,
@@ -13,5 +14,13 @@ CREATE TABLE debezium_moved_rows (
     change_lsn   BIGINT      NOT NULL,
     image        JSONB       NOT NULL,
     moved_at     TIMESTAMPTZ NOT NULL DEFAULT now(),
-    PRIMARY KEY (target_table, old_key, new_key, change_lsn)
+    seq          BIGINT      GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (target_table, old_key, new_key, change_lsn, seq)
 );
+-- A change with an LSN has one set-aside row (its delete, applied again by a replay, replaces
+-- it). Changes without one (-1: a source with no integer LSN, such as Debezium's MySQL, SQL
+-- Server and Oracle connectors) queue up by seq: their deletes come in the old key's
+-- partition order and their creates in the new key's, so a create takes the oldest.
+CREATE UNIQUE INDEX debezium_moved_rows_change
+    ON debezium_moved_rows (target_table, old_key, new_key, change_lsn)
+    WHERE change_lsn >= 0;

@@ -109,7 +109,7 @@ pub fn upsert_statement(
                 "CASE WHEN NOT t.{flag} THEN {expression} \
                  WHEN t.{moved} AND EXISTS (SELECT 1 FROM {MOVED_ROWS} AS m WHERE {aside}) \
                  THEN (SELECT (jsonb_populate_record(NULL::{table}, m.image)).{name} \
-                 FROM {MOVED_ROWS} AS m WHERE {aside}) \
+                 FROM {MOVED_ROWS} AS m WHERE {aside} ORDER BY m.seq LIMIT 1) \
                  WHEN EXISTS (SELECT 1 FROM {table} AS x WHERE {stored_key}) \
                  THEN (SELECT x.{name} FROM {table} AS x WHERE {stored_key}) \
                  ELSE (SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
@@ -257,10 +257,15 @@ pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> Stri
         .map(|a| a.trim_start_matches("c.").to_owned())
         .chain([quote_ident("lsn")])
         .collect();
+    // The oldest set aside for the change: one per change with an LSN; without one (-1) the
+    // changes between the same keys queue up, their deletes in the old key's partition order
+    // and their creates in the new key's, so the oldest is this create's.
     format!(
-        "DELETE FROM {MOVED_ROWS} AS m\nUSING UNNEST({}) AS c({})\nWHERE {}",
+        "DELETE FROM {MOVED_ROWS} AS m\nUSING UNNEST({}) AS c({})\nWHERE {}\n\
+         AND m.seq = (SELECT min(m.seq) FROM {MOVED_ROWS} AS m WHERE {})",
         params.join(", "),
         aliases.join(", "),
+        aside_match(table, &old, &new, "c.\"lsn\""),
         aside_match(table, &old, &new, "c.\"lsn\""),
     )
 }
@@ -370,8 +375,8 @@ fn deletes(
          (target_table, old_key, new_key, change_lsn, image)\n\
          SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), \
          coalesce(g.{lsn}, -1), g.{image} FROM gone AS g\n\
-         ON CONFLICT (target_table, old_key, new_key, change_lsn) DO UPDATE \
-         SET image = EXCLUDED.image, moved_at = now())\n\
+         ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
+         DO UPDATE SET image = EXCLUDED.image, moved_at = now())\n\
          SELECT g.{row} FROM gone AS g",
         image = quote_ident("sluice image"),
         literal = table.replace('\'', "''"),
@@ -394,7 +399,6 @@ fn key_match(stored: &str, wanted: &str, nullable: bool) -> String {
     }
 }
 
-/// `$1::type[]`, `$2::type[]`, … for `columns`, in order.
 /// Appends to `params` one array per key column (the new keys of key changes, typed as the
 /// key) and then the changes' LSNs (`bigint[]`).
 fn push_new_keys_and_lsns(params: &mut Vec<String>, key: &[StatementColumn<'_>]) {
@@ -402,7 +406,7 @@ fn push_new_keys_and_lsns(params: &mut Vec<String>, key: &[StatementColumn<'_>])
     params.push(format!("${}::bigint[]", params.len() + 1));
 }
 
-/// One typed array parameter per column, `$1` first.
+/// `$1::type[]`, `$2::type[]`, … for `columns`, in order.
 fn array_params<'c>(columns: impl Iterator<Item = &'c StatementColumn<'c>>) -> Vec<String> {
     array_params_from(1, columns)
 }
