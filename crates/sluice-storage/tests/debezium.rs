@@ -416,10 +416,22 @@ async fn a_key_change_and_a_reinsert_of_the_old_key_in_one_batch_keep_both_rows(
 
 /// `record` (a captured event) at `partition`/`offset` with its LSN moved by `lsn_by`.
 fn moved(record: &Record, partition: i32, offset: i64, lsn_by: i64) -> Record {
+    with_source(record, partition, offset, |source| {
+        source["lsn"] = (source["lsn"].as_i64().unwrap() + lsn_by).into();
+    })
+}
+
+/// `record` at `partition`/`offset`, its event's `source` block changed by `edit` (a
+/// tombstone stays a tombstone).
+fn with_source(
+    record: &Record,
+    partition: i32,
+    offset: i64,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> Record {
     let payload = record.payload.as_ref().map(|_| {
         let mut event = value(record);
-        let source = &mut event["payload"]["source"];
-        source["lsn"] = (source["lsn"].as_i64().unwrap() + lsn_by).into();
+        edit(&mut event["payload"]["source"]);
         event.to_string().into_bytes()
     });
     Record {
@@ -544,20 +556,9 @@ async fn a_key_changes_create_reads_its_own_old_row_not_a_reinsert_of_the_old_ke
 /// `record` at `partition`/`offset` without `source.lsn` (MySQL, SQL Server, Oracle: no
 /// integer LSN; -1 in debezium_moved_rows).
 fn no_lsn(record: &Record, partition: i32, offset: i64) -> Record {
-    let payload = record.payload.as_ref().map(|_| {
-        let mut event = value(record);
-        event["payload"]["source"]
-            .as_object_mut()
-            .expect("a source")
-            .remove("lsn");
-        event.to_string().into_bytes()
-    });
-    Record {
-        key: record.key.clone(),
-        payload,
-        headers: record.headers.clone(),
-        ..Record::at(&record.topic, partition, offset)
-    }
+    with_source(record, partition, offset, |source| {
+        source.as_object_mut().expect("a source").remove("lsn");
+    })
 }
 
 /// No LSN (a set-aside queue). Key 2's partition runs ahead: the key change 2 → 3 twice (with a
