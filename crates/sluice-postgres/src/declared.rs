@@ -2,10 +2,11 @@
 //! each bound as its planned parameter type, one statement for the whole slice (the same
 //! shape as the built-in topics' upsert).
 
+use crate::held::{expire, hold, release};
 use crate::lookup::{LookupValue, lookup_query};
 use sluice_core::WriteOutcome;
 use sluice_core::sinks::{
-    Cell, MOVED_ROWS, Moved, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
+    Cell, HELD_ROWS, Moved, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
 };
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
@@ -13,7 +14,7 @@ use sqlx::postgres::types::PgInterval;
 use sqlx::query::QueryScalar;
 use sqlx::{Executor, PgConnection};
 
-type Scalar<'q, O> = QueryScalar<'q, Postgres, O, PgArguments>;
+pub(crate) type Scalar<'q, O> = QueryScalar<'q, Postgres, O, PgArguments>;
 
 /// Why a slice cannot be bound (a bug in the caller, not a database error).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,10 +59,33 @@ pub enum DeclaredUpsertError {
 /// the old key applied before the create stays. The counts: a
 /// delete that found its row is deleted, an upsert inserted or updated as the statement
 /// answers, everything else skipped.
+///
+/// A row of a key whose rows wait for a key change's delete, or a key change's create that
+/// keeps a value and whose delete has not come, waits ([`crate::held`]); it counts as skipped
+/// here, and as what it writes in the batch that applies the delete.
 pub async fn write_declared(
     conn: &mut PgConnection,
     plan: &SinkPlan,
     rows: &[SinkRow],
+) -> Result<WriteOutcome, DeclaredUpsertError> {
+    let rows: Vec<&SinkRow> = rows.iter().collect();
+    let Some(held) = &plan.held else {
+        return write_rows(conn, plan, &rows).await;
+    };
+    let expired = expire(conn, plan).await?;
+    let (passing, waiting) = hold(conn, plan, held, &rows).await?;
+    let mut outcome = write_rows(conn, plan, &passing).await?;
+    outcome.skipped += waiting;
+    outcome += expired;
+    Ok(outcome)
+}
+
+/// Writes `rows` as [`write_declared`] says, none of them waiting; after a key change's
+/// delete, the rows that waited for it.
+pub(crate) async fn write_rows(
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+    rows: &[&SinkRow],
 ) -> Result<WriteOutcome, DeclaredUpsertError> {
     // 1. A delete that an upsert of its key follows in the batch.
     let replaced: Vec<Removal<'_>> = rows
@@ -76,7 +100,7 @@ pub async fn write_declared(
     }
     // 2. The upserts, which read a kept value from the stored row (of the old key, for a row
     //    whose key changed) before step 3 deletes it.
-    let upserting: Vec<&SinkRow> = rows.iter().filter(|r| r.upserts()).collect();
+    let upserting: Vec<&SinkRow> = rows.iter().copied().filter(|r| r.upserts()).collect();
     let answers = upsert_declared(conn, plan, &upserting).await?;
     consume_moved(conn, plan, &upserting).await?;
     // 3. The deletes (a key change's sets its old row aside).
@@ -94,18 +118,22 @@ pub async fn write_declared(
         let found = delete_declared(conn, plan, &removals, None).await?;
         deleted += found.len() as u64;
     }
+    let mut released = WriteOutcome::default();
     for (removal, to) in &moving {
         let found = delete_declared(conn, plan, std::slice::from_ref(removal), Some(to)).await?;
         deleted += found.len() as u64;
+        released += release(conn, plan, &to.key).await?;
     }
     let inserted = answers.iter().filter(|i| **i).count() as u64;
     let updated = answers.len() as u64 - inserted;
-    Ok(WriteOutcome {
+    let mut outcome = WriteOutcome {
         inserted,
         updated,
         deleted,
         skipped: rows.len() as u64 - inserted - updated - deleted,
-    })
+    };
+    outcome += released;
+    Ok(outcome)
 }
 
 /// One key to delete: its cells in key order and the delete's version (newest-wins).
@@ -275,6 +303,11 @@ pub async fn prepare_sink(
     if let Some(consume) = &plan.consume_moved_statement {
         statements.push((None, "key change read", consume.clone()));
     }
+    if let Some(held) = &plan.held {
+        statements.push((None, "held row check", held.check.clone()));
+        statements.push((None, "held row hold", held.hold.clone()));
+        statements.push((None, "held row key", held.key.clone()));
+    }
     for (mapping, column) in sink.columns.iter().zip(&plan.columns) {
         if let Source::Lookup(lookup) = &mapping.source {
             let value =
@@ -286,16 +319,17 @@ pub async fn prepare_sink(
             ));
         }
     }
-    // `sluice sinks validate` may run before `sluice migrate`: the table where key changes
-    // set rows aside then stands in as a temporary table, for the preparing only.
+    // `sluice sinks validate` may run before `sluice migrate`: the tables where key changes
+    // set rows aside and rows wait then stand in as temporary tables, for the preparing only.
     let stand_in = plan.moving_delete_statement.is_some()
         && sqlx::query_scalar::<_, bool>("SELECT to_regclass($1) IS NULL")
-            .bind(MOVED_ROWS)
+            .bind(HELD_ROWS)
             .fetch_one(&mut *conn)
             .await?;
     if stand_in {
-        let table = MOVED_ROWS_MIGRATION.replace("CREATE TABLE", "CREATE TEMP TABLE");
-        sqlx::raw_sql(&format!("BEGIN; {table}"))
+        let tables = format!("{MOVED_ROWS_MIGRATION}\n{HELD_ROWS_MIGRATION}")
+            .replace("CREATE TABLE", "CREATE TEMP TABLE");
+        sqlx::raw_sql(&format!("BEGIN; {tables}"))
             .execute(&mut *conn)
             .await?;
     }
@@ -312,8 +346,11 @@ pub async fn prepare_sink(
     Ok(errors)
 }
 
-/// The migration that makes [`MOVED_ROWS`].
+/// The migration that makes [`sluice_core::sinks::MOVED_ROWS`].
 const MOVED_ROWS_MIGRATION: &str = include_str!("../../../migrations/0016_debezium_moved_rows.sql");
+
+/// The migration that makes [`HELD_ROWS`].
+const HELD_ROWS_MIGRATION: &str = include_str!("../../../migrations/0017_debezium_held_rows.sql");
 
 /// Prepares each of `statements` (its column, what it is, its SQL); the server's refusals.
 async fn prepare_each(
@@ -343,7 +380,7 @@ async fn prepare_each(
 
 /// Binds one column's cells as the array of `param_type` (text borrowed from the rows, as the
 /// built-in topics bind theirs).
-fn bind<'q, O>(
+pub(crate) fn bind<'q, O>(
     query: Scalar<'q, O>,
     column: &str,
     param_type: &str,

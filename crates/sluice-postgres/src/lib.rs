@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod classify;
 pub mod connect;
 pub mod declared;
+mod held;
 mod key_cache;
 pub mod lookup;
 pub mod migrate;

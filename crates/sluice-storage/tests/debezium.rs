@@ -443,9 +443,10 @@ fn with_source(
 }
 
 /// Key 2's records in partition 0 and key 3's in partition 1: twice the key change 2 → 3,
-/// each time its `c` applied before its `d` (it reads the old row itself; what the `d` then
-/// sets aside is left behind). The second change's `c` takes the re-inserted row 2's value,
-/// not what the first change left behind.
+/// each time its `c` applied before its `d`. The `c` waits (it keeps a TOASTed value its `d`
+/// has not set aside yet) and the `d` applies it: the first reads big A, the second the
+/// re-inserted row 2's big B, each its own old row as its `d` found it; nothing is left
+/// waiting or set aside.
 #[tokio::test]
 async fn a_key_change_applied_create_first_twice_reads_its_own_old_row() {
     let Some(stack) = sluice_testkit::stack() else {
@@ -477,38 +478,47 @@ async fn a_key_change_applied_create_first_twice_reads_its_own_old_row() {
         .as_str()
         .unwrap()
         .to_owned();
-    for (batch, expected) in [
-        (&key2[..2], None),
-        (
-            &key3[..1],
-            Some(format!("3 | key changed 2 -> 3 | {}", md5_of(&big_a))),
-        ),
-        (&key2[2..4], None),
-        (&key3[1..2], None),
-        (&key2[4..5], None),
-        (
-            &key3[2..3],
-            Some(format!("3 | key changed 2 -> 3 | {}", md5_of("big B"))),
-        ),
-        (&key2[5..6], None),
-    ] {
+    let row3_a = format!("3 | key changed 2 -> 3 | {}", md5_of(&big_a));
+    let row3_b = format!("3 | key changed 2 -> 3 | {}", md5_of("big B"));
+    // (the batch, row 3 after it, rows waiting after it)
+    for (step, (batch, row3, waiting)) in [
+        (&key2[..2], None, 0),
+        (&key3[..1], None, 1),
+        (&key2[2..4], Some(&row3_a), 0),
+        (&key3[1..2], None, 0),
+        (&key2[4..5], None, 0),
+        (&key3[2..3], None, 1),
+        (&key2[5..6], Some(&row3_b), 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         store_all(&mut conn, &sink, batch, batch.len()).await;
-        if let Some(expected) = expected {
-            let row3: Vec<String> = items(&mut conn)
-                .await
-                .into_iter()
-                .filter(|row| row.starts_with("3 |"))
-                .collect();
-            assert_eq!(row3, [expected]);
-        }
+        let found: Vec<String> = items(&mut conn)
+            .await
+            .into_iter()
+            .filter(|row| row.starts_with("3 |"))
+            .collect();
+        assert_eq!(found, Vec::from_iter(row3.cloned()), "step {step}");
+        assert_eq!(held(&mut conn).await, waiting, "step {step}: rows waiting");
     }
     assert_eq!(dead_letters(&mut conn).await, []);
-    assert_eq!(
-        items(&mut conn).await,
-        [format!("3 | key changed 2 -> 3 | {}", md5_of("big B"))]
-    );
+    assert_eq!(items(&mut conn).await, [row3_b]);
+    let aside: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_moved_rows")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(aside, 0, "every set-aside row was read");
     drop(conn);
     schema.drop_schema().await;
+}
+
+/// How many rows wait for a key change's delete (not orphaned).
+async fn held(conn: &mut PgConnection) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM debezium_held_rows WHERE orphaned_at IS NULL")
+        .fetch_one(conn)
+        .await
+        .unwrap()
 }
 
 /// One batch, key 2's partition first: c(2) big A, u(2), d(2 → 3), tombstone, c(2) re-insert
@@ -610,4 +620,170 @@ async fn two_key_changes_without_an_lsn_between_the_same_keys_read_their_own_old
         all,
         [format!("3 | key changed 2 -> 3 | {}", md5_of("big B"))]
     );
+}
+
+/// An update of `id` like the fixture `like` (an update keeping `big`) at `partition`/`offset`,
+/// titled `title`, its LSN `lsn_by` past the fixture's.
+fn update(like: &Record, at: (i32, i64), id: i64, title: &str, lsn_by: i64) -> Record {
+    let mut event = value(like);
+    let payload = &mut event["payload"];
+    payload["after"]["id"] = id.into();
+    payload["after"]["title"] = title.into();
+    payload["source"]["lsn"] = (payload["source"]["lsn"].as_i64().unwrap() + lsn_by).into();
+    let mut key: serde_json::Value = serde_json::from_slice(like.key.as_deref().unwrap()).unwrap();
+    key["payload"]["id"] = id.into();
+    Record {
+        key: Some(key.to_string().into_bytes()),
+        payload: Some(event.to_string().into_bytes()),
+        headers: like.headers.clone(),
+        ..Record::at(&like.topic, at.0, at.1)
+    }
+}
+
+/// Key 3's partition runs ahead of key 2's: c(3, oldkey 2) keeping big, then an update of 3
+/// that keeps big too, each in its own batch, before key 2's partition has stored anything.
+/// Both wait (the update behind the create); when key 2's partition comes (its c, u and the
+/// key change's d), the d applies them: row 3 has the update's title and row 2's big, under
+/// each conflict policy, nothing dead-lettered and nothing left waiting. Before rows waited,
+/// the create was dead-lettered (no old row) and the update dropped (no row to update).
+#[tokio::test]
+async fn a_key_changes_create_and_later_rows_wait_for_the_old_keys_partition() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let key3 = [
+        moved(&fixtures[5], 1, 0, 0),
+        update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000),
+    ];
+    let key2 = [
+        moved(&fixtures[1], 0, 0, 0),
+        moved(&fixtures[2], 0, 1, 0),
+        moved(&fixtures[3], 0, 2, 0),
+        moved(&fixtures[4], 0, 3, 0),
+    ];
+    for conflict in [
+        r#""always-update""#,
+        r#""insert-ignore""#,
+        r#"{ newest-wins = "lsn" }"#,
+    ] {
+        let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+        let sink = sink(&mut conn, &items_sink(conflict)).await;
+        store_all(&mut conn, &sink, &key3, 1).await;
+        assert_eq!(items(&mut conn).await, Vec::<String>::new(), "{conflict}");
+        assert_eq!(
+            held(&mut conn).await,
+            2,
+            "{conflict}: both rows of key 3 wait"
+        );
+        store_all(&mut conn, &sink, &key2, 4).await;
+        // insert-ignore keeps the first delivery: the create's row, not the update's title.
+        let title = if conflict.contains("insert-ignore") {
+            "key changed 2 -> 3"
+        } else {
+            "updated after the move"
+        };
+        assert_eq!(
+            items(&mut conn).await,
+            [format!("3 | {title} | {}", md5_of(&big_a))],
+            "{conflict}"
+        );
+        assert_eq!(held(&mut conn).await, 0, "{conflict}");
+        assert_eq!(dead_letters(&mut conn).await, [], "{conflict}");
+        drop(conn);
+        schema.drop_schema().await;
+    }
+}
+
+/// The key change's d comes, but key 2's row was never stored (its create was lost to the
+/// source's history: the d alone): the waiting create cannot be completed. It is kept,
+/// orphaned, with the reason; the update behind it goes on (no row 3 to update: nothing), and
+/// key 2's batch commits (its d is not blamed).
+#[tokio::test]
+async fn a_create_whose_old_row_never_came_is_orphaned_and_the_rows_behind_it_go_on() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let key3 = [
+        moved(&fixtures[5], 1, 0, 0),
+        update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000),
+    ];
+    let key2 = [moved(&fixtures[3], 0, 0, 0), moved(&fixtures[4], 0, 1, 0)];
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    store_all(&mut conn, &sink, &key3, 2).await;
+    assert_eq!(held(&mut conn).await, 2);
+    store_all(&mut conn, &sink, &key2, 2).await;
+    assert_eq!(held(&mut conn).await, 0);
+    let orphans: Vec<String> = sqlx::query_scalar(
+        "SELECT orphan_reason FROM debezium_held_rows WHERE orphaned_at IS NOT NULL",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(orphans.len(), 1, "{orphans:?}");
+    assert!(
+        orphans[0].contains("is in no stored row"),
+        "the reason names the missing value: {orphans:?}"
+    );
+    assert_eq!(items(&mut conn).await, Vec::<String>::new());
+    assert_eq!(dead_letters(&mut conn).await, []);
+    drop(conn);
+    schema.drop_schema().await;
+}
+
+/// A create whose delete never comes (the old key's records are past the topic's retention, or
+/// only the create is replayed) waits `key_change_wait` and then reads the old key's row as it
+/// is: here row 2, stored by hand, so row 3 takes its big. The wait is made to have passed by
+/// moving `held_at` back; the next batch of the sink (a row of another key) applies it and the
+/// update waiting behind it.
+#[tokio::test]
+async fn a_create_whose_delete_never_comes_reads_the_old_row_after_its_wait() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let key3 = [
+        moved(&fixtures[5], 1, 0, 0),
+        update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000),
+    ];
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    sqlx::query("INSERT INTO items (id, title, big) VALUES (2, 'by hand', 'the old big')")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    store_all(&mut conn, &sink, &key3, 2).await;
+    assert_eq!(held(&mut conn).await, 2);
+    // Another batch before the wait has passed changes nothing of key 3.
+    let other = [update(&fixtures[2], (2, 0), 1, "row 1", 2_000)];
+    store_all(&mut conn, &sink, &other, 1).await;
+    assert_eq!(held(&mut conn).await, 2, "still within the wait");
+    sqlx::query("UPDATE debezium_held_rows SET held_at = held_at - interval '601 seconds'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let other = [update(&fixtures[2], (2, 1), 1, "row 1 again", 3_000)];
+    store_all(&mut conn, &sink, &other, 1).await;
+    assert_eq!(held(&mut conn).await, 0, "the wait is over");
+    let row3: Vec<String> = items(&mut conn)
+        .await
+        .into_iter()
+        .filter(|row| row.starts_with("3 |"))
+        .collect();
+    assert_eq!(
+        row3,
+        [format!(
+            "3 | updated after the move | {}",
+            md5_of("the old big")
+        )]
+    );
+    assert_eq!(dead_letters(&mut conn).await, []);
+    drop(conn);
+    schema.drop_schema().await;
 }

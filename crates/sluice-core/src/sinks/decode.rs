@@ -30,8 +30,9 @@ use crate::messages::DecodeError;
 use crate::messages::fields::dynamic;
 use crate::messages::fields::{Count, parse_object, parse_timestamp};
 
-/// One decoded value of a row.
-#[derive(Debug, Clone)]
+/// One decoded value of a row (serialized only where a row waits in the database: a key
+/// change's create held for its delete).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Cell {
     /// SQL NULL.

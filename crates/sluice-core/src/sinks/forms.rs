@@ -129,7 +129,7 @@ pub fn time_text(micros: i64) -> String {
 }
 
 /// An interval as PostgreSQL keeps it: months, days and microseconds, each signed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Interval {
     /// Months (a year is 12).
     pub months: i32,

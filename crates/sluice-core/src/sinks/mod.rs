@@ -23,6 +23,7 @@ mod envelope;
 mod equality;
 mod file;
 mod forms;
+mod held;
 mod model;
 mod modes;
 mod names;
@@ -43,11 +44,16 @@ pub use decode::{Cell, RecordMeta, SinkDecoder};
 pub use envelope::UNAVAILABLE_VALUE;
 pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
 pub use forms::{Interval, bytes_text, date_text, time_text};
+pub use held::{
+    EXPIRED_HELD, HELD_ROWS, HeldStatements, LOCK_HELD, NEXT_HELD, ORPHAN_HELD, TAKE_HELD,
+};
 pub use model::{
     Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, FieldPath, Format, KafkaField,
     Lookup, OnTombstone, Sink, Source, ValueRules,
 };
-pub use modes::{BinaryMode, DebeziumModes, DecimalForm, DecimalMode, TimeMode};
+pub use modes::{
+    BinaryMode, DEFAULT_KEY_CHANGE_WAIT, DebeziumModes, DecimalForm, DecimalMode, TimeMode,
+};
 pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
 pub use problems::{MappingError, MappingProblem};
 pub use record::{Decoded, Moved, OLD_KEY_HEADER, RowOp};

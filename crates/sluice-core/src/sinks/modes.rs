@@ -36,7 +36,13 @@ pub struct DebeziumModes {
     pub time: TimeMode,
     /// `binary.handling.mode`.
     pub binary: BinaryMode,
+    /// Seconds a key change's create that keeps a value waits for its delete (the old key's
+    /// partition behind) before it reads the old key's row as it is; 0: it never waits.
+    pub key_change_wait: u64,
 }
+
+/// The default of [`DebeziumModes::key_change_wait`]: ten minutes.
+pub const DEFAULT_KEY_CHANGE_WAIT: u64 = 600;
 
 impl Default for DebeziumModes {
     fn default() -> Self {
@@ -45,6 +51,7 @@ impl Default for DebeziumModes {
             decimal: DecimalMode::Precise,
             time: TimeMode::Adaptive,
             binary: BinaryMode::Bytes,
+            key_change_wait: DEFAULT_KEY_CHANGE_WAIT,
         }
     }
 }
@@ -58,16 +65,17 @@ impl DebeziumModes {
 }
 
 /// As `sluice sinks validate` prints them: `schemas off, decimal string, time adaptive,
-/// binary bytes`.
+/// binary bytes, key changes wait 600 s`.
 impl std::fmt::Display for DebeziumModes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "schemas {}, decimal {}, time {}, binary {}",
+            "schemas {}, decimal {}, time {}, binary {}, key changes wait {} s",
             if self.schemas { "on" } else { "off" },
             mode_name(self.decimal),
             mode_name(self.time),
-            mode_name(self.binary)
+            mode_name(self.binary),
+            self.key_change_wait
         )
     }
 }

@@ -17,7 +17,7 @@ pub const OLD_KEY_HEADER: &str = "__debezium.oldkey";
 pub const NEW_KEY_HEADER: &str = "__debezium.newkey";
 
 /// What a record does to the row of its key.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum RowOp {
     /// Insert, or update by the conflict policy.
     Upsert,
@@ -57,7 +57,7 @@ pub struct Decoded {
 /// The other key of a key change — the old key, on the create of the new one; the new key,
 /// on the delete of the old one — with the change's version (newest-wins) and its LSN, which
 /// the two events share and which tells this change from another between the same keys.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Moved {
     /// The other key's cells, in key order.
     pub key: Arc<[Cell]>,

@@ -104,10 +104,12 @@ pub fn upsert_statement(
         .map(|c| match kept.iter().position(|k| k.name == c.name) {
             // Whether the row exists decides, not its value: a stored NULL is kept as NULL.
             // A key change reads the old row its delete set aside first: the old key may
-            // hold a newer row by now (a re-insert applied before the change's create).
+            // hold a newer row by now (a re-insert applied before the change's create). A
+            // delete that found no row left NULL there: then the old key's row, if any.
             Some(i) => format!(
                 "CASE WHEN NOT t.{flag} THEN {expression} \
-                 WHEN t.{moved} AND EXISTS (SELECT 1 FROM {MOVED_ROWS} AS m WHERE {aside}) \
+                 WHEN t.{moved} AND (SELECT m.image IS NOT NULL FROM {MOVED_ROWS} AS m \
+                 WHERE {aside} ORDER BY m.seq LIMIT 1) \
                  THEN (SELECT (jsonb_populate_record(NULL::{table}, m.image)).{name} \
                  FROM {MOVED_ROWS} AS m WHERE {aside} ORDER BY m.seq LIMIT 1) \
                  WHEN EXISTS (SELECT 1 FROM {table} AS x WHERE {stored_key}) \
@@ -233,7 +235,7 @@ pub const MOVED_ROWS: &str = "debezium_moved_rows";
 /// The set-aside row (`m`) of `table` under the old key `old` and the new key `new` (SQL
 /// expressions, in key order, of the key columns' types) by the change at LSN `lsn` (none:
 /// -1): the change's own, never another's between the same keys.
-fn aside_match(table: &str, old: &[String], new: &[String], lsn: &str) -> String {
+pub(super) fn aside_match(table: &str, old: &[String], new: &[String], lsn: &str) -> String {
     format!(
         "m.target_table = '{}' AND m.old_key = jsonb_build_array({}) \
          AND m.new_key = jsonb_build_array({}) AND m.change_lsn = coalesce({lsn}, -1)",
@@ -369,21 +371,28 @@ fn deletes(
             .map(|n| format!("{alias}.{}", quote_ident(n)))
             .collect()
     };
+    // Every key change's delete leaves its mark, the old row or NULL when it deleted none, so
+    // that its create never waits for a delete that came already (held rows,
+    // migrations/0017_debezium_held_rows.sql); a delete applied again never erases an image.
     format!(
-        "WITH gone AS ({sql}\nRETURNING d.*, to_jsonb(target) AS {image}),\n\
+        "WITH gone AS ({sql}\nRETURNING d.{row} AS {gone}, to_jsonb(target) AS {image}),\n\
          aside AS (INSERT INTO {MOVED_ROWS} AS m \
          (target_table, old_key, new_key, change_lsn, image)\n\
          SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), \
-         coalesce(g.{lsn}, -1), g.{image} FROM gone AS g\n\
+         coalesce(d.{lsn}, -1), (SELECT g.{image} FROM gone AS g WHERE g.{gone} = d.{row})\n\
+         FROM UNNEST({params}) AS d({aliases})\n\
          ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
-         DO UPDATE SET image = EXCLUDED.image, moved_at = now())\n\
-         SELECT g.{row} FROM gone AS g",
+         DO UPDATE SET image = coalesce(EXCLUDED.image, m.image), moved_at = now())\n\
+         SELECT g.{gone} FROM gone AS g",
         image = quote_ident("sluice image"),
+        gone = quote_ident("sluice gone"),
         literal = table.replace('\'', "''"),
-        old = qualified("g", &mut key.iter().map(|c| c.name)).join(", "),
-        new = qualified("g", &mut new.iter().map(String::as_str)).join(", "),
+        old = qualified("d", &mut key.iter().map(|c| c.name)).join(", "),
+        new = qualified("d", &mut new.iter().map(String::as_str)).join(", "),
         row = quote_ident("sluice row"),
         lsn = quote_ident("sluice lsn"),
+        params = params.join(", "),
+        aliases = aliases.join(", "),
     )
 }
 
@@ -391,7 +400,7 @@ fn deletes(
 /// hold NULL (a key under `UNIQUE NULLS NOT DISTINCT`, whose index holds one NULL as one
 /// value). Written as `=` or a both-NULL arm rather than `IS NOT DISTINCT FROM`, so the key's
 /// index still serves it.
-fn key_match(stored: &str, wanted: &str, nullable: bool) -> String {
+pub(super) fn key_match(stored: &str, wanted: &str, nullable: bool) -> String {
     if nullable {
         format!("({stored} = {wanted} OR ({stored} IS NULL AND {wanted} IS NULL))")
     } else {
@@ -407,12 +416,14 @@ fn push_new_keys_and_lsns(params: &mut Vec<String>, key: &[StatementColumn<'_>])
 }
 
 /// `$1::type[]`, `$2::type[]`, … for `columns`, in order.
-fn array_params<'c>(columns: impl Iterator<Item = &'c StatementColumn<'c>>) -> Vec<String> {
+pub(super) fn array_params<'c>(
+    columns: impl Iterator<Item = &'c StatementColumn<'c>>,
+) -> Vec<String> {
     array_params_from(1, columns)
 }
 
 /// As [`array_params`], numbered from `$first`.
-fn array_params_from<'c>(
+pub(super) fn array_params_from<'c>(
     first: usize,
     columns: impl Iterator<Item = &'c StatementColumn<'c>>,
 ) -> Vec<String> {

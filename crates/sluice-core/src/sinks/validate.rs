@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use super::checks::{Check, MAX_TOPIC_CHARS, misplaced_rules, value_checks};
 use super::forms;
+use super::held::{HeldStatements, held_statements};
 use super::model::{
     CdcField, ColumnMapping, ConflictPolicy, Constant, Format, KafkaField, OnTombstone, Sink,
     Source, ValueRules,
@@ -278,6 +279,9 @@ pub struct SinkPlan {
     /// The removal of what key changes' deletes set aside, once read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consume_moved_statement: Option<String>,
+    /// The statements of rows that wait for a key change's delete (with the two above).
+    #[serde(skip)]
+    pub held: Option<HeldStatements>,
     /// The positions (in `columns`) of the delete's key columns, in its parameter order.
     #[serde(skip)]
     pub delete_key: Vec<usize>,
@@ -464,6 +468,7 @@ pub fn plan_sink(
         moves.then(|| moving_delete_statement(&sink.table, &delete_columns, delete_guard.as_ref()));
     let consume_moved_statement =
         moves.then(|| consume_moved_statement(&sink.table, &delete_columns));
+    let held = moves.then(|| held_statements(&sink.table, &delete_columns));
     let position = |name: &str| columns.iter().position(|c| c.column == name);
     let delete_key = sink.key.iter().filter_map(|k| position(k)).collect();
     let guard = match &sink.conflict {
@@ -486,6 +491,7 @@ pub fn plan_sink(
         delete_statement,
         moving_delete_statement,
         consume_moved_statement,
+        held,
         delete_key,
         guard,
     })

@@ -1,0 +1,317 @@
+//! Rows that wait for a key change's delete (docs/ARCHITECTURE.md#sinks): a create that
+//! keeps a value Debezium did not send and whose delete has not been applied yet (the old
+//! key's partition is behind), and every later row of its key, wait in
+//! `debezium_held_rows`, in order, in the same transaction as the batch that brought them.
+//! The delete, when it comes, applies them in its own transaction.
+
+use crate::declared::{DeclaredUpsertError, Scalar, bind, write_rows};
+use sluice_core::disposition::classify_sqlstate;
+use sluice_core::sinks::{
+    Cell, DEFAULT_KEY_CHANGE_WAIT, EXPIRED_HELD, HeldStatements, LOCK_HELD, Moved, NEXT_HELD,
+    ORPHAN_HELD, RowOp, SinkPlan, SinkRow, TAKE_HELD,
+};
+use sluice_core::{Disposition, WriteOutcome};
+use sqlx::PgConnection;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A waiting row as stored: what [`write_rows`] needs of a [`SinkRow`].
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct HeldRow {
+    cells: Vec<Cell>,
+    op: RowOp,
+    keep: Vec<usize>,
+    moved_from: Option<Moved>,
+    moving_to: Option<Moved>,
+}
+
+impl HeldRow {
+    fn of(row: &SinkRow) -> Self {
+        Self {
+            cells: row.cells().cloned().collect(),
+            op: row.op.clone(),
+            keep: row.keep.to_vec(),
+            moved_from: row.moved_from.clone(),
+            moving_to: row.moving_to.clone(),
+        }
+    }
+
+    fn into_row(self) -> SinkRow {
+        let mut row = SinkRow::new(0, self.cells);
+        row.op = self.op;
+        row.keep = self.keep.into();
+        row.moved_from = self.moved_from;
+        row.moving_to = self.moving_to;
+        row
+    }
+}
+
+/// Whether a row reads what its key change's delete set aside (a create that keeps a value).
+fn reads_aside(row: &SinkRow) -> bool {
+    row.moved_from.is_some() && !row.keep.is_empty() && row.upserts()
+}
+
+/// The seconds a create of `plan` waits for its delete.
+fn wait_seconds(plan: &SinkPlan) -> f64 {
+    let seconds = plan
+        .modes
+        .map_or(DEFAULT_KEY_CHANGE_WAIT, |modes| modes.key_change_wait);
+    seconds as f64
+}
+
+/// Applies the rows waiting under keys whose first row waited longer than a create may: it
+/// then reads the old key's row as it is (or is orphaned when there is none). What they wrote.
+pub(crate) async fn expire(
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+) -> Result<WriteOutcome, DeclaredUpsertError> {
+    let keys: Vec<serde_json::Value> = sqlx::query_scalar(EXPIRED_HELD)
+        .bind(&plan.table)
+        .bind(wait_seconds(plan))
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut outcome = WriteOutcome::default();
+    for row_key in keys {
+        sqlx::query(LOCK_HELD)
+            .bind(&plan.table)
+            .bind(&row_key)
+            .execute(&mut *conn)
+            .await?;
+        tracing::warn!(
+            table = %plan.table,
+            sink = %plan.name,
+            key = %row_key,
+            wait_s = wait_seconds(plan),
+            "a key change's create waited longer than it may for its delete: it reads the old \
+             key's row as it is"
+        );
+        outcome += drain(conn, plan, &row_key).await?;
+    }
+    Ok(outcome)
+}
+
+/// Puts the rows of `rows` that must wait (their key has rows waiting, or they are a create
+/// whose delete has not come) to wait; the others, in order, and how many wait.
+pub(crate) async fn hold<'r>(
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+    held: &HeldStatements,
+    rows: &[&'r SinkRow],
+) -> Result<(Vec<&'r SinkRow>, u64), DeclaredUpsertError> {
+    let candidates: Vec<&SinkRow> = rows
+        .iter()
+        .copied()
+        .filter(|row| row.op != RowOp::Ignore)
+        .collect();
+    if candidates.is_empty() {
+        return Ok((rows.to_vec(), 0));
+    }
+    // Rows of a key wait only after the writer of the key's partition put them to wait (this
+    // one): a row found not to wait stays so. One found to wait may be applied meanwhile by
+    // the writer of its delete: its key is locked, and it is checked again.
+    let mut waiting = must_wait(conn, held, plan, &candidates).await?;
+    if !waiting.is_empty() {
+        let mut lock = sqlx::query_scalar::<_, serde_json::Value>(&held.key);
+        for &index in &plan.delete_key {
+            let cells = waiting.iter().map(|row| row.cell(index).unwrap_or(&NULL));
+            lock = key_cells(lock, plan, index, cells)?;
+        }
+        lock.fetch_all(&mut *conn).await?;
+        waiting = must_wait(conn, held, plan, &waiting).await?;
+    }
+    if waiting.is_empty() {
+        return Ok((rows.to_vec(), 0));
+    }
+    let (held_rows, passing): (Vec<&SinkRow>, Vec<&SinkRow>) = rows
+        .iter()
+        .copied()
+        .partition(|row| waiting.iter().any(|w| std::ptr::eq(*w, *row)));
+    let data: Vec<serde_json::Value> = held_rows
+        .iter()
+        .map(|row| serde_json::to_value(HeldRow::of(row)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    let seqs: Vec<i64> = bind_waits(sqlx::query_scalar(&held.hold), plan, &held_rows)?
+        .bind(data)
+        .fetch_all(&mut *conn)
+        .await?;
+    for (row, seq) in held_rows.iter().zip(seqs) {
+        tracing::info!(
+            table = %plan.table,
+            sink = %plan.name,
+            seq,
+            waits_for_delete = reads_aside(row),
+            "a row of a key change waits for the old key's delete (its partition is behind)"
+        );
+    }
+    Ok((passing, held_rows.len() as u64))
+}
+
+/// Which of `rows` must wait (by the check statement).
+async fn must_wait<'r>(
+    conn: &mut PgConnection,
+    held: &HeldStatements,
+    plan: &SinkPlan,
+    rows: &[&'r SinkRow],
+) -> Result<Vec<&'r SinkRow>, DeclaredUpsertError> {
+    let numbers: Vec<i32> = (0..rows.len())
+        .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
+        .collect();
+    let waiting: Vec<i32> = bind_waits(sqlx::query_scalar(&held.check), plan, rows)?
+        .bind(numbers)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(waiting
+        .into_iter()
+        .filter_map(|n| rows.get(usize::try_from(n).ok()?).copied())
+        .collect())
+}
+
+/// Binds the arrays the check and the hold share: each row's own key, whether it reads a
+/// set-aside row, its old key, its change's LSN.
+fn bind_waits<'q, O>(
+    mut query: Scalar<'q, O>,
+    plan: &SinkPlan,
+    rows: &[&'q SinkRow],
+) -> Result<Scalar<'q, O>, DeclaredUpsertError> {
+    for &index in &plan.delete_key {
+        let cells = rows.iter().map(|row| row.cell(index).unwrap_or(&NULL));
+        query = key_cells(query, plan, index, cells)?;
+    }
+    let waits = wait_seconds(plan) > 0.0;
+    query = query.bind(
+        rows.iter()
+            .map(|row| waits && reads_aside(row))
+            .collect::<Vec<bool>>(),
+    );
+    for (i, &index) in plan.delete_key.iter().enumerate() {
+        let cells = rows.iter().map(|row| match &row.moved_from {
+            Some(moved) => moved.key.get(i).unwrap_or(&NULL),
+            None => &NULL,
+        });
+        query = key_cells(query, plan, index, cells)?;
+    }
+    let lsns: Vec<Option<i64>> = rows
+        .iter()
+        .map(|row| row.moved_from.as_ref().and_then(|m| m.lsn))
+        .collect();
+    Ok(query.bind(lsns))
+}
+
+/// Binds one key column's cells as its planned array.
+fn key_cells<'q, O>(
+    query: Scalar<'q, O>,
+    plan: &SinkPlan,
+    index: usize,
+    cells: impl Iterator<Item = &'q Cell>,
+) -> Result<Scalar<'q, O>, DeclaredUpsertError> {
+    let column = &plan.columns[index];
+    Ok(bind(query, &column.column, &column.param_type, cells)?)
+}
+
+static NULL: Cell = Cell::Null;
+
+/// Applies, in order, the rows waiting under `key` (a key change's new key, whose delete was
+/// just applied) until one still waits for its own delete. What they wrote.
+pub(crate) async fn release(
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+    key: &[Cell],
+) -> Result<WriteOutcome, DeclaredUpsertError> {
+    let Some(held) = &plan.held else {
+        return Ok(WriteOutcome::default());
+    };
+    let mut query = sqlx::query_scalar::<_, serde_json::Value>(&held.key);
+    for (i, &index) in plan.delete_key.iter().enumerate() {
+        query = key_cells(
+            query,
+            plan,
+            index,
+            std::iter::once(key.get(i).unwrap_or(&NULL)),
+        )?;
+    }
+    let row_key = query.fetch_one(&mut *conn).await?;
+    drain(conn, plan, &row_key).await
+}
+
+/// Applies, in order, the rows waiting under `row_key` (locked) until one still waits. A row
+/// that fails (a create with no old row anywhere: what it keeps cannot be had) is rolled back
+/// to a savepoint and marked orphaned, kept for the operator; the rows behind it go on.
+fn drain<'a>(
+    conn: &'a mut PgConnection,
+    plan: &'a SinkPlan,
+    row_key: &'a serde_json::Value,
+) -> Pin<Box<dyn Future<Output = Result<WriteOutcome, DeclaredUpsertError>> + Send + 'a>> {
+    Box::pin(async move {
+        let mut outcome = WriteOutcome::default();
+        loop {
+            let next = sqlx::query_as::<_, (i64, bool, serde_json::Value)>(NEXT_HELD)
+                .bind(&plan.table)
+                .bind(row_key)
+                .bind(wait_seconds(plan))
+                .fetch_optional(&mut *conn)
+                .await?;
+            let Some((seq, waits, data)) = next else {
+                break;
+            };
+            if waits {
+                break;
+            }
+            let row = serde_json::from_value::<HeldRow>(data)
+                .map_err(|e| sqlx::Error::Decode(Box::new(e)))?
+                .into_row();
+            sqlx::query("SAVEPOINT sluice_release")
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query(TAKE_HELD)
+                .bind(&plan.table)
+                .bind(row_key)
+                .bind(seq)
+                .execute(&mut *conn)
+                .await?;
+            match write_rows(conn, plan, &[&row]).await {
+                Ok(written) => {
+                    sqlx::query("RELEASE SAVEPOINT sluice_release")
+                        .execute(&mut *conn)
+                        .await?;
+                    outcome += written;
+                }
+                // A row's own failure (a constraint, the kept value no row holds); anything
+                // else (a deadlock, the connection) fails the transaction, to be retried.
+                Err(DeclaredUpsertError::Database(sqlx::Error::Database(error)))
+                    if error.code().is_some_and(|code| {
+                        classify_sqlstate(&code) == Disposition::DeadLetter
+                    }) =>
+                {
+                    sqlx::query("ROLLBACK TO SAVEPOINT sluice_release")
+                        .execute(&mut *conn)
+                        .await?;
+                    let reason = format!(
+                        "SQLSTATE {}: {}",
+                        error.code().unwrap_or_default(),
+                        error.message()
+                    );
+                    tracing::error!(
+                        table = %plan.table,
+                        sink = %plan.name,
+                        key = %row_key,
+                        seq,
+                        %reason,
+                        "a row that waited for a key change's delete cannot be applied: \
+                         kept in debezium_held_rows, orphaned"
+                    );
+                    sqlx::query(ORPHAN_HELD)
+                        .bind(&plan.table)
+                        .bind(row_key)
+                        .bind(seq)
+                        .bind(reason)
+                        .execute(&mut *conn)
+                        .await?;
+                    outcome.skipped += 1;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(outcome)
+    })
+}
