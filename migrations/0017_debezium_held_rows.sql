@@ -18,12 +18,14 @@ CREATE TABLE debezium_held_rows (
     -- whose set-aside row it reads. NULL: any other row, which waits only for those before it.
     waits_old_key JSONB,
     waits_lsn     BIGINT,
-    -- The decoded row (cells, operation, kept columns, key change), as sluice wrote it.
+    -- The decoded row (cells, operation, kept columns, key change) and its record (to be
+    -- dead-lettered if it can never be applied), as sluice wrote them.
     row_data      JSONB       NOT NULL,
     held_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
-    -- Set when the delete came and neither it nor the table had the old row: the create
-    -- cannot be completed (it would be a dead letter); kept here for the operator, and the
-    -- rows behind it go on.
+    -- A row that cannot be applied when its turn comes (the delete came and neither it nor
+    -- the table had the old row) is dead-lettered with its record and removed; set only for a
+    -- row held without its record (a caller of the library that gave none): kept here for
+    -- the operator, and the rows behind it go on.
     orphaned_at   TIMESTAMPTZ,
     orphan_reason TEXT,
     seq           BIGINT      GENERATED ALWAYS AS IDENTITY,

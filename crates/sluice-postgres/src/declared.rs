@@ -4,10 +4,10 @@
 
 use crate::held::{expire, hold, release};
 use crate::lookup::{LookupValue, lookup_query};
-use sluice_core::WriteOutcome;
 use sluice_core::sinks::{
     Cell, HELD_ROWS, Moved, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
 };
+use sluice_core::{DeadLetter, WriteOutcome};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::postgres::types::PgInterval;
@@ -63,17 +63,21 @@ pub enum DeclaredUpsertError {
 /// A row of a key whose rows wait for a key change's delete, or a key change's create that
 /// keeps a value and whose delete has not come, waits ([`crate::held`]); it counts as skipped
 /// here, and as what it writes in the batch that applies the delete.
+///
+/// `origin` gives the record of a row (by [`SinkRow::record`]) as a dead letter to be: a row
+/// that waits keeps it, and is dead-lettered with it if it can never be applied.
 pub async fn write_declared(
     conn: &mut PgConnection,
     plan: &SinkPlan,
     rows: &[SinkRow],
+    origin: &(dyn Fn(usize) -> Option<DeadLetter> + Sync),
 ) -> Result<WriteOutcome, DeclaredUpsertError> {
     let rows: Vec<&SinkRow> = rows.iter().collect();
     let Some(held) = &plan.held else {
         return write_rows(conn, plan, &rows).await;
     };
     let expired = expire(conn, plan).await?;
-    let (passing, waiting) = hold(conn, plan, held, &rows).await?;
+    let (passing, waiting) = hold(conn, plan, held, &rows, origin).await?;
     let mut outcome = write_rows(conn, plan, &passing).await?;
     outcome.skipped += waiting;
     outcome += expired;

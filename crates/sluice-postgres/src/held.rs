@@ -5,17 +5,20 @@
 //! The delete, when it comes, applies them in its own transaction.
 
 use crate::declared::{DeclaredUpsertError, Scalar, bind, write_rows};
+use crate::repo::insert_dead_letters;
+use chrono::{DateTime, Utc};
+use sluice_core::dead_letter::{RecordCoords, RecordHeader};
 use sluice_core::disposition::classify_sqlstate;
 use sluice_core::sinks::{
     Cell, DEFAULT_KEY_CHANGE_WAIT, EXPIRED_HELD, HeldStatements, LOCK_HELD, Moved, NEXT_HELD,
     ORPHAN_HELD, RowOp, SinkPlan, SinkRow, TAKE_HELD,
 };
-use sluice_core::{Disposition, WriteOutcome};
+use sluice_core::{DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
 use sqlx::PgConnection;
 use std::future::Future;
 use std::pin::Pin;
 
-/// A waiting row as stored: what [`write_rows`] needs of a [`SinkRow`].
+/// A waiting row as stored: what [`write_rows`] needs of a [`SinkRow`], and its record.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct HeldRow {
     cells: Vec<Cell>,
@@ -23,26 +26,78 @@ struct HeldRow {
     keep: Vec<usize>,
     moved_from: Option<Moved>,
     moving_to: Option<Moved>,
+    /// The record it came from, to dead-letter if it can never be applied.
+    origin: Option<HeldOrigin>,
+}
+
+/// A waiting row's record, as its dead letter keeps it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct HeldOrigin {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    key: Option<Vec<u8>>,
+    payload: Option<Vec<u8>>,
+    payload_size: i32,
+    kafka_timestamp: Option<DateTime<Utc>>,
+    replay_count: i32,
+    headers: Vec<RecordHeader>,
+}
+
+impl HeldOrigin {
+    fn of(letter: DeadLetter) -> Self {
+        Self {
+            topic: letter.coords.topic,
+            partition: letter.coords.partition,
+            offset: letter.coords.offset,
+            key: letter.key,
+            payload: letter.payload,
+            payload_size: letter.payload_size,
+            kafka_timestamp: letter.kafka_timestamp,
+            replay_count: letter.replay_count,
+            headers: letter.headers,
+        }
+    }
+
+    /// Its dead letter, for `reason`.
+    fn dead_letter(self, reason: String) -> DeadLetter {
+        DeadLetter {
+            coords: RecordCoords {
+                topic: self.topic,
+                partition: self.partition,
+                offset: self.offset,
+            },
+            key: self.key,
+            payload: self.payload,
+            payload_size: self.payload_size,
+            kafka_timestamp: self.kafka_timestamp,
+            kind: DeadLetterKind::ConstraintViolation,
+            reason,
+            replay_count: self.replay_count,
+            headers: self.headers,
+        }
+    }
 }
 
 impl HeldRow {
-    fn of(row: &SinkRow) -> Self {
+    fn of(row: &SinkRow, origin: Option<DeadLetter>) -> Self {
         Self {
             cells: row.cells().cloned().collect(),
             op: row.op.clone(),
             keep: row.keep.to_vec(),
             moved_from: row.moved_from.clone(),
             moving_to: row.moving_to.clone(),
+            origin: origin.map(HeldOrigin::of),
         }
     }
 
-    fn into_row(self) -> SinkRow {
+    fn into_row(self) -> (SinkRow, Option<HeldOrigin>) {
         let mut row = SinkRow::new(0, self.cells);
         row.op = self.op;
         row.keep = self.keep.into();
         row.moved_from = self.moved_from;
         row.moving_to = self.moving_to;
-        row
+        (row, self.origin)
     }
 }
 
@@ -97,6 +152,7 @@ pub(crate) async fn hold<'r>(
     plan: &SinkPlan,
     held: &HeldStatements,
     rows: &[&'r SinkRow],
+    origin: &(dyn Fn(usize) -> Option<DeadLetter> + Sync),
 ) -> Result<(Vec<&'r SinkRow>, u64), DeclaredUpsertError> {
     let candidates: Vec<&SinkRow> = rows
         .iter()
@@ -128,7 +184,7 @@ pub(crate) async fn hold<'r>(
         .partition(|row| waiting.iter().any(|w| std::ptr::eq(*w, *row)));
     let data: Vec<serde_json::Value> = held_rows
         .iter()
-        .map(|row| serde_json::to_value(HeldRow::of(row)))
+        .map(|row| serde_json::to_value(HeldRow::of(row, origin(row.record))))
         .collect::<Result<_, _>>()
         .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     let seqs: Vec<i64> = bind_waits(sqlx::query_scalar(&held.hold), plan, &held_rows)?
@@ -236,7 +292,8 @@ pub(crate) async fn release(
 
 /// Applies, in order, the rows waiting under `row_key` (locked) until one still waits. A row
 /// that fails (a create with no old row anywhere: what it keeps cannot be had) is rolled back
-/// to a savepoint and marked orphaned, kept for the operator; the rows behind it go on.
+/// to a savepoint and dead-lettered with its record (or, held by a caller that gave none, kept
+/// and marked orphaned); the rows behind it go on.
 fn drain<'a>(
     conn: &'a mut PgConnection,
     plan: &'a SinkPlan,
@@ -257,7 +314,7 @@ fn drain<'a>(
             if waits {
                 break;
             }
-            let row = serde_json::from_value::<HeldRow>(data)
+            let (row, origin) = serde_json::from_value::<HeldRow>(data)
                 .map_err(|e| sqlx::Error::Decode(Box::new(e)))?
                 .into_row();
             sqlx::query("SAVEPOINT sluice_release")
@@ -287,7 +344,7 @@ fn drain<'a>(
                         .execute(&mut *conn)
                         .await?;
                     let reason = format!(
-                        "SQLSTATE {}: {}",
+                        "after waiting for its key change's delete: SQLSTATE {}: {}",
                         error.code().unwrap_or_default(),
                         error.message()
                     );
@@ -297,16 +354,31 @@ fn drain<'a>(
                         key = %row_key,
                         seq,
                         %reason,
-                        "a row that waited for a key change's delete cannot be applied: \
-                         kept in debezium_held_rows, orphaned"
+                        dead_lettered = origin.is_some(),
+                        "a row that waited for a key change's delete cannot be applied"
                     );
-                    sqlx::query(ORPHAN_HELD)
-                        .bind(&plan.table)
-                        .bind(row_key)
-                        .bind(seq)
-                        .bind(reason)
-                        .execute(&mut *conn)
-                        .await?;
+                    match origin {
+                        Some(origin) => {
+                            sqlx::query(TAKE_HELD)
+                                .bind(&plan.table)
+                                .bind(row_key)
+                                .bind(seq)
+                                .execute(&mut *conn)
+                                .await?;
+                            let letter = origin.dead_letter(reason);
+                            insert_dead_letters(conn, &plan.group, &[letter]).await?;
+                        }
+                        // Held by a caller that gave no record: kept, marked.
+                        None => {
+                            sqlx::query(ORPHAN_HELD)
+                                .bind(&plan.table)
+                                .bind(row_key)
+                                .bind(seq)
+                                .bind(reason)
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                    }
                     outcome.skipped += 1;
                 }
                 Err(other) => return Err(other),

@@ -106,7 +106,7 @@ async fn write(
             }
         }
     }
-    write_declared(conn, plan, &rows)
+    write_declared(conn, plan, &rows, &|_| None)
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", plan.statement))
 }

@@ -58,7 +58,7 @@ pub async fn write_isolating<S: StorageSink>(
     isolation: Isolation,
 ) -> Result<Option<Written>, sqlx::Error> {
     if isolation == Isolation::Optimistic && !deduped.rows.is_empty() {
-        return match sink.upsert(conn, &deduped.rows).await {
+        return match sink.upsert(conn, &deduped.rows, records).await {
             Ok(outcome) => Ok(Some(Written {
                 outcome,
                 ..Written::default()
@@ -67,7 +67,11 @@ pub async fn write_isolating<S: StorageSink>(
             Err(error) => Err(error),
         };
     }
-    let mut store = PgRows { conn, sink };
+    let mut store = PgRows {
+        conn,
+        sink,
+        records,
+    };
     let isolated = isolate(&mut store, S::record, deduped).await?;
     Ok(Some(Written {
         outcome: isolated.outcome,
@@ -234,6 +238,7 @@ pub(crate) async fn isolate<R, S: RowStore<R>>(
 struct PgRows<'a, S> {
     conn: &'a mut PgConnection,
     sink: &'a S,
+    records: &'a [Record],
 }
 
 async fn exec(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {
@@ -246,7 +251,7 @@ impl<S: StorageSink> RowStore<S::Row> for PgRows<'_, S> {
         rows: &[S::Row],
     ) -> Result<Result<WriteOutcome, RowError>, sqlx::Error> {
         exec(self.conn, "SAVEPOINT sluice_write").await?;
-        match self.sink.upsert(self.conn, rows).await {
+        match self.sink.upsert(self.conn, rows, self.records).await {
             Ok(outcome) => {
                 exec(self.conn, "RELEASE SAVEPOINT sluice_write").await?;
                 Ok(Ok(outcome))

@@ -700,11 +700,12 @@ async fn a_key_changes_create_and_later_rows_wait_for_the_old_keys_partition() {
 }
 
 /// The key change's d comes, but key 2's row was never stored (its create was lost to the
-/// source's history: the d alone): the waiting create cannot be completed. It is kept,
-/// orphaned, with the reason; the update behind it goes on (no row 3 to update: nothing), and
-/// key 2's batch commits (its d is not blamed).
+/// source's history: the d alone): the waiting create cannot be completed. It is dead-lettered
+/// with its own record (its partition, offset and headers, for `sluice dlq replay`) and the
+/// reason; the update behind it goes on (no row 3 to update: nothing), and key 2's batch
+/// commits (its d is not blamed).
 #[tokio::test]
-async fn a_create_whose_old_row_never_came_is_orphaned_and_the_rows_behind_it_go_on() {
+async fn a_create_whose_old_row_never_came_is_dead_lettered_and_the_rows_behind_it_go_on() {
     let Some(stack) = sluice_testkit::stack() else {
         return;
     };
@@ -719,20 +720,31 @@ async fn a_create_whose_old_row_never_came_is_orphaned_and_the_rows_behind_it_go
     store_all(&mut conn, &sink, &key3, 2).await;
     assert_eq!(held(&mut conn).await, 2);
     store_all(&mut conn, &sink, &key2, 2).await;
-    assert_eq!(held(&mut conn).await, 0);
-    let orphans: Vec<String> = sqlx::query_scalar(
-        "SELECT orphan_reason FROM debezium_held_rows WHERE orphaned_at IS NOT NULL",
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_held_rows")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "nothing waits or is kept");
+    let dead: Vec<(i32, i64, String, String, Vec<String>)> = sqlx::query_as(
+        "SELECT partition, kafka_offset, error_kind, reason, header_names \
+         FROM dead_letter_events",
     )
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    assert_eq!(orphans.len(), 1, "{orphans:?}");
-    assert!(
-        orphans[0].contains("is in no stored row"),
-        "the reason names the missing value: {orphans:?}"
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let (partition, offset, kind, reason, headers) = &dead[0];
+    assert_eq!(
+        (*partition, *offset, kind.as_str()),
+        (1, 0, "constraint_violation")
     );
+    assert!(
+        reason.contains("after waiting for its key change's delete")
+            && reason.contains("is in no stored row"),
+        "the reason names the wait and the missing value: {reason}"
+    );
+    assert_eq!(headers[0], "__debezium.oldkey", "its headers, for a replay");
     assert_eq!(items(&mut conn).await, Vec::<String>::new());
-    assert_eq!(dead_letters(&mut conn).await, []);
     drop(conn);
     schema.drop_schema().await;
 }

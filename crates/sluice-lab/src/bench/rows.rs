@@ -108,7 +108,7 @@ pub async fn upsert(
     plan: &SinkPlan,
     rows: &[SinkRow],
 ) -> Result<WriteOutcome, Failure> {
-    sluice_postgres::declared::write_declared(conn, plan, rows)
+    sluice_postgres::declared::write_declared(conn, plan, rows, &|_| None)
         .await
         .map_err(|e| Failure::from(anyhow!("{e}")))
 }

@@ -2,7 +2,7 @@
 //! TTL cache per sink, no negative caching), its survivor rule and its planned statement.
 
 use super::{Bound, Recheck, Rejection, StorageSink, unknown_reason};
-use crate::record::kafka_timestamp;
+use crate::record::{dead_letter, kafka_timestamp};
 use sluice_core::dedupe::Deduped;
 use sluice_core::messages::DecodeError;
 use sluice_core::sinks::{Cell, Decoded, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow};
@@ -176,8 +176,14 @@ impl StorageSink for Declared {
         &self,
         conn: &mut PgConnection,
         rows: &[SinkRow],
+        records: &[Record],
     ) -> Result<WriteOutcome, sqlx::Error> {
-        match write_declared(conn, &self.plan, rows).await {
+        let origin = |index: usize| {
+            records.get(index).map(|record| {
+                dead_letter(record, DeadLetterKind::ConstraintViolation, String::new())
+            })
+        };
+        match write_declared(conn, &self.plan, rows, &origin).await {
             Ok(outcome) => Ok(outcome),
             Err(DeclaredUpsertError::Database(error)) => Err(error),
             // A row that does not fit its own plan is a bug: fatal, never retried.

@@ -84,11 +84,13 @@ pub trait StorageSink: Send + Sync {
     fn runs(&self, rows: Vec<Self::Row>) -> Vec<Vec<Self::Row>> {
         vec![rows]
     }
-    /// The sink's one statement over `rows` (one per natural key).
+    /// The sink's one statement over `rows` (one per natural key); `records` are the batch's
+    /// (a row that waits keeps its record, to be dead-lettered if it can never be applied).
     async fn upsert(
         &self,
         conn: &mut PgConnection,
         rows: &[Self::Row],
+        records: &[Record],
     ) -> Result<WriteOutcome, sqlx::Error>;
     /// Looks a row's references up again past the cache (after it alone broke a foreign key).
     async fn recheck(
