@@ -2,7 +2,7 @@
 //! each bound as its planned parameter type, one statement for the whole slice (the same
 //! shape as the built-in topics' upsert).
 
-use crate::held::{expire, hold, release};
+use crate::held::{hold, release};
 use crate::lookup::{LookupValue, lookup_query};
 use sluice_core::sinks::{
     Cell, HELD_ROWS, Moved, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
@@ -76,11 +76,8 @@ pub async fn write_declared(
     let Some(held) = &plan.held else {
         return write_rows(conn, plan, &rows).await;
     };
-    let expired = expire(conn, plan).await?;
-    let (passing, waiting) = hold(conn, plan, held, &rows, origin).await?;
-    let mut outcome = write_rows(conn, plan, &passing).await?;
-    outcome.skipped += waiting;
-    outcome += expired;
+    let (passing, mut outcome) = hold(conn, plan, held, &rows, origin).await?;
+    outcome += write_rows(conn, plan, &passing).await?;
     Ok(outcome)
 }
 

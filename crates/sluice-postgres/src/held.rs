@@ -116,7 +116,7 @@ fn wait_seconds(plan: &SinkPlan) -> f64 {
 
 /// Applies the rows waiting under keys whose first row waited longer than a create may: it
 /// then reads the old key's row as it is (or is orphaned when there is none). What they wrote.
-pub(crate) async fn expire(
+async fn expire(
     conn: &mut PgConnection,
     plan: &SinkPlan,
 ) -> Result<WriteOutcome, DeclaredUpsertError> {
@@ -146,26 +146,32 @@ pub(crate) async fn expire(
 }
 
 /// Puts the rows of `rows` that must wait (their key has rows waiting, or they are a create
-/// whose delete has not come) to wait; the others, in order, and how many wait.
+/// whose delete has not come) to wait, first applying the queues whose create waited longer
+/// than it may; the others, in order, and what was written (the rows put to wait: skipped).
 pub(crate) async fn hold<'r>(
     conn: &mut PgConnection,
     plan: &SinkPlan,
     held: &HeldStatements,
     rows: &[&'r SinkRow],
     origin: &(dyn Fn(usize) -> Option<DeadLetter> + Sync),
-) -> Result<(Vec<&'r SinkRow>, u64), DeclaredUpsertError> {
+) -> Result<(Vec<&'r SinkRow>, WriteOutcome), DeclaredUpsertError> {
     let candidates: Vec<&SinkRow> = rows
         .iter()
         .copied()
         .filter(|row| row.op != RowOp::Ignore)
         .collect();
+    let mut outcome = WriteOutcome::default();
     if candidates.is_empty() {
-        return Ok((rows.to_vec(), 0));
+        return Ok((rows.to_vec(), outcome));
     }
     // Rows of a key wait only after the writer of the key's partition put them to wait (this
     // one): a row found not to wait stays so. One found to wait may be applied meanwhile by
     // the writer of its delete: its key is locked, and it is checked again.
-    let mut waiting = must_wait(conn, held, plan, &candidates).await?;
+    let (mut waiting, expired) = must_wait(conn, held, plan, &candidates).await?;
+    if expired {
+        outcome += expire(conn, plan).await?;
+        waiting = must_wait(conn, held, plan, &candidates).await?.0;
+    }
     if !waiting.is_empty() {
         let mut lock = sqlx::query_scalar::<_, serde_json::Value>(&held.key);
         for &index in &plan.delete_key {
@@ -173,10 +179,10 @@ pub(crate) async fn hold<'r>(
             lock = key_cells(lock, plan, index, cells)?;
         }
         lock.fetch_all(&mut *conn).await?;
-        waiting = must_wait(conn, held, plan, &waiting).await?;
+        waiting = must_wait(conn, held, plan, &waiting).await?.0;
     }
     if waiting.is_empty() {
-        return Ok((rows.to_vec(), 0));
+        return Ok((rows.to_vec(), outcome));
     }
     let (held_rows, passing): (Vec<&SinkRow>, Vec<&SinkRow>) = rows
         .iter()
@@ -200,27 +206,32 @@ pub(crate) async fn hold<'r>(
             "a row of a key change waits for the old key's delete (its partition is behind)"
         );
     }
-    Ok((passing, held_rows.len() as u64))
+    outcome.skipped += held_rows.len() as u64;
+    Ok((passing, outcome))
 }
 
-/// Which of `rows` must wait (by the check statement).
+/// Which of `rows` must wait (by the check statement), and whether a create somewhere waited
+/// longer than it may.
 async fn must_wait<'r>(
     conn: &mut PgConnection,
     held: &HeldStatements,
     plan: &SinkPlan,
     rows: &[&'r SinkRow],
-) -> Result<Vec<&'r SinkRow>, DeclaredUpsertError> {
+) -> Result<(Vec<&'r SinkRow>, bool), DeclaredUpsertError> {
     let numbers: Vec<i32> = (0..rows.len())
         .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
         .collect();
-    let waiting: Vec<i32> = bind_waits(sqlx::query_scalar(&held.check), plan, rows)?
+    let found: Vec<i32> = bind_waits(sqlx::query_scalar(&held.check), plan, rows)?
         .bind(numbers)
+        .bind(wait_seconds(plan))
         .fetch_all(&mut *conn)
         .await?;
-    Ok(waiting
+    let expired = found.contains(&-1);
+    let waiting = found
         .into_iter()
         .filter_map(|n| rows.get(usize::try_from(n).ok()?).copied())
-        .collect())
+        .collect();
+    Ok((waiting, expired))
 }
 
 /// Binds the arrays the check and the hold share: each row's own key, whether it reads a

@@ -19,7 +19,8 @@ pub const HELD_ROWS: &str = "debezium_held_rows";
 pub struct HeldStatements {
     /// Which of a slice's rows must wait: one array per key column (each row's own key), the
     /// `bool[]` of the creates that read a set-aside row, one array per key column of their
-    /// old keys, their LSNs, the rows' numbers; returns the numbers of the rows that wait.
+    /// old keys, their LSNs, the rows' numbers, then the seconds a create waits; returns the
+    /// numbers of the rows that wait, and -1 when a create somewhere waited longer.
     pub check: String,
     /// Puts rows to wait, in order: the check's arrays, with the rows' data (`jsonb[]`) in
     /// place of their numbers; returns their `seq`.
@@ -91,9 +92,13 @@ pub fn held_statements(table: &str, key: &[StatementColumn<'_>]) -> HeldStatemen
         (params.join(", "), aliases.join(", "))
     };
     let (check_params, check_aliases) = numbered("int", "sluice row");
+    let wait = params.len() + 2;
     let check = format!(
         "SELECT r.\"sluice row\" FROM UNNEST({check_params}) AS r({check_aliases})\n\
-         WHERE {waiting_key}\n   OR {no_delete_yet}"
+         WHERE {waiting_key}\n   OR {no_delete_yet}\n\
+         UNION ALL SELECT -1 WHERE EXISTS (SELECT 1 FROM {HELD_ROWS} AS h \
+         WHERE h.target_table = '{literal}' AND h.orphaned_at IS NULL \
+         AND h.waits_old_key IS NOT NULL AND h.held_at <= now() - ${wait}::float8 * interval '1 second')"
     );
     let (hold_params, hold_aliases) = numbered("jsonb", "sluice data");
     let hold = format!(
@@ -149,7 +154,10 @@ mod tests {
              OR (r.\"sluice waits\" AND NOT EXISTS (SELECT 1 FROM debezium_moved_rows AS m \
              WHERE m.target_table = 't' AND m.old_key = jsonb_build_array(r.\"old 0\") \
              AND m.new_key = jsonb_build_array(r.\"key 0\") \
-             AND m.change_lsn = coalesce(r.\"sluice lsn\", -1)))"
+             AND m.change_lsn = coalesce(r.\"sluice lsn\", -1)))\n\
+             UNION ALL SELECT -1 WHERE EXISTS (SELECT 1 FROM debezium_held_rows AS h \
+             WHERE h.target_table = 't' AND h.orphaned_at IS NULL \
+             AND h.waits_old_key IS NOT NULL AND h.held_at <= now() - $6::float8 * interval '1 second')"
         );
         assert!(
             held.hold.contains("$5::jsonb[]) WITH ORDINALITY"),
