@@ -127,15 +127,35 @@ impl SinkDecoder {
     /// so the delete sets aside the old row as the records before it left it, the create
     /// reads its kept values from what is stored when its turn comes (the set-aside row of its
     /// own change, else the old key's row as the records before it left it), and no record
-    /// meets one across a key change in a survivor rule (docs/ARCHITECTURE.md#sinks). A batch
-    /// without a key change is one run.
+    /// meets one across a key change in a survivor rule (docs/ARCHITECTURE.md#sinks). A row
+    /// that keeps a value (Debezium did not send it) after a row of its key starts a run too:
+    /// it reads the value from what is stored, never from the earlier row, which may yet be
+    /// refused (a constraint) and dead-lettered. A batch without either is one run.
     pub fn runs(&self, rows: Vec<SinkRow>) -> Vec<Vec<SinkRow>> {
         let mut runs: Vec<Vec<SinkRow>> = vec![Vec::new()];
+        let mut keys: std::collections::HashSet<Vec<KeyPart>> = std::collections::HashSet::new();
+        let key = |row: &SinkRow| -> Vec<KeyPart> {
+            self.key
+                .iter()
+                .map(|i| KeyPart::of(row.cell(*i), self.equality(*i)))
+                .collect()
+        };
         for row in rows {
             if row.moving_to.is_some() || row.moved_from.is_some() {
                 runs.push(vec![row]);
                 runs.push(Vec::new());
-            } else if let Some(run) = runs.last_mut() {
+                keys.clear();
+                continue;
+            }
+            if row.op != RowOp::Ignore {
+                let key = key(&row);
+                if !row.keep.is_empty() && keys.contains(&key) {
+                    runs.push(Vec::new());
+                    keys.clear();
+                }
+                keys.insert(key);
+            }
+            if let Some(run) = runs.last_mut() {
                 run.push(row);
             }
         }
