@@ -210,10 +210,15 @@ pub struct Source {
     /// Keep a key change's `c` whose old key is on another partition from carrying the
     /// placeholder (the known failing case: its `c` may come before the old row is stored).
     avoid_known: bool,
+    /// Of 100 operations, how many are poison records (3; more to explore).
+    pub poison_percent: u32,
 }
 
 /// The key schema of the fixtures, for an `int` key.
-const KEY_SCHEMA: &str = r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"dbzsamples.public.items.Key"}"#;
+const KEY_SCHEMA: &str = concat!(
+    r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"#,
+    r#""optional":false,"name":"dbzsamples.public.items.Key"}"#
+);
 
 const RUN_ID: &str = "01a23463-c6ea-764f-ac08-08320dec7db0";
 
@@ -231,6 +236,7 @@ impl Source {
             value_schema: value_schema(),
             truncates,
             avoid_known,
+            poison_percent: 3,
         }
     }
 
@@ -354,7 +360,9 @@ impl Source {
                     Change::Truncate { lsn },
                 );
             }
-            (1..=3, Some(id), _) => self.poison(events, id, rng),
+            (roll, Some(id), _) if (1..=self.poison_percent).contains(&roll) => {
+                self.poison(events, id, rng);
+            }
             (4..=19, _, Some(id)) | (_, None, Some(id)) => self.insert(events, id, rng),
             (20..=35, Some(id), _) => {
                 let lsn = self.next_lsn(rng);
