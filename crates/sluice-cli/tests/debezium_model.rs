@@ -21,8 +21,8 @@
 //! `SLUICE_MODEL_SEED=<u64>` runs one seed alone, `SLUICE_MODEL_CASES=<n>` adds `n` random
 //! seeds, `SLUICE_MODEL_PARALLEL` cases at a time (default: as many as the fixed ones),
 //! `SLUICE_MODEL_POISON_PERCENT` poison records per 100 operations (default 3),
-//! `SLUICE_MODEL_AVOID_KNOWN` keeps out the known failing case (a key change between two
-//! partitions that leaves `big` unchanged). A failing case prints how to run it again, its
+//! `SLUICE_MODEL_AVOID_KNOWN` keeps out key changes between two partitions that leave `big`
+//! unchanged (the case that failed until such a create waited for its delete). A failing case prints how to run it again, its
 //! parameters and the first differing rows with every record of their keys.
 #![allow(
     clippy::unwrap_used,
@@ -47,8 +47,8 @@ use support::{Env, Running};
 
 /// Cases always run: (seed, whether the known failing case is kept out, why this one).
 /// `avoid_known`: a key change whose old key is on another partition always rewrites `big`
-/// (`SLUICE_MODEL_AVOID_KNOWN`), so nothing waits on the held-back create (docs/ARCHITECTURE.md,
-/// key changes) and other defects show.
+/// (`SLUICE_MODEL_AVOID_KNOWN`), so no create waits for its delete (docs/ARCHITECTURE.md, key
+/// changes): the cases that found defects elsewhere while that was the known failure.
 const FIXED_CASES: &[(u64, bool, &str)] = &[
     (2, false, "one partition, always-update, three kills"),
     (
@@ -64,8 +64,8 @@ const FIXED_CASES: &[(u64, bool, &str)] = &[
     (
         3,
         false,
-        "two partitions, always-update: fails until a key change's c is held back for its d \
-         (KNOWN: it comes before the old row is stored and is dead-lettered)",
+        "two partitions, always-update: key changes' creates that come before their old \
+         row is stored wait for their deletes (they were dead-lettered before they waited)",
     ),
     (
         11_715_380_340_740_933_504,
@@ -573,8 +573,8 @@ impl Case {
         );
         if known {
             text.push_str(
-                "(KNOWN: a key change's c applied before its old row was stored, another \
-                 partition)\n",
+                "(a key change's c found no old row on another partition: it should have \
+                 waited for its d)\n",
             );
         }
         for problem in &letter_problems {
