@@ -799,3 +799,132 @@ async fn a_create_whose_delete_never_comes_reads_the_old_row_after_its_wait() {
     drop(conn);
     schema.drop_schema().await;
 }
+
+// ---- review2: held rows (commit 99eb3a3) ----
+
+/// `record` with its event's `after.big` set to `big` (a create that sends every value: it
+/// keeps none).
+fn with_big(record: &Record, big: &str) -> Record {
+    let mut event = value(record);
+    event["payload"]["after"]["big"] = big.into();
+    Record {
+        payload: Some(event.to_string().into_bytes()),
+        ..record.clone()
+    }
+}
+
+/// REVIEW2 FINDING 1 (no LSN). The first key change 2 → 3 has a `c` that sends every value
+/// (not held, it needs no old row) and is applied before its `d` (key 3's partition ahead):
+/// its `d` then leaves a set-aside row no create will ever take. The second change 2 → 3 (after
+/// a re-insert of 2 with big B, and a delete of 3) has a `c` that keeps big: without an LSN the
+/// creates take the oldest set-aside row of (2, 3), so it reads the first change's big A.
+/// One by one, row 3 ends with big B.
+#[tokio::test]
+async fn review2_a_create_that_keeps_nothing_applied_before_its_delete_leaves_no_row_for_the_next_change()
+ {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let delete3 = captured("items", &["06-delete-id3"]);
+    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut reinsert = create(&fixtures[1], 4, 2, "re-inserted", "big B", 0);
+    reinsert.partition = 0;
+    let key2 = [
+        no_lsn(&fixtures[1], 0, 0),
+        no_lsn(&fixtures[3], 0, 1),
+        no_lsn(&fixtures[4], 0, 2),
+        no_lsn(&reinsert, 0, 3),
+        no_lsn(&fixtures[3], 0, 4),
+        no_lsn(&fixtures[4], 0, 5),
+    ];
+    let key3 = [
+        no_lsn(&with_big(&fixtures[5], &big_a), 1, 0),
+        no_lsn(&delete3[0], 1, 1),
+        no_lsn(&fixtures[5], 1, 2),
+    ];
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    // c(2) big A; then key 3's partition's first c (it sends big); then the rest of key 2's
+    // partition (both changes' d and the re-insert); then d(3) and the second change's c.
+    store_all(&mut conn, &sink, &key2[..1], 1).await;
+    store_all(&mut conn, &sink, &key3[..1], 1).await;
+    store_all(&mut conn, &sink, &key2[1..], 5).await;
+    store_all(&mut conn, &sink, &key3[1..], 1).await;
+    let all = items(&mut conn).await;
+    let dead = dead_letters(&mut conn).await;
+    let aside: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_moved_rows")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    drop(conn);
+    schema.drop_schema().await;
+    assert_eq!(dead, [], "no dead letter");
+    assert_eq!(
+        all,
+        [format!("3 | key changed 2 -> 3 | {}", md5_of("big B"))],
+        "the second change's c reads the second change's old row (big B), not the first's (big A = {})",
+        md5_of(&big_a)
+    );
+    assert_eq!(aside, 0, "nothing left set aside");
+}
+
+/// REVIEW2 FINDING 2. Key 3's c waits for its d (key 2's partition behind); then a batch of
+/// key 3's partition with two updates of 3: "good", then "poison" (the table's CHECK refuses
+/// it). One by one: the c, then "good", then "poison" is dead-lettered, and row 3 reads "good".
+/// The batch is de-duplicated before its rows are put to wait: only "poison" waits ("good" is
+/// dropped as superseded); when the d applies it, it fails and is orphaned, and "good" is lost.
+#[tokio::test]
+async fn review2_a_waiting_row_that_fails_loses_the_row_it_superseded() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let key3 = [
+        moved(&fixtures[5], 1, 0, 0),
+        update(&fixtures[2], (1, 1), 3, "good", 1_000),
+        update(&fixtures[2], (1, 2), 3, "poison", 2_000),
+    ];
+    let key2 = [
+        moved(&fixtures[1], 0, 0, 0),
+        moved(&fixtures[2], 0, 1, 0),
+        moved(&fixtures[3], 0, 2, 0),
+        moved(&fixtures[4], 0, 3, 0),
+    ];
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    store_all(&mut conn, &sink, &key3[..1], 1).await;
+    store_all(&mut conn, &sink, &key3[1..], 2).await;
+    store_all(&mut conn, &sink, &key2, 4).await;
+    let all = items(&mut conn).await;
+    let dead: Vec<i64> = dead_letters(&mut conn)
+        .await
+        .into_iter()
+        .map(|(offset, _, _)| offset)
+        .collect();
+    let orphans: Vec<String> = sqlx::query_scalar(
+        "SELECT orphan_reason FROM debezium_held_rows WHERE orphaned_at IS NOT NULL",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    drop(conn);
+    schema.drop_schema().await;
+    assert_eq!(
+        all,
+        [format!("3 | good | {}", md5_of(&big_a))],
+        "the update before the poison one is applied (orphans: {orphans:?}, dead letters: {dead:?})"
+    );
+    assert_eq!(
+        dead,
+        [2],
+        "the poison update is a dead letter (orphans: {orphans:?})"
+    );
+}
