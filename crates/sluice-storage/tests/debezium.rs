@@ -928,3 +928,118 @@ async fn review2_a_waiting_row_that_fails_loses_the_row_it_superseded() {
         "the poison update is a dead letter (orphans: {orphans:?})"
     );
 }
+
+/// Waits until `pids` (backends) all wait on an advisory lock (polls pg_locks, no fixed sleep).
+async fn blocked_on_advisory(conn: &mut PgConnection, pids: &[i32]) {
+    for _ in 0..2_000 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' \
+             AND NOT granted AND pid = ANY($1)",
+        )
+        .bind(pids)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        if waiting == pids.len() as i64 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("backends {pids:?} never waited on an advisory lock");
+}
+
+/// Two writers, key 3's (P1) and key 2's (P0), interleaved on key 3's advisory lock (a third
+/// session holds it, so each writer stops at it; which reaches it first gets it first): the
+/// waiting c (and an update behind it) and the d's release, in both orders, with the c held
+/// before (a committed queue) or in the racing transaction. Row 3 ends with the update's title
+/// (or the c's) and big A; nothing waits, nothing is dead-lettered.
+#[tokio::test]
+async fn review2_two_writers_racing_on_a_key_neither_lose_nor_strand_a_row() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let c3 = moved(&fixtures[5], 1, 0, 0);
+    let u3 = update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000);
+    let key2 = [
+        moved(&fixtures[1], 0, 0, 0),
+        moved(&fixtures[2], 0, 1, 0),
+        moved(&fixtures[3], 0, 2, 0),
+        moved(&fixtures[4], 0, 3, 0),
+    ];
+    // (label, key 3's batch held and committed before, key 3's racing batch, key 3's writer
+    // reaches the lock first)
+    let cases: [(&str, Vec<Record>, Vec<Record>, bool); 4] = [
+        ("c races, c first", vec![], vec![c3.clone()], true),
+        ("c races, d first", vec![], vec![c3.clone()], false),
+        ("u races behind a held c, u first", vec![c3.clone()], vec![u3.clone()], true),
+        ("u races behind a held c, d first", vec![c3.clone()], vec![u3.clone()], false),
+    ];
+    for (label, before, racing, key3_first) in cases {
+        let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+        let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+        store_all(&mut conn, &sink, &before, 1).await;
+        let mut a = schema.connect().await;
+        let mut b = schema.connect().await;
+        let pid_a: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut a)
+            .await
+            .unwrap();
+        let pid_b: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut b)
+            .await
+            .unwrap();
+        sqlx::query(
+            "SELECT pg_advisory_lock(hashtextextended('debezium_held_rows items ' \
+             || jsonb_build_array(3::bigint)::text, 0))",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        let (first, second) = if key3_first {
+            (pid_a, pid_b)
+        } else {
+            (pid_b, pid_a)
+        };
+        let (go_a, wait_a) = tokio::sync::oneshot::channel::<()>();
+        let (go_b, wait_b) = tokio::sync::oneshot::channel::<()>();
+        let writer_a = async {
+            wait_a.await.unwrap();
+            store_all(&mut a, &sink, &racing, racing.len()).await;
+        };
+        let writer_b = async {
+            wait_b.await.unwrap();
+            store_all(&mut b, &sink, &key2, key2.len()).await;
+        };
+        let control = async {
+            let (go_first, go_second) = if key3_first { (go_a, go_b) } else { (go_b, go_a) };
+            go_first.send(()).unwrap();
+            blocked_on_advisory(&mut conn, &[first]).await;
+            go_second.send(()).unwrap();
+            blocked_on_advisory(&mut conn, &[first, second]).await;
+            sqlx::query("SELECT pg_advisory_unlock_all()")
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        };
+        tokio::join!(writer_a, writer_b, control);
+        let title = if racing.len() == 1 && before.is_empty() {
+            "key changed 2 -> 3"
+        } else {
+            "updated after the move"
+        };
+        assert_eq!(
+            items(&mut conn).await,
+            [format!("3 | {title} | {}", md5_of(&big_a))],
+            "{label}"
+        );
+        assert_eq!(held(&mut conn).await, 0, "{label}: nothing left waiting");
+        assert_eq!(dead_letters(&mut conn).await, [], "{label}");
+        drop((a, b, conn));
+        schema.drop_schema().await;
+    }
+}
