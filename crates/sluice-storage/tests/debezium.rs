@@ -976,8 +976,18 @@ async fn review2_two_writers_racing_on_a_key_neither_lose_nor_strand_a_row() {
     let cases: [(&str, Vec<Record>, Vec<Record>, bool); 4] = [
         ("c races, c first", vec![], vec![c3.clone()], true),
         ("c races, d first", vec![], vec![c3.clone()], false),
-        ("u races behind a held c, u first", vec![c3.clone()], vec![u3.clone()], true),
-        ("u races behind a held c, d first", vec![c3.clone()], vec![u3.clone()], false),
+        (
+            "u races behind a held c, u first",
+            vec![c3.clone()],
+            vec![u3.clone()],
+            true,
+        ),
+        (
+            "u races behind a held c, d first",
+            vec![c3.clone()],
+            vec![u3.clone()],
+            false,
+        ),
     ];
     for (label, before, racing, key3_first) in cases {
         let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
@@ -1016,7 +1026,11 @@ async fn review2_two_writers_racing_on_a_key_neither_lose_nor_strand_a_row() {
             store_all(&mut b, &sink, &key2, key2.len()).await;
         };
         let control = async {
-            let (go_first, go_second) = if key3_first { (go_a, go_b) } else { (go_b, go_a) };
+            let (go_first, go_second) = if key3_first {
+                (go_a, go_b)
+            } else {
+                (go_b, go_a)
+            };
             go_first.send(()).unwrap();
             blocked_on_advisory(&mut conn, &[first]).await;
             go_second.send(()).unwrap();
@@ -1041,5 +1055,113 @@ async fn review2_two_writers_racing_on_a_key_neither_lose_nor_strand_a_row() {
         assert_eq!(dead_letters(&mut conn).await, [], "{label}");
         drop((a, b, conn));
         schema.drop_schema().await;
+    }
+}
+
+/// REVIEW2 FINDING 3. Key 2's row was never stored (its create is past retention): its
+/// partition holds the key change's d (which now leaves its mark, image NULL), the tombstone,
+/// and then a re-insert of 2 with big B. Key 3's c, keeping big, comes last: its own old row is
+/// nowhere, so it is a dead letter (README: "Only when the old row is nowhere ... a dead letter
+/// that says so"); it must not take big B from the unrelated re-insert of key 2.
+#[tokio::test]
+async fn review2_a_create_whose_delete_found_no_row_does_not_read_a_reinsert_of_the_old_key() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let mut reinsert = create(&fixtures[1], 2, 2, "re-inserted", "big B", 0);
+    reinsert.partition = 0;
+    let key2 = [
+        moved(&fixtures[3], 0, 0, 0),
+        moved(&fixtures[4], 0, 1, 0),
+        reinsert,
+    ];
+    let key3 = [moved(&fixtures[5], 1, 0, 0)];
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    store_all(&mut conn, &sink, &key2, 3).await;
+    store_all(&mut conn, &sink, &key3, 1).await;
+    let all = items(&mut conn).await;
+    let dead: Vec<i64> = dead_letters(&mut conn)
+        .await
+        .into_iter()
+        .map(|(offset, _, _)| offset)
+        .collect();
+    drop(conn);
+    schema.drop_schema().await;
+    assert_eq!(
+        all,
+        [format!("2 | re-inserted | {}", md5_of("big B"))],
+        "row 3 is not written with the re-insert's big"
+    );
+    assert_eq!(dead, [0], "key 3's c is a dead letter");
+}
+
+/// A replay (the same records again, at later offsets) after key 3's partition ran ahead of key
+/// 2's: both passes, key 3's partition first, end with row 3 as the source has it, under every
+/// conflict policy; nothing waits, nothing is set aside, nothing is dead-lettered.
+#[tokio::test]
+async fn review2_a_replay_with_the_new_keys_partition_ahead_ends_as_the_source() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let key3 = |base: i64| {
+        [
+            moved(&fixtures[5], 1, base, 0),
+            update(
+                &fixtures[2],
+                (1, base + 1),
+                3,
+                "updated after the move",
+                1_000,
+            ),
+        ]
+    };
+    let key2 = |base: i64| {
+        [
+            moved(&fixtures[1], 0, base, 0),
+            moved(&fixtures[2], 0, base + 1, 0),
+            moved(&fixtures[3], 0, base + 2, 0),
+            moved(&fixtures[4], 0, base + 3, 0),
+        ]
+    };
+    for conflict in [
+        r#""always-update""#,
+        r#""insert-ignore""#,
+        r#"{ newest-wins = "lsn" }"#,
+    ] {
+        for batch in [1, 4] {
+            let label = format!("{conflict}, batches of {batch}");
+            let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+            let sink = sink(&mut conn, &items_sink(conflict)).await;
+            for base in [0, 100] {
+                store_all(&mut conn, &sink, &key3(base), batch).await;
+                store_all(&mut conn, &sink, &key2(base), batch).await;
+            }
+            let title = if conflict.contains("insert-ignore") {
+                "key changed 2 -> 3"
+            } else {
+                "updated after the move"
+            };
+            assert_eq!(
+                items(&mut conn).await,
+                [format!("3 | {title} | {}", md5_of(&big_a))],
+                "{label}"
+            );
+            assert_eq!(held(&mut conn).await, 0, "{label}");
+            assert_eq!(dead_letters(&mut conn).await, [], "{label}");
+            let aside: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_moved_rows")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(aside, 0, "{label}: nothing left set aside");
+            drop(conn);
+            schema.drop_schema().await;
+        }
     }
 }
