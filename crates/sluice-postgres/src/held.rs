@@ -101,9 +101,17 @@ impl HeldRow {
     }
 }
 
-/// Whether a row reads what its key change's delete set aside (a create that keeps a value).
-fn reads_aside(row: &SinkRow) -> bool {
-    row.moved_from.is_some() && !row.keep.is_empty() && row.upserts()
+/// Whether a row waits for its key change's delete while that has not come: a create that
+/// keeps a value (it reads what the delete sets aside) and, without an LSN, any create of a
+/// key change. Without an LSN the set-aside rows of changes between the same keys queue up and
+/// a create takes the oldest: a create applied before its delete would leave that delete's row
+/// in the queue, for the next change's create to read (docs/ARCHITECTURE.md#sinks).
+fn waits_for_delete(row: &SinkRow) -> bool {
+    row.upserts()
+        && row
+            .moved_from
+            .as_ref()
+            .is_some_and(|moved| !row.keep.is_empty() || moved.lsn.is_none())
 }
 
 /// The seconds a create of `plan` waits for its delete.
@@ -202,7 +210,7 @@ pub(crate) async fn hold<'r>(
             table = %plan.table,
             sink = %plan.name,
             seq,
-            waits_for_delete = reads_aside(row),
+            waits_for_delete = waits_for_delete(row),
             "a row of a key change waits for the old key's delete (its partition is behind)"
         );
     }
@@ -248,7 +256,7 @@ fn bind_waits<'q, O>(
     let waits = wait_seconds(plan) > 0.0;
     query = query.bind(
         rows.iter()
-            .map(|row| waits && reads_aside(row))
+            .map(|row| waits && waits_for_delete(row))
             .collect::<Vec<bool>>(),
     );
     for (i, &index) in plan.delete_key.iter().enumerate() {
