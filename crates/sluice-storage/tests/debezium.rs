@@ -1260,3 +1260,58 @@ async fn review2_a_chain_of_key_changes_ends_as_the_source_in_every_partition_or
         }
     }
 }
+
+/// REVIEW2 FINDING 4 (no LSN). Key 3's partition ahead: the first change's c (keeping big)
+/// waits for its d, and its wait runs out (`held_at` moved back): it reads the old key's row
+/// as it is (big A), with no set-aside row to take. Then key 2's partition: the first change's
+/// d (its set-aside row is never taken), a re-insert of 2 with big B, the second change's d.
+/// Then d(3) and the second change's c: it takes the oldest set-aside row of (2, 3) — the
+/// first change's, big A. One by one, row 3 ends with big B.
+#[tokio::test]
+async fn review2_a_create_applied_after_its_wait_leaves_its_deletes_row_for_the_next_change() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let delete3 = captured("items", &["06-delete-id3"]);
+    let mut reinsert = create(&fixtures[1], 4, 2, "re-inserted", "big B", 0);
+    reinsert.partition = 0;
+    let key2 = [
+        no_lsn(&fixtures[1], 0, 0),
+        no_lsn(&fixtures[3], 0, 1),
+        no_lsn(&fixtures[4], 0, 2),
+        no_lsn(&reinsert, 0, 3),
+        no_lsn(&fixtures[3], 0, 4),
+        no_lsn(&fixtures[4], 0, 5),
+    ];
+    let key3 = [
+        no_lsn(&fixtures[5], 1, 0),
+        no_lsn(&delete3[0], 1, 1),
+        no_lsn(&fixtures[5], 1, 2),
+    ];
+    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    store_all(&mut conn, &sink, &key2[..1], 1).await;
+    store_all(&mut conn, &sink, &key3[..1], 1).await;
+    assert_eq!(held(&mut conn).await, 1);
+    sqlx::query("UPDATE debezium_held_rows SET held_at = held_at - interval '601 seconds'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    // Any batch of the sink applies what waited too long (an update of a row 9 that is not).
+    let other = [update(&fixtures[2], (2, 0), 9, "row 9", 2_000)];
+    store_all(&mut conn, &sink, &other, 1).await;
+    assert_eq!(held(&mut conn).await, 0, "the wait is over");
+    store_all(&mut conn, &sink, &key2[1..], 5).await;
+    store_all(&mut conn, &sink, &key3[1..], 1).await;
+    let all = items(&mut conn).await;
+    let dead = dead_letters(&mut conn).await;
+    drop(conn);
+    schema.drop_schema().await;
+    assert_eq!(dead, [], "no dead letter");
+    assert_eq!(
+        all,
+        [format!("3 | key changed 2 -> 3 | {}", md5_of("big B"))],
+        "the second change's c reads the second change's old row"
+    );
+}
