@@ -1315,3 +1315,81 @@ async fn review2_a_create_applied_after_its_wait_leaves_its_deletes_row_for_the_
         "the second change's c reads the second change's old row"
     );
 }
+
+/// `record` (a key change's half or a create) with its row's id and the other key's id in
+/// `header` as the JSON numbers `id` and `other` (digits kept as written).
+fn with_numeric_ids(record: &Record, id: &str, header: &str, other: &str) -> Record {
+    let mut event = value(record);
+    for image in ["before", "after"] {
+        if event["payload"][image].is_object() {
+            event["payload"][image]["id"] = "__ID__".into();
+        }
+    }
+    let text = event.to_string().replace("\"__ID__\"", id);
+    let headers = record
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            if name == header {
+                (name.clone(), Some(format!(r#"{{"id":{other}}}"#).into_bytes()))
+            } else {
+                (name.clone(), value.clone())
+            }
+        })
+        .collect();
+    Record {
+        key: Some(format!(r#"{{"schema":null,"payload":{{"id":{id}}}}}"#).into_bytes()),
+        payload: Some(text.into_bytes()),
+        headers,
+        ..record.clone()
+    }
+}
+
+/// REVIEW2 FINDING 5. A numeric key past a double's precision (NUMERIC(30,0), 21 digits): key
+/// 100000000000000000003's c waits for the key change's d; the d comes and applies it. The key
+/// of the waiting rows goes through serde_json::Value (a double) between the statements, so
+/// the d finds no row waiting under it: the c waits on, and every later row of the key behind
+/// it, beyond every wait (the expiry reads the key the same way).
+#[tokio::test]
+async fn review2_a_numeric_key_past_a_doubles_precision_is_applied_by_its_delete() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (k2, k3) = ("100000000000000000002", "100000000000000000003");
+    let key3 = [with_numeric_ids(
+        &moved(&fixtures[5], 1, 0, 0),
+        k3,
+        "__debezium.oldkey",
+        k2,
+    )];
+    let key2 = [
+        with_numeric_ids(&moved(&fixtures[1], 0, 0, 0), k2, "-", ""),
+        with_numeric_ids(&moved(&fixtures[3], 0, 1, 0), k2, "__debezium.newkey", k3),
+    ];
+    let ddl = ITEMS_DDL.replace("id BIGINT PRIMARY KEY", "id NUMERIC(30,0) PRIMARY KEY");
+    let (schema, mut conn) = migrated(&stack, &ddl).await;
+    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    store_all(&mut conn, &sink, &key3, 1).await;
+    let waiting_after_c = held(&mut conn).await;
+    store_all(&mut conn, &sink, &key2, 2).await;
+    let all = items(&mut conn).await;
+    let waiting = held(&mut conn).await;
+    let dead = dead_letters(&mut conn).await;
+    drop(conn);
+    schema.drop_schema().await;
+    assert_eq!(waiting_after_c, 1, "the c waits for its d");
+    assert_eq!(dead, [], "no dead letter");
+    assert_eq!(
+        (all, waiting),
+        (
+            vec![format!("{k3} | key changed 2 -> 3 | {}", md5_of(&big_a))],
+            0
+        ),
+        "the d applies the c that waited for it"
+    );
+}
