@@ -128,7 +128,7 @@ async fn expire(
     conn: &mut PgConnection,
     plan: &SinkPlan,
 ) -> Result<WriteOutcome, DeclaredUpsertError> {
-    let keys: Vec<serde_json::Value> = sqlx::query_scalar(EXPIRED_HELD)
+    let keys: Vec<String> = sqlx::query_scalar(EXPIRED_HELD)
         .bind(&plan.table)
         .bind(wait_seconds(plan))
         .fetch_all(&mut *conn)
@@ -181,7 +181,7 @@ pub(crate) async fn hold<'r>(
         waiting = must_wait(conn, held, plan, &candidates).await?.0;
     }
     if !waiting.is_empty() {
-        let mut lock = sqlx::query_scalar::<_, serde_json::Value>(&held.key);
+        let mut lock = sqlx::query_scalar::<_, String>(&held.key);
         for &index in &plan.delete_key {
             let cells = waiting.iter().map(|row| row.cell(index).unwrap_or(&NULL));
             lock = key_cells(lock, plan, index, cells)?;
@@ -296,7 +296,7 @@ pub(crate) async fn release(
     let Some(held) = &plan.held else {
         return Ok(WriteOutcome::default());
     };
-    let mut query = sqlx::query_scalar::<_, serde_json::Value>(&held.key);
+    let mut query = sqlx::query_scalar::<_, String>(&held.key);
     for (i, &index) in plan.delete_key.iter().enumerate() {
         query = key_cells(
             query,
@@ -316,7 +316,7 @@ pub(crate) async fn release(
 fn drain<'a>(
     conn: &'a mut PgConnection,
     plan: &'a SinkPlan,
-    row_key: &'a serde_json::Value,
+    row_key: &'a str,
 ) -> Pin<Box<dyn Future<Output = Result<WriteOutcome, DeclaredUpsertError>> + Send + 'a>> {
     Box::pin(async move {
         let mut outcome = WriteOutcome::default();

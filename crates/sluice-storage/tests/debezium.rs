@@ -1188,7 +1188,10 @@ fn rekeyed(
         .iter()
         .map(|(name, value)| {
             if name == header {
-                (name.clone(), Some(format!(r#"{{"id":{other}}}"#).into_bytes()))
+                (
+                    name.clone(),
+                    Some(format!(r#"{{"id":{other}}}"#).into_bytes()),
+                )
             } else {
                 (name.clone(), value.clone())
             }
@@ -1331,7 +1334,10 @@ fn with_numeric_ids(record: &Record, id: &str, header: &str, other: &str) -> Rec
         .iter()
         .map(|(name, value)| {
             if name == header {
-                (name.clone(), Some(format!(r#"{{"id":{other}}}"#).into_bytes()))
+                (
+                    name.clone(),
+                    Some(format!(r#"{{"id":{other}}}"#).into_bytes()),
+                )
             } else {
                 (name.clone(), value.clone())
             }

@@ -31,33 +31,35 @@ pub struct HeldStatements {
     pub key: String,
 }
 
-/// The first row waiting under a key (`$1` table, `$2` key, `$3` the seconds a create waits):
-/// its `seq`, whether it still waits for its delete, and its data.
+/// The first row waiting under a key (`$1` table, `$2` key as the text of its `jsonb`, `$3`
+/// the seconds a create waits): its `seq`, whether it still waits for its delete, and its data.
+/// A key is carried as text between the statements, never as a `serde_json::Value`: that
+/// would round a numeric key past a double's precision, and no row would match it.
 pub const NEXT_HELD: &str = "SELECT h.seq, h.waits_old_key IS NOT NULL AND NOT EXISTS \
      (SELECT 1 FROM debezium_moved_rows AS m WHERE m.target_table = h.target_table \
      AND m.old_key = h.waits_old_key AND m.new_key = h.row_key \
      AND m.change_lsn = h.waits_lsn) AND h.held_at > now() - $3 * interval '1 second' AS waits, \
-     h.row_data FROM debezium_held_rows AS h WHERE h.target_table = $1 AND h.row_key = $2 \
+     h.row_data FROM debezium_held_rows AS h WHERE h.target_table = $1 AND h.row_key = $2::jsonb \
      AND h.orphaned_at IS NULL ORDER BY h.seq LIMIT 1";
 
-/// The keys whose first row is a create that waited longer than it may (`$1` table, `$2` the
-/// seconds a create waits).
-pub const EXPIRED_HELD: &str = "SELECT DISTINCT h.row_key FROM debezium_held_rows AS h \
+/// The keys (as text) whose first row is a create that waited longer than it may (`$1` table,
+/// `$2` the seconds a create waits).
+pub const EXPIRED_HELD: &str = "SELECT DISTINCT h.row_key::text FROM debezium_held_rows AS h \
      WHERE h.target_table = $1 AND h.orphaned_at IS NULL AND h.waits_old_key IS NOT NULL \
      AND h.held_at <= now() - $2 * interval '1 second'";
 
-/// Locks a key as [`HeldStatements::key`] does (`$1` table, `$2` key as `jsonb`).
+/// Locks a key as [`HeldStatements::key`] does (`$1` table, `$2` key as the text of its `jsonb`).
 pub const LOCK_HELD: &str = "SELECT pg_advisory_xact_lock(hashtextextended('debezium_held_rows ' \
      || $1 || ' ' || $2::jsonb::text, 0))";
 
-/// Removes a row that waited (`$1` table, `$2` key, `$3` seq).
-pub const TAKE_HELD: &str =
-    "DELETE FROM debezium_held_rows WHERE target_table = $1 AND row_key = $2 AND seq = $3";
+/// Removes a row that waited (`$1` table, `$2` key as text, `$3` seq).
+pub const TAKE_HELD: &str = "DELETE FROM debezium_held_rows WHERE target_table = $1 \
+     AND row_key = $2::jsonb AND seq = $3";
 
 /// Marks a row that waited as one that cannot be applied (`$4` the reason): the rows behind it
 /// go on.
 pub const ORPHAN_HELD: &str = "UPDATE debezium_held_rows SET orphaned_at = now(), \
-     orphan_reason = $4 WHERE target_table = $1 AND row_key = $2 AND seq = $3";
+     orphan_reason = $4 WHERE target_table = $1 AND row_key = $2::jsonb AND seq = $3";
 
 /// The statements of `table` with key columns `key`.
 pub fn held_statements(table: &str, key: &[StatementColumn<'_>]) -> HeldStatements {
@@ -120,7 +122,7 @@ pub fn held_statements(table: &str, key: &[StatementColumn<'_>]) -> HeldStatemen
     // The lock of a key serializes a writer holding rows under it with one applying them:
     // whichever comes second sees what the first committed (docs/ARCHITECTURE.md#sinks).
     let key = format!(
-        "SELECT jsonb_build_array({own}) FROM UNNEST({key_params}) AS r({key_aliases}), \
+        "SELECT jsonb_build_array({own})::text FROM UNNEST({key_params}) AS r({key_aliases}), \
          LATERAL (SELECT pg_advisory_xact_lock(hashtextextended('{HELD_ROWS} {literal} ' \
          || jsonb_build_array({own})::text, 0))) AS l",
         own = own.join(", "),
@@ -166,7 +168,7 @@ mod tests {
         );
         assert_eq!(
             held.key,
-            "SELECT jsonb_build_array(r.\"key 0\") FROM UNNEST($1::int[]) AS r(\"key 0\"), \
+            "SELECT jsonb_build_array(r.\"key 0\")::text FROM UNNEST($1::int[]) AS r(\"key 0\"), \
              LATERAL (SELECT pg_advisory_xact_lock(hashtextextended('debezium_held_rows t ' \
              || jsonb_build_array(r.\"key 0\")::text, 0))) AS l"
         );
