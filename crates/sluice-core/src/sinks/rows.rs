@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::decimal::Decimal;
 use super::decode::{Cell, SinkDecoder};
 use super::equality::Equality;
-use super::model::{ConflictPolicy, Lookup};
+use super::model::{ConflictPolicy, Format, Lookup};
 use super::record::{Decoded, Moved, RowOp};
 use crate::dedupe::{Deduped, dedupe_by_key, later_wins};
 
@@ -127,10 +127,13 @@ impl SinkDecoder {
     /// so the delete sets aside the old row as the records before it left it, the create
     /// reads its kept values from what is stored when its turn comes (the set-aside row of its
     /// own change, else the old key's row as the records before it left it), and no record
-    /// meets one across a key change in a survivor rule (docs/ARCHITECTURE.md#sinks). A row
-    /// that keeps a value (Debezium did not send it) after a row of its key starts a run too:
-    /// it reads the value from what is stored, never from the earlier row, which may yet be
-    /// refused (a constraint) and dead-lettered. A batch without either is one run.
+    /// meets one across a key change in a survivor rule (docs/ARCHITECTURE.md#sinks). In a
+    /// `debezium` sink a row of a key that already has a row in the run starts a run too: each
+    /// change event is written, in order (a refused one is dead-lettered, never merged into a
+    /// later one or superseded unseen, and a row that waits for a key change's delete has no
+    /// earlier row of its run to lose); elsewhere, a row that keeps a value (Debezium did not
+    /// send it) after a row of its key does: it reads the value from what is stored, never
+    /// from the earlier row, which may yet be refused. A batch without either is one run.
     pub fn runs(&self, rows: Vec<SinkRow>) -> Vec<Vec<SinkRow>> {
         let mut runs: Vec<Vec<SinkRow>> = vec![Vec::new()];
         let mut keys: std::collections::HashSet<Vec<KeyPart>> = std::collections::HashSet::new();
@@ -149,7 +152,8 @@ impl SinkDecoder {
             }
             if row.op != RowOp::Ignore {
                 let key = key(&row);
-                if !row.keep.is_empty() && keys.contains(&key) {
+                let splits = self.format == Format::Debezium || !row.keep.is_empty();
+                if splits && keys.contains(&key) {
                     runs.push(Vec::new());
                     keys.clear();
                 }

@@ -105,23 +105,32 @@ pub fn upsert_statement(
             // Whether the row exists decides, not its value: a stored NULL is kept as NULL.
             // A key change reads the old row its delete set aside first: the old key may
             // hold a newer row by now (a re-insert applied before the change's create). A
-            // delete that found no row left NULL there: then the old key's row, if any.
+            // delete that found no row left NULL there: the value is nowhere (a re-insert of
+            // the old key is not the old row). Without the delete's mark (a create that did not
+            // wait for it), the old key's row as it is.
             Some(i) => format!(
                 "CASE WHEN NOT t.{flag} THEN {expression} \
                  WHEN t.{moved} AND (SELECT m.image IS NOT NULL FROM {MOVED_ROWS} AS m \
                  WHERE {aside} ORDER BY m.seq LIMIT 1) \
                  THEN (SELECT (jsonb_populate_record(NULL::{table}, m.image)).{name} \
                  FROM {MOVED_ROWS} AS m WHERE {aside} ORDER BY m.seq LIMIT 1) \
+                 WHEN t.{moved} AND EXISTS (SELECT 1 FROM {MOVED_ROWS} AS m WHERE {aside}) \
+                 THEN {gone} \
                  WHEN EXISTS (SELECT 1 FROM {table} AS x WHERE {stored_key}) \
                  THEN (SELECT x.{name} FROM {table} AS x WHERE {stored_key}) \
-                 ELSE (SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
-                 WHERE CAST({missing} AS int) IS NULL) END",
+                 ELSE {gone} END",
+                gone = format!(
+                    "(SELECT x.{name} FROM (SELECT 1) AS one LEFT JOIN {table} AS x ON false \
+                     WHERE CAST({missing} AS int) IS NULL)",
+                    name = quote_ident(c.name),
+                    table = quote_table(table),
+                    missing = missing_kept_value(c.name, &from),
+                ),
                 flag = quote_ident(&keep_flag(i)),
                 moved = quote_ident(MOVED),
                 name = quote_ident(c.name),
                 table = quote_table(table),
                 expression = select_expression(c),
-                missing = missing_kept_value(c.name, &from),
             ),
             None => select_expression(c),
         })
@@ -371,21 +380,30 @@ fn deletes(
             .map(|n| format!("{alias}.{}", quote_ident(n)))
             .collect()
     };
-    // Every key change's delete leaves its mark, the old row or NULL when it deleted none, so
+    // Every key change's delete leaves its mark: the old key's row as the statement found it
+    // (deleted, or kept because it is newer under newest-wins), NULL when there was none, so
     // that its create never waits for a delete that came already (held rows,
     // migrations/0017_debezium_held_rows.sql); a delete applied again never erases an image.
     format!(
-        "WITH gone AS ({sql}\nRETURNING d.{row} AS {gone}, to_jsonb(target) AS {image}),\n\
+        "WITH gone AS ({sql}\nRETURNING d.{row} AS {gone}),\n\
          aside AS (INSERT INTO {MOVED_ROWS} AS m \
          (target_table, old_key, new_key, change_lsn, image)\n\
          SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), \
-         coalesce(d.{lsn}, -1), (SELECT g.{image} FROM gone AS g WHERE g.{gone} = d.{row})\n\
+         coalesce(d.{lsn}, -1), (SELECT to_jsonb(x) FROM {table} AS x WHERE {found})\n\
          FROM UNNEST({params}) AS d({aliases})\n\
          ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
          DO UPDATE SET image = coalesce(EXCLUDED.image, m.image), moved_at = now())\n\
          SELECT g.{gone} FROM gone AS g",
-        image = quote_ident("sluice image"),
         gone = quote_ident("sluice gone"),
+        table = quote_table(table),
+        found = key
+            .iter()
+            .map(|c| {
+                let name = quote_ident(c.name);
+                key_match(&format!("x.{name}"), &format!("d.{name}"), c.nullable)
+            })
+            .collect::<Vec<_>>()
+            .join(" AND "),
         literal = table.replace('\'', "''"),
         old = qualified("d", &mut key.iter().map(|c| c.name)).join(", "),
         new = qualified("d", &mut new.iter().map(String::as_str)).join(", "),

@@ -290,8 +290,8 @@ fn a_key_changes_delete_and_create_name_each_other_and_are_written_alone() {
         .collect();
     assert_eq!(
         runs,
-        [vec![0, 1], vec![2], vec![3], vec![4]],
-        "the records before the key change's delete, the delete alone, the tombstone, the \
-         create of the new key alone"
+        [vec![0], vec![1], vec![2], vec![3], vec![4]],
+        "each change event of key 2 in its own run, the key change's delete alone, the \
+         tombstone, the create of the new key alone"
     );
 }
