@@ -165,6 +165,7 @@ pub const SET_BY_SLUICE: &[&str] = &[
     "enable.auto.offset.store",
     "enable.idempotence",
     "enable.partition.eof",
+    "fetch.max.bytes",
     "fetch.queue.backoff.ms",
     "group.id",
     "group.instance.id",
