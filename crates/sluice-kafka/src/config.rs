@@ -253,18 +253,26 @@ pub fn producer_config(client: &KafkaClientSettings, client_id: &str) -> ClientC
 
 /// [`producer_config`] whose records are acknowledged or failed within `delivery_timeout`
 /// (`message.timeout.ms`, set after the `KAFKA_*` properties so that it is always sluice's;
-/// its alias `delivery.timeout.ms` is refused at start), with `linger` instead of 20 ms.
+/// its alias `delivery.timeout.ms` is refused at start), with `linger` instead of 20 ms, and
+/// a queue of at most `queue_bytes` (`queue.buffering.max.kbytes`, default 1 GiB; at least
+/// 2 MiB, so a record of Kafka's default largest size always fits; a `KAFKA_*` variable
+/// still sets it): a full queue makes the sender wait, it fails nothing.
 pub fn timed_producer_config(
     client: &KafkaClientSettings,
     client_id: &str,
     delivery_timeout: Duration,
     linger: Duration,
+    queue_bytes: usize,
 ) -> ClientConfig {
     let millis = delivery_timeout.as_millis().max(1);
     let mut config = producer_config(client, client_id);
     config
         .set("message.timeout.ms", millis.to_string())
         .set("linger.ms", linger.as_millis().to_string());
+    if !client.properties.contains_key("queue.buffering.max.kbytes") {
+        let kbytes = (queue_bytes / 1024).max(2048);
+        config.set("queue.buffering.max.kbytes", kbytes.to_string());
+    }
     if millis < 30_000 {
         config.set("request.timeout.ms", millis.to_string());
     }
@@ -400,6 +408,7 @@ mod tests {
             "d",
             Duration::from_secs(30),
             Duration::from_millis(1),
+            16 << 20,
         );
         // What librdkafka itself will use, read back from its native configuration.
         let native = config.create_native_config().unwrap();
@@ -407,6 +416,7 @@ mod tests {
         assert_eq!(native.get("delivery.timeout.ms").unwrap(), "30000");
         assert_eq!(native.get("linger.ms").unwrap(), "1");
         assert_eq!(native.get("queue.buffering.max.ms").unwrap(), "1");
+        assert_eq!(native.get("queue.buffering.max.kbytes").unwrap(), "16384");
         let refused = KafkaClientSettings::from_vars(
             &|name: &str| (name == "KAFKA_DELIVERY_TIMEOUT_MS").then(|| "300000".to_owned()),
             ["KAFKA_DELIVERY_TIMEOUT_MS"],
@@ -434,7 +444,13 @@ mod tests {
             consumer_config(&options(true)),
             consumer_config(&options(false)),
             producer_config(&client, "p"),
-            timed_producer_config(&client, "d", Duration::from_secs(5), Duration::ZERO),
+            timed_producer_config(
+                &client,
+                "d",
+                Duration::from_secs(5),
+                Duration::ZERO,
+                1 << 20,
+            ),
             admin_config(&client),
             manual_commit_config(&client, "g"),
             group_offsets_config(&client, "g"),

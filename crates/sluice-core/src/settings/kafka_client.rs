@@ -176,6 +176,7 @@ pub const SET_BY_SLUICE: &[&str] = &[
     "message.timeout.ms",
     "partition.assignment.strategy",
     "partitioner",
+    "queue.buffering.max.kbytes",
     "queued.max.messages.kbytes",
     "request.timeout.ms",
     "session.timeout.ms",
