@@ -55,8 +55,9 @@ pub struct Polled<M> {
 /// A batch whose transaction committed, on its way back for the offset commit.
 #[derive(Debug)]
 pub struct Stored {
-    /// The records whose offsets are committed (only their coordinates are used): the
-    /// batch's, less those of the partitions in `behind`.
+    /// The records whose offsets are committed (only their coordinates are used: the writer
+    /// dropped their keys, values and headers): the batch's, less those of the partitions in
+    /// `behind`.
     pub records: Vec<Record>,
     /// What the batch did.
     pub report: BatchReport,
