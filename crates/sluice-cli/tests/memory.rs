@@ -186,6 +186,9 @@ async fn drain(count: usize, size: usize) {
         "{count} records of ~{size} bytes: produced in {produced:.1?}, drained in \
          {drained:.1?} in {batches} batches, peak RSS {peak} MiB"
     );
+    // Gone before the verdict, failed or not: a gigabyte of topic and table is no help in
+    // reading it, and several left behind fill a disk.
+    case.cleanup().await;
     let text: usize = (0..count).map(|id| text_length(id, size)).sum();
     assert_eq!(rows, [format!("{count} {text}")], "every row lands, whole");
     assert!(
@@ -193,7 +196,6 @@ async fn drain(count: usize, size: usize) {
         "{count} records of ~{size} bytes: sluice run's peak RSS {peak} MiB, over \
          {PEAK_RSS_LIMIT_MIB} MiB"
     );
-    case.cleanup().await;
 }
 
 #[tokio::test]
@@ -325,6 +327,10 @@ async fn events_of_900_kb_keep_each_dispatcher_within_the_memory_bound() {
         "{OUTBOX_EVENTS} events of ~{OUTBOX_EVENT_BYTES} bytes: enqueued in {enqueued:.1?}, \
          published by {DISPATCHERS} dispatchers in {drained:.1?}, peak RSS {peaks:?} MiB"
     );
+    // Gone before the verdict (see `drain`).
+    drop(conn);
+    sluice_testkit::delete_topics(&env.stack, &[&topic]).await;
+    env.cleanup().await;
     assert_eq!(
         (records, places),
         (OUTBOX_EVENTS as i64, OUTBOX_EVENTS as i64),
@@ -336,6 +342,4 @@ async fn events_of_900_kb_keep_each_dispatcher_within_the_memory_bound() {
             "dispatcher d{d}: peak RSS {peak} MiB, over {PEAK_RSS_LIMIT_MIB} MiB (all: {peaks:?})"
         );
     }
-    sluice_testkit::delete_topics(&env.stack, &[&topic]).await;
-    env.cleanup().await;
 }
