@@ -39,6 +39,13 @@ pub const BOOTSTRAP_SERVERS: Var<Servers> =
     kafka_client::BOOTSTRAP_SERVERS.with_help("the brokers");
 /// `OUTBOX_BATCH_SIZE`.
 pub const BATCH_SIZE: Var<Count32> = Var::new("OUTBOX_BATCH_SIZE", 100, "events claimed per batch");
+/// `OUTBOX_BATCH_BYTES`.
+pub const BATCH_BYTES: Var<Count> = Var::new(
+    "OUTBOX_BATCH_BYTES",
+    4_194_304,
+    "bytes of payloads and headers (as stored) claimed per batch; an event larger than this is \
+     a batch of its own",
+);
 /// `OUTBOX_POLL_INTERVAL_MS`.
 pub const POLL_INTERVAL: Var<Millis> = Var::new(
     "OUTBOX_POLL_INTERVAL_MS",
@@ -86,6 +93,7 @@ pub fn variables() -> Vec<Variable> {
         BOOTSTRAP_SERVERS.variable(),
         kafka_client::PROPERTIES,
         BATCH_SIZE.variable(),
+        BATCH_BYTES.variable(),
         POLL_INTERVAL.variable(),
         MAX_ATTEMPTS.variable(),
         BACKOFF_BASE.variable(),
@@ -105,6 +113,8 @@ pub struct OutboxSettings {
     pub kafka: KafkaClientSettings,
     /// `OUTBOX_BATCH_SIZE`: events claimed per batch.
     pub batch_size: u32,
+    /// `OUTBOX_BATCH_BYTES`: bytes of payloads and headers (as stored) claimed per batch.
+    pub batch_bytes: u64,
     /// `OUTBOX_POLL_INTERVAL_MS`: the longest wait without a notification.
     pub poll_interval: Duration,
     /// `OUTBOX_MAX_ATTEMPTS`: failed publishes before FAILURE.
@@ -195,6 +205,7 @@ impl OutboxSettings {
             database_url,
             kafka,
             batch_size: BATCH_SIZE.read(&env)?,
+            batch_bytes: BATCH_BYTES.read(&env)?,
             poll_interval: POLL_INTERVAL.read(&env)?,
             max_attempts: MAX_ATTEMPTS.read(&env)?,
             backoff_base: BACKOFF_BASE.read(&env)?,
@@ -225,6 +236,14 @@ impl OutboxSettings {
         self.stale_dispatch
             .saturating_sub(self.delivery_timeout)
             .saturating_sub(STALE_MARGIN)
+    }
+
+    /// The most bytes the dispatcher's producer queues (`queue.buffering.max.kbytes`): the
+    /// claims in flight ([`crate::dispatcher::PIPELINE_DEPTH`]) twice over, for the record
+    /// overhead and compression buffers (docs/ARCHITECTURE.md#memory).
+    pub fn producer_queue_bytes(&self) -> usize {
+        let claims = crate::dispatcher::PIPELINE_DEPTH as u64;
+        usize::try_from(self.batch_bytes.saturating_mul(2 * claims)).unwrap_or(usize::MAX)
     }
 
     /// The publish back-off: the shared policy ([`Backoff`]) from

@@ -17,7 +17,7 @@ use sluice_dispatch::publish::record_headers;
 use sluice_dispatch::recovery::{
     RecoveryLimits, RecoveryReport, list_stale, recover_stale, settle_stale,
 };
-use sluice_dispatch::store::claim::{ClaimedEvent, claim_batch};
+use sluice_dispatch::store::claim::{ClaimLimit, ClaimedEvent, claim_batch, claim_batch_as};
 use sluice_dispatch::store::failure::{
     FailedPublishOutcome, mark_publish_failed, requeue_without_attempt,
 };
@@ -348,6 +348,95 @@ async fn an_event_reopened_behind_its_keys_claim_waits_for_that_claim() {
     teardown(schema, conn).await;
 }
 
+/// A claim is bounded in bytes as well as in events (docs/ARCHITECTURE.md#memory): it stops
+/// before the event that would take it past its bytes, says it left events out, and takes an
+/// event larger than the budget alone rather than never; a later event of a key left out is
+/// never claimed before it.
+#[tokio::test]
+async fn a_claim_stops_at_its_bytes_and_takes_a_larger_event_alone() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox-bytes");
+    // Text PostgreSQL does not compress (pseudo-random letters): stored about as long.
+    let text = |n: usize, seed: u64| -> String {
+        let mut x = seed * 2_654_435_761 + 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from(b'a' + (x % 26) as u8)
+            })
+            .collect()
+    };
+    let mut ids = vec![];
+    // Keys a, b, c, d: 30 KB each, then a 100 KB event of key e, then 1 KB of key a.
+    for (i, (key, size)) in [
+        ("a", 30_000),
+        ("b", 30_000),
+        ("c", 30_000),
+        ("d", 30_000),
+        ("e", 100_000),
+        ("a", 1_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let event = NewEvent::new(
+            &topic,
+            "doc",
+            key,
+            "e",
+            json!({ "v": text(size, i as u64) }),
+        );
+        ids.push(enqueue(&mut conn, &event).await.unwrap());
+    }
+    let limit = ClaimLimit {
+        events: 10,
+        bytes: 64 * 1024,
+    };
+    let ids_of = |claim: &[ClaimedEvent]| claim.iter().map(|e| e.id).collect::<Vec<_>>();
+    // 30 + 30 KB fit in 64 KiB, a third 30 KB would not.
+    let first = claim_batch_as(&mut conn, "d1", Uuid::new_v4(), limit)
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&first.events), ids[..2], "two of 30 KB");
+    assert!(first.cut, "events were left out for the bytes");
+    let second = claim_batch_as(&mut conn, "d2", Uuid::new_v4(), limit)
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&second.events), ids[2..4]);
+    assert!(second.cut);
+    // 100 KB is over the budget: claimed alone. Key a's last event waits behind key a's
+    // claim (in flight at d1), so nothing else is due.
+    let third = claim_batch_as(&mut conn, "d3", Uuid::new_v4(), limit)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids_of(&third.events),
+        [ids[4]],
+        "an event over the budget goes alone"
+    );
+    assert!(!third.cut, "nothing was left out for the bytes");
+    let settled = settle_published(&mut conn, Some(first.events[0].claim_id), &[(ids[0], 0, 1)])
+        .await
+        .unwrap();
+    assert_eq!(settled.published, 1);
+    let settled = settle_published(&mut conn, Some(first.events[1].claim_id), &[(ids[1], 0, 2)])
+        .await
+        .unwrap();
+    assert_eq!(settled.published, 1);
+    let last = claim_batch_as(&mut conn, "d1", Uuid::new_v4(), limit)
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&last.events), [ids[5]]);
+    // Without a byte budget the count alone bounds a claim, as before.
+    let events = claim_batch(&mut conn, "d1", 10).await.unwrap();
+    assert!(events.is_empty(), "{events:?}");
+    teardown(schema, conn).await;
+}
+
 /// Every plan node of an `EXPLAIN (FORMAT JSON)` document, depth first.
 fn plan_nodes(node: &serde_json::Value, out: &mut Vec<serde_json::Value>) {
     out.push(node.clone());
@@ -409,6 +498,7 @@ async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem(
         .bind("planner")
         .bind(100i32)
         .bind(Uuid::new_v4())
+        .bind(i64::MAX)
         .fetch_one(&mut conn)
         .await
         .unwrap();

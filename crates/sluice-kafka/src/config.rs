@@ -13,9 +13,10 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct ConsumerOptions<'a> {
     /// The storage pipelines' tuning: the cooperative-sticky assignor, `max.poll.interval.ms`
-    /// and a bounded prefetch buffer. Off for a consumer that handles one record per
-    /// transaction (the mailbox example), which keeps librdkafka's defaults for them.
-    pub batch_tuning: bool,
+    /// and a prefetch buffer bounded in bytes by the pipeline's batch size in bytes. `None`
+    /// for a consumer that handles one record per transaction (the retry tiers, the mailbox
+    /// example), which keeps librdkafka's defaults for them.
+    pub batch_tuning: Option<ReadAhead>,
     /// `bootstrap.servers` and the `KAFKA_*` client properties.
     pub client: &'a KafkaClientSettings,
     /// `group.id`.
@@ -34,6 +35,38 @@ pub struct ConsumerOptions<'a> {
     pub group_instance_id: Option<&'a str>,
 }
 
+/// What bounds a storage pipeline's consumer in bytes (docs/ARCHITECTURE.md#memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadAhead {
+    /// The pipeline's batch size in bytes (`batch_bytes`).
+    pub batch_bytes: usize,
+}
+
+impl ReadAhead {
+    /// The most the prefetch queue holds (`queued.max.messages.kbytes`, one queue for the whole
+    /// consumer): four batches, between 1 and 16 MiB. librdkafka's default is 64 MiB; 16 MiB
+    /// still holds dozens of batches of reviews ahead of the writers.
+    pub fn queue_bytes(&self) -> usize {
+        (4 * self.batch_bytes).clamp(1 << 20, 16 << 20)
+    }
+
+    /// The most one fetch response brings (`fetch.max.bytes`, default 50 MiB): one batch,
+    /// within the queue's bound. librdkafka raises it to `message.max.bytes` (1,000,000) and a
+    /// broker always returns a first record batch larger than it, so a large record is never
+    /// a stall.
+    pub fn fetch_bytes(&self) -> usize {
+        self.batch_bytes.min(self.queue_bytes())
+    }
+
+    /// The most one partition adds to a fetch response (`max.partition.fetch.bytes`): 256 KiB,
+    /// less with a smaller batch. The pipeline's writers each take their own partitions, so
+    /// long runs of one partition make one writer wait while the reader works through
+    /// another's run: 256 KiB is about one batch of reviews per run.
+    pub fn partition_fetch_bytes(&self) -> usize {
+        self.batch_bytes.clamp(1, 256 << 10)
+    }
+}
+
 /// The configuration of every sluice consumer: auto-commit and the offset store off (they
 /// cannot be turned on: an offset moves only when the caller commits it), no partition-EOF
 /// events, and with `batch_tuning` the cooperative-sticky assignor and bounded prefetch.
@@ -44,23 +77,26 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
         .set("auto.offset.reset", options.auto_offset_reset)
         .set("session.timeout.ms", millis(options.session_timeout))
         .set("enable.partition.eof", "false");
-    if options.batch_tuning {
+    if let Some(read_ahead) = options.batch_tuning {
         config
             .set("partition.assignment.strategy", "cooperative-sticky")
             .set("max.poll.interval.ms", millis(options.max_poll_interval))
-            // Bound the prefetch buffer (librdkafka's default is 64 MiB per consumer, and a
-            // process runs three): 16 MiB still holds dozens of batches ahead of the writer.
-            .set("queued.max.messages.kbytes", "16384")
+            // Bound the prefetch buffer in bytes (librdkafka's default is 64 MiB per
+            // consumer, and a process runs one per pipeline).
+            .set(
+                "queued.max.messages.kbytes",
+                (read_ahead.queue_bytes() / 1024).to_string(),
+            )
+            .set("fetch.max.bytes", read_ahead.fetch_bytes().to_string())
             // When that buffer is full, librdkafka postpones the next fetch by this long
             // (default 1000 ms): long enough to drain the buffer and stall the writer.
             // Measured with `sluice bench`: 300–600 ms stalls every ~40k records at the
             // default.
             .set("fetch.queue.backoff.ms", "10")
-            // A fetch hands the client each partition's records as one run, up to this many
-            // bytes (default 1 MiB, ~2,000 reviews). The pipeline's writers each take their
-            // own partitions, so long runs make one writer wait while the reader works
-            // through another's run: 256 KiB is about one batch of reviews per run.
-            .set("max.partition.fetch.bytes", "262144")
+            .set(
+                "max.partition.fetch.bytes",
+                read_ahead.partition_fetch_bytes().to_string(),
+            )
             // The high watermarks the lag gauge reads (`BatchConsumer::lag`) without a
             // round trip to the broker, which would hold up the reader thread.
             .set("statistics.interval.ms", "2000");
@@ -217,18 +253,26 @@ pub fn producer_config(client: &KafkaClientSettings, client_id: &str) -> ClientC
 
 /// [`producer_config`] whose records are acknowledged or failed within `delivery_timeout`
 /// (`message.timeout.ms`, set after the `KAFKA_*` properties so that it is always sluice's;
-/// its alias `delivery.timeout.ms` is refused at start), with `linger` instead of 20 ms.
+/// its alias `delivery.timeout.ms` is refused at start), with `linger` instead of 20 ms, and
+/// a queue of at most `queue_bytes` (`queue.buffering.max.kbytes`, default 1 GiB; at least
+/// 2 MiB, so a record of Kafka's default largest size always fits; a `KAFKA_*` variable
+/// still sets it): a full queue makes the sender wait, it fails nothing.
 pub fn timed_producer_config(
     client: &KafkaClientSettings,
     client_id: &str,
     delivery_timeout: Duration,
     linger: Duration,
+    queue_bytes: usize,
 ) -> ClientConfig {
     let millis = delivery_timeout.as_millis().max(1);
     let mut config = producer_config(client, client_id);
     config
         .set("message.timeout.ms", millis.to_string())
         .set("linger.ms", linger.as_millis().to_string());
+    if !client.properties.contains_key("queue.buffering.max.kbytes") {
+        let kbytes = (queue_bytes / 1024).max(2048);
+        config.set("queue.buffering.max.kbytes", kbytes.to_string());
+    }
     if millis < 30_000 {
         config.set("request.timeout.ms", millis.to_string());
     }
@@ -267,7 +311,9 @@ mod tests {
             .properties
             .insert("security.protocol".into(), "SASL_SSL".into());
         let config = consumer_config(&ConsumerOptions {
-            batch_tuning: true,
+            batch_tuning: Some(ReadAhead {
+                batch_bytes: 4 << 20,
+            }),
             client: &client,
             group: "g",
             auto_offset_reset: "earliest",
@@ -362,6 +408,7 @@ mod tests {
             "d",
             Duration::from_secs(30),
             Duration::from_millis(1),
+            16 << 20,
         );
         // What librdkafka itself will use, read back from its native configuration.
         let native = config.create_native_config().unwrap();
@@ -369,6 +416,7 @@ mod tests {
         assert_eq!(native.get("delivery.timeout.ms").unwrap(), "30000");
         assert_eq!(native.get("linger.ms").unwrap(), "1");
         assert_eq!(native.get("queue.buffering.max.ms").unwrap(), "1");
+        assert_eq!(native.get("queue.buffering.max.kbytes").unwrap(), "16384");
         let refused = KafkaClientSettings::from_vars(
             &|name: &str| (name == "KAFKA_DELIVERY_TIMEOUT_MS").then(|| "300000".to_owned()),
             ["KAFKA_DELIVERY_TIMEOUT_MS"],
@@ -380,8 +428,10 @@ mod tests {
     #[test]
     fn every_property_sluice_sets_is_listed_so_its_aliases_are_refused() {
         let client = KafkaClientSettings::new("127.0.0.1:9092");
-        let options = |batch_tuning| ConsumerOptions {
-            batch_tuning,
+        let options = |batch_tuning: bool| ConsumerOptions {
+            batch_tuning: batch_tuning.then_some(ReadAhead {
+                batch_bytes: 4 << 20,
+            }),
             client: &client,
             group: "g",
             auto_offset_reset: "earliest",
@@ -394,7 +444,13 @@ mod tests {
             consumer_config(&options(true)),
             consumer_config(&options(false)),
             producer_config(&client, "p"),
-            timed_producer_config(&client, "d", Duration::from_secs(5), Duration::ZERO),
+            timed_producer_config(
+                &client,
+                "d",
+                Duration::from_secs(5),
+                Duration::ZERO,
+                1 << 20,
+            ),
             admin_config(&client),
             manual_commit_config(&client, "g"),
             group_offsets_config(&client, "g"),

@@ -122,6 +122,26 @@ impl Record {
             headers: Vec::new(),
         }
     }
+
+    /// The bytes the record holds: its key, value and headers (what a batch's byte budget
+    /// counts, docs/ARCHITECTURE.md#memory).
+    pub fn bytes(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::len)
+            + self.payload.as_ref().map_or(0, Vec::len)
+            + self
+                .headers
+                .iter()
+                .map(|(name, value)| name.len() + value.as_ref().map_or(0, Vec::len))
+                .sum::<usize>()
+    }
+
+    /// Frees the key, value and headers, keeping the coordinates and the timestamp (all an
+    /// offset commit and the lag's age need, once the record is stored).
+    pub fn drop_contents(&mut self) {
+        self.key = None;
+        self.payload = None;
+        self.headers = Vec::new();
+    }
 }
 
 /// The header that carries a re-published dead letter's replay count, so that a message
@@ -292,17 +312,20 @@ impl BatchConsumer {
     }
 
     /// Waits up to `timeout` for a first record, then takes what is already fetched, up to
-    /// `max` records. Errors librdkafka recovers from are logged and ridden out; a fatal
-    /// client error, or one that does not heal within the bound, is returned.
+    /// `max` records or until they hold `max_bytes` ([`Record::bytes`]; a first record larger
+    /// than that is taken alone). Errors librdkafka recovers from are logged and ridden out; a
+    /// fatal client error, or one that does not heal within the bound, is returned.
     pub fn poll_batch(
         &mut self,
         max: usize,
+        max_bytes: usize,
         timeout: Duration,
     ) -> Result<Vec<Record>, ConsumeError> {
         self.check_topics()?;
-        let mut records = Vec::new();
+        let mut records: Vec<Record> = Vec::new();
+        let mut bytes = 0usize;
         let deadline = Instant::now() + timeout;
-        while records.len() < max {
+        while records.len() < max && bytes < max_bytes {
             let wait = if records.is_empty() {
                 deadline.saturating_duration_since(Instant::now())
             } else {
@@ -313,18 +336,24 @@ impl BatchConsumer {
             // says: its records delivered before are of the previous assignment (never
             // committed, read again from the new start), so they are dropped here and every
             // record returned continues from the start reported by `take_starts`.
-            note_assigned(&self.rebalances, &mut self.starts, &mut records);
+            if note_assigned(&self.rebalances, &mut self.starts, &mut records) {
+                bytes = records.iter().map(Record::bytes).sum();
+            }
             match polled {
-                Some(Ok(message)) => records.push(Record {
-                    topic: message.topic().to_owned(),
-                    partition: message.partition(),
-                    offset: message.offset(),
-                    key: message.key().map(<[u8]>::to_vec),
-                    payload: message.payload().map(<[u8]>::to_vec),
-                    timestamp_ms: message.timestamp().to_millis(),
-                    replay_count: replay_count(&message),
-                    headers: headers(&message),
-                }),
+                Some(Ok(message)) => {
+                    let record = Record {
+                        topic: message.topic().to_owned(),
+                        partition: message.partition(),
+                        offset: message.offset(),
+                        key: message.key().map(<[u8]>::to_vec),
+                        payload: message.payload().map(<[u8]>::to_vec),
+                        timestamp_ms: message.timestamp().to_millis(),
+                        replay_count: replay_count(&message),
+                        headers: headers(&message),
+                    };
+                    bytes += record.bytes();
+                    records.push(record);
+                }
                 Some(Err(error)) => {
                     self.on_error(error)?;
                     if records.is_empty() && Instant::now() >= deadline {
@@ -700,15 +729,15 @@ impl BatchConsumer {
 }
 
 /// Takes the assignments made during the last poll into `starts` and drops the records of
-/// those partitions polled before them.
+/// those partitions polled before them; whether there were any.
 fn note_assigned(
     rebalances: &RebalanceCounter,
     starts: &mut Vec<(String, i32, StartAt)>,
     records: &mut Vec<Record>,
-) {
+) -> bool {
     let assigned = rebalances.take_assigned();
     if assigned.is_empty() {
-        return;
+        return false;
     }
     records.retain(|r| {
         !assigned
@@ -716,6 +745,7 @@ fn note_assigned(
             .any(|(t, p, _)| *p == r.partition && *t == r.topic)
     });
     starts.extend(assigned);
+    true
 }
 
 /// Subscribes to `topics`; to none (unsubscribed) when the list is empty.

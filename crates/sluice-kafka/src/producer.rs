@@ -75,15 +75,22 @@ impl ResilientProducer {
     /// `delivery_timeout` of being queued (`message.timeout.ms`; the request timeout is
     /// lowered to it when shorter), with `linger` instead of the default 20 ms. The outbox
     /// dispatcher relies on the bound, and waits for a key's record before sending the
-    /// next one, so it wants a short linger.
+    /// next one, so it wants a short linger. Its queue holds at most about `queue_bytes`
+    /// (a full queue makes [`ResilientProducer::enqueue`] wait).
     pub fn with_timings(
         client: &KafkaClientSettings,
         client_id: &str,
         delivery_timeout: Duration,
         linger: Duration,
+        queue_bytes: usize,
     ) -> Result<Self, KafkaError> {
-        let config =
-            crate::config::timed_producer_config(client, client_id, delivery_timeout, linger);
+        let config = crate::config::timed_producer_config(
+            client,
+            client_id,
+            delivery_timeout,
+            linger,
+            queue_bytes,
+        );
         Ok(Self {
             producer: config.create()?,
         })

@@ -93,7 +93,9 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
 
     let mut consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
-            batch_tuning: true,
+            batch_tuning: Some(sluice_kafka::config::ReadAhead {
+                batch_bytes: 1 << 20,
+            }),
             client: &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
             group: &group,
             auto_offset_reset: "earliest",
@@ -110,7 +112,9 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
     let mut received = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     while received < 60 && Instant::now() < deadline {
-        let batch = consumer.poll_batch(25, Duration::from_millis(500)).unwrap();
+        let batch = consumer
+            .poll_batch(25, 1 << 20, Duration::from_millis(500))
+            .unwrap();
         assert!(batch.len() <= 25);
         received += batch.len();
         consumer.commit(&batch).unwrap();

@@ -84,7 +84,7 @@ impl TierConfig {
     fn client(&self) -> rdkafka::ClientConfig {
         let group = self.tier_group();
         consumer_config(&ConsumerOptions {
-            batch_tuning: false,
+            batch_tuning: None,
             client: &self.kafka,
             group: &group,
             auto_offset_reset: "earliest",

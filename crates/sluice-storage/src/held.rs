@@ -85,7 +85,7 @@ mod tests {
     #[test]
     fn a_full_lane_is_waited_for_then_held_back_and_released_when_it_has_room() {
         // Two writers: partitions 0 and 2 in lane 0, partition 1 in lane 1.
-        let mut lanes = Lanes::new(2, 2);
+        let mut lanes = Lanes::new(2, 2, usize::MAX);
         for p in 0..3 {
             lanes.lane_of("t", p);
         }
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn every_partition_of_a_stuck_lane_is_held() {
-        let mut lanes = Lanes::new(2, 1);
+        let mut lanes = Lanes::new(2, 1, usize::MAX);
         for p in 0..4 {
             lanes.lane_of("t", p);
         }

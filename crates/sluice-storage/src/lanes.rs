@@ -8,8 +8,10 @@
 //! Invariants: a partition has one lane for good, a lane only ever holds records of its own
 //! partitions, and hands them out in
 //! the order they were pushed, so one partition's batches reach its one writer in poll
-//! order; a batch holds at most `batch_size` records; and a lane holds at most
-//! [`Lanes::cap`] records, so the read-ahead stays bounded.
+//! order; a batch holds at most `batch_size` records and at most `batch_bytes` bytes (a record
+//! larger than that is a batch of its own, never a stall); and a lane holds at most two
+//! batches' worth of records and of bytes, so the read-ahead stays bounded in both
+//! (docs/ARCHITECTURE.md#memory).
 
 use sluice_kafka::Record;
 use std::collections::{HashMap, VecDeque};
@@ -19,12 +21,15 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct Lanes {
     lanes: Vec<VecDeque<Record>>,
+    /// The bytes ([`Record::bytes`]) each lane holds.
+    bytes: Vec<usize>,
     /// Poll time not yet charged to a batch, per lane (shared by the records of a poll).
     poll_owed: Vec<Duration>,
     /// When each lane's oldest record arrived (as far as [`Lanes::stamp`] saw), if it holds
     /// any: the linger is counted from it (crate::linger).
     since: Vec<Option<Instant>>,
     batch_size: usize,
+    batch_bytes: usize,
     /// Each partition's lane, by topic, fixed when it is first seen.
     owners: HashMap<String, HashMap<i32, usize>>,
     /// How many partitions each lane owns.
@@ -32,14 +37,16 @@ pub struct Lanes {
 }
 
 impl Lanes {
-    /// `writers` empty lanes of batches of up to `batch_size` records.
-    pub fn new(writers: usize, batch_size: usize) -> Self {
+    /// `writers` empty lanes of batches of up to `batch_size` records and `batch_bytes` bytes.
+    pub fn new(writers: usize, batch_size: usize, batch_bytes: usize) -> Self {
         let writers = writers.max(1);
         Self {
             lanes: (0..writers).map(|_| VecDeque::new()).collect(),
+            bytes: vec![0; writers],
             poll_owed: vec![Duration::ZERO; writers],
             since: vec![None; writers],
             batch_size: batch_size.max(1),
+            batch_bytes: batch_bytes.max(1),
             owners: HashMap::new(),
             owned: vec![0; writers],
         }
@@ -73,9 +80,23 @@ impl Lanes {
         2 * self.batch_size
     }
 
-    /// Whether lane `lane` is at its cap (the reader must wait for its writer).
+    /// The most bytes a lane holds: two batches' worth (a poll may bring one batch's worth
+    /// more before the reader sees the lane full).
+    pub fn cap_bytes(&self) -> usize {
+        self.batch_bytes.saturating_mul(2)
+    }
+
+    /// Whether lane `lane` is at its cap in records or in bytes (the reader must wait for
+    /// its writer).
     pub fn is_full(&self, lane: usize) -> bool {
         self.lanes.get(lane).is_some_and(|l| l.len() >= self.cap())
+            || self.bytes.get(lane).is_some_and(|b| *b >= self.cap_bytes())
+    }
+
+    /// The bytes lane `lane` holds.
+    #[cfg(test)]
+    fn bytes(&self, lane: usize) -> usize {
+        self.bytes.get(lane).copied().unwrap_or(0)
     }
 
     /// Whether any lane is at its cap.
@@ -106,6 +127,7 @@ impl Lanes {
         for record in records {
             let lane = self.lane_of(&record.topic, record.partition);
             counts[lane] += 1;
+            self.bytes[lane] += record.bytes();
             self.lanes[lane].push_back(record);
         }
         if total > 0 {
@@ -132,15 +154,28 @@ impl Lanes {
         self.since.get(lane).copied().flatten()
     }
 
-    /// The next batch of lane `lane`: a full one (`batch_size` records), or with `partial`
-    /// whatever the lane holds. `None` when there is no such batch. The poll time owed by
-    /// the lane goes with it.
+    /// The next batch of lane `lane`: a full one, or with `partial` whatever the lane holds
+    /// up to a batch. A batch closes at `batch_size` records or before the record that would
+    /// take it past `batch_bytes`, so it is full when the lane holds `batch_size` records or
+    /// `batch_bytes` bytes; a first record larger than `batch_bytes` is a batch alone. `None`
+    /// when there is no such batch. The poll time owed by the lane goes with it.
     pub fn take(&mut self, lane: usize, partial: bool) -> Option<(Vec<Record>, Duration)> {
         let queue = self.lanes.get_mut(lane)?;
-        if queue.is_empty() || (queue.len() < self.batch_size && !partial) {
+        let held = self.bytes[lane];
+        let full = queue.len() >= self.batch_size || held >= self.batch_bytes;
+        if queue.is_empty() || (!full && !partial) {
             return None;
         }
-        let n = queue.len().min(self.batch_size);
+        let (mut n, mut bytes) = (0, 0usize);
+        for record in queue.iter().take(self.batch_size) {
+            let size = record.bytes();
+            if n > 0 && bytes + size > self.batch_bytes {
+                break;
+            }
+            n += 1;
+            bytes += size;
+        }
+        self.bytes[lane] = held - bytes;
         let batch: Vec<Record> = queue.drain(..n).collect();
         if queue.is_empty() {
             self.since[lane] = None;
@@ -153,6 +188,7 @@ impl Lanes {
     pub fn put_back(&mut self, lane: usize, batch: Vec<Record>, poll: Duration) {
         if let Some(queue) = self.lanes.get_mut(lane) {
             for record in batch.into_iter().rev() {
+                self.bytes[lane] += record.bytes();
                 queue.push_front(record);
             }
             self.poll_owed[lane] += poll;
@@ -162,22 +198,27 @@ impl Lanes {
     /// Drops the records of one partition (assigned again, or sought: it is read again from
     /// its new position). Returns how many.
     pub fn drop_partition(&mut self, topic: &str, partition: i32) -> usize {
-        let mut dropped = 0;
-        for queue in &mut self.lanes {
-            let before = queue.len();
-            queue.retain(|r| !(r.partition == partition && r.topic == topic));
-            dropped += before - queue.len();
-        }
-        dropped
+        self.drop_where(|r| r.partition == partition && r.topic == topic)
     }
 
     /// Drops the records of partitions no longer held (after a rebalance): they were never
     /// committed, so the partition's new owner reads them again. Returns how many.
     pub fn retain_partitions(&mut self, held: &[(String, i32)]) -> usize {
+        self.drop_where(|r| !held.iter().any(|(t, p)| *p == r.partition && *t == r.topic))
+    }
+
+    /// Drops the records `drop` picks from every lane. Returns how many.
+    fn drop_where(&mut self, gone_if: impl Fn(&Record) -> bool) -> usize {
         let mut dropped = 0;
-        for queue in &mut self.lanes {
+        for (queue, bytes) in self.lanes.iter_mut().zip(&mut self.bytes) {
             let before = queue.len();
-            queue.retain(|r| held.iter().any(|(t, p)| *p == r.partition && *t == r.topic));
+            queue.retain(|r| {
+                let gone = gone_if(r);
+                if gone {
+                    *bytes -= r.bytes();
+                }
+                !gone
+            });
             dropped += before - queue.len();
         }
         dropped
@@ -202,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_partition_goes_to_the_lane_with_fewest_partitions_and_stays_there() {
-        let mut lanes = Lanes::new(2, 10);
+        let mut lanes = Lanes::new(2, 10, usize::MAX);
         assert_eq!(
             (0..6).map(|p| lanes.lane_of("t", p)).collect::<Vec<_>>(),
             [0, 1, 0, 1, 0, 1]
@@ -211,14 +252,14 @@ mod tests {
         assert_eq!(lanes.lane_of("u", 0), 0);
         assert_eq!(lanes.lane_of("u", 1), 1);
         assert_eq!(lanes.lane_of("t", 1), 1, "fixed for good");
-        let mut one = Lanes::new(1, 10);
+        let mut one = Lanes::new(1, 10, usize::MAX);
         assert_eq!(one.lane_of("t", 5), 0);
         assert_eq!(one.lane_of("t", -1), 0);
     }
 
     #[test]
     fn a_lane_remembers_when_its_oldest_record_arrived_until_it_is_emptied() {
-        let mut lanes = Lanes::new(2, 2);
+        let mut lanes = Lanes::new(2, 2, usize::MAX);
         let t0 = Instant::now();
         lanes.push(vec![record(0, 1)], Duration::ZERO);
         lanes.stamp(t0);
@@ -242,7 +283,7 @@ mod tests {
 
     #[test]
     fn partitions_of_different_topics_are_different_partitions() {
-        let mut lanes = Lanes::new(2, 10);
+        let mut lanes = Lanes::new(2, 10, usize::MAX);
         lanes.push(
             vec![
                 record_of("a", 0, 1),
@@ -270,7 +311,7 @@ mod tests {
 
     #[test]
     fn each_lane_keeps_poll_order_and_full_batches_wait_for_batch_size() {
-        let mut lanes = Lanes::new(2, 2);
+        let mut lanes = Lanes::new(2, 2, usize::MAX);
         lanes.push(
             vec![record(0, 1), record(1, 1), record(2, 1), record(0, 2)],
             Duration::from_millis(4),
@@ -288,7 +329,7 @@ mod tests {
 
     #[test]
     fn a_batch_put_back_comes_out_first_and_a_lane_is_full_at_two_batches() {
-        let mut lanes = Lanes::new(2, 2);
+        let mut lanes = Lanes::new(2, 2, usize::MAX);
         assert_eq!(lanes.lane_of("t", 0), 0, "partition 1 is seen second");
         lanes.push(
             (1..=4).map(|o| record(1, o)).collect(),
@@ -305,9 +346,58 @@ mod tests {
         assert_eq!(order, [1, 2, 3, 4]);
     }
 
+    fn sized(partition: i32, offset: i64, bytes: usize) -> Record {
+        let mut record = record(partition, offset);
+        record.payload = Some(vec![b'x'; bytes]);
+        record
+    }
+
+    #[test]
+    fn a_batch_closes_at_its_byte_size_and_a_record_larger_than_it_goes_alone() {
+        // Batches of up to 10 records or 100 bytes; one lane.
+        let mut lanes = Lanes::new(1, 10, 100);
+        lanes.push(vec![sized(0, 1, 40), sized(0, 2, 40)], Duration::ZERO);
+        assert!(lanes.take(0, false).is_none(), "80 bytes: not full yet");
+        lanes.push(
+            vec![sized(0, 3, 40), sized(0, 4, 250), sized(0, 5, 10)],
+            Duration::ZERO,
+        );
+        assert_eq!(lanes.bytes(0), 380);
+        assert!(lanes.is_full(0), "over two batches' worth of bytes");
+        // 40 + 40 fit, the third 40 would make 120: the batch closes before it.
+        assert_eq!(coords(&lanes.take(0, false).unwrap().0), [(0, 1), (0, 2)]);
+        assert_eq!(coords(&lanes.take(0, false).unwrap().0), [(0, 3)]);
+        assert!(lanes.is_full(0), "260 bytes left");
+        // A record over the budget is a batch of one, never a stall.
+        assert_eq!(coords(&lanes.take(0, false).unwrap().0), [(0, 4)]);
+        assert!(!lanes.is_full(0));
+        assert!(lanes.take(0, false).is_none(), "10 bytes left: partial");
+        assert_eq!(coords(&lanes.take(0, true).unwrap().0), [(0, 5)]);
+        assert_eq!(lanes.bytes(0), 0);
+        // The count still closes a batch of small records; dropping keeps the bytes right.
+        let mut lanes = Lanes::new(2, 2, 1_000);
+        lanes.push(
+            vec![
+                sized(0, 1, 1),
+                sized(0, 2, 1),
+                sized(0, 3, 1),
+                sized(1, 1, 7),
+            ],
+            Duration::ZERO,
+        );
+        assert_eq!(coords(&lanes.take(0, false).unwrap().0), [(0, 1), (0, 2)]);
+        assert_eq!((lanes.bytes(0), lanes.bytes(1)), (1, 7));
+        let (batch, owed) = lanes.take(0, true).unwrap();
+        lanes.put_back(0, batch, owed);
+        assert_eq!(lanes.bytes(0), 1);
+        assert_eq!(lanes.drop_partition("t", 1), 1);
+        assert_eq!(lanes.retain_partitions(&[]), 1);
+        assert_eq!((lanes.bytes(0), lanes.bytes(1)), (0, 0));
+    }
+
     #[test]
     fn a_lane_names_the_partitions_it_owns() {
-        let mut lanes = Lanes::new(2, 10);
+        let mut lanes = Lanes::new(2, 10, usize::MAX);
         for (topic, partition) in [("t", 0), ("t", 1), ("t", 2), ("u", 0)] {
             lanes.lane_of(topic, partition);
         }
@@ -323,7 +413,7 @@ mod tests {
 
     #[test]
     fn records_of_revoked_partitions_are_dropped() {
-        let mut lanes = Lanes::new(2, 10);
+        let mut lanes = Lanes::new(2, 10, usize::MAX);
         lanes.push(
             vec![record(0, 1), record(1, 1), record(2, 1), record(3, 1)],
             Duration::ZERO,

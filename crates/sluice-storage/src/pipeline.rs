@@ -22,7 +22,7 @@ use crate::sink::StorageSink;
 use crate::writer::pool::{WriterChannels, run_writers};
 use sluice_core::settings::Settings;
 use sluice_kafka::BatchConsumer;
-use sluice_kafka::config::ConsumerOptions;
+use sluice_kafka::config::{ConsumerOptions, ReadAhead};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -132,7 +132,9 @@ async fn run_sink<S: StorageSink + 'static>(
     let instance = settings.group_instance_id_of(&pipeline.name);
     let consumer = BatchConsumer::subscribe(
         &ConsumerOptions {
-            batch_tuning: true,
+            batch_tuning: Some(ReadAhead {
+                batch_bytes: pipeline.batch_bytes,
+            }),
             client: &settings.kafka,
             group: &pipeline.group,
             auto_offset_reset: settings.auto_offset_reset.as_str(),
@@ -148,7 +150,8 @@ async fn run_sink<S: StorageSink + 'static>(
     tracing::info!(pipeline = %pipeline.name, topics = %pipeline.topics,
         subscribed = ?consumer.subscribed(), group = %pipeline.group,
         group_instance_id = instance.as_deref().unwrap_or("(dynamic)"),
-        batch_size = pipeline.batch_size, writers = pipeline.writers, "pipeline started");
+        batch_size = pipeline.batch_size, batch_bytes = pipeline.batch_bytes,
+        writers = pipeline.writers, "pipeline started");
 
     // Per writer, one batch waits in its channel while it stores another; the lanes hold at
     // most two more (crates/sluice-storage/src/lanes.rs).
@@ -170,6 +173,7 @@ async fn run_sink<S: StorageSink + 'static>(
             name: pipeline.name.clone(),
             consumer,
             batch_size: pipeline.batch_size,
+            batch_bytes: pipeline.batch_bytes,
             poll_timeout: settings.poll_timeout,
             linger: settings.linger,
             to_writers,

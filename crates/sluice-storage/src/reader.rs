@@ -55,8 +55,9 @@ pub struct Polled<M> {
 /// A batch whose transaction committed, on its way back for the offset commit.
 #[derive(Debug)]
 pub struct Stored {
-    /// The records whose offsets are committed (only their coordinates are used): the
-    /// batch's, less those of the partitions in `behind`.
+    /// The records whose offsets are committed (only their coordinates are used: the writer
+    /// dropped their keys, values and headers): the batch's, less those of the partitions in
+    /// `behind`.
     pub records: Vec<Record>,
     /// What the batch did.
     pub report: BatchReport,
@@ -89,6 +90,8 @@ pub struct ReaderParts<S: StorageSink> {
     pub consumer: BatchConsumer,
     /// Records per batch handed to a writer, at most.
     pub batch_size: usize,
+    /// Bytes of records per batch handed to a writer, at most (a larger record goes alone).
+    pub batch_bytes: usize,
     /// The longest one wait for records lasts.
     pub poll_timeout: Duration,
     /// How long a busy pipeline's partial batch waits to fill ([`crate::linger`]).
@@ -109,13 +112,14 @@ pub struct ReaderParts<S: StorageSink> {
 /// Runs the Kafka side until `stop`, a fatal error, or a writer hanging up; then commits
 /// every batch the writers stored and closes the consumer (leaving the group).
 /// `parts.poll_timeout` bounds each wait for records; each writer's batches hold up to
-/// `parts.batch_size` records.
+/// `parts.batch_size` records and `parts.batch_bytes` bytes.
 pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotals, PipelineError> {
     let ReaderParts {
         sink,
         name,
         mut consumer,
         batch_size,
+        batch_bytes,
         poll_timeout,
         linger,
         to_writers,
@@ -140,7 +144,7 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
         behind: Vec::new(),
     };
     let mut positions = Positions::default();
-    let mut lanes = Lanes::new(to_writers.len(), batch_size);
+    let mut lanes = Lanes::new(to_writers.len(), batch_size, batch_bytes);
     let mut linger = Linger::new(linger);
     let mut holds = Holds::new(lanes.count());
     // Batches in each writer's channel (sent, not yet taken): one at most.
@@ -245,7 +249,7 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
             slice
         };
         let polled_at = Instant::now();
-        let polled = consumer.poll_batch(batch_size, slice);
+        let polled = consumer.poll_batch(batch_size, batch_bytes, slice);
         // A consumer error that keeps coming back makes the pipeline unhealthy at once,
         // before it becomes fatal.
         liveness.set_failing(consumer.is_failing());
@@ -264,7 +268,8 @@ pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotal
             lanes.drop_partition(&topic, partition);
             positions.assigned(&topic, partition, start);
         }
-        caught_up = records.len() < batch_size;
+        caught_up = records.len() < batch_size
+            && records.iter().map(Record::bytes).sum::<usize>() < batch_bytes;
         let now = Instant::now();
         linger.read(records.len(), now);
         lanes.push(records, now.saturating_duration_since(polled_at));

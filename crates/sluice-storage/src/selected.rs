@@ -76,6 +76,8 @@ pub struct Identity {
     pub group: String,
     /// Records per transaction.
     pub batch_size: usize,
+    /// Bytes of records per transaction (a larger record is a transaction of its own).
+    pub batch_bytes: usize,
     /// Writers (database connections); each partition has one writer ([`crate::lanes`]).
     pub writers: usize,
     /// Where its topic's name comes from (for the error when the topic does not exist).
@@ -97,6 +99,7 @@ impl Pipeline {
             topics: self.plan.topics.clone(),
             group: self.plan.group.clone(),
             batch_size: self.plan.batch_size,
+            batch_bytes: self.plan.batch_bytes,
             writers: self.writers,
             topic_source: self.topic_source.clone(),
             unresolved_kind: self

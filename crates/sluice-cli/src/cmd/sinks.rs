@@ -137,8 +137,8 @@ fn print_plan(plan: &SinkPlan) {
         _ => format!("topics {}", plan.topics),
     };
     println!(
-        "sink {}: {topics}, group {}, table {}, {}, batch {}",
-        plan.name, plan.group, plan.table, plan.conflict, plan.batch_size
+        "sink {}: {topics}, group {}, table {}, {}, batch {} records or {} bytes",
+        plan.name, plan.group, plan.table, plan.conflict, plan.batch_size, plan.batch_bytes
     );
     println!(
         "  format {}, a tombstone: {}",

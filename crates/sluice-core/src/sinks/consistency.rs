@@ -58,6 +58,9 @@ pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
     if sink.batch_size == 0 {
         problems.push(MappingProblem::ZeroBatchSize);
     }
+    if sink.batch_bytes == 0 {
+        problems.push(MappingProblem::ZeroBatchBytes);
+    }
     for (list, columns) in [
         ("key", &sink.key),
         ("insert_only", &sink.insert_only),

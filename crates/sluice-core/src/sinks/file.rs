@@ -18,6 +18,11 @@ use super::topics::Topics;
 /// Records per transaction when a sink does not say.
 pub const DEFAULT_BATCH_SIZE: usize = 500;
 
+/// Bytes of records per transaction when a sink does not say (4 MiB): 500 records of 8 KB.
+/// Smaller records fill a batch by count first, so only large records meet it; a pipeline's
+/// memory is then a few of these per writer (docs/ARCHITECTURE.md#memory).
+pub const DEFAULT_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
 /// One `[[sink]]` table without its `columns`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +51,8 @@ struct RawSink {
     never_written: Vec<String>,
     /// Records per poll = per transaction.
     batch_size: Option<usize>,
+    /// Bytes of records per transaction.
+    batch_bytes: Option<usize>,
     /// How a record value is wrapped (default: a JSON object).
     format: Option<Format>,
     /// What a tombstone does (default: by the format).
@@ -222,6 +229,7 @@ fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingPr
         insert_only: raw.insert_only,
         never_written: raw.never_written,
         batch_size: raw.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
+        batch_bytes: raw.batch_bytes.unwrap_or(DEFAULT_BATCH_BYTES),
         columns,
         format: raw.format.unwrap_or(Format::Json),
         on_tombstone: raw

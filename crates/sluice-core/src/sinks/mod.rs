@@ -42,7 +42,7 @@ pub use checks::Check;
 pub use consistency::{check_sink, check_sinks};
 pub use decode::{Cell, RecordMeta, SinkDecoder};
 pub use envelope::UNAVAILABLE_VALUE;
-pub use file::{DEFAULT_BATCH_SIZE, parse_sinks};
+pub use file::{DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, parse_sinks};
 pub use forms::{Interval, bytes_text, date_text, time_text};
 pub use held::{
     EXPIRED_HELD, HELD_ROWS, HeldStatements, LOCK_HELD, NEXT_HELD, ORPHAN_HELD, TAKE_HELD,

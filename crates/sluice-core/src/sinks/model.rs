@@ -25,8 +25,12 @@ pub struct Sink {
     pub insert_only: Vec<String>,
     /// Table columns the statement never names (a default or another writer owns them).
     pub never_written: Vec<String>,
-    /// Records per poll = per transaction.
+    /// Records per poll = per transaction, at most.
     pub batch_size: usize,
+    /// Bytes of records (keys, values, headers) per transaction, at most: a batch closes at
+    /// `batch_size` records or at this many bytes, whichever comes first; a record larger than
+    /// this is a batch of its own (docs/ARCHITECTURE.md#memory).
+    pub batch_bytes: usize,
     /// Each written column and its source, in the file's order (the decoder's order).
     pub columns: Vec<ColumnMapping>,
     /// How a record value is wrapped.

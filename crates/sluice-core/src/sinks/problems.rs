@@ -190,6 +190,9 @@ pub enum MappingProblem {
     /// `batch_size = 0`.
     #[error("`batch_size` must be at least 1")]
     ZeroBatchSize,
+    /// `batch_bytes = 0`.
+    #[error("`batch_bytes` must be at least 1")]
+    ZeroBatchBytes,
     /// Two sinks share a name.
     #[error("the name is used by another sink too")]
     DuplicateName,

@@ -255,6 +255,8 @@ pub struct SinkPlan {
     pub conflict: String,
     /// Records per transaction.
     pub batch_size: usize,
+    /// Bytes of records per transaction.
+    pub batch_bytes: usize,
     /// The one statement per batch.
     pub statement: String,
     /// Each written column, in parameter order.
@@ -482,6 +484,7 @@ pub fn plan_sink(
         table: sink.table.clone(),
         conflict: sink.conflict.to_string(),
         batch_size: sink.batch_size,
+        batch_bytes: sink.batch_bytes,
         statement,
         columns,
         never_written: sink.never_written.clone(),

@@ -13,7 +13,7 @@ use crate::events::BatchPublished;
 use crate::failpoint::Failpoint;
 use crate::publish::{Sent, is_unknown_partition, publish_in_key_order};
 use crate::report::DispatchReport;
-use crate::store::claim::{ClaimedEvent, claim_batch_as};
+use crate::store::claim::{ClaimLimit, ClaimedEvent, claim_batch_as};
 use crate::store::failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt};
 use crate::store::settle::settle_published;
 use std::future::Future;
@@ -31,6 +31,8 @@ pub(crate) struct Claimed {
     pub(crate) token: Uuid,
     /// The claimed events, in creation order.
     pub(crate) events: Vec<ClaimedEvent>,
+    /// Whether due events were left out for the byte budget (a backlog).
+    pub(crate) cut: bool,
     /// Nothing of this claim is handed to the producer at or after this instant.
     pub(crate) send_until: Instant,
     /// How long the claim statement took.
@@ -69,16 +71,20 @@ impl Dispatcher {
     /// Claims up to a batch of due events under a fresh claim token.
     pub(crate) async fn claim(&mut self) -> Result<Claimed, DispatchError> {
         let id = self.settings.dispatcher_id.clone();
-        let limit = self.settings.batch_size;
+        let limit = ClaimLimit {
+            events: self.settings.batch_size,
+            bytes: self.settings.batch_bytes,
+        };
         let token = Uuid::new_v4();
         // Taken before the claim statement starts, so never later than the claim time the
         // database records: the send window is measured conservatively.
         let started = Instant::now();
         let send_until = started + self.settings.send_window();
-        let events = claim_batch_as(self.connection().await?, &id, token, limit).await?;
+        let claim = claim_batch_as(self.connection().await?, &id, token, limit).await?;
         Ok(Claimed {
             token,
-            events,
+            events: claim.events,
+            cut: claim.cut,
             send_until,
             claim_time: started.elapsed(),
         })

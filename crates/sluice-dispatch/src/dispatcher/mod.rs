@@ -60,6 +60,7 @@ impl Dispatcher {
             &settings.dispatcher_id,
             settings.delivery_timeout,
             LINGER,
+            settings.producer_queue_bytes(),
         )?;
         let admin = Admin::new(&settings.kafka, Duration::from_secs(10))?;
         let dispatcher = Self {
@@ -116,6 +117,7 @@ impl Dispatcher {
             &self.settings.dispatcher_id,
             self.settings.delivery_timeout,
             LINGER,
+            self.settings.producer_queue_bytes(),
         ) {
             Ok(producer) => self.producer = producer,
             Err(error) => {

@@ -201,7 +201,8 @@ impl DispatchLoop {
                 self.backlog = false;
             }
             Ok(claimed) => {
-                self.backlog = claimed.events.len() >= self.dispatcher.settings.batch_size as usize;
+                self.backlog = claimed.cut
+                    || claimed.events.len() >= self.dispatcher.settings.batch_size as usize;
                 self.more = self.backlog;
                 #[cfg(feature = "failpoints")]
                 self.crash_after_next_claim().await;

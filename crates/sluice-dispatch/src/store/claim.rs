@@ -38,6 +38,44 @@ pub struct ClaimedEvent {
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// How much one claim takes at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimLimit {
+    /// Events (`OUTBOX_BATCH_SIZE`).
+    pub events: u32,
+    /// Bytes of payloads and headers as stored (`OUTBOX_BATCH_BYTES`); the first event is
+    /// claimed whatever its size.
+    pub bytes: u64,
+}
+
+impl ClaimLimit {
+    /// Up to `events` events, whatever their bytes.
+    pub fn events(events: u32) -> Self {
+        Self {
+            events,
+            bytes: i64::MAX as u64,
+        }
+    }
+}
+
+/// A claim: its events in creation order, and whether due events were left out for the
+/// byte budget alone (a backlog, though fewer than the limit's events were claimed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// The events claimed, in creation order.
+    pub events: Vec<ClaimedEvent>,
+    /// Whether the byte budget left events out.
+    pub cut: bool,
+}
+
+/// One row of `sql/claim.sql`.
+#[derive(FromRow)]
+struct ClaimedRow {
+    #[sqlx(flatten)]
+    event: ClaimedEvent,
+    cut: bool,
+}
+
 /// Claims up to `limit` due PENDING events for `dispatcher` under a new claim token and
 /// returns them in creation order. Concurrent dispatchers never claim the same event, and
 /// never hold events of the same (topic, key) at the same time (see `sql/claim.sql`).
@@ -46,27 +84,32 @@ pub async fn claim_batch(
     dispatcher: &str,
     limit: u32,
 ) -> Result<Vec<ClaimedEvent>, DispatchError> {
-    claim_batch_as(conn, dispatcher, Uuid::new_v4(), limit).await
+    let claim = claim_batch_as(conn, dispatcher, Uuid::new_v4(), ClaimLimit::events(limit));
+    Ok(claim.await?.events)
 }
 
-/// [`claim_batch`] with the caller's claim token (a fresh random one per call).
+/// [`claim_batch`] with the caller's claim token (a fresh random one per call), bounded in
+/// events and in bytes (docs/ARCHITECTURE.md#memory).
 pub async fn claim_batch_as(
     conn: &mut PgConnection,
     dispatcher: &str,
     claim: Uuid,
-    limit: u32,
-) -> Result<Vec<ClaimedEvent>, DispatchError> {
+    limit: ClaimLimit,
+) -> Result<Claim, DispatchError> {
     // Planned on every call (an unnamed statement), never with a cached generic plan: the
     // table's size swings from empty to a large backlog, and a plan chosen for an empty
     // table (a nested loop over a sequential scan) takes seconds on a backlog.
-    let mut claimed: Vec<ClaimedEvent> = sqlx::query_as(include_str!("sql/claim.sql"))
+    let rows: Vec<ClaimedRow> = sqlx::query_as(include_str!("sql/claim.sql"))
         .persistent(false)
         .bind(dispatcher)
-        .bind(i64::from(limit))
+        .bind(i64::from(limit.events))
         .bind(claim)
+        .bind(i64::try_from(limit.bytes).unwrap_or(i64::MAX))
         .fetch_all(conn)
         .await?;
+    let cut = rows.iter().any(|r| r.cut);
+    let mut events: Vec<ClaimedEvent> = rows.into_iter().map(|r| r.event).collect();
     // UPDATE … RETURNING has no order of its own.
-    claimed.sort_by_key(|e| e.seq);
-    Ok(claimed)
+    events.sort_by_key(|e| e.seq);
+    Ok(Claim { events, cut })
 }

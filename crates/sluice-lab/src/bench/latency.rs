@@ -64,6 +64,7 @@ impl Probe {
             "sluice-bench-probe",
             Duration::from_secs(30),
             Duration::from_millis(1),
+            64 << 20,
         )?;
         let running = Arc::new(AtomicBool::new(true));
         let started = Arc::new(AtomicBool::new(false));

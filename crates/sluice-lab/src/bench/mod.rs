@@ -26,6 +26,7 @@ mod restart;
 mod rows;
 mod runlog;
 mod scrape;
+mod sizes;
 mod steady;
 mod writers;
 
@@ -84,6 +85,11 @@ pub struct BenchArgs {
     /// network-metrics probed beside it), for trying an idea on the quiet topic's latency.
     #[arg(long, value_name = "RUNS")]
     latency_runs: Option<usize>,
+    /// Only the record sizes (~1 KB, ~100 KB, ~900 KB through one declared sink: rows/s and
+    /// `sluice run`'s peak RSS per size), this many drains of each; with `--baseline-sluice`,
+    /// as many by the baseline, in ABBA pairs. The table goes to `--out` as JSON.
+    #[arg(long, value_name = "PAIRS")]
+    sizes_pairs: Option<usize>,
     /// Where the JSON results go; the SVG chart goes beside it (same name, `.svg`).
     #[arg(long, default_value = "bench-results.json")]
     out: PathBuf,
@@ -132,6 +138,24 @@ struct Env {
 async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
     let id = format!("bench{}", std::process::id());
     let env = setup(settings, &id, args).await?;
+    if let Some(pairs) = args.sizes_pairs {
+        println!(
+            "== record sizes through one declared sink, {pairs} drain(s) of each by each build"
+        );
+        let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
+        let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
+        let table = sizes::run(
+            &env,
+            &admin,
+            &mut conn,
+            pairs,
+            args.baseline_sluice.as_deref(),
+        )
+        .await?;
+        std::fs::write(&args.out, serde_json::to_string_pretty(&table)?)?;
+        println!("   written to {}", args.out.display());
+        return teardown(settings, &env, &admin, &mut conn).await;
+    }
     println!(
         "== workload: {} reviews over {} apps, two crawls (the second re-reads every review, newer)",
         args.reviews, args.apps

@@ -16,6 +16,7 @@ use crate::selected::Identity;
 use crate::sink::StorageSink;
 use crate::writer::Writer;
 use sluice_core::settings::Settings;
+use sluice_kafka::Record;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
@@ -181,6 +182,10 @@ async fn writer_loop<S: StorageSink>(
                         .iter()
                         .any(|b| b.partition == r.partition && b.topic == r.topic)
                 });
+                // The offset commit needs only the coordinates: the batch's bytes are freed
+                // now rather than after the reader's commit (docs/ARCHITECTURE.md#memory).
+                drop(decoded);
+                records.iter_mut().for_each(Record::drop_contents);
                 let stored = Stored {
                     records,
                     report,

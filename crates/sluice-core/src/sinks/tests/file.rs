@@ -64,6 +64,7 @@ fn a_sink_reads_with_defaults_and_columns_in_file_order() {
     );
     assert_eq!(sink.group("storage-consumer"), "storage-consumer.events");
     assert_eq!(sink.batch_size, crate::sinks::DEFAULT_BATCH_SIZE);
+    assert_eq!(sink.batch_bytes, crate::sinks::DEFAULT_BATCH_BYTES);
     assert_eq!(sink.conflict, ConflictPolicy::AlwaysUpdate);
     let order: Vec<&str> = sink.columns.iter().map(|c| c.column.as_str()).collect();
     assert_eq!(order, ["id", "origin", "at", "app"]);
@@ -347,4 +348,11 @@ fn contradicting_rules_are_refused() {
         zero,
         ["m.toml: sink `events`: `batch_size` must be at least 1"]
     );
+    let zero = problems(&tiny_with("conflict =", "batch_bytes = 0\nconflict ="));
+    assert_eq!(
+        zero,
+        ["m.toml: sink `events`: `batch_bytes` must be at least 1"]
+    );
+    let sinks = parse(&tiny_with("conflict =", "batch_bytes = 65536\nconflict ="));
+    assert_eq!(sinks[0].batch_bytes, 65_536);
 }

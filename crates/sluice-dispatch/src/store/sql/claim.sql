@@ -1,14 +1,22 @@
 -- claim_batch: $1 dispatcher id, $2 batch size, $3 this claim's token (claim_id, fresh per
--- call; every later move of these rows compares it). PENDING -> DISPATCHING for up to $2 due
--- events, in seq order, in ONE statement; FOR UPDATE SKIP LOCKED: no event is claimed twice.
+-- call; every later move of these rows compares it), $4 the batch's bytes. PENDING ->
+-- DISPATCHING for up to $2 due events, in seq order, in ONE statement; FOR UPDATE SKIP LOCKED:
+-- no event is claimed twice.
+--
+-- Bounded in bytes as well (docs/ARCHITECTURE.md#memory): the claim stops before the event
+-- that would take its payloads and headers past $4 bytes, counted as stored
+-- (pg_column_size: compressed when PostgreSQL compressed them; read from the row, never
+-- decompressed); the first event is always taken, so an event larger than $4 is a claim of
+-- its own, never a stall. `cut` tells the dispatcher that events were left out for the
+-- bytes (a backlog, even though fewer than $2 were claimed).
 --
 -- Per-key order across dispatchers: an event is claimed only if its (topic, partition_key)
 -- has no event DISPATCHING at all, and no earlier event PENDING outside this claim (not due,
--- beyond the limit, or locked by a concurrent claim). So one key is in flight at one
+-- beyond the limit or the bytes, or locked by a concurrent claim). So one key is in flight at one
 -- dispatcher at a time, and a claim holds a key's events as a prefix in seq order.
 -- `candidates` already skips keys that are in flight or blocked by a not-due row (so they do
 -- not fill the batch); the final check catches the earlier PENDING rows that are not part
--- of this claim (one a concurrent claim holds locked, or one cut by the limit). Both run
+-- of this claim (one a concurrent claim holds locked, or one cut by the limit or the bytes). Both run
 -- under the statement's one snapshot, so an earlier row is either DISPATCHING there
 -- (excluded by `candidates`) or PENDING (caught by the final check, even when a concurrent
 -- claim has moved it since). The final check probes outbox_events_pending_key_idx, once
@@ -16,7 +24,8 @@
 --
 -- updated_at is set here, so the touch trigger (migration 0012) has nothing to do.
 WITH candidates AS MATERIALIZED (
-    SELECT e.id, e.topic, e.partition_key, e.seq
+    SELECT e.id, e.topic, e.partition_key, e.seq,
+           pg_column_size(e.payload) + pg_column_size(e.headers) AS bytes
     FROM outbox_events AS e
     WHERE e.status = 'PENDING'
       AND e.available_at <= now()
@@ -50,18 +59,31 @@ WITH candidates AS MATERIALIZED (
     ORDER BY e.seq
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+),
+-- The candidates within the byte budget: a prefix in seq order (the running sum only grows,
+-- so once one event is left out every later one is too).
+within AS MATERIALIZED (
+    SELECT s.id, s.topic, s.partition_key, s.seq
+    FROM (
+        SELECT c.id, c.topic, c.partition_key, c.seq, c.bytes,
+               sum(c.bytes) OVER (ORDER BY c.seq) AS upto,
+               row_number() OVER (ORDER BY c.seq) AS n
+        FROM candidates AS c
+    ) AS s
+    WHERE s.n = 1 OR s.upto <= $4
 )
 UPDATE outbox_events AS e
 SET status = 'DISPATCHING', claimed_by = $1, claimed_at = now(), claim_id = $3,
     updated_at = now()
-FROM candidates AS c
+FROM within AS c
 WHERE e.id = c.id
   -- A correlated subquery with LIMIT, not NOT EXISTS: it stays one index probe per
   -- candidate, where the planner could turn an anti-join into a scan of the whole table.
   AND (SELECT o.seq FROM outbox_events AS o
        WHERE o.status = 'PENDING'
          AND o.topic = c.topic AND o.partition_key = c.partition_key AND o.seq < c.seq
-         AND o.id NOT IN (SELECT id FROM candidates)
+         AND o.id NOT IN (SELECT id FROM within)
        LIMIT 1) IS NULL
 RETURNING e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.topic,
-          e.partition_key, e.partition, e.payload, e.headers, e.attempts, e.claim_id, e.created_at
+          e.partition_key, e.partition, e.payload, e.headers, e.attempts, e.claim_id, e.created_at,
+          (SELECT count(*) FROM candidates) > (SELECT count(*) FROM within) AS cut

@@ -1,0 +1,226 @@
+//! Record sizes (`--sizes-pairs N`): records of ~1 KB, ~100 KB and ~900 KB, produced
+//! uncompressed to a 3-partition topic, drained by `sluice run` through one declared
+//! always-update sink with the defaults (a table `(id int primary key, v text)`): each drain's
+//! rows/s and `sluice run`'s peak RSS (docs/ARCHITECTURE.md#memory). With `--baseline-sluice`,
+//! each size is drained by this build and by the baseline in ABBA pairs and the medians are
+//! compared.
+
+use super::Env;
+use super::drain::{check_alive, run_command, stop_run, wait_joined, wait_stored};
+use crate::Failure;
+use anyhow::anyhow;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use sluice_kafka::Admin;
+use sqlx::PgConnection;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// (records, bytes each): the sizes of issue 41's table.
+pub(super) const SIZES: [(usize, usize); 3] =
+    [(200_000, 1024), (5_000, 100 * 1024), (1_000, 900 * 1024)];
+
+/// One drain of one size by one build.
+#[derive(Debug, Clone, Copy)]
+struct Drain {
+    /// Rows per second from the group's join to the last record stored.
+    rate: f64,
+    /// `sluice run`'s peak RSS, MiB.
+    rss_mib: f64,
+}
+
+/// Every size, `pairs` drains by each build (ABBA order when there is a baseline); prints a
+/// table and returns it as JSON.
+pub(super) async fn run(
+    env: &Env,
+    admin: &Admin,
+    conn: &mut PgConnection,
+    pairs: usize,
+    baseline: Option<&Path>,
+) -> Result<serde_json::Value, Failure> {
+    let base_env = match baseline {
+        Some(exe) if !exe.is_file() => {
+            return Err(Failure::config(anyhow!(
+                "--baseline-sluice {}: no such file",
+                exe.display()
+            )));
+        }
+        Some(exe) => Some(Env {
+            sluice: exe.to_path_buf(),
+            ..env.clone()
+        }),
+        None => None,
+    };
+    let mut table = Vec::new();
+    println!(
+        "| records | size | this rows/s | this peak RSS | baseline rows/s | baseline peak RSS | this/baseline |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (count, size) in SIZES {
+        let name = format!("docs{}", size / 1024);
+        let topic = format!("{}-{name}", env.id);
+        admin.ensure_topic(&topic, 3).await?;
+        sqlx::raw_sql(&format!(
+            "CREATE TABLE {name} (id INT PRIMARY KEY, v TEXT NOT NULL)"
+        ))
+        .execute(&mut *conn)
+        .await?;
+        produce(env, &topic, count, size).await?;
+        let file = PathBuf::from(format!(".stack/bench-{}-{name}.toml", env.id));
+        std::fs::write(
+            &file,
+            format!(
+                "[[sink]]\nname = \"{name}\"\ntopic = \"{topic}\"\ntable = \"{name}\"\n\
+                 key = [\"id\"]\nconflict = \"always-update\"\n[sink.columns]\n\
+                 id = {{ field = \"id\" }}\nv = {{ field = \"v\" }}\n"
+            ),
+        )?;
+        let (mut this, mut base) = (Vec::new(), Vec::new());
+        for pair in 0..pairs {
+            let order: [bool; 2] = if pair.is_multiple_of(2) {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            for is_this in order {
+                let side = if is_this {
+                    Some(env)
+                } else {
+                    base_env.as_ref()
+                };
+                let Some(side) = side else { continue };
+                sqlx::raw_sql(&format!("TRUNCATE {name}; CHECKPOINT"))
+                    .execute(&mut *conn)
+                    .await?;
+                let tag = format!("{name}-{pair}-{}", if is_this { "a" } else { "b" });
+                let drained = drain(side, admin, &file, &name, &topic, count, &tag).await?;
+                if is_this { &mut this } else { &mut base }.push(drained);
+            }
+        }
+        let median_of = |runs: &[Drain], f: fn(&Drain) -> f64| {
+            super::median(&runs.iter().map(f).collect::<Vec<_>>())
+        };
+        let peak_of = |runs: &[Drain]| runs.iter().map(|d| d.rss_mib).fold(0.0, f64::max);
+        let this_rate = median_of(&this, |d| d.rate);
+        let (base_rate, base_rss) = if base.is_empty() {
+            (f64::NAN, f64::NAN)
+        } else {
+            (median_of(&base, |d| d.rate), peak_of(&base))
+        };
+        println!(
+            "| {count} | {} KiB | {this_rate:.0} | {:.1} MiB | {base_rate:.0} | {base_rss:.1} MiB | {:.3} |",
+            size / 1024,
+            peak_of(&this),
+            this_rate / base_rate
+        );
+        table.push(serde_json::json!({
+            "records": count,
+            "bytes_each": size,
+            "this": {"rows_per_second": this_rate, "peak_rss_mib": peak_of(&this),
+                     "runs": this.iter().map(|d| [d.rate, d.rss_mib]).collect::<Vec<_>>()},
+            "baseline": (!base.is_empty()).then(|| serde_json::json!({
+                "rows_per_second": base_rate, "peak_rss_mib": base_rss,
+                "runs": base.iter().map(|d| [d.rate, d.rss_mib]).collect::<Vec<_>>()})),
+            "ratio": (!base.is_empty()).then_some(this_rate / base_rate),
+        }));
+        admin.delete_topic(&topic).await?;
+        let _ = std::fs::remove_file(&file);
+    }
+    Ok(serde_json::Value::Array(table))
+}
+
+/// One drain by `env.sluice`: a fresh group, from its join until every record is stored.
+async fn drain(
+    env: &Env,
+    admin: &Admin,
+    file: &Path,
+    sink: &str,
+    topic: &str,
+    count: usize,
+    tag: &str,
+) -> Result<Drain, Failure> {
+    let prefix = format!("{}-{tag}", env.id);
+    let log = PathBuf::from(format!(".stack/bench-{tag}.log"));
+    let mut cmd = run_command(env, &prefix, tag, &log)?;
+    cmd.env("SLUICE_SINKS_FILE", file);
+    let mut child = cmd.spawn()?;
+    let group = format!("{prefix}.{sink}");
+    wait_joined(admin, std::slice::from_ref(&group), &mut child, &log).await?;
+    let started = Instant::now();
+    let end = i64::try_from(count).unwrap_or(i64::MAX);
+    let timeout = Some(Duration::from_secs(600));
+    wait_stored(env, &group, topic, end, &mut child, &log, timeout).await?;
+    let elapsed = started.elapsed();
+    check_alive(&mut child, &log)?;
+    let rss_kb = crate::demo::peak_rss_kb(child.id()).unwrap_or(0);
+    stop_run(&mut child, &log)?;
+    Ok(Drain {
+        rate: count as f64 / elapsed.as_secs_f64(),
+        rss_mib: rss_kb as f64 / 1024.0,
+    })
+}
+
+/// Produces `count` records of about `size` bytes, uncompressed (`{"id": n, "v": "<letters>"}`,
+/// each a different window of one block of pseudo-random letters).
+async fn produce(env: &Env, topic: &str, count: usize, size: usize) -> Result<(), Failure> {
+    let producer: FutureProducer = sluice_kafka::config::admin_config(&env.settings.kafka)
+        .set("compression.type", "none")
+        .set("linger.ms", "5")
+        .create()?;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let block: Vec<u8> = (0..size + 65_536)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b'a' + (x % 26) as u8
+        })
+        .collect();
+    let mut pending = Vec::new();
+    for id in 0..count {
+        let head = format!(r#"{{"id": {id}, "v": ""#);
+        let start = (id * 7919) % 65_536;
+        let body = &block[start..start + size.saturating_sub(head.len() + 2).max(1)];
+        let mut value = Vec::with_capacity(size + 2);
+        value.extend_from_slice(head.as_bytes());
+        value.extend_from_slice(body);
+        value.extend_from_slice(b"\"}");
+        let key = id.to_string();
+        let mut record = FutureRecord::to(topic)
+            .key(key.as_bytes())
+            .payload(value.as_slice());
+        loop {
+            match producer.send_result(record) {
+                Ok(delivery) => {
+                    pending.push(delivery);
+                    break;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(10));
+                }
+                Err((error, _)) => return Err(anyhow!("produce to {topic}: {error}").into()),
+            }
+        }
+        if pending.len() >= 2_000 {
+            for delivery in pending.drain(..) {
+                wait_delivered(delivery, topic).await?;
+            }
+        }
+    }
+    for delivery in pending {
+        wait_delivered(delivery, topic).await?;
+    }
+    Ok(())
+}
+
+async fn wait_delivered(
+    delivery: rdkafka::producer::DeliveryFuture,
+    topic: &str,
+) -> Result<(), Failure> {
+    match delivery.await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err((error, _))) => Err(anyhow!("produce to {topic}: {error}").into()),
+        Err(_) => Err(anyhow!("produce to {topic}: delivery cancelled").into()),
+    }
+}
