@@ -59,7 +59,7 @@ impl ConsumerConfig {
     /// sluice consumer ([`sluice_kafka::config::consumer_config`]).
     pub(crate) fn subscribe(&self) -> Result<StreamConsumer, KafkaError> {
         let options = ConsumerOptions {
-            batch_tuning: false,
+            batch_tuning: None,
             client: &self.kafka,
             group: &self.group,
             auto_offset_reset: "earliest",
