@@ -197,8 +197,7 @@ async fn a_kept_column_whose_stored_value_is_null_stays_null() {
     let Some(stack) = sluice_testkit::stack() else {
         return;
     };
-    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-    let sink = sink(&mut conn, &items_sink(r#"{ newest-wins = "lsn" }"#)).await;
+    let (schema, mut conn, sink) = items_case(&stack, r#"{ newest-wins = "lsn" }"#).await;
     // Row 1's snapshot: its doc has no `nested.k`, so `nested` is stored NULL. Then an update
     // of row 1 whose doc is the placeholder (an unchanged TOASTed jsonb): `nested` is kept.
     let mut records = captured("items", &["00-read-id1-snapshot"]);
@@ -263,6 +262,14 @@ fn create(like: &Record, offset: i64, id: i64, title: &str, big: &str, ts_ms: i6
     }
 }
 
+/// The `big` of a captured create or update.
+fn big_of(record: &Record) -> String {
+    value(record)["payload"]["after"]["big"]
+        .as_str()
+        .expect("a big")
+        .to_owned()
+}
+
 /// `id | title | md5(big)` of every row.
 async fn items(conn: &mut PgConnection) -> Vec<String> {
     rows(
@@ -295,19 +302,9 @@ async fn a_key_change_keeps_its_toasted_value_wherever_the_batches_end() {
         return;
     };
     let records = captured("items", &KEY_CHANGE);
-    let big = value(&records[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let big = big_of(&records[1]);
     let expected = [
-        format!(
-            "1 | snapshot row | {}",
-            md5_of(
-                value(&records[0])["payload"]["after"]["big"]
-                    .as_str()
-                    .unwrap()
-            )
-        ),
+        format!("1 | snapshot row | {}", md5_of(&big_of(&records[0]))),
         format!("3 | key changed 2 -> 3 | {}", md5_of(&big)),
     ];
     let mut poisoned = records.clone();
@@ -320,8 +317,7 @@ async fn a_key_change_keeps_its_toasted_value_wherever_the_batches_end() {
         ("poison, batches of 4 and 3", &poisoned, 4),
         ("poison, one batch", &poisoned, 7),
     ] {
-        let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-        let sink = sink(&mut conn, &items_sink(r#"{ newest-wins = "lsn" }"#)).await;
+        let (schema, mut conn, sink) = items_case(&stack, r#"{ newest-wins = "lsn" }"#).await;
         store_all(&mut conn, &sink, records, batch).await;
         let dead: Vec<(i64, String)> = dead_letters(&mut conn)
             .await
@@ -357,10 +353,7 @@ async fn a_key_change_and_a_reinsert_of_the_old_key_in_one_batch_keep_both_rows(
         return;
     };
     let mut records = captured("items", &KEY_CHANGE);
-    let big = value(&records[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let big = big_of(&records[1]);
     // The re-insert in the key change's source transaction: the same `ts_ms` as its `d`.
     let ts_ms = value(&records[3])["payload"]["ts_ms"].as_i64().unwrap();
     records.push(create(
@@ -372,14 +365,7 @@ async fn a_key_change_and_a_reinsert_of_the_old_key_in_one_batch_keep_both_rows(
         ts_ms,
     ));
     let expected = [
-        format!(
-            "1 | snapshot row | {}",
-            md5_of(
-                value(&records[0])["payload"]["after"]["big"]
-                    .as_str()
-                    .unwrap()
-            )
-        ),
+        format!("1 | snapshot row | {}", md5_of(&big_of(&records[0]))),
         format!("2 | re-inserted | {}", md5_of("another big")),
         format!("3 | key changed 2 -> 3 | {}", md5_of(&big)),
     ];
@@ -393,8 +379,7 @@ async fn a_key_change_and_a_reinsert_of_the_old_key_in_one_batch_keep_both_rows(
     ] {
         for (records, batch) in [(&records, 7), (&poisoned, 8), (&poisoned, 4)] {
             let label = format!("{conflict}, batches of {batch}, {} records", records.len());
-            let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-            let sink = sink(&mut conn, &items_sink(conflict)).await;
+            let (schema, mut conn, sink) = items_case(&stack, conflict).await;
             store_all(&mut conn, &sink, records, batch).await;
             let dead: Vec<i64> = dead_letters(&mut conn)
                 .await
@@ -472,12 +457,8 @@ async fn a_key_change_applied_create_first_twice_reads_its_own_old_row() {
         moved(&delete3[0], 1, 1, 0),
         moved(&fixtures[5], 1, 2, second),
     ];
-    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
+    let big_a = big_of(&fixtures[1]);
     let row3_a = format!("3 | key changed 2 -> 3 | {}", md5_of(&big_a));
     let row3_b = format!("3 | key changed 2 -> 3 | {}", md5_of("big B"));
     // (the batch, row 3 after it, rows waiting after it)
@@ -513,6 +494,24 @@ async fn a_key_change_applied_create_first_twice_reads_its_own_old_row() {
     schema.drop_schema().await;
 }
 
+/// A schema with the fixtures' table and its sink under `conflict`.
+async fn items_case(
+    stack: &sluice_testkit::Stack,
+    conflict: &str,
+) -> (TestSchema, PgConnection, Declared) {
+    let (schema, mut conn) = migrated(stack, ITEMS_DDL).await;
+    let sink = sink(&mut conn, &items_sink(conflict)).await;
+    (schema, conn, sink)
+}
+
+/// Key 3's partition (1): the key change 2 → 3's c keeping big, then an update of 3 keeping it.
+fn create_3_then_update(fixtures: &[Record]) -> [Record; 2] {
+    [
+        moved(&fixtures[5], 1, 0, 0),
+        update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000),
+    ]
+}
+
 /// How many rows wait for a key change's delete (not orphaned).
 async fn held(conn: &mut PgConnection) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM debezium_held_rows WHERE orphaned_at IS NULL")
@@ -542,12 +541,8 @@ async fn a_key_changes_create_reads_its_own_old_row_not_a_reinsert_of_the_old_ke
         reinsert,
         moved(&fixtures[5], 1, 0, 0),
     ];
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .expect("row 2's big")
-        .to_owned();
-    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    let big_a = big_of(&fixtures[1]);
+    let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
     store_all(&mut conn, &sink, &batch, batch.len()).await;
     let all = items(&mut conn).await;
     let dead = dead_letters(&mut conn).await;
@@ -571,14 +566,10 @@ fn no_lsn(record: &Record, partition: i32, offset: i64) -> Record {
     })
 }
 
-/// No LSN (a set-aside queue). Key 2's partition runs ahead: the key change 2 → 3 twice (with a
-/// re-insert of 2 between). Key 3's partition then applies c(3) of the first change, d(3),
-/// c(3) of the second. The first c must read big A; the second big B; nothing dead-lettered.
-#[tokio::test]
-async fn two_key_changes_without_an_lsn_between_the_same_keys_read_their_own_old_rows() {
-    let Some(stack) = sluice_testkit::stack() else {
-        return;
-    };
+/// Without an LSN, the key change 2 → 3 twice: key 2's partition (0) — c(2) big A, d(2 → 3),
+/// tombstone, c(2) re-insert big B, d(2 → 3), tombstone — and key 3's (1): c(3) of the first
+/// change, d(3), c(3) of the second; and the fixtures they are made of.
+fn twice_without_an_lsn() -> (Vec<Record>, [Record; 6], [Record; 3]) {
     let fixtures = captured("items", &KEY_CHANGE);
     let delete3 = captured("items", &["06-delete-id3"]);
     let mut reinsert = create(&fixtures[1], 4, 2, "re-inserted", "big B", 0);
@@ -596,12 +587,20 @@ async fn two_key_changes_without_an_lsn_between_the_same_keys_read_their_own_old
         no_lsn(&delete3[0], 1, 1),
         no_lsn(&fixtures[5], 1, 2),
     ];
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    (fixtures, key2, key3)
+}
+
+/// No LSN (a set-aside queue). Key 2's partition runs ahead: the key change 2 → 3 twice (with a
+/// re-insert of 2 between). Key 3's partition then applies c(3) of the first change, d(3),
+/// c(3) of the second. The first c must read big A; the second big B; nothing dead-lettered.
+#[tokio::test]
+async fn two_key_changes_without_an_lsn_between_the_same_keys_read_their_own_old_rows() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let (fixtures, key2, key3) = twice_without_an_lsn();
+    let big_a = big_of(&fixtures[1]);
+    let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
     store_all(&mut conn, &sink, &key2, key2.len()).await;
     store_all(&mut conn, &sink, &key3[..1], 1).await;
     let after_first = items(&mut conn).await;
@@ -652,14 +651,8 @@ async fn a_key_changes_create_and_later_rows_wait_for_the_old_keys_partition() {
         return;
     };
     let fixtures = captured("items", &KEY_CHANGE);
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let key3 = [
-        moved(&fixtures[5], 1, 0, 0),
-        update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000),
-    ];
+    let big_a = big_of(&fixtures[1]);
+    let key3 = create_3_then_update(&fixtures);
     let key2 = [
         moved(&fixtures[1], 0, 0, 0),
         moved(&fixtures[2], 0, 1, 0),
@@ -671,8 +664,7 @@ async fn a_key_changes_create_and_later_rows_wait_for_the_old_keys_partition() {
         r#""insert-ignore""#,
         r#"{ newest-wins = "lsn" }"#,
     ] {
-        let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-        let sink = sink(&mut conn, &items_sink(conflict)).await;
+        let (schema, mut conn, sink) = items_case(&stack, conflict).await;
         store_all(&mut conn, &sink, &key3, 1).await;
         assert_eq!(items(&mut conn).await, Vec::<String>::new(), "{conflict}");
         assert_eq!(
@@ -710,13 +702,9 @@ async fn a_create_whose_old_row_never_came_is_dead_lettered_and_the_rows_behind_
         return;
     };
     let fixtures = captured("items", &KEY_CHANGE);
-    let key3 = [
-        moved(&fixtures[5], 1, 0, 0),
-        update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000),
-    ];
+    let key3 = create_3_then_update(&fixtures);
     let key2 = [moved(&fixtures[3], 0, 0, 0), moved(&fixtures[4], 0, 1, 0)];
-    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
     store_all(&mut conn, &sink, &key3, 2).await;
     assert_eq!(held(&mut conn).await, 2);
     store_all(&mut conn, &sink, &key2, 2).await;
@@ -760,10 +748,7 @@ async fn a_create_whose_delete_never_comes_reads_the_old_row_after_its_wait() {
         return;
     };
     let fixtures = captured("items", &KEY_CHANGE);
-    let key3 = [
-        moved(&fixtures[5], 1, 0, 0),
-        update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000),
-    ];
+    let key3 = create_3_then_update(&fixtures);
     let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
     sqlx::query("INSERT INTO items (id, title, big) VALUES (2, 'by hand', 'the old big')")
         .execute(&mut conn)
@@ -826,10 +811,7 @@ async fn a_create_that_keeps_nothing_applied_before_its_delete_leaves_no_row_for
     };
     let fixtures = captured("items", &KEY_CHANGE);
     let delete3 = captured("items", &["06-delete-id3"]);
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let big_a = big_of(&fixtures[1]);
     let mut reinsert = create(&fixtures[1], 4, 2, "re-inserted", "big B", 0);
     reinsert.partition = 0;
     let key2 = [
@@ -845,8 +827,7 @@ async fn a_create_that_keeps_nothing_applied_before_its_delete_leaves_no_row_for
         no_lsn(&delete3[0], 1, 1),
         no_lsn(&fixtures[5], 1, 2),
     ];
-    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
     // c(2) big A; then key 3's partition's first c (it sends big); then the rest of key 2's
     // partition (both changes' d and the re-insert); then d(3) and the second change's c.
     store_all(&mut conn, &sink, &key2[..1], 1).await;
@@ -884,10 +865,7 @@ async fn a_waiting_row_that_fails_loses_the_row_it_superseded() {
         return;
     };
     let fixtures = captured("items", &KEY_CHANGE);
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let big_a = big_of(&fixtures[1]);
     let key2 = [
         moved(&fixtures[1], 0, 0, 0),
         moved(&fixtures[2], 0, 1, 0),
@@ -907,8 +885,7 @@ async fn a_waiting_row_that_fails_loses_the_row_it_superseded() {
             sent(update(&fixtures[2], (1, 1), 3, "good", 1_000)),
             sent(update(&fixtures[2], (1, 2), 3, "poison", 2_000)),
         ];
-        let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-        let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+        let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
         store_all(&mut conn, &sink, &key3[..1], 1).await;
         store_all(&mut conn, &sink, &key3[1..], 2).await;
         store_all(&mut conn, &sink, &key2, 4).await;
@@ -960,10 +937,7 @@ async fn two_writers_racing_on_a_key_neither_lose_nor_strand_a_row() {
         return;
     };
     let fixtures = captured("items", &KEY_CHANGE);
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let big_a = big_of(&fixtures[1]);
     let c3 = moved(&fixtures[5], 1, 0, 0);
     let u3 = update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000);
     let key2 = [
@@ -991,8 +965,7 @@ async fn two_writers_racing_on_a_key_neither_lose_nor_strand_a_row() {
         ),
     ];
     for (label, before, racing, key3_first) in cases {
-        let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-        let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+        let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
         store_all(&mut conn, &sink, &before, 1).await;
         let mut a = schema.connect().await;
         let mut b = schema.connect().await;
@@ -1078,8 +1051,7 @@ async fn a_create_whose_delete_found_no_row_does_not_read_a_reinsert_of_the_old_
         reinsert,
     ];
     let key3 = [moved(&fixtures[5], 1, 0, 0)];
-    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
     store_all(&mut conn, &sink, &key2, 3).await;
     store_all(&mut conn, &sink, &key3, 1).await;
     let all = items(&mut conn).await;
@@ -1107,10 +1079,7 @@ async fn a_replay_with_the_new_keys_partition_ahead_ends_as_the_source() {
         return;
     };
     let fixtures = captured("items", &KEY_CHANGE);
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let big_a = big_of(&fixtures[1]);
     let key3 = |base: i64| {
         [
             moved(&fixtures[5], 1, base, 0),
@@ -1138,8 +1107,7 @@ async fn a_replay_with_the_new_keys_partition_ahead_ends_as_the_source() {
     ] {
         for batch in [1, 4] {
             let label = format!("{conflict}, batches of {batch}");
-            let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-            let sink = sink(&mut conn, &items_sink(conflict)).await;
+            let (schema, mut conn, sink) = items_case(&stack, conflict).await;
             for base in [0, 100] {
                 store_all(&mut conn, &sink, &key3(base), batch).await;
                 store_all(&mut conn, &sink, &key2(base), batch).await;
@@ -1216,10 +1184,7 @@ async fn a_chain_of_key_changes_ends_as_the_source_in_every_partition_order() {
         return;
     };
     let fixtures = captured("items", &KEY_CHANGE);
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let big_a = big_of(&fixtures[1]);
     let (delete, create3) = (&fixtures[3], &fixtures[5]);
     let mut c1 = create(&fixtures[1], 0, 1, "one", &big_a, 0);
     c1.partition = 0;
@@ -1242,8 +1207,7 @@ async fn a_chain_of_key_changes_ends_as_the_source_in_every_partition_order() {
     for order in orders {
         for batch in [1, 2] {
             let label = format!("partitions in order {order:?}, batches of {batch}");
-            let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-            let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+            let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
             for p in order {
                 store_all(&mut conn, &sink, &partitions[p], batch).await;
             }
@@ -1277,25 +1241,8 @@ async fn a_create_applied_after_its_wait_leaves_its_deletes_row_for_the_next_cha
     let Some(stack) = sluice_testkit::stack() else {
         return;
     };
-    let fixtures = captured("items", &KEY_CHANGE);
-    let delete3 = captured("items", &["06-delete-id3"]);
-    let mut reinsert = create(&fixtures[1], 4, 2, "re-inserted", "big B", 0);
-    reinsert.partition = 0;
-    let key2 = [
-        no_lsn(&fixtures[1], 0, 0),
-        no_lsn(&fixtures[3], 0, 1),
-        no_lsn(&fixtures[4], 0, 2),
-        no_lsn(&reinsert, 0, 3),
-        no_lsn(&fixtures[3], 0, 4),
-        no_lsn(&fixtures[4], 0, 5),
-    ];
-    let key3 = [
-        no_lsn(&fixtures[5], 1, 0),
-        no_lsn(&delete3[0], 1, 1),
-        no_lsn(&fixtures[5], 1, 2),
-    ];
-    let (schema, mut conn) = migrated(&stack, ITEMS_DDL).await;
-    let sink = sink(&mut conn, &items_sink(r#""always-update""#)).await;
+    let (fixtures, key2, key3) = twice_without_an_lsn();
+    let (schema, mut conn, sink) = items_case(&stack, r#""always-update""#).await;
     store_all(&mut conn, &sink, &key2[..1], 1).await;
     store_all(&mut conn, &sink, &key3[..1], 1).await;
     assert_eq!(held(&mut conn).await, 1);
@@ -1364,10 +1311,7 @@ async fn a_numeric_key_past_a_doubles_precision_is_applied_by_its_delete() {
         return;
     };
     let fixtures = captured("items", &KEY_CHANGE);
-    let big_a = value(&fixtures[1])["payload"]["after"]["big"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let big_a = big_of(&fixtures[1]);
     let (k2, k3) = ("100000000000000000002", "100000000000000000003");
     let key3 = [with_numeric_ids(
         &moved(&fixtures[5], 1, 0, 0),
