@@ -1236,7 +1236,6 @@ async fn a_chain_of_key_changes_ends_as_the_source_in_every_partition_order() {
 /// Then d(3) and the second change's c: it takes the oldest set-aside row of (2, 3) — the
 /// first change's, big A. One by one, row 3 ends with big B.
 #[tokio::test]
-#[ignore = "open: without an LSN, a create applied after its wait ran out (or with key_change_wait = 0) leaves its delete's set-aside row at the head of the (old, new, -1) queue for the next change between the same keys"]
 async fn a_create_applied_after_its_wait_leaves_its_deletes_row_for_the_next_change() {
     let Some(stack) = sluice_testkit::stack() else {
         return;

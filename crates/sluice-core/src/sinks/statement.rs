@@ -270,14 +270,23 @@ pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> Stri
         .collect();
     // The oldest set aside for the change: one per change with an LSN; without one (-1) the
     // changes between the same keys queue up, their deletes in the old key's partition order
-    // and their creates in the new key's, so the oldest is this create's.
+    // and their creates in the new key's, so the oldest is this create's. A create without an
+    // LSN that finds none (it did not wait for its delete: its wait ran out, or it never
+    // waits) leaves a mark that its row was taken (-2), which its delete, when it comes,
+    // removes instead of queueing a row no create would take but the next change's.
     format!(
-        "DELETE FROM {MOVED_ROWS} AS m\nUSING UNNEST({}) AS c({})\nWHERE {}\n\
-         AND m.seq = (SELECT min(m.seq) FROM {MOVED_ROWS} AS m WHERE {})",
-        params.join(", "),
-        aliases.join(", "),
-        aside_match(table, &old, &new, "c.\"lsn\""),
-        aside_match(table, &old, &new, "c.\"lsn\""),
+        "WITH c AS (SELECT * FROM UNNEST({params}) WITH ORDINALITY AS c({aliases}, n)),\n\
+         consumed AS (DELETE FROM {MOVED_ROWS} AS m USING c WHERE {aside}\n\
+         AND m.seq = (SELECT min(m.seq) FROM {MOVED_ROWS} AS m WHERE {aside}) RETURNING c.n)\n\
+         INSERT INTO {MOVED_ROWS} (target_table, old_key, new_key, change_lsn, image)\n\
+         SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), -2, NULL FROM c\n\
+         WHERE c.\"lsn\" IS NULL AND c.n NOT IN (SELECT x.n FROM consumed AS x)",
+        params = params.join(", "),
+        aliases = aliases.join(", "),
+        aside = aside_match(table, &old, &new, "c.\"lsn\""),
+        literal = table.replace('\'', "''"),
+        old = old.join(", "),
+        new = new.join(", "),
     )
 }
 
@@ -384,13 +393,19 @@ fn deletes(
     // (deleted, or kept because it is newer under newest-wins), NULL when there was none, so
     // that its create never waits for a delete that came already (held rows,
     // migrations/0017_debezium_held_rows.sql); a delete applied again never erases an image.
+    // Without an LSN, a mark that its create took its row already (-2) is removed instead.
     format!(
         "WITH gone AS ({sql}\nRETURNING d.{row} AS {gone}),\n\
+         taken AS (DELETE FROM {MOVED_ROWS} AS m WHERE m.seq = (SELECT min(t.seq) \
+         FROM {MOVED_ROWS} AS t, UNNEST({params}) AS d({aliases}) \
+         WHERE d.{lsn} IS NULL AND t.target_table = '{literal}' \
+         AND t.old_key = jsonb_build_array({old}) AND t.new_key = jsonb_build_array({new}) \
+         AND t.change_lsn = -2) RETURNING 1),\n\
          aside AS (INSERT INTO {MOVED_ROWS} AS m \
          (target_table, old_key, new_key, change_lsn, image)\n\
          SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), \
          coalesce(d.{lsn}, -1), (SELECT to_jsonb(x) FROM {table} AS x WHERE {found})\n\
-         FROM UNNEST({params}) AS d({aliases})\n\
+         FROM UNNEST({params}) AS d({aliases}) WHERE NOT EXISTS (SELECT 1 FROM taken)\n\
          ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
          DO UPDATE SET image = coalesce(EXCLUDED.image, m.image), moved_at = now())\n\
          SELECT g.{gone} FROM gone AS g",
