@@ -425,6 +425,75 @@ mod tests {
         assert_eq!(refused.variable(), "KAFKA_DELIVERY_TIMEOUT_MS");
     }
 
+    /// librdkafka refuses a consumer whose `fetch.max.bytes` is set below its
+    /// `message.max.bytes` (it raises only a value it chose itself): a sink's `batch_bytes`
+    /// below 1,000,000, or `KAFKA_MESSAGE_MAX_BYTES` above `batch_bytes`, must still make a
+    /// consumer (docs/ARCHITECTURE.md#memory).
+    #[test]
+    fn a_batch_budget_below_message_max_bytes_still_makes_a_consumer() {
+        let large = KafkaClientSettings::from_vars(
+            &|name: &str| match name {
+                "KAFKA_BOOTSTRAP_SERVERS" => Some("127.0.0.1:9092".into()),
+                "KAFKA_MESSAGE_MAX_BYTES" => Some("8388608".into()),
+                _ => None,
+            },
+            ["KAFKA_MESSAGE_MAX_BYTES"],
+        )
+        .unwrap();
+        let default = KafkaClientSettings::new("127.0.0.1:9092");
+        for (client, batch_bytes) in [(&default, 65_536), (&default, 1), (&large, 4 << 20)] {
+            let config = consumer_config(&ConsumerOptions {
+                batch_tuning: Some(ReadAhead { batch_bytes }),
+                client,
+                group: "g",
+                auto_offset_reset: "earliest",
+                session_timeout: Duration::from_secs(45),
+                max_poll_interval: Duration::from_secs(300),
+                client_id: "c",
+                group_instance_id: None,
+            });
+            let made: Result<BaseConsumer, KafkaError> = config.create();
+            assert!(
+                made.is_ok(),
+                "batch_bytes {batch_bytes}, message.max.bytes {:?}: {:?}",
+                client.properties.get("message.max.bytes"),
+                made.err()
+            );
+        }
+    }
+
+    /// A record as large as `message.max.bytes` always fits the producer's queue, or the
+    /// sender would wait for room forever.
+    #[test]
+    fn the_producer_queue_holds_a_record_of_message_max_bytes() {
+        let client = KafkaClientSettings::from_vars(
+            &|name: &str| match name {
+                "KAFKA_BOOTSTRAP_SERVERS" => Some("127.0.0.1:9092".into()),
+                "KAFKA_MESSAGE_MAX_BYTES" => Some("8388608".into()),
+                _ => None,
+            },
+            ["KAFKA_MESSAGE_MAX_BYTES"],
+        )
+        .unwrap();
+        let config = timed_producer_config(
+            &client,
+            "d",
+            Duration::from_secs(30),
+            Duration::ZERO,
+            1 << 20,
+        );
+        let native = config.create_native_config().unwrap();
+        let kbytes: usize = native
+            .get("queue.buffering.max.kbytes")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            kbytes * 1024 >= 8_388_608,
+            "queue.buffering.max.kbytes {kbytes}"
+        );
+    }
+
     #[test]
     fn every_property_sluice_sets_is_listed_so_its_aliases_are_refused() {
         let client = KafkaClientSettings::new("127.0.0.1:9092");
