@@ -51,11 +51,14 @@ impl ReadAhead {
     }
 
     /// The most one fetch response brings (`fetch.max.bytes`, default 50 MiB): one batch,
-    /// within the queue's bound. librdkafka raises it to `message.max.bytes` (1,000,000) and a
-    /// broker always returns a first record batch larger than it, so a large record is never
-    /// a stall.
-    pub fn fetch_bytes(&self) -> usize {
-        self.batch_bytes.min(self.queue_bytes())
+    /// within the queue's bound, and never below the client's `message.max.bytes`
+    /// (`message_max_bytes`): librdkafka raises only a value it chose itself to that, and
+    /// refuses to make a consumer whose `fetch.max.bytes` is set below it. A broker always
+    /// returns a first record batch larger than it, so a large record is never a stall.
+    pub fn fetch_bytes(&self, message_max_bytes: usize) -> usize {
+        self.batch_bytes
+            .min(self.queue_bytes())
+            .max(message_max_bytes)
     }
 
     /// The most one partition adds to a fetch response (`max.partition.fetch.bytes`): 256 KiB,
@@ -87,7 +90,12 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
                 "queued.max.messages.kbytes",
                 (read_ahead.queue_bytes() / 1024).to_string(),
             )
-            .set("fetch.max.bytes", read_ahead.fetch_bytes().to_string())
+            .set(
+                "fetch.max.bytes",
+                read_ahead
+                    .fetch_bytes(message_max_bytes(options.client))
+                    .to_string(),
+            )
             // When that buffer is full, librdkafka postpones the next fetch by this long
             // (default 1000 ms): long enough to drain the buffer and stall the writer.
             // Measured with `sluice bench`: 300–600 ms stalls every ~40k records at the
@@ -251,12 +259,27 @@ pub fn producer_config(client: &KafkaClientSettings, client_id: &str) -> ClientC
     with_properties(config, client)
 }
 
+/// librdkafka's default `message.max.bytes`: the largest record a client sends, and the
+/// least `fetch.max.bytes` it accepts.
+const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
+
+/// The client's `message.max.bytes`: `KAFKA_MESSAGE_MAX_BYTES`, or librdkafka's default.
+fn message_max_bytes(client: &KafkaClientSettings) -> usize {
+    client
+        .properties
+        .get("message.max.bytes")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_MESSAGE_MAX_BYTES)
+}
+
 /// [`producer_config`] whose records are acknowledged or failed within `delivery_timeout`
 /// (`message.timeout.ms`, set after the `KAFKA_*` properties so that it is always sluice's;
 /// its alias `delivery.timeout.ms` is refused at start), with `linger` instead of 20 ms, and
 /// a queue of at most `queue_bytes` (`queue.buffering.max.kbytes`, default 1 GiB; at least
-/// 2 MiB, so a record of Kafka's default largest size always fits; a `KAFKA_*` variable
-/// still sets it): a full queue makes the sender wait, it fails nothing.
+/// 2 MiB and at least the client's `message.max.bytes`, so the largest record the client
+/// sends always fits an empty queue: librdkafka would otherwise refuse it as "queue full"
+/// for ever; a `KAFKA_*` variable still sets it): a full queue makes the sender wait, it
+/// fails nothing.
 pub fn timed_producer_config(
     client: &KafkaClientSettings,
     client_id: &str,
@@ -270,7 +293,9 @@ pub fn timed_producer_config(
         .set("message.timeout.ms", millis.to_string())
         .set("linger.ms", linger.as_millis().to_string());
     if !client.properties.contains_key("queue.buffering.max.kbytes") {
-        let kbytes = (queue_bytes / 1024).max(2048);
+        let kbytes = (queue_bytes / 1024)
+            .max(message_max_bytes(client).div_ceil(1024))
+            .max(2048);
         config.set("queue.buffering.max.kbytes", kbytes.to_string());
     }
     if millis < 30_000 {
