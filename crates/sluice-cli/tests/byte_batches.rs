@@ -147,6 +147,8 @@ async fn run_with_kills_and_rebalances(case: &Case, n: i64) -> u32 {
                 // A killed member's partitions move on after the session timeout (the
                 // broker's least).
                 ("STORAGE_SESSION_TIMEOUT_MS", "6000"),
+                // Dynamic membership: every incarnation joins anew, and so rebalances.
+                ("STORAGE_INSTANCE_ID", "off"),
             ],
         )
     };
