@@ -2,7 +2,8 @@
 //! from `OUTBOX_BATCH_BYTES`, docs/ARCHITECTURE.md#memory) when the clients'
 //! `message.max.bytes` is raised for large events: it must still be published, never wait
 //! forever for room the queue can never have. On the real stack, with a topic that takes
-//! records of up to 10 MiB.
+//! records of up to 10 MiB. And claims cut short by their bytes, through three dispatchers
+//! contending for the same keys: every event published once, each key's in creation order.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -11,6 +12,7 @@
 
 mod common;
 
+use common::kafka::{read_topic, settings};
 use common::{setup, teardown};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -19,9 +21,11 @@ use serde_json::json;
 use sluice_dispatch::Dispatcher;
 use sluice_dispatch::settings::OutboxSettings;
 use sluice_outbox::{NewEvent, enqueue};
-use std::collections::BTreeMap;
+use sqlx::Connection;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 /// `n` pseudo-random lowercase letters (nothing for PostgreSQL or Kafka to compress).
 fn letters(n: usize) -> String {
@@ -116,6 +120,105 @@ async fn an_event_larger_than_the_producer_queue_is_published() {
     stop.cancel();
     let totals = dispatcher.join().unwrap().unwrap();
     assert_eq!(totals.published, 1, "{totals:?}");
+    sluice_testkit::delete_topics(&stack, &[&topic]).await;
+    teardown(schema, conn).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_cut_by_their_bytes_publish_each_event_once_in_key_order() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let topic = sluice_testkit::unique("outbox-cut");
+    sluice_testkit::create_topic(&stack, &topic, 4).await;
+    // 40 keys × 30 rounds, written in rounds so that every claim meets many keys; every
+    // seventh event (50 KB) is over the 20 KB claim budget, the others 0.5–8 KB.
+    const KEYS: usize = 40;
+    const ROUNDS: usize = 30;
+    for round in 0..ROUNDS {
+        let mut tx = conn.begin().await.unwrap();
+        for k in 0..KEYS {
+            let i = round * KEYS + k;
+            let size = if i.is_multiple_of(7) {
+                50_000
+            } else {
+                500 + (i * 7_919) % 7_500
+            };
+            let event = NewEvent::new(
+                &topic,
+                "doc",
+                format!("key-{k}"),
+                "doc.stored",
+                json!({ "round": round, "body": letters(size) }),
+            );
+            enqueue(&mut tx, &event).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+    }
+    let stop = CancellationToken::new();
+    let running: Vec<_> = (0..3)
+        .map(|d| {
+            let mut s = settings(&stack, &schema, &format!("cut-{d}"));
+            s.batch_size = 37;
+            s.batch_bytes = 20_000;
+            tokio::spawn(Dispatcher::new(s).unwrap().run(stop.child_token()))
+        })
+        .collect();
+    let total = (KEYS * ROUNDS) as i64;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let published: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE status = 'PUBLISHED'")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+        if published == total {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{published} of {total} PUBLISHED"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.cancel();
+    let mut batches = 0;
+    for handle in running {
+        let totals = handle.await.unwrap().unwrap();
+        batches += totals.batches;
+    }
+    let seq: HashMap<Uuid, i64> = sqlx::query_as("SELECT id, seq FROM outbox_events")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let records = read_topic(&stack, &topic);
+    assert_eq!(records.len(), KEYS * ROUNDS, "each event once");
+    let mut per_key: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+    for r in &records {
+        per_key
+            .entry(r.key.clone())
+            .or_default()
+            .push((r.offset, seq[&r.event_id]));
+    }
+    assert_eq!(per_key.len(), KEYS);
+    for (key, mut list) in per_key {
+        list.sort_unstable();
+        let seqs: Vec<i64> = list.iter().map(|x| x.1).collect();
+        let mut sorted = seqs.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(
+            seqs, sorted,
+            "{key}: topic order is seq order, no event twice"
+        );
+    }
+    assert!(
+        batches as i64 > total / 37,
+        "{batches} batches: claims were cut by their bytes"
+    );
     sluice_testkit::delete_topics(&stack, &[&topic]).await;
     teardown(schema, conn).await;
 }
