@@ -487,6 +487,18 @@ mod tests {
         }
     }
 
+    /// A sink's `batch_bytes` may be any integer TOML holds: the read-ahead's sizes saturate
+    /// instead of overflowing (a panic in a debug build).
+    #[test]
+    fn a_huge_batch_budget_saturates() {
+        let huge = ReadAhead {
+            batch_bytes: i64::MAX as usize,
+        };
+        assert_eq!(huge.queue_bytes(), 16 << 20);
+        assert_eq!(huge.fetch_bytes(1_000_000), 16 << 20);
+        assert_eq!(huge.partition_fetch_bytes(), 256 << 10);
+    }
+
     /// A record as large as `message.max.bytes` always fits the producer's queue, or the
     /// sender would wait for room forever.
     #[test]
