@@ -47,7 +47,7 @@ impl ReadAhead {
     /// consumer): four batches, between 1 and 16 MiB. librdkafka's default is 64 MiB; 16 MiB
     /// still holds dozens of batches of reviews ahead of the writers.
     pub fn queue_bytes(&self) -> usize {
-        (4 * self.batch_bytes).clamp(1 << 20, 16 << 20)
+        self.batch_bytes.saturating_mul(4).clamp(1 << 20, 16 << 20)
     }
 
     /// The most one fetch response brings (`fetch.max.bytes`, default 50 MiB): one batch,
