@@ -47,15 +47,18 @@ impl ReadAhead {
     /// consumer): four batches, between 1 and 16 MiB. librdkafka's default is 64 MiB; 16 MiB
     /// still holds dozens of batches of reviews ahead of the writers.
     pub fn queue_bytes(&self) -> usize {
-        (4 * self.batch_bytes).clamp(1 << 20, 16 << 20)
+        self.batch_bytes.saturating_mul(4).clamp(1 << 20, 16 << 20)
     }
 
     /// The most one fetch response brings (`fetch.max.bytes`, default 50 MiB): one batch,
-    /// within the queue's bound. librdkafka raises it to `message.max.bytes` (1,000,000) and a
-    /// broker always returns a first record batch larger than it, so a large record is never
-    /// a stall.
-    pub fn fetch_bytes(&self) -> usize {
-        self.batch_bytes.min(self.queue_bytes())
+    /// within the queue's bound, and never below the client's `message.max.bytes`
+    /// (`message_max_bytes`): librdkafka raises only a value it chose itself to that, and
+    /// refuses to make a consumer whose `fetch.max.bytes` is set below it. A broker always
+    /// returns a first record batch larger than it, so a large record is never a stall.
+    pub fn fetch_bytes(&self, message_max_bytes: usize) -> usize {
+        self.batch_bytes
+            .min(self.queue_bytes())
+            .max(message_max_bytes)
     }
 
     /// The most one partition adds to a fetch response (`max.partition.fetch.bytes`): 256 KiB,
@@ -87,7 +90,12 @@ pub fn consumer_config(options: &ConsumerOptions<'_>) -> ClientConfig {
                 "queued.max.messages.kbytes",
                 (read_ahead.queue_bytes() / 1024).to_string(),
             )
-            .set("fetch.max.bytes", read_ahead.fetch_bytes().to_string())
+            .set(
+                "fetch.max.bytes",
+                read_ahead
+                    .fetch_bytes(message_max_bytes(options.client))
+                    .to_string(),
+            )
             // When that buffer is full, librdkafka postpones the next fetch by this long
             // (default 1000 ms): long enough to drain the buffer and stall the writer.
             // Measured with `sluice bench`: 300–600 ms stalls every ~40k records at the
@@ -251,12 +259,27 @@ pub fn producer_config(client: &KafkaClientSettings, client_id: &str) -> ClientC
     with_properties(config, client)
 }
 
+/// librdkafka's default `message.max.bytes`: the largest record a client sends, and the
+/// least `fetch.max.bytes` it accepts.
+const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
+
+/// The client's `message.max.bytes`: `KAFKA_MESSAGE_MAX_BYTES`, or librdkafka's default.
+fn message_max_bytes(client: &KafkaClientSettings) -> usize {
+    client
+        .properties
+        .get("message.max.bytes")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_MESSAGE_MAX_BYTES)
+}
+
 /// [`producer_config`] whose records are acknowledged or failed within `delivery_timeout`
 /// (`message.timeout.ms`, set after the `KAFKA_*` properties so that it is always sluice's;
 /// its alias `delivery.timeout.ms` is refused at start), with `linger` instead of 20 ms, and
 /// a queue of at most `queue_bytes` (`queue.buffering.max.kbytes`, default 1 GiB; at least
-/// 2 MiB, so a record of Kafka's default largest size always fits; a `KAFKA_*` variable
-/// still sets it): a full queue makes the sender wait, it fails nothing.
+/// 2 MiB and at least the client's `message.max.bytes`, so the largest record the client
+/// sends always fits an empty queue: librdkafka would otherwise refuse it as "queue full"
+/// for ever; a `KAFKA_*` variable still sets it): a full queue makes the sender wait, it
+/// fails nothing.
 pub fn timed_producer_config(
     client: &KafkaClientSettings,
     client_id: &str,
@@ -270,7 +293,9 @@ pub fn timed_producer_config(
         .set("message.timeout.ms", millis.to_string())
         .set("linger.ms", linger.as_millis().to_string());
     if !client.properties.contains_key("queue.buffering.max.kbytes") {
-        let kbytes = (queue_bytes / 1024).max(2048);
+        let kbytes = (queue_bytes / 1024)
+            .max(message_max_bytes(client).div_ceil(1024))
+            .max(2048);
         config.set("queue.buffering.max.kbytes", kbytes.to_string());
     }
     if millis < 30_000 {
@@ -423,6 +448,87 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(refused.variable(), "KAFKA_DELIVERY_TIMEOUT_MS");
+    }
+
+    /// librdkafka refuses a consumer whose `fetch.max.bytes` is set below its
+    /// `message.max.bytes` (it raises only a value it chose itself): a sink's `batch_bytes`
+    /// below 1,000,000, or `KAFKA_MESSAGE_MAX_BYTES` above `batch_bytes`, must still make a
+    /// consumer (docs/ARCHITECTURE.md#memory).
+    #[test]
+    fn a_batch_budget_below_message_max_bytes_still_makes_a_consumer() {
+        let large = KafkaClientSettings::from_vars(
+            &|name: &str| match name {
+                "KAFKA_BOOTSTRAP_SERVERS" => Some("127.0.0.1:9092".into()),
+                "KAFKA_MESSAGE_MAX_BYTES" => Some("8388608".into()),
+                _ => None,
+            },
+            ["KAFKA_MESSAGE_MAX_BYTES"],
+        )
+        .unwrap();
+        let default = KafkaClientSettings::new("127.0.0.1:9092");
+        for (client, batch_bytes) in [(&default, 65_536), (&default, 1), (&large, 4 << 20)] {
+            let config = consumer_config(&ConsumerOptions {
+                batch_tuning: Some(ReadAhead { batch_bytes }),
+                client,
+                group: "g",
+                auto_offset_reset: "earliest",
+                session_timeout: Duration::from_secs(45),
+                max_poll_interval: Duration::from_secs(300),
+                client_id: "c",
+                group_instance_id: None,
+            });
+            let made: Result<BaseConsumer, KafkaError> = config.create();
+            assert!(
+                made.is_ok(),
+                "batch_bytes {batch_bytes}, message.max.bytes {:?}: {:?}",
+                client.properties.get("message.max.bytes"),
+                made.err()
+            );
+        }
+    }
+
+    /// A sink's `batch_bytes` may be any integer TOML holds: the read-ahead's sizes saturate
+    /// instead of overflowing (a panic in a debug build).
+    #[test]
+    fn a_huge_batch_budget_saturates() {
+        let huge = ReadAhead {
+            batch_bytes: i64::MAX as usize,
+        };
+        assert_eq!(huge.queue_bytes(), 16 << 20);
+        assert_eq!(huge.fetch_bytes(1_000_000), 16 << 20);
+        assert_eq!(huge.partition_fetch_bytes(), 256 << 10);
+    }
+
+    /// A record as large as `message.max.bytes` always fits the producer's queue, or the
+    /// sender would wait for room forever.
+    #[test]
+    fn the_producer_queue_holds_a_record_of_message_max_bytes() {
+        let client = KafkaClientSettings::from_vars(
+            &|name: &str| match name {
+                "KAFKA_BOOTSTRAP_SERVERS" => Some("127.0.0.1:9092".into()),
+                "KAFKA_MESSAGE_MAX_BYTES" => Some("8388608".into()),
+                _ => None,
+            },
+            ["KAFKA_MESSAGE_MAX_BYTES"],
+        )
+        .unwrap();
+        let config = timed_producer_config(
+            &client,
+            "d",
+            Duration::from_secs(30),
+            Duration::ZERO,
+            1 << 20,
+        );
+        let native = config.create_native_config().unwrap();
+        let kbytes: usize = native
+            .get("queue.buffering.max.kbytes")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            kbytes * 1024 >= 8_388_608,
+            "queue.buffering.max.kbytes {kbytes}"
+        );
     }
 
     #[test]
