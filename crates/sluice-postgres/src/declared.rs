@@ -13,6 +13,7 @@ use sqlx::postgres::PgArguments;
 use sqlx::postgres::types::PgInterval;
 use sqlx::query::QueryScalar;
 use sqlx::{Executor, PgConnection};
+use std::borrow::Cow;
 
 pub(crate) type Scalar<'q, O> = QueryScalar<'q, Postgres, O, PgArguments>;
 
@@ -419,10 +420,11 @@ pub(crate) fn bind<'q, O>(
         "uuid" => array!(Cell::Uuid(v) => *v),
         "timestamptz" => array!(Cell::Timestamp(v) => *v),
         "timestamp" => array!(Cell::Timestamp(v) => v.naive_utc()),
-        // JSON travels as its text: a record's own (its numbers' digits), or serialized.
+        // JSON travels as its text: a record's own (its numbers' digits), borrowed from the
+        // cell as text is, or serialized from a value that has none.
         "jsonb" | "json" => array!(
-            Cell::Json(v) => v.to_string(),
-            Cell::RawJson(v) => v.clone(),
+            Cell::Json(v) => Cow::Owned(v.to_string()),
+            Cell::RawJson(v) => Cow::Borrowed(v.as_str()),
         ),
         "date" => array!(Cell::Date(v) => *v),
         // A time travels as text: rounding to a `time(p)` can reach `24:00:00`.

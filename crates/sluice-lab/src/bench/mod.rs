@@ -90,6 +90,10 @@ pub struct BenchArgs {
     /// as many by the baseline, in ABBA pairs. The table goes to `--out` as JSON.
     #[arg(long, value_name = "PAIRS")]
     sizes_pairs: Option<usize>,
+    /// The record sizes' column type: `text`, or `jsonb` (the record's value kept as its JSON
+    /// text, the path of a document column).
+    #[arg(long, value_name = "TYPE", default_value = "text", value_parser = ["text", "jsonb"])]
+    sizes_column: String,
     /// Where the JSON results go; the SVG chart goes beside it (same name, `.svg`).
     #[arg(long, default_value = "bench-results.json")]
     out: PathBuf,
@@ -150,6 +154,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
             &mut conn,
             pairs,
             args.baseline_sluice.as_deref(),
+            &args.sizes_column,
         )
         .await?;
         std::fs::write(&args.out, serde_json::to_string_pretty(&table)?)?;

@@ -1,9 +1,9 @@
 //! Record sizes (`--sizes-pairs N`): records of ~1 KB, ~100 KB and ~900 KB, produced
 //! uncompressed to a 3-partition topic, drained by `sluice run` through one declared
-//! always-update sink with the defaults (a table `(id int primary key, v text)`): each drain's
-//! rows/s and `sluice run`'s peak RSS (docs/ARCHITECTURE.md#memory). With `--baseline-sluice`,
-//! each size is drained by this build and by the baseline in ABBA pairs and the medians are
-//! compared.
+//! always-update sink with the defaults (a table `(id int primary key, v text)`, or `v jsonb`
+//! with `--sizes-column jsonb`): each drain's rows/s and `sluice run`'s peak RSS
+//! (docs/ARCHITECTURE.md#memory). With `--baseline-sluice`, each size is drained by this build
+//! and by the baseline in ABBA pairs and the medians are compared.
 
 use super::Env;
 use super::drain::{check_alive, run_command, stop_run, wait_joined, wait_stored};
@@ -37,6 +37,7 @@ pub(super) async fn run(
     conn: &mut PgConnection,
     pairs: usize,
     baseline: Option<&Path>,
+    column: &str,
 ) -> Result<serde_json::Value, Failure> {
     let base_env = match baseline {
         Some(exe) if !exe.is_file() => {
@@ -53,7 +54,7 @@ pub(super) async fn run(
     };
     let mut table = Vec::new();
     println!(
-        "| records | size | this rows/s | this peak RSS | baseline rows/s | baseline peak RSS | this/baseline |"
+        "| records | size ({column}) | this rows/s | this peak RSS | baseline rows/s | baseline peak RSS | this/baseline |"
     );
     println!("|---|---|---|---|---|---|---|");
     for (count, size) in SIZES {
@@ -61,7 +62,7 @@ pub(super) async fn run(
         let topic = format!("{}-{name}", env.id);
         admin.ensure_topic(&topic, 3).await?;
         sqlx::raw_sql(&format!(
-            "CREATE TABLE {name} (id INT PRIMARY KEY, v TEXT NOT NULL)"
+            "CREATE TABLE {name} (id INT PRIMARY KEY, v {column} NOT NULL)"
         ))
         .execute(&mut *conn)
         .await?;
@@ -116,6 +117,7 @@ pub(super) async fn run(
         table.push(serde_json::json!({
             "records": count,
             "bytes_each": size,
+            "column": column,
             "this": {"rows_per_second": this_rate, "peak_rss_mib": peak_of(&this),
                      "runs": this.iter().map(|d| [d.rate, d.rss_mib]).collect::<Vec<_>>()},
             "baseline": (!base.is_empty()).then(|| serde_json::json!({
