@@ -21,8 +21,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Apply sluice's numbered SQL migrations (serialised by an advisory lock).
-    Migrate,
+    /// Apply sluice's numbered SQL migrations (serialised by an advisory lock): its own
+    /// tables, and with --seeds the seed system's.
+    Migrate(cmd::migrate::MigrateArgs),
     /// Manage the storage topics.
     Topics {
         #[command(subcommand)]
@@ -80,7 +81,7 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     let result = match cli.command {
-        Command::Migrate => cmd::migrate::run(),
+        Command::Migrate(args) => cmd::migrate::run(&args),
         Command::Topics { action } => cmd::topics::run(action),
         Command::Run(args) => cmd::run::run(&args),
         Command::Health(args) => cmd::health::run(&args),

@@ -120,7 +120,7 @@ async fn three_broker_cluster_durable_topics_and_a_leader_killed_mid_flight() {
     );
     let cluster = std::env::var("SLUICE_KAFKA3_BOOTSTRAP_SERVERS")
         .expect("SLUICE_KAFKA3_BOOTSTRAP_SERVERS (from scripts/stack env)");
-    let migrated = env.output(&["migrate"], &[]);
+    let migrated = env.output(&["migrate", "--seeds"], &[]);
     assert!(migrated.status.success(), "{}", text(&migrated.stderr));
 
     // (c) The single broker's topics (replication factor 1): a warning, a failure if strict.

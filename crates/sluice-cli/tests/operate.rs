@@ -94,7 +94,7 @@ async fn a_fatal_error_in_one_pipeline_stops_them_all_with_exit_1() {
     let apps = apps(&env, 3);
     env.schema.register_apps(&apps).await;
     // Migrate as the superuser, then run as a role whose INSERT on reviews we can revoke.
-    assert!(env.output(&["migrate"], &[]).status.success());
+    assert!(env.output(&["migrate", "--seeds"], &[]).status.success());
     let role = env.schema.name.clone() + "_app";
     let mut conn = env.schema.connect().await;
     for sql in [
@@ -532,7 +532,7 @@ async fn verify_passes_on_a_healthy_deployment_and_names_the_failing_step() {
         "before migrations the schema step fails"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("schema version"));
-    assert!(env.output(&["migrate"], &[]).status.success());
+    assert!(env.output(&["migrate", "--seeds"], &[]).status.success());
     let out = env.output(&["verify", "--json"], &[]);
     assert!(
         out.status.success(),

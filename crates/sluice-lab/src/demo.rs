@@ -116,7 +116,7 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
     .execute(&mut conn)
     .await?;
     println!("== 2. migrations");
-    super::migrate::apply(settings).await?;
+    super::migrate::apply(settings, true).await?;
     println!("== 3. topics");
     let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
     for p in &settings.pipelines {

@@ -20,4 +20,4 @@ pub mod repo;
 
 pub use classify::{disposition, sqlstate};
 pub use connect::{backend_pid, cancel_backend, connect, connect_options};
-pub use migrate::{MigrateError, MigrationReport, migrate};
+pub use migrate::{MigrateError, MigrationReport, Scope, migrate, migrate_own};

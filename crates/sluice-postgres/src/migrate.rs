@@ -1,19 +1,52 @@
 //! The migration runner (docs/ARCHITECTURE.md#migrations).
 //!
-//! Numbered SQL files from `migrations/`, embedded in the binary, applied in order, each in
-//! its own transaction together with its row in `storage_consumer_migrations`. Concurrent
-//! starters are serialised by a PostgreSQL advisory lock, so two containers starting
-//! together apply each file once. An already-applied file whose content changed is an error,
-//! and so is a database that has migrations this binary does not know.
+//! Numbered SQL files, embedded in the binary, applied in order, each in its own transaction
+//! together with its row in `storage_consumer_migrations`. Two sets share one numbering:
+//! sluice's own tables (`migrations/`: dead letters, offsets, the outbox, …), which every
+//! deployment gets, and the seed system's (`deploy/seeds/migrations/`: `app_stats`, `reviews`,
+//! `network_metrics`, whose foreign keys need the applications table), applied only for a
+//! deployment that runs the seed pipelines ([`Scope`]). Concurrent starters are serialised by
+//! a PostgreSQL advisory lock, so two containers starting together apply each file once. An
+//! already-applied file whose content changed is an error, and so is a database that has
+//! migrations this binary does not know.
 //!
-//! Why not `sqlx::migrate!`: the foreign keys reference the applications table, whose name
-//! is a setting (`STORAGE_APPLICATIONS_TABLE`); the files hold a `{{applications_table}}`
-//! placeholder that is filled in at apply time, and the checksum is taken over the file as
-//! written so a changed setting does not look like a changed migration.
+//! Why not `sqlx::migrate!`: the seed tables' foreign keys reference the applications table,
+//! whose name is a setting (`STORAGE_APPLICATIONS_TABLE`); the files hold a
+//! `{{applications_table}}` placeholder that is filled in at apply time, and the checksum is
+//! taken over the file as written so a changed setting does not look like a changed
+//! migration; and one numbering serves two sets, of which a run may skip one.
 
 use sha2::{Digest, Sha256};
 use sqlx::{Connection, PgConnection, Row};
 use std::time::Instant;
+
+/// Which tables a migration creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Set {
+    /// sluice's own (`migrations/`), in every deployment.
+    Own,
+    /// The seed system's (`deploy/seeds/migrations/`).
+    Seeds,
+}
+
+/// What a migration run applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Only sluice's own tables: a deployment of declared sinks and the outbox.
+    Own,
+    /// sluice's own tables and the seed system's, whose foreign keys reference this
+    /// applications table (it must exist).
+    WithSeeds {
+        /// `STORAGE_APPLICATIONS_TABLE`.
+        applications_table: &'a str,
+    },
+}
+
+impl Scope<'_> {
+    fn includes(self, set: Set) -> bool {
+        set == Set::Own || matches!(self, Scope::WithSeeds { .. })
+    }
+}
 
 /// One embedded migration file.
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +55,8 @@ pub struct Migration {
     pub version: i64,
     /// The file name.
     pub name: &'static str,
+    /// Whose tables it creates.
+    pub set: Set,
     /// The SQL, with `{{applications_table}}` placeholders.
     pub sql: &'static str,
 }
@@ -119,12 +154,29 @@ pub async fn schema_version(conn: &mut PgConnection) -> Result<Option<i64>, sqlx
         .await
 }
 
-/// Applies every pending migration; see the module docs.
+/// The highest version of sluice's own migrations: what a database at [`Scope::Own`] is at.
+pub fn own_version() -> i64 {
+    MIGRATIONS
+        .iter()
+        .filter(|m| m.set == Set::Own)
+        .map(|m| m.version)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Applies every pending migration of sluice's own tables and the seed system's, whose
+/// foreign keys reference `applications_table`: the seed deployment (the demo, the bench and
+/// the tests of the seed pipelines). See the module docs.
 pub async fn migrate(
     conn: &mut PgConnection,
     applications_table: &str,
 ) -> Result<MigrationReport, MigrateError> {
-    migrate_up_to(conn, applications_table, i64::MAX).await
+    migrate_scope(conn, Scope::WithSeeds { applications_table }, i64::MAX).await
+}
+
+/// Applies every pending migration of sluice's own tables: nothing else is created.
+pub async fn migrate_own(conn: &mut PgConnection) -> Result<MigrationReport, MigrateError> {
+    migrate_scope(conn, Scope::Own, i64::MAX).await
 }
 
 /// Applies the pending migrations numbered up to `last`, as [`migrate`] does: a database
@@ -134,7 +186,18 @@ pub async fn migrate_up_to(
     applications_table: &str,
     last: i64,
 ) -> Result<MigrationReport, MigrateError> {
-    if !applications_table_exists(conn, applications_table).await? {
+    migrate_scope(conn, Scope::WithSeeds { applications_table }, last).await
+}
+
+/// Applies the pending migrations of `scope` numbered up to `last`.
+pub async fn migrate_scope(
+    conn: &mut PgConnection,
+    scope: Scope<'_>,
+    last: i64,
+) -> Result<MigrationReport, MigrateError> {
+    if let Scope::WithSeeds { applications_table } = scope
+        && !applications_table_exists(conn, applications_table).await?
+    {
         return Err(MigrateError::ApplicationsTableMissing {
             table: applications_table.into(),
         });
@@ -143,7 +206,7 @@ pub async fn migrate_up_to(
         .bind(LOCK_KEY)
         .execute(&mut *conn)
         .await?;
-    let result = migrate_locked(conn, applications_table, last).await;
+    let result = migrate_locked(conn, scope, last).await;
     // A dropped connection releases the lock too; an unlock failure must not hide the result.
     if let Err(error) = sqlx::query("SELECT pg_advisory_unlock($1)")
         .bind(LOCK_KEY)
@@ -157,7 +220,7 @@ pub async fn migrate_up_to(
 
 async fn migrate_locked(
     conn: &mut PgConnection,
-    applications_table: &str,
+    scope: Scope<'_>,
     last: i64,
 ) -> Result<MigrationReport, MigrateError> {
     sqlx::raw_sql(
@@ -188,8 +251,14 @@ async fn migrate_locked(
         }
         report.version = report.version.max(version);
     }
-    let table = quote_table(applications_table);
-    for migration in MIGRATIONS.iter().filter(|m| m.version <= last) {
+    let table = match scope {
+        Scope::WithSeeds { applications_table } => quote_table(applications_table),
+        Scope::Own => String::new(),
+    };
+    let pending = MIGRATIONS
+        .iter()
+        .filter(|m| m.version <= last && scope.includes(m.set));
+    for migration in pending {
         let done = applied.iter().any(|row| {
             row.try_get::<i64, _>("version")
                 .is_ok_and(|v| v == migration.version)
@@ -218,7 +287,7 @@ async fn migrate_locked(
         tx.commit().await?;
         tracing::info!(migration = migration.name, "applied migration");
         report.applied.push(migration.name);
-        report.version = migration.version;
+        report.version = report.version.max(migration.version);
     }
     Ok(report)
 }
@@ -241,21 +310,42 @@ mod tests {
     }
 
     #[test]
-    fn every_file_of_the_migrations_folder_is_embedded() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../migrations");
-        let mut files: Vec<String> = std::fs::read_dir(dir)
-            .expect("the migrations folder")
-            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-            .filter(|name| name.ends_with(".sql"))
-            .collect();
-        files.sort();
-        let embedded: Vec<&str> = MIGRATIONS.iter().map(|m| m.name).collect();
-        assert_eq!(files, embedded);
+    fn every_file_of_the_migrations_folders_is_embedded_with_its_set() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        for (folder, set) in [
+            ("migrations", Set::Own),
+            ("deploy/seeds/migrations", Set::Seeds),
+        ] {
+            let mut files: Vec<String> = std::fs::read_dir(format!("{root}/{folder}"))
+                .expect("the migrations folder")
+                .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                .filter(|name| name.ends_with(".sql"))
+                .collect();
+            files.sort();
+            let embedded: Vec<&str> = MIGRATIONS
+                .iter()
+                .filter(|m| m.set == set)
+                .map(|m| m.name)
+                .collect();
+            assert_eq!(files, embedded, "{folder}");
+        }
         assert!(MIGRATIONS.len() >= 10);
     }
 
     #[test]
-    fn every_topic_table_is_created_by_a_migration() {
+    fn only_the_seed_migrations_reference_the_applications_table() {
+        for m in MIGRATIONS {
+            assert_eq!(
+                m.sql.contains("{{applications_table}}"),
+                m.set == Set::Seeds,
+                "{}",
+                m.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_seed_pipeline_table_is_created_by_a_seed_migration() {
         for kind in sluice_core::PipelineKind::ALL {
             let table = kind.table();
             let creates = [
@@ -263,9 +353,8 @@ mod tests {
                 format!("CREATE TABLE IF NOT EXISTS {table} ("),
             ];
             assert!(
-                MIGRATIONS
-                    .iter()
-                    .any(|m| creates.iter().any(|create| m.sql.contains(create.as_str()))),
+                MIGRATIONS.iter().any(|m| m.set == Set::Seeds
+                    && creates.iter().any(|create| m.sql.contains(create.as_str()))),
                 "no migration creates the {kind} pipeline's table `{}`",
                 kind.table()
             );

@@ -42,6 +42,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         .map(|(name, ..)| name)
         .collect();
     let settings = Arc::new(pipelines.settings.clone());
+    // The seed system's tables only for a process that runs its pipelines: a deployment of
+    // declared sinks gets sluice's own tables and nothing else.
+    let seeds = !pipelines.selection()?.seeds.is_empty();
     // The endpoint starts before the migrations so that a port in use fails at once (exit 2)
     // and /health/ready says "not running" while the migrations run.
     let mut registry = prometheus_client::registry::Registry::default();
@@ -69,7 +72,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     // clean stop too: the migration's transaction rolls back and nothing was consumed.
     let migrated = runtime.block_on(async {
         tokio::select! {
-            result = super::migrate::apply(&settings) => result.map(|()| true),
+            result = super::migrate::apply(&settings, seeds) => result.map(|()| true),
             _ = signals.recv() => Ok(false),
         }
     });

@@ -2,9 +2,11 @@
 //! `min.insync.replicas` and retention of the `STORAGE_TOPIC_*` settings (each topic may have
 //! its own); `sluice topics describe`: what the cluster says about a topic.
 
+use super::pipelines::Pipelines;
 use clap::{Args, Subcommand};
 use sluice_core::TopicPlan;
 use sluice_core::settings::topics::ExistingTopic;
+use sluice_core::sinks::Topics;
 use sluice_kafka::admin::{Admin, TopicDetail, TopicReport};
 use sluice_process::Failure;
 use std::time::Duration;
@@ -15,16 +17,27 @@ pub const PARTITIONS: i32 = sluice_core::settings::topics::DEFAULT_PARTITIONS;
 /// Topic actions.
 #[derive(Debug, Subcommand)]
 pub enum TopicsAction {
-    /// Create the topics of the configured pipelines, or bring existing ones to the
-    /// settings (grow partitions, set min.insync.replicas and retention); idempotent. Each
-    /// topic may have its own values (STORAGE_TOPIC_<SETTING>_<PIPELINE>). A partition count
-    /// set below a topic's, or a replication factor set to another value than a topic's, is
-    /// refused before anything changes (exit 1).
-    Ensure,
+    /// Create the topics of the pipelines `sluice run` would run (a mapping file's sinks, the
+    /// seed pipelines without one or when STORAGE_PIPELINES names them), or bring existing
+    /// ones to the settings (grow partitions, set min.insync.replicas and retention);
+    /// idempotent. A seed pipeline's topic may have its own values
+    /// (STORAGE_TOPIC_<SETTING>_<PIPELINE>); a sink's take the shared ones, and a sink's
+    /// `topic_pattern` names no topic to create. A partition count set below a topic's, or a
+    /// replication factor set to another value than a topic's, is refused before anything
+    /// changes (exit 1).
+    Ensure(EnsureArgs),
     /// Partitions (leader, replicas, in-sync replicas) and the configs that matter
     /// (retention.ms, min.insync.replicas, cleanup.policy, unclean.leader.election.enable).
     /// Exit 1 when a topic does not exist.
     Describe(DescribeArgs),
+}
+
+/// `sluice topics ensure` arguments.
+#[derive(Debug, Args)]
+pub struct EnsureArgs {
+    /// A mapping file of declared sinks, or a folder of them; default `SLUICE_SINKS_FILE`.
+    #[arg(long = "sinks", value_name = "FILE|DIR")]
+    pub sinks: Option<String>,
 }
 
 /// `sluice topics describe` arguments.
@@ -40,29 +53,39 @@ pub struct DescribeArgs {
 /// Entry point.
 pub fn run(action: TopicsAction) -> Result<(), Failure> {
     match action {
-        TopicsAction::Ensure => ensure(),
+        TopicsAction::Ensure(args) => ensure(&args),
         TopicsAction::Describe(args) => describe_topics(&args),
     }
 }
 
-fn ensure() -> Result<(), Failure> {
-    let settings = super::settings()?;
+fn ensure(args: &EnsureArgs) -> Result<(), Failure> {
+    let pipelines = Pipelines::load(args.sinks.as_deref())?;
+    let settings = &pipelines.settings;
+    let selection = pipelines.selection()?;
     let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
     let brokers = admin.broker_count()?;
-    let mut plans = Vec::with_capacity(settings.pipelines.len());
-    for pipeline in &settings.pipelines {
+    let mut plans: Vec<(&str, TopicPlan)> = Vec::new();
+    for seed in &selection.seeds {
         let plan = settings
             .topics
-            .plan_for(pipeline.kind, brokers)
+            .plan_for(seed.kind, brokers)
             .map_err(Failure::config)?;
-        if let Some(reduced) = &plan.reduced
-            && !plans
-                .iter()
-                .any(|(_, p): &(_, TopicPlan)| p.reduced == plan.reduced)
-        {
-            println!("note: {reduced}");
+        add_plan(&mut plans, seed.topic.as_str(), plan);
+    }
+    for sink in &selection.declared {
+        if let Topics::Pattern(pattern) = &sink.topics {
+            println!(
+                "note: sink {}: topic_pattern {pattern} names no topic to create",
+                sink.name
+            );
         }
-        plans.push((pipeline.topic.as_str(), plan));
+        for topic in sink.topics.named() {
+            let plan = settings
+                .topics
+                .plan_for_sink(brokers)
+                .map_err(Failure::config)?;
+            add_plan(&mut plans, topic.as_str(), plan);
+        }
     }
     sluice_process::runtime()?.block_on(async {
         // Every refusal is found before anything changes.
@@ -100,6 +123,18 @@ fn ensure() -> Result<(), Failure> {
         }
         Ok(())
     })
+}
+
+/// Adds a topic's plan once; a reduced replication factor is noted once.
+fn add_plan<'a>(plans: &mut Vec<(&'a str, TopicPlan)>, topic: &'a str, plan: TopicPlan) {
+    if let Some(reduced) = &plan.reduced
+        && !plans.iter().any(|(_, p)| p.reduced == plan.reduced)
+    {
+        println!("note: {reduced}");
+    }
+    if !plans.iter().any(|(t, _)| *t == topic) {
+        plans.push((topic, plan));
+    }
 }
 
 fn describe_topics(args: &DescribeArgs) -> Result<(), Failure> {

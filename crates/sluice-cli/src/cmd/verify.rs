@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sluice_core::Settings;
 use sluice_kafka::Admin;
 use sluice_kafka::admin::PartitionOffsets;
-use sluice_postgres::migrate::{MIGRATIONS, applications_table_exists, schema_version};
+use sluice_postgres::migrate::{applications_table_exists, own_version, schema_version};
 use sluice_postgres::ops::{dead_letters_by_kind, table_counts};
 use sluice_process::Failure;
 use sqlx::PgConnection;
@@ -201,7 +201,7 @@ async fn durability(admin: &Admin, settings: &Settings) -> Result<Vec<String>, S
 }
 
 async fn schema(conn: &mut PgConnection) -> StepResult {
-    let latest = MIGRATIONS.last().map_or(0, |m| m.version);
+    let latest = own_version();
     match schema_version(conn).await.map_err(|e| e.to_string())? {
         Some(v) if v == latest => Ok((format!("version {v} (latest {latest})"), json!(v))),
         Some(v) => Err(format!(

@@ -153,8 +153,12 @@ impl TopicSettings {
                 && min > i32::from(rf)
             {
                 let (min_var, rf_var) = (
-                    settings.source(MIN_INSYNC_REPLICAS.setting, kind, |v| v.min_insync_replicas),
-                    settings.source(REPLICATION_FACTOR.setting, kind, |v| v.replication_factor),
+                    settings.source(MIN_INSYNC_REPLICAS.setting, Some(kind), |v| {
+                        v.min_insync_replicas
+                    }),
+                    settings.source(REPLICATION_FACTOR.setting, Some(kind), |v| {
+                        v.replication_factor
+                    }),
                 );
                 return Err(SettingsError::MinInsyncAboveReplicationFactor {
                     variable: min_var,
@@ -174,9 +178,13 @@ impl TopicSettings {
 
     /// One pipeline's values: its overrides, then the shared ones.
     pub fn values(&self, kind: PipelineKind) -> TopicValues {
-        self.per_pipeline
-            .get(&kind)
-            .copied()
+        self.values_of(Some(kind))
+    }
+
+    /// A seed pipeline's values (its overrides, then the shared ones), or a declared sink's
+    /// (`None`: the shared ones).
+    fn values_of(&self, kind: Option<PipelineKind>) -> TopicValues {
+        kind.and_then(|kind| self.per_pipeline.get(&kind).copied())
             .unwrap_or_default()
             .or(self.shared)
     }
@@ -185,17 +193,30 @@ impl TopicSettings {
     fn source<T>(
         &self,
         setting: &str,
-        kind: PipelineKind,
+        kind: Option<PipelineKind>,
         field: impl Fn(&TopicValues) -> Option<T>,
     ) -> String {
-        let own = self.per_pipeline.get(&kind).and_then(&field).is_some();
-        variable(setting, own.then_some(kind))
+        let own = kind.filter(|kind| self.per_pipeline.get(kind).and_then(&field).is_some());
+        variable(setting, own)
     }
 
     /// The plan of `kind`'s topic on a cluster of `brokers` brokers: the defaults filled in,
     /// a replication factor the cluster can hold.
     pub fn plan_for(&self, kind: PipelineKind, brokers: usize) -> Result<TopicPlan, SettingsError> {
-        let values = self.values(kind);
+        self.plan_of(Some(kind), brokers)
+    }
+
+    /// The plan of a declared sink's topic: the shared settings, as [`Self::plan_for`].
+    pub fn plan_for_sink(&self, brokers: usize) -> Result<TopicPlan, SettingsError> {
+        self.plan_of(None, brokers)
+    }
+
+    fn plan_of(
+        &self,
+        kind: Option<PipelineKind>,
+        brokers: usize,
+    ) -> Result<TopicPlan, SettingsError> {
+        let values = self.values_of(kind);
         let rf_var = self.source(REPLICATION_FACTOR.setting, kind, |v| v.replication_factor);
         let min_var = self.source(MIN_INSYNC_REPLICAS.setting, kind, |v| v.min_insync_replicas);
         let available = i16::try_from(brokers).unwrap_or(i16::MAX).max(1);

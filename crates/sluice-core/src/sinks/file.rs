@@ -41,8 +41,9 @@ struct RawSink {
     table: String,
     /// The natural key: the columns of a unique constraint or index of the table.
     key: Vec<String>,
-    /// What a second delivery of a key does.
-    conflict: RawConflict,
+    /// What a second delivery of a key does (default: `always-update`, the upsert of the
+    /// JDBC sinks).
+    conflict: Option<RawConflict>,
     /// Mapped columns written when the row is inserted and never updated afterwards.
     #[serde(default)]
     insert_only: Vec<String>,
@@ -222,9 +223,9 @@ fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingPr
         table: raw.table,
         key: raw.key,
         conflict: match raw.conflict {
-            RawConflict::InsertIgnore => ConflictPolicy::InsertIgnore,
-            RawConflict::AlwaysUpdate => ConflictPolicy::AlwaysUpdate,
-            RawConflict::NewestWins(column) => ConflictPolicy::NewestWins { column },
+            Some(RawConflict::InsertIgnore) => ConflictPolicy::InsertIgnore,
+            Some(RawConflict::AlwaysUpdate) | None => ConflictPolicy::AlwaysUpdate,
+            Some(RawConflict::NewestWins(column)) => ConflictPolicy::NewestWins { column },
         },
         insert_only: raw.insert_only,
         never_written: raw.never_written,
