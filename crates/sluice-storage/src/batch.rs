@@ -22,7 +22,8 @@ use crate::claim::{Claim, Verdict, claims_of, judge};
 use crate::isolate::{Isolation, write_runs};
 use crate::origins::{Origin, Origins};
 use crate::record::dead_letter;
-use crate::sink::{Bound, StorageSink};
+use crate::sink::{Bound, Declared};
+use sluice_core::sinks::Decoded;
 use sluice_core::{BatchReport, DeadLetter, DeadLetterKind};
 use sluice_kafka::Record;
 use sluice_postgres::offsets::{self, Partition};
@@ -30,17 +31,18 @@ use sluice_postgres::repo::insert_dead_letters;
 use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
 
-/// A batch after decoding: the valid messages (with their record index) and the rejects.
+/// A batch after decoding: the valid records' decodings (with their record index) and the
+/// rejects.
 #[derive(Debug)]
-pub struct Decoded<M> {
-    /// Valid messages with the index of their record in the batch.
-    pub messages: Vec<(usize, M)>,
+pub struct DecodedBatch {
+    /// Valid records' decodings with the index of their record in the batch.
+    pub messages: Vec<(usize, Decoded)>,
     /// Records that failed decoding.
     pub rejected: Vec<DeadLetter>,
 }
 
 /// Decodes every record of a batch; pure.
-pub fn decode_batch<S: StorageSink>(sink: &S, records: &[Record]) -> Decoded<S::Message> {
+pub fn decode_batch(sink: &Declared, records: &[Record]) -> DecodedBatch {
     let mut messages = Vec::with_capacity(records.len());
     let mut rejected = Vec::new();
     for (index, record) in records.iter().enumerate() {
@@ -53,7 +55,7 @@ pub fn decode_batch<S: StorageSink>(sink: &S, records: &[Record]) -> Decoded<S::
             )),
         }
     }
-    Decoded { messages, rejected }
+    DecodedBatch { messages, rejected }
 }
 
 /// What storing a batch came to.
@@ -123,12 +125,12 @@ pub fn partitions_of(records: &[Record]) -> Vec<(String, i32, i64, i64)> {
 /// log went back, the transaction is rolled back and the batch stored again without what
 /// it must leave out (each round leaves out at least one record or settles a partition,
 /// so the loop ends; a rare path, which decodes the records kept again).
-pub async fn store_batch<S: StorageSink>(
+pub async fn store_batch(
     conn: &mut PgConnection,
-    sink: &S,
+    sink: &Declared,
     group: &str,
     records: &[Record],
-    decoded: &Decoded<S::Message>,
+    decoded: &DecodedBatch,
     origins: &Origins,
     committed: &HashMap<Partition, i64>,
 ) -> Result<Stored, sqlx::Error> {
@@ -139,7 +141,7 @@ pub async fn store_batch<S: StorageSink>(
             .and_then(|(_, o)| *o)
     };
     let mut claims = claims_of(records, origin_of);
-    let mut kept: Option<(Vec<Record>, Decoded<S::Message>)> = None;
+    let mut kept: Option<(Vec<Record>, DecodedBatch)> = None;
     let mut discard: Vec<Partition> = Vec::new();
     let mut behind: Vec<Behind> = Vec::new();
     let mut skipped = 0u64;
@@ -251,10 +253,7 @@ enum Claimed {
 
 /// Writes the batch (optimistically, then with savepoint isolation if a row breaks a
 /// constraint), unless its claim finds something to leave out.
-async fn store_claimed<S: StorageSink>(
-    conn: &mut PgConnection,
-    batch: &Batch<'_, S>,
-) -> Result<Claimed, sqlx::Error> {
+async fn store_claimed(conn: &mut PgConnection, batch: &Batch<'_>) -> Result<Claimed, sqlx::Error> {
     // Almost every batch is clean: write it without savepoints (two round trips fewer).
     // If a row breaks a constraint, that transaction is rolled back and the batch is
     // written again with savepoint isolation.
@@ -281,15 +280,15 @@ enum Attempt {
 
 /// One batch as its transaction sees it: what it is written through and what it holds.
 /// Each attempt at the transaction reads it again from the start.
-struct Batch<'a, S: StorageSink> {
+struct Batch<'a> {
     /// The pipeline's sink: binds, de-duplicates and upserts the rows.
-    sink: &'a S,
+    sink: &'a Declared,
     /// The pipeline's consumer group, recorded with each dead letter.
     group: &'a str,
     /// The records, which the decoded messages and every rejection point into by index.
     records: &'a [Record],
     /// Their decoding: the valid messages and the records that failed it.
-    decoded: &'a Decoded<S::Message>,
+    decoded: &'a DecodedBatch,
     /// The batch's partitions as read: the claim moves each partition's offset past the
     /// records read, left out or not.
     claims: &'a [Claim],
@@ -299,9 +298,9 @@ struct Batch<'a, S: StorageSink> {
     committed: &'a HashMap<Partition, i64>,
 }
 
-async fn store_batch_in<S: StorageSink>(
+async fn store_batch_in(
     conn: &mut PgConnection,
-    batch: &Batch<'_, S>,
+    batch: &Batch<'_>,
     isolation: Isolation,
 ) -> Result<Attempt, sqlx::Error> {
     let &Batch {

@@ -14,9 +14,10 @@
 //! without a database.
 
 use crate::record::dead_letter;
-use crate::sink::{Recheck, Rejection, StorageSink};
+use crate::sink::{Declared, Recheck, Rejection};
 use sluice_core::dedupe::Deduped;
 use sluice_core::disposition::sqlstate::{CARDINALITY_VIOLATION, FOREIGN_KEY_VIOLATION};
+use sluice_core::sinks::SinkRow;
 use sluice_core::{DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
 use sluice_kafka::Record;
 use sluice_postgres::{disposition, sqlstate};
@@ -50,10 +51,10 @@ pub enum Isolation {
 /// With [`Isolation::Optimistic`] the whole batch is upserted without a savepoint, and
 /// `Ok(None)` says a row broke a constraint: the transaction is aborted, and the caller
 /// rolls it back and writes the batch again with [`Isolation::Savepoints`].
-pub async fn write_isolating<S: StorageSink>(
+pub async fn write_isolating(
     conn: &mut PgConnection,
-    sink: &S,
-    deduped: Deduped<S::Row>,
+    sink: &Declared,
+    deduped: Deduped<SinkRow>,
     records: &[Record],
     isolation: Isolation,
 ) -> Result<Option<Written>, sqlx::Error> {
@@ -72,7 +73,7 @@ pub async fn write_isolating<S: StorageSink>(
         sink,
         records,
     };
-    let isolated = isolate(&mut store, S::record, deduped).await?;
+    let isolated = isolate(&mut store, Declared::record, deduped).await?;
     Ok(Some(Written {
         outcome: isolated.outcome,
         rejected: isolated
@@ -84,15 +85,15 @@ pub async fn write_isolating<S: StorageSink>(
     }))
 }
 
-/// Writes a batch's bound rows run by run ([`StorageSink::runs`]), each de-duplicated and
+/// Writes a batch's bound rows run by run ([`Declared::runs`]), each de-duplicated and
 /// written by [`write_isolating`] after the one before it, so a batch has the effect of its
 /// records applied one by one in offset order whatever its size (docs/ARCHITECTURE.md#sinks).
 /// Returns the rows de-duplication dropped and what was written; `Ok(None)` as
 /// [`write_isolating`] (a row broke a constraint on the optimistic path).
-pub async fn write_runs<S: StorageSink>(
+pub async fn write_runs(
     conn: &mut PgConnection,
-    sink: &S,
-    rows: Vec<S::Row>,
+    sink: &Declared,
+    rows: Vec<SinkRow>,
     records: &[Record],
     isolation: Isolation,
 ) -> Result<Option<(u64, Written)>, sqlx::Error> {
@@ -157,7 +158,7 @@ pub(crate) struct Isolated {
 /// A foreign-key violation (23503) usually means a cached reference went stale (the
 /// application was deleted, perhaps re-created with a new id, within the cache's TTL): the
 /// row's references are looked up again inside the transaction, once per row
-/// ([`StorageSink::recheck`]); a new value re-binds the row, a missing one makes it an
+/// ([`Declared::recheck`]); a new value re-binds the row, a missing one makes it an
 /// unknown-reference dead letter (`unknown_application`, or the kind the mapping names), and
 /// only the same values again are a constraint violation.
 pub(crate) async fn isolate<R, S: RowStore<R>>(
@@ -235,9 +236,9 @@ pub(crate) async fn isolate<R, S: RowStore<R>>(
 
 /// The PostgreSQL [`RowStore`]: the sink's statement under a savepoint on the batch's
 /// transaction.
-struct PgRows<'a, S> {
+struct PgRows<'a> {
     conn: &'a mut PgConnection,
-    sink: &'a S,
+    sink: &'a Declared,
     records: &'a [Record],
 }
 
@@ -245,10 +246,10 @@ async fn exec(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Er
     sqlx::raw_sql(sql).execute(conn).await.map(|_| ())
 }
 
-impl<S: StorageSink> RowStore<S::Row> for PgRows<'_, S> {
+impl RowStore<SinkRow> for PgRows<'_> {
     async fn upsert(
         &mut self,
-        rows: &[S::Row],
+        rows: &[SinkRow],
     ) -> Result<Result<WriteOutcome, RowError>, sqlx::Error> {
         exec(self.conn, "SAVEPOINT sluice_write").await?;
         match self.sink.upsert(self.conn, rows, self.records).await {
@@ -271,7 +272,7 @@ impl<S: StorageSink> RowStore<S::Row> for PgRows<'_, S> {
         }
     }
 
-    async fn recheck(&mut self, row: &S::Row) -> Result<Recheck<S::Row>, sqlx::Error> {
+    async fn recheck(&mut self, row: &SinkRow) -> Result<Recheck<SinkRow>, sqlx::Error> {
         self.sink.recheck(self.conn, row).await
     }
 }

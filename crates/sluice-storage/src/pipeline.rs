@@ -18,7 +18,7 @@ use crate::heartbeat::ReaderLiveness;
 use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, ReaderParts, WriterEvent, run_reader};
 use crate::selected::{Identity, Pipeline};
-use crate::sink::StorageSink;
+use crate::sink::Declared;
 use crate::writer::pool::{WriterChannels, run_writers};
 use sluice_core::settings::Settings;
 use sluice_kafka::BatchConsumer;
@@ -102,10 +102,10 @@ async fn adopt(
 }
 
 /// Runs one pipeline through `sink`.
-async fn run_sink<S: StorageSink + 'static>(
+async fn run_sink(
     settings: &Settings,
     pipeline: &Identity,
-    sink: Arc<S>,
+    sink: Arc<Declared>,
     metrics: &PipelineMetrics,
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {
@@ -158,7 +158,7 @@ async fn run_sink<S: StorageSink + 'static>(
     let (events_tx, events) = mpsc::channel::<WriterEvent>();
     let (mut to_writers, mut channels) = (Vec::new(), Vec::new());
     for _ in 0..pipeline.writers.max(1) {
-        let (to_writer, batches) = mpsc::sync_channel::<Polled<S::Message>>(1);
+        let (to_writer, batches) = mpsc::sync_channel::<Polled>(1);
         to_writers.push(to_writer);
         channels.push(WriterChannels {
             batches,
@@ -190,7 +190,7 @@ async fn run_sink<S: StorageSink + 'static>(
 
     // The pipeline's own thread runs nothing else while its writers run.
     let written = run_writers(
-        settings, pipeline, &*sink, metrics, stop, channels, &liveness,
+        settings, pipeline, &sink, metrics, stop, channels, &liveness,
     );
     if written.is_err() {
         // Make the reader stop too; it still commits the batches stored before the error.

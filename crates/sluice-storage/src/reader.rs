@@ -17,7 +17,7 @@
 //! it over with each batch; a partition a writer finds behind in PostgreSQL is sought back to
 //! PostgreSQL's offset before any more of its records is handed over (`rewind`).
 
-use crate::batch::{Behind, Decoded, decode_batch};
+use crate::batch::{Behind, DecodedBatch, decode_batch};
 use crate::error::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
 use crate::events::{BatchCommitted, OffsetCommitFailed, Phases};
 use crate::heartbeat::ReaderLiveness;
@@ -26,7 +26,7 @@ use crate::lanes::Lanes;
 use crate::linger::Linger;
 use crate::metrics::PipelineMetrics;
 use crate::origins::{Origins, Positions};
-use crate::sink::StorageSink;
+use crate::sink::Declared;
 use sluice_core::BatchReport;
 use sluice_kafka::{BatchConsumer, Record};
 use std::sync::Arc;
@@ -39,11 +39,11 @@ const HELD_SLICE: Duration = Duration::from_millis(10);
 
 /// A polled and decoded batch, on its way to a writer.
 #[derive(Debug)]
-pub struct Polled<M> {
+pub struct Polled {
     /// The records.
     pub records: Vec<Record>,
     /// Their decoding.
-    pub decoded: Decoded<M>,
+    pub decoded: DecodedBatch,
     /// Where each of its partitions' fetch continued from ([`crate::origins`]).
     pub origins: Origins,
     /// The reader's count of positionings when it was handed over.
@@ -81,9 +81,9 @@ pub enum WriterEvent {
 
 /// Everything the reader thread owns, moved in once at spawn.
 #[derive(Debug)]
-pub struct ReaderParts<S: StorageSink> {
+pub struct ReaderParts {
     /// The pipeline's sink (shared with its writers): the reader decodes with it.
-    pub sink: Arc<S>,
+    pub sink: Arc<Declared>,
     /// The pipeline's name, on the reader's own log lines.
     pub name: String,
     /// The pipeline's consumer, subscribed to its topic.
@@ -98,7 +98,7 @@ pub struct ReaderParts<S: StorageSink> {
     pub linger: Duration,
     /// Each writer's channel, in writer order (a partition's batches go to the writer of its
     /// lane, [`crate::lanes`]).
-    pub to_writers: Vec<SyncSender<Polled<S::Message>>>,
+    pub to_writers: Vec<SyncSender<Polled>>,
     /// What the writers report back: a batch taken, a batch stored.
     pub events: Receiver<WriterEvent>,
     /// Cancelled to stop the pipeline.
@@ -113,7 +113,7 @@ pub struct ReaderParts<S: StorageSink> {
 /// every batch the writers stored and closes the consumer (leaving the group).
 /// `parts.poll_timeout` bounds each wait for records; each writer's batches hold up to
 /// `parts.batch_size` records and `parts.batch_bytes` bytes.
-pub fn run_reader<S: StorageSink>(parts: ReaderParts<S>) -> Result<PipelineTotals, PipelineError> {
+pub fn run_reader(parts: ReaderParts) -> Result<PipelineTotals, PipelineError> {
     let ReaderParts {
         sink,
         name,
@@ -308,11 +308,11 @@ enum Partial<'a> {
 /// Hands each writer with room in its channel (`queued[lane] == 0`) its lane's next batch:
 /// a full one, or a partial one as `partial` allows. Decodes each batch on the way.
 /// Returns when the earliest lane kept back by its linger is due, if one is.
-fn hand_over<S: StorageSink>(
-    sink: &S,
+fn hand_over(
+    sink: &Declared,
     lanes: &mut Lanes,
     positions: &mut Positions,
-    to_writers: &[SyncSender<Polled<S::Message>>],
+    to_writers: &[SyncSender<Polled>],
     queued: &mut [usize],
     partial: Partial<'_>,
 ) -> Result<Option<Instant>, WriterGone> {

@@ -21,7 +21,7 @@ use sluice_loadgen::{
 };
 use sluice_postgres::catalog::sink_tables;
 use sluice_storage::batch::{Done, Stored, decode_batch, store_batch};
-use sluice_storage::sink::{Declared, StorageSink};
+use sluice_storage::sink::Declared;
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
 
@@ -54,9 +54,9 @@ fn as_records(topic: &str, generated: &[Generated]) -> Vec<Record> {
 }
 
 /// Every batch through `sink`, each in its own transaction; the reports.
-async fn store_all<S: StorageSink>(
+async fn store_all(
     conn: &mut PgConnection,
-    sink: &S,
+    sink: &Declared,
     records: &[Record],
     batch: usize,
 ) -> Vec<BatchReport> {

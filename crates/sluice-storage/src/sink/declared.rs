@@ -1,7 +1,7 @@
 //! A sink declared in a mapping file: its plan's decoder, its lookups (one resolver each, a
 //! TTL cache per sink, no negative caching), its survivor rule and its planned statement.
 
-use super::{Bound, Recheck, Rejection, StorageSink, unknown_reason};
+use super::{Bound, Recheck, Rejection, unknown_reason};
 use crate::record::{dead_letter, kafka_timestamp};
 use sluice_core::dedupe::Deduped;
 use sluice_core::messages::DecodeError;
@@ -89,15 +89,17 @@ impl Declared {
     }
 }
 
-impl StorageSink for Declared {
-    type Message = Decoded;
-    type Row = SinkRow;
-
-    fn name(&self) -> &str {
+/// The sink as the batch loop drives it. Every call but [`Declared::decode`] runs inside the
+/// batch's transaction; a `sqlx::Error` is classified by the caller (transient → the batch is
+/// retried; a constraint error → isolation; anything else stops the pipeline).
+impl Declared {
+    /// The sink's name: metric labels, logs, heartbeat files, `lag`/`replay`/`dlq`.
+    pub fn name(&self) -> &str {
         &self.plan.name
     }
 
-    fn decode(&self, record: &Record) -> Result<Decoded, DecodeError> {
+    /// Decodes and validates one record; pure. The error's text is the dead letter's reason.
+    pub fn decode(&self, record: &Record) -> Result<Decoded, DecodeError> {
         let meta = RecordMeta {
             topic: &record.topic,
             partition: record.partition,
@@ -109,7 +111,9 @@ impl StorageSink for Declared {
         self.decoder.decode_record(record.payload.as_deref(), &meta)
     }
 
-    async fn bind(
+    /// Resolves the lookups of a batch's decoded records (`(record index, decoded)`): a row
+    /// whose key is not in its table is rejected.
+    pub async fn bind(
         &self,
         conn: &mut PgConnection,
         messages: &[(usize, Decoded)],
@@ -160,19 +164,27 @@ impl StorageSink for Declared {
         Ok(Bound { rows, rejected })
     }
 
-    fn record(row: &SinkRow) -> usize {
+    /// The record index of a row.
+    pub fn record(row: &SinkRow) -> usize {
         row.record
     }
 
-    fn dedupe(&self, rows: Vec<SinkRow>) -> Deduped<SinkRow> {
+    /// One row per natural key by the sink's survivor rule (the same rule as its statement's
+    /// `ON CONFLICT` across batches), the others kept as runners-up.
+    pub fn dedupe(&self, rows: Vec<SinkRow>) -> Deduped<SinkRow> {
         self.decoder.dedupe(rows)
     }
 
-    fn runs(&self, rows: Vec<SinkRow>) -> Vec<Vec<SinkRow>> {
+    /// A batch's rows (in record order) as the runs written one after another, each
+    /// de-duplicated on its own: one run, except where a Debezium sink writes a change event
+    /// alone (docs/ARCHITECTURE.md#sinks).
+    pub fn runs(&self, rows: Vec<SinkRow>) -> Vec<Vec<SinkRow>> {
         self.decoder.runs(rows)
     }
 
-    async fn upsert(
+    /// The sink's one statement over `rows` (one per natural key); `records` are the batch's
+    /// (a row that waits keeps its record, to be dead-lettered if it can never be applied).
+    pub async fn upsert(
         &self,
         conn: &mut PgConnection,
         rows: &[SinkRow],
@@ -191,7 +203,8 @@ impl StorageSink for Declared {
         }
     }
 
-    async fn recheck(
+    /// Looks a row's references up again past the cache (after it alone broke a foreign key).
+    pub async fn recheck(
         &self,
         conn: &mut PgConnection,
         row: &SinkRow,

@@ -1,22 +1,17 @@
 //! What the storage pipeline needs from a sink, whatever declared it (docs/ARCHITECTURE.md#sinks).
 //!
 //! A sink is one topic landed in one table, declared in a mapping file ([`Declared`]: a seed's
-//! compiled into the binary or a user's). The batch loop only sees this trait, which keeps
-//! the guarantees by construction: one transaction per
-//! batch, references resolved and unknown ones dead-lettered in it, one row per natural key by
-//! the sink's survivor rule, one statement per batch, and savepoint isolation of a row that
-//! breaks a constraint at write time.
+//! compiled into the binary or a user's); it is the one kind of sink, so the batch loop calls
+//! it directly, no trait between them. The loop keeps the guarantees by construction: one
+//! transaction per batch, references resolved and unknown ones dead-lettered in it, one row
+//! per natural key by the sink's survivor rule, one statement per batch, and savepoint
+//! isolation of a row that breaks a constraint at write time.
 
 mod declared;
 
 pub use declared::{Declared, DeclaredError};
 
-use sluice_core::dedupe::Deduped;
-use sluice_core::messages::DecodeError;
-use sluice_core::{DeadLetterKind, WriteOutcome};
-use sluice_kafka::Record;
-use sqlx::PgConnection;
-use std::fmt::Debug;
+use sluice_core::DeadLetterKind;
 
 /// A record rejected after decoding: its reference (a package name, a lookup key) is not in
 /// its table, or its row broke a constraint at write time.
@@ -48,56 +43,6 @@ pub enum Recheck<R> {
     Unchanged,
     /// A reference is gone.
     Gone(Rejection),
-}
-
-/// One sink, as the batch loop drives it. Every call but [`StorageSink::decode`] runs inside
-/// the batch's transaction; a `sqlx::Error` is classified by the caller (transient → the batch
-/// is retried; a constraint error → isolation; anything else stops the pipeline).
-#[allow(
-    async_fn_in_trait,
-    reason = "a pipeline's writer runs on its own single-threaded runtime; no sink future crosses threads"
-)]
-pub trait StorageSink: Send + Sync {
-    /// A decoded record, its references not yet resolved.
-    type Message: Send + Sync + Clone + Debug;
-    /// A row ready for the statement.
-    type Row: Send + Sync + Clone + Debug;
-
-    /// The sink's name: metric labels, logs, heartbeat files, `lag`/`replay`/`dlq`.
-    fn name(&self) -> &str;
-    /// Decodes and validates one record; pure. The error's text is the dead letter's reason.
-    fn decode(&self, record: &Record) -> Result<Self::Message, DecodeError>;
-    /// Resolves the references of a batch's messages (`(record index, message)`).
-    async fn bind(
-        &self,
-        conn: &mut PgConnection,
-        messages: &[(usize, Self::Message)],
-    ) -> Result<Bound<Self::Row>, sqlx::Error>;
-    /// The record index of a row.
-    fn record(row: &Self::Row) -> usize;
-    /// One row per natural key by the sink's survivor rule (the same rule as its statement's
-    /// `ON CONFLICT` across batches), the others kept as runners-up.
-    fn dedupe(&self, rows: Vec<Self::Row>) -> Deduped<Self::Row>;
-    /// A batch's rows (in record order) as the runs written one after another, each
-    /// de-duplicated on its own: by default one run. A Debezium sink writes the delete of a
-    /// key change alone (docs/ARCHITECTURE.md#sinks).
-    fn runs(&self, rows: Vec<Self::Row>) -> Vec<Vec<Self::Row>> {
-        vec![rows]
-    }
-    /// The sink's one statement over `rows` (one per natural key); `records` are the batch's
-    /// (a row that waits keeps its record, to be dead-lettered if it can never be applied).
-    async fn upsert(
-        &self,
-        conn: &mut PgConnection,
-        rows: &[Self::Row],
-        records: &[Record],
-    ) -> Result<WriteOutcome, sqlx::Error>;
-    /// Looks a row's references up again past the cache (after it alone broke a foreign key).
-    async fn recheck(
-        &self,
-        conn: &mut PgConnection,
-        row: &Self::Row,
-    ) -> Result<Recheck<Self::Row>, sqlx::Error>;
 }
 
 /// The reason of an unknown reference: `field `package_name`: unknown application `x` (not

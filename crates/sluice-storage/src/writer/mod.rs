@@ -17,7 +17,7 @@
 
 pub(crate) mod pool;
 
-use crate::batch::{Behind, Decoded, Done, Rewind, Stored, partitions_of, store_batch};
+use crate::batch::{Behind, DecodedBatch, Done, Rewind, Stored, partitions_of, store_batch};
 use crate::error::PipelineError;
 use crate::events::BatchRetrying;
 use crate::heartbeat::WriterLiveness;
@@ -25,7 +25,7 @@ use crate::metrics::PipelineMetrics;
 use crate::origins::Origins;
 use crate::rejects::log_rejects;
 use crate::selected::Identity;
-use crate::sink::StorageSink;
+use crate::sink::Declared;
 use sluice_core::settings::Settings;
 use sluice_core::settings::SyncCommit;
 use sluice_core::{BatchReport, Disposition};
@@ -51,11 +51,11 @@ use tokio_util::sync::CancellationToken;
 /// One writer's own connection, writing through the pipeline's sink (whose reference
 /// caches the writers share).
 #[derive(Debug)]
-pub struct Writer<'a, S> {
+pub struct Writer<'a> {
     index: usize,
     settings: &'a Settings,
     pipeline: &'a Identity,
-    sink: &'a S,
+    sink: &'a Declared,
     conn: Option<PgConnection>,
     /// The server process of `conn`.
     backend: Option<i32>,
@@ -66,12 +66,12 @@ pub struct Writer<'a, S> {
     unverified_since: Option<Instant>,
 }
 
-impl<'a, S: StorageSink> Writer<'a, S> {
+impl<'a> Writer<'a> {
     /// Writer `index` of the pipeline, through `sink`; it connects on first use.
     pub fn new(
         settings: &'a Settings,
         pipeline: &'a Identity,
-        sink: &'a S,
+        sink: &'a Declared,
         metrics: &'a PipelineMetrics,
         index: usize,
     ) -> Self {
@@ -194,7 +194,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
     /// written). `Ok(None)`: stopped while waiting to retry.
     pub async fn store_with_retries(
         &mut self,
-        batch: (&[Record], &Decoded<S::Message>, &Origins),
+        batch: (&[Record], &DecodedBatch, &Origins),
         stop: &CancellationToken,
         liveness: &WriterLiveness,
     ) -> Result<Option<(BatchReport, Vec<Behind>)>, PipelineError> {
@@ -211,7 +211,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
 
     async fn retry_loop(
         &mut self,
-        batch: (&[Record], &Decoded<S::Message>, &Origins),
+        batch: (&[Record], &DecodedBatch, &Origins),
         stop: &CancellationToken,
         liveness: &WriterLiveness,
         delays: &mut impl Iterator<Item = Duration>,
@@ -302,7 +302,7 @@ impl<'a, S: StorageSink> Writer<'a, S> {
     /// [`STOP_GRACE`] (it was dropped, the caller abandons the connection).
     async fn try_store(
         &mut self,
-        (records, decoded, origins): (&[Record], &Decoded<S::Message>, &Origins),
+        (records, decoded, origins): (&[Record], &DecodedBatch, &Origins),
         stop: &CancellationToken,
     ) -> Option<Result<Stored, sqlx::Error>> {
         let (sink, pipeline) = (self.sink, self.pipeline);

@@ -13,7 +13,7 @@ use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness, WriterLiveness};
 use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, Stored, WriterEvent};
 use crate::selected::Identity;
-use crate::sink::StorageSink;
+use crate::sink::Declared;
 use crate::writer::Writer;
 use sluice_core::settings::Settings;
 use sluice_kafka::Record;
@@ -28,9 +28,9 @@ pub const WRITER_STALL: Duration = Duration::from_secs(5);
 
 /// One writer's end of the channels.
 #[derive(Debug)]
-pub struct WriterChannels<M> {
+pub struct WriterChannels {
     /// Its batches, in poll order.
-    pub batches: Receiver<Polled<M>>,
+    pub batches: Receiver<Polled>,
     /// Back to the reader: batch taken, batch stored.
     pub events: Sender<WriterEvent>,
 }
@@ -38,13 +38,13 @@ pub struct WriterChannels<M> {
 /// Runs `channels.len()` writers until the reader hangs up, `stop`, or a fatal error (which
 /// cancels `stop`); meanwhile keeps the heartbeat while the reader and every writer make
 /// progress. Returns the first writer error.
-pub fn run_writers<S: StorageSink>(
+pub fn run_writers(
     settings: &Settings,
     pipeline: &Identity,
-    sink: &S,
+    sink: &Declared,
     metrics: &PipelineMetrics,
     stop: &CancellationToken,
-    channels: Vec<WriterChannels<S::Message>>,
+    channels: Vec<WriterChannels>,
     reader: &ReaderLiveness,
 ) -> Result<(), PipelineError> {
     let count = channels.len();
@@ -116,14 +116,14 @@ pub fn run_writers<S: StorageSink>(
     clippy::too_many_arguments,
     reason = "a writer thread's whole world, handed over once at spawn"
 )]
-fn run_writer<S: StorageSink>(
+fn run_writer(
     settings: &Settings,
     pipeline: &Identity,
-    sink: &S,
+    sink: &Declared,
     metrics: &PipelineMetrics,
     stop: &CancellationToken,
     index: usize,
-    channels: WriterChannels<S::Message>,
+    channels: WriterChannels,
     liveness: &WriterLiveness,
 ) -> Result<(), PipelineError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -138,11 +138,11 @@ fn run_writer<S: StorageSink>(
     })
 }
 
-async fn writer_loop<S: StorageSink>(
-    writer: &mut Writer<'_, S>,
+async fn writer_loop(
+    writer: &mut Writer<'_>,
     settings: &Settings,
     stop: &CancellationToken,
-    WriterChannels { batches, events }: WriterChannels<S::Message>,
+    WriterChannels { batches, events }: WriterChannels,
     liveness: &WriterLiveness,
 ) -> Result<(), PipelineError> {
     loop {
