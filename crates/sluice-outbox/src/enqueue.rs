@@ -18,6 +18,38 @@ pub const RESERVED_HEADER_PREFIX: &str = "sluice-retry-";
 ///
 /// An id that already exists is a unique violation (SQLSTATE 23505), not a silent no-op. A
 /// header named `sluice-retry-*` is refused ([`OutboxError::ReservedHeader`]).
+///
+/// # Examples
+///
+/// A service archives a user and announces it, in one transaction: the event exists exactly
+/// when the business write commits, and a rollback (or an early `?`) leaves neither.
+///
+/// ```no_run
+/// use serde_json::json;
+/// use sluice_outbox::{NewEvent, enqueue};
+/// use sqlx::PgPool;
+///
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
+/// let mut tx = pool.begin().await?;
+/// sqlx::query("UPDATE users SET archived = true WHERE id = $1")
+///     .bind("42")
+///     .execute(&mut *tx)
+///     .await?;
+/// let event = NewEvent::new(
+///     "mailbox",         // topic
+///     "user",            // aggregate type
+///     "42",              // aggregate id, also the record key
+///     "mailbox.command", // event type
+///     json!({"command": "archive"}),
+/// )
+/// .with_header("trace-id", "4bf92f3577b34da6");
+/// let event_id = enqueue(&mut tx, &event).await?;
+/// tx.commit().await?; // the dispatcher is notified now, and publishes the event
+/// assert_eq!(event_id, event.id);
+/// # Ok(())
+/// # }
+/// ```
 pub async fn enqueue(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, OutboxError> {
     if let Some(name) = event.headers.keys().find(|name| {
         name.to_ascii_lowercase()
@@ -44,6 +76,31 @@ pub async fn enqueue(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, 
 /// ([`OutboxError::NotRelayable`]): headers of the row's own (the router places columns, not
 /// the members of a JSON object; the table's `outbox_events_cdc_headers` check says the same),
 /// a PREQUEUED hold and a later `available_at` (the relay publishes at commit).
+///
+/// # Examples
+///
+/// The same business transaction as with [`enqueue`], in a deployment whose outbox is
+/// relayed by Debezium instead of `sluice dispatch` (README.md, "The CDC option"):
+///
+/// ```no_run
+/// use serde_json::json;
+/// use sluice_outbox::{NewEvent, OutboxError, enqueue_cdc};
+/// use sqlx::PgPool;
+///
+/// # async fn example(pool: &PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// let event = NewEvent::new("orders", "order", "o-981", "order.placed", json!({"total": 4200}));
+/// enqueue_cdc(&mut tx, &event).await?;
+/// tx.commit().await?; // the connector publishes the row's record from the WAL
+///
+/// // A header of its own cannot travel through the relay: refused, nothing written.
+/// let mut tx = pool.begin().await?;
+/// let traced = event.clone().with_header("trace-id", "4bf92f3577b34da6");
+/// let refused = enqueue_cdc(&mut tx, &traced).await;
+/// assert!(matches!(refused, Err(OutboxError::NotRelayable { .. })));
+/// # Ok(())
+/// # }
+/// ```
 pub async fn enqueue_cdc(conn: &mut PgConnection, event: &NewEvent) -> Result<Uuid, OutboxError> {
     let refuse = |reason| {
         Err(OutboxError::NotRelayable {
@@ -77,6 +134,31 @@ async fn insert(
 /// Releases PREQUEUED events to PENDING (a compare-and-set: ids in any other status, or
 /// unknown, are ignored) and returns how many moved. The dispatchers are notified when the
 /// caller's transaction commits.
+///
+/// # Examples
+///
+/// Events enqueued [`NewEvent::prequeued`] wait until the service decides they may go, for
+/// instance once a payment is confirmed:
+///
+/// ```no_run
+/// use serde_json::json;
+/// use sluice_outbox::{NewEvent, enqueue, release};
+/// use sqlx::PgPool;
+///
+/// # async fn example(pool: &PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// let shipped = NewEvent::new("orders", "order", "o-981", "order.shipped", json!({})).prequeued();
+/// let id = enqueue(&mut tx, &shipped).await?;
+/// tx.commit().await?; // PREQUEUED: no dispatcher claims it yet
+///
+/// // Later, when the payment is confirmed:
+/// let mut tx = pool.begin().await?;
+/// let released = release(&mut tx, &[id]).await?;
+/// tx.commit().await?;
+/// assert_eq!(released, 1); // 0 if it had been released already
+/// # Ok(())
+/// # }
+/// ```
 pub async fn release(conn: &mut PgConnection, ids: &[Uuid]) -> Result<u64, OutboxError> {
     let to = OutboxStatus::Pending;
     let sources = checked_sources(&[OutboxStatus::Prequeued], to)?;

@@ -57,6 +57,33 @@ pub enum OutboxError {
 }
 
 /// Whether a database error is the transition trigger rejecting a status change.
+///
+/// # Examples
+///
+/// Code that writes a status by hand (a repair script, an admin tool) tells the trigger's
+/// refusal apart from other failures; an error that is not the database's never is one:
+///
+/// ```
+/// use sluice_outbox::is_rejected_transition;
+/// use sqlx::PgConnection;
+/// use uuid::Uuid;
+///
+/// /// Marks an event as handled by hand; `false` when the state machine has no such edge.
+/// async fn force_success(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
+///     let update = sqlx::query("UPDATE outbox_events SET status = 'SUCCESS' WHERE id = $1")
+///         .bind(id)
+///         .execute(conn)
+///         .await;
+///     match update {
+///         Ok(_) => Ok(true),
+///         Err(error) if is_rejected_transition(&error) => Ok(false),
+///         Err(error) => Err(error),
+///     }
+/// }
+///
+/// assert!(!is_rejected_transition(&sqlx::Error::RowNotFound));
+/// assert!(!is_rejected_transition(&sqlx::Error::PoolTimedOut));
+/// ```
 pub fn is_rejected_transition(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Database(db) => db.constraint() == Some(TRANSITION_CONSTRAINT),

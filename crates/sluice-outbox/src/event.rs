@@ -5,6 +5,23 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 /// An event for [`crate::enqueue`]: what to publish, where, and on whose behalf.
+///
+/// Build it with [`NewEvent::new`] and the `with_*` methods; every field is public, so a
+/// struct literal works too.
+///
+/// # Examples
+///
+/// ```
+/// use serde_json::json;
+/// use sluice_outbox::NewEvent;
+///
+/// let event = NewEvent::new("mailbox", "user", "42", "mailbox.command", json!({"op": "archive"}))
+///     .with_partition(3)
+///     .with_header("trace-id", "4bf92f3577b34da6");
+/// assert_eq!(event.partition_key, "42");
+/// assert_eq!(event.partition, Some(3));
+/// assert!(!event.prequeued);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
     /// The event id; it travels to Kafka in a header. [`NewEvent::new`] draws a random one.
@@ -33,6 +50,27 @@ pub struct NewEvent {
 
 impl NewEvent {
     /// A PENDING event with a random id, keyed by its aggregate id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use sluice_outbox::NewEvent;
+    ///
+    /// let event = NewEvent::new(
+    ///     "orders",       // the Kafka topic
+    ///     "order",        // aggregate type
+    ///     "o-981",        // aggregate id
+    ///     "order.placed", // event type
+    ///     json!({"total": 4200}),
+    /// );
+    /// assert_eq!(event.partition_key, "o-981"); // the record key defaults to the aggregate id
+    /// assert_eq!(event.partition, None); // the producer's partitioner chooses by key
+    /// assert!(event.headers.is_empty());
+    /// assert_eq!(event.available_at, None); // due at once
+    /// let again = NewEvent::new("orders", "order", "o-981", "order.placed", json!({}));
+    /// assert_ne!(event.id, again.id); // a random id each time
+    /// ```
     pub fn new(
         topic: impl Into<String>,
         aggregate_type: impl Into<String>,
@@ -57,6 +95,21 @@ impl NewEvent {
     }
 
     /// Uses another record key than the aggregate id.
+    ///
+    /// Events with the same key are published in creation order, so key by whatever must
+    /// stay ordered: here every line of an order follows its order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use sluice_outbox::NewEvent;
+    ///
+    /// let event = NewEvent::new("orders", "order_line", "o-981/2", "line.added", json!({}))
+    ///     .with_partition_key("o-981");
+    /// assert_eq!(event.aggregate_id, "o-981/2");
+    /// assert_eq!(event.partition_key, "o-981");
+    /// ```
     #[must_use]
     pub fn with_partition_key(mut self, key: impl Into<String>) -> NewEvent {
         self.partition_key = key.into();
@@ -64,6 +117,21 @@ impl NewEvent {
     }
 
     /// Publishes to this partition.
+    ///
+    /// # Examples
+    ///
+    /// A user pinned to a partition by [`crate::assign_partition`] has every command sent
+    /// there:
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use sluice_outbox::NewEvent;
+    ///
+    /// let partition = 3; // what assign_partition returned for user 42
+    /// let event = NewEvent::new("mailbox", "user", "42", "mailbox.command", json!({}))
+    ///     .with_partition(partition);
+    /// assert_eq!(event.partition, Some(3));
+    /// ```
     #[must_use]
     pub fn with_partition(mut self, partition: i32) -> NewEvent {
         self.partition = Some(partition);
@@ -71,13 +139,41 @@ impl NewEvent {
     }
 
     /// Adds a Kafka header.
+    ///
+    /// The dispatcher sends a string value as its text, any other value as its JSON. Names
+    /// starting with `sluice-retry-` belong to sluice's retry tiers, and [`crate::enqueue`]
+    /// refuses them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use sluice_outbox::NewEvent;
+    ///
+    /// let event = NewEvent::new("mailbox", "user", "42", "mailbox.command", json!({}))
+    ///     .with_header("trace-id", "4bf92f3577b34da6")
+    ///     .with_header("schema-version", 2);
+    /// assert_eq!(event.headers["trace-id"], json!("4bf92f3577b34da6"));
+    /// assert_eq!(event.headers["schema-version"], json!(2));
+    /// ```
     #[must_use]
     pub fn with_header(mut self, name: impl Into<String>, value: impl Into<Value>) -> NewEvent {
         self.headers.insert(name.into(), value.into());
         self
     }
 
-    /// Holds the event as PREQUEUED until it is released.
+    /// Holds the event as PREQUEUED until it is released ([`crate::release`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use sluice_outbox::NewEvent;
+    ///
+    /// let event =
+    ///     NewEvent::new("orders", "order", "o-981", "order.shipped", json!({})).prequeued();
+    /// assert!(event.prequeued);
+    /// ```
     #[must_use]
     pub fn prequeued(mut self) -> NewEvent {
         self.prequeued = true;
@@ -85,6 +181,21 @@ impl NewEvent {
     }
 
     /// Does not publish before `at`.
+    ///
+    /// # Examples
+    ///
+    /// A reminder the dispatcher publishes in an hour, not before:
+    ///
+    /// ```
+    /// use chrono::{TimeDelta, Utc};
+    /// use serde_json::json;
+    /// use sluice_outbox::NewEvent;
+    ///
+    /// let at = Utc::now() + TimeDelta::hours(1);
+    /// let event = NewEvent::new("mailbox", "user", "42", "mailbox.reminder", json!({}))
+    ///     .available_at(at);
+    /// assert_eq!(event.available_at, Some(at));
+    /// ```
     #[must_use]
     pub fn available_at(mut self, at: DateTime<Utc>) -> NewEvent {
         self.available_at = Some(at);

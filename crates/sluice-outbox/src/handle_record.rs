@@ -83,6 +83,59 @@ impl<E> From<sqlx::Error> for HandleError<E> {
 /// event of this database, or retention already purged the row because the consumer lags
 /// more than `OUTBOX_RETENTION_DAYS` behind. A consumer must not pass over it silently (the
 /// mailbox consumer logs it as an error with its coordinates and counts it).
+///
+/// # Examples
+///
+/// A consumer of the mailbox topic (`examples/mailbox/src/consumer.rs` is the full one):
+/// each record's event id comes from its [`crate::EVENT_ID_HEADER`] header, the work
+/// applies or rejects the command, and the outcome says what to count. Commit the record's
+/// offset after any `Ok`; after an `Err` nothing was committed, so retry the record (or
+/// send it to a retry tier).
+///
+/// ```no_run
+/// use serde_json::Value;
+/// use sluice_outbox::{
+///     HandleError, Handled, OutboxError, ProcessKey, RecordOutcome, handle_outbox_record,
+/// };
+/// use sqlx::PgConnection;
+/// use uuid::Uuid;
+///
+/// async fn handle(
+///     conn: &mut PgConnection,
+///     event_id: Uuid, // parsed from the `sluice-event-id` header
+///     command: &Value,
+/// ) -> Result<(), HandleError<sqlx::Error>> {
+///     let key = ProcessKey::Event {
+///         consumer_group: "mailbox-consumer".to_owned(),
+///         event_id,
+///     };
+///     let result = handle_outbox_record(conn, &key, event_id, async |tx: &mut PgConnection| {
+///         if command["op"] == "reject" {
+///             return Ok(Handled::Rejected("rejected by the user".to_owned()));
+///         }
+///         sqlx::query("INSERT INTO mailbox_projection (event_id, command) VALUES ($1, $2)")
+///             .bind(event_id)
+///             .bind(command)
+///             .execute(&mut *tx)
+///             .await?;
+///         Ok(Handled::Applied)
+///     })
+///     .await;
+///     match result {
+///         Ok(RecordOutcome::Applied) => println!("applied {event_id}"),
+///         Ok(RecordOutcome::Rejected(reason)) => println!("rejected {event_id}: {reason}"),
+///         Ok(RecordOutcome::Completed { from }) => println!("{event_id}: {from} -> SUCCESS"),
+///         Ok(RecordOutcome::Skipped { .. } | RecordOutcome::NotReady { .. }) => {}
+///         // Purged by retention (the consumer lags) or not this database's event: never
+///         // pass over it silently.
+///         Err(HandleError::Outbox(OutboxError::NotFound { id })) => {
+///             eprintln!("no outbox row for {id}; NOT applied");
+///         }
+///         Err(error) => return Err(error),
+///     }
+///     Ok(())
+/// }
+/// ```
 pub async fn handle_outbox_record<E>(
     conn: &mut PgConnection,
     key: &ProcessKey,

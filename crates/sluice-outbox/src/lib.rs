@@ -27,6 +27,44 @@
 //! caller's `&mut PgConnection` (a transaction dereferences to one). Every statement lives in
 //! [`store`] (its `.sql` files in `store/sql/`); the other modules decide and call it. The
 //! only Kafka client is the metadata client [`assign_partition`] is given to grow a topic.
+//!
+//! # Examples
+//!
+//! Both sides in one place (docs/ARCHITECTURE.md#outbox): the producing service enqueues in
+//! its business transaction, and the consuming service handles each record once, moving the
+//! outbox row to SUCCESS in the transaction of its work. Every public function has an
+//! example of its own.
+//!
+//! ```no_run
+//! use serde_json::json;
+//! use sluice_outbox::{Handled, NewEvent, ProcessKey, enqueue, handle_outbox_record};
+//! use sqlx::{PgConnection, PgPool};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
+//!
+//! // The producing service.
+//! let mut tx = pool.begin().await?;
+//! let event = NewEvent::new("orders", "order", "o-981", "order.placed", json!({"total": 4200}));
+//! let event_id = enqueue(&mut tx, &event).await?;
+//! tx.commit().await?;
+//!
+//! // `sluice dispatch` publishes it with the id in the `sluice-event-id` header; the
+//! // consuming service reads it back from there.
+//! let key = ProcessKey::Event { consumer_group: "billing".to_owned(), event_id };
+//! let mut conn = pool.acquire().await?;
+//! let outcome = handle_outbox_record(&mut conn, &key, event_id, async |tx: &mut PgConnection| {
+//!     sqlx::query("INSERT INTO invoices (order_id) VALUES ($1)")
+//!         .bind("o-981")
+//!         .execute(&mut *tx)
+//!         .await?;
+//!     Ok::<_, sqlx::Error>(Handled::Applied)
+//! })
+//! .await?;
+//! println!("{outcome:?}");
+//! # Ok(())
+//! # }
+//! ```
 
 mod enqueue;
 mod error;

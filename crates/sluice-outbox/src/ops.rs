@@ -21,6 +21,30 @@ pub struct OutboxSummary {
 }
 
 /// Counts the outbox; `stale_after` decides what "stuck" means.
+///
+/// # Examples
+///
+/// A service's own health check (what `sluice outbox status` prints):
+///
+/// ```no_run
+/// use sluice_outbox::OutboxStatus;
+/// use sluice_outbox::ops::summary;
+/// use sqlx::PgPool;
+/// use std::time::Duration;
+///
+/// # async fn example(pool: &PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut conn = pool.acquire().await?;
+/// let outbox = summary(&mut conn, Duration::from_secs(60)).await?;
+/// let failed = outbox.counts[&OutboxStatus::Failure];
+/// if failed > 0 || outbox.stuck_dispatching > 0 {
+///     println!("{failed} failed, {} stuck", outbox.stuck_dispatching);
+/// }
+/// if let Some(age) = outbox.oldest_pending_seconds {
+///     println!("the oldest due event waits for {age:.1} s");
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub async fn summary(
     conn: &mut PgConnection,
     stale_after: Duration,
@@ -42,6 +66,25 @@ pub async fn summary(
 /// The operator's re-open (FAILURE → PENDING, attempts reset): of `ids`, or of every
 /// FAILURE row when `ids` is `None`. Returns how many moved; rows in another status are
 /// left alone.
+///
+/// # Examples
+///
+/// After fixing what made publishing fail (a topic that did not exist, an ACL):
+///
+/// ```no_run
+/// use sluice_outbox::ops::retry_failed;
+/// use sqlx::PgPool;
+/// use uuid::Uuid;
+///
+/// # async fn example(pool: &PgPool, one: Uuid) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut conn = pool.acquire().await?;
+/// let moved = retry_failed(&mut conn, Some(&[one])).await?; // just this event
+/// println!("{moved} re-opened");
+/// let moved = retry_failed(&mut conn, None).await?; // every FAILURE row
+/// println!("{moved} re-opened");
+/// # Ok(())
+/// # }
+/// ```
 pub async fn retry_failed(
     conn: &mut PgConnection,
     ids: Option<&[Uuid]>,

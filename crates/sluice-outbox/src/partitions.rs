@@ -87,6 +87,15 @@ pub enum Slot {
 
 impl Slot {
     /// The partition number.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sluice_outbox::partitions::Slot;
+    ///
+    /// assert_eq!(Slot::Join(2).partition(), 2);
+    /// assert_eq!(Slot::Open(3).partition(), 3);
+    /// ```
     pub fn partition(self) -> i32 {
         match self {
             Slot::Join(p) | Slot::Open(p) => p,
@@ -97,6 +106,20 @@ impl Slot {
 /// The allocation rule: `last` is the highest opened partition and its user count, `None`
 /// before the first user. Returns `None` when the next partition number would overflow.
 /// A last partition at or over the cap (the cap may have been lowered) counts as full.
+///
+/// # Examples
+///
+/// With at most 1000 users per partition:
+///
+/// ```
+/// use sluice_outbox::partitions::{Slot, next_slot};
+///
+/// assert_eq!(next_slot(None, 1000), Some(Slot::Open(0))); // the first user
+/// assert_eq!(next_slot(Some((0, 999)), 1000), Some(Slot::Join(0))); // room left in 0
+/// assert_eq!(next_slot(Some((0, 1000)), 1000), Some(Slot::Open(1))); // 0 is full
+/// assert_eq!(next_slot(Some((4, 1200)), 1000), Some(Slot::Open(5))); // the cap was lowered
+/// assert_eq!(next_slot(Some((i32::MAX, 1000)), 1000), None); // no partition number left
+/// ```
 pub fn next_slot(last: Option<(i32, i32)>, cap: i32) -> Option<Slot> {
     match last {
         None => Some(Slot::Open(0)),
@@ -138,6 +161,36 @@ async fn find_assignment(
 ///
 /// `Admin::partition_count` blocks the calling thread for one metadata request; that
 /// happens only when a partition is opened.
+///
+/// # Examples
+///
+/// Sign-up pins the new user to a partition of the `mailbox` topic, and every command of
+/// that user is then enqueued to it, so one user's commands stay in order
+/// (`examples/mailbox/src/users.rs` does the same):
+///
+/// ```no_run
+/// use serde_json::json;
+/// use sluice_core::KafkaClientSettings;
+/// use sluice_kafka::Admin;
+/// use sluice_outbox::{NewEvent, assign_partition, enqueue};
+/// use sqlx::PgPool;
+/// use std::time::Duration;
+///
+/// # async fn example(pool: &PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let admin = Admin::new(&KafkaClientSettings::new("localhost:9092"), Duration::from_secs(10))?;
+/// let mut conn = pool.acquire().await?;
+/// // Idempotent: a known user gets its stored partition back.
+/// let partition = assign_partition(&mut conn, &admin, "mailbox", "user-42", 1000).await?;
+///
+/// let mut tx = pool.begin().await?;
+/// let command = json!({"op": "archive"});
+/// let event = NewEvent::new("mailbox", "user", "user-42", "mailbox.command", command)
+///     .with_partition(partition);
+/// enqueue(&mut tx, &event).await?;
+/// tx.commit().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub async fn assign_partition(
     conn: &mut PgConnection,
     admin: &Admin,

@@ -94,6 +94,44 @@ const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
 /// and return [`ProcessError::Work`] with its error unchanged. `work` returns Ok
 /// although a statement of it failed (the transaction is aborted) → roll back and return
 /// [`ProcessError::Aborted`], never [`Processed::Done`].
+///
+/// # Examples
+///
+/// A billing consumer turns each `order.placed` record into one invoice; a redelivered
+/// record (a rebalance, a restart before the offset commit) finds its key and writes nothing:
+///
+/// ```no_run
+/// use sluice_outbox::{MessageKey, ProcessError, Processed, process_once};
+/// use sqlx::{PgConnection, PgPool};
+///
+/// # async fn example(pool: &PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// # let (topic, partition, offset, order_id) = ("orders", 3, 1042_i64, "o-981");
+/// // The coordinates of the record the Kafka consumer just received.
+/// let key = MessageKey {
+///     consumer_group: "billing".to_owned(),
+///     topic: topic.to_owned(),
+///     partition,
+///     offset,
+/// };
+/// let mut conn = pool.acquire().await?;
+/// let outcome = process_once(&mut conn, &key, async |tx: &mut PgConnection| {
+///     sqlx::query("INSERT INTO invoices (order_id) VALUES ($1)")
+///         .bind(order_id)
+///         .execute(&mut *tx)
+///         .await?;
+///     Ok::<_, sqlx::Error>(order_id)
+/// })
+/// .await;
+/// match outcome {
+///     Ok(Processed::Done(order)) => println!("invoiced {order}"),
+///     Ok(Processed::AlreadyProcessed) => println!("redelivered; already invoiced"),
+///     // Nothing committed: do not commit the offset, the record comes again.
+///     Err(ProcessError::Work(error)) => return Err(error.into()),
+///     Err(error) => return Err(error.into()),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub async fn process_once<T, E>(
     conn: &mut PgConnection,
     key: &MessageKey,
@@ -104,6 +142,34 @@ pub async fn process_once<T, E>(
 
 /// [`process_once`] keyed by the outbox event id instead of the record's coordinates (an
 /// addition to the seed's contract: the key survives re-publication).
+///
+/// # Examples
+///
+/// A consumer of outbox records reads the event id from the [`crate::EVENT_ID_HEADER`]
+/// header; a record re-published by stale recovery arrives at another offset with the same
+/// id and is not applied twice:
+///
+/// ```no_run
+/// use sluice_outbox::{Processed, process_once_by_event_id};
+/// use sqlx::{PgConnection, PgPool};
+/// use uuid::Uuid;
+///
+/// # async fn example(pool: &PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// # let header_value: &[u8] = b"67e55044-10b1-426f-9247-bb680e5fe0c8";
+/// // The value of the record's `sluice-event-id` header.
+/// let event_id = Uuid::parse_str(std::str::from_utf8(header_value)?)?;
+/// let mut conn = pool.acquire().await?;
+/// let debit = async |tx: &mut PgConnection| {
+///     sqlx::query("UPDATE accounts SET balance = balance - 42 WHERE id = 7")
+///         .execute(&mut *tx)
+///         .await
+///         .map(|_| ())
+/// };
+/// let outcome = process_once_by_event_id(&mut conn, "billing", event_id, debit).await?;
+/// assert!(matches!(outcome, Processed::Done(()) | Processed::AlreadyProcessed));
+/// # Ok(())
+/// # }
+/// ```
 pub async fn process_once_by_event_id<T, E>(
     conn: &mut PgConnection,
     consumer_group: &str,
@@ -118,6 +184,44 @@ pub async fn process_once_by_event_id<T, E>(
 }
 
 /// [`process_once`] for either key.
+///
+/// # Examples
+///
+/// A consumer that chooses the key per record: the event id when the record carries one,
+/// its coordinates otherwise (a record some other producer wrote to the same topic).
+///
+/// ```no_run
+/// use sluice_outbox::{MessageKey, ProcessKey, Processed, process_keyed};
+/// use sqlx::{PgConnection, PgPool};
+/// use uuid::Uuid;
+///
+/// # async fn example(pool: &PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// # let (event_id, offset): (Option<Uuid>, i64) = (None, 1042);
+/// let key = match event_id {
+///     Some(event_id) => ProcessKey::Event {
+///         consumer_group: "billing".to_owned(),
+///         event_id,
+///     },
+///     None => ProcessKey::from(MessageKey {
+///         consumer_group: "billing".to_owned(),
+///         topic: "orders".to_owned(),
+///         partition: 3,
+///         offset,
+///     }),
+/// };
+/// let mut conn = pool.acquire().await?;
+/// let outcome = process_keyed(&mut conn, &key, async |tx: &mut PgConnection| {
+///     sqlx::query_scalar::<_, i64>("SELECT count(*) FROM invoices")
+///         .fetch_one(&mut *tx)
+///         .await
+/// })
+/// .await?;
+/// if let Processed::Done(invoices) = outcome {
+///     println!("{invoices} invoices");
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub async fn process_keyed<T, E>(
     conn: &mut PgConnection,
     key: &ProcessKey,

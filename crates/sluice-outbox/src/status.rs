@@ -83,6 +83,15 @@ impl OutboxStatus {
     ];
 
     /// The value stored in the `status` column.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sluice_outbox::OutboxStatus;
+    ///
+    /// assert_eq!(OutboxStatus::UnderProcessing.as_str(), "UNDER_PROCESSING");
+    /// assert_eq!(OutboxStatus::Pending.to_string(), "PENDING"); // Display is the same
+    /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
             OutboxStatus::Prequeued => "PREQUEUED",
@@ -98,6 +107,16 @@ impl OutboxStatus {
     }
 
     /// Parses a stored value (exact, upper case).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sluice_outbox::OutboxStatus;
+    ///
+    /// assert_eq!(OutboxStatus::parse("PUSHED_FAILURE"), Ok(OutboxStatus::PushedFailure));
+    /// assert_eq!("CDC".parse::<OutboxStatus>(), Ok(OutboxStatus::Cdc)); // FromStr is the same
+    /// assert!(OutboxStatus::parse("pending").is_err());
+    /// ```
     pub fn parse(value: &str) -> Result<OutboxStatus, UnknownStatus> {
         OutboxStatus::ALL
             .into_iter()
@@ -107,6 +126,16 @@ impl OutboxStatus {
 
     /// Whether no automatic process moves a row out of this status (SUCCESS,
     /// PUSHED_FAILURE, FAILURE). FAILURE's only way out is [`OPERATOR_REOPEN`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sluice_outbox::OutboxStatus;
+    ///
+    /// assert!(OutboxStatus::Success.is_terminal());
+    /// assert!(OutboxStatus::Failure.is_terminal());
+    /// assert!(!OutboxStatus::Published.is_terminal());
+    /// ```
     pub const fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -115,6 +144,16 @@ impl OutboxStatus {
     }
 
     /// The statuses this one may move to: the edge table, read by source.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sluice_outbox::OutboxStatus::*;
+    ///
+    /// assert_eq!(Published.successors(), &[UnderProcessing]);
+    /// assert_eq!(UnderProcessing.successors(), &[Success, PushedFailure]);
+    /// assert!(Success.successors().is_empty());
+    /// ```
     pub const fn successors(self) -> &'static [OutboxStatus] {
         use OutboxStatus::*;
         match self {
@@ -183,11 +222,39 @@ pub struct IllegalTransition {
 }
 
 /// Whether `from → to` is an edge. Staying in the same status is not a transition.
+///
+/// # Examples
+///
+/// ```
+/// use sluice_outbox::OutboxStatus::*;
+/// use sluice_outbox::status::is_allowed;
+///
+/// assert!(is_allowed(Dispatching, UnderProcessing)); // the consumer was faster than the ack
+/// assert!(!is_allowed(Success, Pending)); // terminal
+/// assert!(!is_allowed(Pending, Pending)); // staying is not a transition
+/// ```
 pub fn is_allowed(from: OutboxStatus, to: OutboxStatus) -> bool {
     from.successors().contains(&to)
 }
 
 /// The one transition function: `to` when `from → to` is an edge, an error otherwise.
+///
+/// This decides only; [`crate::transition`] moves a stored row.
+///
+/// # Examples
+///
+/// ```
+/// use sluice_outbox::OutboxStatus::*;
+/// use sluice_outbox::status::{IllegalTransition, transition};
+///
+/// assert_eq!(transition(Published, UnderProcessing), Ok(UnderProcessing));
+/// let refused = transition(Success, Pending);
+/// assert_eq!(refused, Err(IllegalTransition { from: Success, to: Pending }));
+/// assert_eq!(
+///     refused.unwrap_err().to_string(),
+///     "illegal outbox status transition SUCCESS -> PENDING"
+/// );
+/// ```
 pub fn transition(from: OutboxStatus, to: OutboxStatus) -> Result<OutboxStatus, IllegalTransition> {
     if is_allowed(from, to) {
         Ok(to)
@@ -201,6 +268,17 @@ pub fn transition(from: OutboxStatus, to: OutboxStatus) -> Result<OutboxStatus, 
 ///
 /// Empty for PREQUEUED and CDC: a row is only ever inserted in those statuses. PENDING includes FAILURE
 /// (the operator re-open): automatic requeues pass `[DISPATCHING]` explicitly.
+///
+/// # Examples
+///
+/// ```
+/// use sluice_outbox::OutboxStatus::*;
+/// use sluice_outbox::status::allowed_sources;
+///
+/// assert_eq!(allowed_sources(UnderProcessing), &[Dispatching, Published, Cdc]);
+/// assert_eq!(allowed_sources(Success), &[UnderProcessing]);
+/// assert!(allowed_sources(Cdc).is_empty()); // inserted only
+/// ```
 pub const fn allowed_sources(to: OutboxStatus) -> &'static [OutboxStatus] {
     use OutboxStatus::*;
     match to {
@@ -233,6 +311,19 @@ pub enum MarkPublished {
 ///
 /// "Already past" is every status reachable from PUBLISHED, PUBLISHED included: a second
 /// acknowledgement (stale-dispatch recovery found the record first) keeps the first offset.
+///
+/// This decides only; [`crate::mark_published`] records an acknowledgement on a stored row.
+///
+/// # Examples
+///
+/// ```
+/// use sluice_outbox::OutboxStatus::*;
+/// use sluice_outbox::status::{MarkPublished, mark_published};
+///
+/// assert_eq!(mark_published(Dispatching), MarkPublished::Move);
+/// assert_eq!(mark_published(Success), MarkPublished::AlreadyPast); // the consumer was first
+/// assert_eq!(mark_published(Pending), MarkPublished::Illegal); // requeued: a lost claim
+/// ```
 pub fn mark_published(current: OutboxStatus) -> MarkPublished {
     use OutboxStatus::*;
     match current {

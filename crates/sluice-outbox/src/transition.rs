@@ -33,6 +33,26 @@ pub enum MarkPublishedOutcome {
 
 /// The source statuses as SQL values, once every `from → to` is checked to be an edge
 /// (the dispatcher's compare-and-set statements use it too).
+///
+/// # Examples
+///
+/// ```
+/// use sluice_outbox::OutboxStatus::*;
+/// use sluice_outbox::{OutboxError, checked_sources};
+///
+/// let sources = checked_sources(&[Dispatching, Published], UnderProcessing)?;
+/// assert_eq!(sources, ["DISPATCHING", "PUBLISHED"]);
+/// // PENDING → PUBLISHED is no edge: refused before any SQL runs.
+/// assert!(matches!(
+///     checked_sources(&[Pending], Published),
+///     Err(OutboxError::Illegal(_))
+/// ));
+/// assert!(matches!(
+///     checked_sources(&[], Pending),
+///     Err(OutboxError::NoSourceStatus { to: Pending })
+/// ));
+/// # Ok::<(), OutboxError>(())
+/// ```
 pub fn checked_sources(
     from_expected: &[OutboxStatus],
     to: OutboxStatus,
@@ -56,6 +76,32 @@ pub fn checked_sources(
 /// is written. A row in another status is left alone and reported as
 /// [`TransitionOutcome::Stale`]. Runs in the caller's transaction (the row stays locked
 /// until it ends).
+///
+/// # Examples
+///
+/// A consumer that tracks processing itself, instead of [`crate::handle_outbox_record`],
+/// moves the row in the transaction of its work:
+///
+/// ```no_run
+/// use sluice_outbox::OutboxStatus::{Dispatching, Published, Success, UnderProcessing};
+/// use sluice_outbox::{TransitionOutcome, transition};
+/// use sqlx::PgPool;
+/// use uuid::Uuid;
+///
+/// # async fn example(pool: &PgPool, event_id: Uuid) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// match transition(&mut tx, event_id, &[Dispatching, Published], UnderProcessing).await? {
+///     TransitionOutcome::Moved => {
+///         // ... the work, in `tx` ...
+///         transition(&mut tx, event_id, &[UnderProcessing], Success).await?;
+///         tx.commit().await?;
+///     }
+///     // Another consumer moved it first; the row is unchanged.
+///     TransitionOutcome::Stale { current } => println!("{event_id} is already {current}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub async fn transition(
     conn: &mut PgConnection,
     id: Uuid,
@@ -82,6 +128,29 @@ pub async fn transition(
 /// [`MarkPublishedOutcome::AlreadyPast`] and keeps its status and offset. A row that is
 /// PREQUEUED, PENDING or FAILURE cannot have been acknowledged by this claim: that is an
 /// [`OutboxError::Illegal`], and the row is unchanged.
+///
+/// # Examples
+///
+/// A publisher of its own (not `sluice dispatch`, which settles under its claim token)
+/// records the offset the broker returned:
+///
+/// ```no_run
+/// use sluice_outbox::{MarkPublishedOutcome, mark_published};
+/// use sqlx::PgPool;
+/// use uuid::Uuid;
+///
+/// # async fn example(pool: &PgPool, event_id: Uuid) -> Result<(), Box<dyn std::error::Error>> {
+/// # let (partition, offset) = (3, 1042_i64);
+/// // `partition` and `offset` are what the broker acknowledged.
+/// let mut conn = pool.acquire().await?;
+/// match mark_published(&mut conn, event_id, partition, offset).await? {
+///     MarkPublishedOutcome::Published => {}
+///     // The consumer (or stale recovery) was first: status and offset stay.
+///     MarkPublishedOutcome::AlreadyPast { current } => println!("already {current}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub async fn mark_published(
     conn: &mut PgConnection,
     id: Uuid,
@@ -115,9 +184,33 @@ pub async fn mark_published(
 
 /// [`mark_published`] for a batch of acknowledgements `(id, partition, offset)`, comparing
 /// the status only — the dispatcher does not use it: it settles its batch under its claim
-/// token ([`crate::dispatch::settle::settle_published`]). One
+/// token (`sluice_dispatch::store::settle::settle_published`). One
 /// compare-and-set statement for the rows still DISPATCHING, then [`mark_published`] row by
 /// row for the others (already past PUBLISHED, or an error). One outcome per input, in order.
+///
+/// # Examples
+///
+/// ```no_run
+/// use sluice_outbox::{MarkPublishedOutcome, mark_published_batch};
+/// use sqlx::PgPool;
+/// use uuid::Uuid;
+///
+/// # type Error = Box<dyn std::error::Error>;
+/// # async fn example(pool: &PgPool, first: Uuid, second: Uuid) -> Result<(), Error> {
+/// // (event id, partition, offset) of each acknowledged record.
+/// let acks = [(first, 0, 17_i64), (second, 0, 18)];
+/// let mut tx = pool.begin().await?;
+/// let outcomes = mark_published_batch(&mut tx, &acks).await?;
+/// tx.commit().await?;
+/// assert_eq!(outcomes.len(), acks.len());
+/// let published = outcomes
+///     .iter()
+///     .filter(|o| **o == MarkPublishedOutcome::Published)
+///     .count();
+/// println!("{published} of {} newly published", acks.len());
+/// # Ok(())
+/// # }
+/// ```
 pub async fn mark_published_batch(
     conn: &mut PgConnection,
     acks: &[(Uuid, i32, i64)],

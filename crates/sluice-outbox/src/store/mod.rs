@@ -191,6 +191,23 @@ pub(crate) async fn retry_failed(
 }
 
 /// Whether the outbox table exists (the migrations ran).
+///
+/// # Examples
+///
+/// A service checks at start-up that `sluice migrate` ran before it enqueues anything:
+///
+/// ```no_run
+/// use sluice_outbox::store::outbox_table_exists;
+/// use sqlx::PgPool;
+///
+/// # async fn example(pool: &PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut conn = pool.acquire().await?;
+/// if !outbox_table_exists(&mut conn).await? {
+///     return Err("no outbox_events table: run `sluice migrate` first".into());
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub async fn outbox_table_exists(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
     let found: Option<String> = sqlx::query_scalar("SELECT to_regclass('outbox_events')::text")
         .fetch_one(conn)
