@@ -16,61 +16,10 @@ use sqlx::{Connection, Executor, PgConnection};
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::database::Database;
 use support::sluice_binary;
 
 const RECORDS: usize = 2_000;
-
-/// A database of its own (not a schema: nothing of the shared test database is visible),
-/// dropped at the end.
-struct Database {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl Database {
-    async fn create(stack: &sluice_testkit::Stack) -> Database {
-        let name = sluice_testkit::unique("newcomer").replace('-', "_");
-        let mut conn = PgConnection::connect(&stack.database_url).await.unwrap();
-        conn.execute(format!("CREATE DATABASE {name}").as_str())
-            .await
-            .expect("create database");
-        let (base, query) = stack
-            .database_url
-            .split_once('?')
-            .map_or((stack.database_url.as_str(), None), |(b, q)| (b, Some(q)));
-        let (server, _) = base.rsplit_once('/').expect("a database URL with a path");
-        let url = match query {
-            Some(query) => format!("{server}/{name}?{query}"),
-            None => format!("{server}/{name}"),
-        };
-        Database {
-            admin_url: stack.database_url.clone(),
-            name,
-            url,
-        }
-    }
-
-    async fn tables(&self) -> BTreeSet<String> {
-        let mut conn = PgConnection::connect(&self.url).await.unwrap();
-        sqlx::query_scalar(
-            "SELECT tablename::text FROM pg_tables
-             WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
-        )
-        .fetch_all(&mut conn)
-        .await
-        .unwrap()
-        .into_iter()
-        .collect()
-    }
-
-    async fn drop(self) {
-        let mut conn = PgConnection::connect(&self.admin_url).await.unwrap();
-        conn.execute(format!("DROP DATABASE {} WITH (FORCE)", self.name).as_str())
-            .await
-            .expect("drop database");
-    }
-}
 
 /// The tables sluice's own migrations create, read from their SQL, and its bookkeeping table.
 fn own_tables() -> BTreeSet<String> {
@@ -216,6 +165,18 @@ async fn a_newcomer_lands_rows_with_only_sluice_tables_created() {
     let mut expected_tables = own;
     expected_tables.insert("things".to_owned());
     assert_eq!(db.tables().await, expected_tables);
+
+    // `sluice verify` of this deployment: no applications table, no seed topic or table.
+    let verified = sluice(&["verify", "--sinks", &mapping]).output().unwrap();
+    assert!(
+        verified.status.success(),
+        "sluice verify: {}{}",
+        String::from_utf8_lossy(&verified.stdout),
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    let shown = String::from_utf8_lossy(&verified.stdout);
+    assert!(shown.contains(&format!("{topic} 2000")), "{shown}");
+    assert!(shown.contains("things 1900"), "{shown}");
 
     // The seed system's tables need its applications table, and say so.
     let seeds = sluice(&["migrate", "--seeds"]).output().unwrap();

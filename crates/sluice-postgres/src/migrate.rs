@@ -61,8 +61,9 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-/// Every migration of this build, in order: discovered from `migrations/` by `build.rs`
-/// (numbered `0001_…` on without gaps), never listed by hand.
+/// Every migration of this build, in order: discovered from `migrations/` (sluice's own) and
+/// `deploy/seeds/migrations/` (the seed system's) by `build.rs` (one numbering, `0001_…` on
+/// without gaps), never listed by hand.
 pub const MIGRATIONS: &[Migration] = include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
 /// The advisory-lock key that serialises migration runs ("sluice-mg" as bytes).
@@ -162,6 +163,25 @@ pub fn own_version() -> i64 {
         .map(|m| m.version)
         .max()
         .unwrap_or(0)
+}
+
+/// The migrations of sluice's own set, and of the seed set when `seeds`, that this database
+/// has not applied, in order (none before the first run: every one is missing).
+pub async fn missing_migrations(
+    conn: &mut PgConnection,
+    seeds: bool,
+) -> Result<Vec<&'static Migration>, sqlx::Error> {
+    let applied: Vec<i64> = if schema_version(conn).await?.is_some() {
+        sqlx::query_scalar("SELECT version FROM storage_consumer_migrations")
+            .fetch_all(conn)
+            .await?
+    } else {
+        Vec::new()
+    };
+    Ok(MIGRATIONS
+        .iter()
+        .filter(|m| (m.set == Set::Own || seeds) && !applied.contains(&m.version))
+        .collect())
 }
 
 /// Applies every pending migration of sluice's own tables and the seed system's, whose

@@ -7,10 +7,26 @@ use sqlx::PgConnection;
 
 /// Row counts of sluice's tables: each registered topic's, then the dead letters.
 pub async fn table_counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let tables = PipelineKind::ALL.map(|kind| kind.table().to_owned());
+    row_counts(conn, &tables).await
+}
+
+/// Rows in each of `tables` (`[schema.]table`, as a mapping file names them), then in the
+/// dead-letter table.
+pub async fn row_counts(
+    conn: &mut PgConnection,
+    tables: &[String],
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
     let mut counts = Vec::new();
-    let tables = PipelineKind::ALL.map(PipelineKind::table);
-    for table in tables.into_iter().chain(["dead_letter_events"]) {
-        let sql = format!("SELECT count(*) FROM {table}");
+    for table in tables
+        .iter()
+        .map(String::as_str)
+        .chain(["dead_letter_events"])
+    {
+        let sql = format!(
+            "SELECT count(*) FROM {}",
+            crate::migrate::quote_table(table)
+        );
         let n: i64 = sqlx::query_scalar(&sql).fetch_one(&mut *conn).await?;
         counts.push((table.to_owned(), n));
     }

@@ -184,6 +184,20 @@ pub async fn collect_stored(settings: &Settings, admin: &Admin) -> Result<Vec<Gr
     Ok(groups)
 }
 
+/// Every selected pipeline's groups with PostgreSQL's offsets beside Kafka's (`sluice
+/// verify`'s lag step): of a mapping file's sinks as of the seed pipelines.
+pub async fn collect_stored_of(
+    pipelines: &super::pipelines::Pipelines,
+    admin: &Admin,
+) -> Result<Vec<GroupLag>, Failure> {
+    let mut groups = collect_named(&pipelines.names()?, admin)?;
+    let stored = postgres_offsets(&groups, &pipelines.settings.database_url)
+        .await
+        .map_err(|e| anyhow::anyhow!("PostgreSQL's offsets: {e}"))?;
+    with_postgres(&mut groups, &stored, pipelines.largest_batch() as i64);
+    Ok(groups)
+}
+
 /// Entry point.
 pub fn run(args: &LagArgs) -> Result<(), Failure> {
     let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;

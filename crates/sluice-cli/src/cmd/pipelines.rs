@@ -5,11 +5,11 @@
 //! the file, the sink and the key; nothing is consumed.
 
 use anyhow::anyhow;
-use sluice_core::Settings;
 use sluice_core::sinks::Topics;
 use sluice_core::sinks::{
     MappingError, Selection, Sink, SinkError, SinkPlan, check_sinks, parse_sinks, select,
 };
+use sluice_core::{PipelineKind, Settings};
 use sluice_process::Failure;
 use sluice_storage::{Unplanned, plan_pipelines};
 use sqlx::PgConnection;
@@ -77,6 +77,50 @@ impl Pipelines {
     pub fn names(&self) -> Result<Vec<(String, Topics, String)>, Failure> {
         Ok(self.selection()?.names(&self.group_prefix))
     }
+
+    /// What the selected pipelines need of the deployment: the seed system's tables (when a
+    /// seed pipeline runs, or a mapping file writes one of its tables, as `deploy/sinks/`
+    /// does), the topics they read by name, the tables they write.
+    pub fn needs(&self) -> Result<Needs, Failure> {
+        let selection = self.selection()?;
+        let seed_tables = PipelineKind::ALL.map(PipelineKind::table);
+        let is_seed_table = |table: &str| {
+            let bare = table.rsplit('.').next().unwrap_or(table);
+            seed_tables.contains(&bare)
+        };
+        let mut needs = Needs {
+            seeds: !selection.seeds.is_empty()
+                || selection.declared.iter().any(|s| is_seed_table(&s.table)),
+            ..Needs::default()
+        };
+        let add = |list: &mut Vec<String>, item: &str| {
+            if !list.iter().any(|i| i == item) {
+                list.push(item.to_owned());
+            }
+        };
+        for seed in &selection.seeds {
+            add(&mut needs.topics, &seed.topic);
+            add(&mut needs.tables, seed.kind.table());
+        }
+        for sink in &selection.declared {
+            for topic in sink.topics.named() {
+                add(&mut needs.topics, topic);
+            }
+            add(&mut needs.tables, &sink.table);
+        }
+        Ok(needs)
+    }
+}
+
+/// What a process's selected pipelines need of the deployment ([`Pipelines::needs`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Needs {
+    /// The seed system's tables (and so its applications table).
+    pub seeds: bool,
+    /// The topics read by name, in selection order (a `topic_pattern` names none).
+    pub topics: Vec<String>,
+    /// The tables written, in selection order.
+    pub tables: Vec<String>,
 }
 
 /// `STORAGE_GROUP_PREFIX` as the settings read it.

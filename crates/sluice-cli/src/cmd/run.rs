@@ -42,9 +42,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         .map(|(name, ..)| name)
         .collect();
     let settings = Arc::new(pipelines.settings.clone());
-    // The seed system's tables only for a process that runs its pipelines: a deployment of
-    // declared sinks gets sluice's own tables and nothing else.
-    let seeds = !pipelines.selection()?.seeds.is_empty();
+    // The seed system's tables only for a process that runs its pipelines (compiled in or
+    // from `deploy/sinks/`): a deployment of its own sinks gets sluice's own tables alone.
+    let seeds = pipelines.needs()?.seeds;
     // The endpoint starts before the migrations so that a port in use fails at once (exit 2)
     // and /health/ready says "not running" while the migrations run.
     let mut registry = prometheus_client::registry::Registry::default();

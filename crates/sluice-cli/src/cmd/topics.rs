@@ -21,7 +21,8 @@ pub enum TopicsAction {
     /// seed pipelines without one or when STORAGE_PIPELINES names them), or bring existing
     /// ones to the settings (grow partitions, set min.insync.replicas and retention);
     /// idempotent. A seed pipeline's topic may have its own values
-    /// (STORAGE_TOPIC_<SETTING>_<PIPELINE>); a sink's take the shared ones, and a sink's
+    /// (STORAGE_TOPIC_<SETTING>_<PIPELINE>), also when a mapping file runs it; another sink's
+    /// topics take the shared ones, and a sink's
     /// `topic_pattern` names no topic to create. A partition count set below a topic's, or a
     /// replication factor set to another value than a topic's, is refused before anything
     /// changes (exit 1).
@@ -43,8 +44,11 @@ pub struct EnsureArgs {
 /// `sluice topics describe` arguments.
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
-    /// Topics to describe (default: the topics of the configured pipelines).
+    /// Topics to describe (default: the topics of the pipelines `sluice run` would run).
     pub topics: Vec<String>,
+    /// A mapping file of declared sinks, or a folder of them; default `SLUICE_SINKS_FILE`.
+    #[arg(long = "sinks", value_name = "FILE|DIR")]
+    pub sinks: Option<String>,
     /// One JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -80,10 +84,14 @@ fn ensure(args: &EnsureArgs) -> Result<(), Failure> {
             );
         }
         for topic in sink.topics.named() {
-            let plan = settings
-                .topics
-                .plan_for_sink(brokers)
-                .map_err(Failure::config)?;
+            // A seed pipeline's topic run from a mapping file (`deploy/sinks/`) keeps the
+            // pipeline's own values (STORAGE_TOPIC_<SETTING>_<PIPELINE>).
+            let seed = settings.pipelines.iter().find(|p| p.topic == *topic);
+            let plan = match seed {
+                Some(seed) => settings.topics.plan_for(seed.kind, brokers),
+                None => settings.topics.plan_for_sink(brokers),
+            }
+            .map_err(Failure::config)?;
             add_plan(&mut plans, topic.as_str(), plan);
         }
     }
@@ -139,9 +147,9 @@ fn add_plan<'a>(plans: &mut Vec<(&'a str, TopicPlan)>, topic: &'a str, plan: Top
 
 fn describe_topics(args: &DescribeArgs) -> Result<(), Failure> {
     let (kafka, topics) = if args.topics.is_empty() {
-        let settings = super::settings()?;
-        let topics = settings.pipelines.iter().map(|p| p.topic.clone()).collect();
-        (settings.kafka, topics)
+        let pipelines = Pipelines::load(args.sinks.as_deref())?;
+        let topics = pipelines.needs()?.topics;
+        (pipelines.settings.kafka, topics)
     } else {
         (sluice_process::kafka_settings()?, args.topics.clone())
     };

@@ -1,12 +1,16 @@
 //! `sluice verify`: check a deployment step by step and name the first failing step.
 //!
 //! Steps, in order: schema version, applications table, topics (exist, ≥ 3 partitions),
-//! topic durability, messages produced, rows written, dead letters by kind, lag per group.
+//! topic durability, messages produced, rows written, dead letters by kind, lag per group —
+//! of the pipelines `sluice run` would run (`--sinks`, else `SLUICE_SINKS_FILE`: a mapping
+//! file's sinks; the seed pipelines without one). The applications table is checked only
+//! when they write the seed system's tables.
 //! A step that cannot be determined or does not hold fails, and the later steps are not run
 //! (they depend on the earlier ones). Topic durability (replication factor ≥ 3,
 //! `min.insync.replicas` ≥ 2, unclean leader election off) is a warning that lets the later
 //! steps run, unless `--strict` makes it a failure.
 
+use super::pipelines::Pipelines;
 use anyhow::anyhow;
 use clap::Args;
 use serde::Serialize;
@@ -14,8 +18,10 @@ use serde_json::{Value, json};
 use sluice_core::Settings;
 use sluice_kafka::Admin;
 use sluice_kafka::admin::PartitionOffsets;
-use sluice_postgres::migrate::{applications_table_exists, own_version, schema_version};
-use sluice_postgres::ops::{dead_letters_by_kind, table_counts};
+use sluice_postgres::migrate::{
+    Set, applications_table_exists, missing_migrations, own_version, schema_version,
+};
+use sluice_postgres::ops::{dead_letters_by_kind, row_counts};
 use sluice_process::Failure;
 use sqlx::PgConnection;
 use std::time::Duration;
@@ -34,6 +40,9 @@ pub struct VerifyArgs {
     /// min.insync.replicas below 2 or unclean leader election enabled.
     #[arg(long)]
     strict: bool,
+    /// A mapping file of declared sinks, or a folder of them; default `SLUICE_SINKS_FILE`.
+    #[arg(long = "sinks", value_name = "FILE|DIR")]
+    sinks: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -49,8 +58,8 @@ type StepResult = Result<(String, Value), String>;
 
 /// Entry point.
 pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
-    let settings = super::settings()?;
-    let steps = sluice_process::runtime()?.block_on(verify(&settings, args.max_lag, args.strict));
+    let pipelines = Pipelines::load(args.sinks.as_deref())?;
+    let steps = sluice_process::runtime()?.block_on(verify(&pipelines, args));
     let failed = steps.iter().find(|s| !s.ok);
     if args.json {
         println!(
@@ -78,8 +87,21 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
     }
 }
 
-async fn verify(settings: &Settings, max_lag: Option<i64>, strict: bool) -> Vec<Step> {
+async fn verify(pipelines: &Pipelines, args: &VerifyArgs) -> Vec<Step> {
+    let settings = &pipelines.settings;
+    let (max_lag, strict) = (args.max_lag, args.strict);
     let mut steps = Vec::new();
+    let needs = match pipelines.needs() {
+        Ok(needs) => needs,
+        Err(e) => {
+            push(
+                &mut steps,
+                "schema version",
+                Err(format!("{:#}", e.error())),
+            );
+            return steps;
+        }
+    };
     let mut conn = match sluice_postgres::connect(&settings.database_url, "verify").await {
         Ok(conn) => conn,
         Err(e) => {
@@ -102,21 +124,31 @@ async fn verify(settings: &Settings, max_lag: Option<i64>, strict: bool) -> Vec<
             return steps;
         }
     };
-    if !push(&mut steps, "schema version", schema(&mut conn).await)
+    if !push(
+        &mut steps,
+        "schema version",
+        schema(&mut conn, needs.seeds).await,
+    ) || !push(
+        &mut steps,
+        "applications table",
+        applications(&mut conn, settings, needs.seeds).await,
+    ) || !push(&mut steps, "topics", topics(&admin, &needs.topics))
+        || !push_durability(&mut steps, durability(&admin, &needs.topics).await, strict)
         || !push(
             &mut steps,
-            "applications table",
-            applications(&mut conn, settings).await,
+            "messages produced",
+            produced(&admin, &needs.topics),
         )
-        || !push(&mut steps, "topics", topics(&admin, settings))
-        || !push_durability(&mut steps, durability(&admin, settings).await, strict)
-        || !push(&mut steps, "messages produced", produced(&admin, settings))
-        || !push(&mut steps, "rows written", rows(&mut conn).await)
+        || !push(
+            &mut steps,
+            "rows written",
+            rows(&mut conn, &needs.tables).await,
+        )
         || !push(&mut steps, "dead letters", dead_letters(&mut conn).await)
     {
         return steps;
     }
-    push(&mut steps, "lag", lag(&admin, settings, max_lag).await);
+    push(&mut steps, "lag", lag(&admin, pipelines, max_lag).await);
     steps
 }
 
@@ -165,54 +197,72 @@ fn push_durability(
 }
 
 /// Per topic, what falls short of a durable topic.
-async fn durability(admin: &Admin, settings: &Settings) -> Result<Vec<String>, String> {
+async fn durability(admin: &Admin, topics: &[String]) -> Result<Vec<String>, String> {
     use sluice_core::settings::topics::{DURABLE_MIN_INSYNC_REPLICAS, DURABLE_REPLICATION_FACTOR};
     let mut findings = Vec::new();
-    for p in &settings.pipelines {
+    for topic in topics {
         let Some(state) = admin
-            .describe_topic(&p.topic)
+            .describe_topic(topic)
             .await
             .map_err(|e| e.to_string())?
         else {
-            return Err(format!("topic {} does not exist", p.topic));
+            return Err(format!("topic {topic} does not exist"));
         };
         if state.replication_factor < DURABLE_REPLICATION_FACTOR {
             findings.push(format!(
-                "topic {}: replication factor {} < {DURABLE_REPLICATION_FACTOR}",
-                p.topic, state.replication_factor
+                "topic {topic}: replication factor {} < {DURABLE_REPLICATION_FACTOR}",
+                state.replication_factor
             ));
         }
         match state.min_insync_replicas {
             Some(n) if n >= DURABLE_MIN_INSYNC_REPLICAS => {}
             n => findings.push(format!(
-                "topic {}: min.insync.replicas {} < {DURABLE_MIN_INSYNC_REPLICAS}",
-                p.topic,
+                "topic {topic}: min.insync.replicas {} < {DURABLE_MIN_INSYNC_REPLICAS}",
                 n.map_or_else(|| "unknown".to_owned(), |n| n.to_string())
             )),
         }
         if state.unclean_leader_election {
             findings.push(format!(
-                "topic {}: unclean.leader.election.enable=true",
-                p.topic
+                "topic {topic}: unclean.leader.election.enable=true"
             ));
         }
     }
     Ok(findings)
 }
 
-async fn schema(conn: &mut PgConnection) -> StepResult {
+async fn schema(conn: &mut PgConnection, seeds: bool) -> StepResult {
     let latest = own_version();
-    match schema_version(conn).await.map_err(|e| e.to_string())? {
-        Some(v) if v == latest => Ok((format!("version {v} (latest {latest})"), json!(v))),
-        Some(v) => Err(format!(
-            "version {v}, this build expects {latest}: run `sluice migrate`"
+    let Some(version) = schema_version(conn).await.map_err(|e| e.to_string())? else {
+        return Err("no migrations applied: run `sluice migrate`".into());
+    };
+    let missing = missing_migrations(conn, seeds)
+        .await
+        .map_err(|e| e.to_string())?;
+    match missing.first() {
+        None => Ok((
+            format!("version {version} (latest {latest})"),
+            json!(version),
         )),
-        None => Err("no migrations applied: run `sluice migrate`".into()),
+        Some(m) if m.set == Set::Seeds => Err(format!(
+            "migration {} (the seed system's tables) is not applied: run `sluice migrate --seeds`",
+            m.name
+        )),
+        Some(m) => Err(format!(
+            "migration {} is not applied (version {version}, this build has {latest}): run \
+             `sluice migrate`",
+            m.name
+        )),
     }
 }
 
-async fn applications(conn: &mut PgConnection, settings: &Settings) -> StepResult {
+async fn applications(conn: &mut PgConnection, settings: &Settings, seeds: bool) -> StepResult {
     let table = &settings.applications_table;
+    if !seeds {
+        return Ok((
+            "not needed: no pipeline writes the seed system's tables".into(),
+            Value::Null,
+        ));
+    }
     if applications_table_exists(conn, table)
         .await
         .map_err(|e| e.to_string())?
@@ -232,46 +282,44 @@ async fn applications(conn: &mut PgConnection, settings: &Settings) -> StepResul
     }
 }
 
-fn topics(admin: &Admin, settings: &Settings) -> StepResult {
+fn topics(admin: &Admin, topics: &[String]) -> StepResult {
     let mut parts = Vec::new();
     let mut data = serde_json::Map::new();
-    for p in &settings.pipelines {
-        match admin.partition_count(&p.topic).map_err(|e| e.to_string())? {
+    for topic in topics {
+        match admin.partition_count(topic).map_err(|e| e.to_string())? {
             None => {
                 return Err(format!(
-                    "topic {} does not exist: run `sluice topics ensure`",
-                    p.topic
+                    "topic {topic} does not exist: run `sluice topics ensure`"
                 ));
             }
             Some(n) if n < 3 => {
                 return Err(format!(
-                    "topic {} has {n} partitions, needs at least 3",
-                    p.topic
+                    "topic {topic} has {n} partitions, needs at least 3"
                 ));
             }
             Some(n) => {
-                parts.push(format!("{} ({n})", p.topic));
-                data.insert(p.topic.clone(), json!(n));
+                parts.push(format!("{topic} ({n})"));
+                data.insert(topic.clone(), json!(n));
             }
         }
     }
     Ok((parts.join(", "), Value::Object(data)))
 }
 
-fn produced(admin: &Admin, settings: &Settings) -> StepResult {
+fn produced(admin: &Admin, topics: &[String]) -> StepResult {
     let mut parts = Vec::new();
     let mut data = serde_json::Map::new();
-    for p in &settings.pipelines {
-        let marks = admin.watermarks(&p.topic).map_err(|e| e.to_string())?;
+    for topic in topics {
+        let marks = admin.watermarks(topic).map_err(|e| e.to_string())?;
         let n: i64 = marks.iter().map(PartitionOffsets::records).sum();
-        parts.push(format!("{} {n}", p.topic));
-        data.insert(p.topic.clone(), json!(n));
+        parts.push(format!("{topic} {n}"));
+        data.insert(topic.clone(), json!(n));
     }
     Ok((parts.join(", "), Value::Object(data)))
 }
 
-async fn rows(conn: &mut PgConnection) -> StepResult {
-    let counts = table_counts(conn).await.map_err(|e| e.to_string())?;
+async fn rows(conn: &mut PgConnection, tables: &[String]) -> StepResult {
+    let counts = row_counts(conn, tables).await.map_err(|e| e.to_string())?;
     let detail = counts
         .iter()
         .map(|(t, n)| format!("{t} {n}"))
@@ -306,10 +354,10 @@ async fn dead_letters(conn: &mut PgConnection) -> StepResult {
     Ok((detail, json!(data)))
 }
 
-async fn lag(admin: &Admin, settings: &Settings, max_lag: Option<i64>) -> StepResult {
+async fn lag(admin: &Admin, pipelines: &Pipelines, max_lag: Option<i64>) -> StepResult {
     // Judged by what sluice stored (PostgreSQL's offsets): Kafka's commit trails each batch's
     // transaction, so on a live topic Kafka's lag may never read 0.
-    let groups = super::lag::collect_stored(settings, admin)
+    let groups = super::lag::collect_stored_of(pipelines, admin)
         .await
         .map_err(|e| format!("{:#}", e.error()))?;
     let mut detail = groups

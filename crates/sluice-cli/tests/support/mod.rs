@@ -9,6 +9,7 @@
 
 pub mod case;
 pub mod counted;
+pub mod database;
 pub mod http;
 
 use rdkafka::consumer::Consumer;

@@ -216,6 +216,12 @@ fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingPr
             format: format.as_str(),
         });
     }
+    // No `conflict`: the JDBC sinks' upsert, or — when every mapped column is a key or
+    // insert-only, so there is nothing to update — the first delivery wins, which is what an
+    // upsert of such a row does.
+    let updates = columns
+        .iter()
+        .any(|c| !raw.key.contains(&c.column) && !raw.insert_only.contains(&c.column));
     Ok(Sink {
         topics: topics(&mut raw)?,
         name: raw.name,
@@ -224,7 +230,9 @@ fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingPr
         key: raw.key,
         conflict: match raw.conflict {
             Some(RawConflict::InsertIgnore) => ConflictPolicy::InsertIgnore,
-            Some(RawConflict::AlwaysUpdate) | None => ConflictPolicy::AlwaysUpdate,
+            Some(RawConflict::AlwaysUpdate) => ConflictPolicy::AlwaysUpdate,
+            None if updates => ConflictPolicy::AlwaysUpdate,
+            None => ConflictPolicy::InsertIgnore,
             Some(RawConflict::NewestWins(column)) => ConflictPolicy::NewestWins { column },
         },
         insert_only: raw.insert_only,

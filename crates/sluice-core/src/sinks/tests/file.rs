@@ -356,3 +356,25 @@ fn contradicting_rules_are_refused() {
     let sinks = parse(&tiny_with("conflict =", "batch_bytes = 65536\nconflict ="));
     assert_eq!(sinks[0].batch_bytes, 65_536);
 }
+
+#[test]
+fn conflict_defaults_to_the_upsert_or_to_first_wins_when_nothing_is_updated() {
+    let updating = tiny_with("conflict = \"always-update\"\n", "");
+    assert_eq!(parse(&updating)[0].conflict, ConflictPolicy::AlwaysUpdate);
+    assert!(problems(&updating).is_empty(), "{:?}", problems(&updating));
+    // A join table: every mapped column is the key, so an upsert has nothing to update.
+    let keys_only = "[[sink]]\nname = \"tags\"\ntable = \"tags\"\nkey = [\"item\", \"tag\"]\n\
+                     [sink.columns]\nitem = { field = \"item\" }\ntag = { field = \"tag\" }\n";
+    assert_eq!(parse(keys_only)[0].conflict, ConflictPolicy::InsertIgnore);
+    assert!(problems(keys_only).is_empty(), "{:?}", problems(keys_only));
+    // Written out, the policy is the user's, and a policy that cannot update is refused.
+    let written = keys_only.replace("key = [", "conflict = \"always-update\"\nkey = [");
+    assert_eq!(parse(&written)[0].conflict, ConflictPolicy::AlwaysUpdate);
+    assert!(
+        problems(&written)
+            .iter()
+            .any(|p| p.contains("always-update")),
+        "{:?}",
+        problems(&written)
+    );
+}

@@ -1,0 +1,60 @@
+//! A database of its own for a test (not a schema of the shared test database: nothing of it
+//! is visible, as on a newcomer's machine).
+
+use sqlx::{Connection, Executor, PgConnection};
+use std::collections::BTreeSet;
+
+/// A database of its own (not a schema: nothing of the shared test database is visible),
+/// dropped at the end.
+pub struct Database {
+    admin_url: String,
+    name: String,
+    pub url: String,
+}
+
+impl Database {
+    /// Creates it on the stack's server.
+    pub async fn create(stack: &sluice_testkit::Stack) -> Database {
+        let name = sluice_testkit::unique("testdb").replace('-', "_");
+        let mut conn = PgConnection::connect(&stack.database_url).await.unwrap();
+        conn.execute(format!("CREATE DATABASE {name}").as_str())
+            .await
+            .expect("create database");
+        let (base, query) = stack
+            .database_url
+            .split_once('?')
+            .map_or((stack.database_url.as_str(), None), |(b, q)| (b, Some(q)));
+        let (server, _) = base.rsplit_once('/').expect("a database URL with a path");
+        let url = match query {
+            Some(query) => format!("{server}/{name}?{query}"),
+            None => format!("{server}/{name}"),
+        };
+        Database {
+            admin_url: stack.database_url.clone(),
+            name,
+            url,
+        }
+    }
+
+    /// Its tables, every schema but the catalog's.
+    pub async fn tables(&self) -> BTreeSet<String> {
+        let mut conn = PgConnection::connect(&self.url).await.unwrap();
+        sqlx::query_scalar(
+            "SELECT tablename::text FROM pg_tables
+             WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect()
+    }
+
+    /// Drops it, whoever is still connected.
+    pub async fn drop(self) {
+        let mut conn = PgConnection::connect(&self.admin_url).await.unwrap();
+        conn.execute(format!("DROP DATABASE {} WITH (FORCE)", self.name).as_str())
+            .await
+            .expect("drop database");
+    }
+}
