@@ -1,5 +1,6 @@
 -- A table no code of sluice knows, as the user's own migration creates it: the fourth topic
--- of the README's "Declarative sinks" example (app-permissions.toml beside it lands in it).
+-- of docs/sinks.md's example ("A full example: a fourth topic"; app-permissions.toml beside it
+-- lands in it).
 CREATE TABLE app_permissions (
     application_id   BIGINT NOT NULL REFERENCES apps_registry_application (id),
     permission       VARCHAR(128) NOT NULL,

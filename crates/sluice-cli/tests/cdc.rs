@@ -1,6 +1,6 @@
 //! The CDC relay of the outbox on the real stack: a Kafka Connect standalone worker
 //! (`scripts/stack connect`) with the Debezium PostgreSQL connector and its Outbox Event
-//! Router, configured as the README says, relays CDC rows from a publication of CDC inserts.
+//! Router, configured as docs/outbox.md says, relays CDC rows from a publication of CDC inserts.
 //!
 //! 4 writers enqueue 5,000 CDC events (`enqueue_cdc`, 1-5 per transaction, 25 keys each, some
 //! keys with an explicit partition) beside PENDING rows that the publication must leave out.
@@ -307,7 +307,8 @@ async fn debezium_relays_cdc_rows_as_the_dispatcher_publishes_them() {
     .await
     .unwrap();
 
-    // The worker and the connector, as in the README.
+    // The worker and the connector, as in
+    // docs/outbox.md#the-cdc-option-debezium-instead-of-sluice-dispatch.
     let (host, port, database) = pg_address(&env.stack.database_url);
     let worker_file = env.dir.join("worker.properties");
     std::fs::write(

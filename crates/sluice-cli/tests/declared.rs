@@ -214,7 +214,7 @@ async fn the_seed_mappings_land_what_the_built_ins_land() {
 }
 
 /// A table that no code of sluice knows, as the user's own migration creates it, and its
-/// mapping (the README's example).
+/// mapping (the example of docs/sinks.md).
 const PERMISSIONS_TABLE: &str = include_str!("../../../deploy/fourth-topic/app_permissions.sql");
 const PERMISSIONS_SINK: &str = include_str!("../../../deploy/fourth-topic/app-permissions.toml");
 

@@ -1,7 +1,8 @@
-//! A pipeline's memory is bounded in bytes, whatever the record size (README, Deploy: memory):
-//! records of ~1 KB, ~100 KB and ~900 KB, produced uncompressed to a 3-partition topic before
-//! `sluice run` starts, go through one declared always-update sink with the default settings;
-//! every row lands and the process's peak RSS (`VmHWM`) stays within [`PEAK_RSS_LIMIT_MIB`].
+//! A pipeline's memory is bounded in bytes, whatever the record size
+//! (docs/operations.md#deploy, Memory): records of ~1 KB, ~100 KB and ~900 KB, produced
+//! uncompressed to a 3-partition topic before `sluice run` starts, go through one declared
+//! always-update sink with the default settings; every row lands and the process's peak RSS
+//! (`VmHWM`) stays within [`PEAK_RSS_LIMIT_MIB`].
 //! Before batches and the read-ahead were bounded in bytes, 1,000 records of 900 KB took the
 //! process to 2.6 GB (500-record batches, four of them read ahead per writer).
 //!

@@ -13,7 +13,7 @@
 //! tie keeps the row stored first). Thousands of records, keys repeated across batches and
 //! within one (in another uuid form), some at every edge just past what the table holds. A
 //! JSON `null` among the `text[]` elements is one of those: the column's JSON form is an
-//! array of strings (README, types and their JSON forms), so the record is dead-lettered
+//! array of strings (docs/sinks.md, types and their JSON forms), so the record is dead-lettered
 //! naming the element, although the column could hold a NULL element.
 //!
 //! 1. `sluice run` is SIGKILLed after some rows landed and before the end, started again

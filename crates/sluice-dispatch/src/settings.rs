@@ -86,7 +86,7 @@ pub const DISPATCHER_ID: Var<Given> = Var::new(
     "recorded in claimed_by",
 );
 
-/// Every variable, with its default and meaning, for `--help` and the README check.
+/// Every variable, with its default and meaning, for `--help` and the docs' check (docs/outbox.md).
 pub fn variables() -> Vec<Variable> {
     vec![
         DATABASE_URL.variable(),

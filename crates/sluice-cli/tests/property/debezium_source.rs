@@ -18,7 +18,7 @@
 //! rows do not change): it must be dead-lettered and leave no trace.
 //!
 //! [`Replica`] applies the changes one by one in source order with the documented effect of
-//! each (README, "Replicating a PostgreSQL table through Kafka"; docs/ARCHITECTURE.md, key
+//! each (docs/replication.md; docs/ARCHITECTURE.md, key
 //! changes): `c`/`r`/`u` upsert by the conflict policy, a value Debezium did not send keeps the
 //! stored one (a key change's `c` takes it from the row its `d` set aside, else from the old
 //! key's row), `d` deletes unless the stored row is newer, tombstones and truncates change no

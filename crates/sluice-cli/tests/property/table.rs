@@ -90,7 +90,7 @@ impl Table {
             let ty = draw(if is_key { KEY_TYPES } else { VALUE_TYPES }, rng);
             let base = NAMES.choose(rng).expect("names");
             let field = format!("f{i}");
-            // A NUMERIC keeps its digits only as a top-level field (README, Exact values).
+            // A NUMERIC keeps its digits only as a top-level field (docs/sinks.md, Exact values).
             let nested = !matches!(ty, Ty::Numeric(_) | Ty::Array(_)) && rng.random_bool(0.15);
             columns.push(Column {
                 name: format!("{base}{i}"),

@@ -151,7 +151,7 @@ pub const LINGER: Var<LingerMillis> = Var::new(
 );
 
 /// Every variable the storage consumer reads, with its default and meaning, for `--help`
-/// and the README check; the per-pipeline topics after `STORAGE_PIPELINES`.
+/// and the docs' check; the per-pipeline topics after `STORAGE_PIPELINES`.
 pub fn variables() -> Vec<Variable> {
     let mut all = vec![
         kafka_client::BOOTSTRAP_SERVERS.variable(),

@@ -1,11 +1,12 @@
-//! One declaration per environment variable: its name, its default as `--help` and the README
+//! One declaration per environment variable: its name, its default as `--help` and the docs
 //! show it, its meaning, whether its value is a secret, and the [`Form`] its value takes.
 //!
 //! A component declares each of its variables once, as a `const` [`Var`] (or a
 //! [`PerPipeline`] family), and both its parser ([`Var::read`]) and its `--help` table
 //! ([`Var::variable`]) read that one declaration: the default the parser falls back to is the
-//! default the help prints. The README's configuration tables are checked against the
-//! components' tables by `crates/sluice-cli/tests/readme_settings.rs`.
+//! default the help prints. The configuration tables of docs/operations.md and
+//! docs/outbox.md are checked against the components' tables by
+//! `crates/sluice-cli/tests/docs_settings.rs`.
 
 use super::{EnvReader, SettingsError};
 use crate::pipeline::PipelineKind;
@@ -13,7 +14,7 @@ use crate::untrusted::{REDACTED, redact_url};
 use std::borrow::Cow;
 use std::fmt;
 
-/// One row of a component's variable table: what `--help`, the README check and diagnostics
+/// One row of a component's variable table: what `--help`, the docs' check and diagnostics
 /// know of a variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Variable {
@@ -115,7 +116,7 @@ pub trait Form {
         default: Self::Default,
     ) -> Result<Self::Value, SettingsError>;
 
-    /// The default as `--help` and the README show it.
+    /// The default as `--help` and the docs show it.
     fn show(default: Self::Default) -> String;
 }
 

@@ -5,7 +5,7 @@
 //! microseconds, bytes as base64 or hex. With the JsonConverter's `schemas.enable=false` the
 //! record carries no schema, so the value names no type: the column's SQL type (from the
 //! catalog) and the connector's declared mode decide how it reads (docs/ARCHITECTURE.md and
-//! the README's "Schemaless Debezium streams"). A form two modes share (`"1234"` is base64
+//! docs/sinks.md, "Schemaless Debezium streams"). A form two modes share (`"1234"` is base64
 //! and a decimal; `1000` is milliseconds and microseconds) is read only by the declared mode,
 //! never guessed; a form no other mode gives (an integer for a date, `…Z` after a time of
 //! day) is read whatever the mode.
@@ -173,7 +173,7 @@ impl Unit {
     }
 }
 
-/// The forms one column reads beside its own (README, "Types and their JSON forms").
+/// The forms one column reads beside its own (docs/sinks.md, "Types and their JSON forms").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Reading {
     /// A `numeric` reads a string holding a decimal.

@@ -694,7 +694,7 @@ fn column_plan(
 
 /// Why a `numeric` column cannot read its field: `decimal` on a column of another type, or
 /// a schemaless Debezium stream whose `decimal.handling.mode` is `precise` (bytes whose scale
-/// only the schema has; docs: README, "Schemaless Debezium streams").
+/// only the schema has; docs/sinks.md, "Schemaless Debezium streams").
 fn decimal_problems(sink: &Sink, mapping: &ColumnMapping, sql_type: &SqlType) -> Vec<SinkError> {
     let element = match sql_type {
         SqlType::Array(element) => element.as_ref(),

@@ -15,7 +15,7 @@ pub(super) struct TopicSetting {
     accept: fn(i64) -> bool,
     /// The accepted form, for an error.
     form: &'static str,
-    /// The default as `--help` and the README show it.
+    /// The default as `--help` and the docs show it.
     default: fn() -> String,
     /// What it means.
     help: &'static str,

@@ -1,7 +1,8 @@
-//! The README's configuration tables (`| variable | default | meaning |`) agree with the
-//! components' tables of variables, the ones `--help` prints: every variable of every
-//! component appears in a README row with the same default, and every variable a README row
-//! names is declared by some component. Needs no stack.
+//! The configuration tables of the docs (`| variable | default | meaning |`: the storage
+//! consumer's and the console's in `docs/operations.md`, the dispatcher's in `docs/outbox.md`)
+//! agree with the components' tables of variables, the ones `--help` prints: every variable of
+//! every component appears in a row with the same default, and every variable a row names is
+//! declared by some component. Needs no stack.
 //!
 //! A row may name several variables: `A` / `B` with defaults `a` / `b` (one each, or one
 //! for all), or a precedence chain `A` › `B` › (text) whose default is each one's. Defaults
@@ -31,23 +32,39 @@ const OUTSIDE_COMPONENTS: [&str; 4] = [
     sluice_console::settings::TOKEN_VAR,
 ];
 
-/// One README row: its line, the variables it names, each one's default.
+/// The docs that hold configuration tables, each with at least one.
+const DOCS: [&str; 2] = ["docs/operations.md", "docs/outbox.md"];
+
+/// One table row: where it is, the variables it names, each one's default.
 #[derive(Debug)]
 struct Row {
-    line: usize,
+    at: String,
     variables: Vec<(String, String)>,
 }
 
-fn readme() -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+fn read(doc: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(doc);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The rows of every configuration table.
-fn rows(readme: &str) -> (usize, Vec<Row>) {
+/// The rows of every configuration table of every doc; each doc must have a table.
+fn all_rows() -> Vec<Row> {
+    let mut all = Vec::new();
+    for doc in DOCS {
+        let (tables, rows) = rows(doc, &read(doc));
+        assert!(tables >= 1, "{doc}: no configuration table");
+        all.extend(rows);
+    }
+    all
+}
+
+/// The rows of every configuration table of one doc.
+fn rows(doc: &str, text: &str) -> (usize, Vec<Row>) {
     let mut tables = 0;
     let mut rows = Vec::new();
-    let mut lines = readme.lines().enumerate();
+    let mut lines = text.lines().enumerate();
     while let Some((_, line)) = lines.next() {
         if line.trim() != "| variable | default | meaning |" {
             continue;
@@ -58,13 +75,13 @@ fn rows(readme: &str) -> (usize, Vec<Row>) {
             if !line.starts_with('|') {
                 break;
             }
-            rows.push(row(i + 1, line));
+            rows.push(row(&format!("{doc}:{}", i + 1), line));
         }
     }
     (tables, rows)
 }
 
-fn row(line: usize, text: &str) -> Row {
+fn row(at: &str, text: &str) -> Row {
     let text = text.replace("\\|", "\u{0}");
     let cells: Vec<&str> = text.split('|').map(str::trim).collect();
     let (names_cell, default_cell) = (cells[1], cells[2]);
@@ -80,10 +97,7 @@ fn row(line: usize, text: &str) -> Row {
         })
         .map(str::to_owned)
         .collect();
-    assert!(
-        !names.is_empty(),
-        "README.md:{line}: no variable in {names_cell:?}"
-    );
+    assert!(!names.is_empty(), "{at}: no variable in {names_cell:?}");
     let defaults: Vec<String> = if names_cell.contains('›') || !names_cell.contains(" / ") {
         vec![normal(default_cell); names.len()]
     } else {
@@ -92,13 +106,13 @@ fn row(line: usize, text: &str) -> Row {
             1 => vec![parts[0].clone(); names.len()],
             n if n == names.len() => parts,
             n => panic!(
-                "README.md:{line}: {} variables but {n} defaults: {default_cell:?}",
+                "{at}: {} variables but {n} defaults: {default_cell:?}",
                 names.len()
             ),
         }
     };
     Row {
-        line,
+        at: at.to_owned(),
         variables: names.into_iter().zip(defaults).collect(),
     }
 }
@@ -132,24 +146,19 @@ fn normal(text: &str) -> String {
 }
 
 #[test]
-fn every_components_variable_is_in_the_readme_with_its_default() {
-    let (tables, rows) = rows(&readme());
-    assert!(
-        tables >= 2,
-        "the storage and the dispatcher tables: {tables}"
-    );
+fn every_components_variable_is_in_the_docs_with_its_default() {
+    let rows = all_rows();
     let mut wrong = Vec::new();
     for (component, variables) in components() {
         for variable in variables {
             let want = normal(&variable.default);
-            let found: Vec<(usize, &str)> = rows
+            let found: Vec<(&str, &str)> = rows
                 .iter()
                 .flat_map(|row| {
-                    let line = row.line;
                     row.variables
                         .iter()
                         .filter(|(name, _)| *name == variable.name)
-                        .map(move |(_, default)| (line, default.as_str()))
+                        .map(|(_, default)| (row.at.as_str(), default.as_str()))
                 })
                 .collect();
             if found.is_empty() {
@@ -158,10 +167,10 @@ fn every_components_variable_is_in_the_readme_with_its_default() {
                     variable.name
                 ));
             }
-            for (line, default) in found {
+            for (at, default) in found {
                 if default != want {
                     wrong.push(format!(
-                        "README.md:{line}: {} has default {default:?}, {component} says {want:?}",
+                        "{at}: {} has default {default:?}, {component} says {want:?}",
                         variable.name
                     ));
                 }
@@ -172,18 +181,18 @@ fn every_components_variable_is_in_the_readme_with_its_default() {
 }
 
 #[test]
-fn every_variable_in_the_readme_tables_is_declared() {
+fn every_variable_in_the_docs_tables_is_declared() {
     let declared: Vec<String> = components()
         .into_iter()
         .flat_map(|(_, variables)| variables)
         .map(|variable| variable.name.into_owned())
         .collect();
-    let (_, rows) = rows(&readme());
+    let rows = all_rows();
     let mut unknown = Vec::new();
     for row in &rows {
         for (name, _) in &row.variables {
             if !declared.contains(name) && !OUTSIDE_COMPONENTS.contains(&name.as_str()) {
-                unknown.push(format!("README.md:{}: {name}", row.line));
+                unknown.push(format!("{}: {name}", row.at));
             }
         }
     }
@@ -195,9 +204,9 @@ fn every_variable_in_the_readme_tables_is_declared() {
 }
 
 #[test]
-fn rows_are_read_as_the_readme_lays_them_out() {
+fn rows_are_read_as_the_docs_lay_them_out() {
     let chain = row(
-        1,
+        "x.md:1",
         "| `STORAGE_WRITERS_<PIPELINE>` › `STORAGE_WRITERS` › default | 2 | writers \\| x |",
     );
     assert_eq!(
@@ -207,7 +216,7 @@ fn rows_are_read_as_the_readme_lays_them_out() {
             ("STORAGE_WRITERS".to_owned(), "2".to_owned()),
         ]
     );
-    let list = row(2, "| `A_MS` / `B_MS` | 5 / `1000` | |");
+    let list = row("x.md:2", "| `A_MS` / `B_MS` | 5 / `1000` | |");
     assert_eq!(
         list.variables,
         [
