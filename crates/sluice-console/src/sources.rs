@@ -4,7 +4,7 @@
 //! command; the console itself reads no environment variable but its own two.
 
 use sluice_core::KafkaClientSettings;
-use sluice_core::sinks::Topics;
+use sluice_core::topics::Topics;
 use sluice_retry::Tiers;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -10,12 +10,11 @@ pub mod clock;
 pub mod dead_letter;
 pub mod dedupe;
 pub mod disposition;
-pub mod messages;
 pub mod outcome;
 pub mod pipeline;
 pub mod retry;
 pub mod settings;
-pub mod sinks;
+pub mod topics;
 pub mod untrusted;
 
 pub use dead_letter::{DeadLetter, DeadLetterKind, RecordCoords};

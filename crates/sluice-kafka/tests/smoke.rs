@@ -104,7 +104,7 @@ async fn topic_produce_consume_commit_on_the_real_broker() {
             client_id: "smoke",
             group_instance_id: None,
         },
-        &sluice_core::sinks::Topics::one(topic.clone()),
+        &sluice_core::topics::Topics::one(topic.clone()),
         Duration::from_secs(30),
         None,
     )

@@ -3,9 +3,9 @@
 //! `pg_catalog` on the caller's connection (its `search_path` resolves unqualified names).
 //!
 //! It only reads; what the shapes mean (which source fits which column, each column's
-//! checks, the statement) is decided in `sluice_core::sinks`.
+//! checks, the statement) is decided in `sluice_sinks`.
 
-use sluice_core::sinks::{ColumnShape, Sink, Source, SqlType, TableShape, quote_table};
+use sluice_sinks::{ColumnShape, Sink, Source, SqlType, TableShape, quote_table};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 

@@ -4,10 +4,10 @@
 
 use crate::held::{hold, release};
 use crate::lookup::{LookupValue, lookup_query};
-use sluice_core::sinks::{
+use sluice_core::{DeadLetter, WriteOutcome};
+use sluice_sinks::{
     Cell, HELD_ROWS, Moved, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
 };
-use sluice_core::{DeadLetter, WriteOutcome};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::postgres::types::PgInterval;
@@ -348,7 +348,7 @@ pub async fn prepare_sink(
     Ok(errors)
 }
 
-/// The migration that makes [`sluice_core::sinks::MOVED_ROWS`].
+/// The migration that makes [`sluice_sinks::MOVED_ROWS`].
 const MOVED_ROWS_MIGRATION: &str = include_str!("../../../migrations/0016_debezium_moved_rows.sql");
 
 /// The migration that makes [`HELD_ROWS`].

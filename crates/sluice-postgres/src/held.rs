@@ -9,11 +9,11 @@ use crate::repo::insert_dead_letters;
 use chrono::{DateTime, Utc};
 use sluice_core::dead_letter::{RecordCoords, RecordHeader};
 use sluice_core::disposition::classify_sqlstate;
-use sluice_core::sinks::{
+use sluice_core::{DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
+use sluice_sinks::{
     Cell, DEFAULT_KEY_CHANGE_WAIT, EXPIRED_HELD, HeldStatements, LOCK_HELD, Moved, NEXT_HELD,
     ORPHAN_HELD, RowOp, SinkPlan, SinkRow, TAKE_HELD,
 };
-use sluice_core::{DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
 use sqlx::PgConnection;
 use std::future::Future;
 use std::pin::Pin;

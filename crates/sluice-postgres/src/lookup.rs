@@ -4,7 +4,7 @@
 //! the keys it misses, and no negative caching (a key registered a moment ago is found at
 //! once).
 
-use sluice_core::sinks::{Cell, Lookup, quote_ident, quote_table};
+use sluice_sinks::{Cell, Lookup, quote_ident, quote_table};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 use std::time::Duration;

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use sluice_core::sinks::Cell;
 use sluice_postgres::lookup::{LookupResolver, LookupValue};
+use sluice_sinks::Cell;
 use sluice_testkit::TestSchema;
 
 const APPS: &str = "apps_registry_application";
@@ -24,8 +24,8 @@ async fn a_lookup_caches_what_it_finds_and_never_what_it_misses() {
     let schema = TestSchema::create(&stack).await;
     let mut conn = schema.connect().await;
     schema.register_apps(&["com.a".into()]).await;
-    let lookup = sluice_core::sinks::Lookup {
-        field: sluice_core::sinks::FieldPath::parse("package_name").unwrap(),
+    let lookup = sluice_sinks::Lookup {
+        field: sluice_sinks::FieldPath::parse("package_name").unwrap(),
         table: APPS.into(),
         key_column: "package_name".into(),
         value_column: "id".into(),

@@ -12,13 +12,13 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sluice_core::sinks::{
-    Cell, RecordMeta, SinkDecoder, SinkPlan, SinkRow, SqlType, parse_sinks, plan_sink,
-};
 use sluice_core::{PipelineKind, WriteOutcome};
 use sluice_postgres::catalog::{sink_tables, table_shape};
 use sluice_postgres::declared::write_declared;
 use sluice_postgres::lookup::{LookupResolver, LookupValue};
+use sluice_sinks::{
+    Cell, RecordMeta, SinkDecoder, SinkPlan, SinkRow, SqlType, parse_sinks, plan_sink,
+};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -46,7 +46,7 @@ async fn migrated(stack: &sluice_testkit::Stack) -> (TestSchema, PgConnection) {
 
 /// The seed mapping of `kind` planned against the live catalog, and its decoder.
 async fn plan(conn: &mut PgConnection, kind: PipelineKind) -> (SinkPlan, SinkDecoder) {
-    let sink = kind.sink().unwrap_or_else(|e| panic!("{e}"));
+    let sink = sluice_sinks::seed_sink(kind).unwrap_or_else(|e| panic!("{e}"));
     let tables = sink_tables(conn, std::slice::from_ref(&sink))
         .await
         .expect("catalog");

@@ -23,11 +23,11 @@ use crate::isolate::{Isolation, write_runs};
 use crate::origins::{Origin, Origins};
 use crate::record::dead_letter;
 use crate::sink::{Bound, Declared};
-use sluice_core::sinks::Decoded;
 use sluice_core::{BatchReport, DeadLetter, DeadLetterKind};
 use sluice_kafka::Record;
 use sluice_postgres::offsets::{self, Partition};
 use sluice_postgres::repo::insert_dead_letters;
+use sluice_sinks::Decoded;
 use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
 

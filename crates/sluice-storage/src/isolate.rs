@@ -17,10 +17,10 @@ use crate::record::dead_letter;
 use crate::sink::{Declared, Recheck, Rejection};
 use sluice_core::dedupe::Deduped;
 use sluice_core::disposition::sqlstate::{CARDINALITY_VIOLATION, FOREIGN_KEY_VIOLATION};
-use sluice_core::sinks::SinkRow;
 use sluice_core::{DeadLetter, DeadLetterKind, Disposition, WriteOutcome};
 use sluice_kafka::Record;
 use sluice_postgres::{disposition, sqlstate};
+use sluice_sinks::SinkRow;
 use sqlx::PgConnection;
 use std::collections::{HashMap, HashSet};
 

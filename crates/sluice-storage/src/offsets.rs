@@ -15,7 +15,7 @@
 //! here: re-creating a topic is followed by `sluice replay <pipeline> --to earliest`.
 
 use sluice_core::settings::OffsetReset;
-use sluice_core::sinks::Topics;
+use sluice_core::topics::Topics;
 use sluice_kafka::Admin;
 use sluice_kafka::rebalance::{StartAt, StartingOffsets};
 use sqlx::PgConnection;

@@ -5,7 +5,7 @@
 
 use crate::sink::{Declared, DeclaredError};
 use sluice_core::settings::{PipelineSettings, Settings};
-use sluice_core::sinks::{MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink};
+use sluice_sinks::{MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink};
 use sqlx::PgConnection;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ impl Unplanned {
     /// prefix and `STORAGE_APPLICATIONS_TABLE` applied.
     pub fn seed(pipeline: &PipelineSettings, settings: &Settings) -> Result<Self, MappingError> {
         Ok(Self {
-            sink: pipeline.sink(&settings.applications_table)?,
+            sink: sluice_sinks::running_seed_sink(pipeline, &settings.applications_table)?,
             writers: pipeline.writers,
             topic_source: pipeline.kind.topic_variable(),
         })

@@ -12,9 +12,9 @@
 
 use std::time::Duration;
 
-use sluice_core::sinks::{parse_sinks, plan_sink};
 use sluice_kafka::Record;
 use sluice_postgres::catalog::sink_tables;
+use sluice_sinks::{parse_sinks, plan_sink};
 use sluice_storage::batch::{Stored, decode_batch, store_batch};
 use sluice_storage::sink::Declared;
 use sluice_testkit::TestSchema;

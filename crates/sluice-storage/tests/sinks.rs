@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sluice_core::sinks::{parse_sinks, plan_sink};
 use sluice_core::{BatchReport, PipelineKind};
 use sluice_kafka::Record;
 use sluice_loadgen::{
@@ -20,6 +19,7 @@ use sluice_loadgen::{
     app_stats_for_crawl, poison, reviews_for_crawl,
 };
 use sluice_postgres::catalog::sink_tables;
+use sluice_sinks::{parse_sinks, plan_sink};
 use sluice_storage::batch::{Done, Stored, decode_batch, store_batch};
 use sluice_storage::sink::Declared;
 use sluice_testkit::TestSchema;

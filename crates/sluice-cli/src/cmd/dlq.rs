@@ -16,7 +16,7 @@ use anyhow::{Context, anyhow};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use sluice_core::sinks::Topics;
+use sluice_core::topics::Topics;
 use sluice_core::untrusted::escape_controls;
 use sluice_core::{DeadLetterKind, Settings};
 use sluice_kafka::ResilientProducer;

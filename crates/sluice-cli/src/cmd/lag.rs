@@ -11,7 +11,7 @@
 use clap::Args;
 use serde::Serialize;
 use sluice_core::Settings;
-use sluice_core::sinks::Topics;
+use sluice_core::topics::Topics;
 use sluice_kafka::Admin;
 use sluice_process::Failure;
 use std::time::Duration;

@@ -1,16 +1,16 @@
 //! The pipelines of this process as every storage command sees them (`run`, `lag`, `replay`,
 //! `health`, `dlq`): the seed sinks the settings name and the sinks of a mapping file
 //! (`--sinks FILE|DIR`, else `SLUICE_SINKS_FILE`), selected by
-//! [`sluice_core::sinks::select`]. A file that does not read, parse or check exits 2 naming
+//! [`sluice_sinks::select`]. A file that does not read, parse or check exits 2 naming
 //! the file, the sink and the key; nothing is consumed.
 
 use anyhow::anyhow;
-use sluice_core::sinks::Topics;
-use sluice_core::sinks::{
-    MappingError, Selection, Sink, SinkError, SinkPlan, check_sinks, parse_sinks, select,
-};
+use sluice_core::topics::Topics;
 use sluice_core::{PipelineKind, Settings};
 use sluice_process::Failure;
+use sluice_sinks::{
+    MappingError, Selection, Sink, SinkError, SinkPlan, check_sinks, parse_sinks, select,
+};
 use sluice_storage::{Unplanned, plan_pipelines};
 use sqlx::PgConnection;
 

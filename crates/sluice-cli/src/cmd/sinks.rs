@@ -8,9 +8,9 @@ use super::pipelines::{SINKS_FILE_VAR, group_prefix, plan_sinks, read_sinks};
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use sluice_core::sinks::{MappingError, SinkPlan};
 use sluice_core::untrusted::redact_url;
 use sluice_process::Failure;
+use sluice_sinks::{MappingError, SinkPlan};
 
 /// Subcommands of `sluice sinks`.
 #[derive(Debug, Subcommand)]
@@ -152,7 +152,7 @@ fn print_plan(plan: &SinkPlan) {
     if let Some(modes) = &plan.modes {
         println!("  values without a schema: {modes}");
     }
-    let width = |f: fn(&sluice_core::sinks::ColumnPlan) -> usize, min: usize| {
+    let width = |f: fn(&sluice_sinks::ColumnPlan) -> usize, min: usize| {
         plan.columns.iter().map(f).max().unwrap_or(0).max(min)
     };
     let (c, t, s) = (

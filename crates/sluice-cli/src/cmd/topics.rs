@@ -6,7 +6,7 @@ use super::pipelines::Pipelines;
 use clap::{Args, Subcommand};
 use sluice_core::TopicPlan;
 use sluice_core::settings::topics::ExistingTopic;
-use sluice_core::sinks::Topics;
+use sluice_core::topics::Topics;
 use sluice_kafka::admin::{Admin, TopicDetail, TopicReport};
 use sluice_process::Failure;
 use std::time::Duration;

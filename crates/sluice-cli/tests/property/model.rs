@@ -1,6 +1,6 @@
 //! Random records of a table's topic, and the model: what each must become (a row version, or
 //! a dead letter and its reason) and the rows the table must end with, by the documented
-//! rules (docs/sinks.md, "Keys, NULLs and ties"; `sluice_core::sinks::statement`):
+//! rules (docs/sinks.md, "Keys, NULLs and ties"; `sluice_sinks::statement`):
 //! insert-ignore keeps the first version of a key, always-update the last, newest-wins the one
 //! with the strictly greatest guard (a tie keeps the first stored, NULL is the oldest); an
 //! update writes every column but the key and the `insert_only` ones. Records are applied one

@@ -17,7 +17,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Serialize;
 use serde_json::json;
-use sluice_core::sinks::Topics;
+use sluice_core::topics::Topics;
 use std::sync::Arc;
 
 /// The minutes of dead letters the chart and the "recent" column cover.

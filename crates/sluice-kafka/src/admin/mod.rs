@@ -8,7 +8,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::metadata::{Metadata, MetadataTopic};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
-use sluice_core::sinks::Topics;
+use sluice_core::topics::Topics;
 use std::time::Duration;
 
 mod describe;

@@ -7,8 +7,8 @@ use super::{BATCH, Drained, Env, drain, median, rate};
 use crate::Failure;
 use anyhow::anyhow;
 use sluice_core::PipelineKind;
-use sluice_core::sinks::{Cell, SinkPlan, SinkRow};
 use sluice_kafka::Admin;
+use sluice_sinks::{Cell, SinkPlan, SinkRow};
 use sqlx::{Connection, PgConnection};
 use std::time::Instant;
 

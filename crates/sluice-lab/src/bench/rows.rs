@@ -5,9 +5,9 @@
 use crate::Failure;
 use anyhow::anyhow;
 use sluice_core::PipelineKind;
-use sluice_core::sinks::{Cell, RecordMeta, SinkDecoder, SinkPlan, SinkRow};
 use sluice_core::{WriteOutcome, settings::Settings};
 use sluice_loadgen::{Generated, Review};
+use sluice_sinks::{Cell, RecordMeta, SinkDecoder, SinkPlan, SinkRow};
 use sluice_storage::{Unplanned, plan_pipelines};
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ pub fn sink_rows(
     records: &[Generated],
     ids: &HashMap<String, i64>,
 ) -> Result<Vec<SinkRow>, Failure> {
-    let sink = PipelineKind::Reviews.sink().map_err(|e| anyhow!("{e}"))?;
+    let sink = sluice_sinks::seed_sink(PipelineKind::Reviews).map_err(|e| anyhow!("{e}"))?;
     let decoder = SinkDecoder::new(&sink, plan);
     let meta = RecordMeta {
         topic: "reviews",

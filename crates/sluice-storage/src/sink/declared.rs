@@ -4,12 +4,12 @@
 use super::{Bound, Recheck, Rejection, unknown_reason};
 use crate::record::{dead_letter, kafka_timestamp};
 use sluice_core::dedupe::Deduped;
-use sluice_core::messages::DecodeError;
-use sluice_core::sinks::{Cell, Decoded, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow};
 use sluice_core::{DeadLetterKind, WriteOutcome};
 use sluice_kafka::Record;
 use sluice_postgres::declared::{DeclaredUpsertError, write_declared};
 use sluice_postgres::lookup::{LookupResolver, LookupValue};
+use sluice_sinks::messages::DecodeError;
+use sluice_sinks::{Cell, Decoded, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow};
 use sqlx::PgConnection;
 use std::time::Duration;
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use crate::sinks::{
+use crate::{
     Cell, ColumnShape, RecordMeta, SinkDecoder, SqlType, TableShape, parse_sinks, plan_sink,
 };
 
@@ -141,7 +141,7 @@ fn numeric_digits_and_json_nul_are_checked() {
 
 #[test]
 fn dedupe_keeps_one_row_per_key_by_the_conflict_policy() {
-    use crate::sinks::SinkRow;
+    use crate::SinkRow;
     let at = |s: &str| Cell::Timestamp(DateTime::parse_from_rfc3339(s).unwrap().to_utc());
     let row = |record: usize, key: &str, synced: &str| {
         SinkRow::new(
@@ -366,7 +366,7 @@ approx = { field = "amount" }
 
 #[test]
 fn a_survivor_keeps_the_first_records_key_and_insert_only_values() {
-    use crate::sinks::SinkRow;
+    use crate::SinkRow;
     let text = SINK
         .replace(
             "conflict = \"always-update\"",
@@ -380,7 +380,7 @@ fn a_survivor_keeps_the_first_records_key_and_insert_only_values() {
         .unwrap_or_else(|e| panic!("{e:?}"));
     let decoder = SinkDecoder::new(&sinks[0], &plan);
     let span = |months, days, micros| {
-        Cell::Interval(crate::sinks::Interval {
+        Cell::Interval(crate::Interval {
             months,
             days,
             micros,

@@ -13,9 +13,9 @@ use uuid::Uuid;
 use super::support::{
     DECODERS, META, app_stats, bytes, network_metrics, review, seed_decoder, with,
 };
+use crate::Cell;
 use crate::messages::DecodeError;
-use crate::pipeline::PipelineKind;
-use crate::sinks::Cell;
+use sluice_core::pipeline::PipelineKind;
 
 /// Any JSON value, with the numbers and strings most likely to break a rule.
 fn any_json() -> impl Strategy<Value = Value> {

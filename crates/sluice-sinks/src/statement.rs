@@ -491,8 +491,8 @@ fn select_expression(column: &StatementColumn<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::{StatementColumn, upsert_statement};
-    use crate::sinks::model::ConflictPolicy;
-    use crate::sinks::table::SqlType;
+    use crate::model::ConflictPolicy;
+    use crate::table::SqlType;
 
     fn column<'a>(name: &'a str, sql_type: &'a SqlType, updated: bool) -> StatementColumn<'a> {
         StatementColumn {

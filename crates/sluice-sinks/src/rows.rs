@@ -17,7 +17,7 @@ use super::decode::{Cell, SinkDecoder};
 use super::equality::Equality;
 use super::model::{ConflictPolicy, Format, Lookup};
 use super::record::{Decoded, Moved, RowOp};
-use crate::dedupe::{Deduped, dedupe_by_key, later_wins};
+use sluice_core::dedupe::{Deduped, dedupe_by_key, later_wins};
 
 /// One decoded record of a declared sink.
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::sinks::{ColumnShape, SinkError, SqlType, TableShape, parse_sinks, plan_sink};
+use crate::{ColumnShape, SinkError, SqlType, TableShape, parse_sinks, plan_sink};
 
 fn column(name: &str, sql_type: SqlType, not_null: bool, has_default: bool) -> ColumnShape {
     ColumnShape {
@@ -74,7 +74,7 @@ tags = { field = "tags", max_items = 3, max_length = 20 }
 at = { kafka = "timestamp" }
 "#;
 
-fn plan(text: &str) -> Result<crate::sinks::SinkPlan, Vec<String>> {
+fn plan(text: &str) -> Result<crate::SinkPlan, Vec<String>> {
     let sinks = parse_sinks("m.toml", text).unwrap_or_else(|e| panic!("{e}"));
     plan_sink(&sinks[0], "storage-consumer", &tables())
         .map_err(|errors| errors.iter().map(ToString::to_string).collect())

@@ -13,7 +13,7 @@ use super::model::{
 };
 use super::modes::{DebeziumModes, DecimalForm};
 use super::problems::{MappingError, MappingProblem};
-use super::topics::Topics;
+use sluice_core::topics::Topics;
 
 /// Records per transaction when a sink does not say.
 pub const DEFAULT_BATCH_SIZE: usize = 500;

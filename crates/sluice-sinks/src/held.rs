@@ -133,8 +133,8 @@ pub fn held_statements(table: &str, key: &[StatementColumn<'_>]) -> HeldStatemen
 #[cfg(test)]
 mod tests {
     use super::held_statements;
-    use crate::sinks::statement::StatementColumn;
-    use crate::sinks::table::SqlType;
+    use crate::statement::StatementColumn;
+    use crate::table::SqlType;
 
     #[test]
     fn a_row_waits_behind_its_key_or_for_its_delete() {

@@ -9,8 +9,8 @@ use super::support::{
     Case, DECODERS, bytes, chars, check_optional, check_required, check_rules, counter_cases, err,
     err_at, network_metrics, ok, raw, string_cases, timestamp_cases, with,
 };
+use crate::Cell;
 use crate::messages::DecodeError;
-use crate::sinks::Cell;
 
 fn try_decode(message: &Value) -> Result<Vec<Cell>, DecodeError> {
     DECODERS[2].1(Some(&bytes(message)))

@@ -7,8 +7,8 @@ use super::support::{
     Case, DECODERS, bytes, chars, check_optional, check_required, check_rules, counter_cases, err,
     ok, raw, review, string_cases, timestamp_cases, with,
 };
+use crate::Cell;
 use crate::messages::DecodeError;
-use crate::sinks::Cell;
 
 fn utc(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)

@@ -1,7 +1,7 @@
 //! The mapping file: parsing, error messages naming the file, sink and key, and the checks
 //! that need no database.
 
-use crate::sinks::{
+use crate::{
     ConflictPolicy, Constant, KafkaField, MappingError, MappingProblem, Sink, Source, Topics,
     check_sinks, parse_sinks,
 };
@@ -9,15 +9,15 @@ use crate::sinks::{
 const SEEDS: [(&str, &str); 3] = [
     (
         "reviews.toml",
-        include_str!("../../../../../deploy/sinks/reviews.toml"),
+        include_str!("../../../../deploy/sinks/reviews.toml"),
     ),
     (
         "app-stats.toml",
-        include_str!("../../../../../deploy/sinks/app-stats.toml"),
+        include_str!("../../../../deploy/sinks/app-stats.toml"),
     ),
     (
         "network-metrics.toml",
-        include_str!("../../../../../deploy/sinks/network-metrics.toml"),
+        include_str!("../../../../deploy/sinks/network-metrics.toml"),
     ),
 ];
 
@@ -63,8 +63,8 @@ fn a_sink_reads_with_defaults_and_columns_in_file_order() {
         "the topic defaults to the name"
     );
     assert_eq!(sink.group("storage-consumer"), "storage-consumer.events");
-    assert_eq!(sink.batch_size, crate::sinks::DEFAULT_BATCH_SIZE);
-    assert_eq!(sink.batch_bytes, crate::sinks::DEFAULT_BATCH_BYTES);
+    assert_eq!(sink.batch_size, crate::DEFAULT_BATCH_SIZE);
+    assert_eq!(sink.batch_bytes, crate::DEFAULT_BATCH_BYTES);
     assert_eq!(sink.conflict, ConflictPolicy::AlwaysUpdate);
     let order: Vec<&str> = sink.columns.iter().map(|c| c.column.as_str()).collect();
     assert_eq!(order, ["id", "origin", "at", "app"]);

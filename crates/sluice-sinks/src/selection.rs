@@ -7,8 +7,8 @@
 //! two pipelines in one group would split its partitions between two tables' writers.
 
 use super::model::Sink;
-use super::topics::Topics;
-use crate::settings::{PipelineSettings, Settings};
+use sluice_core::settings::{PipelineSettings, Settings};
+use sluice_core::topics::Topics;
 
 /// The consumer group's column (`dead_letter_events.consumer_group`) holds 255 characters.
 const MAX_GROUP: usize = 255;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::sinks::{ColumnShape, SqlType, TableShape};
+use crate::{ColumnShape, SqlType, TableShape};
 
 fn column(name: &str, sql_type: SqlType, not_null: bool) -> ColumnShape {
     ColumnShape {

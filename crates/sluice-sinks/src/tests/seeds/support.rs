@@ -5,9 +5,9 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 
 use super::tables::tables;
-use crate::PipelineKind;
 use crate::messages::DecodeError;
-use crate::sinks::{Cell, RecordMeta, SinkDecoder, plan_sink};
+use crate::{Cell, RecordMeta, SinkDecoder, plan_sink};
+use sluice_core::PipelineKind;
 
 /// A seed decoder: a record value (`None`: a tombstone) → its cells, in the plan's column
 /// order.
@@ -31,7 +31,7 @@ pub(super) fn seed_decoder(kind: PipelineKind) -> &'static SinkDecoder {
         PipelineKind::ALL
             .into_iter()
             .map(|kind| {
-                let sink = kind.sink().unwrap_or_else(|e| panic!("{kind}: {e}"));
+                let sink = crate::seed_sink(kind).unwrap_or_else(|e| panic!("{kind}: {e}"));
                 let plan = plan_sink(&sink, "storage-consumer", &tables)
                     .unwrap_or_else(|e| panic!("{kind}: {e:?}"));
                 (kind, SinkDecoder::new(&sink, &plan))

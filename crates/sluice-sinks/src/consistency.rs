@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use super::model::{ConflictPolicy, Sink, Source};
 use super::names::{is_column_name, is_table_name};
 use super::problems::{MappingError, MappingProblem};
-use crate::settings::is_topic_name;
+use sluice_core::settings::is_topic_name;
 
 /// Longest dead-letter kind (the `error_kind` column is VARCHAR(64)).
 const MAX_KIND_CHARS: usize = 64;

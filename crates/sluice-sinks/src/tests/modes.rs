@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::json;
 
-use crate::sinks::{
+use crate::{
     Cell, ColumnShape, Interval, RecordMeta, SinkDecoder, SqlType, TableShape, parse_sinks,
     plan_sink,
 };

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::decode::column;
-use crate::sinks::{
+use crate::{
     Cell, Decoded, RecordMeta, RowOp, SinkDecoder, SinkRow, SqlType, TableShape, parse_sinks,
     plan_sink,
 };

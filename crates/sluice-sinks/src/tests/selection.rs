@@ -1,8 +1,8 @@
 //! Which pipelines run with a mapping file: the file's sinks, the built-ins only when
 //! `STORAGE_PIPELINES` names them, and no name or group twice.
 
-use crate::Settings;
-use crate::sinks::{Selection, SelectionError, Sink, parse_sinks, select};
+use crate::{Selection, SelectionError, Sink, parse_sinks, select};
+use sluice_core::Settings;
 use std::collections::BTreeMap;
 
 fn settings(vars: &[(&str, &str)]) -> Settings {

@@ -7,8 +7,8 @@ use super::support::{
     Case, DECODERS, app_stats, bytes, chars, check_optional, check_required, check_rules,
     counter_cases, err, err_at, ok, raw, string_cases, timestamp_cases, with,
 };
+use crate::Cell;
 use crate::messages::DecodeError;
-use crate::sinks::Cell;
 
 fn utc(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)

@@ -18,8 +18,8 @@ use super::statement::{
     upsert_statement,
 };
 use super::table::{SqlType, TableShape};
-use super::topics::Topics;
 use crate::messages::fields::parse_timestamp;
+use sluice_core::topics::Topics;
 
 /// Why a sink cannot run against this database; `Display` names the sink and the column.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,6 @@
 //! Declared sinks: a topic landed in a table from a mapping file — the one engine of the
-//! storage consumer (the seed topics are mapping files too, `crate::pipeline`).
+//! storage consumer (the seed topics are mapping files too, `sluice_core::pipeline`), and the
+//! messages it decodes. Depends on `sluice-core` only and does no I/O.
 //!
 //! A mapping file (TOML, `[[sink]]` tables) names per sink its topic, group, table, natural
 //! key, conflict policy and each column's source. This module reads it ([`parse_sinks`]),
@@ -24,6 +25,7 @@ mod equality;
 mod file;
 mod forms;
 mod held;
+pub mod messages;
 mod model;
 mod modes;
 mod names;
@@ -35,7 +37,6 @@ mod seeds;
 mod selection;
 mod statement;
 mod table;
-mod topics;
 mod validate;
 
 pub use checks::Check;
@@ -58,11 +59,11 @@ pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
 pub use problems::{MappingError, MappingProblem};
 pub use record::{Decoded, Moved, OLD_KEY_HEADER, RowOp};
 pub use rows::SinkRow;
-pub use seeds::SEED_APPLICATIONS_TABLE;
+pub use seeds::{SEED_APPLICATIONS_TABLE, running_seed_sink, seed_sink};
 pub use selection::{Selection, SelectionError, select};
+pub use sluice_core::topics::{MAX_PATTERN_CHARS, Topics};
 pub use statement::{MOVED_ROWS, StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
-pub use topics::{MAX_PATTERN_CHARS, Topics};
 pub use validate::{ColumnPlan, SinkError, SinkPlan, plan_sink};
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use super::modes::{DebeziumModes, DecimalForm};
-use super::topics::Topics;
+use sluice_core::topics::Topics;
 
 /// One declared sink: a topic landed in a table.
 #[derive(Debug, Clone, PartialEq)]
