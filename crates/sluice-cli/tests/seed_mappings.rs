@@ -18,6 +18,24 @@ use std::time::{Duration, Instant};
 use support::database::Database;
 use support::sluice_binary;
 
+/// The shipped seed mappings (`deploy/sinks/*.toml`) copied into `folder`, each reading the
+/// topic `<prefix>-<name>`; those topics.
+fn shipped_mappings(folder: &std::path::Path, prefix: &str) -> Vec<String> {
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/sinks");
+    let mut topics = Vec::new();
+    for name in ["app-stats", "reviews", "network-metrics"] {
+        let text = std::fs::read_to_string(shipped.join(format!("{name}.toml"))).unwrap();
+        let topic = format!("{prefix}-{name}");
+        let text = text.replace(
+            &format!("topic = \"{name}\""),
+            &format!("topic = \"{topic}\""),
+        );
+        std::fs::write(folder.join(format!("{name}.toml")), text).unwrap();
+        topics.push(topic);
+    }
+    topics
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_with_the_shipped_seed_mappings_on_a_fresh_database_gets_their_tables() {
     let Some(stack) = sluice_testkit::stack() else {
@@ -32,18 +50,9 @@ async fn run_with_the_shipped_seed_mappings_on_a_fresh_database_gets_their_table
     conn.execute(include_str!("../../../fixtures/applications.sql"))
         .await
         .unwrap();
-    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/sinks");
-    let mut topics = Vec::new();
-    for name in ["app-stats", "reviews", "network-metrics"] {
-        let text = std::fs::read_to_string(shipped.join(format!("{name}.toml"))).unwrap();
-        let topic = format!("{prefix}-{name}");
-        let text = text.replace(
-            &format!("topic = \"{name}\""),
-            &format!("topic = \"{topic}\""),
-        );
-        std::fs::write(sinks.join(format!("{name}.toml")), text).unwrap();
-        sluice_testkit::create_topic(&stack, &topic, 3).await;
-        topics.push(topic);
+    let topics = shipped_mappings(&sinks, &prefix);
+    for topic in &topics {
+        sluice_testkit::create_topic(&stack, topic, 3).await;
     }
     let log = dir.join("run.log");
     let mut run = Command::new(sluice_binary())
@@ -108,18 +117,7 @@ async fn topics_ensure_keeps_a_seed_topics_overrides_when_its_mapping_file_runs_
     let dir = std::env::temp_dir().join(&prefix);
     let sinks = dir.join("sinks");
     std::fs::create_dir_all(&sinks).unwrap();
-    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/sinks");
-    let mut topics = Vec::new();
-    for name in ["app-stats", "reviews", "network-metrics"] {
-        let text = std::fs::read_to_string(shipped.join(format!("{name}.toml"))).unwrap();
-        let topic = format!("{prefix}-{name}");
-        let text = text.replace(
-            &format!("topic = \"{name}\""),
-            &format!("topic = \"{topic}\""),
-        );
-        std::fs::write(sinks.join(format!("{name}.toml")), text).unwrap();
-        topics.push(topic);
-    }
+    let topics = shipped_mappings(&sinks, &prefix);
     let reviews = format!("{prefix}-reviews");
     let ensure = || {
         Command::new(sluice_binary())
