@@ -10,11 +10,13 @@ use super::{Cell, ColumnDecoder, SinkDecoder, Slot};
 use crate::checks::{Check, value_checks};
 use crate::equality::equality;
 use crate::messages::fields::parse_timestamp;
-use crate::model::{ConflictPolicy, Constant, Format, Sink, Source, ValueRules};
+use crate::model::{
+    ColumnMapping, ConflictPolicy, Constant, Format, Lookup, Sink, Source, ValueRules,
+};
 use crate::modes::Reading;
 use crate::scan::FieldSlots;
 use crate::table::SqlType;
-use crate::validate::SinkPlan;
+use crate::validate::{ColumnPlan, SinkPlan};
 
 impl SinkDecoder {
     /// The decoder of `sink` as `plan` (its validated plan) checks it.
@@ -24,104 +26,135 @@ impl SinkDecoder {
             .columns
             .iter()
             .zip(&plan.columns)
-            .map(|(mapping, planned)| {
-                let path = match &mapping.source {
-                    Source::Field(path) => Some(path),
-                    Source::Lookup(lookup) => Some(&lookup.field),
-                    _ => None,
-                };
-                ColumnDecoder {
-                    source: mapping.source.clone(),
-                    field_name: source_name(&mapping.source),
-                    required: planned.checks.contains(&Check::Required),
-                    checks: planned
-                        .checks
-                        .iter()
-                        .filter(|c| !matches!(c, Check::Required | Check::NullWhenAbsent))
-                        .cloned()
-                        .collect(),
-                    time_precision: planned.time_precision,
-                    numeric: match &planned.kind {
-                        SqlType::Array(element) => matches!(**element, SqlType::Numeric { .. }),
-                        kind => matches!(kind, SqlType::Numeric { .. }),
-                    },
-                    json: matches!(planned.kind, SqlType::Json | SqlType::Jsonb),
-                    reading: Reading::new(
-                        matches!(sink.format, Format::Debezium | Format::ConnectJson)
-                            .then_some(sink.modes),
-                        mapping.decimal,
-                        &planned.kind,
-                        planned.time_precision,
-                    ),
-                    constant: match &mapping.source {
-                        Source::Const(constant) => Some(
-                            form_constant(constant, &planned.kind)
-                                .and_then(Result::ok)
-                                .unwrap_or_else(|| constant_cell(constant, &planned.sql_type)),
-                        ),
-                        _ => None,
-                    },
-                    slot: path.and_then(|path| {
-                        let (first, rest) = path.segments().split_first()?;
-                        Some(Slot {
-                            index: fields.slot(first),
-                            rest: rest.to_vec(),
-                            takes: false,
-                        })
-                    }),
-                }
-            })
+            .map(|(mapping, planned)| ColumnDecoder::new(sink, mapping, planned, &mut fields))
             .collect();
-        // The last column reading a whole top-level field takes its value; no later column
-        // (and no nested path, which only borrows) reads it after that. A NUMERIC or JSON
-        // column's field keeps its text (a nested path's digits are read from it).
-        let mut read: Vec<bool> = Vec::new();
-        for column in columns.iter_mut().rev() {
-            if let Some(slot) = &mut column.slot {
-                if column.numeric || column.json {
-                    fields.keep_text(slot.index);
-                }
-                if read.len() <= slot.index {
-                    read.resize(slot.index + 1, false);
-                }
-                slot.takes = slot.rest.is_empty() && !read[slot.index];
-                read[slot.index] = true;
-            }
-        }
+        mark_takers(&mut columns, &mut fields);
         let equality = plan.columns.iter().map(|c| equality(&c.kind)).collect();
-        let fixed = plan
-            .columns
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| (!c.updated).then_some(i))
-            .collect();
         let position = |name: &str| sink.columns.iter().position(|c| c.column == name);
         let guard = match &sink.conflict {
             ConflictPolicy::NewestWins { column } => position(column),
             _ => None,
         };
-        let lookups = sink
-            .columns
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| match &c.source {
-                Source::Lookup(lookup) => Some((i, lookup.clone())),
-                _ => None,
-            })
-            .collect();
         Self {
             columns,
             fields,
             key: sink.key.iter().filter_map(|k| position(k)).collect(),
             guard,
             conflict: sink.conflict.clone(),
-            lookups,
+            lookups: lookup_columns(sink),
             equality,
-            fixed,
+            fixed: fixed_columns(plan),
             format: sink.format,
             on_tombstone: sink.on_tombstone,
         }
     }
+}
+
+impl ColumnDecoder {
+    /// The decoder of one column of `sink`: `mapping`'s source as `planned` checks it; a field
+    /// or lookup source gets the slot of its top-level field in `fields`.
+    fn new(
+        sink: &Sink,
+        mapping: &ColumnMapping,
+        planned: &ColumnPlan,
+        fields: &mut FieldSlots,
+    ) -> Self {
+        ColumnDecoder {
+            source: mapping.source.clone(),
+            field_name: source_name(&mapping.source),
+            required: planned.checks.contains(&Check::Required),
+            checks: planned
+                .checks
+                .iter()
+                .filter(|c| !matches!(c, Check::Required | Check::NullWhenAbsent))
+                .cloned()
+                .collect(),
+            time_precision: planned.time_precision,
+            numeric: match &planned.kind {
+                SqlType::Array(element) => matches!(**element, SqlType::Numeric { .. }),
+                kind => matches!(kind, SqlType::Numeric { .. }),
+            },
+            json: matches!(planned.kind, SqlType::Json | SqlType::Jsonb),
+            reading: Reading::new(
+                matches!(sink.format, Format::Debezium | Format::ConnectJson).then_some(sink.modes),
+                mapping.decimal,
+                &planned.kind,
+                planned.time_precision,
+            ),
+            constant: source_constant(&mapping.source, planned),
+            slot: field_slot(&mapping.source, fields),
+        }
+    }
+}
+
+/// A constant source's cell, made once (`None` for any other source).
+fn source_constant(source: &Source, planned: &ColumnPlan) -> Option<Cell> {
+    match source {
+        Source::Const(constant) => Some(
+            form_constant(constant, &planned.kind)
+                .and_then(Result::ok)
+                .unwrap_or_else(|| constant_cell(constant, &planned.sql_type)),
+        ),
+        _ => None,
+    }
+}
+
+/// A field or lookup source's place in a scanned record, its top-level field registered in
+/// `fields` (`None` for any other source); whether it takes the value is decided later
+/// ([`mark_takers`]).
+fn field_slot(source: &Source, fields: &mut FieldSlots) -> Option<Slot> {
+    let path = match source {
+        Source::Field(path) => path,
+        Source::Lookup(lookup) => &lookup.field,
+        _ => return None,
+    };
+    let (first, rest) = path.segments().split_first()?;
+    Some(Slot {
+        index: fields.slot(first),
+        rest: rest.to_vec(),
+        takes: false,
+    })
+}
+
+/// Marks which column takes each top-level field's value, and which fields keep their text.
+fn mark_takers(columns: &mut [ColumnDecoder], fields: &mut FieldSlots) {
+    // The last column reading a whole top-level field takes its value; no later column
+    // (and no nested path, which only borrows) reads it after that. A NUMERIC or JSON
+    // column's field keeps its text (a nested path's digits are read from it).
+    let mut read: Vec<bool> = Vec::new();
+    for column in columns.iter_mut().rev() {
+        if let Some(slot) = &mut column.slot {
+            if column.numeric || column.json {
+                fields.keep_text(slot.index);
+            }
+            if read.len() <= slot.index {
+                read.resize(slot.index + 1, false);
+            }
+            slot.takes = slot.rest.is_empty() && !read[slot.index];
+            read[slot.index] = true;
+        }
+    }
+}
+
+/// The columns a conflict never updates (the key, insert-only columns), by position.
+fn fixed_columns(plan: &SinkPlan) -> Vec<usize> {
+    plan.columns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| (!c.updated).then_some(i))
+        .collect()
+}
+
+/// The lookup columns by position, with their lookup.
+fn lookup_columns(sink: &Sink) -> Vec<(usize, Lookup)> {
+    sink.columns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| match &c.source {
+            Source::Lookup(lookup) => Some((i, lookup.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A text constant for a type whose JSON form is a string of its own (a date, an enum
