@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Cell, ColumnDecoder};
+use crate::checks::Check;
 use crate::decimal::Decimal;
 use crate::forms;
 use crate::messages::DecodeError;
@@ -65,6 +66,17 @@ pub(super) fn numeric(
         ));
     }
     Ok(Cell::Numeric(text))
+}
+
+/// A NUMERIC's own digits as its cell, within the column's precision and scale when it has
+/// them (`rest`: the checks after the type's).
+pub(super) fn numeric_cell(field: &str, text: &str, rest: &[Check]) -> Result<Cell, DecodeError> {
+    match rest.first() {
+        Some(Check::NumericDigits { precision, scale }) => {
+            numeric(field, text.to_owned(), *precision, *scale)
+        }
+        _ => Ok(Cell::Numeric(text.to_owned())),
+    }
 }
 
 /// A float a `real` holds as PostgreSQL reads it: rounded to single precision, neither
