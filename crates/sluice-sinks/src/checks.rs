@@ -170,50 +170,10 @@ impl Serialize for Check {
 /// The checks of a value of `sql_type` under `rules` (without the presence check).
 pub fn value_checks(sql_type: &SqlType, rules: &ValueRules) -> Vec<Check> {
     match sql_type {
-        SqlType::Array(inner) => {
-            let mut checks = vec![match (rules.items, rules.max_items) {
-                (Some(n), _) => Check::Items(n),
-                (None, Some(n)) => Check::MaxItems(n),
-                (None, None) => Check::Array,
-            }];
-            let element = ValueRules {
-                items: None,
-                max_items: None,
-                ..*rules
-            };
-            checks.extend(
-                value_checks(inner, &element)
-                    .into_iter()
-                    .map(|c| Check::Each(Box::new(c))),
-            );
-            checks
-        }
-        SqlType::Text | SqlType::Varchar(_) | SqlType::Citext => {
-            let limit = match sql_type {
-                SqlType::Varchar(limit) => *limit,
-                _ => None,
-            };
-            let max = match (limit, rules.max_length) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            vec![Check::Text {
-                min: rules.min_length.unwrap_or(0),
-                max,
-            }]
-        }
+        SqlType::Array(inner) => array_checks(inner, rules),
+        SqlType::Text | SqlType::Varchar(_) | SqlType::Citext => vec![text_check(sql_type, rules)],
         SqlType::SmallInt | SqlType::Integer | SqlType::BigInt => {
-            let (type_lo, type_hi) = sql_type.int_range().unwrap_or((i64::MIN, i64::MAX));
-            let sql = match sql_type {
-                SqlType::SmallInt => "SMALLINT",
-                SqlType::Integer => "INTEGER",
-                _ => "BIGINT",
-            };
-            vec![Check::Integer {
-                sql_type: sql,
-                lo: int_bound(rules.min, true).map_or(type_lo, |b| b.max(type_lo)),
-                hi: int_bound(rules.max, false).map_or(type_hi, |b| b.min(type_hi)),
-            }]
+            vec![integer_check(sql_type, rules)]
         }
         SqlType::Real => vec![
             Check::Number {
@@ -256,6 +216,58 @@ pub fn value_checks(sql_type: &SqlType, rules: &ValueRules) -> Vec<Check> {
             labels: labels.clone(),
         }],
         SqlType::Other(_) => Vec::new(),
+    }
+}
+
+/// The checks of an array of `inner`: its element count by `rules`, then each element's
+/// checks under the rules that are not about the count.
+fn array_checks(inner: &SqlType, rules: &ValueRules) -> Vec<Check> {
+    let mut checks = vec![match (rules.items, rules.max_items) {
+        (Some(n), _) => Check::Items(n),
+        (None, Some(n)) => Check::MaxItems(n),
+        (None, None) => Check::Array,
+    }];
+    let element = ValueRules {
+        items: None,
+        max_items: None,
+        ..*rules
+    };
+    checks.extend(
+        value_checks(inner, &element)
+            .into_iter()
+            .map(|c| Check::Each(Box::new(c))),
+    );
+    checks
+}
+
+/// The check of a text type: its length within `rules` and a `varchar(n)`'s limit.
+fn text_check(sql_type: &SqlType, rules: &ValueRules) -> Check {
+    let limit = match sql_type {
+        SqlType::Varchar(limit) => *limit,
+        _ => None,
+    };
+    let max = match (limit, rules.max_length) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    Check::Text {
+        min: rules.min_length.unwrap_or(0),
+        max,
+    }
+}
+
+/// The check of an integer type: `rules`' bounds intersected with the type's range.
+fn integer_check(sql_type: &SqlType, rules: &ValueRules) -> Check {
+    let (type_lo, type_hi) = sql_type.int_range().unwrap_or((i64::MIN, i64::MAX));
+    let sql = match sql_type {
+        SqlType::SmallInt => "SMALLINT",
+        SqlType::Integer => "INTEGER",
+        _ => "BIGINT",
+    };
+    Check::Integer {
+        sql_type: sql,
+        lo: int_bound(rules.min, true).map_or(type_lo, |b| b.max(type_lo)),
+        hi: int_bound(rules.max, false).map_or(type_hi, |b| b.min(type_hi)),
     }
 }
 

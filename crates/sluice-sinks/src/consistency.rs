@@ -61,6 +61,19 @@ pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
     if sink.batch_bytes == 0 {
         problems.push(MappingProblem::ZeroBatchBytes);
     }
+    duplicates(sink, &mut problems);
+    column_roles(sink, &mut problems);
+    if sink.conflict != ConflictPolicy::InsertIgnore && sink.updated_columns().next().is_none() {
+        problems.push(MappingProblem::NothingToUpdate {
+            policy: sink.conflict.to_string(),
+        });
+    }
+    rule_problems(sink, &mut problems);
+    problems
+}
+
+/// A column named twice in the key, `insert_only`, `never_written` or the mapped columns.
+fn duplicates(sink: &Sink, problems: &mut Vec<MappingProblem>) {
     for (list, columns) in [
         ("key", &sink.key),
         ("insert_only", &sink.insert_only),
@@ -81,6 +94,12 @@ pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
             list: "columns",
         });
     }
+}
+
+/// A column whose roles do not fit together: a key or guard column not mapped, a guard or
+/// `never_written` column in the key, a `never_written` column mapped, an `insert_only`
+/// column in the key or not mapped.
+fn column_roles(sink: &Sink, problems: &mut Vec<MappingProblem>) {
     let is_key = |column: &str| sink.key.iter().any(|k| k == column);
     for column in &sink.key {
         if sink.mapping(column).is_none() {
@@ -119,11 +138,10 @@ pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
             });
         }
     }
-    if sink.conflict != ConflictPolicy::InsertIgnore && sink.updated_columns().next().is_none() {
-        problems.push(MappingProblem::NothingToUpdate {
-            policy: sink.conflict.to_string(),
-        });
-    }
+}
+
+/// A column's value rules that contradict each other.
+fn rule_problems(sink: &Sink, problems: &mut Vec<MappingProblem>) {
     for mapping in &sink.columns {
         let rules = &mapping.rules;
         let bad = |rule: String| MappingProblem::BadRule {
@@ -146,7 +164,6 @@ pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
             problems.push(bad("`items` and `max_items` exclude each other".into()));
         }
     }
-    problems
 }
 
 /// The names of a sink: the sink, topic, group, tables, columns and dead-letter kinds.
