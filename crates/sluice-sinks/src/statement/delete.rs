@@ -1,0 +1,203 @@
+//! The deletes of a sink that deletes (tombstones as deletes, or Debezium change events): a
+//! batch's keys, a key change's old key that sets its row aside for the new key's create, and
+//! the removal of what was set aside once read (docs/ARCHITECTURE.md#sinks).
+
+use super::{MOVED_ROWS, StatementColumn, array_params, array_params_from, aside_match, key_match};
+use crate::names::{quote_ident, quote_table};
+
+/// The removal of what key changes' deletes set aside, once their creates have read it:
+/// one array per key column for the old keys, then one per key column for the new keys, then
+/// the changes' LSNs.
+pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> String {
+    let mut params = array_params(key.iter());
+    push_new_keys_and_lsns(&mut params, key);
+    let old: Vec<String> = (0..key.len()).map(|i| format!("c.\"old {i}\"")).collect();
+    let new: Vec<String> = (0..key.len()).map(|i| format!("c.\"new {i}\"")).collect();
+    let aliases: Vec<String> = old
+        .iter()
+        .chain(&new)
+        .map(|a| a.trim_start_matches("c.").to_owned())
+        .chain([quote_ident("lsn")])
+        .collect();
+    // The oldest set aside for the change: one per change with an LSN; without one (-1) the
+    // changes between the same keys queue up, their deletes in the old key's partition order
+    // and their creates in the new key's, so the oldest is this create's. A create without an
+    // LSN that finds none (it did not wait for its delete: its wait ran out, or it never
+    // waits) leaves a mark that its row was taken (-2), which its delete, when it comes,
+    // removes instead of queueing a row no create would take but the next change's.
+    format!(
+        "WITH c AS (SELECT * FROM UNNEST({params}) WITH ORDINALITY AS c({aliases}, n)),\n\
+         consumed AS (DELETE FROM {MOVED_ROWS} AS m USING c WHERE {aside}\n\
+         AND m.seq = (SELECT min(m.seq) FROM {MOVED_ROWS} AS m WHERE {aside}) RETURNING c.n)\n\
+         INSERT INTO {MOVED_ROWS} (target_table, old_key, new_key, change_lsn, image)\n\
+         SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), -2, NULL FROM c\n\
+         WHERE c.\"lsn\" IS NULL AND c.n NOT IN (SELECT x.n FROM consumed AS x)",
+        params = params.join(", "),
+        aliases = aliases.join(", "),
+        aside = aside_match(table, &old, &new, "c.\"lsn\""),
+        literal = table.replace('\'', "''"),
+        old = old.join(", "),
+        new = new.join(", "),
+    )
+}
+
+/// The delete of a batch's keys: `key` the key columns, `guard` the newest-wins column. Its
+/// parameters: one array per key column, then the deletes' versions (under newest-wins), then
+/// each delete's row number, which it returns for each row deleted. Under newest-wins a row
+/// goes only when it is not newer than the delete (`target.g <= version`, a NULL version or a
+/// stored NULL always).
+pub fn delete_statement(
+    table: &str,
+    key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
+) -> String {
+    deletes(table, key, guard, false)
+}
+
+/// The delete of key changes' old keys ([`delete_statement`] with, before the row numbers,
+/// one array per key column for the new keys and the changes' LSNs): it also sets each deleted row aside, as
+/// `to_jsonb`, for the create of its new key to read what it keeps
+/// (docs/ARCHITECTURE.md#sinks). One key change per statement.
+pub fn moving_delete_statement(
+    table: &str,
+    key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
+) -> String {
+    deletes(table, key, guard, true)
+}
+
+/// The delete of a batch's keys ([`delete_statement`]), or of key changes' old keys that
+/// sets each deleted row aside (`moving`, [`moving_delete_statement`]).
+fn deletes(
+    table: &str,
+    key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
+    moving: bool,
+) -> String {
+    let params = delete_params(key, guard, moving).join(", ");
+    let aliases = delete_aliases(key, guard, moving).join(", ");
+    let mut sql = format!(
+        "DELETE FROM {} AS target\nUSING UNNEST({params}) AS d({aliases})\nWHERE {}",
+        quote_table(table),
+        keys_match(key, "target", "d"),
+    );
+    if let Some(guard) = guard {
+        let version = quote_ident("sluice version");
+        sql.push_str(&format!(
+            "\n  AND (d.{version} IS NULL OR target.{g} IS NULL OR target.{g} <= d.{version})",
+            g = quote_ident(guard.name),
+        ));
+    }
+    if !moving {
+        sql.push_str(&format!("\nRETURNING d.{}", quote_ident("sluice row")));
+        return sql;
+    }
+    setting_aside(table, key, &sql, &params, &aliases)
+}
+
+/// A delete's parameters: one array per key column, the versions (with a guard), with
+/// `moving` one array per key column for the new keys and the LSNs, then the row numbers.
+fn delete_params(
+    key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
+    moving: bool,
+) -> Vec<String> {
+    let mut params = array_params(key.iter().chain(guard));
+    if moving {
+        push_new_keys_and_lsns(&mut params, key);
+    }
+    params.push(format!("${}::int[]", params.len() + 1));
+    params
+}
+
+/// The names of a delete's `UNNEST` columns (`d(…)`), in [`delete_params`]' order.
+fn delete_aliases(
+    key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
+    moving: bool,
+) -> Vec<String> {
+    let mut aliases: Vec<String> = key.iter().map(|c| quote_ident(c.name)).collect();
+    if guard.is_some() {
+        aliases.push(quote_ident("sluice version"));
+    }
+    if moving {
+        aliases.extend(new_key_aliases(key.len()).iter().map(|n| quote_ident(n)));
+        aliases.push(quote_ident("sluice lsn"));
+    }
+    aliases.push(quote_ident("sluice row"));
+    aliases
+}
+
+/// The names of a key change's new key columns in a moving delete (`sluice to <i>`).
+fn new_key_aliases(count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("sluice to {i}")).collect()
+}
+
+/// Each key column of `stored` (an alias) matched to the same of `wanted`, `AND`ed.
+fn keys_match(key: &[StatementColumn<'_>], stored: &str, wanted: &str) -> String {
+    key.iter()
+        .map(|c| {
+            let name = quote_ident(c.name);
+            key_match(
+                &format!("{stored}.{name}"),
+                &format!("{wanted}.{name}"),
+                c.nullable,
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// The moving delete around `delete` (its guarded `DELETE … WHERE`), whose `params` and
+/// `aliases` it reads again to set the old rows aside.
+///
+/// Every key change's delete leaves its mark: the old key's row as the statement found it
+/// (deleted, or kept because it is newer under newest-wins), NULL when there was none, so
+/// that its create never waits for a delete that came already (held rows,
+/// migrations/0017_debezium_held_rows.sql); a delete applied again never erases an image.
+/// Without an LSN, a mark that its create took its row already (-2) is removed instead.
+fn setting_aside(
+    table: &str,
+    key: &[StatementColumn<'_>],
+    delete: &str,
+    params: &str,
+    aliases: &str,
+) -> String {
+    let qualified = |alias: &str, names: &mut dyn Iterator<Item = &str>| -> Vec<String> {
+        names
+            .map(|n| format!("{alias}.{}", quote_ident(n)))
+            .collect()
+    };
+    let new = new_key_aliases(key.len());
+    format!(
+        "WITH gone AS ({delete}\nRETURNING d.{row} AS {gone}),\n\
+         taken AS (DELETE FROM {MOVED_ROWS} AS m WHERE m.seq = (SELECT min(t.seq) \
+         FROM {MOVED_ROWS} AS t, UNNEST({params}) AS d({aliases}) \
+         WHERE d.{lsn} IS NULL AND t.target_table = '{literal}' \
+         AND t.old_key = jsonb_build_array({old}) AND t.new_key = jsonb_build_array({new}) \
+         AND t.change_lsn = -2) RETURNING 1),\n\
+         aside AS (INSERT INTO {MOVED_ROWS} AS m \
+         (target_table, old_key, new_key, change_lsn, image)\n\
+         SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), \
+         coalesce(d.{lsn}, -1), (SELECT to_jsonb(x) FROM {table} AS x WHERE {found})\n\
+         FROM UNNEST({params}) AS d({aliases}) WHERE NOT EXISTS (SELECT 1 FROM taken)\n\
+         ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
+         DO UPDATE SET image = coalesce(EXCLUDED.image, m.image), moved_at = now())\n\
+         SELECT g.{gone} FROM gone AS g",
+        gone = quote_ident("sluice gone"),
+        table = quote_table(table),
+        found = keys_match(key, "x", "d"),
+        literal = table.replace('\'', "''"),
+        old = qualified("d", &mut key.iter().map(|c| c.name)).join(", "),
+        new = qualified("d", &mut new.iter().map(String::as_str)).join(", "),
+        row = quote_ident("sluice row"),
+        lsn = quote_ident("sluice lsn"),
+    )
+}
+
+/// Appends to `params` one array per key column (the new keys of key changes, typed as the
+/// key) and then the changes' LSNs (`bigint[]`).
+fn push_new_keys_and_lsns(params: &mut Vec<String>, key: &[StatementColumn<'_>]) {
+    params.extend(array_params_from(params.len() + 1, key.iter()));
+    params.push(format!("${}::bigint[]", params.len() + 1));
+}
