@@ -66,10 +66,5 @@ pub use sluice_core::topics::{MAX_PATTERN_CHARS, Topics};
 pub use statement::{MOVED_ROWS, StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
 
-/// The plan's module under its former name, as `decode.rs` still imports it
-/// (`super::validate::SinkPlan`): that file is split apart in parallel (issue 42), and the
-/// alias goes once it imports `super::plan`.
-use plan as validate;
-
 #[cfg(test)]
 mod tests;

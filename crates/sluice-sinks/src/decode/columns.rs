@@ -16,7 +16,7 @@ use crate::model::{
 use crate::modes::Reading;
 use crate::scan::FieldSlots;
 use crate::table::SqlType;
-use crate::validate::{ColumnPlan, SinkPlan};
+use crate::plan::{ColumnPlan, SinkPlan};
 
 impl SinkDecoder {
     /// The decoder of `sink` as `plan` (its validated plan) checks it.
