@@ -14,9 +14,9 @@ use crate::model::{
     ColumnMapping, ConflictPolicy, Constant, Format, Lookup, Sink, Source, ValueRules,
 };
 use crate::modes::Reading;
+use crate::plan::{ColumnPlan, SinkPlan};
 use crate::scan::FieldSlots;
 use crate::table::SqlType;
-use crate::plan::{ColumnPlan, SinkPlan};
 
 impl SinkDecoder {
     /// The decoder of `sink` as `plan` (its validated plan) checks it.
