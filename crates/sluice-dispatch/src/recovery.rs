@@ -254,7 +254,29 @@ pub fn search_topic_for_ids(
     let Some(count) = admin.partition_count(topic)? else {
         return Ok(Search::default());
     };
-    let partitions: BTreeSet<i32> = if wanted.iter().any(|(_, p)| p.is_none()) {
+    let partitions = partitions_to_search(wanted, count);
+    let ids: HashMap<String, Option<i32>> =
+        wanted.iter().map(|(id, p)| (id.to_string(), *p)).collect();
+    let (starts, ends) = range_offsets(&admin, topic, window)?;
+    let (list, open) = assign_range(topic, &partitions, &starts, &ends)?;
+    if open.is_empty() {
+        return Ok(Search::default());
+    }
+    let reader: BaseConsumer = assigned_reader(kafka, "sluice-outbox-recovery", &list)?;
+    let scan = Scan {
+        topic,
+        ids,
+        ends,
+        open,
+        search: Search::default(),
+    };
+    scan.run(&reader, window)
+}
+
+/// The partitions a search reads: every one of the topic's `count` when an id has no
+/// explicit partition, else only the explicit ones that exist.
+fn partitions_to_search(wanted: &[(Uuid, Option<i32>)], count: i32) -> BTreeSet<i32> {
+    if wanted.iter().any(|(_, p)| p.is_none()) {
         (0..count).collect()
     } else {
         wanted
@@ -262,14 +284,25 @@ pub fn search_topic_for_ids(
             .filter_map(|(_, p)| *p)
             .filter(|p| *p < count)
             .collect()
-    };
-    let ids: HashMap<String, Option<i32>> =
-        wanted.iter().map(|(id, p)| (id.to_string(), *p)).collect();
-    let starts: HashMap<i32, i64> = admin
+    }
+}
+
+/// An offset per partition.
+type OffsetByPartition = HashMap<i32, i64>;
+
+/// Per partition, where the window starts (the first offset stamped at or after its
+/// `from_ms`) and ends (the current end, or the first offset stamped at or after its
+/// `until_ms` when that is earlier).
+fn range_offsets(
+    admin: &Admin,
+    topic: &str,
+    window: &Window,
+) -> Result<(OffsetByPartition, OffsetByPartition), DispatchError> {
+    let starts: OffsetByPartition = admin
         .offsets_for_time(topic, window.from_ms.max(0))?
         .into_iter()
         .collect();
-    let mut ends: HashMap<i32, i64> = admin
+    let mut ends: OffsetByPartition = admin
         .watermarks(topic)?
         .into_iter()
         .map(|m| (m.partition, m.high))
@@ -282,9 +315,20 @@ pub fn search_topic_for_ids(
             }
         }
     }
+    Ok((starts, ends))
+}
+
+/// The assignment of the reader (each partition with records in its range, from its
+/// start), and those partitions (the ones still open).
+fn assign_range(
+    topic: &str,
+    partitions: &BTreeSet<i32>,
+    starts: &OffsetByPartition,
+    ends: &OffsetByPartition,
+) -> Result<(TopicPartitionList, BTreeSet<i32>), DispatchError> {
     let mut list = TopicPartitionList::new();
     let mut open: BTreeSet<i32> = BTreeSet::new();
-    for &partition in &partitions {
+    for &partition in partitions {
         let (Some(&start), Some(&end)) = (starts.get(&partition), ends.get(&partition)) else {
             continue;
         };
@@ -293,59 +337,84 @@ pub fn search_topic_for_ids(
             open.insert(partition);
         }
     }
-    let mut search = Search::default();
-    if open.is_empty() {
-        return Ok(search);
-    }
-    let reader: BaseConsumer = assigned_reader(kafka, "sluice-outbox-recovery", &list)?;
-    let deadline = Instant::now() + window.deadline;
-    while !open.is_empty() && search.found.len() < ids.len() {
-        if Instant::now() >= deadline {
-            return Err(DispatchError::Recovery(format!(
-                "searching {topic} did not reach the end of its range within {:?} \
-                 ({} records read)",
-                window.deadline, search.scanned
-            )));
-        }
-        let Some(message) = reader.poll(Duration::from_millis(200)) else {
-            continue;
-        };
-        let message = match message {
-            Ok(message) => message,
-            Err(KafkaError::PartitionEOF(partition)) => {
-                open.remove(&partition);
-                continue;
+    Ok((list, open))
+}
+
+/// One topic's search under way: the ids looked for (with their explicit partition), each
+/// partition's end, the partitions not read to their end yet, and what was found so far.
+struct Scan<'a> {
+    topic: &'a str,
+    ids: HashMap<String, Option<i32>>,
+    ends: OffsetByPartition,
+    open: BTreeSet<i32>,
+    search: Search,
+}
+
+impl Scan<'_> {
+    /// Polls `reader` until every partition is read to its end or every id is found; an
+    /// error when that takes longer than the window's deadline.
+    fn run(mut self, reader: &BaseConsumer, window: &Window) -> Result<Search, DispatchError> {
+        let deadline = Instant::now() + window.deadline;
+        while !self.open.is_empty() && self.search.found.len() < self.ids.len() {
+            if Instant::now() >= deadline {
+                return Err(DispatchError::Recovery(format!(
+                    "searching {} did not reach the end of its range within {:?} \
+                     ({} records read)",
+                    self.topic, window.deadline, self.search.scanned
+                )));
             }
-            Err(error) => return Err(error.into()),
-        };
+            let Some(message) = reader.poll(Duration::from_millis(200)) else {
+                continue;
+            };
+            let message = match message {
+                Ok(message) => message,
+                Err(KafkaError::PartitionEOF(partition)) => {
+                    self.open.remove(&partition);
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            };
+            self.look_at(&message);
+        }
+        Ok(self.search)
+    }
+
+    /// Looks at one record: past the range it closes its partition unread; within it, it
+    /// is counted (the last one closes its partition) and its event id noted if wanted.
+    fn look_at<M: Message>(&mut self, message: &M) {
         let partition = message.partition();
         let offset = message.offset();
-        if ends.get(&partition).is_some_and(|&end| offset >= end) {
+        if self.ends.get(&partition).is_some_and(|&end| offset >= end) {
             // Past the range (the fetch brings whole batches): not looked at.
-            open.remove(&partition);
-            continue;
+            self.open.remove(&partition);
+            return;
         }
-        search.scanned += 1;
-        if ends.get(&partition).is_some_and(|&end| offset + 1 >= end) {
-            open.remove(&partition);
+        self.search.scanned += 1;
+        if self
+            .ends
+            .get(&partition)
+            .is_some_and(|&end| offset + 1 >= end)
+        {
+            self.open.remove(&partition);
         }
-        let Some(headers) = message.headers() else {
-            continue;
+        let Some(id) = event_id(message) else {
+            return;
         };
-        let Some(id) = headers
-            .iter()
-            .find(|h| h.key == EVENT_ID_HEADER)
-            .and_then(|h| h.value)
-            .and_then(|v| std::str::from_utf8(v).ok())
-        else {
-            continue;
-        };
-        if let Some(explicit) = ids.get(id)
+        if let Some(explicit) = self.ids.get(id)
             && explicit.is_none_or(|p| p == partition)
             && let Ok(uuid) = Uuid::parse_str(id)
         {
-            search.found.entry(uuid).or_insert((partition, offset));
+            self.search.found.entry(uuid).or_insert((partition, offset));
         }
     }
-    Ok(search)
+}
+
+/// The record's event id (its [`EVENT_ID_HEADER`]), if it has one in UTF-8.
+fn event_id<M: Message>(message: &M) -> Option<&str> {
+    message
+        .headers()?
+        .iter()
+        .find(|h| h.key == EVENT_ID_HEADER)
+        .and_then(|h| h.value)
+        .and_then(|v| std::str::from_utf8(v).ok())
 }

@@ -208,12 +208,41 @@ pub async fn execute(
         }
     };
     let (_, rows) = plan(&console, &filter).await?;
+    let done = replay_rows(&console, producer, &rows).await?;
+    tracing::info!(
+        chosen = done.chosen,
+        replayed = done.would.values().sum::<usize>(),
+        "console replayed a filtered set of dead letters"
+    );
+    render(
+        &console,
+        "replay.html",
+        json!({
+            "title": "Replayed dead letters",
+            "viewer": viewer,
+            "params": form.filter,
+            "query": form.filter.query(),
+            "plan": done,
+            "batch": REPLAY_BATCH,
+            "max_replays": console.sources.max_replays,
+            "done": true,
+        }),
+    )
+}
+
+/// Replays each of `rows` that the rules allow; what was replayed and what refused, per topic
+/// and per reason.
+async fn replay_rows(
+    console: &Console,
+    producer: &ResilientProducer,
+    rows: &[sluice_postgres::ops::DeadLetterRow],
+) -> Result<Plan, ConsoleError> {
     let mut conn = console.pool.acquire().await?;
     let mut done = Plan {
         chosen: rows.len(),
         ..Plan::default()
     };
-    for row in &rows {
+    for row in rows {
         let max = console.sources.max_replays;
         let outcome = match refusal(row, max) {
             Some(why) => Err(why),
@@ -234,23 +263,5 @@ pub async fn execute(
             Err(why) => *done.refused.entry(why).or_default() += 1,
         }
     }
-    tracing::info!(
-        chosen = done.chosen,
-        replayed = done.would.values().sum::<usize>(),
-        "console replayed a filtered set of dead letters"
-    );
-    render(
-        &console,
-        "replay.html",
-        json!({
-            "title": "Replayed dead letters",
-            "viewer": viewer,
-            "params": form.filter,
-            "query": form.filter.query(),
-            "plan": done,
-            "batch": REPLAY_BATCH,
-            "max_replays": console.sources.max_replays,
-            "done": true,
-        }),
-    )
+    Ok(done)
 }

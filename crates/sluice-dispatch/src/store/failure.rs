@@ -47,7 +47,13 @@ pub async fn mark_publish_failed(
             (OutboxStatus::Failure, attempts, Duration::ZERO)
         }
     };
-    if !set_back(conn, claim, id, to, attempts, delay, error).await? {
+    let back = SetBack {
+        to,
+        attempts,
+        delay,
+        error,
+    };
+    if !set_back(conn, claim, id, &back).await? {
         tracing::warn!(%id, %claim, "failed publish not recorded: the claim was lost");
         return Ok(FailedPublishOutcome::NotClaimed);
     }
@@ -70,39 +76,44 @@ pub async fn requeue_without_attempt(
     delay: Duration,
     reason: &str,
 ) -> Result<bool, DispatchError> {
-    let moved = set_back(
-        conn,
-        claim,
-        id,
-        OutboxStatus::Pending,
+    let back = SetBack {
+        to: OutboxStatus::Pending,
         attempts,
         delay,
-        reason,
-    )
-    .await?;
+        error: reason,
+    };
+    let moved = set_back(conn, claim, id, &back).await?;
     if !moved {
         tracing::warn!(%id, %claim, reason, "requeue not recorded: the claim was lost");
     }
     Ok(moved)
 }
 
+/// Where [`set_back`] moves a row: its new status, its failed attempts, how long until it
+/// is claimable again, and the error recorded with it.
+struct SetBack<'a> {
+    to: OutboxStatus,
+    attempts: u32,
+    delay: Duration,
+    error: &'a str,
+}
+
+/// Moves row `id`, held by claim `claim`, out of DISPATCHING as `back` says; false when the
+/// claim no longer holds it.
 async fn set_back(
     conn: &mut PgConnection,
     claim: Uuid,
     id: Uuid,
-    to: OutboxStatus,
-    attempts: u32,
-    delay: Duration,
-    error: &str,
+    back: &SetBack<'_>,
 ) -> Result<bool, DispatchError> {
-    checked_sources(&[OutboxStatus::Dispatching], to)?;
+    checked_sources(&[OutboxStatus::Dispatching], back.to)?;
     let moved: Option<String> = sqlx::query_scalar(include_str!("sql/mark_publish_failed.sql"))
         .bind(id)
         .bind(claim)
-        .bind(to.as_str())
-        .bind(i32::try_from(attempts).unwrap_or(i32::MAX))
-        .bind(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX))
-        .bind(error)
+        .bind(back.to.as_str())
+        .bind(i32::try_from(back.attempts).unwrap_or(i32::MAX))
+        .bind(i64::try_from(back.delay.as_millis()).unwrap_or(i64::MAX))
+        .bind(back.error)
         .fetch_optional(conn)
         .await?;
     Ok(moved.is_some())
