@@ -252,18 +252,19 @@ impl Throughput {
     }
 }
 
+/// The dispatchers' tasks, each returning its totals.
+type DispatcherTasks =
+    Vec<tokio::task::JoinHandle<Result<DispatchTotals, sluice_dispatch::DispatchError>>>;
+
+/// The throughput phase: the dispatchers start idle, the backlog commits at once, and they
+/// drain it; events/s on PostgreSQL's clock.
 async fn throughput(env: &Env, args: &OutboxBenchArgs) -> Result<Throughput, Failure> {
     println!(
         "== throughput: {} dispatchers start on an empty table",
         args.dispatchers
     );
     let stop = CancellationToken::new();
-    let mut dispatchers = Vec::new();
-    for d in 0..args.dispatchers {
-        let settings = env.dispatcher_settings(&format!("bench-{d}"), args.batch_size)?;
-        let dispatcher = Dispatcher::new(settings)?;
-        dispatchers.push(tokio::spawn(dispatcher.run(stop.child_token())));
-    }
+    let dispatchers = start_dispatchers(env, args, &stop)?;
     // Their producers connect and get their producer ids meanwhile (librdkafka asks for one
     // on a 500 ms timer): start-up is not what this phase measures. A shorter wait only
     // makes the result lower.
@@ -273,6 +274,50 @@ async fn throughput(env: &Env, args: &OutboxBenchArgs) -> Result<Throughput, Fai
         args.events, args.keys
     );
     let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
+    let (enqueue_per_second, db_start) = enqueue_backlog(&mut conn, env, args).await?;
+    let wall = Instant::now();
+    println!("   enqueued at {enqueue_per_second:.0} events/s");
+    let total = args.events as i64;
+    wait_settled(&mut conn, total, &stop).await?;
+    let wall_seconds = wall.elapsed().as_secs_f64();
+    stop.cancel();
+    let phases = join_dispatchers(dispatchers).await?;
+    let published = published_rates(&mut conn, db_start, total).await?;
+    conn.close().await?;
+    Ok(Throughput {
+        events: total,
+        enqueue_per_second,
+        seconds: published.seconds,
+        per_second: published.per_second,
+        wall_seconds,
+        first_batch_seconds: published.first_batch_seconds,
+        steady_per_second: published.steady_per_second,
+        phases,
+    })
+}
+
+/// Starts `--dispatchers` dispatchers in this process, each stopped by a child of `stop`.
+fn start_dispatchers(
+    env: &Env,
+    args: &OutboxBenchArgs,
+    stop: &CancellationToken,
+) -> Result<DispatcherTasks, Failure> {
+    let mut dispatchers = Vec::new();
+    for d in 0..args.dispatchers {
+        let settings = env.dispatcher_settings(&format!("bench-{d}"), args.batch_size)?;
+        let dispatcher = Dispatcher::new(settings)?;
+        dispatchers.push(tokio::spawn(dispatcher.run(stop.child_token())));
+    }
+    Ok(dispatchers)
+}
+
+/// Enqueues the backlog in one transaction and commits it: the enqueue rate, and
+/// PostgreSQL's clock just before the commit.
+async fn enqueue_backlog(
+    conn: &mut PgConnection,
+    env: &Env,
+    args: &OutboxBenchArgs,
+) -> Result<(f64, chrono::DateTime<chrono::Utc>), Failure> {
     let started = Instant::now();
     let mut tx = conn.begin().await?;
     for i in 0..args.events {
@@ -288,17 +333,24 @@ async fn throughput(env: &Env, args: &OutboxBenchArgs) -> Result<Throughput, Fai
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
-    let wall = Instant::now();
-    println!("   enqueued at {enqueue_per_second:.0} events/s");
+    Ok((enqueue_per_second, db_start))
+}
+
+/// Waits (at most 600 s; then `stop`) until no event is PENDING or DISPATCHING, then checks
+/// that all `total` are PUBLISHED and none in FAILURE.
+async fn wait_settled(
+    conn: &mut PgConnection,
+    total: i64,
+    stop: &CancellationToken,
+) -> Result<(), Failure> {
     let deadline = Instant::now() + Duration::from_secs(600);
-    let total = args.events as i64;
     // Cheap while it runs (the first row of a partial index), so that the measurement does
     // not take the database's CPU from the dispatchers; the counts are checked once at the end.
     loop {
         let unsettled: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM outbox_events WHERE status IN ('PENDING', 'DISPATCHING'))",
         )
-        .fetch_one(&mut conn)
+        .fetch_one(&mut *conn)
         .await?;
         if !unsettled {
             break;
@@ -313,14 +365,17 @@ async fn throughput(env: &Env, args: &OutboxBenchArgs) -> Result<Throughput, Fai
         "SELECT count(*) FILTER (WHERE status = 'PUBLISHED'), \
                 count(*) FILTER (WHERE status = 'FAILURE') FROM outbox_events",
     )
-    .fetch_one(&mut conn)
+    .fetch_one(&mut *conn)
     .await?;
     if failed > 0 || published < total {
         stop.cancel();
         return Err(anyhow!("{published}/{total} PUBLISHED, {failed} in FAILURE").into());
     }
-    let wall_seconds = wall.elapsed().as_secs_f64();
-    stop.cancel();
+    Ok(())
+}
+
+/// Waits for the stopped dispatchers and adds their totals up.
+async fn join_dispatchers(dispatchers: DispatcherTasks) -> Result<DispatchTotals, Failure> {
     let mut phases = DispatchTotals::default();
     for task in dispatchers {
         let totals = task.await.map_err(|e| anyhow!("dispatcher task: {e}"))??;
@@ -330,9 +385,27 @@ async fn throughput(env: &Env, args: &OutboxBenchArgs) -> Result<Throughput, Fai
         phases.publish_time += totals.publish_time;
         phases.mark_time += totals.mark_time;
     }
+    Ok(phases)
+}
+
+/// The throughput phase's figures on PostgreSQL's clock.
+struct Published {
+    seconds: f64,
+    per_second: f64,
+    first_batch_seconds: f64,
+    steady_per_second: f64,
+}
+
+/// The rates from the `published_at` of the `total` events against `db_start` (the
+/// backlog's commit), printed.
+async fn published_rates(
+    conn: &mut PgConnection,
+    db_start: chrono::DateTime<chrono::Utc>,
+    total: i64,
+) -> Result<Published, Failure> {
     let (first, last): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
         sqlx::query_as("SELECT min(published_at), max(published_at) FROM outbox_events")
-            .fetch_one(&mut conn)
+            .fetch_one(&mut *conn)
             .await?;
     let secs = |d: chrono::TimeDelta| (d.num_microseconds().unwrap_or(0) as f64 / 1e6).max(1e-9);
     let seconds = secs(last - db_start);
@@ -341,23 +414,18 @@ async fn throughput(env: &Env, args: &OutboxBenchArgs) -> Result<Throughput, Fai
     let first_batch: i64 =
         sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE published_at = $1")
             .bind(first)
-            .fetch_one(&mut conn)
+            .fetch_one(&mut *conn)
             .await?;
     let steady_per_second = (total - first_batch) as f64 / secs(last - first);
     println!(
         "   {total} events PUBLISHED in {seconds:.2} s (PostgreSQL clock): {per_second:.0} events/s; \
          first batch marked after {first_batch_seconds:.2} s, {steady_per_second:.0} events/s after it"
     );
-    conn.close().await?;
-    Ok(Throughput {
-        events: total,
-        enqueue_per_second,
+    Ok(Published {
         seconds,
         per_second,
-        wall_seconds,
         first_batch_seconds,
         steady_per_second,
-        phases,
     })
 }
 
@@ -470,12 +538,19 @@ async fn wait_published(
     }
 }
 
+/// Prints the Markdown table; the figures as the JSON file holds them.
 fn report(
     args: &OutboxBenchArgs,
     t: &Throughput,
     l: &Latency,
 ) -> Result<serde_json::Value, Failure> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    print_table(args, t, l, cores);
+    Ok(results_json(args, t, l, cores))
+}
+
+/// The Markdown table and how its figures are measured.
+fn print_table(args: &OutboxBenchArgs, t: &Throughput, l: &Latency, cores: usize) {
     let met = t.per_second >= TARGET_EVENTS_PER_SECOND;
     println!(
         "\n## sluice bench outbox — {cores} cores, acks=all, {} partitions, batch size {}\n",
@@ -522,7 +597,18 @@ fn report(
          published_at − the commit of the backlog, clock_timestamp() just before it; the dispatchers \
          were started and idle before)."
     );
-    let results = json!({
+}
+
+/// The figures as the JSON file holds them.
+fn results_json(
+    args: &OutboxBenchArgs,
+    t: &Throughput,
+    l: &Latency,
+    cores: usize,
+) -> serde_json::Value {
+    let met = t.per_second >= TARGET_EVENTS_PER_SECOND;
+    let (mean_batch, claim_ms, publish_ms, mark_ms) = t.per_batch();
+    json!({
         "cores": cores,
         "partitions": args.partitions,
         "batch_size": args.batch_size,
@@ -553,6 +639,5 @@ fn report(
             "met": l.p99 <= TARGET_P99_MS,
             "definition": "published_at - created_at (PostgreSQL clock; created_at = enqueue transaction start, published_at = ack recorded)",
         },
-    });
-    Ok(results)
+    })
 }
