@@ -148,10 +148,15 @@ struct Env {
 /// The shared parts of a full run once both crawls are produced.
 #[derive(Clone, Copy)]
 struct Run<'a> {
+    /// The process environment's settings (the stack's database and brokers).
     settings: &'a Settings,
+    /// The bench's options.
     args: &'a BenchArgs,
+    /// The run's schema and drain settings.
     env: &'a Env,
+    /// The admin client and the crawls' topics.
     kafka: &'a Produced,
+    /// Both crawls.
     work: &'a Workload,
 }
 
