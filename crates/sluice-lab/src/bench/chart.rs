@@ -121,7 +121,13 @@ pub fn render(title: &str, subtitle: &str, series: &[Series], latency_ms: &[f64]
         t = escape(title),
         s = escape(subtitle)
     );
-    // Left: rows/s over time.
+    rates_panel(&mut svg, series);
+    latency_panel(&mut svg, latency_ms);
+    svg
+}
+
+/// The left panel: rows/s over time, one line per series, with its legend.
+fn rates_panel(svg: &mut String, series: &[Series]) {
     let x0 = 60.0;
     let x_max = nice_max(
         series
@@ -136,7 +142,7 @@ pub fn render(title: &str, subtitle: &str, series: &[Series], latency_ms: &[f64]
             .fold(0.0, f64::max),
     );
     axes(
-        &mut svg,
+        svg,
         x0,
         x_max,
         y_max,
@@ -162,14 +168,18 @@ pub fn render(title: &str, subtitle: &str, series: &[Series], latency_ms: &[f64]
             p = path.join(" "),
         );
     }
-    legend(&mut svg, x0, series);
-    // Right: latency CDF.
+    legend(svg, x0, series);
+}
+
+/// The right panel: the latency samples' cumulative distribution, p50 and p99 marked, and
+/// the closing `</svg>`.
+fn latency_panel(svg: &mut String, latency_ms: &[f64]) {
     let x1 = 60.0 + PANEL + 80.0;
     let mut sorted = latency_ms.to_vec();
     sorted.sort_by(f64::total_cmp);
     let lat_max = nice_max(sorted.last().copied().unwrap_or(1.0));
     axes(
-        &mut svg,
+        svg,
         x1,
         lat_max,
         100.0,
@@ -212,7 +222,6 @@ pub fn render(title: &str, subtitle: &str, series: &[Series], latency_ms: &[f64]
         y = TOP + PLOT_H + 50.0,
         n = sorted.len()
     );
-    svg
 }
 
 fn legend(svg: &mut String, x0: f64, series: &[Series]) {

@@ -78,7 +78,12 @@ pub(super) async fn drain(
         probe.start();
     }
     let end: i64 = admin.watermarks(&topic)?.iter().map(|m| m.high).sum();
-    wait_stored(env, &group, &topic, end, &mut child, &log, None).await?;
+    let goal = Stored {
+        group: &group,
+        topic: &topic,
+        end,
+    };
+    wait_stored(env, goal, &mut child, &log, None).await?;
     let elapsed = started.elapsed();
     let drained_at = chrono::Utc::now();
     if let Some(probe) = probe {
@@ -141,18 +146,28 @@ pub(super) fn run_command(
     Ok(cmd)
 }
 
-/// Waits until `group` has stored `end` records of `topic` (PostgreSQL's offsets, summed
-/// over its partitions: each batch's transaction moves them; Kafka's commit follows it),
-/// `child` still running; at most `timeout` when one is given.
+/// What a drain waits for: `group` has stored `end` records of `topic`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stored<'a> {
+    /// The consumer group.
+    pub(super) group: &'a str,
+    /// The topic drained.
+    pub(super) topic: &'a str,
+    /// The records to be stored, summed over the topic's partitions.
+    pub(super) end: i64,
+}
+
+/// Waits until `goal.group` has stored `goal.end` records of `goal.topic` (PostgreSQL's
+/// offsets, summed over its partitions: each batch's transaction moves them; Kafka's commit
+/// follows it), `child` still running; at most `timeout` when one is given.
 pub(super) async fn wait_stored(
     env: &Env,
-    group: &str,
-    topic: &str,
-    end: i64,
+    goal: Stored<'_>,
     child: &mut Child,
     log: &std::path::Path,
     timeout: Option<Duration>,
 ) -> Result<(), Failure> {
+    let Stored { group, topic, end } = goal;
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut conn = sluice_postgres::connect(&env.url, "bench-wait").await?;
     loop {

@@ -57,74 +57,23 @@ impl Probe {
             .pipeline(sluice_core::PipelineKind::NetworkMetrics)
             .map(|p| p.topic.clone())
             .unwrap_or_default();
-        // The latency measured is sluice's (broker → row visible), so the probe's own
-        // producer does not wait the default 20 ms linger before sending.
-        let producer = ResilientProducer::with_timings(
-            &settings.kafka,
-            "sluice-bench-probe",
-            Duration::from_secs(30),
-            Duration::from_millis(1),
-            64 << 20,
-        )?;
+        let producer = probe_producer(settings)?;
         let running = Arc::new(AtomicBool::new(true));
         let started = Arc::new(AtomicBool::new(false));
         let sent: Sent = Arc::default();
-        let config = AnalyzerConfig {
-            apps: apps.to_vec(),
-            seed: 99,
-        };
-        let interval = Duration::from_secs_f64(1.0 / rate.max(0.1));
-        let (run, go, log) = (
-            Arc::clone(&running),
-            Arc::clone(&started),
-            Arc::clone(&sent),
-        );
-        let sender = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
-                // Warm the producer up (metadata, producer id) with one unmeasured message.
-                let warm = analysis(&config, u64::MAX, Utc::now());
-                let _ = producer
-                    .send(Outgoing {
-                        topic: &topic,
-                        key: Some(&warm.key),
-                        payload: warm.payload.as_deref().unwrap_or_default(),
-                        partition: None,
-                        headers: &[],
-                    })
-                    .await;
-                while !go.load(Ordering::Relaxed) && run.load(Ordering::Relaxed) {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                let mut n = 0u64;
-                while run.load(Ordering::Relaxed) {
-                    let record = analysis(&config, n, Utc::now());
-                    n += 1;
-                    let id = String::from_utf8_lossy(&record.key)
-                        .parse::<uuid::Uuid>()
-                        .unwrap_or_default();
-                    let at = Instant::now();
-                    let outgoing = Outgoing {
-                        topic: &topic,
-                        key: Some(&record.key),
-                        payload: record.payload.as_deref().unwrap_or_default(),
-                        partition: None,
-                        headers: &[],
-                    };
-                    if producer.send(outgoing).await.is_ok()
-                        && let Ok(mut sent) = log.lock()
-                    {
-                        sent.push((id, at));
-                    }
-                    tokio::time::sleep(interval).await;
-                }
-            });
-        });
+        let sender = Sender {
+            producer,
+            topic,
+            config: AnalyzerConfig {
+                apps: apps.to_vec(),
+                seed: 99,
+            },
+            interval: Duration::from_secs_f64(1.0 / rate.max(0.1)),
+            running: Arc::clone(&running),
+            started: Arc::clone(&started),
+            sent: Arc::clone(&sent),
+        }
+        .spawn();
         let watching = Arc::new(AtomicBool::new(true));
         let seen: Seen = Arc::default();
         let watcher = {
@@ -207,6 +156,95 @@ impl Probe {
             max: ms.last().copied().unwrap_or(0.0),
             samples: ms,
         })
+    }
+}
+
+/// The probe's producer. The latency measured is sluice's (broker → row visible), so the
+/// probe's own producer does not wait the default 20 ms linger before sending.
+fn probe_producer(settings: &Settings) -> Result<ResilientProducer, Failure> {
+    Ok(ResilientProducer::with_timings(
+        &settings.kafka,
+        "sluice-bench-probe",
+        Duration::from_secs(30),
+        Duration::from_millis(1),
+        64 << 20,
+    )?)
+}
+
+/// The sender thread's part of the probe: what it sends, how often, and the flags and log it
+/// shares with [`Probe`].
+struct Sender {
+    producer: ResilientProducer,
+    topic: String,
+    config: AnalyzerConfig,
+    interval: Duration,
+    running: Arc<AtomicBool>,
+    started: Arc<AtomicBool>,
+    sent: Sent,
+}
+
+impl Sender {
+    /// Starts the sender thread, on a runtime of its own.
+    fn spawn(self) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(self.run());
+        })
+    }
+
+    /// Warms the producer up, waits for the start, then sends one analysis per interval
+    /// until stopped, logging each one sent with the instant just before its send.
+    async fn run(self) {
+        let Sender {
+            producer,
+            topic,
+            config,
+            interval,
+            running: run,
+            started: go,
+            sent: log,
+        } = self;
+        // Warm the producer up (metadata, producer id) with one unmeasured message.
+        let warm = analysis(&config, u64::MAX, Utc::now());
+        let _ = producer
+            .send(Outgoing {
+                topic: &topic,
+                key: Some(&warm.key),
+                payload: warm.payload.as_deref().unwrap_or_default(),
+                partition: None,
+                headers: &[],
+            })
+            .await;
+        while !go.load(Ordering::Relaxed) && run.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut n = 0u64;
+        while run.load(Ordering::Relaxed) {
+            let record = analysis(&config, n, Utc::now());
+            n += 1;
+            let id = String::from_utf8_lossy(&record.key)
+                .parse::<uuid::Uuid>()
+                .unwrap_or_default();
+            let at = Instant::now();
+            let outgoing = Outgoing {
+                topic: &topic,
+                key: Some(&record.key),
+                payload: record.payload.as_deref().unwrap_or_default(),
+                partition: None,
+                headers: &[],
+            };
+            if producer.send(outgoing).await.is_ok()
+                && let Ok(mut sent) = log.lock()
+            {
+                sent.push((id, at));
+            }
+            tokio::time::sleep(interval).await;
+        }
     }
 }
 

@@ -9,7 +9,7 @@ pub(super) struct Baseline {
     /// A = this build, B = the baseline.
     pub(super) compared: Compared,
 }
-use super::{BenchArgs, latency, restart, runlog};
+use super::{BenchArgs, chart, latency, restart, runlog};
 use crate::Failure;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -66,31 +66,63 @@ pub(super) struct Figures {
     pub(super) steady: super::steady::Steady,
 }
 
-#[allow(
-    clippy::too_many_arguments,
-    reason = "every figure of the run, gathered once at the end"
-)]
-pub(super) fn report(
-    args: &BenchArgs,
-    f: &Figures,
-    lat: &latency::Summary,
-    rss_kb: u64,
-    s_with_metrics: f64,
-    restart: &restart::Restart,
-    cost: Option<&Compared>,
-    baseline: Option<&Baseline>,
-    outbox: Option<&serde_json::Value>,
-) -> Result<(), Failure> {
-    let (s, u, l, k) = (f.s, f.u, f.l, f.k);
+/// Every figure of a full run: the report's and the chart's input.
+pub(super) struct Results {
+    /// The rates and ratios of the U/S comparisons.
+    pub(super) figures: Figures,
+    /// The network-metrics latency during the reviews drain.
+    pub(super) latency: latency::Summary,
+    /// The consumer's peak RSS over the S runs and the latency drain, KiB.
+    pub(super) rss_kb: u64,
+    /// The reviews drain's rows/s while network-metrics flows.
+    pub(super) s_with_metrics: f64,
+    /// The restart phase.
+    pub(super) restart: restart::Restart,
+    /// The metrics cost (not measured by a quick bench).
+    pub(super) cost: Option<Compared>,
+    /// This build against `--baseline-sluice`.
+    pub(super) baseline: Option<Baseline>,
+    /// The outbox bench's figures (not measured by a quick bench).
+    pub(super) outbox: Option<serde_json::Value>,
+    /// What the chart draws besides the rates.
+    pub(super) timelines: Timelines,
+}
+
+/// The chart's series: cumulative (seconds, rows) of the first S and U runs, and L's length.
+pub(super) struct Timelines {
+    /// The first S run's first crawl.
+    pub(super) s: Vec<(f64, u64)>,
+    /// The first U run's first crawl.
+    pub(super) u: Vec<(f64, u64)>,
+    /// Seconds L's `COPY` took.
+    pub(super) l_seconds: f64,
+}
+
+/// Prints the Markdown table and writes the JSON file (`--out`).
+pub(super) fn report(args: &BenchArgs, r: &Results) -> Result<(), Failure> {
+    print_header_and_u(args, &r.figures);
+    print_s_ideas(args, &r.figures);
+    print_drains(&r.figures, r.s_with_metrics);
+    print_targets(r);
+    let results = results_json(args, r);
+    std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
+    println!("\nJSON: {}", args.out.display());
+    Ok(())
+}
+
+/// The title, the table's head, U and the idea of U over two connections.
+fn print_header_and_u(args: &BenchArgs, f: &Figures) {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let rss_mib = rss_kb as f64 / 1024.0;
     println!(
         "\n## sluice bench — {} reviews, {cores} cores (medians of {} runs per method)\n",
         args.reviews, args.pairs
     );
     println!("| measure | value | ratio / target | met |");
     println!("|---|---|---|---|");
-    println!("| U: upsert (UNNEST arrays), no Kafka, first crawl | {u:.0} rows/s | | |");
+    println!(
+        "| U: upsert (UNNEST arrays), no Kafka, first crawl | {:.0} rows/s | | |",
+        f.u
+    );
     println!(
         "| U_update: the same, second crawl (all updates) | {:.0} rows/s | | |",
         f.u_update
@@ -101,6 +133,11 @@ pub(super) fn report(
         f.u_two / f.u_one,
         f.u_one
     );
+}
+
+/// The rows of S's ideas: batch size, steady load, `synchronous_commit` off, two writers.
+fn print_s_ideas(args: &BenchArgs, f: &Figures) {
+    let u = f.u;
     if let Some((small, big)) = f.batch_idea {
         println!(
             "| idea: S with 1,000 records per transaction, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × S at 500 ({:.0} / {:.0}) | |",
@@ -146,6 +183,11 @@ pub(super) fn report(
         w.two.1 / f.u_update,
         w.one.1 / f.u_update
     );
+}
+
+/// The rows of L, K and S's drains: rates, ratios, CPU, start-up, batch phases.
+fn print_drains(f: &Figures, s_with_metrics: f64) {
+    let (s, u, l, k) = (f.s, f.u, f.l, f.k);
     println!("| L: binary COPY, unindexed | {l:.0} rows/s | | |");
     println!("| K: count-and-drop consumer | {k:.0} records/s | | |");
     println!(
@@ -184,7 +226,11 @@ pub(super) fn report(
             .join(" / ")
     );
     println!("| reviews while network-metrics flows | {s_with_metrics:.0} rows/s | | |");
-    if let Some(cost) = cost {
+}
+
+/// The rows checked against targets: metrics cost, baseline, latency, RSS, restart, outbox.
+fn print_targets(r: &Results) {
+    if let Some(cost) = &r.cost {
         let cost_ratio = cost.rate_ratio();
         println!(
             "| reviews with /metrics on and scraped every 1 s ({} scrapes; median of {COST_ROUNDS}) | {:.0} rows/s | {cost_ratio:.3} × off ({:.0} rows/s, ABBA order); CPU {:.3} × off; target ≥ 0.97 | {} |",
@@ -195,7 +241,7 @@ pub(super) fn report(
             yes(cost_ratio >= 0.97)
         );
     }
-    if let Some(baseline) = baseline {
+    if let Some(baseline) = &r.baseline {
         let c = &baseline.compared;
         println!(
             "| reviews drain, this build vs {} (median of {}) | {:.0} rows/s | {:.3} × baseline ({:.0} rows/s, ABBA order); CPU {:.3} × baseline | |",
@@ -207,6 +253,7 @@ pub(super) fn report(
             c.cpu_ratio(),
         );
     }
+    let lat = &r.latency;
     println!(
         "| network-metrics p50 / p99 / max during the burst | {:.1} / {:.1} / {:.1} ms ({} msgs) | p99 ≤ 50 ms over ≥ 200 | {} |",
         lat.p50,
@@ -215,25 +262,21 @@ pub(super) fn report(
         lat.count,
         yes(lat.p99 <= 50.0 && lat.count >= 200)
     );
+    let rss_mib = r.rss_kb as f64 / 1024.0;
     println!(
         "| consumer peak RSS | {rss_mib:.1} MiB | ≤ 100 MiB | {} |",
         yes(rss_mib <= 100.0)
     );
     println!(
         "| restart: SIGKILL + restart → first committed batch | {:.2} s | ≤ 5 s (dynamic membership: {}) | {} |",
-        restart.static_s,
-        restart
+        r.restart.static_s,
+        r.restart
             .dynamic_s
             .map_or("not measured".to_owned(), |d| format!("{d:.2} s")),
-        yes(restart.static_s <= 5.0)
+        yes(r.restart.static_s <= 5.0)
     );
-    let outbox_rate = outbox
-        .and_then(|o| o["throughput"]["events_per_second"].as_f64())
-        .unwrap_or(0.0);
-    let outbox_p99 = outbox
-        .and_then(|o| o["latency_ms"]["p99"].as_f64())
-        .unwrap_or(f64::NAN);
-    if outbox.is_some() {
+    if r.outbox.is_some() {
+        let (outbox_rate, outbox_p99) = outbox_figures(r.outbox.as_ref());
         println!(
             "| outbox: 3 dispatchers, acks=all | {outbox_rate:.0} events/s | ≥ 25,000 | {} |",
             yes(outbox_rate >= 25_000.0)
@@ -243,7 +286,35 @@ pub(super) fn report(
             yes(outbox_p99 <= 20.0)
         );
     }
-    let mut results = json!({
+}
+
+/// The outbox's events/s (0 when unknown) and commit → ack p99 (NaN when unknown).
+fn outbox_figures(outbox: Option<&serde_json::Value>) -> (f64, f64) {
+    let outbox_rate = outbox
+        .and_then(|o| o["throughput"]["events_per_second"].as_f64())
+        .unwrap_or(0.0);
+    let outbox_p99 = outbox
+        .and_then(|o| o["latency_ms"]["p99"].as_f64())
+        .unwrap_or(f64::NAN);
+    (outbox_rate, outbox_p99)
+}
+
+/// The JSON file's content.
+fn results_json(args: &BenchArgs, r: &Results) -> serde_json::Value {
+    let mut results = main_json(args, r);
+    add_s_ideas_json(args, &r.figures, &mut results);
+    add_optional_json(r, &mut results);
+    results
+}
+
+/// The rates, ratios, CPU, batch phases and targets of every full run.
+fn main_json(args: &BenchArgs, r: &Results) -> serde_json::Value {
+    let f = &r.figures;
+    let (s, u, l, k) = (f.s, f.u, f.l, f.k);
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let (lat, restart, s_with_metrics) = (&r.latency, &r.restart, r.s_with_metrics);
+    let rss_mib = r.rss_kb as f64 / 1024.0;
+    json!({
         "reviews": args.reviews,
         "cores": cores,
         "machine": machine(),
@@ -270,7 +341,12 @@ pub(super) fn report(
             "p99<=50ms_over_200": lat.p99 <= 50.0 && lat.count >= 200,
             "rss<=100MiB": rss_mib <= 100.0, "restart<=5s": restart.static_s <= 5.0,
         },
-    });
+    })
+}
+
+/// The writers, steady-load, `synchronous_commit` and batch-size sections.
+fn add_s_ideas_json(args: &BenchArgs, f: &Figures, results: &mut serde_json::Value) {
+    let (u, w) = (f.u, &f.writers);
     results["writers"] = json!({
         "rows_per_second": {
             "S_1_writer": w.one.0, "S_update_1_writer": w.one.1,
@@ -304,22 +380,59 @@ pub(super) fn report(
         results["rows_per_second"]["S_idea_batch_1000"] = json!(big.0);
         results["rows_per_second"]["S_idea_batch_1000_update"] = json!(big.1);
     }
-    if let Some(cost) = cost {
+}
+
+/// The metrics cost, baseline and outbox sections, when measured.
+fn add_optional_json(r: &Results, results: &mut serde_json::Value) {
+    if let Some(cost) = &r.cost {
         results["ratios"]["S_metrics_on/S_metrics_off"] = json!(cost.rate_ratio());
         results["targets"]["metrics_on>=0.97off"] = json!(cost.rate_ratio() >= 0.97);
         results["metrics_cost"] = json!({"off_rows_per_second": cost.b.rate(), "on_scraped_rows_per_second": cost.a.rate(), "off_runs": cost.b.rates, "on_runs": cost.a.rates, "off_cpu_seconds": cost.b.cpu, "on_cpu_seconds": cost.a.cpu, "cpu_on/off": cost.cpu_ratio(), "scrapes": cost.scrapes});
     }
-    if let Some(baseline) = baseline {
+    if let Some(baseline) = &r.baseline {
         let c = &baseline.compared;
         results["baseline"] = json!({"exe": baseline.exe, "this_rows_per_second": c.a.rate(), "baseline_rows_per_second": c.b.rate(), "this_runs": c.a.rates, "baseline_runs": c.b.rates, "this_cpu_seconds": c.a.cpu, "baseline_cpu_seconds": c.b.cpu, "rate_this/baseline": c.rate_ratio(), "cpu_this/baseline": c.cpu_ratio()});
     }
-    if let Some(outbox) = outbox {
+    if let Some(outbox) = &r.outbox {
+        let (outbox_rate, outbox_p99) = outbox_figures(Some(outbox));
         results["outbox"] = outbox.clone();
         results["targets"]["outbox>=25000/s"] = json!(outbox_rate >= 25_000.0);
         results["targets"]["outbox_p99<=20ms"] = json!(outbox_p99 <= 20.0);
     }
-    std::fs::write(&args.out, serde_json::to_string_pretty(&results)?)?;
-    println!("\nJSON: {}", args.out.display());
+}
+
+/// Renders the SVG chart ([`chart::render`]) beside the JSON file (`--out`, `.svg`).
+pub(super) fn chart(args: &BenchArgs, r: &Results) -> Result<(), Failure> {
+    let (f, t) = (&r.figures, &r.timelines);
+    let (s, u, l) = (f.s, f.u, f.l);
+    let svg_path = args.out.with_extension("svg");
+    let svg = chart::render(
+        &format!(
+            "sluice bench: {} reviews, S (sluice run) next to U (upsert, no Kafka) and L (COPY)",
+            args.reviews
+        ),
+        &machine(),
+        &[
+            chart::Series {
+                label: format!("S, sluice run ({s:.0} rows/s median)"),
+                colour: "#1f77b4",
+                points: chart::rate_series(&t.s, 0.25),
+            },
+            chart::Series {
+                label: format!("U, upsert ({u:.0})"),
+                colour: "#ff7f0e",
+                points: chart::rate_series(&t.u, 0.25),
+            },
+            chart::Series {
+                label: format!("L, COPY ({l:.0})"),
+                colour: "#2ca02c",
+                points: vec![(0.0, l), (t.l_seconds, l)],
+            },
+        ],
+        &r.latency.samples,
+    );
+    std::fs::write(&svg_path, svg)?;
+    println!("SVG: {}", svg_path.display());
     Ok(())
 }
 

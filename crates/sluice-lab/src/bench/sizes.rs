@@ -6,7 +6,7 @@
 //! and by the baseline in ABBA pairs and the medians are compared.
 
 use super::Env;
-use super::drain::{check_alive, run_command, stop_run, wait_joined, wait_stored};
+use super::drain::{Stored, check_alive, run_command, stop_run, wait_joined, wait_stored};
 use crate::Failure;
 use anyhow::anyhow;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -29,6 +29,20 @@ struct Drain {
     rss_mib: f64,
 }
 
+/// One size's topic, table and sink file.
+struct Size {
+    /// Records produced.
+    count: usize,
+    /// Bytes each.
+    bytes: usize,
+    /// The table's and the sink's name (`docs<KiB>`).
+    name: String,
+    /// The topic the records are in.
+    topic: String,
+    /// The sinks file `sluice run` reads.
+    file: PathBuf,
+}
+
 /// Every size, `pairs` drains by each build (ABBA order when there is a baseline); prints a
 /// table and returns it as JSON.
 pub(super) async fn run(
@@ -39,26 +53,82 @@ pub(super) async fn run(
     baseline: Option<&Path>,
     column: &str,
 ) -> Result<serde_json::Value, Failure> {
-    let base_env = match baseline {
-        Some(exe) if !exe.is_file() => {
-            return Err(Failure::config(anyhow!(
-                "--baseline-sluice {}: no such file",
-                exe.display()
-            )));
-        }
-        Some(exe) => Some(Env {
-            sluice: exe.to_path_buf(),
-            ..env.clone()
-        }),
-        None => None,
-    };
+    let base_env = baseline_env(env, baseline)?;
     let mut table = Vec::new();
     println!(
         "| records | size ({column}) | this rows/s | this peak RSS | baseline rows/s | baseline peak RSS | this/baseline |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for (count, size) in SIZES {
-        let name = format!("docs{}", size / 1024);
+    for (count, bytes) in SIZES {
+        let size = Size::prepare(env, admin, conn, column, count, bytes).await?;
+        let (this, base) = drain_pairs(env, base_env.as_ref(), admin, conn, &size, pairs).await?;
+        table.push(size.row(column, &this, &base));
+        admin.delete_topic(&size.topic).await?;
+        let _ = std::fs::remove_file(&size.file);
+    }
+    Ok(serde_json::Value::Array(table))
+}
+
+/// The baseline's environment (`--baseline-sluice`): `env` with its `sluice`; an error when
+/// the file is missing.
+fn baseline_env(env: &Env, baseline: Option<&Path>) -> Result<Option<Env>, Failure> {
+    match baseline {
+        Some(exe) if !exe.is_file() => Err(Failure::config(anyhow!(
+            "--baseline-sluice {}: no such file",
+            exe.display()
+        ))),
+        Some(exe) => Ok(Some(Env {
+            sluice: exe.to_path_buf(),
+            ..env.clone()
+        })),
+        None => Ok(None),
+    }
+}
+
+/// `pairs` drains of `size` by this build and as many by the baseline (when there is one),
+/// in ABBA order, each into an emptied table: (this build's, the baseline's).
+async fn drain_pairs(
+    env: &Env,
+    base_env: Option<&Env>,
+    admin: &Admin,
+    conn: &mut PgConnection,
+    size: &Size,
+    pairs: usize,
+) -> Result<(Vec<Drain>, Vec<Drain>), Failure> {
+    let name = &size.name;
+    let (mut this, mut base) = (Vec::new(), Vec::new());
+    for pair in 0..pairs {
+        let order: [bool; 2] = if pair.is_multiple_of(2) {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for is_this in order {
+            let side = if is_this { Some(env) } else { base_env };
+            let Some(side) = side else { continue };
+            sqlx::raw_sql(&format!("TRUNCATE {name}; CHECKPOINT"))
+                .execute(&mut *conn)
+                .await?;
+            let tag = format!("{name}-{pair}-{}", if is_this { "a" } else { "b" });
+            let drained = drain(side, admin, size, &tag).await?;
+            if is_this { &mut this } else { &mut base }.push(drained);
+        }
+    }
+    Ok((this, base))
+}
+
+impl Size {
+    /// The topic (produced), the table `(id, v <column>)` and the sinks file of `count`
+    /// records of `bytes` each.
+    async fn prepare(
+        env: &Env,
+        admin: &Admin,
+        conn: &mut PgConnection,
+        column: &str,
+        count: usize,
+        bytes: usize,
+    ) -> Result<Size, Failure> {
+        let name = format!("docs{}", bytes / 1024);
         let topic = format!("{}-{name}", env.id);
         admin.ensure_topic(&topic, 3).await?;
         sqlx::raw_sql(&format!(
@@ -66,7 +136,7 @@ pub(super) async fn run(
         ))
         .execute(&mut *conn)
         .await?;
-        produce(env, &topic, count, size).await?;
+        produce(env, &topic, count, bytes).await?;
         let file = PathBuf::from(format!(".stack/bench-{}-{name}.toml", env.id));
         std::fs::write(
             &file,
@@ -76,82 +146,68 @@ pub(super) async fn run(
                  id = {{ field = \"id\" }}\nv = {{ field = \"v\" }}\n"
             ),
         )?;
-        let (mut this, mut base) = (Vec::new(), Vec::new());
-        for pair in 0..pairs {
-            let order: [bool; 2] = if pair.is_multiple_of(2) {
-                [true, false]
-            } else {
-                [false, true]
-            };
-            for is_this in order {
-                let side = if is_this {
-                    Some(env)
-                } else {
-                    base_env.as_ref()
-                };
-                let Some(side) = side else { continue };
-                sqlx::raw_sql(&format!("TRUNCATE {name}; CHECKPOINT"))
-                    .execute(&mut *conn)
-                    .await?;
-                let tag = format!("{name}-{pair}-{}", if is_this { "a" } else { "b" });
-                let drained = drain(side, admin, &file, &name, &topic, count, &tag).await?;
-                if is_this { &mut this } else { &mut base }.push(drained);
-            }
-        }
+        Ok(Size {
+            count,
+            bytes,
+            name,
+            topic,
+            file,
+        })
+    }
+
+    /// The size's line of the table, printed, and as JSON.
+    fn row(&self, column: &str, this: &[Drain], base: &[Drain]) -> serde_json::Value {
+        let (count, size) = (self.count, self.bytes);
         let median_of = |runs: &[Drain], f: fn(&Drain) -> f64| {
             super::median(&runs.iter().map(f).collect::<Vec<_>>())
         };
         let peak_of = |runs: &[Drain]| runs.iter().map(|d| d.rss_mib).fold(0.0, f64::max);
-        let this_rate = median_of(&this, |d| d.rate);
+        let this_rate = median_of(this, |d| d.rate);
         let (base_rate, base_rss) = if base.is_empty() {
             (f64::NAN, f64::NAN)
         } else {
-            (median_of(&base, |d| d.rate), peak_of(&base))
+            (median_of(base, |d| d.rate), peak_of(base))
         };
         println!(
             "| {count} | {} KiB | {this_rate:.0} | {:.1} MiB | {base_rate:.0} | {base_rss:.1} MiB | {:.3} |",
             size / 1024,
-            peak_of(&this),
+            peak_of(this),
             this_rate / base_rate
         );
-        table.push(serde_json::json!({
+        serde_json::json!({
             "records": count,
             "bytes_each": size,
             "column": column,
-            "this": {"rows_per_second": this_rate, "peak_rss_mib": peak_of(&this),
+            "this": {"rows_per_second": this_rate, "peak_rss_mib": peak_of(this),
                      "runs": this.iter().map(|d| [d.rate, d.rss_mib]).collect::<Vec<_>>()},
             "baseline": (!base.is_empty()).then(|| serde_json::json!({
                 "rows_per_second": base_rate, "peak_rss_mib": base_rss,
                 "runs": base.iter().map(|d| [d.rate, d.rss_mib]).collect::<Vec<_>>()})),
             "ratio": (!base.is_empty()).then_some(this_rate / base_rate),
-        }));
-        admin.delete_topic(&topic).await?;
-        let _ = std::fs::remove_file(&file);
+        })
     }
-    Ok(serde_json::Value::Array(table))
 }
 
-/// One drain by `env.sluice`: a fresh group, from its join until every record is stored.
-async fn drain(
-    env: &Env,
-    admin: &Admin,
-    file: &Path,
-    sink: &str,
-    topic: &str,
-    count: usize,
-    tag: &str,
-) -> Result<Drain, Failure> {
+/// One drain of `size` by `env.sluice`: a fresh group, from its join until every record is
+/// stored.
+async fn drain(env: &Env, admin: &Admin, size: &Size, tag: &str) -> Result<Drain, Failure> {
+    let count = size.count;
     let prefix = format!("{}-{tag}", env.id);
     let log = PathBuf::from(format!(".stack/bench-{tag}.log"));
     let mut cmd = run_command(env, &prefix, tag, &log)?;
-    cmd.env("SLUICE_SINKS_FILE", file);
+    cmd.env("SLUICE_SINKS_FILE", &size.file);
     let mut child = cmd.spawn()?;
-    let group = format!("{prefix}.{sink}");
+    let group = format!("{prefix}.{}", size.name);
     wait_joined(admin, std::slice::from_ref(&group), &mut child, &log).await?;
     let started = Instant::now();
     let end = i64::try_from(count).unwrap_or(i64::MAX);
     let timeout = Some(Duration::from_secs(600));
-    wait_stored(env, &group, topic, end, &mut child, &log, timeout).await?;
+    let goal = Stored {
+        group: &group,
+        topic: &size.topic,
+        end,
+    };
+    wait_stored(env, goal, &mut child, &log, timeout).await?;
     let elapsed = started.elapsed();
     check_alive(&mut child, &log)?;
     let rss_kb = crate::demo::peak_rss_kb(child.id()).unwrap_or(0);

@@ -3,7 +3,7 @@
 //! transaction. A backlog fills every batch; a steady rate below the pipeline's limit
 //! makes small batches, each paying a transaction's fixed costs.
 
-use super::drain::{cpu_seconds, run_command, stop_run, wait_joined, wait_stored};
+use super::drain::{Stored, cpu_seconds, run_command, stop_run, wait_joined, wait_stored};
 use super::{Env, runlog};
 use crate::Failure;
 use crate::produce::send_all;
@@ -71,7 +71,12 @@ pub(super) async fn measure(
     let sent = send_all(&settings, &producer, records, rate, &hidden).await?;
     let end = i64::try_from(sent).unwrap_or(i64::MAX);
     let timeout = Some(Duration::from_secs(120));
-    wait_stored(env, &group, &topic, end, &mut child, &log, timeout).await?;
+    let goal = Stored {
+        group: &group,
+        topic: &topic,
+        end,
+    };
+    wait_stored(env, goal, &mut child, &log, timeout).await?;
     let cpu_s = cpu_seconds(child.id()).unwrap_or(0.0) - cpu_before;
     stop_run(&mut child, &log)?;
     let batches = runlog::batches(&log).len();
