@@ -359,45 +359,7 @@ fn drain<'a>(
                         classify_sqlstate(&code) == Disposition::DeadLetter
                     }) =>
                 {
-                    sqlx::query("ROLLBACK TO SAVEPOINT sluice_release")
-                        .execute(&mut *conn)
-                        .await?;
-                    let reason = format!(
-                        "after waiting for its key change's delete: SQLSTATE {}: {}",
-                        error.code().unwrap_or_default(),
-                        error.message()
-                    );
-                    tracing::error!(
-                        table = %plan.table,
-                        sink = %plan.name,
-                        key = %row_key,
-                        seq,
-                        %reason,
-                        dead_lettered = origin.is_some(),
-                        "a row that waited for a key change's delete cannot be applied"
-                    );
-                    match origin {
-                        Some(origin) => {
-                            sqlx::query(TAKE_HELD)
-                                .bind(&plan.table)
-                                .bind(row_key)
-                                .bind(seq)
-                                .execute(&mut *conn)
-                                .await?;
-                            let letter = origin.dead_letter(reason);
-                            insert_dead_letters(conn, &plan.group, &[letter]).await?;
-                        }
-                        // Held by a caller that gave no record: kept, marked.
-                        None => {
-                            sqlx::query(ORPHAN_HELD)
-                                .bind(&plan.table)
-                                .bind(row_key)
-                                .bind(seq)
-                                .bind(reason)
-                                .execute(&mut *conn)
-                                .await?;
-                        }
-                    }
+                    set_aside(conn, plan, row_key, seq, origin, &*error).await?;
                     outcome.skipped += 1;
                 }
                 Err(other) => return Err(other),
@@ -405,4 +367,57 @@ fn drain<'a>(
         }
         Ok(outcome)
     })
+}
+
+/// Rolls back a waiting row that cannot be applied (`error`, a row's own failure) to its
+/// savepoint, and dead-letters it with its record (or, held by a caller that gave none,
+/// keeps it marked orphaned).
+async fn set_aside(
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+    row_key: &str,
+    seq: i64,
+    origin: Option<HeldOrigin>,
+    error: &dyn sqlx::error::DatabaseError,
+) -> Result<(), DeclaredUpsertError> {
+    sqlx::query("ROLLBACK TO SAVEPOINT sluice_release")
+        .execute(&mut *conn)
+        .await?;
+    let reason = format!(
+        "after waiting for its key change's delete: SQLSTATE {}: {}",
+        error.code().unwrap_or_default(),
+        error.message()
+    );
+    tracing::error!(
+        table = %plan.table,
+        sink = %plan.name,
+        key = %row_key,
+        seq,
+        %reason,
+        dead_lettered = origin.is_some(),
+        "a row that waited for a key change's delete cannot be applied"
+    );
+    match origin {
+        Some(origin) => {
+            sqlx::query(TAKE_HELD)
+                .bind(&plan.table)
+                .bind(row_key)
+                .bind(seq)
+                .execute(&mut *conn)
+                .await?;
+            let letter = origin.dead_letter(reason);
+            insert_dead_letters(conn, &plan.group, &[letter]).await?;
+        }
+        // Held by a caller that gave no record: kept, marked.
+        None => {
+            sqlx::query(ORPHAN_HELD)
+                .bind(&plan.table)
+                .bind(row_key)
+                .bind(seq)
+                .bind(reason)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    Ok(())
 }

@@ -129,9 +129,7 @@ pub async fn store_batch(
     conn: &mut PgConnection,
     sink: &Declared,
     group: &str,
-    records: &[Record],
-    decoded: &DecodedBatch,
-    origins: &Origins,
+    (records, decoded, origins): (&[Record], &DecodedBatch, &Origins),
     committed: &HashMap<Partition, i64>,
 ) -> Result<Stored, sqlx::Error> {
     let origin_of = |topic: &str, partition: i32| {
@@ -172,77 +170,108 @@ pub async fn store_batch(
             Some(Err(verdicts)) => verdicts,
             done => {
                 // Stored, or nothing left to store (every record applied before or behind).
-                let mut done = done.and_then(Result::ok).unwrap_or_else(|| Done {
-                    report: BatchReport::default(),
-                    dead: Vec::new(),
-                    behind: Vec::new(),
-                });
-                done.report.records += skipped;
-                done.report.write.skipped += skipped;
-                done.behind = behind;
-                if skipped > 0 {
-                    tracing::info!(
-                        group,
-                        skipped,
-                        written = done.report.records - skipped,
-                        "records below PostgreSQL's offset left out: applied before (a crash \
-                         between the database and the Kafka commit, or a batch read ahead of \
-                         a rebalance); the rest stored"
-                    );
-                }
-                return Ok(Stored::Done(done));
+                let done = done.and_then(Result::ok);
+                return Ok(Stored::Done(settled(done, behind, skipped, group)));
             }
         };
-        let mut next: Vec<Record> = Vec::with_capacity(now_records.len());
-        for r in now_records {
-            let verdict = verdicts
-                .iter()
-                .find(|(c, _)| c.partition == r.partition && c.topic == r.topic)
-                .map(|(_, v)| *v);
-            match verdict {
-                Some(Verdict::Skip(s)) if r.offset < s => skipped += 1,
-                Some(Verdict::Behind(_)) => {}
-                _ => next.push(r.clone()),
-            }
-        }
-        for (claim, verdict) in &verdicts {
-            let key = (claim.topic.clone(), claim.partition);
-            match *verdict {
-                Verdict::Behind(postgres) => behind.push(Behind {
-                    topic: claim.topic.clone(),
-                    partition: claim.partition,
-                    postgres,
-                    fetched_from: match claim.origin {
-                        Some(Origin::At(from)) => from,
-                        _ => claim.first,
-                    },
-                }),
-                Verdict::LogWentBack => {
-                    tracing::warn!(group, topic = %claim.topic, partition = claim.partition,
-                        first = claim.first, origin = ?claim.origin,
-                        "the partition's records start below where its fetch continued (the \
-                         topic was created again, or its records removed): PostgreSQL's \
-                         offset of the old log discarded, the records stored");
-                    discard.push(key);
-                }
-                _ => {}
-            }
-        }
+        let next = left_in(now_records, &verdicts, &mut skipped);
+        set_aside(&verdicts, &mut behind, &mut discard, group);
         // The partitions whose log went back continue as if assigned without an offset.
-        let previous = claims;
-        claims = claims_of(&next, |topic, partition| {
-            previous
-                .iter()
-                .find(|c| c.partition == partition && c.topic == topic)
-                .and_then(|c| c.origin)
-                .map(|o| {
-                    let new_log = discard.iter().any(|(t, p)| *p == partition && t == topic);
-                    if new_log { Origin::Reset } else { o }
-                })
-        });
+        claims = claims_after(claims, &next, &discard);
         let decoded = decode_batch(sink, &next);
         kept = Some((next, decoded));
     }
+}
+
+/// What a batch came to once stored (`done`), or once nothing was left to store (`None`):
+/// with the records left out as applied before counted as skipped, and the partitions
+/// behind.
+fn settled(done: Option<Done>, behind: Vec<Behind>, skipped: u64, group: &str) -> Done {
+    let mut done = done.unwrap_or_else(|| Done {
+        report: BatchReport::default(),
+        dead: Vec::new(),
+        behind: Vec::new(),
+    });
+    done.report.records += skipped;
+    done.report.write.skipped += skipped;
+    done.behind = behind;
+    if skipped > 0 {
+        tracing::info!(
+            group,
+            skipped,
+            written = done.report.records - skipped,
+            "records below PostgreSQL's offset left out: applied before (a crash \
+             between the database and the Kafka commit, or a batch read ahead of \
+             a rebalance); the rest stored"
+        );
+    }
+    done
+}
+
+/// The records of `records` the claim's `verdicts` keep, in order; those applied before are
+/// counted in `skipped`, those of a partition behind dropped.
+fn left_in(records: &[Record], verdicts: &[(Claim, Verdict)], skipped: &mut u64) -> Vec<Record> {
+    let mut next: Vec<Record> = Vec::with_capacity(records.len());
+    for r in records {
+        let verdict = verdicts
+            .iter()
+            .find(|(c, _)| c.partition == r.partition && c.topic == r.topic)
+            .map(|(_, v)| *v);
+        match verdict {
+            Some(Verdict::Skip(s)) if r.offset < s => *skipped += 1,
+            Some(Verdict::Behind(_)) => {}
+            _ => next.push(r.clone()),
+        }
+    }
+    next
+}
+
+/// Notes the partitions the claim's `verdicts` find behind (read again from PostgreSQL's
+/// offset) and those whose log went back (their stored offset discarded).
+fn set_aside(
+    verdicts: &[(Claim, Verdict)],
+    behind: &mut Vec<Behind>,
+    discard: &mut Vec<Partition>,
+    group: &str,
+) {
+    for (claim, verdict) in verdicts {
+        let key = (claim.topic.clone(), claim.partition);
+        match *verdict {
+            Verdict::Behind(postgres) => behind.push(Behind {
+                topic: claim.topic.clone(),
+                partition: claim.partition,
+                postgres,
+                fetched_from: match claim.origin {
+                    Some(Origin::At(from)) => from,
+                    _ => claim.first,
+                },
+            }),
+            Verdict::LogWentBack => {
+                tracing::warn!(group, topic = %claim.topic, partition = claim.partition,
+                    first = claim.first, origin = ?claim.origin,
+                    "the partition's records start below where its fetch continued (the \
+                     topic was created again, or its records removed): PostgreSQL's \
+                     offset of the old log discarded, the records stored");
+                discard.push(key);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The claims of the records kept, `next`: each partition's origin as before, except that a
+/// partition in `discard` (its log went back) continues as if assigned without an offset.
+fn claims_after(previous: Vec<Claim>, next: &[Record], discard: &[Partition]) -> Vec<Claim> {
+    claims_of(next, |topic, partition| {
+        previous
+            .iter()
+            .find(|c| c.partition == partition && c.topic == topic)
+            .and_then(|c| c.origin)
+            .map(|o| {
+                let new_log = discard.iter().any(|(t, p)| *p == partition && t == topic);
+                if new_log { Origin::Reset } else { o }
+            })
+    })
 }
 
 /// A batch after its claim: stored (or rewound), or the verdicts that leave part of it out.
@@ -298,6 +327,7 @@ struct Batch<'a> {
     committed: &'a HashMap<Partition, i64>,
 }
 
+/// One attempt at a batch's transaction, its rows written as `isolation` says.
 async fn store_batch_in(
     conn: &mut PgConnection,
     batch: &Batch<'_>,
@@ -327,25 +357,10 @@ async fn store_batch_in(
         .map(|c| (c.topic.clone(), c.partition, c.next))
         .collect();
     let before = offsets::claim(&mut tx, group, &next).await?;
-    let mut verdicts = Vec::with_capacity(claims.len());
-    for claim in claims {
-        let key = (claim.topic.clone(), claim.partition);
-        let stored = before.get(&key).copied().flatten();
-        match judge(claim, stored, committed.get(&key).copied()) {
-            Verdict::Lost {
-                postgres,
-                committed,
-            } => {
-                return Ok(Attempt::Stored(Stored::Rewound(Rewind {
-                    topic: claim.topic.clone(),
-                    partition: claim.partition,
-                    postgres,
-                    committed,
-                })));
-            }
-            verdict => verdicts.push((claim.clone(), verdict)),
-        }
-    }
+    let verdicts = match judge_claims(claims, &before, committed) {
+        Ok(verdicts) => verdicts,
+        Err(rewind) => return Ok(Attempt::Stored(Stored::Rewound(rewind))),
+    };
     if verdicts.iter().any(|(_, v)| *v != Verdict::Write) {
         return Ok(Attempt::Adjust(verdicts)); // dropping `tx` rolls the claim back
     }
@@ -380,6 +395,35 @@ async fn store_batch_in(
         dead,
         behind: Vec::new(),
     })))
+}
+
+/// Each claim's verdict, from PostgreSQL's offsets `before` the claim and the offsets this
+/// writer `committed`; the first partition whose offset PostgreSQL lost, if one did.
+fn judge_claims(
+    claims: &[Claim],
+    before: &HashMap<Partition, Option<i64>>,
+    committed: &HashMap<Partition, i64>,
+) -> Result<Vec<(Claim, Verdict)>, Rewind> {
+    let mut verdicts = Vec::with_capacity(claims.len());
+    for claim in claims {
+        let key = (claim.topic.clone(), claim.partition);
+        let stored = before.get(&key).copied().flatten();
+        match judge(claim, stored, committed.get(&key).copied()) {
+            Verdict::Lost {
+                postgres,
+                committed,
+            } => {
+                return Err(Rewind {
+                    topic: claim.topic.clone(),
+                    partition: claim.partition,
+                    postgres,
+                    committed,
+                });
+            }
+            verdict => verdicts.push((claim.clone(), verdict)),
+        }
+    }
+    Ok(verdicts)
 }
 
 #[cfg(test)]

@@ -114,6 +114,21 @@ fn registered<M: Metric + Clone>(
     metric
 }
 
+/// A readiness entry for each of `pipelines` (by name), each in its default state.
+fn health_of<N: AsRef<str>>(pipelines: &[N]) -> Arc<BTreeMap<String, Arc<PipelineHealth>>> {
+    Arc::new(
+        pipelines
+            .iter()
+            .map(|name| {
+                (
+                    name.as_ref().to_owned(),
+                    Arc::new(PipelineHealth::default()),
+                )
+            })
+            .collect(),
+    )
+}
+
 /// The families of every storage metric, and each pipeline's readiness state.
 #[derive(Debug, Clone)]
 pub struct StorageMetrics {
@@ -206,17 +221,7 @@ impl StorageMetrics {
                 None,
                 Family::default(),
             ),
-            health: Arc::new(
-                pipelines
-                    .iter()
-                    .map(|name| {
-                        (
-                            name.as_ref().to_owned(),
-                            Arc::new(PipelineHealth::default()),
-                        )
-                    })
-                    .collect(),
-            ),
+            health: health_of(pipelines),
         }
     }
 

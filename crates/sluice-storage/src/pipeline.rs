@@ -5,7 +5,7 @@
 //! so a rebalance in the middle of a batch only means the uncommitted batch is redelivered
 //! to whoever gets the partition, and `ON CONFLICT` makes that a no-op.
 //!
-//! A pipeline is a reader thread (`reader.rs`: poll, decode, commit offsets) and N writer
+//! A pipeline is a reader thread (`reader/`: poll, decode, commit offsets) and N writer
 //! threads (`writer/pool.rs`, `STORAGE_WRITERS`: one connection and one transaction per batch
 //! each), joined by channels. Each partition has one writer (`lanes.rs`), so its batches
 //! are stored in poll order by one writer while the other writers store other partitions;
@@ -19,10 +19,11 @@ use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, ReaderParts, WriterEvent, run_reader};
 use crate::selected::{Identity, Pipeline};
 use crate::sink::Declared;
-use crate::writer::pool::{WriterChannels, run_writers};
+use crate::writer::pool::{WriterChannels, WriterParts, run_writers};
 use sluice_core::settings::Settings;
 use sluice_kafka::BatchConsumer;
 use sluice_kafka::config::{ConsumerOptions, ReadAhead};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -112,7 +113,56 @@ async fn run_sink(
     // A typo in a topic name (or a topic not created yet) would otherwise leave a healthy-
     // looking pipeline that consumes nothing forever.
     let admin = sluice_kafka::Admin::new(&settings.kafka, Duration::from_secs(15))?;
-    // A pattern may match nothing yet: its topics are picked up when they are created.
+    check_topics(&admin, pipeline)?;
+    adopt(settings, pipeline, &admin, stop).await?;
+    drop(admin);
+    let consumer = subscribe(settings, pipeline)?;
+
+    let (to_writers, channels, events) = writer_channels(pipeline.writers);
+    let liveness = ReaderLiveness::default();
+    let reader = {
+        let parts = ReaderParts {
+            sink: Arc::clone(&sink),
+            name: pipeline.name.clone(),
+            consumer,
+            batch_size: pipeline.batch_size,
+            batch_bytes: pipeline.batch_bytes,
+            poll_timeout: settings.poll_timeout,
+            linger: settings.linger,
+            to_writers,
+            events,
+            stop: stop.clone(),
+            liveness: liveness.clone(),
+            metrics: metrics.clone(),
+        };
+        std::thread::Builder::new()
+            .name(format!("pipeline-{}-kafka", pipeline.name))
+            .spawn(move || run_reader(parts))
+            .map_err(PipelineError::Thread)?
+    };
+
+    // The pipeline's own thread runs nothing else while its writers run.
+    let parts = WriterParts {
+        settings,
+        pipeline,
+        sink: &sink,
+        metrics,
+        stop,
+    };
+    let written = run_writers(parts, channels, &liveness);
+    if written.is_err() {
+        // Make the reader stop too; it still commits the batches stored before the error.
+        stop.cancel();
+    }
+    let read = reader
+        .join()
+        .unwrap_or_else(|_| Err(PipelineError::ReaderPanicked));
+    written.and(read)
+}
+
+/// Fails if a topic the pipeline names does not exist (a pattern may match nothing yet: its
+/// topics are picked up when they are created).
+fn check_topics(admin: &sluice_kafka::Admin, pipeline: &Identity) -> Result<(), PipelineError> {
     for topic in pipeline.topics.named() {
         if admin.partition_count(topic)?.is_none() {
             return Err(PipelineError::MissingTopic {
@@ -121,8 +171,12 @@ async fn run_sink(
             });
         }
     }
-    adopt(settings, pipeline, &admin, stop).await?;
-    drop(admin);
+    Ok(())
+}
+
+/// The pipeline's consumer, subscribed to its topics, starting each partition assigned at
+/// PostgreSQL's offset (docs/ARCHITECTURE.md#offsets).
+fn subscribe(settings: &Settings, pipeline: &Identity) -> Result<BatchConsumer, PipelineError> {
     let starts = crate::offsets::PostgresStarts::new(
         &settings.database_url,
         &pipeline.group,
@@ -152,12 +206,23 @@ async fn run_sink(
         group_instance_id = instance.as_deref().unwrap_or("(dynamic)"),
         batch_size = pipeline.batch_size, batch_bytes = pipeline.batch_bytes,
         writers = pipeline.writers, "pipeline started");
+    Ok(consumer)
+}
 
+/// The channels between the reader and `writers` writers (at least one): the reader's end
+/// of each writer's batch channel, each writer's ends, and the reader's end of the reports.
+fn writer_channels(
+    writers: usize,
+) -> (
+    Vec<SyncSender<Polled>>,
+    Vec<WriterChannels>,
+    Receiver<WriterEvent>,
+) {
     // Per writer, one batch waits in its channel while it stores another; the lanes hold at
     // most two more (crates/sluice-storage/src/lanes.rs).
     let (events_tx, events) = mpsc::channel::<WriterEvent>();
     let (mut to_writers, mut channels) = (Vec::new(), Vec::new());
-    for _ in 0..pipeline.writers.max(1) {
+    for _ in 0..writers.max(1) {
         let (to_writer, batches) = mpsc::sync_channel::<Polled>(1);
         to_writers.push(to_writer);
         channels.push(WriterChannels {
@@ -166,38 +231,5 @@ async fn run_sink(
         });
     }
     drop(events_tx);
-    let liveness = ReaderLiveness::default();
-    let reader = {
-        let parts = ReaderParts {
-            sink: Arc::clone(&sink),
-            name: pipeline.name.clone(),
-            consumer,
-            batch_size: pipeline.batch_size,
-            batch_bytes: pipeline.batch_bytes,
-            poll_timeout: settings.poll_timeout,
-            linger: settings.linger,
-            to_writers,
-            events,
-            stop: stop.clone(),
-            liveness: liveness.clone(),
-            metrics: metrics.clone(),
-        };
-        std::thread::Builder::new()
-            .name(format!("pipeline-{}-kafka", pipeline.name))
-            .spawn(move || run_reader(parts))
-            .map_err(PipelineError::Thread)?
-    };
-
-    // The pipeline's own thread runs nothing else while its writers run.
-    let written = run_writers(
-        settings, pipeline, &sink, metrics, stop, channels, &liveness,
-    );
-    if written.is_err() {
-        // Make the reader stop too; it still commits the batches stored before the error.
-        stop.cancel();
-    }
-    let read = reader
-        .join()
-        .unwrap_or_else(|_| Err(PipelineError::ReaderPanicked));
-    written.and(read)
+    (to_writers, channels, events)
 }

@@ -7,7 +7,7 @@
 //! pipeline must be gone within the shutdown timeout.
 
 use crate::error::{PipelineError, PipelineTotals};
-use crate::metrics::StorageMetrics;
+use crate::metrics::{PipelineMetrics, StorageMetrics};
 use crate::pipeline::run_pipeline;
 use crate::selected::{Pipeline, Unplanned, plan_pipelines};
 use sluice_core::Settings;
@@ -100,41 +100,17 @@ pub fn run_selected(
     let mut running: Vec<String> = Vec::new();
     for pipeline in pipelines {
         let identity = pipeline.identity();
-        let name = identity.name.clone();
-        let settings = Arc::clone(&settings);
-        let token = stop.clone();
-        let done = done_tx.clone();
         let metrics = metrics.pipeline(&identity.name, &identity.unresolved_kind);
-        let spawned = std::thread::Builder::new()
-            .name(format!("pipeline-{name}"))
-            .spawn(move || {
-                let run = || match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => runtime
-                        .block_on(run_pipeline(&settings, &pipeline, &metrics, &token))
-                        .map_err(|source| SupervisorError::Pipeline {
-                            pipeline: name.clone(),
-                            source,
-                        }),
-                    Err(error) => Err(SupervisorError::Thread {
-                        pipeline: name.clone(),
-                        reason: error.to_string(),
-                    }),
-                };
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-                    .unwrap_or_else(|_| {
-                        Err(SupervisorError::Thread {
-                            pipeline: name.clone(),
-                            reason: "the pipeline thread panicked".into(),
-                        })
-                    });
-                // The receiver only disappears if the supervisor itself is gone.
-                let _ = done.send((name, outcome));
-            });
+        let spawned = spawn_pipeline(
+            identity.name.clone(),
+            Arc::clone(&settings),
+            pipeline,
+            metrics,
+            stop.clone(),
+            done_tx.clone(),
+        );
         match spawned {
-            Ok(_) => running.push(identity.name),
+            Ok(()) => running.push(identity.name),
             Err(error) => {
                 stop.cancel();
                 return Err(SupervisorError::Thread {
@@ -145,7 +121,59 @@ pub fn run_selected(
         }
     }
     drop(done_tx);
+    await_pipelines(&settings, running, &done_rx, &stop)
+}
 
+/// Starts `pipeline` (called `name`) on a thread of its own, with its own single-threaded
+/// runtime; the thread sends its outcome to `done` before it ends, panics included.
+fn spawn_pipeline(
+    name: String,
+    settings: Arc<Settings>,
+    pipeline: Pipeline,
+    metrics: PipelineMetrics,
+    token: CancellationToken,
+    done: mpsc::Sender<Outcome>,
+) -> std::io::Result<()> {
+    let spawned = std::thread::Builder::new()
+        .name(format!("pipeline-{name}"))
+        .spawn(move || {
+            let run = || match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime
+                    .block_on(run_pipeline(&settings, &pipeline, &metrics, &token))
+                    .map_err(|source| SupervisorError::Pipeline {
+                        pipeline: name.clone(),
+                        source,
+                    }),
+                Err(error) => Err(SupervisorError::Thread {
+                    pipeline: name.clone(),
+                    reason: error.to_string(),
+                }),
+            };
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+                .unwrap_or_else(|_| {
+                    Err(SupervisorError::Thread {
+                        pipeline: name.clone(),
+                        reason: "the pipeline thread panicked".into(),
+                    })
+                });
+            // The receiver only disappears if the supervisor itself is gone.
+            let _ = done.send((name, outcome));
+        });
+    spawned.map(|_| ())
+}
+
+/// Waits for every pipeline of `running` to report: the first error cancels `stop` (the
+/// others finish their batch in flight and stop), and once `stop` is cancelled every
+/// pipeline must be gone within the shutdown timeout.
+fn await_pipelines(
+    settings: &Settings,
+    mut running: Vec<String>,
+    done_rx: &mpsc::Receiver<Outcome>,
+    stop: &CancellationToken,
+) -> Result<Vec<(String, PipelineTotals)>, SupervisorError> {
     let mut first_error: Option<SupervisorError> = None;
     let mut totals = Vec::new();
     let mut deadline: Option<Instant> = None;

@@ -48,7 +48,7 @@ async fn store_all(conn: &mut PgConnection, sink: &Declared, records: &[Record],
     for chunk in records.chunks(batch) {
         let decoded = decode_batch(sink, chunk);
         let (origins, committed) = (Vec::new(), Default::default());
-        let stored = store_batch(conn, sink, GROUP, chunk, &decoded, &origins, &committed)
+        let stored = store_batch(conn, sink, GROUP, (chunk, &decoded, &origins), &committed)
             .await
             .expect("store the batch");
         assert!(matches!(stored, Stored::Done(..)), "{stored:?}");

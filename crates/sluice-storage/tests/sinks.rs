@@ -64,7 +64,7 @@ async fn store_all(
     for chunk in records.chunks(batch) {
         let decoded = decode_batch(sink, chunk);
         let (origins, committed) = (Vec::new(), Default::default());
-        let stored = store_batch(conn, sink, GROUP, chunk, &decoded, &origins, &committed)
+        let stored = store_batch(conn, sink, GROUP, (chunk, &decoded, &origins), &committed)
             .await
             .expect("store the batch");
         let Stored::Done(Done { report, .. }) = stored else {

@@ -310,7 +310,7 @@ impl<'a> Writer<'a> {
         let attempt = async {
             let conn = self.connection().await?;
             let group = &pipeline.group;
-            store_batch(conn, sink, group, records, decoded, origins, &committed).await
+            store_batch(conn, sink, group, (records, decoded, origins), &committed).await
         };
         let stopped = async {
             stop.cancelled().await;

@@ -35,18 +35,39 @@ pub struct WriterChannels {
     pub events: Sender<WriterEvent>,
 }
 
-/// Runs `channels.len()` writers until the reader hangs up, `stop`, or a fatal error (which
-/// cancels `stop`); meanwhile keeps the heartbeat while the reader and every writer make
-/// progress. Returns the first writer error.
+/// What every writer of a pipeline borrows, handed to each at spawn (as [`ReaderParts`] is
+/// to the reader).
+///
+/// [`ReaderParts`]: crate::reader::ReaderParts
+#[derive(Debug, Clone, Copy)]
+pub struct WriterParts<'a> {
+    /// The settings: connection, retries, poll timeout, heartbeat folder.
+    pub settings: &'a Settings,
+    /// The pipeline: its name and consumer group.
+    pub pipeline: &'a Identity,
+    /// The pipeline's sink (shared with the reader): the writers store through it.
+    pub sink: &'a Declared,
+    /// The pipeline's metric handles.
+    pub metrics: &'a PipelineMetrics,
+    /// Cancelled to stop the pipeline; a writer's fatal error cancels it.
+    pub stop: &'a CancellationToken,
+}
+
+/// Runs `channels.len()` writers until the reader hangs up, `parts.stop`, or a fatal error
+/// (which cancels `parts.stop`); meanwhile keeps the heartbeat while the reader and every
+/// writer make progress. Returns the first writer error.
 pub fn run_writers(
-    settings: &Settings,
-    pipeline: &Identity,
-    sink: &Declared,
-    metrics: &PipelineMetrics,
-    stop: &CancellationToken,
+    parts: WriterParts<'_>,
     channels: Vec<WriterChannels>,
     reader: &ReaderLiveness,
 ) -> Result<(), PipelineError> {
+    let WriterParts {
+        settings,
+        pipeline,
+        metrics,
+        stop,
+        ..
+    } = parts;
     let count = channels.len();
     let (done_tx, done_rx) = mpsc::channel::<Result<(), PipelineError>>();
     let liveness: Vec<WriterLiveness> = (0..count).map(|_| WriterLiveness::default()).collect();
@@ -60,11 +81,7 @@ pub fn run_writers(
             let spawned = std::thread::Builder::new()
                 .name(format!("pipeline-{}-writer-{index}", pipeline.name))
                 .spawn_scoped(scope, move || {
-                    let run = || {
-                        run_writer(
-                            settings, pipeline, sink, metrics, stop, index, channels, alive,
-                        )
-                    };
+                    let run = || run_writer(parts, index, channels, alive);
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
                         .unwrap_or(Err(PipelineError::WriterPanicked));
                     if result.is_err() {
@@ -112,20 +129,19 @@ pub fn run_writers(
 
 /// One writer: takes its batches in order and stores each in one transaction (with
 /// retries), then reports it stored.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "a writer thread's whole world, handed over once at spawn"
-)]
 fn run_writer(
-    settings: &Settings,
-    pipeline: &Identity,
-    sink: &Declared,
-    metrics: &PipelineMetrics,
-    stop: &CancellationToken,
+    parts: WriterParts<'_>,
     index: usize,
     channels: WriterChannels,
     liveness: &WriterLiveness,
 ) -> Result<(), PipelineError> {
+    let WriterParts {
+        settings,
+        pipeline,
+        sink,
+        metrics,
+        stop,
+    } = parts;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
