@@ -238,14 +238,6 @@ impl OutboxSettings {
             .saturating_sub(STALE_MARGIN)
     }
 
-    /// The most bytes the dispatcher's producer queues (`queue.buffering.max.kbytes`): the
-    /// claims in flight ([`crate::dispatcher::PIPELINE_DEPTH`]) twice over, for the record
-    /// overhead and compression buffers (docs/ARCHITECTURE.md#memory).
-    pub fn producer_queue_bytes(&self) -> usize {
-        let claims = crate::dispatcher::PIPELINE_DEPTH as u64;
-        usize::try_from(self.batch_bytes.saturating_mul(2 * claims)).unwrap_or(usize::MAX)
-    }
-
     /// The publish back-off: the shared policy ([`Backoff`]) from
     /// `OUTBOX_BACKOFF_BASE_MS`, capped at [`MAX_BACKOFF`].
     pub fn publish_backoff(&self) -> Backoff {

@@ -2,54 +2,13 @@
 //! each bound as its planned parameter type, one statement for the whole slice (the same
 //! shape as the built-in topics' upsert).
 
-use crate::held::{hold, release};
+use crate::bind::bind;
+pub use crate::bind::{BindError, DeclaredUpsertError};
+use crate::held::{BoxedWrite, hold, release};
 use crate::lookup::{LookupValue, lookup_query};
 use sluice_core::{DeadLetter, WriteOutcome};
-use sluice_sinks::{
-    Cell, HELD_ROWS, Moved, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source, time_text,
-};
-use sqlx::Postgres;
-use sqlx::postgres::PgArguments;
-use sqlx::postgres::types::PgInterval;
-use sqlx::query::QueryScalar;
+use sluice_sinks::{Cell, HELD_ROWS, Moved, RowOp, Sink, SinkError, SinkPlan, SinkRow, Source};
 use sqlx::{Executor, PgConnection};
-use std::borrow::Cow;
-
-pub(crate) type Scalar<'q, O> = QueryScalar<'q, Postgres, O, PgArguments>;
-
-/// Why a slice cannot be bound (a bug in the caller, not a database error).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum BindError {
-    /// A cell does not fit its column's parameter type (a lookup left unresolved, …).
-    #[error("column `{column}` ({param_type}): cannot bind {cell}")]
-    Mismatch {
-        /// The column.
-        column: String,
-        /// Its parameter type.
-        param_type: String,
-        /// The cell, as debug text.
-        cell: String,
-    },
-    /// A row deletes its key, but the sink has no delete statement.
-    #[error("sink `{sink}`: a row deletes its key, but the sink does not delete")]
-    NoDelete {
-        /// The sink.
-        sink: String,
-    },
-}
-
-/// An upsert that could not run.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DeclaredUpsertError {
-    /// The rows do not fit the plan.
-    #[error(transparent)]
-    Bind(#[from] BindError),
-    /// The database refused the statement.
-    #[error(transparent)]
-    Database(#[from] sqlx::Error),
-}
 
 /// Writes `rows` (one per natural key, lookups resolved): the deletes first (a row that
 /// deletes its key, alone or before its upsert), then one upsert of the rest, then the
@@ -77,14 +36,25 @@ pub async fn write_declared(
     let Some(held) = &plan.held else {
         return write_rows(conn, plan, &rows).await;
     };
-    let (passing, mut outcome) = hold(conn, plan, held, &rows, origin).await?;
+    let (passing, mut outcome) = hold(conn, plan, held, &rows, origin, write_rows_boxed).await?;
     outcome += write_rows(conn, plan, &passing).await?;
     Ok(outcome)
 }
 
+/// [`write_rows`] as the held rows call it back ([`crate::held`] applies the rows that waited,
+/// and is itself called by `write_rows` after a key change's delete: the callback keeps the two
+/// modules one-way, and the box ends the recursion's type).
+fn write_rows_boxed<'a>(
+    conn: &'a mut PgConnection,
+    plan: &'a SinkPlan,
+    rows: &'a [&'a SinkRow],
+) -> BoxedWrite<'a> {
+    Box::pin(write_rows(conn, plan, rows))
+}
+
 /// Writes `rows` as [`write_declared`] says, none of them waiting; after a key change's
 /// delete, the rows that waited for it.
-pub(crate) async fn write_rows(
+async fn write_rows(
     conn: &mut PgConnection,
     plan: &SinkPlan,
     rows: &[&SinkRow],
@@ -124,7 +94,7 @@ pub(crate) async fn write_rows(
     for (removal, to) in &moving {
         let found = delete_declared(conn, plan, std::slice::from_ref(removal), Some(to)).await?;
         deleted += found.len() as u64;
-        released += release(conn, plan, &to.key).await?;
+        released += release(conn, plan, &to.key, write_rows_boxed).await?;
     }
     let inserted = answers.iter().filter(|i| **i).count() as u64;
     let updated = answers.len() as u64 - inserted;
@@ -378,68 +348,4 @@ async fn prepare_each(
         }
     }
     Ok(errors)
-}
-
-/// Binds one column's cells as the array of `param_type` (text borrowed from the rows, as the
-/// built-in topics bind theirs).
-pub(crate) fn bind<'q, O>(
-    query: Scalar<'q, O>,
-    column: &str,
-    param_type: &str,
-    cells: impl Iterator<Item = &'q Cell>,
-) -> Result<Scalar<'q, O>, BindError> {
-    let mismatch = |cell: &Cell| BindError::Mismatch {
-        column: column.to_owned(),
-        param_type: param_type.to_owned(),
-        cell: format!("{cell:?}"),
-    };
-    macro_rules! array {
-        ($($pattern:pat => $value:expr),+ $(,)?) => {{
-            let mut values = Vec::new();
-            for cell in cells {
-                values.push(match cell {
-                    Cell::Null => None,
-                    $($pattern => Some($value),)+
-                    other => return Err(mismatch(other)),
-                });
-            }
-            Ok(query.bind(values))
-        }};
-    }
-    match param_type {
-        "smallint" => array!(Cell::SmallInt(v) => *v),
-        "int" => array!(Cell::Int(v) => *v, Cell::SmallInt(v) => i32::from(*v)),
-        "bigint" => array!(
-            Cell::BigInt(v) => *v,
-            Cell::Int(v) => i64::from(*v),
-            Cell::SmallInt(v) => i64::from(*v),
-        ),
-        "float4" => array!(Cell::Float(v) => v.to_string()),
-        "float8" => array!(Cell::Float(v) => *v),
-        "bool" => array!(Cell::Bool(v) => *v),
-        "uuid" => array!(Cell::Uuid(v) => *v),
-        "timestamptz" => array!(Cell::Timestamp(v) => *v),
-        "timestamp" => array!(Cell::Timestamp(v) => v.naive_utc()),
-        // JSON travels as its text: a record's own (its numbers' digits), borrowed from the
-        // cell as text is, or serialized from a value that has none.
-        "jsonb" | "json" => array!(
-            Cell::Json(v) => Cow::Owned(v.to_string()),
-            Cell::RawJson(v) => Cow::Borrowed(v.as_str()),
-        ),
-        "date" => array!(Cell::Date(v) => *v),
-        // A time travels as text: rounding to a `time(p)` can reach `24:00:00`.
-        "time" => array!(Cell::Time(v) => time_text(*v)),
-        "interval" => array!(Cell::Interval(v) => PgInterval {
-            months: v.months,
-            days: v.days,
-            microseconds: v.micros,
-        }),
-        "bytea" => array!(Cell::Bytes(v) => v.as_slice()),
-        // numeric (and real, above), char(n), inet, cidr, enum labels and citext travel as
-        // text and are cast by the statement (or assigned to the column).
-        _ => array!(
-            Cell::Text(v) => v.as_str(),
-            Cell::Numeric(v) => v.as_str(),
-        ),
-    }
 }

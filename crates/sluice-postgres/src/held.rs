@@ -4,7 +4,7 @@
 //! `debezium_held_rows`, in order, in the same transaction as the batch that brought them.
 //! The delete, when it comes, applies them in its own transaction.
 
-use crate::declared::{DeclaredUpsertError, Scalar, bind, write_rows};
+use crate::bind::{DeclaredUpsertError, Scalar, bind};
 use crate::repo::insert_dead_letters;
 use chrono::{DateTime, Utc};
 use sluice_core::dead_letter::{RecordCoords, RecordHeader};
@@ -18,7 +18,16 @@ use sqlx::PgConnection;
 use std::future::Future;
 use std::pin::Pin;
 
-/// A waiting row as stored: what [`write_rows`] needs of a [`SinkRow`], and its record.
+/// A write of rows in progress (boxed: the writer calls back into this module).
+pub(crate) type BoxedWrite<'a> =
+    Pin<Box<dyn Future<Output = Result<WriteOutcome, DeclaredUpsertError>> + Send + 'a>>;
+
+/// How the rows that waited are written when they are applied: the declared sink's writer
+/// (`crate::declared`), passed in, as it calls this module after a key change's delete.
+pub(crate) type WriteRows =
+    for<'a> fn(&'a mut PgConnection, &'a SinkPlan, &'a [&'a SinkRow]) -> BoxedWrite<'a>;
+
+/// A waiting row as stored: what the declared writer needs of a [`SinkRow`], and its record.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct HeldRow {
     cells: Vec<Cell>,
@@ -127,6 +136,7 @@ fn wait_seconds(plan: &SinkPlan) -> f64 {
 async fn expire(
     conn: &mut PgConnection,
     plan: &SinkPlan,
+    write: WriteRows,
 ) -> Result<WriteOutcome, DeclaredUpsertError> {
     let keys: Vec<String> = sqlx::query_scalar(EXPIRED_HELD)
         .bind(&plan.table)
@@ -148,7 +158,7 @@ async fn expire(
             "a key change's create waited longer than it may for its delete: it reads the old \
              key's row as it is"
         );
-        outcome += drain(conn, plan, &row_key).await?;
+        outcome += drain(conn, plan, &row_key, write).await?;
     }
     Ok(outcome)
 }
@@ -162,6 +172,7 @@ pub(crate) async fn hold<'r>(
     held: &HeldStatements,
     rows: &[&'r SinkRow],
     origin: &(dyn Fn(usize) -> Option<DeadLetter> + Sync),
+    write: WriteRows,
 ) -> Result<(Vec<&'r SinkRow>, WriteOutcome), DeclaredUpsertError> {
     let candidates: Vec<&SinkRow> = rows
         .iter()
@@ -177,7 +188,7 @@ pub(crate) async fn hold<'r>(
     // the writer of its delete: its key is locked, and it is checked again.
     let (mut waiting, expired) = must_wait(conn, held, plan, &candidates).await?;
     if expired {
-        outcome += expire(conn, plan).await?;
+        outcome += expire(conn, plan, write).await?;
         waiting = must_wait(conn, held, plan, &candidates).await?.0;
     }
     if !waiting.is_empty() {
@@ -292,6 +303,7 @@ pub(crate) async fn release(
     conn: &mut PgConnection,
     plan: &SinkPlan,
     key: &[Cell],
+    write: WriteRows,
 ) -> Result<WriteOutcome, DeclaredUpsertError> {
     let Some(held) = &plan.held else {
         return Ok(WriteOutcome::default());
@@ -306,7 +318,7 @@ pub(crate) async fn release(
         )?;
     }
     let row_key = query.fetch_one(&mut *conn).await?;
-    drain(conn, plan, &row_key).await
+    drain(conn, plan, &row_key, write).await
 }
 
 /// Applies, in order, the rows waiting under `row_key` (locked) until one still waits. A row
@@ -317,7 +329,8 @@ fn drain<'a>(
     conn: &'a mut PgConnection,
     plan: &'a SinkPlan,
     row_key: &'a str,
-) -> Pin<Box<dyn Future<Output = Result<WriteOutcome, DeclaredUpsertError>> + Send + 'a>> {
+    write: WriteRows,
+) -> BoxedWrite<'a> {
     Box::pin(async move {
         let mut outcome = WriteOutcome::default();
         loop {
@@ -345,7 +358,7 @@ fn drain<'a>(
                 .bind(seq)
                 .execute(&mut *conn)
                 .await?;
-            match write_rows(conn, plan, &[&row]).await {
+            match write(conn, plan, &[&row]).await {
                 Ok(written) => {
                     sqlx::query("RELEASE SAVEPOINT sluice_release")
                         .execute(&mut *conn)

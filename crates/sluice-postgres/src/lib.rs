@@ -6,6 +6,7 @@
 //! batch (`UNNEST` arrays) with `ON CONFLICT` on the table's natural key, so redelivery is a
 //! no-op (docs/ARCHITECTURE.md#guarantees, docs/ARCHITECTURE.md#tables).
 
+mod bind;
 pub mod catalog;
 pub mod classify;
 pub mod connect;

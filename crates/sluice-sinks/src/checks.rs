@@ -1,11 +1,61 @@
 //! Each column's checks, derived from its type in the catalog, NOT NULL and the declared
 //! rules: what a decoder must verify so that the table never rejects a decoded value.
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use std::fmt;
 
-use super::model::{Bound, ValueRules};
 use super::table::SqlType;
+
+/// A number bound of a value rule.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Bound {
+    /// An integer bound.
+    Int(i64),
+    /// A float bound.
+    Float(f64),
+}
+
+impl Bound {
+    /// The bound as a float.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "a bound is compared, not stored"
+            )]
+            Self::Int(int) => int as f64,
+            Self::Float(float) => float,
+        }
+    }
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Int(int) => write!(f, "{int}"),
+            Self::Float(float) => write!(f, "{float}"),
+        }
+    }
+}
+
+/// Rules declared on a column on top of its own limits (for an array: per element, except
+/// the counts).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ValueRules {
+    /// Smallest number allowed.
+    pub min: Option<Bound>,
+    /// Largest number allowed.
+    pub max: Option<Bound>,
+    /// Fewest characters.
+    pub min_length: Option<usize>,
+    /// Most characters.
+    pub max_length: Option<usize>,
+    /// Exact element count of an array.
+    pub items: Option<usize>,
+    /// Most elements of an array.
+    pub max_items: Option<usize>,
+}
 
 /// Most characters of a Kafka topic name.
 pub const MAX_TOPIC_CHARS: usize = 249;

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::checks::Check;
 use super::decimal::Decimal;
-use super::decode::Cell;
+use super::decode::cell::Cell;
 use super::forms::{self, Interval, MICROS_PER_DAY};
 use super::table::SqlType;
 use crate::messages::DecodeError;

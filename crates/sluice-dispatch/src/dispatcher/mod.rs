@@ -60,7 +60,7 @@ impl Dispatcher {
             &settings.dispatcher_id,
             settings.delivery_timeout,
             LINGER,
-            settings.producer_queue_bytes(),
+            producer_queue_bytes(&settings),
         )?;
         let admin = Admin::new(&settings.kafka, Duration::from_secs(10))?;
         let dispatcher = Self {
@@ -117,7 +117,7 @@ impl Dispatcher {
             &self.settings.dispatcher_id,
             self.settings.delivery_timeout,
             LINGER,
-            self.settings.producer_queue_bytes(),
+            producer_queue_bytes(&self.settings),
         ) {
             Ok(producer) => self.producer = producer,
             Err(error) => {
@@ -157,4 +157,12 @@ impl Dispatcher {
             tracing::warn!(%error, "outbox retention failed");
         }
     }
+}
+
+/// The most bytes the dispatcher's producer queues (`queue.buffering.max.kbytes`): the claims
+/// in flight ([`PIPELINE_DEPTH`]) twice over, for the record overhead and compression buffers
+/// (docs/ARCHITECTURE.md#memory).
+fn producer_queue_bytes(settings: &OutboxSettings) -> usize {
+    let claims = PIPELINE_DEPTH as u64;
+    usize::try_from(settings.batch_bytes.saturating_mul(2 * claims)).unwrap_or(usize::MAX)
 }

@@ -42,7 +42,7 @@ use sluice_core::topics::Topics;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use subscription::{matching, subscribe_to};
+use subscription::matching;
 use trouble::Trouble;
 
 /// How often the consumer checks that its topics still exist, and looks for new topics
@@ -216,4 +216,17 @@ impl BatchConsumer {
         }
         drop(self.consumer);
     }
+}
+
+/// Subscribes to `topics`; to none (unsubscribed) when the list is empty.
+pub(super) fn subscribe_to<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topics: &[String],
+) -> Result<(), KafkaError> {
+    if topics.is_empty() {
+        consumer.unsubscribe();
+        return Ok(());
+    }
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&names)
 }

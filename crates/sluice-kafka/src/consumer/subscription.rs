@@ -5,10 +5,11 @@
 use super::BatchConsumer;
 use super::ConsumeError;
 use super::TOPIC_CHECK_INTERVAL;
+use super::subscribe_to;
 use super::trouble::Trouble;
 use crate::stall::{ErrorClass, Verdict};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::RDKafkaErrorCode;
 use sluice_core::topics::Topics;
 use std::time::{Duration, Instant};
 
@@ -83,19 +84,6 @@ impl BatchConsumer {
             }
         }
     }
-}
-
-/// Subscribes to `topics`; to none (unsubscribed) when the list is empty.
-pub(super) fn subscribe_to<C: rdkafka::consumer::ConsumerContext>(
-    consumer: &BaseConsumer<C>,
-    topics: &[String],
-) -> Result<(), KafkaError> {
-    if topics.is_empty() {
-        consumer.unsubscribe();
-        return Ok(());
-    }
-    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-    consumer.subscribe(&names)
 }
 
 /// Whether the metadata holds `topic` without an unknown-topic error.

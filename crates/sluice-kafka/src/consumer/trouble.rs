@@ -3,8 +3,7 @@
 //! client fencing its own previous session (it is built again and rejoins) or a
 //! configuration error ([`ConsumeError::Fenced`]).
 
-use super::subscription::subscribe_to;
-use super::{BatchConsumer, ConsumeError};
+use super::{BatchConsumer, ConsumeError, subscribe_to};
 use crate::rebalance::RebalanceCounter;
 use crate::stall::{ErrorClass, Verdict};
 use rdkafka::consumer::{BaseConsumer, Consumer};

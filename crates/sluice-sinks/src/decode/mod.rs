@@ -12,7 +12,7 @@
 //! column's checks, `outside.rs` the sources outside the record value (key, headers, envelope,
 //! coordinates), `numbers.rs` the numeric and time rules.
 
-mod cell;
+pub(super) mod cell;
 mod columns;
 mod numbers;
 mod outside;
