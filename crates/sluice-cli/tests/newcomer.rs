@@ -17,7 +17,6 @@ use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::database::Database;
-use support::sluice_binary;
 
 const RECORDS: usize = 2_000;
 
@@ -61,19 +60,7 @@ async fn a_newcomer_lands_rows_with_only_sluice_tables_created() {
     )
     .unwrap();
     let mapping = mapping.display().to_string();
-    let sluice = |args: &[&str]| {
-        let mut cmd = Command::new(sluice_binary());
-        cmd.args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("KAFKA_BOOTSTRAP_SERVERS", &stack.bootstrap)
-            .env("DATABASE_URL", &db.url)
-            .env("STORAGE_GROUP_PREFIX", &prefix)
-            .env("STORAGE_HEARTBEAT_DIR", dir.join("heartbeat"))
-            .env("STORAGE_POLL_TIMEOUT_MS", "200")
-            .env("STORAGE_SESSION_TIMEOUT_MS", "10000");
-        cmd
-    };
+    let sluice = |args: &[&str]| db.sluice(&stack, &prefix, &dir, args);
 
     // `sluice migrate` on a database without the seed system's applications table.
     let migrated = sluice(&["migrate"]).output().unwrap();

@@ -55,15 +55,13 @@ async fn run_with_the_shipped_seed_mappings_on_a_fresh_database_gets_their_table
         sluice_testkit::create_topic(&stack, topic, 3).await;
     }
     let log = dir.join("run.log");
-    let mut run = Command::new(sluice_binary())
-        .args(["run", "--sinks", &sinks.display().to_string()])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("KAFKA_BOOTSTRAP_SERVERS", &stack.bootstrap)
-        .env("DATABASE_URL", &db.url)
-        .env("STORAGE_GROUP_PREFIX", &prefix)
-        .env("STORAGE_HEARTBEAT_DIR", dir.join("heartbeat"))
-        .env("STORAGE_POLL_TIMEOUT_MS", "200")
+    let mut run = db
+        .sluice(
+            &stack,
+            &prefix,
+            &dir,
+            &["run", "--sinks", &sinks.display().to_string()],
+        )
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()

@@ -3,6 +3,8 @@
 
 use sqlx::{Connection, Executor, PgConnection};
 use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
 
 /// A database of its own (not a schema: nothing of the shared test database is visible),
 /// dropped at the end.
@@ -34,6 +36,28 @@ impl Database {
             name,
             url,
         }
+    }
+
+    /// `sluice args` in a clean environment, on this database and the stack's Kafka, with one
+    /// test's group prefix and heartbeat folder (under `dir`).
+    pub fn sluice(
+        &self,
+        stack: &sluice_testkit::Stack,
+        prefix: &str,
+        dir: &Path,
+        args: &[&str],
+    ) -> Command {
+        let mut cmd = Command::new(super::sluice_binary());
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("KAFKA_BOOTSTRAP_SERVERS", &stack.bootstrap)
+            .env("DATABASE_URL", &self.url)
+            .env("STORAGE_GROUP_PREFIX", prefix)
+            .env("STORAGE_HEARTBEAT_DIR", dir.join("heartbeat"))
+            .env("STORAGE_POLL_TIMEOUT_MS", "200")
+            .env("STORAGE_SESSION_TIMEOUT_MS", "10000");
+        cmd
     }
 
     /// Its tables, every schema but the catalog's.
