@@ -19,7 +19,7 @@ use std::path::PathBuf;
 /// Every component's table: the storage consumer's and the dispatcher's.
 fn components() -> Vec<(&'static str, Vec<Variable>)> {
     vec![
-        ("sluice run", sluice_core::settings::variables()),
+        ("sluice run", sluice_storage::settings::variables()),
         ("sluice dispatch", sluice_dispatch::settings::variables()),
     ]
 }

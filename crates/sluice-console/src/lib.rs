@@ -13,7 +13,7 @@
 //! - **Untrusted bytes stay text.** Keys, payloads, reasons and every other byte that came
 //!   from Kafka or the dead-letter table are rendered through auto-escaping templates, their
 //!   control characters shown as visible escapes ([`shown`]); the Content-Security-Policy
-//!   allows no inline script or style and no other origin ([`server`]).
+//!   allows no inline script or style and no other origin (`server.rs`).
 //! - **Replays follow the rules of `sluice dlq replay`**: the same functions
 //!   ([`sluice_storage::dead_letter_replay`]), so a dead letter is replayed at most once and
 //!   a message at most the replay limit.

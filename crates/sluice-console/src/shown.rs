@@ -20,7 +20,7 @@ pub fn text(bytes: &[u8]) -> String {
         .join("\n")
 }
 
-/// A header's value on one line: as [`line`] when it is UTF-8, else its bytes in hex
+/// A header's value on one line: as [`line()`] when it is UTF-8, else its bytes in hex
 /// (`ff 00 41`), flagged so the page says it is hex.
 pub fn header_value(bytes: &[u8], hex_view: bool) -> (String, bool) {
     match std::str::from_utf8(bytes) {

@@ -21,6 +21,5 @@ pub use dead_letter::{DeadLetter, DeadLetterKind, RecordCoords};
 pub use disposition::Disposition;
 pub use outcome::{BatchReport, WriteOutcome};
 pub use pipeline::PipelineKind;
-pub use settings::Settings;
 pub use settings::kafka_client::KafkaClientSettings;
 pub use settings::topics::{ExistingTopic, TopicPlan, TopicSettings, TopicValues};

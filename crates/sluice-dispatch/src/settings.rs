@@ -1,5 +1,5 @@
 //! Settings of the outbox dispatcher (`sluice dispatch`), parsed from the
-//! environment by a pure function, like the storage consumer's [`sluice_core::Settings`]
+//! environment by a pure function, like the storage consumer's `StorageSettings`
 //! and through the same reader ([`EnvReader`]).
 //!
 //! [`OutboxSettings::from_lookup`] takes any `name → value` lookup and returns one immutable

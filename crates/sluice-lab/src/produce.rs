@@ -7,13 +7,14 @@ use crate::Failure;
 use chrono::Utc;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice_core::{PipelineKind, Settings};
+use sluice_core::PipelineKind;
 use sluice_kafka::ResilientProducer;
 use sluice_kafka::producer::{Delivered, Outgoing};
 use sluice_loadgen::{
     AnalyzerConfig, CrawlerConfig, Generated, analysis, app_names, app_stats_for_crawl,
     reviews_for_crawl,
 };
+use sluice_storage::StorageSettings;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -100,7 +101,7 @@ impl CrawlerArgs {
 /// Sends generated records to their pipelines' topics, at most `rate` per second, awaiting
 /// every delivery report. Returns how many were delivered.
 pub async fn send_all(
-    settings: &Settings,
+    settings: &StorageSettings,
     producer: &ResilientProducer,
     records: &[Generated],
     rate: u64,
@@ -140,7 +141,7 @@ pub async fn send_all(
     Ok(delivered)
 }
 
-fn topic(settings: &Settings, kind: PipelineKind) -> Result<&str, Failure> {
+fn topic(settings: &StorageSettings, kind: PipelineKind) -> Result<&str, Failure> {
     settings
         .pipeline(kind)
         .map(|p| p.topic.as_str())

@@ -21,7 +21,7 @@ use sqlx::{Executor, PgConnection};
 /// answers, everything else skipped.
 ///
 /// A row of a key whose rows wait for a key change's delete, or a key change's create that
-/// keeps a value (without an LSN: any) and whose delete has not come, waits ([`crate::held`]); it counts as skipped
+/// keeps a value (without an LSN: any) and whose delete has not come, waits (`held.rs`); it counts as skipped
 /// here, and as what it writes in the batch that applies the delete.
 ///
 /// `origin` gives the record of a row (by [`SinkRow::record`]) as a dead letter to be: a row

@@ -1,13 +1,10 @@
-//! The seed topics as sinks: their mapping files (compiled in, `sluice_core::pipeline`) parsed,
-//! and — as a process runs them — with the settings' topic, group, batch size and
-//! applications table applied.
+//! The seed topics as sinks: their mapping files (compiled in, `sluice_core::pipeline`)
+//! parsed, and pointed at the applications table a deployment names.
 
 use super::file::parse_sinks;
 use super::model::{Sink, Source};
 use super::problems::MappingError;
 use sluice_core::pipeline::PipelineKind;
-use sluice_core::settings::PipelineSettings;
-use sluice_core::topics::Topics;
 
 /// The applications table the seed mappings name; `STORAGE_APPLICATIONS_TABLE` replaces it.
 pub const SEED_APPLICATIONS_TABLE: &str = "apps_registry_application";
@@ -25,16 +22,9 @@ pub fn seed_sink(kind: PipelineKind) -> Result<Sink, MappingError> {
     }
 }
 
-/// The seed's sink as this process runs it: the mapping file with the `pipeline` settings'
-/// topic, group and batch size, and its lookups in `applications_table`.
-pub fn running_seed_sink(
-    pipeline: &PipelineSettings,
-    applications_table: &str,
-) -> Result<Sink, MappingError> {
-    let mut sink = seed_sink(pipeline.kind)?;
-    sink.topics = Topics::one(pipeline.topic.clone());
-    sink.group = Some(pipeline.group.clone());
-    sink.batch_size = pipeline.batch_size;
+/// Points the seed `sink`'s lookups in [`SEED_APPLICATIONS_TABLE`] at `applications_table`
+/// (`STORAGE_APPLICATIONS_TABLE`).
+pub fn use_applications_table(sink: &mut Sink, applications_table: &str) {
     for column in &mut sink.columns {
         if let Source::Lookup(lookup) = &mut column.source
             && lookup.table == SEED_APPLICATIONS_TABLE
@@ -42,12 +32,12 @@ pub fn running_seed_sink(
             applications_table.clone_into(&mut lookup.table);
         }
     }
-    Ok(sink)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_core::topics::Topics;
 
     #[test]
     fn seed_files_agree_with_their_kinds() {
@@ -69,19 +59,9 @@ mod tests {
     }
 
     #[test]
-    fn a_process_runs_a_seed_with_its_settings() {
-        let settings = PipelineSettings {
-            kind: PipelineKind::Reviews,
-            topic: "crawl.reviews".into(),
-            group: "g.reviews".into(),
-            batch_size: 1000,
-            writers: 2,
-        };
-        let sink = running_seed_sink(&settings, "registry.apps").unwrap();
-        assert_eq!(
-            (sink.topics.named(), sink.group.as_deref(), sink.batch_size),
-            (&["crawl.reviews".to_owned()][..], Some("g.reviews"), 1000)
-        );
+    fn a_seed_looks_apps_up_in_the_applications_table_it_is_given() {
+        let mut sink = seed_sink(PipelineKind::Reviews).unwrap();
+        use_applications_table(&mut sink, "registry.apps");
         let tables: Vec<&str> = sink
             .columns
             .iter()

@@ -7,4 +7,3 @@ mod file;
 mod modes;
 mod plan;
 mod seeds;
-mod selection;

@@ -9,7 +9,7 @@
 //!
 //! The transaction's first statement claims the batch's offsets in PostgreSQL
 //! (docs/ARCHITECTURE.md#offsets): it locks each partition's row, reads where PostgreSQL says
-//! the partition is, and moves it past the batch; [`crate::claim`] judges each partition.
+//! the partition is, and moves it past the batch; `claim.rs` judges each partition.
 //! Records below that offset were applied already (a crash between this commit and Kafka's,
 //! another owner during a rebalance): they are left out and the rest of the batch is stored,
 //! so nothing is applied twice. A partition that PostgreSQL has *behind* where its fetch

@@ -18,9 +18,9 @@ use crate::heartbeat::ReaderLiveness;
 use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, ReaderParts, WriterEvent, run_reader};
 use crate::selected::{Identity, Pipeline};
+use crate::settings::StorageSettings;
 use crate::sink::Declared;
 use crate::writer::pool::{WriterChannels, WriterParts, run_writers};
-use sluice_core::settings::Settings;
 use sluice_kafka::BatchConsumer;
 use sluice_kafka::config::{ConsumerOptions, ReadAhead};
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Runs one pipeline until `stop` is cancelled (Ok) or a fatal error (Err).
 pub async fn run_pipeline(
-    settings: &Settings,
+    settings: &StorageSettings,
     pipeline: &Pipeline,
     metrics: &PipelineMetrics,
     stop: &CancellationToken,
@@ -65,7 +65,7 @@ pub async fn run_pipeline(
 /// Moves the group's offsets into PostgreSQL if they are not there yet, retrying a database
 /// that is down (a pipeline started again right after PostgreSQL crashed finds it coming up).
 async fn adopt(
-    settings: &Settings,
+    settings: &StorageSettings,
     pipeline: &Identity,
     admin: &sluice_kafka::Admin,
     stop: &CancellationToken,
@@ -104,7 +104,7 @@ async fn adopt(
 
 /// Runs one pipeline through `sink`.
 async fn run_sink(
-    settings: &Settings,
+    settings: &StorageSettings,
     pipeline: &Identity,
     sink: Arc<Declared>,
     metrics: &PipelineMetrics,
@@ -176,7 +176,10 @@ fn check_topics(admin: &sluice_kafka::Admin, pipeline: &Identity) -> Result<(), 
 
 /// The pipeline's consumer, subscribed to its topics, starting each partition assigned at
 /// PostgreSQL's offset (docs/ARCHITECTURE.md#offsets).
-fn subscribe(settings: &Settings, pipeline: &Identity) -> Result<BatchConsumer, PipelineError> {
+fn subscribe(
+    settings: &StorageSettings,
+    pipeline: &Identity,
+) -> Result<BatchConsumer, PipelineError> {
     let starts = crate::offsets::PostgresStarts::new(
         &settings.database_url,
         &pipeline.group,

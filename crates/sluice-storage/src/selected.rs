@@ -3,8 +3,8 @@
 //! past the sink (the consumer, the batch loop, metrics, heartbeat, logs) knows a pipeline by
 //! its [`Identity`].
 
+use crate::settings::{PipelineSettings, StorageSettings};
 use crate::sink::{Declared, DeclaredError};
-use sluice_core::settings::{PipelineSettings, Settings};
 use sluice_sinks::{MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink};
 use sqlx::PgConnection;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct Unplanned {
     /// The sink (topic, group and batch size already the effective ones).
     pub sink: Sink,
-    /// Writers (database connections); each partition has one writer ([`crate::lanes`]).
+    /// Writers (database connections); each partition has one writer (`lanes.rs`).
     pub writers: usize,
     /// Where its topic's name comes from (for the error when the topic does not exist).
     pub topic_source: String,
@@ -24,16 +24,19 @@ impl Unplanned {
     /// A seed pipeline of the settings (`STORAGE_PIPELINES`): its mapping with
     /// `STORAGE_TOPIC_<P>`, `STORAGE_MAX_POLL_RECORDS[_<P>]`, `STORAGE_WRITERS[_<P>]`, the group
     /// prefix and `STORAGE_APPLICATIONS_TABLE` applied.
-    pub fn seed(pipeline: &PipelineSettings, settings: &Settings) -> Result<Self, MappingError> {
+    pub fn seed(
+        pipeline: &PipelineSettings,
+        settings: &StorageSettings,
+    ) -> Result<Self, MappingError> {
         Ok(Self {
-            sink: sluice_sinks::running_seed_sink(pipeline, &settings.applications_table)?,
+            sink: running_seed_sink(pipeline, &settings.applications_table)?,
             writers: pipeline.writers,
             topic_source: pipeline.kind.topic_variable(),
         })
     }
 
     /// Every seed pipeline of the settings.
-    pub fn seeds(settings: &Settings) -> Result<Vec<Self>, MappingError> {
+    pub fn seeds(settings: &StorageSettings) -> Result<Vec<Self>, MappingError> {
         settings
             .pipelines
             .iter()
@@ -42,7 +45,7 @@ impl Unplanned {
     }
 
     /// A sink of a user's mapping file, with `STORAGE_WRITERS`'s writers.
-    pub fn declared(sink: Sink, settings: &Settings) -> Self {
+    pub fn declared(sink: Sink, settings: &StorageSettings) -> Self {
         let topic_source = format!("the `topic` of sink `{}` in the mapping file", sink.name);
         Self {
             sink,
@@ -50,6 +53,20 @@ impl Unplanned {
             topic_source,
         }
     }
+}
+
+/// The seed's sink as this process runs it: its mapping file with the `pipeline` settings'
+/// topic, group and batch size, and its lookups in `applications_table`.
+fn running_seed_sink(
+    pipeline: &PipelineSettings,
+    applications_table: &str,
+) -> Result<Sink, MappingError> {
+    let mut sink = sluice_sinks::seed_sink(pipeline.kind)?;
+    sink.topics = Topics::one(pipeline.topic.clone());
+    sink.group = Some(pipeline.group.clone());
+    sink.batch_size = pipeline.batch_size;
+    sluice_sinks::use_applications_table(&mut sink, applications_table);
+    Ok(sink)
 }
 
 /// One pipeline to run: a sink and its plan against the live schema.
@@ -78,7 +95,7 @@ pub struct Identity {
     pub batch_size: usize,
     /// Bytes of records per transaction (a larger record is a transaction of its own).
     pub batch_bytes: usize,
-    /// Writers (database connections); each partition has one writer ([`crate::lanes`]).
+    /// Writers (database connections); each partition has one writer (`lanes.rs`).
     pub writers: usize,
     /// Where its topic's name comes from (for the error when the topic does not exist).
     pub topic_source: String,
@@ -156,4 +173,37 @@ pub async fn plan_pipelines(
     } else {
         Err(errors)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use sluice_core::pipeline::PipelineKind;
+
+    #[test]
+    fn a_process_runs_a_seed_with_its_settings() {
+        let settings = PipelineSettings {
+            kind: PipelineKind::Reviews,
+            topic: "crawl.reviews".into(),
+            group: "g.reviews".into(),
+            batch_size: 1000,
+            writers: 2,
+        };
+        let sink = running_seed_sink(&settings, "registry.apps").unwrap();
+        assert_eq!(
+            (sink.topics.named(), sink.group.as_deref(), sink.batch_size),
+            (&["crawl.reviews".to_owned()][..], Some("g.reviews"), 1000)
+        );
+        let tables: Vec<&str> = sink
+            .columns
+            .iter()
+            .filter_map(|c| match &c.source {
+                Source::Lookup(lookup) => Some(lookup.table.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tables, ["registry.apps"]);
+    }
 }

@@ -10,7 +10,7 @@ use crate::error::{PipelineError, PipelineTotals};
 use crate::metrics::{PipelineMetrics, StorageMetrics};
 use crate::pipeline::run_pipeline;
 use crate::selected::{Pipeline, Unplanned, plan_pipelines};
-use sluice_core::Settings;
+use crate::settings::StorageSettings;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -56,7 +56,7 @@ pub enum SupervisorError {
 type Outcome = (String, Result<PipelineTotals, SupervisorError>);
 
 /// The seed pipelines of `settings`, planned against the live schema of its database.
-fn plan_seeds(settings: &Settings) -> Result<Vec<Pipeline>, SupervisorError> {
+fn plan_seeds(settings: &StorageSettings) -> Result<Vec<Pipeline>, SupervisorError> {
     let plan_error = |reason: String| SupervisorError::Plan { reason };
     let seeds = Unplanned::seeds(settings).map_err(|e| plan_error(e.to_string()))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -80,7 +80,7 @@ fn plan_seeds(settings: &Settings) -> Result<Vec<Pipeline>, SupervisorError> {
 
 /// Runs every seed pipeline of `settings` until `stop` is cancelled or one fails.
 pub fn run_pipelines(
-    settings: Arc<Settings>,
+    settings: Arc<StorageSettings>,
     metrics: &StorageMetrics,
     stop: CancellationToken,
 ) -> Result<Vec<(String, PipelineTotals)>, SupervisorError> {
@@ -91,7 +91,7 @@ pub fn run_pipelines(
 /// Runs `pipelines` until `stop` is cancelled or one fails; each pipeline reports to its own
 /// handles of `metrics`.
 pub fn run_selected(
-    settings: Arc<Settings>,
+    settings: Arc<StorageSettings>,
     pipelines: Vec<Pipeline>,
     metrics: &StorageMetrics,
     stop: CancellationToken,
@@ -128,7 +128,7 @@ pub fn run_selected(
 /// runtime; the thread sends its outcome to `done` before it ends, panics included.
 fn spawn_pipeline(
     name: String,
-    settings: Arc<Settings>,
+    settings: Arc<StorageSettings>,
     pipeline: Pipeline,
     metrics: PipelineMetrics,
     token: CancellationToken,
@@ -169,7 +169,7 @@ fn spawn_pipeline(
 /// others finish their batch in flight and stop), and once `stop` is cancelled every
 /// pipeline must be gone within the shutdown timeout.
 fn await_pipelines(
-    settings: &Settings,
+    settings: &StorageSettings,
     mut running: Vec<String>,
     done_rx: &mpsc::Receiver<Outcome>,
     stop: &CancellationToken,

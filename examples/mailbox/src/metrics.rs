@@ -20,7 +20,7 @@ struct OutcomeLabels {
     outcome: String,
 }
 
-/// The outcomes counted, in the order of [`MailboxMetrics::record`]'s index.
+/// The outcomes counted, in the order of `MailboxMetrics::record`'s index.
 pub const OUTCOMES: [&str; 7] = [
     "applied",
     "rejected",

@@ -6,7 +6,7 @@ use crate::metrics::MailboxMetrics;
 use tokio_util::sync::CancellationToken;
 
 /// Consumes the mailbox topic until `stop` is cancelled: each record is handled by
-/// [`handle_command`] in its own transaction, then its offset is committed. A database or
+/// [`handle_command`](crate::consumer::handle_command) in its own transaction, then its offset is committed. A database or
 /// broker failure ends the run with the error (the uncommitted record is read again by the
 /// next run, and processed at most once).
 pub async fn run_consumer(

@@ -16,12 +16,13 @@ use anyhow::{Context, anyhow};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use sluice_core::DeadLetterKind;
 use sluice_core::topics::Topics;
 use sluice_core::untrusted::escape_controls;
-use sluice_core::{DeadLetterKind, Settings};
 use sluice_kafka::ResilientProducer;
 use sluice_postgres::ops::{DeadLetterFilter, DeadLetterRow, list_dead_letters};
 use sluice_process::Failure;
+use sluice_storage::StorageSettings;
 use sluice_storage::dead_letter_replay::{
     DEFAULT_MAX_REPLAYS, Replayed, is_truncated, refusal, replay_one,
 };
@@ -184,7 +185,7 @@ fn filter(args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
     })
 }
 
-async fn connect(settings: &Settings) -> Result<PgConnection, Failure> {
+async fn connect(settings: &StorageSettings) -> Result<PgConnection, Failure> {
     Ok(sluice_postgres::connect(&settings.database_url, "dlq")
         .await
         .context("cannot connect to DATABASE_URL")?)
@@ -290,7 +291,7 @@ struct ReplayLine {
 }
 
 async fn replay(
-    settings: &Settings,
+    settings: &StorageSettings,
     conn: &mut PgConnection,
     args: &ReplayArgs,
 ) -> Result<(), Failure> {

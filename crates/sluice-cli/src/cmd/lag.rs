@@ -10,10 +10,10 @@
 
 use clap::Args;
 use serde::Serialize;
-use sluice_core::Settings;
 use sluice_core::topics::Topics;
 use sluice_kafka::Admin;
 use sluice_process::Failure;
+use sluice_storage::StorageSettings;
 use std::time::Duration;
 
 /// Options of `sluice lag`.
@@ -68,7 +68,7 @@ pub struct GroupLag {
 }
 
 /// Lag of every configured pipeline's group.
-pub fn collect(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Failure> {
+pub fn collect(settings: &StorageSettings, admin: &Admin) -> Result<Vec<GroupLag>, Failure> {
     let names: Vec<(String, Topics, String)> = settings
         .pipelines
         .iter()
@@ -169,7 +169,10 @@ pub fn with_postgres(groups: &mut [GroupLag], stored: &[(String, String, i32, i6
 
 /// Lag of every configured pipeline's group, with PostgreSQL's offsets and the stored lag
 /// they give: what a caller that waits for "everything stored" reads.
-pub async fn collect_stored(settings: &Settings, admin: &Admin) -> Result<Vec<GroupLag>, Failure> {
+pub async fn collect_stored(
+    settings: &StorageSettings,
+    admin: &Admin,
+) -> Result<Vec<GroupLag>, Failure> {
     let mut groups = collect(settings, admin)?;
     let batch = settings
         .pipelines

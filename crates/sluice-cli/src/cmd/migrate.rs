@@ -3,9 +3,9 @@
 
 use anyhow::Context;
 use clap::Args;
-use sluice_core::Settings;
 use sluice_postgres::Scope;
 use sluice_process::Failure;
+use sluice_storage::StorageSettings;
 
 /// Options of `sluice migrate`.
 #[derive(Debug, Args)]
@@ -19,7 +19,7 @@ pub struct MigrateArgs {
 
 /// Applies the migrations of this build: sluice's own tables, and the seed system's when
 /// `seeds`.
-pub async fn apply(settings: &Settings, seeds: bool) -> Result<(), Failure> {
+pub async fn apply(settings: &StorageSettings, seeds: bool) -> Result<(), Failure> {
     let mut conn = sluice_postgres::connect(&settings.database_url, "migrate")
         .await
         .context("cannot connect to DATABASE_URL")?;

@@ -18,14 +18,14 @@ pub mod topics;
 pub mod verify;
 pub mod version;
 
-use sluice_core::Settings;
 use sluice_process::{Failure, check_kafka, env_lookup, env_names};
+use sluice_storage::StorageSettings;
 
 /// The settings from the process environment; a bad value is a configuration failure
 /// (exit 2) naming the variable.
-pub fn settings() -> Result<Settings, Failure> {
+pub fn settings() -> Result<StorageSettings, Failure> {
     let names = env_names();
-    let settings = Settings::from_vars(&env_lookup, names.iter().map(String::as_str))
+    let settings = StorageSettings::from_vars(&env_lookup, names.iter().map(String::as_str))
         .map_err(Failure::config)?;
     check_kafka(&settings.kafka)?;
     Ok(settings)

@@ -1,16 +1,15 @@
 //! The pipelines of this process as every storage command sees them (`run`, `lag`, `replay`,
 //! `health`, `dlq`): the seed sinks the settings name and the sinks of a mapping file
 //! (`--sinks FILE|DIR`, else `SLUICE_SINKS_FILE`), selected by
-//! [`sluice_sinks::select`]. A file that does not read, parse or check exits 2 naming
+//! [`sluice_storage::select`]. A file that does not read, parse or check exits 2 naming
 //! the file, the sink and the key; nothing is consumed.
 
 use anyhow::anyhow;
+use sluice_core::PipelineKind;
 use sluice_core::topics::Topics;
-use sluice_core::{PipelineKind, Settings};
 use sluice_process::Failure;
-use sluice_sinks::{
-    MappingError, Selection, Sink, SinkError, SinkPlan, check_sinks, parse_sinks, select,
-};
+use sluice_sinks::{MappingError, Sink, SinkError, SinkPlan, check_sinks, parse_sinks};
+use sluice_storage::{Selection, StorageSettings, select};
 use sluice_storage::{Unplanned, plan_pipelines};
 use sqlx::PgConnection;
 
@@ -21,7 +20,7 @@ pub const SINKS_FILE_VAR: &str = "SLUICE_SINKS_FILE";
 #[derive(Debug)]
 pub struct Pipelines {
     /// The validated settings.
-    pub settings: Settings,
+    pub settings: StorageSettings,
     /// `STORAGE_GROUP_PREFIX` (a sink's default group is `<prefix>.<name>`).
     pub group_prefix: String,
     /// The mapping file or folder, if any.

@@ -3,8 +3,8 @@
 use super::pipelines::Pipelines;
 use anyhow::anyhow;
 use clap::Args;
-use sluice_core::settings::variables;
 use sluice_process::Failure;
+use sluice_storage::settings::variables;
 use sluice_storage::{Pipeline, StorageMetrics, Unplanned, plan_pipelines, run_selected};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -119,7 +119,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
 /// planned against the live schema.
 async fn selected(
     pipelines: &Pipelines,
-    settings: &sluice_core::Settings,
+    settings: &sluice_storage::StorageSettings,
 ) -> Result<Vec<Pipeline>, Failure> {
     let selection = pipelines.selection()?;
     let mut sinks = Vec::new();

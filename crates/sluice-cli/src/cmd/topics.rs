@@ -21,7 +21,7 @@ pub enum TopicsAction {
     /// seed pipelines without one or when STORAGE_PIPELINES names them), or bring existing
     /// ones to the settings (grow partitions, set min.insync.replicas and retention);
     /// idempotent. A seed pipeline's topic may have its own values
-    /// (STORAGE_TOPIC_<SETTING>_<PIPELINE>), also when a mapping file runs it; another sink's
+    /// (`STORAGE_TOPIC_<SETTING>_<PIPELINE>`), also when a mapping file runs it; another sink's
     /// topics take the shared ones, and a sink's
     /// `topic_pattern` names no topic to create. A partition count set below a topic's, or a
     /// replication factor set to another value than a topic's, is refused before anything
@@ -85,7 +85,7 @@ fn ensure(args: &EnsureArgs) -> Result<(), Failure> {
         }
         for topic in sink.topics.named() {
             // A seed pipeline's topic run from a mapping file (`deploy/sinks/`) keeps the
-            // pipeline's own values (STORAGE_TOPIC_<SETTING>_<PIPELINE>).
+            // pipeline's own values (`STORAGE_TOPIC_<SETTING>_<PIPELINE>`).
             let seed = settings.pipelines.iter().find(|p| p.topic == *topic);
             let plan = match seed {
                 Some(seed) => settings.topics.plan_for(seed.kind, brokers),

@@ -15,7 +15,6 @@ use anyhow::anyhow;
 use clap::Args;
 use serde::Serialize;
 use serde_json::{Value, json};
-use sluice_core::Settings;
 use sluice_kafka::Admin;
 use sluice_kafka::admin::PartitionOffsets;
 use sluice_postgres::migrate::{
@@ -23,6 +22,7 @@ use sluice_postgres::migrate::{
 };
 use sluice_postgres::ops::{dead_letters_by_kind, row_counts};
 use sluice_process::Failure;
+use sluice_storage::StorageSettings;
 use sqlx::PgConnection;
 use std::time::Duration;
 
@@ -255,7 +255,11 @@ async fn schema(conn: &mut PgConnection, seeds: bool) -> StepResult {
     }
 }
 
-async fn applications(conn: &mut PgConnection, settings: &Settings, seeds: bool) -> StepResult {
+async fn applications(
+    conn: &mut PgConnection,
+    settings: &StorageSettings,
+    seeds: bool,
+) -> StepResult {
     let table = &settings.applications_table;
     if !seeds {
         return Ok((

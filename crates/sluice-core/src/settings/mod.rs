@@ -1,30 +1,28 @@
-//! Settings of the storage consumer (docs/ARCHITECTURE.md#settings), parsed — not merely validated — from the
-//! environment by a pure function.
+//! The settings toolkit (docs/ARCHITECTURE.md#settings): settings are parsed — not merely
+//! validated — from the environment by pure functions.
 //!
-//! [`Settings::from_lookup`] takes any `name → value` lookup (the process environment in
-//! the binary, a map in tests) and returns one immutable value that every pipeline shares
-//! read-only, or a [`SettingsError`] naming the variable and the accepted form. The binary
-//! exits with status 2 on such an error, before anything is consumed.
+//! A process's settings are built from any `name → value` lookup (the process environment
+//! in the binary, a map in tests) into one immutable value, or a [`SettingsError`] naming
+//! the variable and the accepted form; the binary exits with status 2 on such an error,
+//! before anything is consumed.
 //!
 //! Every variable is declared once ([`variable`]): its name, default, meaning and form are
-//! what both the parser and `--help` ([`variables`]) read. The storage consumer's own are in
-//! [`storage`] (and [`pipelines`], [`topics`], [`kafka_client`]); the dispatcher's in
-//! `sluice-dispatch`.
+//! what both the parser and `--help` read. This module holds what every process shares —
+//! the forms ([`forms`]), the Kafka client's variables ([`kafka_client`]), the durability of
+//! topics ([`topics`]) and `DATABASE_URL`; the storage consumer's own settings are
+//! `sluice_storage::settings::StorageSettings`, the dispatcher's
+//! `sluice_dispatch::settings::OutboxSettings`.
 
 mod error;
 pub mod forms;
 pub mod kafka_client;
-pub mod pipelines;
 mod read;
-pub mod storage;
 pub mod topics;
 pub mod variable;
 
 pub use error::SettingsError;
 pub use forms::{OffsetReset, SyncCommit};
-pub use pipelines::{DEFAULT_WRITERS, MAX_WRITERS, PipelineSettings};
 pub use read::{EnvReader, database_host_port, is_identifier, is_topic_name, valid_database_url};
-pub use storage::{Settings, variables};
 pub use variable::{Var, Variable};
 
 /// `DATABASE_URL`, which every command that reaches PostgreSQL reads; secret (its password
@@ -35,22 +33,3 @@ pub const DATABASE_URL: Var<forms::DatabaseUrl> = Var::new(
     "PostgreSQL URL, postgres://user@host:port/db",
 )
 .secret();
-
-/// A test environment: a valid `DATABASE_URL` and `pairs` (which may replace it).
-#[cfg(test)]
-pub(crate) fn with_database_url(
-    pairs: &[(&str, &str)],
-) -> std::collections::BTreeMap<String, String> {
-    let mut map: std::collections::BTreeMap<String, String> = [(
-        "DATABASE_URL".to_owned(),
-        "postgres://u@127.0.0.1:5432/db".to_owned(),
-    )]
-    .into();
-    for (k, v) in pairs {
-        map.insert((*k).to_owned(), (*v).to_owned());
-    }
-    map
-}
-
-#[cfg(test)]
-mod tests;

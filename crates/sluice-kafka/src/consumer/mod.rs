@@ -5,7 +5,7 @@
 //! partition, the offset after the highest record of the batch, synchronously.
 //!
 //! A topic never stalls silently: every consumer error goes through a
-//! [`StallWatch`](crate::stall::StallWatch). Errors librdkafka recovers from (a broker
+//! [`StallWatch`]. Errors librdkafka recovers from (a broker
 //! restarting, a leader moving) are ridden out; an error that cannot heal, or that keeps
 //! coming back for the bound, ends the pipeline with a [`ConsumeError`] naming the topic,
 //! the stuck partitions with their offsets, and the cause. The topics' existence is checked

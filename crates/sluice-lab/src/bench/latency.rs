@@ -4,10 +4,10 @@
 
 use crate::Failure;
 use chrono::Utc;
-use sluice_core::Settings;
 use sluice_kafka::ResilientProducer;
 use sluice_kafka::producer::Outgoing;
 use sluice_loadgen::{AnalyzerConfig, analysis};
+use sluice_storage::StorageSettings;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,7 +48,7 @@ pub struct Probe {
 impl Probe {
     /// Prepares the sender thread (it waits for [`Probe::start`]).
     pub fn new(
-        settings: &Settings,
+        settings: &StorageSettings,
         url: &str,
         apps: &[String],
         rate: f64,
@@ -161,7 +161,7 @@ impl Probe {
 
 /// The probe's producer. The latency measured is sluice's (broker → row visible), so the
 /// probe's own producer does not wait the default 20 ms linger before sending.
-fn probe_producer(settings: &Settings) -> Result<ResilientProducer, Failure> {
+fn probe_producer(settings: &StorageSettings) -> Result<ResilientProducer, Failure> {
     Ok(ResilientProducer::with_timings(
         &settings.kafka,
         "sluice-bench-probe",

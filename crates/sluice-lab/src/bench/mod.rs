@@ -43,8 +43,8 @@ mod writers;
 use crate::Failure;
 use clap::{Args, Subcommand};
 use drain::{Drained, check_alive, drain, run_command};
-use sluice_core::Settings;
 use sluice_kafka::Admin;
+use sluice_storage::StorageSettings;
 use sqlx::PgConnection;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -142,14 +142,14 @@ struct Env {
     id: String,
     schema: String,
     url: String,
-    settings: Settings,
+    settings: StorageSettings,
 }
 
 /// The shared parts of a full run once both crawls are produced.
 #[derive(Clone, Copy)]
 struct Run<'a> {
     /// The process environment's settings (the stack's database and brokers).
-    settings: &'a Settings,
+    settings: &'a StorageSettings,
     /// The bench's options.
     args: &'a BenchArgs,
     /// The run's schema and drain settings.
@@ -163,7 +163,7 @@ struct Run<'a> {
 /// The storage bench: the environment, the workload, then the phases in order (or only the
 /// record sizes, the steady load or the latency isolation when asked), the report and the
 /// chart, the teardown.
-async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
+async fn bench(settings: &StorageSettings, args: &BenchArgs) -> Result<(), Failure> {
     let id = format!("bench{}", std::process::id());
     let env = setup::setup(settings, &id, args).await?;
     if let Some(pairs) = args.sizes_pairs {
@@ -199,7 +199,7 @@ async fn bench(settings: &Settings, args: &BenchArgs) -> Result<(), Failure> {
 
 /// The record sizes alone (`--sizes-pairs`): their table to `--out`, then the teardown.
 async fn sizes_only(
-    settings: &Settings,
+    settings: &StorageSettings,
     env: &Env,
     args: &BenchArgs,
     pairs: usize,

@@ -5,9 +5,9 @@
 use super::drain::{Drained, drain};
 use super::{BenchArgs, Env, latency, outbox, restart, steady};
 use crate::Failure;
-use sluice_core::Settings;
 use sluice_kafka::Admin;
 use sluice_loadgen::{Generated, app_names};
+use sluice_storage::StorageSettings;
 use sqlx::PgConnection;
 
 /// The latency isolation phase: the reviews drain with network-metrics probed beside it;
@@ -199,7 +199,7 @@ pub(super) async fn restart(
 
 /// The outbox bench with its defaults ([`outbox::phase`]). `None` in a quick bench.
 pub(super) async fn outbox(
-    settings: &Settings,
+    settings: &StorageSettings,
     quick: bool,
 ) -> Result<Option<serde_json::Value>, Failure> {
     if quick {

@@ -5,9 +5,10 @@
 use crate::Failure;
 use anyhow::anyhow;
 use sluice_core::PipelineKind;
-use sluice_core::{WriteOutcome, settings::Settings};
+use sluice_core::WriteOutcome;
 use sluice_loadgen::{Generated, Review};
 use sluice_sinks::{Cell, RecordMeta, SinkDecoder, SinkPlan, SinkRow};
+use sluice_storage::StorageSettings;
 use sluice_storage::{Unplanned, plan_pipelines};
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -24,7 +25,7 @@ pub struct Resolved {
 /// The reviews seed pipeline's plan against `conn`'s schema.
 pub async fn reviews_plan(
     conn: &mut PgConnection,
-    settings: &Settings,
+    settings: &StorageSettings,
 ) -> Result<SinkPlan, Failure> {
     let pipeline = settings
         .pipeline(PipelineKind::Reviews)

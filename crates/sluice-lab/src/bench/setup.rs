@@ -5,9 +5,10 @@
 use super::{BenchArgs, Env};
 use crate::Failure;
 use anyhow::Context;
-use sluice_core::{PipelineKind, Settings};
+use sluice_core::PipelineKind;
 use sluice_kafka::Admin;
 use sluice_loadgen::app_names;
+use sluice_storage::StorageSettings;
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
 
@@ -15,7 +16,11 @@ const FIXTURE: &str = include_str!("../../../../fixtures/applications.sql");
 
 /// Creates the run's schema `id` with the fixture, the apps and the migrations; the settings
 /// of its drains.
-pub(super) async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Result<Env, Failure> {
+pub(super) async fn setup(
+    settings: &StorageSettings,
+    id: &str,
+    args: &BenchArgs,
+) -> Result<Env, Failure> {
     let mut admin_conn = sluice_postgres::connect(&settings.database_url, "bench")
         .await
         .context("DATABASE_URL")?;
@@ -61,7 +66,7 @@ pub(super) async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Re
     ]
     .into_iter()
     .collect();
-    let settings = Settings::from_map(&vars).map_err(Failure::config)?;
+    let settings = StorageSettings::from_map(&vars).map_err(Failure::config)?;
     Ok(Env {
         sluice: crate::sluice_exe()?,
         id: id.to_owned(),
@@ -73,7 +78,7 @@ pub(super) async fn setup(settings: &Settings, id: &str, args: &BenchArgs) -> Re
 
 /// Deletes the run's topics and drops its schema.
 pub(super) async fn teardown(
-    settings: &Settings,
+    settings: &StorageSettings,
     env: &Env,
     admin: &Admin,
     conn: &mut PgConnection,

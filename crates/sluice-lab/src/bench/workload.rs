@@ -6,10 +6,11 @@ use super::{BenchArgs, Env, rows};
 use crate::Failure;
 use crate::produce::{bar, send_all};
 use anyhow::Context;
-use sluice_core::{PipelineKind, Settings};
+use sluice_core::PipelineKind;
 use sluice_kafka::Admin;
 use sluice_loadgen::{CrawlerConfig, Generated, reviews_for_crawl};
 use sluice_sinks::{SinkPlan, SinkRow};
+use sluice_storage::StorageSettings;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -111,7 +112,7 @@ impl Workload {
     /// (not timed).
     pub(super) async fn produce(
         &self,
-        settings: &Settings,
+        settings: &StorageSettings,
         env: &Env,
     ) -> Result<Produced, Failure> {
         println!("== producing both crawls (not timed)");

@@ -6,9 +6,9 @@ use super::send_all;
 use crate::Failure;
 use anyhow::anyhow;
 use chrono::Utc;
-use sluice_core::Settings;
 use sluice_kafka::ResilientProducer;
 use sluice_loadgen::{AnalyzerConfig, analysis};
+use sluice_storage::StorageSettings;
 use sqlx::PgConnection;
 use std::process::Child;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ pub(super) struct Analyzer {
 impl Analyzer {
     /// Starts the analyzer's thread: it sends its warm-up message, then waits for [`Analyzer::go`].
     pub(super) fn spawn(
-        settings: &Settings,
+        settings: &StorageSettings,
         apps: &[String],
         interval: f64,
         crawl: u32,
@@ -112,7 +112,7 @@ pub(super) async fn wait_for_warm_up(
 /// Sends the warm-up message, then one analysis every `interval` seconds from `go` to
 /// `stop`; returns how many of those were delivered.
 async fn analyzer_loop(
-    settings: Settings,
+    settings: StorageSettings,
     apps: Vec<String>,
     interval: f64,
     crawl: u32,

@@ -5,8 +5,8 @@
 use crate::Failure;
 use anyhow::{Context, anyhow};
 use serde_json::Value;
-use sluice_core::Settings;
 use sluice_kafka::Admin;
+use sluice_storage::StorageSettings;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,7 +70,7 @@ pub(super) fn spawn_consumer(log: &PathBuf) -> Result<Consumer, Failure> {
 
 /// Waits (at most 60 s) until the consumer has a member in each pipeline's group.
 pub(super) async fn wait_for_members(
-    settings: &Settings,
+    settings: &StorageSettings,
     admin: &Admin,
     child: &mut Child,
     log: &std::path::Path,

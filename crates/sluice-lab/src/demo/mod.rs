@@ -31,9 +31,9 @@ use clap::Args;
 use consumer::{spawn_consumer, stop, wait_for_members};
 use expected::Expected;
 use sluice_core::PipelineKind;
-use sluice_core::Settings;
 use sluice_kafka::{Admin, ResilientProducer};
 use sluice_loadgen::{CrawlerConfig, Generated, app_names, app_stats_for_crawl, reviews_for_crawl};
+use sluice_storage::StorageSettings;
 use sqlx::PgConnection;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -106,7 +106,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
 
 /// The demo's steps in order: set up, start the consumer, produce a crawl with the analyzer
 /// beside it, wait until everything is stored, stop the consumer, report and check.
-async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
+async fn demo(settings: &StorageSettings, args: &DemoArgs) -> Result<(), Failure> {
     let deadline = Deadline(
         Instant::now() + Duration::from_secs(args.timeout),
         args.timeout,
@@ -167,7 +167,7 @@ async fn demo(settings: &Settings, args: &DemoArgs) -> Result<(), Failure> {
 /// Steps 1 to 3: the applications fixture and the demo's apps, the migrations, the topics;
 /// the apps' names and the admin client.
 async fn prepare(
-    settings: &Settings,
+    settings: &StorageSettings,
     conn: &mut PgConnection,
     args: &DemoArgs,
 ) -> Result<(Vec<String>, Admin), Failure> {
@@ -212,7 +212,7 @@ fn crawl_records(args: &DemoArgs, crawl: u32) -> Vec<Generated> {
 /// messages are stored too; how many it delivered. Fails once the consumer exits or the
 /// deadline passes.
 async fn wait_stored(
-    settings: &Settings,
+    settings: &StorageSettings,
     admin: &Admin,
     child: &mut Child,
     analyzer: Analyzer,

@@ -25,8 +25,8 @@ use crate::metrics::PipelineMetrics;
 use crate::origins::Origins;
 use crate::rejects::log_rejects;
 use crate::selected::Identity;
+use crate::settings::StorageSettings;
 use crate::sink::Declared;
-use sluice_core::settings::Settings;
 use sluice_core::settings::SyncCommit;
 use sluice_core::{BatchReport, Disposition};
 use sluice_kafka::Record;
@@ -53,7 +53,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub struct Writer<'a> {
     index: usize,
-    settings: &'a Settings,
+    settings: &'a StorageSettings,
     pipeline: &'a Identity,
     sink: &'a Declared,
     conn: Option<PgConnection>,
@@ -69,7 +69,7 @@ pub struct Writer<'a> {
 impl<'a> Writer<'a> {
     /// Writer `index` of the pipeline, through `sink`; it connects on first use.
     pub fn new(
-        settings: &'a Settings,
+        settings: &'a StorageSettings,
         pipeline: &'a Identity,
         sink: &'a Declared,
         metrics: &'a PipelineMetrics,

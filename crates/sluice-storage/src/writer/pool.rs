@@ -13,9 +13,9 @@ use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness, WriterLiveness};
 use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, Stored, WriterEvent};
 use crate::selected::Identity;
+use crate::settings::StorageSettings;
 use crate::sink::Declared;
 use crate::writer::Writer;
-use sluice_core::settings::Settings;
 use sluice_kafka::Record;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -42,7 +42,7 @@ pub struct WriterChannels {
 #[derive(Debug, Clone, Copy)]
 pub struct WriterParts<'a> {
     /// The settings: connection, retries, poll timeout, heartbeat folder.
-    pub settings: &'a Settings,
+    pub settings: &'a StorageSettings,
     /// The pipeline: its name and consumer group.
     pub pipeline: &'a Identity,
     /// The pipeline's sink (shared with the reader): the writers store through it.
@@ -156,7 +156,7 @@ fn run_writer(
 
 async fn writer_loop(
     writer: &mut Writer<'_>,
-    settings: &Settings,
+    settings: &StorageSettings,
     stop: &CancellationToken,
     WriterChannels { batches, events }: WriterChannels,
     liveness: &WriterLiveness,

@@ -6,8 +6,9 @@
 )]
 
 use serde_json::{Value, json};
-use sluice_core::{PipelineKind, Settings};
+use sluice_core::PipelineKind;
 use sluice_storage::PipelineTotals;
+use sluice_storage::StorageSettings;
 use sluice_storage::run_pipelines;
 use sluice_testkit::{Stack, TestSchema};
 use sqlx::PgConnection;
@@ -64,8 +65,8 @@ impl Fixture {
         format!("{}.{}", self.prefix, kind.name())
     }
 
-    /// Settings for the given pipelines; `extra` overrides any variable.
-    pub fn settings(&self, kinds: &[PipelineKind], extra: &[(&str, &str)]) -> Settings {
+    /// StorageSettings for the given pipelines; `extra` overrides any variable.
+    pub fn settings(&self, kinds: &[PipelineKind], extra: &[(&str, &str)]) -> StorageSettings {
         let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
         let mut map: BTreeMap<String, String> = BTreeMap::new();
         let mut set = |k: &str, v: &str| map.insert(k.to_owned(), v.to_owned());
@@ -82,11 +83,11 @@ impl Fixture {
         for (k, v) in extra {
             set(k, v);
         }
-        Settings::from_map(&map).expect("test settings")
+        StorageSettings::from_map(&map).expect("test settings")
     }
 
     /// Starts the pipelines on their threads.
-    pub fn start(&self, settings: Settings) -> Running {
+    pub fn start(&self, settings: StorageSettings) -> Running {
         let stop = CancellationToken::new();
         let token = stop.clone();
         let handle = std::thread::spawn(move || {

@@ -10,7 +10,7 @@
 //!   enqueue transaction's start, `published_at` the start of the statement recording the
 //!   broker's acknowledgement, acks=all).
 //!
-//! The phases are in [`throughput`] and [`latency`]; [`report`] prints their table and builds
+//! The phases are in [`mod@throughput`] and [`mod@latency`]; [`mod@report`] prints their table and builds
 //! the JSON.
 
 mod latency;

@@ -1,25 +1,30 @@
-//! The storage consumer's settings ([`Settings`]) and its table of variables: each one
-//! declared once below (or in [`super::pipelines`], [`super::topics`],
-//! [`super::kafka_client`]), read by [`Settings::from_vars`] and listed by [`variables`].
+//! The storage consumer's settings ([`StorageSettings`]) and its table of variables: each
+//! one declared once below (or in [`pipelines`], and in core's
+//! `sluice_core::settings::{topics, kafka_client}`), read by [`StorageSettings::from_vars`]
+//! and listed by [`variables`] — which `--help` and the docs' settings check read too.
+//!
+//! Parsed, not merely validated (docs/ARCHITECTURE.md#settings): a value of this type is a
+//! configuration the consumer can run; anything else is a [`SettingsError`] naming the
+//! variable, and the binary exits 2 before anything is consumed.
 
-use super::SettingsError;
-use super::forms::{
+pub mod pipelines;
+
+pub use pipelines::{DEFAULT_WRITERS, MAX_WRITERS, PipelineSettings};
+use sluice_core::pipeline::PipelineKind;
+use sluice_core::retry::Backoff;
+use sluice_core::settings::forms::{
     DatabaseUrl, InstanceId, LingerMillis, Millis, OffsetReset, RetryAttempts, Seconds, SyncCommit,
     TableName, Text,
 };
-use super::kafka_client::{self, KafkaClientSettings};
-use super::pipelines::{self, PipelineSettings};
-use super::read::EnvReader;
-use super::topics::{self, TopicSettings};
-use super::variable::{Var, Variable};
-use crate::pipeline::PipelineKind;
-use crate::retry::Backoff;
+use sluice_core::settings::kafka_client::{self, KafkaClientSettings};
+use sluice_core::settings::topics::{self, TopicSettings};
+use sluice_core::settings::{EnvReader, SettingsError, Var, Variable};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The validated, immutable settings of one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub struct StorageSettings {
     /// `KAFKA_BOOTSTRAP_SERVERS` and the `KAFKA_*` client properties.
     pub kafka: KafkaClientSettings,
     /// `DATABASE_URL`.
@@ -64,7 +69,7 @@ pub struct Settings {
 }
 
 /// `DATABASE_URL`.
-pub const DATABASE_URL: Var<DatabaseUrl> = super::DATABASE_URL;
+pub const DATABASE_URL: Var<DatabaseUrl> = sluice_core::settings::DATABASE_URL;
 /// `STORAGE_AUTO_OFFSET_RESET`.
 pub const AUTO_OFFSET_RESET: Var<OffsetReset> = Var::new(
     "STORAGE_AUTO_OFFSET_RESET",
@@ -185,9 +190,9 @@ pub fn variables() -> Vec<Variable> {
     all
 }
 
-impl Settings {
+impl StorageSettings {
     /// Builds the settings from a `name → value` lookup, without `KAFKA_*` client
-    /// properties (a lookup cannot list them; see [`Settings::from_vars`]).
+    /// properties (a lookup cannot list them; see [`StorageSettings::from_vars`]).
     pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
         Self::from_vars(lookup, [])
     }
@@ -211,7 +216,7 @@ impl Settings {
         let db_retry = Backoff {
             max_attempts: DB_RETRY_MAX_ATTEMPTS.read(&env)?,
             base: DB_RETRY_BASE.read(&env)?,
-            cap: crate::retry::MAX_DELAY,
+            cap: sluice_core::retry::MAX_DELAY,
         };
         let app_cache_ttl = APP_CACHE_TTL.read(&env)?;
         let shutdown_timeout = SHUTDOWN_TIMEOUT.read(&env)?;
@@ -246,7 +251,7 @@ impl Settings {
         let linger = LINGER.read(&env)?;
         let topics = TopicSettings::from_vars(lookup, var_names.iter().copied())?;
 
-        Ok(Settings {
+        Ok(StorageSettings {
             kafka,
             database_url,
             pipelines,
@@ -292,3 +297,6 @@ impl Settings {
         self.pipelines.iter().find(|p| p.kind == kind)
     }
 }
+
+#[cfg(test)]
+mod tests;

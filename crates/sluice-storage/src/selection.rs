@@ -6,9 +6,9 @@
 //! *instead of* the compiled-in seeds. A name or a consumer group used twice is refused at start:
 //! two pipelines in one group would split its partitions between two tables' writers.
 
-use super::model::Sink;
-use sluice_core::settings::{PipelineSettings, Settings};
+use crate::settings::{PipelineSettings, StorageSettings};
 use sluice_core::topics::Topics;
+use sluice_sinks::Sink;
 
 /// The consumer group's column (`dead_letter_events.consumer_group`) holds 255 characters.
 const MAX_GROUP: usize = 255;
@@ -103,7 +103,7 @@ impl SelectionError {
 /// `settings` — all of them when there are no sinks, else only when `seeds_named`
 /// (`STORAGE_PIPELINES` was set). `group_prefix` derives a sink's default group.
 pub fn select<'a>(
-    settings: &'a Settings,
+    settings: &'a StorageSettings,
     seeds_named: bool,
     group_prefix: &str,
     file: &str,
@@ -157,3 +157,6 @@ pub fn select<'a>(
         declared: sinks.iter().collect(),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,11 +1,14 @@
 //! Which pipelines run with a mapping file: the file's sinks, the built-ins only when
 //! `STORAGE_PIPELINES` names them, and no name or group twice.
 
-use crate::{Selection, SelectionError, Sink, parse_sinks, select};
-use sluice_core::Settings;
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use super::{Selection, SelectionError, select};
+use crate::settings::StorageSettings;
+use sluice_sinks::{Sink, parse_sinks};
 use std::collections::BTreeMap;
 
-fn settings(vars: &[(&str, &str)]) -> Settings {
+fn settings(vars: &[(&str, &str)]) -> StorageSettings {
     let mut map: BTreeMap<String, String> = [
         ("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
         ("DATABASE_URL", "postgres://u@127.0.0.1/db"),
@@ -17,7 +20,7 @@ fn settings(vars: &[(&str, &str)]) -> Settings {
     for (k, v) in vars {
         map.insert((*k).to_owned(), (*v).to_owned());
     }
-    Settings::from_map(&map).unwrap_or_else(|e| panic!("{e}"))
+    StorageSettings::from_map(&map).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn sink(name: &str, group: Option<&str>) -> Sink {

@@ -1,14 +1,28 @@
 //! The storage consumer's settings, end to end: defaults, precedence, every refusal.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
 use super::*;
-use crate::pipeline::PipelineKind;
-use crate::retry::Backoff;
+use sluice_core::pipeline::PipelineKind;
+use sluice_core::retry::Backoff;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-fn settings(pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-    let map = crate::settings::with_database_url(pairs);
-    Settings::from_map(&map)
+/// A test environment: a valid `DATABASE_URL` and `pairs` (which may replace it).
+fn with_database_url(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut map: BTreeMap<String, String> = [(
+        "DATABASE_URL".to_owned(),
+        "postgres://u@127.0.0.1:5432/db".to_owned(),
+    )]
+    .into();
+    for (k, v) in pairs {
+        map.insert((*k).to_owned(), (*v).to_owned());
+    }
+    map
+}
+
+fn settings(pairs: &[(&str, &str)]) -> Result<StorageSettings, SettingsError> {
+    StorageSettings::from_map(&with_database_url(pairs))
 }
 
 fn failing_variable(pairs: &[(&str, &str)]) -> String {
@@ -189,7 +203,7 @@ fn retries_must_fit_in_the_poll_interval() {
 
 #[test]
 fn missing_database_url_is_named() {
-    let err = Settings::from_map(&BTreeMap::new()).unwrap_err();
+    let err = StorageSettings::from_map(&BTreeMap::new()).unwrap_err();
     assert_eq!(err.variable(), "DATABASE_URL");
     assert!(err.to_string().contains("DATABASE_URL"));
 }
@@ -319,12 +333,12 @@ fn retries_may_be_disabled() {
 #[test]
 fn the_table_lists_every_variable_the_parser_reads_and_no_other() {
     let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
-    let map = crate::settings::with_database_url(&[("KAFKA_SECURITY_PROTOCOL", "SSL")]);
+    let map = with_database_url(&[("KAFKA_SECURITY_PROTOCOL", "SSL")]);
     let lookup = |name: &str| {
         asked.borrow_mut().insert(name.to_owned());
         map.get(name).cloned()
     };
-    Settings::from_vars(&lookup, map.keys().map(String::as_str)).unwrap();
+    StorageSettings::from_vars(&lookup, map.keys().map(String::as_str)).unwrap();
     let table = variables();
     let asked = asked.into_inner();
     for name in &asked {

@@ -2,11 +2,10 @@
 //! their groups (`STORAGE_GROUP_PREFIX`), and each one's topic, batch size and writers — its
 //! own `…_<PIPELINE>` variable, else the shared one, else the built-in default.
 
-use super::SettingsError;
-use super::forms::{Count, Topic};
-use super::read::{EnvReader, is_topic_name};
-use super::variable::{Form, PerPipeline, Var};
-use crate::pipeline::PipelineKind;
+use sluice_core::pipeline::PipelineKind;
+use sluice_core::settings::forms::{Count, Topic};
+use sluice_core::settings::variable::{Form, PerPipeline};
+use sluice_core::settings::{EnvReader, SettingsError, Var, is_topic_name};
 
 /// Settings of one pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
