@@ -7,9 +7,10 @@
 //!   within the bound, and `sluice health` fails meanwhile.
 //! - Two live processes with one `STORAGE_INSTANCE_ID`: the older is fenced and exits 1
 //!   with a message naming the setting; the newer one goes on.
-//! - A writer blocked on a row lock another session holds stalls only its own partitions:
-//!   the other writer's partition drains meanwhile, and SIGTERM during the wait ends the
-//!   process promptly with exit 0, nothing of the blocked batch committed.
+//! - A writer blocked on a row lock another session holds stalls only its batch's partition:
+//!   the other partitions drain meanwhile through the other writer, SIGTERM during the wait
+//!   ends the process promptly with exit 0, nothing of the blocked batch committed, and once
+//!   the lock is released everything lands once.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -189,32 +190,38 @@ async fn produce_reviews(env: &Env, partition: i32, values: &[serde_json::Value]
         .await;
 }
 
-/// Produces `n` reviews `{label}-{i}` to `partition` and returns how long they took to land.
+/// Produces `n` reviews `{label}-{partition}-{i}` to each of `partitions` and returns how
+/// long they took to land.
 async fn drain_time(
     env: &Env,
     run: &mut Running,
-    partition: i32,
+    partitions: &[i32],
     label: &str,
     app: &str,
     n: usize,
 ) -> Duration {
-    let values: Vec<_> = (0..n)
-        .map(|i| review_of(&format!("{label}-{i}"), app, "2026-11-02T10:00:00Z", 1))
-        .collect();
     let started = Instant::now();
-    produce_reviews(env, partition, &values).await;
+    for partition in partitions {
+        let values: Vec<_> = (0..n)
+            .map(|i| {
+                let id = format!("{label}-{partition}-{i}");
+                review_of(&id, app, "2026-11-02T10:00:00Z", 1)
+            })
+            .collect();
+        produce_reviews(env, *partition, &values).await;
+    }
     let sql = format!("SELECT count(*) FROM reviews WHERE review_id LIKE '{label}-%'");
-    env.wait_rows(&sql, n as i64, run, Duration::from_secs(90))
-        .await;
+    let all = (n * partitions.len()) as i64;
+    env.wait_rows(&sql, all, run, Duration::from_secs(90)).await;
     started.elapsed()
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_writer_blocked_on_a_lock_stalls_only_its_partitions_and_sigterm_ends_the_wait() {
+async fn a_writer_blocked_on_a_lock_stalls_only_its_partition_and_sigterm_ends_the_wait() {
     use sqlx::Connection;
     let Some(env) = Env::new().await else { return };
     let app = format!("com.{}.blocked", env.prefix.replace('-', "_"));
     env.schema.register_apps(std::slice::from_ref(&app)).await;
-    // Partition 1 is stored by writer 1, partitions 0 and 2 by writer 0.
+    // Three partitions, two writers: any free writer takes any partition's next batch.
     let locked = review_of("locked", &app, "2026-11-02T10:00:00Z", 1);
     produce_reviews(&env, 1, &[locked]).await;
     let mut run = env.spawn_run(
@@ -223,11 +230,12 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partitions_and_sigterm_ends_
     );
     env.wait_caught_up("reviews", &mut run, Duration::from_secs(120))
         .await;
-    let n = 20_000;
-    let baseline = drain_time(&env, &mut run, 0, "free", &app, n).await;
+    let n = 30_000;
+    let baseline = drain_time(&env, &mut run, &[0, 2], "free", &app, n).await;
 
     // Another session holds the row; a newer version of it arrives on partition 1, with
-    // 5,000 more records behind it: writer 1 waits, its lane fills up.
+    // 5,000 more records behind it: the writer that takes it waits, partition 1's queue
+    // fills up.
     let mut holder = env.schema.connect().await;
     let mut tx = holder.begin().await.unwrap();
     sqlx::query("SELECT 1 FROM reviews WHERE review_id = 'locked' FOR UPDATE")
@@ -245,23 +253,23 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partitions_and_sigterm_ends_
         run.assert_alive();
         assert!(
             Instant::now() < deadline,
-            "writer 1 never waited for the lock"
+            "no writer ever waited for the lock"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // Partition 0 keeps draining while writer 1 waits.
-    let during = drain_time(&env, &mut run, 0, "during", &app, n).await;
+    // Partitions 0 and 2 keep draining while partition 1's writer waits.
+    let during = drain_time(&env, &mut run, &[0, 2], "during", &app, n).await;
     println!(
-        "{n} records of partition 0: {:.2} s alone, {:.2} s while partition 1 is blocked \
-         (ratio {:.2})",
+        "{n} records each of partitions 0 and 2: {:.2} s alone, {:.2} s while partition 1 is \
+         blocked (ratio {:.2})",
         baseline.as_secs_f64(),
         during.as_secs_f64(),
         during.as_secs_f64() / baseline.as_secs_f64()
     );
     assert!(
         !sluice_testkit::lock_waiters(&mut observer).await.is_empty(),
-        "writer 1 still waits for the lock"
+        "partition 1's writer still waits for the lock"
     );
 
     // SIGTERM during the wait: a prompt, clean exit.
@@ -317,5 +325,41 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partitions_and_sigterm_ends_
         committed.contains(&(1, Some(1))),
         "Kafka's offset of partition 1 stays too: {committed:?}"
     );
+
+    // The lock released, the next run lands everything once: the newer version of the row,
+    // the 5,000 behind it, and partition 1's offset after them.
+    let mut again = env.spawn_run(
+        "released",
+        &[("STORAGE_PIPELINES", "reviews"), ("STORAGE_WRITERS", "2")],
+    );
+    env.wait_caught_up("reviews", &mut again, Duration::from_secs(120))
+        .await;
+    again.signal("TERM");
+    assert!(again.wait(Duration::from_secs(60)).success());
+    assert_eq!(
+        env.count("SELECT thumbs_up_count::bigint FROM reviews WHERE review_id = 'locked'")
+            .await,
+        99
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM reviews WHERE review_id LIKE 'behind-%'")
+            .await,
+        5_000
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT next_offset FROM consumer_offsets
+             WHERE consumer_group = '{group}' AND topic = '{}' AND partition = 1",
+            env.topic("reviews")
+        ))
+        .await,
+        5_002
+    );
+    let inserted: u64 = again
+        .events_named("batch committed")
+        .iter()
+        .map(|e| e["inserted"].as_u64().unwrap_or(0) + e["updated"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(inserted, 5_001, "each record of partition 1 applied once");
     env.cleanup().await;
 }

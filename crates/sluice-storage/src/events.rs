@@ -50,6 +50,8 @@ pub struct BatchCommitted<'a> {
     pub metrics: &'a PipelineMetrics,
     /// The batch's records (their count and partitions).
     pub records: &'a [Record],
+    /// The writer that stored it.
+    pub writer: usize,
     /// What the batch did.
     pub report: &'a BatchReport,
     /// Where its time went.
@@ -65,6 +67,7 @@ impl BatchCommitted<'_> {
         let Self {
             metrics,
             records,
+            writer,
             report,
             phases,
             offsets_committed,
@@ -93,6 +96,7 @@ impl BatchCommitted<'_> {
             dead_letters_new = report.dead_letters_inserted,
             retries = report.retries,
             partitions = ?partitions,
+            writer,
             poll_us = micros(phases.poll),
             decode_us = micros(phases.decode),
             writer_wait_us = micros(phases.writer_wait),
@@ -249,6 +253,7 @@ mod tests {
                 BatchCommitted {
                     metrics: &p,
                     records: &records,
+                    writer: 1,
                     report: &report,
                     phases: &phases,
                     offsets_committed,
@@ -268,6 +273,7 @@ mod tests {
             ("dead_lettered", "1"),
             ("retries", "1"),
             ("partitions", "{0, 2}"),
+            ("writer", "1"),
             ("store_us", "1500"),
             ("poll_us", "0"),
             ("writer_wait_us", "0"),

@@ -1,71 +1,76 @@
-//! Which partitions the reader holds back, so that one writer that cannot go on (a lock
-//! another session holds, a slow statement) stalls only its own partitions.
+//! Which partitions the reader holds back, so that a writer that cannot go on (a lock
+//! another session holds, a slow statement) stalls only the partition of its batch.
 //!
-//! A lane at its cap ([`Lanes::cap`]) means its writer is behind. For a moment that is the
-//! normal state of a backlog (the writer takes its next batch within milliseconds), and the
-//! reader simply waits for a writer to report; pausing the partitions then would only make
-//! the client drop and fetch again what it had read ahead. A lane can stay at its cap for
-//! long in a backlog while its writer keeps taking batches (a poll may push a lane past its
-//! cap), so the clock restarts whenever the writer has room in its channel
-//! ([`Holds::writers_ready`]). A lane full for [`HOLD_AFTER`] with no batch taken by its
-//! writer is a writer that is stuck: its partitions are paused in the consumer and the reader polls
-//! the others, until the lane has room again. A pure state machine (no Kafka, no clock of
-//! its own).
+//! A partition whose queue is at its cap ([`Queues::cap`]) may not be polled for more. For a
+//! moment that is the normal state of a backlog (its batch in flight settles within
+//! milliseconds and the next one goes), and the reader simply waits for a writer to report;
+//! pausing the partition then would only make the client drop and fetch again what it had
+//! read ahead. A queue full for [`HOLD_AFTER`] with no batch of its partition settled
+//! meanwhile is a partition whose writer is stuck: it is paused in the consumer and the
+//! reader polls the others, until the queue has room again. The same goes for the queues
+//! together: over their budget ([`Queues::over_budget`]) for [`HOLD_AFTER`] (every writer
+//! stuck), every partition holding records is paused, so the reader still polls and keeps
+//! its place in the group. A pure state machine (no Kafka, no clock of its own).
 
-use crate::lanes::Lanes;
-use std::collections::BTreeSet;
+use crate::queues::{PartitionKey, Queues};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// How long a lane stays full before its partitions are held back.
+/// How long a queue stays full before its partition is held back.
 pub const HOLD_AFTER: Duration = Duration::from_secs(1);
 
 /// What the reader does next.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Next {
-    /// The partitions to pause (every partition of each lane full for [`HOLD_AFTER`]).
-    pub held: BTreeSet<(String, i32)>,
-    /// A lane is full but not held yet: wait for a writer instead of polling.
+    /// The partitions to pause.
+    pub held: BTreeSet<PartitionKey>,
+    /// A queue is full, or the queues are over budget, and nothing is held for it yet: wait
+    /// for a writer instead of polling.
     pub wait: bool,
 }
 
-/// Since when each lane has been full.
-#[derive(Debug)]
+/// Since when each partition's queue, and the queues together, have been full.
+#[derive(Debug, Default)]
 pub struct Holds {
-    full_since: Vec<Option<Instant>>,
+    full_since: BTreeMap<PartitionKey, Instant>,
+    over_budget_since: Option<Instant>,
 }
 
 impl Holds {
-    /// No lane full yet, for `lanes` lanes.
-    pub fn new(lanes: usize) -> Self {
-        Self {
-            full_since: vec![None; lanes],
-        }
+    /// Nothing full yet.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// The writers whose channel is empty (`queued[lane] == 0`) took their batch: their
-    /// lanes' clocks start again.
-    pub fn writers_ready(&mut self, queued: &[usize]) {
-        for (since, queued) in self.full_since.iter_mut().zip(queued) {
-            if *queued == 0 {
-                *since = None;
-            }
-        }
+    /// A batch of the partition settled: its clock starts again.
+    pub fn settled(&mut self, partition: &PartitionKey) {
+        self.full_since.remove(partition);
+        self.over_budget_since = None;
     }
 
-    /// The lanes as they are at `now`: which partitions to hold back, and whether to wait.
-    pub fn next(&mut self, lanes: &Lanes, now: Instant) -> Next {
+    /// The queues as they are at `now`: which partitions to hold back, and whether to wait.
+    pub fn next(&mut self, queues: &Queues, now: Instant) -> Next {
         let mut next = Next::default();
-        for (lane, since) in self.full_since.iter_mut().enumerate() {
-            if !lanes.is_full(lane) {
-                *since = None;
-                continue;
-            }
-            let since = *since.get_or_insert(now);
+        let full: BTreeSet<PartitionKey> = queues.full().collect();
+        self.full_since
+            .retain(|partition, _| full.contains(partition));
+        for partition in full {
+            let since = *self.full_since.entry(partition.clone()).or_insert(now);
             if now.saturating_duration_since(since) >= HOLD_AFTER {
-                next.held.extend(lanes.partitions_of(lane));
+                next.held.insert(partition);
             } else {
                 next.wait = true;
             }
+        }
+        if queues.over_budget(&next.held) {
+            let since = *self.over_budget_since.get_or_insert(now);
+            if now.saturating_duration_since(since) >= HOLD_AFTER {
+                next.held.extend(queues.holding());
+            } else {
+                next.wait = true;
+            }
+        } else {
+            self.over_budget_since = None;
         }
         next
     }
@@ -73,6 +78,8 @@ impl Holds {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
     use super::*;
     use sluice_kafka::Record;
 
@@ -82,68 +89,61 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn a_full_lane_is_waited_for_then_held_back_and_released_when_it_has_room() {
-        // Two writers: partitions 0 and 2 in lane 0, partition 1 in lane 1.
-        let mut lanes = Lanes::new(2, 2, usize::MAX);
-        for p in 0..3 {
-            lanes.lane_of("t", p);
-        }
-        let mut holds = Holds::new(lanes.count());
-        let start = Instant::now();
-        assert_eq!(holds.next(&lanes, start), Next::default(), "nothing full");
-
-        lanes.push(records(1, 4), Duration::ZERO);
-        let waiting = holds.next(&lanes, start);
-        assert!(
-            waiting.wait && waiting.held.is_empty(),
-            "full for a moment: wait"
-        );
-        let just_before = holds.next(&lanes, start + HOLD_AFTER - Duration::from_millis(1));
-        assert!(just_before.wait);
-
-        let held = holds.next(&lanes, start + HOLD_AFTER);
-        assert!(!held.wait, "lane 0 is free: poll for it");
-        assert_eq!(held.held, BTreeSet::from([("t".to_owned(), 1)]));
-
-        // A writer that took its batch restarts the clock even if its lane is still full.
-        let mut busy = Holds::new(lanes.count());
-        busy.next(&lanes, start);
-        busy.writers_ready(&[0, 0]);
-        assert!(
-            busy.next(&lanes, start + HOLD_AFTER).wait,
-            "not held: the writer moves"
-        );
-        // The writer takes a batch: the lane has room, its partition is released; full
-        // again later, the wait starts over.
-        let _ = lanes.take(1, false);
-        let later = start + HOLD_AFTER * 2;
-        assert_eq!(holds.next(&lanes, later), Next::default());
-        lanes.push(records(1, 2), Duration::ZERO);
-        assert!(holds.next(&lanes, later).wait, "full since `later`");
-        assert!(holds.next(&lanes, later + HOLD_AFTER / 2).wait);
-        assert_eq!(
-            holds.next(&lanes, later + HOLD_AFTER).held.len(),
-            1,
-            "held again after a full HOLD_AFTER"
-        );
+    fn key(partition: i32) -> PartitionKey {
+        ("t".to_owned(), partition)
     }
 
     #[test]
-    fn every_partition_of_a_stuck_lane_is_held() {
-        let mut lanes = Lanes::new(2, 1, usize::MAX);
-        for p in 0..4 {
-            lanes.lane_of("t", p);
-        }
-        lanes.push(records(2, 2), Duration::ZERO);
-        let mut holds = Holds::new(lanes.count());
+    fn a_full_queue_is_waited_for_then_held_back_and_released_when_its_batch_settles() {
+        // Batches of 2 for 4 writers: partition 1 is full at 4 records.
+        let mut queues = Queues::new(4, 2, usize::MAX);
+        let mut holds = Holds::new();
         let start = Instant::now();
-        holds.next(&lanes, start);
-        let next = holds.next(&lanes, start + HOLD_AFTER);
-        assert_eq!(
-            next.held,
-            BTreeSet::from([("t".to_owned(), 0), ("t".to_owned(), 2)]),
-            "partition 0 shares the lane of partition 2"
+        assert_eq!(holds.next(&queues, start), Next::default(), "nothing full");
+
+        queues.push(records(1, 5), Duration::ZERO);
+        queues.push(records(0, 1), Duration::ZERO);
+        let _in_flight = queues.take("t", 1, false).unwrap();
+        assert!(queues.full().next().is_none(), "3 records left: room");
+        queues.push(records(1, 1), Duration::ZERO);
+        let waiting = holds.next(&queues, start);
+        assert!(waiting.wait && waiting.held.is_empty(), "full for a moment");
+        let just_before = holds.next(&queues, start + HOLD_AFTER - Duration::from_millis(1));
+        assert!(just_before.wait);
+
+        let held = holds.next(&queues, start + HOLD_AFTER);
+        assert!(!held.wait, "partition 0 has room: poll for it");
+        assert_eq!(held.held, BTreeSet::from([key(1)]), "only partition 1");
+
+        // Its batch settles: the clock starts again, the partition is released.
+        holds.settled(&key(1));
+        queues.settled("t", 1);
+        let later = start + HOLD_AFTER * 2;
+        let released = holds.next(&queues, later);
+        assert!(
+            released.held.is_empty() && released.wait,
+            "full since `later`"
         );
+        let _next = queues.take("t", 1, false).unwrap();
+        assert_eq!(holds.next(&queues, later), Next::default());
+    }
+
+    #[test]
+    fn queues_over_budget_for_long_hold_every_partition_back_until_a_batch_settles() {
+        // One writer, batches of 4: the budget is 8 records, a queue's cap 8 too.
+        let mut queues = Queues::new(1, 4, usize::MAX);
+        for partition in 0..3 {
+            queues.push(records(partition, 3), Duration::ZERO);
+        }
+        let mut holds = Holds::new();
+        let start = Instant::now();
+        let waiting = holds.next(&queues, start);
+        assert!(waiting.wait && waiting.held.is_empty(), "9 of 8: wait");
+        let held = holds.next(&queues, start + HOLD_AFTER);
+        assert_eq!(held.held, BTreeSet::from([key(0), key(1), key(2)]));
+        assert!(!held.wait, "poll (nothing comes) to stay in the group");
+        assert_eq!(holds.next(&queues, start + HOLD_AFTER * 2), held, "stable");
+        holds.settled(&key(2));
+        assert!(holds.next(&queues, start + HOLD_AFTER * 2).wait);
     }
 }

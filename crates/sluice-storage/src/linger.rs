@@ -5,7 +5,7 @@
 //! is caught up after every poll and would hand each writer a few dozen records at a time
 //! (measured with `sluice-lab bench`: 39 records per transaction at 5,000 reviews/s, 2.8 ×
 //! the CPU per record of a backlog). A pipeline that reads at least [`BUSY_RATE`] records a
-//! second therefore lets a lane's partial batch wait up to the linger (`STORAGE_LINGER_MS`)
+//! second therefore lets a partition's partial batch wait up to the linger (`STORAGE_LINGER_MS`)
 //! from its first record for more to arrive, and its reader sleeps meanwhile instead of
 //! waking for every fetch response (crate::reader); a full batch goes at once. A quiet
 //! pipeline (below that rate) never waits: a trickle would gain nothing and its records
@@ -62,7 +62,7 @@ impl Linger {
         }
     }
 
-    /// Whether a lane whose oldest record arrived at `first` may be handed over at `now` as
+    /// Whether a partition whose oldest record arrived at `first` may be handed over at `now` as
     /// a partial batch: `Ok` when it may, `Err(due)` while it should wait until `due`. The
     /// rate is the one [`Linger::read`] last closed (it is told of every poll).
     pub fn release(&self, first: Instant, now: Instant) -> Result<(), Instant> {

@@ -7,8 +7,9 @@
 //!
 //! A pipeline is a reader thread (`reader/`: poll, decode, commit offsets) and N writer
 //! threads (`writer/pool.rs`, `STORAGE_WRITERS`: one connection and one transaction per batch
-//! each), joined by channels. Each partition has one writer (`lanes.rs`), so its batches
-//! are stored in poll order by one writer while the other writers store other partitions;
+//! each), joined by channels. Any free writer takes the next batch of any partition with no
+//! batch in flight (`queues.rs`), so a partition's batches are stored one after another in
+//! poll order while the other writers store other partitions;
 //! the reader decodes the next batches and commits the stored ones meanwhile, so the
 //! database — the bottleneck — never waits for Kafka.
 
@@ -23,7 +24,7 @@ use crate::sink::Declared;
 use crate::writer::pool::{WriterChannels, WriterParts, run_writers};
 use sluice_kafka::BatchConsumer;
 use sluice_kafka::config::{ConsumerOptions, ReadAhead};
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -127,6 +128,7 @@ async fn run_sink(
             consumer,
             batch_size: pipeline.batch_size,
             batch_bytes: pipeline.batch_bytes,
+            writers: pipeline.writers,
             poll_timeout: settings.poll_timeout,
             linger: settings.linger,
             to_writers,
@@ -213,26 +215,26 @@ fn subscribe(
 }
 
 /// The channels between the reader and `writers` writers (at least one): the reader's end
-/// of each writer's batch channel, each writer's ends, and the reader's end of the reports.
+/// of the writers' batch channel, each writer's ends, and the reader's end of the reports.
 fn writer_channels(
     writers: usize,
 ) -> (
-    Vec<SyncSender<Polled>>,
+    crossbeam_channel::Sender<Polled>,
     Vec<WriterChannels>,
     Receiver<WriterEvent>,
 ) {
-    // Per writer, one batch waits in its channel while it stores another; the lanes hold at
-    // most two more (crates/sluice-storage/src/lanes.rs).
+    // Any free writer takes the next batch: one per writer waits in the channel while the
+    // writers store others; the queues hold at most two more per writer
+    // (crates/sluice-storage/src/queues.rs).
+    let writers = writers.max(1);
     let (events_tx, events) = mpsc::channel::<WriterEvent>();
-    let (mut to_writers, mut channels) = (Vec::new(), Vec::new());
-    for _ in 0..writers.max(1) {
-        let (to_writer, batches) = mpsc::sync_channel::<Polled>(1);
-        to_writers.push(to_writer);
-        channels.push(WriterChannels {
-            batches,
+    let (to_writers, batches) = crossbeam_channel::bounded::<Polled>(writers);
+    let channels = (0..writers)
+        .map(|_| WriterChannels {
+            batches: batches.clone(),
             events: events_tx.clone(),
-        });
-    }
+        })
+        .collect();
     drop(events_tx);
     (to_writers, channels, events)
 }

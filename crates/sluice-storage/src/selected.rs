@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct Unplanned {
     /// The sink (topic, group and batch size already the effective ones).
     pub sink: Sink,
-    /// Writers (database connections); each partition has one writer (`lanes.rs`).
+    /// Writers (database connections); any free writer takes the next batch of any partition (`queues.rs`).
     pub writers: usize,
     /// Where its topic's name comes from (for the error when the topic does not exist).
     pub topic_source: String,
@@ -95,7 +95,7 @@ pub struct Identity {
     pub batch_size: usize,
     /// Bytes of records per transaction (a larger record is a transaction of its own).
     pub batch_bytes: usize,
-    /// Writers (database connections); each partition has one writer (`lanes.rs`).
+    /// Writers (database connections); any free writer takes the next batch of any partition (`queues.rs`).
     pub writers: usize,
     /// Where its topic's name comes from (for the error when the topic does not exist).
     pub topic_source: String,

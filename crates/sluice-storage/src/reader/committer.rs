@@ -2,6 +2,7 @@
 //! stored batch's offsets committed synchronously only once its transaction committed, and
 //! the lag measured from the reader's thread.
 
+use super::flights::Flights;
 use super::{Stored, WriterEvent};
 use crate::batch::Behind;
 use crate::error::{MAX_CONSECUTIVE_COMMIT_FAILURES, PipelineError, PipelineTotals};
@@ -102,11 +103,11 @@ impl Committer {
         &mut self,
         consumer: &BatchConsumer,
         events: &Receiver<WriterEvent>,
-        queued: &mut [usize],
+        flights: &mut Flights,
     ) -> Result<bool, PipelineError> {
         loop {
             match events.try_recv() {
-                Ok(event) => self.handle(consumer, event, queued)?,
+                Ok(event) => self.handle(consumer, event, flights)?,
                 Err(TryRecvError::Empty) => return Ok(true),
                 Err(TryRecvError::Disconnected) => return Ok(false),
             }
@@ -119,37 +120,41 @@ impl Committer {
         &mut self,
         consumer: &BatchConsumer,
         events: &Receiver<WriterEvent>,
-        queued: &mut [usize],
+        flights: &mut Flights,
         wait: Duration,
     ) -> Result<bool, PipelineError> {
         match events.recv_timeout(wait) {
-            Ok(event) => self.handle(consumer, event, queued).map(|()| true),
+            Ok(event) => self.handle(consumer, event, flights).map(|()| true),
             Err(RecvTimeoutError::Timeout) => Ok(true),
             Err(RecvTimeoutError::Disconnected) => Ok(false),
         }
     }
 
-    /// Commits a stored batch's offsets, or counts a batch taken from a writer's channel.
+    /// Commits a stored batch's offsets (its partition's next batch may go), or notes a
+    /// batch taken from the writers' channel.
     pub(super) fn handle(
         &mut self,
         consumer: &BatchConsumer,
         event: WriterEvent,
-        queued: &mut [usize],
+        flights: &mut Flights,
     ) -> Result<(), PipelineError> {
         match event {
-            WriterEvent::Took(lane) => {
-                if let Some(n) = queued.get_mut(lane) {
-                    *n = n.saturating_sub(1);
-                }
+            WriterEvent::Took(partition) => {
+                flights.took(&partition);
                 Ok(())
             }
-            WriterEvent::Stored(done) => self.commit(consumer, *done),
+            WriterEvent::Stored(done) => {
+                flights.settled(&done.partition);
+                self.commit(consumer, *done)
+            }
         }
     }
 
     /// Only now, with the transaction committed, does the offset move.
     fn commit(&mut self, consumer: &BatchConsumer, done: Stored) -> Result<(), PipelineError> {
         let Stored {
+            partition: _,
+            writer,
             records,
             report,
             behind,
@@ -187,6 +192,7 @@ impl Committer {
         BatchCommitted {
             metrics: &self.metrics,
             records: &records,
+            writer,
             report: &report,
             phases: &phases,
             offsets_committed: committed.is_ok(),

@@ -5,42 +5,44 @@
 //! Invariant: offsets are committed only for batches that come back as
 //! [`WriterEvent::Stored`], that is, after their PostgreSQL transaction committed; and
 //! synchronously, so a failed commit is seen and counted (five in a row are fatal,
-//! docs/ARCHITECTURE.md#batch-loop). A batch holds the records of one writer's partitions
-//! only (each partition has one writer for good, [`crate::lanes`]), so committing it moves only
-//! partitions whose every earlier batch that writer already stored. The read-ahead is
-//! bounded (per writer: two batches in its lane, one in its channel, one being stored); it
-//! was never committed, so dropping it on shutdown or on a rebalance only means it is
-//! redelivered. A writer that stays behind stalls only its own partitions: they are paused
-//! while the reader polls the others ([`crate::held`]).
+//! docs/ARCHITECTURE.md#batch-loop). A batch holds the records of one partition, and a
+//! partition's next batch is handed over only once the one before is stored (`queues.rs`),
+//! so committing it moves only a partition whose every earlier batch is already stored —
+//! whichever writer stored it. The read-ahead is bounded (per writer: two batches in the
+//! queues, one in the writers' channel, one being stored); it was never committed, so
+//! dropping it on shutdown or on a rebalance only means it is redelivered. A writer that
+//! waits stalls only its batch's partition: the other writers take the other partitions'
+//! batches, and the partition is paused while its queue stays full (`held.rs`).
 //!
 //! The reader knows where each partition's fetch continued from ([`crate::origins`]) and hands
 //! it over with each batch; a partition a writer finds behind in PostgreSQL is sought back to
 //! PostgreSQL's offset before any more of its records is handed over (`rewind`).
 //!
 //! This file holds the reader's loop, one method per step of a turn; `hand_over.rs` what a
-//! turn does to the lanes (hand over, rewind, forget the revoked), `committer.rs` the offset
-//! commits and the lag.
+//! turn does to the queues (hand over, rewind, forget the revoked), `flights.rs` what the
+//! writers' reports move on, `committer.rs` the offset commits and the lag.
 
 mod committer;
+mod flights;
 mod hand_over;
 
 use crate::batch::{Behind, DecodedBatch};
 use crate::error::{PipelineError, PipelineTotals};
 use crate::events::Phases;
 use crate::heartbeat::ReaderLiveness;
-use crate::held::Holds;
-use crate::lanes::Lanes;
 use crate::linger::Linger;
 use crate::metrics::PipelineMetrics;
 use crate::origins::{Origins, Positions};
+use crate::queues::PartitionKey;
 use crate::sink::Declared;
 use committer::Committer;
+use flights::Flights;
 use hand_over::{Partial, forget_revoked, hand_over, rewind};
 use sluice_core::BatchReport;
 use sluice_kafka::{BatchConsumer, Record};
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -50,6 +52,8 @@ const HELD_SLICE: Duration = Duration::from_millis(10);
 /// A polled and decoded batch, on its way to a writer.
 #[derive(Debug)]
 pub struct Polled {
+    /// Its partition: every record is of it.
+    pub partition: PartitionKey,
     /// The records.
     pub records: Vec<Record>,
     /// Their decoding.
@@ -65,6 +69,10 @@ pub struct Polled {
 /// A batch whose transaction committed, on its way back for the offset commit.
 #[derive(Debug)]
 pub struct Stored {
+    /// The batch's partition.
+    pub partition: PartitionKey,
+    /// The writer that stored it.
+    pub writer: usize,
     /// The records whose offsets are committed (only their coordinates are used: the writer
     /// dropped their keys, values and headers): the batch's, less those of the partitions in
     /// `behind`.
@@ -83,8 +91,9 @@ pub struct Stored {
 /// What a writer tells the reader.
 #[derive(Debug)]
 pub enum WriterEvent {
-    /// Writer `.0` took a batch from its channel: there is room for the next one.
-    Took(usize),
+    /// A writer took the batch of partition `.0` from the channel: there is room for the
+    /// next one.
+    Took(PartitionKey),
     /// A batch's transaction committed: its offsets may be committed.
     Stored(Box<Stored>),
 }
@@ -102,13 +111,14 @@ pub struct ReaderParts {
     pub batch_size: usize,
     /// Bytes of records per batch handed to a writer, at most (a larger record goes alone).
     pub batch_bytes: usize,
+    /// The writers (each takes the next batch when it is free).
+    pub writers: usize,
     /// The longest one wait for records lasts.
     pub poll_timeout: Duration,
     /// How long a busy pipeline's partial batch waits to fill ([`crate::linger`]).
     pub linger: Duration,
-    /// Each writer's channel, in writer order (a partition's batches go to the writer of its
-    /// lane, [`crate::lanes`]).
-    pub to_writers: Vec<SyncSender<Polled>>,
+    /// The writers' channel: any free writer takes the next batch.
+    pub to_writers: crossbeam_channel::Sender<Polled>,
     /// What the writers report back: a batch taken, a batch stored.
     pub events: Receiver<WriterEvent>,
     /// Cancelled to stop the pipeline.
@@ -147,8 +157,8 @@ struct Reader {
     batch_size: usize,
     /// Bytes of records per batch, at most.
     batch_bytes: usize,
-    /// Each writer's channel, in writer order.
-    to_writers: Vec<SyncSender<Polled>>,
+    /// The writers' channel; `None` once the reader hangs up.
+    to_writers: Option<crossbeam_channel::Sender<Polled>>,
     /// What the writers report back.
     events: Receiver<WriterEvent>,
     /// Cancelled to stop the pipeline.
@@ -159,14 +169,10 @@ struct Reader {
     committer: Committer,
     /// Where each partition's fetch continued from.
     positions: Positions,
-    /// The records read ahead, per writer.
-    lanes: Lanes,
+    /// The records read ahead and the batches in flight.
+    flights: Flights,
     /// How long a partial batch waits to fill.
     linger: Linger,
-    /// Which writers' partitions are held back.
-    holds: Holds,
-    /// Batches in each writer's channel (sent, not yet taken): one at most.
-    queued: Vec<usize>,
     /// The consumer's count of revocations already acted on.
     revocations: u64,
     /// Poll in short slices so stored batches are committed promptly when the topic is idle.
@@ -175,7 +181,7 @@ struct Reader {
     caught_up: bool,
 }
 
-/// What the lanes' holds call for before the next poll.
+/// What the holds call for before the next poll.
 struct Holding {
     /// Some partitions are held back.
     held: bool,
@@ -201,6 +207,7 @@ impl Reader {
             consumer,
             batch_size,
             batch_bytes,
+            writers,
             poll_timeout,
             linger,
             to_writers,
@@ -211,26 +218,22 @@ impl Reader {
         } = parts;
         let committer = Committer::new(name, metrics);
         let positions = Positions::default();
-        let lanes = Lanes::new(to_writers.len(), batch_size, batch_bytes);
+        let flights = Flights::new(writers, batch_size, batch_bytes);
         let linger = Linger::new(linger);
-        let holds = Holds::new(lanes.count());
-        let queued = vec![0usize; to_writers.len()];
         let revocations = consumer.rebalances().revoke;
         Self {
             sink,
             consumer,
             batch_size,
             batch_bytes,
-            to_writers,
+            to_writers: Some(to_writers),
             events,
             stop,
             liveness,
             committer,
             positions,
-            lanes,
+            flights,
             linger,
-            holds,
-            queued,
             revocations,
             slice: poll_timeout.min(Duration::from_millis(100)),
             caught_up: false,
@@ -244,9 +247,8 @@ impl Reader {
         // Commit what the writers finished, first.
         reported(
             self.committer
-                .commit_ready(&self.consumer, &self.events, &mut self.queued),
+                .commit_ready(&self.consumer, &self.events, &mut self.flights),
         )?;
-        self.holds.writers_ready(&self.queued);
         if self.stop.is_cancelled() {
             return ControlFlow::Break(Ok(()));
         }
@@ -256,7 +258,7 @@ impl Reader {
         self.committer.observe_lag(&self.consumer);
         forget_revoked(
             &self.consumer,
-            &mut self.lanes,
+            &mut self.flights.queues,
             &mut self.revocations,
             &self.committer.name,
         );
@@ -268,7 +270,7 @@ impl Reader {
             reported(self.committer.await_report(
                 &self.consumer,
                 &self.events,
-                &mut self.queued,
+                &mut self.flights,
                 slice,
             ))?;
             return ControlFlow::Continue(());
@@ -283,7 +285,7 @@ impl Reader {
         let behind = std::mem::take(&mut self.committer.behind);
         if let Err(error) = rewind(
             &self.consumer,
-            &mut self.lanes,
+            &mut self.flights.queues,
             &mut self.positions,
             behind,
             &self.committer.name,
@@ -293,9 +295,12 @@ impl Reader {
         ControlFlow::Continue(())
     }
 
-    /// Hands each writer with room its next batch (all lanes' batches, partial ones too, when
-    /// a lane is full); when the earliest lane kept back by its linger is due, if one is.
+    /// Hands the writers the next batches (partial ones too, of every partition, when a
+    /// queue is full); when the earliest partition kept back by its linger is due, if one is.
     fn hand_over_batches(&mut self) -> ControlFlow<Ended, Option<Instant>> {
+        let Some(to_writers) = &self.to_writers else {
+            return ControlFlow::Break(Ok(()));
+        };
         let partial = if self.caught_up {
             Partial::AfterLinger(&self.linger, Instant::now())
         } else {
@@ -303,23 +308,21 @@ impl Reader {
         };
         let Ok(lingering) = hand_over(
             &self.sink,
-            &mut self.lanes,
+            &mut self.flights,
             &mut self.positions,
-            &self.to_writers,
-            &mut self.queued,
+            to_writers,
             partial,
         ) else {
-            // A writer stopped; the batches stored are committed as the reader finishes.
+            // The writers stopped; the batches stored are committed as the reader finishes.
             return ControlFlow::Break(Ok(()));
         };
-        if self.lanes.any_full() {
-            // Before waiting, give every writer with room whatever its lane holds.
+        if self.flights.queues.any_full() {
+            // Before waiting, give the writers whatever the queues hold.
             let handed = hand_over(
                 &self.sink,
-                &mut self.lanes,
+                &mut self.flights,
                 &mut self.positions,
-                &self.to_writers,
-                &mut self.queued,
+                to_writers,
                 Partial::Always,
             );
             if handed.is_err() {
@@ -329,10 +332,13 @@ impl Reader {
         ControlFlow::Continue(lingering)
     }
 
-    /// A lane full for a moment: wait for its writer. Full for longer: its writer is stuck,
-    /// so hold its partitions back and poll the others (crate::held).
+    /// A queue full for a moment: wait for a writer. Full for longer: its partition's writer
+    /// is stuck, so hold the partition back and poll the others (crate::held).
     fn hold_back(&mut self) -> Holding {
-        let next = self.holds.next(&self.lanes, Instant::now());
+        let next = self
+            .flights
+            .holds
+            .next(&self.flights.queues, Instant::now());
         let held = !next.held.is_empty();
         let unheld = match self.consumer.hold(&next.held) {
             Ok(()) => false,
@@ -348,7 +354,7 @@ impl Reader {
         }
     }
 
-    /// Lets a lingering batch's lane fill until it is due (handling the writers' reports
+    /// Lets a lingering batch's queue fill until it is due (handling the writers' reports
     /// meanwhile); how long the next poll may then wait.
     fn linger_wait(
         &mut self,
@@ -370,7 +376,7 @@ impl Reader {
             reported(self.committer.await_report(
                 &self.consumer,
                 &self.events,
-                &mut self.queued,
+                &mut self.flights,
                 wait,
             ))?;
         }
@@ -382,7 +388,7 @@ impl Reader {
         ControlFlow::Continue(slice)
     }
 
-    /// Polls for up to `slice` and puts what came into the lanes; a consumer error, or a poll
+    /// Polls for up to `slice` and puts what came into the queues; a consumer error, or a poll
     /// that may start past what PostgreSQL holds, ends the loop.
     fn poll(&mut self, slice: Duration) -> ControlFlow<Ended> {
         let polled_at = Instant::now();
@@ -401,19 +407,20 @@ impl Reader {
             // start again (nothing read since the assignment was handed to a writer).
             return ControlFlow::Break(Err(PipelineError::StartUnknown { reason }));
         }
-        // A partition assigned again starts afresh: what the lanes hold of it is of the
+        // A partition assigned again starts afresh: what the queues hold of it is of the
         // previous assignment (this poll's records of it were fetched after).
         for (topic, partition, start) in self.consumer.take_starts() {
-            self.lanes.drop_partition(&topic, partition);
+            self.flights.queues.drop_partition(&topic, partition);
             self.positions.assigned(&topic, partition, start);
         }
         self.caught_up = records.len() < self.batch_size
             && records.iter().map(Record::bytes).sum::<usize>() < self.batch_bytes;
         let now = Instant::now();
         self.linger.read(records.len(), now);
-        self.lanes
+        self.flights
+            .queues
             .push(records, now.saturating_duration_since(polled_at));
-        self.lanes.stamp(now);
+        self.flights.queues.stamp(now);
         ControlFlow::Continue(())
     }
 
@@ -421,13 +428,13 @@ impl Reader {
     /// closes the consumer (leaving the group); the totals, or the first error.
     fn finish(mut self, outcome: Ended) -> Result<PipelineTotals, PipelineError> {
         // Hang up so the writers stop taking batches, then commit what they finish.
-        drop(std::mem::take(&mut self.to_writers));
+        drop(self.to_writers.take());
         let drained = loop {
             match self.events.recv() {
                 Ok(event) => {
                     if let Err(error) =
                         self.committer
-                            .handle(&self.consumer, event, &mut self.queued)
+                            .handle(&self.consumer, event, &mut self.flights)
                     {
                         break Err(error);
                     }

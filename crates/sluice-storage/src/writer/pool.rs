@@ -1,10 +1,12 @@
 //! The database side of a pipeline: N writers, each on its own thread with its own
 //! single-threaded runtime, connection, cache and retries (docs/ARCHITECTURE.md#batch-loop).
 //!
-//! Each partition has one writer for good ([`crate::lanes`]), so one partition's batches are
-//! stored by one writer in poll order, one transaction each; the reader commits a batch's
-//! offsets only after that writer reports its transaction committed. A writer's retries
-//! hold up only its own partitions. A fatal error in any writer cancels the pipeline: the
+//! The writers share one channel of batches: any free writer takes the next one. A batch
+//! holds one partition's records, and the reader hands over a partition's next batch only
+//! once the one before is reported stored (`queues.rs`), so one partition's batches are
+//! stored one after another in poll order, one transaction each, whichever writer takes
+//! them; the reader commits a batch's offsets only after its writer reports its
+//! transaction committed. A writer's waits and retries hold up only its batch's partition. A fatal error in any writer cancels the pipeline: the
 //! others finish the batch they are storing and stop, and the reader commits every batch
 //! stored before it closes the consumer.
 
@@ -18,7 +20,7 @@ use crate::sink::Declared;
 use crate::writer::Writer;
 use sluice_kafka::Record;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -29,8 +31,8 @@ pub const WRITER_STALL: Duration = Duration::from_secs(5);
 /// One writer's end of the channels.
 #[derive(Debug)]
 pub struct WriterChannels {
-    /// Its batches, in poll order.
-    pub batches: Receiver<Polled>,
+    /// The batches of every writer: it takes the next when it is free.
+    pub batches: crossbeam_channel::Receiver<Polled>,
     /// Back to the reader: batch taken, batch stored.
     pub events: Sender<WriterEvent>,
 }
@@ -169,6 +171,7 @@ async fn writer_loop(
         let waiting = Instant::now();
         // The runtime runs nothing else: blocking it while waiting for a batch is fine.
         let Polled {
+            partition,
             mut records,
             decoded,
             origins,
@@ -176,14 +179,14 @@ async fn writer_loop(
             mut phases,
         } = match batches.recv_timeout(settings.poll_timeout) {
             Ok(batch) => batch,
-            Err(RecvTimeoutError::Timeout) => {
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 writer.verify_idle().await?;
                 continue;
             }
             // The reader ended (stop, or a Kafka error it will report).
-            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Ok(()),
         };
-        let _ = events.send(WriterEvent::Took(writer.index()));
+        let _ = events.send(WriterEvent::Took(partition.clone()));
         let storing = Instant::now();
         phases.writer_wait = storing - waiting;
         match writer
@@ -203,6 +206,8 @@ async fn writer_loop(
                 drop(decoded);
                 records.iter_mut().for_each(Record::drop_contents);
                 let stored = Stored {
+                    partition,
+                    writer: writer.index(),
                     records,
                     report,
                     behind,
