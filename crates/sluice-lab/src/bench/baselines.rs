@@ -43,40 +43,79 @@ pub(super) struct Comparison {
     pub(super) u_main: URun,
 }
 
-/// The idea of U over two connections at once against one, `pairs` pairs in ABBA order:
-/// the medians (one connection, two connections).
+/// U over 1, 2 and 4 connections at once (rows split by key), medians of `pairs` rounds:
+/// (insert, update) rows/s each.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Connections {
+    /// One connection.
+    pub(super) one: (f64, f64),
+    /// Two at once (U₂: what two writers could take).
+    pub(super) two: (f64, f64),
+    /// Four at once.
+    pub(super) four: (f64, f64),
+}
+
+impl Connections {
+    /// U over `n` connections (1, 2 or 4; the nearest below for others): (insert, update).
+    pub(super) fn of(&self, n: usize) -> (f64, f64) {
+        match n {
+            0 | 1 => self.one,
+            2 | 3 => self.two,
+            _ => self.four,
+        }
+    }
+}
+
+/// U over 1, 2 and 4 connections at once, both crawls, `pairs` rounds in alternating order
+/// (1 2 4, then 4 2 1): the medians.
 pub(super) async fn u_lanes(
     env: &Env,
     conn: &mut PgConnection,
     work: &Workload,
     pairs: usize,
-) -> Result<(f64, f64), Failure> {
+) -> Result<Connections, Failure> {
     println!(
-        "== idea: U over 2 connections at once (rows split by key) vs 1, first crawl, {} pairs",
-        pairs
+        "== U over 1, 2 and 4 connections at once (rows split by key), both crawls, {pairs} rounds"
     );
-    let (mut one_lane, mut two_lanes) = (Vec::new(), Vec::new());
+    let mut rates: [Vec<(f64, f64)>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     for pair in 0..pairs {
-        for lanes in if pair.is_multiple_of(2) {
-            [2, 1]
+        let order = if pair.is_multiple_of(2) {
+            [0, 1, 2]
         } else {
-            [1, 2]
-        } {
-            let r = compare::u_lanes(&env.url, conn, &work.plan, &work.rows, lanes).await?;
-            println!("   {lanes} connection(s): {r:.0} rows/s");
-            if lanes == 1 {
-                one_lane.push(r)
-            } else {
-                two_lanes.push(r)
-            }
+            [2, 1, 0]
+        };
+        for i in order {
+            let lanes = 1usize << i;
+            let crawls = (&work.rows[..], &work.rows2[..]);
+            let r = compare::u_lanes(&env.url, conn, &work.plan, crawls, lanes).await?;
+            println!(
+                "   {lanes} connection(s): insert {:.0}, update {:.0} rows/s",
+                r.0, r.1
+            );
+            rates[i].push(r);
         }
     }
-    let (u_one, u_two) = (median(&one_lane), median(&two_lanes));
+    let of = |i: usize| compare::medians(&rates[i], |r| *r);
+    let u = Connections {
+        one: of(0),
+        two: of(1),
+        four: of(2),
+    };
     println!(
-        "   medians: 1 connection {u_one:.0}, 2 connections {u_two:.0} rows/s ({:.2}×)",
-        u_two / u_one
+        "   medians, insert / update: 1 connection {:.0} / {:.0}, 2 connections {:.0} / {:.0} \
+         ({:.2} / {:.2}×), 4 connections {:.0} / {:.0} ({:.2} / {:.2}×) rows/s",
+        u.one.0,
+        u.one.1,
+        u.two.0,
+        u.two.1,
+        u.two.0 / u.one.0,
+        u.two.1 / u.one.1,
+        u.four.0,
+        u.four.1,
+        u.four.0 / u.one.0,
+        u.four.1 / u.one.1
     );
-    Ok((u_one, u_two))
+    Ok(u)
 }
 
 /// L: the first crawl by one binary `COPY` into an unindexed copy of the table.

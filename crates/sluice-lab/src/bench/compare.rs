@@ -200,20 +200,35 @@ pub fn medians<T>(runs: &[T], of: impl Fn(&T) -> (f64, f64)) -> (f64, f64) {
 }
 
 /// U over `lanes` connections at once: the first crawl split by a hash of the natural key,
-/// each lane its own connection writing `BATCH`-row transactions; rows/s of the whole.
-/// What partition-parallel writers could give (a scaled-out group does the same).
+/// each lane its own connection writing `BATCH`-row transactions, then the second crawl
+/// (all updates) the same way; rows/s of the whole, (insert, update). What partition-parallel
+/// writers could give (a scaled-out group does the same).
 pub async fn u_lanes(
     url: &str,
     conn: &mut PgConnection,
     plan: &SinkPlan,
-    first: &[SinkRow],
+    (first, second): (&[SinkRow], &[SinkRow]),
     lanes: usize,
-) -> Result<f64, Failure> {
+) -> Result<(f64, f64), Failure> {
     sqlx::raw_sql("TRUNCATE reviews")
         .execute(&mut *conn)
         .await?;
+    let insert = upsert_split(url, conn, plan, first, lanes).await?;
+    let update = upsert_split(url, conn, plan, second, lanes).await?;
+    Ok((insert, update))
+}
+
+/// `rows` split by a hash of the natural key over `lanes` connections at once, each
+/// writing `BATCH`-row transactions: rows/s of the whole.
+async fn upsert_split(
+    url: &str,
+    conn: &mut PgConnection,
+    plan: &SinkPlan,
+    rows: &[SinkRow],
+    lanes: usize,
+) -> Result<f64, Failure> {
     let mut parts: Vec<Vec<SinkRow>> = vec![Vec::new(); lanes.max(1)];
-    for row in first {
+    for row in rows {
         let key = match row.cell(0) {
             Some(Cell::Text(review_id)) => review_id.as_str(),
             _ => "",
@@ -245,5 +260,5 @@ pub async fn u_lanes(
     while let Some(done) = tasks.join_next().await {
         done.map_err(|e| anyhow!("a lane panicked: {e}"))??;
     }
-    Ok(rate(first.len(), started.elapsed()))
+    Ok(rate(rows.len(), started.elapsed()))
 }

@@ -3,7 +3,7 @@
 //! then the cost of the metrics endpoint and, with `--baseline-sluice`, this build against an
 //! earlier one.
 
-use super::baselines::Comparison;
+use super::baselines::Connections;
 use super::compare::{self, SOptions, SRun};
 use super::workload::Produced;
 use super::{BATCH, BIG_BATCH, Env, cost, report, writers};
@@ -129,30 +129,27 @@ pub(super) async fn sync_commit(
     Ok(sync_commit)
 }
 
-/// S with 1 and 2 writers ([`writers::compare`]), its medians printed next to U's.
+/// S with 1, 2 and 4 writers ([`writers::compare`]), each median printed against U over as
+/// many connections.
 pub(super) async fn writers(
     env: &Env,
     kafka: &Produced,
     conn: &mut PgConnection,
     pairs: usize,
-    us: &Comparison,
+    connections: &Connections,
 ) -> Result<writers::Writers, Failure> {
     let writers = writers::compare(env, &kafka.admin, conn, &kafka.topic2, pairs).await?;
-    let (u, u_update) = (us.u, us.u_update);
-    println!(
-        "   medians: 1 writer {:.0} / {:.0}, 2 writers {:.0} / {:.0} rows/s: 2/1 = {:.2} / {:.2} ×; \
-         S/U = {:.2} (1) / {:.2} (2), S_update/U_update = {:.2} (1) / {:.2} (2)",
-        writers.one.0,
-        writers.one.1,
-        writers.two.0,
-        writers.two.1,
-        writers.two.0 / writers.one.0,
-        writers.two.1 / writers.one.1,
-        writers.one.0 / u,
-        writers.two.0 / u,
-        writers.one.1 / u_update,
-        writers.two.1 / u_update,
-    );
+    for (i, n) in writers::COUNTS.iter().enumerate() {
+        let (s, s_update) = writers.rates[i];
+        let (u, u_update) = connections.of(*n);
+        let (cpu, cpu_update) = writers.cpu[i];
+        println!(
+            "   medians, {n} writer(s): {s:.0} / {s_update:.0} rows/s, CPU {cpu:.2} / {cpu_update:.2} s; \
+             S/U{n} = {:.2}, S_update/U{n}_update = {:.2}",
+            s / u,
+            s_update / u_update
+        );
+    }
     Ok(writers)
 }
 

@@ -226,7 +226,7 @@ async fn sizes_only(
 async fn measure(
     run: Run<'_>,
     conn: &mut PgConnection,
-    (u_one, u_two): (f64, f64),
+    connections: baselines::Connections,
     copied: baselines::Copied,
 ) -> Result<report::Results, Failure> {
     let Run {
@@ -241,7 +241,7 @@ async fn measure(
     let us = baselines::u_and_s(env, kafka, conn, work, args.pairs).await?;
     let batch_idea = ideas::batch_size(env, kafka, conn, args.pairs, args.quick).await?;
     let sync_commit = ideas::sync_commit(env, kafka, conn, args.pairs).await?;
-    let writers = ideas::writers(env, kafka, conn, args.pairs, &us).await?;
+    let writers = ideas::writers(env, kafka, conn, args.pairs, &connections).await?;
     let phases = us.batch_phases();
     let cost = ideas::metrics_cost(env, admin, conn, args.quick).await?;
     let baseline = match &args.baseline_sluice {
@@ -256,8 +256,7 @@ async fn measure(
     let figures = report::Figures {
         u: us.u,
         u_update: us.u_update,
-        u_one,
-        u_two,
+        connections,
         l: copied.rate,
         k,
         s: us.s,

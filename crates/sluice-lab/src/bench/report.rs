@@ -40,9 +40,8 @@ pub(super) fn machine() -> String {
 pub(super) struct Figures {
     pub(super) u: f64,
     pub(super) u_update: f64,
-    /// U over one connection and over two at once (first crawl).
-    pub(super) u_one: f64,
-    pub(super) u_two: f64,
+    /// U over 1, 2 and 4 connections at once (first crawl).
+    pub(super) connections: super::baselines::Connections,
     pub(super) l: f64,
     pub(super) k: f64,
     pub(super) s: f64,
@@ -57,13 +56,26 @@ pub(super) struct Figures {
     /// The batch-size idea: S medians (insert, update) at 500 and at 1,000 records per
     /// transaction (not measured by a quick bench).
     pub(super) batch_idea: Option<((f64, f64), (f64, f64))>,
-    /// S with 1 and 2 writers (own pairs).
+    /// S with 1, 2 and 4 writers (own rounds).
     pub(super) writers: super::writers::Writers,
     /// S medians (insert, update) with `synchronous_commit` on (the default) and off
     /// (own pairs).
     pub(super) sync_commit: ((f64, f64), (f64, f64)),
     /// The steady-load phase.
     pub(super) steady: super::steady::Steady,
+}
+
+/// What S is held to against U over connections: U over as many connections as the
+/// pipeline's writers, at least this share (issue 43's target).
+const S_OF_U_WRITERS: f64 = 0.6;
+
+impl Figures {
+    /// U over as many connections as S's writers (the default `STORAGE_WRITERS`):
+    /// (insert, update).
+    fn u_writers(&self) -> (f64, f64) {
+        self.connections
+            .of(sluice_storage::settings::DEFAULT_WRITERS)
+    }
 }
 
 /// Every figure of a full run: the report's and the chart's input.
@@ -127,15 +139,26 @@ fn print_header_and_u(args: &BenchArgs, f: &Figures) {
         "| U_update: the same, second crawl (all updates) | {:.0} rows/s | | |",
         f.u_update
     );
+    let c = &f.connections;
     println!(
-        "| idea: U over 2 connections at once, insert (own pairs) | {:.0} rows/s | {:.2} × 1 connection ({:.0}) | |",
-        f.u_two,
-        f.u_two / f.u_one,
-        f.u_one
+        "| U₂ / U₄: U over 2 / 4 connections at once, insert (own rounds) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × 1 connection ({:.0}) | |",
+        c.two.0,
+        c.four.0,
+        c.two.0 / c.one.0,
+        c.four.0 / c.one.0,
+        c.one.0
+    );
+    println!(
+        "| U₂_update / U₄_update: the same, second crawl | {:.0} / {:.0} rows/s | {:.2} / {:.2} × 1 connection ({:.0}) | |",
+        c.two.1,
+        c.four.1,
+        c.two.1 / c.one.1,
+        c.four.1 / c.one.1,
+        c.one.1
     );
 }
 
-/// The rows of S's ideas: batch size, steady load, `synchronous_commit` off, two writers.
+/// The rows of S's ideas: batch size, steady load, `synchronous_commit` off, 1, 2 and 4 writers.
 fn print_s_ideas(args: &BenchArgs, f: &Figures) {
     let u = f.u;
     if let Some((small, big)) = f.batch_idea {
@@ -170,19 +193,17 @@ fn print_s_ideas(args: &BenchArgs, f: &Figures) {
         off.1 / f.u_update
     );
     let w = &f.writers;
-    println!(
-        "| S with 2 writers vs 1, insert / update (own pairs) | {:.0} / {:.0} rows/s | {:.2} / {:.2} × 1 writer ({:.0} / {:.0}); S/U {:.2} (2) vs {:.2} (1), S_update/U_update {:.2} vs {:.2} | |",
-        w.two.0,
-        w.two.1,
-        w.two.0 / w.one.0,
-        w.two.1 / w.one.1,
-        w.one.0,
-        w.one.1,
-        w.two.0 / u,
-        w.one.0 / u,
-        w.two.1 / f.u_update,
-        w.one.1 / f.u_update
-    );
+    for (i, n) in super::writers::COUNTS.iter().enumerate() {
+        let (s, s_update) = w.rates[i];
+        let (cu, cu_update) = f.connections.of(*n);
+        let (cpu, cpu_update) = w.cpu[i];
+        println!(
+            "| S with {n} writer(s), insert / update (own rounds) | {s:.0} / {s_update:.0} rows/s | S/U{n} {:.2} / {:.2}; `sluice run` CPU {cpu:.2} / {cpu_update:.2} s; S/U {:.2} | |",
+            s / cu,
+            s_update / cu_update,
+            s / u
+        );
+    }
 }
 
 /// The rows of L, K and S's drains: rates, ratios, CPU, start-up, batch phases.
@@ -205,6 +226,14 @@ fn print_drains(f: &Figures, s_with_metrics: f64) {
         f.s_update,
         f.s_update / f.u_update,
         yes(f.s_update >= f.u_update)
+    );
+    let (uw, uw_update) = f.u_writers();
+    let writers = sluice_storage::settings::DEFAULT_WRITERS;
+    println!(
+        "| S against U over {writers} connections (as many as its writers), insert / update | {:.2} / {:.2} × U{writers} ({uw:.0} / {uw_update:.0} rows/s) | target ≥ {S_OF_U_WRITERS} | {} |",
+        s / uw,
+        f.s_update / uw_update,
+        yes(s >= S_OF_U_WRITERS * uw && f.s_update >= S_OF_U_WRITERS * uw_update)
     );
     println!(
         "| `sluice run` CPU per drain, first crawl / second crawl (medians) | {:.2} / {:.2} s | | |",
@@ -320,13 +349,20 @@ fn main_json(args: &BenchArgs, r: &Results) -> serde_json::Value {
         "machine": machine(),
         "rows_per_second": {
             "U": u, "U_update": f.u_update, "L": l, "K": k, "S": s, "S_update": f.s_update,
-            "U_idea_1_connection": f.u_one, "U_idea_2_connections": f.u_two,
+            "U_1_connection": f.connections.one.0, "U_2_connections": f.connections.two.0,
+            "U_4_connections": f.connections.four.0,
+            "U_update_1_connection": f.connections.one.1,
+            "U_update_2_connections": f.connections.two.1,
+            "U_update_4_connections": f.connections.four.1,
             "S_including_startup": f.with_startup, "S_with_network_metrics": s_with_metrics,
         },
         "ratios": {
             "S/U": s / u, "S_update/U_update": f.s_update / f.u_update, "S/L": s / l, "S/K": s / k,
             "S/U_per_pair": f.pair_ratios,
-            "U_2_connections/U_1_connection": f.u_two / f.u_one,
+            "U_2_connections/U_1_connection": f.connections.two.0 / f.connections.one.0,
+            "U_4_connections/U_1_connection": f.connections.four.0 / f.connections.one.0,
+            "S/U_writers": s / f.u_writers().0,
+            "S_update/U_update_writers": f.s_update / f.u_writers().1,
         },
         "sluice_run_cpu_seconds": {
             "S": f.cpu[0], "S_update": f.cpu[1],
@@ -338,6 +374,8 @@ fn main_json(args: &BenchArgs, r: &Results) -> serde_json::Value {
         "restart_to_first_batch_dynamic_membership_s": restart.dynamic_s,
         "targets": {
             "S>=U": s >= u, "S_update>=U_update": f.s_update >= f.u_update,
+            "S>=0.6*U_writers": s >= S_OF_U_WRITERS * f.u_writers().0,
+            "S_update>=0.6*U_update_writers": f.s_update >= S_OF_U_WRITERS * f.u_writers().1,
             "p99<=50ms_over_200": lat.p99 <= 50.0 && lat.count >= 200,
             "rss<=100MiB": rss_mib <= 100.0, "restart<=5s": restart.static_s <= 5.0,
         },
@@ -347,19 +385,22 @@ fn main_json(args: &BenchArgs, r: &Results) -> serde_json::Value {
 /// The writers, steady-load, `synchronous_commit` and batch-size sections.
 fn add_s_ideas_json(args: &BenchArgs, f: &Figures, results: &mut serde_json::Value) {
     let (u, w) = (f.u, &f.writers);
+    let per_count = |pick: &dyn Fn(usize, usize) -> serde_json::Value| {
+        super::writers::COUNTS
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.to_string(), pick(i, *n)))
+            .collect::<serde_json::Map<_, _>>()
+    };
     results["writers"] = json!({
-        "rows_per_second": {
-            "S_1_writer": w.one.0, "S_update_1_writer": w.one.1,
-            "S_2_writers": w.two.0, "S_update_2_writers": w.two.1,
-        },
-        "ratios": {
-            "S_2/S_1": w.two.0 / w.one.0, "S_update_2/S_update_1": w.two.1 / w.one.1,
-            "S_1/U": w.one.0 / u, "S_2/U": w.two.0 / u,
-            "S_update_1/U_update": w.one.1 / f.u_update, "S_update_2/U_update": w.two.1 / f.u_update,
-        },
+        "rows_per_second": per_count(&|i, _| json!({"S": w.rates[i].0, "S_update": w.rates[i].1})),
+        "cpu_seconds": per_count(&|i, _| json!({"S": w.cpu[i].0, "S_update": w.cpu[i].1})),
+        "ratios": per_count(&|i, n| {
+            let (cu, cu_update) = f.connections.of(n);
+            json!({"S/U_n": w.rates[i].0 / cu, "S_update/U_update_n": w.rates[i].1 / cu_update, "S/U": w.rates[i].0 / u})
+        }),
         "runs": w.runs.iter().map(|(n, i, u)| json!({"writers": n, "S": i, "S_update": u})).collect::<Vec<_>>(),
-        "batch_phases_ms_1_writer": runlog::PHASES.iter().copied().zip(w.phases_one).collect::<BTreeMap<_, _>>(),
-        "batch_phases_ms_2_writers": runlog::PHASES.iter().copied().zip(w.phases_two).collect::<BTreeMap<_, _>>(),
+        "batch_phases_ms": per_count(&|i, _| json!(runlog::PHASES.iter().copied().zip(w.phases[i]).collect::<BTreeMap<_, _>>())),
     });
     let backlog_us = f.cpu[0] * 1e6 / args.reviews.max(1) as f64;
     results["steady"] = json!({
