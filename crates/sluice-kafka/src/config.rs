@@ -62,9 +62,9 @@ impl ReadAhead {
     }
 
     /// The most one partition adds to a fetch response (`max.partition.fetch.bytes`): 256 KiB,
-    /// less with a smaller batch. The pipeline's writers each take their own partitions, so
-    /// long runs of one partition make one writer wait while the reader works through
-    /// another's run: 256 KiB is about one batch of reviews per run.
+    /// less with a smaller batch. A batch holds one partition's records, so long runs of one
+    /// partition leave the others' queues empty while the reader works through it: 256 KiB is
+    /// about one batch of reviews per run.
     pub fn partition_fetch_bytes(&self) -> usize {
         self.batch_bytes.clamp(1, 256 << 10)
     }

@@ -10,12 +10,12 @@
 //! batches are stored one after another in poll order (whichever writer stores each); a
 //! batch holds at most `batch_size` records and at most `batch_bytes` bytes (a record larger
 //! than that is a batch of its own, never a stall); a partition's queue is full at two
-//! batches' worth of records or bytes, and the queues of the partitions not held back are
-//! over budget at two batches' worth per writer, so the read-ahead stays bounded in both
-//! (docs/ARCHITECTURE.md#memory).
+//! batches' worth of records or bytes, and the queues together are over budget at two
+//! batches' worth per writer, so the read-ahead stays bounded in both, whatever the number of
+//! partitions (docs/ARCHITECTURE.md#memory).
 
 use sluice_kafka::Record;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// A partition of one of the pipeline's topics.
@@ -126,30 +126,21 @@ impl Queues {
             .map(|((t, p), _)| (t.to_owned(), p))
     }
 
-    /// Whether the queues of the partitions not in `held` hold two batches' worth of
-    /// records or bytes per writer (the reader must wait for the writers).
-    pub fn over_budget(&self, held: &BTreeSet<PartitionKey>) -> bool {
+    /// Whether the queues hold two batches' worth of records or bytes per writer (the reader
+    /// must wait for the writers).
+    pub fn over_budget(&self) -> bool {
         let (mut records, mut bytes) = (0usize, 0usize);
-        for ((topic, partition), queue) in self.all() {
-            if !held.contains(&(topic.to_owned(), partition)) {
-                records += queue.records.len();
-                bytes += queue.bytes;
-            }
+        for (_, queue) in self.all() {
+            records += queue.records.len();
+            bytes += queue.bytes;
         }
         records >= self.cap().saturating_mul(self.writers)
             || bytes >= self.cap_bytes().saturating_mul(self.writers)
     }
 
-    /// The partitions that hold records.
-    pub fn holding(&self) -> impl Iterator<Item = PartitionKey> + '_ {
-        self.all()
-            .filter(|(_, q)| !q.records.is_empty())
-            .map(|((t, p), _)| (t.to_owned(), p))
-    }
-
     /// Whether any partition's queue is at its cap, or the queues are over budget.
     pub fn any_full(&self) -> bool {
-        self.full().next().is_some() || self.over_budget(&BTreeSet::new())
+        self.full().next().is_some() || self.over_budget()
     }
 
     /// A partition's batch in flight, if it has one.

@@ -1,5 +1,5 @@
-//! Two writers per pipeline (`STORAGE_WRITERS=2`) on the real stack: partition p is stored
-//! by writer p % 2, each with its own connection and transactions.
+//! Two writers per pipeline (`STORAGE_WRITERS=2`) on the real stack: any free writer stores
+//! the next batch of any partition, each writer with its own connection and transactions.
 //!
 //! - the same natural keys in two partitions, in opposite orders, so the two writers upsert
 //!   overlapping key sets at the same time: the table ends right, no batch fails, and no

@@ -339,8 +339,22 @@ impl Reader {
             .flights
             .holds
             .next(&self.flights.queues, Instant::now());
-        let held = !next.held.is_empty();
-        let unheld = match self.consumer.hold(&next.held) {
+        let mut pause = next.held;
+        if next.pause_all {
+            match self.consumer.assigned_partitions() {
+                Ok(assigned) => pause.extend(assigned),
+                Err(error) => {
+                    tracing::debug!(pipeline = %self.committer.name, %error,
+                        "cannot read the assignment; waiting for a writer instead");
+                    return Holding {
+                        held: !pause.is_empty(),
+                        wait: true,
+                    };
+                }
+            }
+        }
+        let held = !pause.is_empty();
+        let unheld = match self.consumer.hold(&pause) {
             Ok(()) => false,
             Err(error) => {
                 tracing::warn!(pipeline = %self.committer.name, %error,

@@ -16,9 +16,10 @@ pub struct PipelineSettings {
     pub topic: String,
     /// Its consumer group (`prefix.pipeline`).
     pub group: String,
-    /// Max records per transaction (one writer's share of a poll).
+    /// Max records per transaction (a batch holds one partition's records).
     pub batch_size: usize,
-    /// Writers (database connections) of the pipeline; each partition has one writer.
+    /// Writers (database connections) of the pipeline; any free one takes the next batch of
+    /// any partition with no batch in flight.
     pub writers: usize,
 }
 
@@ -75,7 +76,7 @@ pub const WRITERS_OF: PerPipeline<WriterCount> = PerPipeline {
 pub const WRITERS: Var<WriterCount> = Var::new(
     "STORAGE_WRITERS",
     DEFAULT_WRITERS,
-    "writers (connections) per pipeline, 1-8; each partition has one writer",
+    "writers (connections) per pipeline, 1-8; any free writer takes the next partition's batch",
 );
 
 /// Reads the pipelines this process runs, and the shared writer count.

@@ -1,10 +1,12 @@
 //! One writer of a pipeline: stores one decoded batch in one transaction, retrying
 //! transient failures (docs/ARCHITECTURE.md#errors) with back-off on a fresh connection.
 //!
-//! A writer remembers the next offset it committed per partition. PostgreSQL holding less
-//! means it lost commits (docs/ARCHITECTURE.md#offsets): a batch's claim compares PostgreSQL's
+//! The writers of a pipeline remember the next offset they committed per partition, in one
+//! memory they share ([`Committed`]: a partition's batches may be stored by any of them, one
+//! after another). PostgreSQL holding less means it lost commits (docs/ARCHITECTURE.md#offsets): a batch's claim compares PostgreSQL's
 //! offset with where the partition's fetch continued (and with this memory where that is not
-//! known), and once a writer falls idle it compares once more when its last commit is
+//! known), and once a writer falls idle it compares once more (the memory read before
+//! PostgreSQL, so a commit another writer makes meanwhile is never taken for a loss) when its last commit is
 //! [`FLUSH_GRACE`] old (by then an asynchronous commit is flushed), so a partition whose
 //! last batches were lost is found even if no record follows. A batch whose partition's
 //! position is known replaces the memory of that partition: after a seek, a new assignment or
@@ -27,6 +29,7 @@ use crate::rejects::log_rejects;
 use crate::selected::Identity;
 use crate::settings::StorageSettings;
 use crate::sink::Declared;
+use pool::WriterParts;
 use sluice_core::settings::SyncCommit;
 use sluice_core::{BatchReport, Disposition};
 use sluice_kafka::Record;
@@ -34,6 +37,7 @@ use sluice_postgres::offsets::Partition;
 use sluice_postgres::{disposition, sqlstate};
 use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How old a writer's last commit is before it checks that PostgreSQL kept it: PostgreSQL
@@ -60,21 +64,23 @@ pub struct Writer<'a> {
     /// The server process of `conn`.
     backend: Option<i32>,
     metrics: &'a PipelineMetrics,
-    /// The next offset this writer committed, per partition.
-    committed: HashMap<Partition, i64>,
+    /// The next offset the pipeline's writers committed, per partition.
+    committed: Committed,
     /// When it last committed, until PostgreSQL is seen to have kept it.
     unverified_since: Option<Instant>,
 }
 
 impl<'a> Writer<'a> {
-    /// Writer `index` of the pipeline, through `sink`; it connects on first use.
-    pub fn new(
-        settings: &'a StorageSettings,
-        pipeline: &'a Identity,
-        sink: &'a Declared,
-        metrics: &'a PipelineMetrics,
-        index: usize,
-    ) -> Self {
+    /// Writer `index` of the pipeline, through `sink`, sharing `committed` with the
+    /// pipeline's other writers; it connects on first use.
+    pub fn new(parts: WriterParts<'a>, committed: Committed, index: usize) -> Self {
+        let WriterParts {
+            settings,
+            pipeline,
+            sink,
+            metrics,
+            ..
+        } = parts;
         Self {
             index,
             settings,
@@ -83,7 +89,7 @@ impl<'a> Writer<'a> {
             conn: None,
             backend: None,
             metrics,
-            committed: HashMap::new(),
+            committed,
             unverified_since: None,
         }
     }
@@ -97,7 +103,10 @@ impl<'a> Writer<'a> {
         if since.elapsed() < FLUSH_GRACE {
             return Ok(());
         }
-        let partitions: Vec<Partition> = self.committed.keys().cloned().collect();
+        // Read before PostgreSQL: an offset another writer commits meanwhile is in
+        // PostgreSQL before it is in this memory.
+        let committed = self.committed.snapshot();
+        let partitions: Vec<Partition> = committed.keys().cloned().collect();
         let group = self.pipeline.group.as_str();
         let stored = match self.connection().await {
             Ok(conn) => sluice_postgres::offsets::stored(conn, group, &partitions).await,
@@ -112,7 +121,7 @@ impl<'a> Writer<'a> {
                 return Ok(());
             }
         };
-        for ((topic, partition), &committed) in &self.committed {
+        for ((topic, partition), &committed) in &committed {
             let postgres = stored.get(&(topic.clone(), *partition)).copied();
             if postgres.is_none_or(|p| p < committed) {
                 return Err(rewound(Rewind {
@@ -283,17 +292,18 @@ impl<'a> Writer<'a> {
     /// assignment or a topic created again, an offset committed before is void
     /// (docs/ARCHITECTURE.md#offsets). A partition read again holds PostgreSQL's offset.
     fn note_committed(&mut self, records: &[Record], origins: &Origins, behind: &[Behind]) {
+        let mut memory = self.committed.lock();
         for (topic, partition, _, next) in partitions_of(records) {
             let key = (topic, partition);
             if let Some(b) = behind
                 .iter()
                 .find(|b| b.partition == key.1 && b.topic == key.0)
             {
-                self.committed.insert(key, b.postgres);
+                memory.insert(key, b.postgres);
                 continue;
             }
             let known = origins.iter().any(|(k, o)| *k == key && o.is_some());
-            let at = self.committed.entry(key).or_insert(next);
+            let at = memory.entry(key).or_insert(next);
             *at = if known { next } else { (*at).max(next) };
         }
     }
@@ -306,7 +316,7 @@ impl<'a> Writer<'a> {
         stop: &CancellationToken,
     ) -> Option<Result<Stored, sqlx::Error>> {
         let (sink, pipeline) = (self.sink, self.pipeline);
-        let committed = std::mem::take(&mut self.committed);
+        let committed = self.committed.snapshot();
         let attempt = async {
             let conn = self.connection().await?;
             let group = &pipeline.group;
@@ -320,8 +330,26 @@ impl<'a> Writer<'a> {
             stored = attempt => Some(stored),
             () = stopped => None,
         };
-        self.committed = committed;
         stored
+    }
+}
+
+/// The next offset a pipeline's writers committed, per partition: one memory they share.
+#[derive(Debug, Clone, Default)]
+pub struct Committed(Arc<Mutex<HashMap<Partition, i64>>>);
+
+impl Committed {
+    /// The memory, locked (a poisoned lock still holds the offsets: a writer that panicked
+    /// ends the pipeline anyway).
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Partition, i64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A copy of the memory as it is now.
+    fn snapshot(&self) -> HashMap<Partition, i64> {
+        self.lock().clone()
     }
 }
 

@@ -17,7 +17,7 @@ use crate::reader::{Polled, Stored, WriterEvent};
 use crate::selected::Identity;
 use crate::settings::StorageSettings;
 use crate::sink::Declared;
-use crate::writer::Writer;
+use crate::writer::{Committed, Writer};
 use sluice_kafka::Record;
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -75,15 +75,17 @@ pub fn run_writers(
     let liveness: Vec<WriterLiveness> = (0..count).map(|_| WriterLiveness::default()).collect();
     let mut heartbeat = Heartbeat::new(Path::new(&settings.heartbeat_dir), &pipeline.name);
     let stall = WRITER_STALL + settings.poll_timeout;
+    let committed = Committed::default();
     std::thread::scope(|scope| {
         let mut running = 0usize;
         let mut first_error: Option<PipelineError> = None;
         for (index, (channels, alive)) in channels.into_iter().zip(&liveness).enumerate() {
             let done = done_tx.clone();
+            let committed = committed.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("pipeline-{}-writer-{index}", pipeline.name))
                 .spawn_scoped(scope, move || {
-                    let run = || run_writer(parts, index, channels, alive);
+                    let run = || run_writer(parts, (index, committed), channels, alive);
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
                         .unwrap_or(Err(PipelineError::WriterPanicked));
                     if result.is_err() {
@@ -133,23 +135,17 @@ pub fn run_writers(
 /// retries), then reports it stored.
 fn run_writer(
     parts: WriterParts<'_>,
-    index: usize,
+    (index, committed): (usize, Committed),
     channels: WriterChannels,
     liveness: &WriterLiveness,
 ) -> Result<(), PipelineError> {
-    let WriterParts {
-        settings,
-        pipeline,
-        sink,
-        metrics,
-        stop,
-    } = parts;
+    let WriterParts { settings, stop, .. } = parts;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(PipelineError::Thread)?;
     runtime.block_on(async {
-        let mut writer = Writer::new(settings, pipeline, sink, metrics, index);
+        let mut writer = Writer::new(parts, committed, index);
         let written = writer_loop(&mut writer, settings, stop, channels, liveness).await;
         writer.close().await;
         written
