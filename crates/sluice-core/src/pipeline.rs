@@ -1,8 +1,9 @@
-//! The seed pipelines: the three topics sluice was built for, shipped as mapping files
-//! compiled into the binary (`deploy/sinks/*.toml`) and run by `sluice run` when no mapping
-//! file is given (docs/ARCHITECTURE.md#sinks). They run through the one declared-sink engine
-//! like any user's sink; this enum only names them, for the `STORAGE_*` variables that
-//! existing deployments set, the operations commands and the load generators.
+//! The seed pipelines' names: the three topics sluice was built for, shipped as mapping files
+//! (`deploy/sinks/*.toml`, compiled into the binary by `sluice-sinks`) and run by `sluice run`
+//! when no mapping file is given (docs/ARCHITECTURE.md#sinks). They run through the one
+//! declared-sink engine like any user's sink; this enum only names them, for the `STORAGE_*`
+//! variables that existing deployments set, the operations commands and the load generators
+//! (which need no mapping engine).
 
 use std::fmt;
 use std::str::FromStr;
@@ -25,7 +26,6 @@ struct SeedSpec {
     table: &'static str,
     env_suffix: &'static str,
     default_batch_size: usize,
-    mapping: &'static str,
 }
 
 const fn spec(kind: PipelineKind) -> &'static SeedSpec {
@@ -35,21 +35,18 @@ const fn spec(kind: PipelineKind) -> &'static SeedSpec {
             table: "app_stats",
             env_suffix: "APP_STATS",
             default_batch_size: 200,
-            mapping: include_str!("../../../deploy/sinks/app-stats.toml"),
         },
         PipelineKind::Reviews => &SeedSpec {
             name: "reviews",
             table: "reviews",
             env_suffix: "REVIEWS",
             default_batch_size: 500,
-            mapping: include_str!("../../../deploy/sinks/reviews.toml"),
         },
         PipelineKind::NetworkMetrics => &SeedSpec {
             name: "network-metrics",
             table: "network_metrics",
             env_suffix: "NETWORK_METRICS",
             default_batch_size: 50,
-            mapping: include_str!("../../../deploy/sinks/network-metrics.toml"),
         },
     }
 }
@@ -57,11 +54,6 @@ const fn spec(kind: PipelineKind) -> &'static SeedSpec {
 impl PipelineKind {
     /// All seed pipelines, in the order they are started and reported.
     pub const ALL: [PipelineKind; 3] = [Self::AppStats, Self::Reviews, Self::NetworkMetrics];
-
-    /// The seed's mapping file as shipped (`deploy/sinks/<name>.toml`).
-    pub const fn mapping(self) -> &'static str {
-        spec(self).mapping
-    }
 
     /// The pipeline's name, as used in `STORAGE_PIPELINES`, group names and the CLI.
     pub const fn name(self) -> &'static str {

@@ -59,7 +59,7 @@ pub use plan::{ColumnPlan, SinkError, SinkPlan, plan_sink};
 pub use problems::{MappingError, MappingProblem};
 pub use record::{Decoded, Moved, OLD_KEY_HEADER, RowOp};
 pub use rows::SinkRow;
-pub use seeds::{SEED_APPLICATIONS_TABLE, seed_sink, use_applications_table};
+pub use seeds::{SEED_APPLICATIONS_TABLE, seed_mapping, seed_sink, use_applications_table};
 pub use sluice_core::topics::{MAX_PATTERN_CHARS, Topics};
 pub use statement::{MOVED_ROWS, StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};

@@ -9,10 +9,19 @@ use sluice_core::pipeline::PipelineKind;
 /// The applications table the seed mappings name; `STORAGE_APPLICATIONS_TABLE` replaces it.
 pub const SEED_APPLICATIONS_TABLE: &str = "apps_registry_application";
 
+/// The seed's mapping file as shipped (`deploy/sinks/<name>.toml`), compiled in.
+pub fn seed_mapping(kind: PipelineKind) -> &'static str {
+    match kind {
+        PipelineKind::AppStats => include_str!("../../../deploy/sinks/app-stats.toml"),
+        PipelineKind::Reviews => include_str!("../../../deploy/sinks/reviews.toml"),
+        PipelineKind::NetworkMetrics => include_str!("../../../deploy/sinks/network-metrics.toml"),
+    }
+}
+
 /// The seed's sink as its mapping file declares it.
 pub fn seed_sink(kind: PipelineKind) -> Result<Sink, MappingError> {
     let file = format!("deploy/sinks/{}.toml (compiled in)", kind.name());
-    let mut sinks = parse_sinks(&file, kind.mapping())?;
+    let mut sinks = parse_sinks(&file, seed_mapping(kind))?;
     match sinks.pop() {
         Some(sink) if sinks.is_empty() => Ok(sink),
         _ => Err(MappingError::Read {
