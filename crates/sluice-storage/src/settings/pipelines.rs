@@ -23,7 +23,8 @@ pub struct PipelineSettings {
     pub writers: usize,
 }
 
-/// Built-in writers per pipeline (`STORAGE_WRITERS`), chosen by `sluice-lab bench`.
+/// Built-in writers per pipeline (`STORAGE_WRITERS`), chosen by `sluice-lab bench`: 1, 2 and 4
+/// side by side, 2 the fastest on inserts (docs/performance.md).
 pub const DEFAULT_WRITERS: usize = 2;
 /// The most writers a pipeline may have.
 pub const MAX_WRITERS: usize = 8;
