@@ -22,21 +22,10 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use std::time::{Duration, Instant};
 use support::Running;
 use support::case::Case;
-use support::counted::{DDL, MAPPING};
+use support::counted::{DDL, MAPPING, records};
 
 /// What `sluice run` logs when a pipeline starts again after `Rewound` (or an unknown start).
 const RESTART: &str = "starting the pipeline again from PostgreSQL's offsets";
-
-/// Records `ids` for the counted sink: key and value carry the id.
-fn records(ids: std::ops::Range<i64>) -> Vec<sluice_testkit::RawRecord> {
-    ids.map(|id| {
-        (
-            Some(id.to_string().into_bytes()),
-            Some(format!(r#"{{"id": {id}, "v": {id}}}"#).into_bytes()),
-        )
-    })
-    .collect()
-}
 
 fn spawn(case: &Case, label: &str, extra: &[(&str, &str)]) -> Running {
     let file = case.file.display().to_string();

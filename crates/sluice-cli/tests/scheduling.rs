@@ -16,18 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use support::Running;
 use support::case::Case;
-use support::counted::{DDL, MAPPING};
-
-/// Records `ids` for the counted sink: key and value carry the id.
-fn records(ids: std::ops::Range<i64>) -> Vec<sluice_testkit::RawRecord> {
-    ids.map(|id| {
-        (
-            Some(id.to_string().into_bytes()),
-            Some(format!(r#"{{"id": {id}, "v": {id}}}"#).into_bytes()),
-        )
-    })
-    .collect()
-}
+use support::counted::{DDL, MAPPING, records};
 
 /// Which writers stored each partition's batches, from `run`'s "batch committed" lines.
 fn writers_by_partition(run: &Running) -> BTreeMap<String, BTreeSet<u64>> {

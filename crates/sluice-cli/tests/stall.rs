@@ -190,6 +190,17 @@ async fn produce_reviews(env: &Env, partition: i32, values: &[serde_json::Value]
         .await;
 }
 
+/// PostgreSQL's stored offset of a partition of the reviews topic.
+async fn stored_offset(env: &Env, partition: i32) -> i64 {
+    env.count(&format!(
+        "SELECT next_offset FROM consumer_offsets
+         WHERE consumer_group = '{}' AND topic = '{}' AND partition = {partition}",
+        env.group("reviews"),
+        env.topic("reviews")
+    ))
+    .await
+}
+
 /// Produces `n` reviews `{label}-{partition}-{i}` to each of `partitions` and returns how
 /// long they took to land.
 async fn drain_time(
@@ -306,15 +317,9 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partition_and_sigterm_ends_t
         0
     );
     let group = env.group("reviews");
-    let stored = env
-        .count(&format!(
-            "SELECT next_offset FROM consumer_offsets
-             WHERE consumer_group = '{group}' AND topic = '{}' AND partition = 1",
-            env.topic("reviews")
-        ))
-        .await;
     assert_eq!(
-        stored, 1,
+        stored_offset(&env, 1).await,
+        1,
         "partition 1's offset stays before the blocked batch"
     );
     let committed = env
@@ -346,15 +351,7 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partition_and_sigterm_ends_t
             .await,
         5_000
     );
-    assert_eq!(
-        env.count(&format!(
-            "SELECT next_offset FROM consumer_offsets
-             WHERE consumer_group = '{group}' AND topic = '{}' AND partition = 1",
-            env.topic("reviews")
-        ))
-        .await,
-        5_002
-    );
+    assert_eq!(stored_offset(&env, 1).await, 5_002);
     let inserted: u64 = again
         .events_named("batch committed")
         .iter()

@@ -26,3 +26,14 @@ batch_size = 500
 id = { field = "id" }
 v = { field = "v" }
 "#;
+
+/// Records `ids` for the counted sink: key and value carry the id.
+pub fn records(ids: std::ops::Range<i64>) -> Vec<sluice_testkit::RawRecord> {
+    ids.map(|id| {
+        (
+            Some(id.to_string().into_bytes()),
+            Some(format!(r#"{{"id": {id}, "v": {id}}}"#).into_bytes()),
+        )
+    })
+    .collect()
+}
