@@ -22,7 +22,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use std::time::{Duration, Instant};
 use support::Running;
 use support::case::Case;
-use support::counted::{DDL, MAPPING, records};
+use support::counted::{DDL, MAPPING, records, slow_ddl};
 
 /// What `sluice run` logs when a pipeline starts again after `Rewound` (or an unknown start).
 const RESTART: &str = "starting the pipeline again from PostgreSQL's offsets";
@@ -371,13 +371,7 @@ async fn a_topic_created_again_at_once_while_running_loses_nothing() {
 #[tokio::test]
 async fn rebalances_with_batches_in_flight_apply_once_and_restart_nothing() {
     const RECORDS: i64 = 6_000;
-    let ddl = format!(
-        "{DDL}
-        CREATE FUNCTION slow_batch() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$;
-        CREATE TRIGGER counted_slow AFTER INSERT OR UPDATE ON counted
-            FOR EACH STATEMENT EXECUTE FUNCTION slow_batch();"
-    );
+    let ddl = slow_ddl(0.5);
     let mapping = MAPPING.replace("batch_size = 500", "batch_size = 100");
     let Some(case) = Case::with_partitions(&["counted"], &ddl, &mapping, 6).await else {
         return;

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use support::Running;
 use support::case::Case;
-use support::counted::{DDL, MAPPING, records};
+use support::counted::{MAPPING, records, slow_ddl};
 
 /// Which writers stored each partition's batches, from `run`'s "batch committed" lines.
 fn writers_by_partition(run: &Running) -> BTreeMap<String, BTreeSet<u64>> {
@@ -36,13 +36,7 @@ async fn partitions_handed_between_writers_during_rebalances_apply_every_record_
     const RECORDS: i64 = 9_000;
     // Every batch's transaction lasts at least 0.2 s (a statement trigger sleeps), so the
     // stream is still flowing when the second process joins and leaves.
-    let ddl = format!(
-        "{DDL}
-        CREATE FUNCTION slow_batch() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN PERFORM pg_sleep(0.2); RETURN NULL; END $$;
-        CREATE TRIGGER counted_slow AFTER INSERT OR UPDATE ON counted
-            FOR EACH STATEMENT EXECUTE FUNCTION slow_batch();"
-    );
+    let ddl = slow_ddl(0.2);
     let mapping = MAPPING.replace("batch_size = 500", "batch_size = 100");
     let Some(case) = Case::with_partitions(&["counted"], &ddl, &mapping, 3).await else {
         return;

@@ -172,6 +172,33 @@ mod tests {
         );
     }
 
+    /// One modelled poll: the next partition in turn that is not paused (`next.held`) brings
+    /// `run` records from where it stands. Returns how many came.
+    fn poll_one(
+        queues: &mut Queues,
+        next: &Next,
+        offsets: &mut [i64],
+        next_poll: &mut i32,
+        run: i64,
+    ) -> usize {
+        let partitions = offsets.len() as i32;
+        for _ in 0..partitions {
+            let p = *next_poll;
+            *next_poll = (*next_poll + 1) % partitions;
+            if next.held.contains(&key(p)) {
+                continue;
+            }
+            let from = offsets[p as usize];
+            let polled: Vec<Record> = (from..from + run)
+                .map(|offset| Record::at("t", p, offset))
+                .collect();
+            offsets[p as usize] += run;
+            queues.push(polled, Duration::ZERO);
+            return run as usize;
+        }
+        0
+    }
+
     #[test]
     fn read_ahead_stays_within_two_batches_per_writer_while_every_writer_is_stuck() {
         // Two writers, batches of 10 records; 16 partitions with a backlog; PostgreSQL is
@@ -206,21 +233,13 @@ mod tests {
                 continue;
             }
             // Poll: the client brings one batch of a partition that is not paused.
-            for _ in 0..partitions {
-                let p = next_poll;
-                next_poll = (next_poll + 1) % partitions;
-                if next.held.contains(&key(p)) {
-                    continue;
-                }
-                let start = offsets[p as usize];
-                let polled: Vec<Record> = (start..start + batch as i64)
-                    .map(|offset| Record::at("t", p, offset))
-                    .collect();
-                offsets[p as usize] += batch as i64;
-                pushed += polled.len();
-                queues.push(polled, Duration::ZERO);
-                break;
-            }
+            pushed += poll_one(
+                &mut queues,
+                &next,
+                &mut offsets,
+                &mut next_poll,
+                batch as i64,
+            );
             now += Duration::from_millis(10);
             most = most.max(pushed - taken);
         }
@@ -302,21 +321,7 @@ mod tests {
                 now += Duration::from_millis(10);
                 continue;
             }
-            for _ in 0..partitions {
-                let p = next_poll;
-                next_poll = (next_poll + 1) % partitions;
-                if next.held.contains(&key(p)) {
-                    continue;
-                }
-                let from = offsets[p as usize];
-                let polled: Vec<Record> = (from..from + run)
-                    .map(|offset| Record::at("t", p, offset))
-                    .collect();
-                offsets[p as usize] += run;
-                pushed += polled.len();
-                queues.push(polled, Duration::ZERO);
-                break;
-            }
+            pushed += poll_one(&mut queues, &next, &mut offsets, &mut next_poll, run);
             now += Duration::from_millis(1);
             most = most.max(pushed - taken);
         }

@@ -37,3 +37,15 @@ pub fn records(ids: std::ops::Range<i64>) -> Vec<sluice_testkit::RawRecord> {
     })
     .collect()
 }
+
+/// [`DDL`] with a statement trigger that makes every batch's transaction last at least
+/// `seconds` (the longer a batch is in flight, the likelier a rebalance meets one).
+pub fn slow_ddl(seconds: f64) -> String {
+    format!(
+        "{DDL}
+        CREATE FUNCTION slow_batch() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN PERFORM pg_sleep({seconds}); RETURN NULL; END $$;
+        CREATE TRIGGER counted_slow AFTER INSERT OR UPDATE ON counted
+            FOR EACH STATEMENT EXECUTE FUNCTION slow_batch();"
+    )
+}

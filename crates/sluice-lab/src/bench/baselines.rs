@@ -78,22 +78,15 @@ pub(super) async fn u_lanes(
         "== U over 1, 2 and 4 connections at once (rows split by key), both crawls, {pairs} rounds"
     );
     let mut rates: [Vec<(f64, f64)>; 3] = [Vec::new(), Vec::new(), Vec::new()];
-    for pair in 0..pairs {
-        let order = if pair.is_multiple_of(2) {
-            [0, 1, 2]
-        } else {
-            [2, 1, 0]
-        };
-        for i in order {
-            let lanes = 1usize << i;
-            let crawls = (&work.rows[..], &work.rows2[..]);
-            let r = compare::u_lanes(&env.url, conn, &work.plan, crawls, lanes).await?;
-            println!(
-                "   {lanes} connection(s): insert {:.0}, update {:.0} rows/s",
-                r.0, r.1
-            );
-            rates[i].push(r);
-        }
+    for (_, i) in compare::rounds_of_three(pairs) {
+        let lanes = 1usize << i;
+        let crawls = (&work.rows[..], &work.rows2[..]);
+        let r = compare::u_lanes(&env.url, conn, &work.plan, crawls, lanes).await?;
+        println!(
+            "   {lanes} connection(s): insert {:.0}, update {:.0} rows/s",
+            r.0, r.1
+        );
+        rates[i].push(r);
     }
     let of = |i: usize| compare::medians(&rates[i], |r| *r);
     let u = Connections {

@@ -193,6 +193,19 @@ pub async fn s_pairs(
     Ok(out)
 }
 
+/// The configurations `0..3` in `pairs` rounds of alternating order (0 1 2, then 2 1 0), as
+/// (round, configuration), so that drift over the run weighs on each alike.
+pub fn rounds_of_three(pairs: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..pairs).flat_map(|pair| {
+        let order = if pair.is_multiple_of(2) {
+            [0, 1, 2]
+        } else {
+            [2, 1, 0]
+        };
+        order.map(|i| (pair, i))
+    })
+}
+
 /// Medians of runs: (insert, update).
 pub fn medians<T>(runs: &[T], of: impl Fn(&T) -> (f64, f64)) -> (f64, f64) {
     let (ins, upd): (Vec<f64>, Vec<f64>) = runs.iter().map(&of).unzip();

@@ -37,27 +37,20 @@ pub(super) async fn compare(
     );
     let mut by: [Vec<SRun>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     let mut runs = Vec::new();
-    for pair in 0..pairs {
-        let order = if pair.is_multiple_of(2) {
-            [0, 1, 2]
-        } else {
-            [2, 1, 0]
+    for (pair, i) in compare::rounds_of_three(pairs) {
+        let writers = COUNTS[i];
+        let options = SOptions {
+            writers: Some(writers),
+            ..SOptions::default()
         };
-        for i in order {
-            let writers = COUNTS[i];
-            let options = SOptions {
-                writers: Some(writers),
-                ..SOptions::default()
-            };
-            let tag = format!("w{pair}{writers}");
-            let done = compare::s_run(env, admin, conn, &tag, second_topic, options).await?;
-            println!(
-                "   {writers} writer(s): insert {:.0} rows/s ({:.2} s CPU), update {:.0} rows/s ({:.2} s CPU)",
-                done.insert.drain, done.insert.cpu_s, done.update.drain, done.update.cpu_s
-            );
-            runs.push((writers, done.insert.drain, done.update.drain));
-            by[i].push(done);
-        }
+        let tag = format!("w{pair}{writers}");
+        let done = compare::s_run(env, admin, conn, &tag, second_topic, options).await?;
+        println!(
+            "   {writers} writer(s): insert {:.0} rows/s ({:.2} s CPU), update {:.0} rows/s ({:.2} s CPU)",
+            done.insert.drain, done.insert.cpu_s, done.update.drain, done.update.cpu_s
+        );
+        runs.push((writers, done.insert.drain, done.update.drain));
+        by[i].push(done);
     }
     let phases = |runs: &[SRun]| {
         runs.first().map_or([f64::NAN; 5], |r| {
