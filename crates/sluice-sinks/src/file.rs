@@ -8,8 +8,8 @@ use serde::Deserialize;
 use toml::{Table, Value};
 
 use super::model::{
-    Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, FieldPath, Format, KafkaField,
-    Lookup, OnTombstone, Sink, Source, ValueRules,
+    Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, Encoding, FieldPath, Format,
+    KafkaField, Lookup, OnTombstone, Sink, Source, ValueRules,
 };
 use super::modes::{DebeziumModes, DecimalForm};
 use super::problems::{MappingError, MappingProblem};
@@ -54,12 +54,47 @@ struct RawSink {
     batch_size: Option<usize>,
     /// Bytes of records per transaction.
     batch_bytes: Option<usize>,
-    /// How a record value is wrapped (default: a JSON object).
-    format: Option<Format>,
+    /// How a record value is wrapped (default: a JSON object), or the registry format of a
+    /// plain record.
+    format: Option<RawFormat>,
+    /// How a `debezium` sink's values are written (default: JSON).
+    value_format: Option<Encoding>,
+    /// How record keys are written (default: JSON).
+    key_format: Option<Encoding>,
+    /// The registry subject of the values (default: `<topic>-value`).
+    subject: Option<String>,
     /// What a tombstone does (default: by the format).
     on_tombstone: Option<OnTombstone>,
     /// The source connector's value-handling modes (`debezium` and `connect-json` sinks).
     debezium: Option<DebeziumModes>,
+}
+
+/// `format`: an envelope ([`Format`]), or a plain record in a registry format.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum RawFormat {
+    Json,
+    ConnectJson,
+    SchemaRegistryJson,
+    Debezium,
+    Avro,
+    Protobuf,
+    JsonSchema,
+}
+
+impl RawFormat {
+    /// The envelope and the values' encoding it means.
+    fn split(self) -> (Format, Option<Encoding>) {
+        match self {
+            Self::Json => (Format::Json, None),
+            Self::ConnectJson => (Format::ConnectJson, None),
+            Self::SchemaRegistryJson => (Format::SchemaRegistryJson, None),
+            Self::Debezium => (Format::Debezium, None),
+            Self::Avro => (Format::Json, Some(Encoding::Avro)),
+            Self::Protobuf => (Format::Json, Some(Encoding::Protobuf)),
+            Self::JsonSchema => (Format::Json, Some(Encoding::JsonSchema)),
+        }
+    }
 }
 
 /// `"insert-ignore"`, `"always-update"` or `{ newest-wins = "<column>" }`.
@@ -209,8 +244,24 @@ fn topics(raw: &mut RawSink) -> Result<Topics, MappingProblem> {
     }
 }
 
+/// The envelope and the values' encoding: `format = "avro"` (a plain record), or
+/// `format = "debezium"` with `value_format = "avro"`.
+fn encodings(raw: &RawSink) -> Result<(Format, Encoding), MappingProblem> {
+    let (format, plain) = raw.format.unwrap_or(RawFormat::Json).split();
+    let value = match (plain, raw.value_format) {
+        (Some(encoding), None) => encoding,
+        (None, None) => Encoding::Json,
+        (None, Some(encoding)) if format == Format::Debezium => encoding,
+        (_, Some(_)) => return Err(MappingProblem::ValueFormatWithoutDebezium),
+    };
+    if raw.subject.is_some() && !value.is_registry() {
+        return Err(MappingProblem::SubjectWithoutRegistry);
+    }
+    Ok((format, value))
+}
+
 fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingProblem> {
-    let format = raw.format.unwrap_or(Format::Json);
+    let (format, value_encoding) = encodings(&raw)?;
     if raw.debezium.is_some() && !matches!(format, Format::Debezium | Format::ConnectJson) {
         return Err(MappingProblem::ModesWithoutConnect {
             format: format.as_str(),
@@ -240,7 +291,10 @@ fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingPr
         batch_size: raw.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
         batch_bytes: raw.batch_bytes.unwrap_or(DEFAULT_BATCH_BYTES),
         columns,
-        format: raw.format.unwrap_or(Format::Json),
+        format,
+        value_encoding,
+        key_encoding: raw.key_format.unwrap_or_default(),
+        subject: raw.subject,
         on_tombstone: raw
             .on_tombstone
             .unwrap_or_else(|| format.default_tombstone()),

@@ -34,9 +34,11 @@ mod problems;
 mod record;
 mod rows;
 mod scan;
+pub mod schemas;
 mod seeds;
 mod statement;
 mod table;
+mod transcode;
 
 pub use checks::Check;
 pub use consistency::{check_sink, check_sinks};
@@ -48,7 +50,7 @@ pub use held::{
     EXPIRED_HELD, HELD_ROWS, HeldStatements, LOCK_HELD, NEXT_HELD, ORPHAN_HELD, TAKE_HELD,
 };
 pub use model::{
-    Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, FieldPath, Format, KafkaField,
+    Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, Encoding, FieldPath, Format, KafkaField,
     Lookup, OnTombstone, Sink, Source, ValueRules,
 };
 pub use modes::{

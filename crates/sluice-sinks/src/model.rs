@@ -36,6 +36,13 @@ pub struct Sink {
     pub columns: Vec<ColumnMapping>,
     /// How a record value is wrapped.
     pub format: Format,
+    /// How record values are written (`format = "avro"`, or `value_format` beside
+    /// `format = "debezium"`).
+    pub value_encoding: Encoding,
+    /// How record keys are written (`key_format`).
+    pub key_encoding: Encoding,
+    /// The registry subject of the values (default: `<topic>-value`, the TopicNameStrategy).
+    pub subject: Option<String>,
     /// What a tombstone (a record without a value) does.
     pub on_tombstone: OnTombstone,
     /// The Debezium (or Kafka Connect) source's value-handling modes: how a value whose
@@ -63,6 +70,39 @@ impl Sink {
             .map(|c| c.column.as_str())
             .filter(|c| !self.key.iter().any(|k| k == c))
             .filter(|c| !self.insert_only.iter().any(|k| k == c))
+    }
+}
+
+/// How a record's bytes are written: JSON text, or a schema registry format whose records
+/// carry the writer's schema id in a wire header (docs/ARCHITECTURE.md#registry-formats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Encoding {
+    /// JSON text.
+    #[default]
+    Json,
+    /// Avro binary behind the wire header.
+    Avro,
+    /// Protobuf behind the wire header and its message indexes.
+    Protobuf,
+    /// JSON behind the wire header, its JSON Schema in the registry.
+    JsonSchema,
+}
+
+impl Encoding {
+    /// The name used in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Avro => "avro",
+            Self::Protobuf => "protobuf",
+            Self::JsonSchema => "json-schema",
+        }
+    }
+
+    /// Whether its records carry a schema id the registry resolves.
+    pub fn is_registry(self) -> bool {
+        !matches!(self, Self::Json)
     }
 }
 

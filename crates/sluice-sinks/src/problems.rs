@@ -187,6 +187,15 @@ pub enum MappingProblem {
         /// The sink's format.
         format: &'static str,
     },
+    /// `value_format` on a sink that is not a Debezium one.
+    #[error(
+        "`value_format` goes with `format = \"debezium\"`; a plain record in a registry format \
+         says so in `format` (`format = \"avro\"`, \"protobuf\" or \"json-schema\")"
+    )]
+    ValueFormatWithoutDebezium,
+    /// `subject` on a sink whose values are not in a registry format.
+    #[error("`subject` names a schema registry subject: the sink's values need a registry format (avro, protobuf, json-schema)")]
+    SubjectWithoutRegistry,
     /// `batch_size = 0`.
     #[error("`batch_size` must be at least 1")]
     ZeroBatchSize,

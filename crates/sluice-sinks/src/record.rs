@@ -88,7 +88,27 @@ impl SinkDecoder {
         payload: Option<&[u8]>,
         meta: &RecordMeta<'_>,
     ) -> Result<Decoded, DecodeError> {
-        let frame = Frame::new(meta, self.format);
+        // A key in a registry format is read as the JSON it transcodes to.
+        let key = match meta.key {
+            Some(bytes) => self.transcoded_key(bytes)?,
+            None => None,
+        };
+        let meta = &match &key {
+            Some(key) => RecordMeta {
+                key: Some(key.json.as_bytes()),
+                ..*meta
+            },
+            None => *meta,
+        };
+        let value = match payload {
+            Some(bytes) => self.transcoded_value(bytes)?,
+            None => None,
+        };
+        let frame = Frame {
+            schema_id: value.as_ref().map(|v| v.schema_id),
+            ..Frame::new(meta, self.format)
+        };
+        let payload = value.as_ref().map(|v| v.json.as_bytes()).or(payload);
         let Some(payload) = payload else {
             return self.tombstone(&frame);
         };

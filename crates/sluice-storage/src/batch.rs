@@ -28,26 +28,32 @@ use sluice_kafka::Record;
 use sluice_postgres::offsets::{self, Partition};
 use sluice_postgres::repo::insert_dead_letters;
 use sluice_sinks::Decoded;
+use sluice_sinks::messages::DecodeError;
 use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
 
 /// A batch after decoding: the valid records' decodings (with their record index) and the
-/// rejects.
+/// rejects — or, when some record's writer's schema is not fetched yet, nothing but those
+/// schema ids: the batch is decoded again once they are (never dead-lettered for them).
 #[derive(Debug)]
 pub struct DecodedBatch {
     /// Valid records' decodings with the index of their record in the batch.
     pub messages: Vec<(usize, Decoded)>,
     /// Records that failed decoding.
     pub rejected: Vec<DeadLetter>,
+    /// Schema ids to fetch before the batch can be decoded (sorted, each once).
+    pub pending: Vec<i32>,
 }
 
 /// Decodes every record of a batch; pure.
 pub fn decode_batch(sink: &Declared, records: &[Record]) -> DecodedBatch {
     let mut messages = Vec::with_capacity(records.len());
     let mut rejected = Vec::new();
+    let mut pending = Vec::new();
     for (index, record) in records.iter().enumerate() {
         match sink.decode(record) {
             Ok(message) => messages.push((index, message)),
+            Err(DecodeError::SchemaPending { schema_id }) => pending.push(schema_id),
             Err(error) => rejected.push(dead_letter(
                 record,
                 DeadLetterKind::DecodeError,
@@ -55,7 +61,20 @@ pub fn decode_batch(sink: &Declared, records: &[Record]) -> DecodedBatch {
             )),
         }
     }
-    DecodedBatch { messages, rejected }
+    if pending.is_empty() {
+        return DecodedBatch {
+            messages,
+            rejected,
+            pending,
+        };
+    }
+    pending.sort_unstable();
+    pending.dedup();
+    DecodedBatch {
+        messages: Vec::new(),
+        rejected: Vec::new(),
+        pending,
+    }
 }
 
 /// What storing a batch came to.
@@ -138,6 +157,13 @@ pub async fn store_batch(
             .find(|((t, p), _)| *p == partition && t == topic)
             .and_then(|(_, o)| *o)
     };
+    if !decoded.pending.is_empty() {
+        // The writer fetches a batch's schemas before storing it; stored without them, its
+        // records would be lost. Not reached.
+        return Err(sqlx::Error::Io(std::io::Error::other(
+            "a batch waiting for writers' schemas was given to store",
+        )));
+    }
     let mut claims = claims_of(records, origin_of);
     let mut kept: Option<(Vec<Record>, DecodedBatch)> = None;
     let mut discard: Vec<Partition> = Vec::new();
@@ -179,6 +205,13 @@ pub async fn store_batch(
         // The partitions whose log went back continue as if assigned without an offset.
         claims = claims_after(claims, &next, &discard);
         let decoded = decode_batch(sink, &next);
+        if !decoded.pending.is_empty() {
+            // Its schemas were fetched before this batch was stored and have left the cache
+            // since (more ids than it holds): store the batch again, nothing of it written.
+            return Err(sqlx::Error::Io(std::io::Error::other(
+                "a writer's schema left the schema cache while its batch was stored",
+            )));
+        }
         kept = Some((next, decoded));
     }
 }

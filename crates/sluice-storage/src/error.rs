@@ -86,6 +86,9 @@ pub enum PipelineError {
     /// A declared sink cannot run (its plan and its file disagree: a bug).
     #[error(transparent)]
     Declared(#[from] DeclaredError),
+    /// The schema registry client cannot work (its TLS files): a configuration error.
+    #[error(transparent)]
+    Registry(sluice_registry::RegistryError),
     /// Too many consecutive offset-commit failures.
     #[error("{count} consecutive offset commits failed; last error: {last}")]
     CommitFailures {

@@ -36,6 +36,7 @@ mod selected;
 mod selection;
 pub mod settings;
 pub mod sink;
+pub mod subjects;
 mod supervisor;
 mod writer;
 

@@ -395,6 +395,14 @@ impl PipelineMetrics {
         }
     }
 
+    /// A writer's batch waits for the schema registry: readiness says why (no database
+    /// retry is counted).
+    pub fn waiting_for_registry(&self, error: &str) {
+        if let Ok(mut reason) = self.health.retry_reason.lock() {
+            *reason = error.to_owned();
+        }
+    }
+
     /// A writer starts retrying a batch (call once, before its first [`Self::retrying`]).
     pub fn retries_begin(&self) {
         self.health.retrying.fetch_add(1, Ordering::Relaxed);

@@ -38,7 +38,7 @@ pub async fn run_pipeline(
 ) -> Result<PipelineTotals, PipelineError> {
     metrics.set_up(true);
     let identity = pipeline.identity();
-    let result = match pipeline.sink(settings.app_cache_ttl) {
+    let result = match pipeline.sink(settings.app_cache_ttl, settings.registry.as_ref()) {
         Ok(sink) => {
             let sink = Arc::new(sink);
             loop {

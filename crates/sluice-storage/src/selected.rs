@@ -6,6 +6,7 @@
 use crate::settings::{PipelineSettings, StorageSettings};
 use crate::sink::{Declared, DeclaredError};
 use sluice_sinks::{MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink};
+use sluice_registry::{Registry, RegistrySettings};
 use sqlx::PgConnection;
 use std::time::Duration;
 
@@ -131,9 +132,31 @@ impl Pipeline {
         }
     }
 
-    /// The runnable sink; `cache_ttl` for its lookups' caches.
-    pub fn sink(&self, cache_ttl: Duration) -> Result<Declared, DeclaredError> {
-        Declared::new(&self.sink, self.plan.clone(), cache_ttl)
+    /// The runnable sink; `cache_ttl` for its lookups' caches, `registry` where a sink
+    /// reading a registry format fetches writers' schemas.
+    pub fn sink(
+        &self,
+        cache_ttl: Duration,
+        registry: Option<&RegistrySettings>,
+    ) -> Result<Declared, DeclaredError> {
+        let declared = Declared::new(&self.sink, self.plan.clone(), cache_ttl)?;
+        if !declared.reads_registry() {
+            return Ok(declared);
+        }
+        let encoding = if self.sink.value_encoding.is_registry() {
+            self.sink.value_encoding
+        } else {
+            self.sink.key_encoding
+        };
+        let settings = registry.ok_or_else(|| DeclaredError::NoRegistry {
+            sink: self.sink.name.clone(),
+            encoding: encoding.as_str(),
+        })?;
+        let registry = Registry::new(settings).map_err(|error| DeclaredError::Registry {
+            sink: self.sink.name.clone(),
+            reason: error.to_string(),
+        })?;
+        Ok(declared.with_registry(registry))
     }
 }
 

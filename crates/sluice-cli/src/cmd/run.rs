@@ -83,6 +83,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     // Declared sinks are validated against the schema the migrations left: a table or column
     // that does not fit exits 2 naming the sink and the column, before any consumer exists.
     let selected = runtime.block_on(selected(&pipelines, &settings))?;
+    registry_subjects(&selected, &settings)?;
 
     let stop = CancellationToken::new();
     let supervisor = {
@@ -150,4 +151,45 @@ async fn selected(
             )))
         }
     }
+}
+
+/// Each sink reading a schema registry format checked against its subject's latest version
+/// (a field no version has stops the process with exit 2); a registry that cannot be asked
+/// now is not a reason to stop (the records wait for it).
+pub(super) fn registry_subjects(
+    selected: &[Pipeline],
+    settings: &sluice_storage::StorageSettings,
+) -> Result<(), Failure> {
+    let sinks: Vec<&sluice_sinks::Sink> = selected
+        .iter()
+        .map(|p| &p.sink)
+        .filter(|s| s.value_encoding.is_registry() || s.key_encoding.is_registry())
+        .collect();
+    let Some(first) = sinks.first() else {
+        return Ok(());
+    };
+    let Some(registry_settings) = &settings.registry else {
+        return Err(Failure::config(anyhow!(
+            "sink `{}` reads a schema registry format: SCHEMA_REGISTRY_URL is not set",
+            first.name
+        )));
+    };
+    let registry = sluice_registry::Registry::new(registry_settings)
+        .map_err(|e| Failure::config(anyhow!("{e}")))?;
+    let checks = sluice_storage::subjects::check_subjects(&sinks, &registry);
+    let mut refused = 0;
+    for check in &checks {
+        if check.refuses() {
+            refused += 1;
+            eprintln!("sluice: invalid: {check}");
+        } else {
+            tracing::info!(sink = %check.sink, subject = %check.subject, "{check}");
+        }
+    }
+    if refused > 0 {
+        return Err(Failure::config(anyhow!(
+            "{refused} sink subject(s) lack mapped fields; nothing was consumed"
+        )));
+    }
+    Ok(())
 }

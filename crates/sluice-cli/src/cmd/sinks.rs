@@ -72,16 +72,57 @@ fn validate(args: &ValidateArgs) -> Result<(), Failure> {
             .collect();
         invalid(args, &file, lines)
     })?;
+    let subjects = registry_subjects(args, &file, &sinks)?;
     if args.json {
-        let out = serde_json::json!({"file": file, "valid": true, "sinks": plans});
+        let subjects: Vec<String> = subjects.iter().map(ToString::to_string).collect();
+        let out =
+            serde_json::json!({"file": file, "valid": true, "sinks": plans, "subjects": subjects});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("{file}: {} sink(s) valid", plans.len());
         for plan in &plans {
             print_plan(plan);
         }
+        for check in &subjects {
+            println!("{check}");
+        }
     }
     Ok(())
+}
+
+/// The sinks reading a registry format checked against their subjects' latest versions
+/// (`SCHEMA_REGISTRY_URL` and the rest from the environment).
+fn registry_subjects(
+    args: &ValidateArgs,
+    file: &str,
+    sinks: &[sluice_sinks::Sink],
+) -> Result<Vec<sluice_storage::subjects::SubjectCheck>, Failure> {
+    let sinks: Vec<&sluice_sinks::Sink> = sinks
+        .iter()
+        .filter(|s| s.value_encoding.is_registry())
+        .collect();
+    if sinks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let settings = sluice_registry::RegistrySettings::from_lookup(&sluice_process::env_lookup)
+        .map_err(|e| Failure::config(anyhow!("{e}")))?;
+    let registry =
+        sluice_registry::Registry::new(&settings).map_err(|e| Failure::config(anyhow!("{e}")))?;
+    let checks = sluice_storage::subjects::check_subjects(&sinks, &registry);
+    let refused: Vec<ErrorLine> = checks
+        .iter()
+        .filter(|c| c.refuses())
+        .map(|c| ErrorLine {
+            sink: Some(c.sink.clone()),
+            column: None,
+            reason: c.to_string(),
+        })
+        .collect();
+    if refused.is_empty() {
+        Ok(checks)
+    } else {
+        Err(invalid(args, file, refused))
+    }
 }
 
 /// The file: the argument, `--sinks`, or `SLUICE_SINKS_FILE`.

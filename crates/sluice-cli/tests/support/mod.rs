@@ -11,6 +11,7 @@ pub mod case;
 pub mod counted;
 pub mod database;
 pub mod http;
+pub mod registry;
 
 use rdkafka::consumer::Consumer;
 use rdkafka::message::{Headers, Message};

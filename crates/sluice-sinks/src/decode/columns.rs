@@ -46,6 +46,9 @@ impl SinkDecoder {
             fixed: fixed_columns(plan),
             format: sink.format,
             on_tombstone: sink.on_tombstone,
+            value_encoding: sink.value_encoding,
+            key_encoding: sink.key_encoding,
+            schemas: None,
         }
     }
 }

@@ -26,7 +26,9 @@ pub(super) use self::outside::key_object;
 use super::checks::Check;
 use super::envelope::ChangeMeta;
 use super::equality::Equality;
-use super::model::{ConflictPolicy, Format, Lookup, OnTombstone, Source};
+use super::model::{ConflictPolicy, Encoding, Format, Lookup, OnTombstone, Source};
+use crate::schemas::WriterSchemas;
+use std::sync::Arc;
 use super::modes::Reading;
 use super::scan::FieldSlots;
 use crate::messages::DecodeError;
@@ -100,6 +102,12 @@ pub struct SinkDecoder {
     pub(super) format: Format,
     /// What a tombstone does.
     pub(super) on_tombstone: OnTombstone,
+    /// How values are written: JSON, or a registry format transcoded to JSON first.
+    pub(super) value_encoding: Encoding,
+    /// How keys are written.
+    pub(super) key_encoding: Encoding,
+    /// The writers' schemas of registry records (`None`: the sink reads no registry format).
+    pub(super) schemas: Option<Arc<dyn WriterSchemas>>,
 }
 
 #[derive(Debug, Clone)]
@@ -146,6 +154,18 @@ impl SinkDecoder {
         meta: &RecordMeta<'_>,
     ) -> Result<Vec<Cell>, DecodeError> {
         self.cells(payload, &Frame::new(meta, Format::Json))
+    }
+
+    /// The same decoder reading registry records' schemas from `schemas`.
+    #[must_use]
+    pub fn with_schemas(mut self, schemas: Arc<dyn WriterSchemas>) -> Self {
+        self.schemas = Some(schemas);
+        self
+    }
+
+    /// Whether the sink reads a schema registry format (values or keys).
+    pub fn reads_registry(&self) -> bool {
+        self.value_encoding.is_registry() || self.key_encoding.is_registry()
     }
 
     /// How many columns a row has.

@@ -32,6 +32,20 @@ pub enum DecodeError {
         /// What is wrong with it.
         detail: String,
     },
+    /// A schema registry record that cannot be decoded: its wire header, its schema (not in
+    /// the registry, not compiling) or its bytes against that schema.
+    #[error("{detail}")]
+    Registry {
+        /// What is wrong, naming the schema id where one was read.
+        detail: String,
+    },
+    /// A registry record whose writer's schema has not been fetched yet: never a dead letter
+    /// (the batch waits for the registry and is decoded again).
+    #[error("schema id {schema_id} not fetched yet")]
+    SchemaPending {
+        /// The id.
+        schema_id: i32,
+    },
     /// A required field is absent or `null`.
     #[error("field `{field}`: required field is missing{hint}")]
     Missing {
@@ -60,6 +74,8 @@ impl DecodeError {
             | Self::InvalidUtf8 { .. }
             | Self::InvalidJson { .. }
             | Self::Envelope { .. }
+            | Self::Registry { .. }
+            | Self::SchemaPending { .. }
             | Self::NotAnObject { .. } => None,
         }
     }

@@ -201,9 +201,12 @@ impl Planned<'_> {
         if let Err(reason) = kafka_fits(field, self.sql_type) {
             errors.push(self.does_not_fit(reason));
         }
-        if field == KafkaField::SchemaId && self.sink.format != Format::SchemaRegistryJson {
+        if field == KafkaField::SchemaId
+            && self.sink.format != Format::SchemaRegistryJson
+            && !self.sink.value_encoding.is_registry()
+        {
             errors.push(self.does_not_fit(
-                "a schema id is read from a wire header: the sink needs `format = \"schema-registry-json\"`".into(),
+                "a schema id is read from a wire header: the sink needs `format = \"schema-registry-json\"` or a registry format (avro, protobuf, json-schema)".into(),
             ));
         }
         errors

@@ -19,6 +19,7 @@ use sluice_core::settings::forms::{
 use sluice_core::settings::kafka_client::{self, KafkaClientSettings};
 use sluice_core::settings::topics::{self, TopicSettings};
 use sluice_core::settings::{EnvReader, SettingsError, Var, Variable};
+use sluice_registry::RegistrySettings;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -66,6 +67,9 @@ pub struct StorageSettings {
     /// `STORAGE_LINGER_MS`: how long a partial batch of a pipeline reading 1,000 records a
     /// second or more waits to fill (zero: never).
     pub linger: Duration,
+    /// `SCHEMA_REGISTRY_*`, when `SCHEMA_REGISTRY_URL` is set: where sinks reading a registry
+    /// format (avro, protobuf, json-schema) fetch writers' schemas.
+    pub registry: Option<RegistrySettings>,
 }
 
 /// `DATABASE_URL`.
@@ -187,6 +191,7 @@ pub fn variables() -> Vec<Variable> {
         SYNCHRONOUS_COMMIT.variable(),
         LINGER.variable(),
     ]);
+    all.extend(sluice_registry::settings::variables());
     all
 }
 
@@ -250,6 +255,10 @@ impl StorageSettings {
         let synchronous_commit = SYNCHRONOUS_COMMIT.read(&env)?;
         let linger = LINGER.read(&env)?;
         let topics = TopicSettings::from_vars(lookup, var_names.iter().copied())?;
+        let registry = match env.raw(sluice_registry::settings::URL.name) {
+            Some(url) if !url.trim().is_empty() => Some(RegistrySettings::from_lookup(lookup)?),
+            _ => None,
+        };
 
         Ok(StorageSettings {
             kafka,
@@ -270,6 +279,7 @@ impl StorageSettings {
             topics,
             synchronous_commit,
             linger,
+            registry,
         })
     }
 

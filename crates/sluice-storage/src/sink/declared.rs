@@ -11,6 +11,8 @@ use sluice_postgres::lookup::{LookupResolver, LookupValue};
 use sluice_sinks::messages::DecodeError;
 use sluice_sinks::{Cell, Decoded, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow};
 use sqlx::PgConnection;
+use sluice_registry::{Registry, RegistryError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A declared sink that cannot be run (validation missed something: a bug, reported as fatal).
@@ -26,6 +28,24 @@ pub enum DeclaredError {
         column: String,
         /// Its parameter type.
         param_type: String,
+    },
+    /// A sink reads a schema registry format and no registry is configured.
+    #[error(
+        "sink `{sink}` reads {encoding} records: set SCHEMA_REGISTRY_URL to the schema registry's Confluent-compatible API"
+    )]
+    NoRegistry {
+        /// The sink.
+        sink: String,
+        /// The format it reads.
+        encoding: &'static str,
+    },
+    /// The registry client cannot be built (a TLS file unreadable).
+    #[error("sink `{sink}`: {reason}")]
+    Registry {
+        /// The sink.
+        sink: String,
+        /// Why.
+        reason: String,
     },
 }
 
@@ -45,6 +65,8 @@ pub struct Declared {
     plan: SinkPlan,
     decoder: SinkDecoder,
     lookups: Vec<Resolver>,
+    /// Where writers' schemas come from, for a sink reading a registry format.
+    registry: Option<Registry>,
 }
 
 impl Declared {
@@ -80,7 +102,33 @@ impl Declared {
             plan,
             decoder,
             lookups,
+            registry: None,
         })
+    }
+
+    /// The same sink fetching the writers' schemas of its registry records from `registry`.
+    #[must_use]
+    pub fn with_registry(mut self, registry: Registry) -> Self {
+        self.decoder = self.decoder.with_schemas(Arc::new(registry.clone()));
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Whether it reads a schema registry format.
+    pub fn reads_registry(&self) -> bool {
+        self.decoder.reads_registry()
+    }
+
+    /// Fetches the writers' schemas of `ids` (a batch that met them before they were known).
+    /// An error is transient: the batch waits and tries again; an id the registry refused is
+    /// no error (its records are dead-lettered when decoded again).
+    pub fn fetch_schemas(&self, ids: &[i32]) -> Result<(), RegistryError> {
+        match &self.registry {
+            Some(registry) => registry.fetch(ids),
+            // Not reached: a sink reading a registry format gets a registry before it runs,
+            // and only such a sink meets a schema id; nothing to fetch otherwise.
+            None => Ok(()),
+        }
     }
 
     /// The plan it runs.

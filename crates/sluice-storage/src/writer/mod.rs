@@ -18,6 +18,7 @@
 //! records were never committed anywhere, so they are read again on the next start.
 
 pub(crate) mod pool;
+mod schemas;
 
 use crate::batch::{Behind, DecodedBatch, Done, Rewind, Stored, partitions_of, store_batch};
 use crate::error::PipelineError;
@@ -274,14 +275,8 @@ impl<'a> Writer<'a> {
             .emit();
             // Waiting out an outage is what the pipeline should be doing: keep the heartbeat
             // fresh (a PostgreSQL restart must not make a liveness probe kill the process).
-            let until = tokio::time::Instant::now() + delay;
-            while tokio::time::Instant::now() < until {
-                liveness.turn();
-                let step = until.min(tokio::time::Instant::now() + Duration::from_secs(1));
-                tokio::select! {
-                    () = tokio::time::sleep_until(step) => {}
-                    () = stop.cancelled() => return Ok(None),
-                }
+            if !schemas::sleep_or_stop(delay, stop, liveness).await {
+                return Ok(None);
             }
         }
     }

@@ -184,6 +184,13 @@ async fn writer_loop(
         };
         let _ = events.send(WriterEvent::Took(partition.clone()));
         let storing = Instant::now();
+        let Some(decoded) = writer
+            .with_schemas(decoded, &records, stop, liveness)
+            .await?
+        else {
+            // Stopped while the registry was waited for: nothing committed, redelivered.
+            return Ok(());
+        };
         phases.writer_wait = storing - waiting;
         match writer
             .store_with_retries((&records, &decoded, &origins), stop, liveness)

@@ -1,0 +1,167 @@
+//! A schema registry topic's faults, through `sluice run` against the real Kafka, PostgreSQL
+//! and schema registry (records by the Confluent Python client, `tests/data/registry`):
+//!
+//! - an id the registry does not know, a wrong magic byte, bytes that do not decode with
+//!   their schema → one dead letter each, naming the reason and the schema id; the records
+//!   around them land;
+//! - the registry frozen (`SIGSTOP`) for 10 s while records whose schema the process has not
+//!   fetched yet arrive → no dead letter, the process stays up and says it waits, and every
+//!   record lands once the registry answers again.
+//!
+//! Its own test binary: freezing the shared registry must not stall the other registry tests,
+//! and the test binaries of `cargo test` run one after another.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+use support::case::Case;
+use support::registry::{extend, latest_id, produce, registry, with_registry};
+
+const DDL: &str = r"
+    CREATE TABLE faults (id BIGINT PRIMARY KEY, s TEXT, added TEXT);";
+
+const MAPPING: &str = r#"
+[[sink]]
+name = "faults"
+topic = "{prefix}-faults"
+table = "faults"
+key = ["id"]
+format = "avro"
+[sink.columns]
+id = { field = "id" }
+s = { field = "s" }
+added = { field = "added" }
+"#;
+
+/// The stack script, whose `registry freeze|thaw` stops and continues the registry.
+fn stack_script() -> String {
+    std::env::var("SLUICE_STACK").expect("SLUICE_STACK (from scripts/stack env)")
+}
+
+/// The registry frozen while this lives; thawed on drop, also when a failing test unwinds.
+struct Frozen;
+
+impl Frozen {
+    fn new() -> Self {
+        let status = std::process::Command::new(stack_script())
+            .args(["registry", "freeze"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "registry freeze: {status}");
+        Frozen
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let status = std::process::Command::new(stack_script())
+            .args(["registry", "thaw"])
+            .status();
+        if !matches!(status, Ok(s) if s.success()) {
+            eprintln!("registry thaw failed: {status:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_records_are_dead_letters_and_an_unreachable_registry_is_waited_for() {
+    if registry().is_none() {
+        return;
+    }
+    let Some(mut case) = Case::new(&["faults"], DDL, MAPPING).await else {
+        return;
+    };
+    with_registry(&mut case);
+    case.env
+        .vars
+        .insert("SCHEMA_REGISTRY_TIMEOUT_MS".into(), "1000".into());
+    let topic = case.topic("faults");
+    let mut expected = produce(&case, "avro", "faults", (0, 100), 1);
+    let v1 = latest_id(&format!("{topic}-value"));
+    let header = |magic: u8, id: i32| {
+        let mut bytes = vec![magic];
+        bytes.extend(id.to_be_bytes());
+        bytes
+    };
+    let unknown = 2_000_000_000;
+    let mut truncated = header(0, v1);
+    truncated.extend([0x02]); // id = 1, then nothing of the rest
+    let bad = [
+        (Some(b"bad-1".to_vec()), Some([header(0, unknown), vec![2, 4]].concat())),
+        (Some(b"bad-2".to_vec()), Some([header(1, v1), vec![2, 4]].concat())),
+        (Some(b"bad-3".to_vec()), Some(truncated)),
+    ];
+    sluice_testkit::produce(&case.env.stack, &topic, &bad).await;
+    extend(&mut expected, produce(&case, "avro", "faults", (100, 100), 1));
+    case.run_to_end("faults").await;
+    let dead = case.dead_letters().await;
+    let reasons: Vec<(i64, &str)> = dead.iter().map(|d| (d.1, d.3.as_str())).collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(
+        reasons[0].0 == 100
+            && reasons[0].1.contains(&format!("schema id {unknown}"))
+            && reasons[0].1.contains("not in the schema registry"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].0 == 101 && reasons[1].1.contains("magic byte 1"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[2].0 == 102 && reasons[2].1.contains(&format!("schema id {v1}")),
+        "{reasons:?}"
+    );
+    assert_eq!(
+        case.rows("SELECT count(*)::text FROM faults").await,
+        ["200"]
+    );
+
+    // Version 2 registered and written while no process runs; the next process meets its
+    // id with the registry frozen.
+    extend(&mut expected, produce(&case, "avro", "faults", (200, 300), 2));
+    let file = case.file.display().to_string();
+    let frozen = Frozen::new();
+    let mut run = case
+        .env
+        .spawn_run("frozen", &[("SLUICE_SINKS_FILE", file.as_str())]);
+    let started = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while run_events(&run).is_empty() {
+        run.assert_alive();
+        assert!(Instant::now() < deadline, "no wait for the registry logged:\n{}", run.tail());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    while started.elapsed() < Duration::from_secs(10) {
+        run.assert_alive();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(case.rows("SELECT count(*)::text FROM faults").await, ["200"]);
+    drop(frozen);
+    let group = case.env.group("faults");
+    support::wait_for("every record stored", Duration::from_secs(120), &mut run, || {
+        let offsets = case.env.admin().group_offsets(&group, &topic).unwrap();
+        let end: i64 = offsets.iter().map(|p| p.high).sum();
+        let committed: i64 = offsets.iter().map(|p| p.committed.unwrap_or(0)).sum();
+        (committed == end).then_some(())
+    });
+    run.signal("TERM");
+    assert!(run.wait(Duration::from_secs(60)).success(), "{}", run.tail());
+    assert_eq!(case.dead_letters().await.len(), 3, "no new dead letter");
+    assert_eq!(case.rows("SELECT count(*)::text FROM faults").await, ["500"]);
+    let added = case
+        .rows("SELECT count(*)::text FROM faults WHERE added = 'new ' || id")
+        .await;
+    assert_eq!(added, ["300"], "version 2's field landed");
+    let _ = expected;
+    case.cleanup().await;
+}
+
+/// The log lines saying a batch waits for the registry.
+fn run_events(run: &support::Running) -> Vec<serde_json::Value> {
+    run.events_named("schema registry unavailable; the batch waits for it")
+}

@@ -1,0 +1,72 @@
+//! A schema registry record → the JSON text of its row image (docs/ARCHITECTURE.md#registry-formats):
+//! the wire header gives the writer's schema id, the schema (fetched before the batch was
+//! decoded) turns the bytes into JSON, and the columns are decoded from that as from any
+//! JSON record, by the same rules.
+
+use super::decode::SinkDecoder;
+use super::model::Encoding;
+use crate::messages::DecodeError;
+use crate::schemas::Known;
+use crate::wire::{self, SchemaKind};
+
+/// A record's bytes as JSON text, with the schema id of its wire header.
+#[derive(Debug)]
+pub(super) struct Transcoded {
+    pub(super) schema_id: i32,
+    pub(super) json: String,
+}
+
+impl SinkDecoder {
+    /// The record value as JSON, when values are in a registry format.
+    pub(super) fn transcoded_value(
+        &self,
+        payload: &[u8],
+    ) -> Result<Option<Transcoded>, DecodeError> {
+        self.transcode(payload, self.value_encoding, "value")
+    }
+
+    /// The record key as JSON, when keys are in a registry format.
+    pub(super) fn transcoded_key(&self, key: &[u8]) -> Result<Option<Transcoded>, DecodeError> {
+        self.transcode(key, self.key_encoding, "key")
+    }
+
+    fn transcode(
+        &self,
+        bytes: &[u8],
+        encoding: Encoding,
+        part: &str,
+    ) -> Result<Option<Transcoded>, DecodeError> {
+        let expected = match encoding {
+            Encoding::Json => return Ok(None),
+            Encoding::Avro => SchemaKind::Avro,
+            Encoding::Protobuf => SchemaKind::Protobuf,
+            Encoding::JsonSchema => SchemaKind::Json,
+        };
+        let broken = |detail: String| DecodeError::Registry {
+            detail: format!("record {part}: {detail}"),
+        };
+        let header = wire::header(bytes, encoding == Encoding::Protobuf)
+            .map_err(|error| broken(format!("wire header: {error}")))?;
+        let id = header.schema_id;
+        let Some(schemas) = &self.schemas else {
+            // The runner gives every registry sink the registry before it starts.
+            return Err(broken(format!("schema id {id}: no schema registry configured")));
+        };
+        let schema = match schemas.known(id) {
+            None => return Err(DecodeError::SchemaPending { schema_id: id }),
+            Some(Known::Refused(reason)) => return Err(broken(reason.to_string())),
+            Some(Known::Schema(schema)) => schema,
+        };
+        if schema.kind() != expected {
+            return Err(broken(format!(
+                "schema id {id} is a {:?} schema; the sink reads {}",
+                schema.kind(),
+                encoding.as_str()
+            )));
+        }
+        let json = schema
+            .to_json(&header.indexes, header.body)
+            .map_err(|error| broken(format!("schema id {id}: {error}")))?;
+        Ok(Some(Transcoded { schema_id: id, json }))
+    }
+}
