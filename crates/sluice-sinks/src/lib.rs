@@ -37,6 +37,7 @@ mod scan;
 mod seeds;
 mod statement;
 mod table;
+pub mod wire;
 
 pub use checks::Check;
 pub use consistency::{check_sink, check_sinks};
@@ -63,6 +64,7 @@ pub use seeds::{SEED_APPLICATIONS_TABLE, seed_mapping, seed_sink, use_applicatio
 pub use sluice_core::topics::{MAX_PATTERN_CHARS, Topics};
 pub use statement::{MOVED_ROWS, StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
+pub use wire::{Header, SchemaError, SchemaKind, WireError, WriterSchema};
 
 #[cfg(test)]
 mod tests;
