@@ -3,14 +3,22 @@
 //! shortest round-trip (NaN and the infinities as strings the checks reject by name), decimals
 //! digit for digit, dates, times and timestamps as their ISO texts.
 
+use std::fmt::Write as _;
+
 use base64::Engine as _;
-use chrono::{DateTime, NaiveDate};
+use chrono::{DateTime, Datelike, NaiveDate, Timelike};
 use num_bigint::BigInt;
 
 /// Microseconds in one second.
 const MICROS_PER_SECOND: i64 = 1_000_000;
 /// Microseconds in a day: a time of day is below it.
 const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
+
+/// Appends formatted text without an intermediate `String`.
+fn push_fmt(out: &mut String, args: std::fmt::Arguments<'_>) {
+    // Writing to a `String` cannot fail: its `fmt::Write` always returns `Ok`.
+    let _ = out.write_fmt(args);
+}
 
 /// Appends `text` as a JSON string (quotes, `\"`, `\\` and control characters escaped).
 pub(super) fn push_string(out: &mut String, text: &str) {
@@ -30,7 +38,7 @@ pub(super) fn push_string(out: &mut String, text: &str) {
         // Every byte escaped is ASCII, so `start..i` and `i + 1..` are on char boundaries.
         out.push_str(&text[start..i]);
         if escape.is_empty() {
-            out.push_str(&format!("\\u{byte:04x}"));
+            push_fmt(out, format_args!("\\u{byte:04x}"));
         } else {
             out.push_str(escape);
         }
@@ -126,9 +134,17 @@ pub(super) fn push_scaled(out: &mut String, integer: &str, scale: usize) {
 pub(super) fn push_date(out: &mut String, days: i32) {
     let date = NaiveDate::from_ymd_opt(1970, 1, 1)
         .and_then(|epoch| epoch.checked_add_signed(chrono::TimeDelta::days(i64::from(days))))
-        .filter(|date| (1..=9999).contains(&chrono::Datelike::year(date)));
+        .filter(|date| (1..=9999).contains(&date.year()));
     match date {
-        Some(date) => out.push_str(&format!("\"{}\"", date.format("%Y-%m-%d"))),
+        Some(date) => push_fmt(
+            out,
+            format_args!(
+                "\"{:04}-{:02}-{:02}\"",
+                date.year(),
+                date.month(),
+                date.day()
+            ),
+        ),
         None => push_int(out, days),
     }
 }
@@ -141,12 +157,15 @@ pub(super) fn push_time(out: &mut String, micros: i64, raw: i64) {
         return;
     }
     let (seconds, fraction) = (micros / MICROS_PER_SECOND, micros % MICROS_PER_SECOND);
-    out.push_str(&format!(
-        "\"{:02}:{:02}:{:02}.{fraction:06}\"",
-        seconds / 3600,
-        seconds / 60 % 60,
-        seconds % 60
-    ));
+    push_fmt(
+        out,
+        format_args!(
+            "\"{:02}:{:02}:{:02}.{fraction:06}\"",
+            seconds / 3600,
+            seconds / 60 % 60,
+            seconds % 60
+        ),
+    );
 }
 
 /// How a timestamp is written: with `Z` (an instant) or without an offset (a local time, the
@@ -164,16 +183,28 @@ pub(super) enum Zone {
 /// drops them); an instant outside the years 0001–9999 is written as its number (`raw`).
 pub(super) fn push_timestamp(out: &mut String, seconds: i64, nanos: u32, zone: Zone, raw: i64) {
     let instant = DateTime::from_timestamp(seconds, nanos - nanos % 1_000)
-        .filter(|t| (1..=9999).contains(&chrono::Datelike::year(t)));
-    let Some(instant) = instant else {
+        .filter(|t| (1..=9999).contains(&t.year()));
+    let Some(t) = instant else {
         push_int(out, raw);
         return;
     };
-    let text = instant.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f");
-    match zone {
-        Zone::Utc => out.push_str(&format!("\"{text}Z\"")),
-        Zone::Local => out.push_str(&format!("\"{text}\"")),
-    }
+    let zone = match zone {
+        Zone::Utc => "Z",
+        Zone::Local => "",
+    };
+    push_fmt(
+        out,
+        format_args!(
+            "\"{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}{zone}\"",
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.nanosecond() / 1_000
+        ),
+    );
 }
 
 /// Splits a count of `per_second` units since the epoch into whole seconds (floored) and
@@ -191,11 +222,14 @@ pub(super) fn split_epoch(value: i64, per_second: i64) -> (i64, u32) {
 pub(super) fn push_interval(out: &mut String, months: i64, days: i64, micros: i128) {
     let sign = if micros < 0 { "-" } else { "" };
     let micros = micros.unsigned_abs();
-    out.push_str(&format!(
-        "\"P{months}M{days}DT{sign}{}.{:06}S\"",
-        micros / 1_000_000,
-        micros % 1_000_000
-    ));
+    push_fmt(
+        out,
+        format_args!(
+            "\"P{months}M{days}DT{sign}{}.{:06}S\"",
+            micros / 1_000_000,
+            micros % 1_000_000
+        ),
+    );
 }
 
 #[cfg(test)]

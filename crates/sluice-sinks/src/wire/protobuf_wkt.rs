@@ -51,20 +51,22 @@ pub(super) fn push_known(out: &mut String, message: &DynamicMessage) -> bool {
         return false;
     };
     let field = |number| message.get_field_by_number(number);
-    let seconds = field(1).and_then(|v| v.as_i64()).unwrap_or(0);
-    let nanos = field(2).and_then(|v| v.as_i32()).unwrap_or(0);
+    // A Timestamp's and a Duration's fields: seconds (1) and nanos (2).
+    let seconds = || field(1).and_then(|v| v.as_i64()).unwrap_or(0);
+    let nanos = || field(2).and_then(|v| v.as_i32()).unwrap_or(0);
     match kind {
         Known::Timestamp => {
-            let Some(nanos) = (0..NANOS_PER_SECOND)
-                .contains(&nanos)
-                .then(|| u32::try_from(nanos).ok())
-                .flatten()
+            let Some(nanos) = u32::try_from(nanos())
+                .ok()
+                .filter(|n| *n < NANOS_PER_SECOND.unsigned_abs())
             else {
                 return false;
             };
+            let seconds = seconds();
             text::push_timestamp(out, seconds, nanos, Zone::Utc, seconds);
         }
         Known::Duration => {
+            let (seconds, nanos) = (seconds(), nanos());
             if !(-NANOS_PER_SECOND + 1..NANOS_PER_SECOND).contains(&nanos) {
                 return false;
             }

@@ -236,6 +236,23 @@ fn protobuf_every_type_in_the_column_forms() {
 }
 
 #[test]
+fn protobuf_proto3_unset_fields_defaults_or_absent() {
+    let schema = compile_order();
+    let text = schema.to_json(&[], &[]).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        json,
+        json!({
+            "i32": 0, "i64": 0, "u32": 0, "u64": 0, "s32": 0, "s64": 0, "f32": 0, "f64": 0,
+            "sf32": 0, "sf64": 0, "ratio": 0.0, "price": 0.0, "ok": false, "name": "",
+            "blob": "", "status": "NEW", "lines": [], "counts": [], "stock": {},
+            "by_number": {}, "odd_status": "NEW", "nan": 0.0,
+        }),
+        "{text}"
+    );
+}
+
+#[test]
 fn protobuf_message_index_paths_pick_the_message() {
     let schema = compile_order();
     let deep = descriptor(&schema, &[1, 0]);
@@ -322,4 +339,30 @@ fn protobuf_paths_follow_messages_oneofs_maps_and_structs() {
     }
     assert!(schema.has_path(&[1, 0], &["y"]));
     assert!(!schema.has_path(&[7], &["y"]));
+}
+
+#[test]
+fn protobuf_timestamps_without_a_timestamp_form_stay_values_the_check_rejects() {
+    let schema = compile_order();
+    let desc = descriptor(&schema, &[]);
+    let at = |seconds: i64, nanos: i32| {
+        let stamp = with(
+            child(&desc, "at"),
+            vec![
+                ("seconds", Value::I64(seconds)),
+                ("nanos", Value::I32(nanos)),
+            ],
+        );
+        let body = with(
+            DynamicMessage::new(desc.clone()),
+            vec![("at", Value::Message(stamp))],
+        )
+        .encode_to_vec();
+        let text = schema.to_json(&[], &body).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json["at"].clone()
+    };
+    assert_eq!(at(0, 999_999_999), json!("1970-01-01T00:00:00.999999Z"));
+    assert_eq!(at(253_402_300_800, 0), json!(253_402_300_800_i64));
+    assert_eq!(at(5, -1), json!({"seconds": 5, "nanos": -1}));
 }
