@@ -20,7 +20,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 use support::case::Case;
-use support::registry::{extend, latest_id, produce, registry, with_registry};
+use support::registry::{extend, produce, registry, with_registry};
 
 const DDL: &str = r"
     CREATE TABLE faults (id BIGINT PRIMARY KEY, s TEXT, added TEXT);";
@@ -109,7 +109,7 @@ async fn bad_records_are_dead_letters_and_an_unreachable_registry_is_waited_for(
         "{reasons:?}"
     );
     assert!(
-        reasons[1].0 == 101 && reasons[1].1.contains("magic byte 1"),
+        reasons[1].0 == 101 && reasons[1].1.contains("magic byte is 1"),
         "{reasons:?}"
     );
     assert!(
@@ -164,4 +164,16 @@ async fn bad_records_are_dead_letters_and_an_unreachable_registry_is_waited_for(
 /// The log lines saying a batch waits for the registry.
 fn run_events(run: &support::Running) -> Vec<serde_json::Value> {
     run.events_named("schema registry unavailable; the batch waits for it")
+}
+
+/// The latest schema id of `subject`.
+pub fn latest_id(subject: &str) -> i32 {
+    let (url, _) = registry().expect("checked by the caller");
+    let body: serde_json::Value = ureq::get(&format!("{url}/subjects/{subject}/versions/latest"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+    i32::try_from(body["id"].as_i64().unwrap()).unwrap()
 }

@@ -39,6 +39,7 @@ mod seeds;
 mod statement;
 mod table;
 mod transcode;
+pub mod wire;
 
 pub use checks::Check;
 pub use consistency::{check_sink, check_sinks};
@@ -65,6 +66,7 @@ pub use seeds::{SEED_APPLICATIONS_TABLE, seed_mapping, seed_sink, use_applicatio
 pub use sluice_core::topics::{MAX_PATTERN_CHARS, Topics};
 pub use statement::{MOVED_ROWS, StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
+pub use wire::{Header, SchemaError, SchemaKind, WireError, WriterSchema};
 
 #[cfg(test)]
 mod tests;

@@ -6,4 +6,5 @@ mod decode;
 mod file;
 mod modes;
 mod plan;
+mod registry;
 mod seeds;

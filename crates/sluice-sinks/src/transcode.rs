@@ -7,7 +7,7 @@ use super::decode::SinkDecoder;
 use super::model::Encoding;
 use crate::messages::DecodeError;
 use crate::schemas::Known;
-use crate::wire::{self, SchemaKind};
+use crate::wire::{self, SchemaKind, WireError};
 
 /// A record's bytes as JSON text, with the schema id of its wire header.
 #[derive(Debug)]
@@ -66,7 +66,12 @@ impl SinkDecoder {
         }
         let json = schema
             .to_json(&header.indexes, header.body)
-            .map_err(|error| broken(format!("schema id {id}: {error}")))?;
+            .map_err(|error| match error {
+                undecodable @ WireError::Undecodable { .. } => {
+                    broken(undecodable.for_schema(id).to_string())
+                }
+                other => broken(format!("schema id {id}: {other}")),
+            })?;
         Ok(Some(Transcoded { schema_id: id, json }))
     }
 }

@@ -74,14 +74,3 @@ pub fn with_registry(case: &mut Case) {
 }
 
 
-/// The latest schema id of `subject`.
-pub fn latest_id(subject: &str) -> i32 {
-    let (url, _) = registry().expect("checked by the caller");
-    let body: serde_json::Value = ureq::get(&format!("{url}/subjects/{subject}/versions/latest"))
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_json()
-        .unwrap();
-    i32::try_from(body["id"].as_i64().unwrap()).unwrap()
-}

@@ -1,0 +1,167 @@
+//! Sinks reading schema registry formats: the file's `format`/`value_format`/`key_format`/
+//! `subject`, and a record decoded through the writer's schema its wire header names —
+//! pending until the schema is fetched, a dead letter when the registry refused it.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::decode::column;
+use crate::messages::DecodeError;
+use crate::schemas::{Known, WriterSchemas};
+use crate::wire::{SchemaKind, WriterSchema};
+use crate::{Cell, Encoding, Format, RecordMeta, SinkDecoder, SqlType, TableShape, parse_sinks, plan_sink};
+
+const SCHEMA: &str = r#"{"type": "record", "name": "R", "fields": [
+    {"name": "id", "type": "long"}, {"name": "s", "type": "string"}]}"#;
+const KEY_SCHEMA: &str = r#"{"type": "record", "name": "K", "fields": [{"name": "id", "type": "long"}]}"#;
+
+/// The schemas a test's registry has fetched.
+#[derive(Debug, Default)]
+struct Fetched(HashMap<i32, Known>);
+
+impl WriterSchemas for Fetched {
+    fn known(&self, id: i32) -> Option<Known> {
+        self.0.get(&id).cloned()
+    }
+}
+
+impl fmt::Display for Fetched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} schemas", self.0.len())
+    }
+}
+
+fn fetched() -> Arc<Fetched> {
+    let compile = |text| Arc::new(WriterSchema::compile(SchemaKind::Avro, text, &[]).unwrap());
+    Arc::new(Fetched(HashMap::from([
+        (7, Known::Schema(compile(SCHEMA))),
+        (8, Known::Schema(compile(KEY_SCHEMA))),
+        (9, Known::Refused(Arc::from("schema id 9 is not in the schema registry (gone)"))),
+        (
+            10,
+            Known::Schema(Arc::new(
+                WriterSchema::compile(SchemaKind::Json, "{}", &[]).unwrap(),
+            )),
+        ),
+    ])))
+}
+
+/// The wire header of schema `id`, then `body`.
+fn framed(id: i32, body: &[u8]) -> Vec<u8> {
+    let mut bytes = vec![0];
+    bytes.extend(id.to_be_bytes());
+    bytes.extend(body);
+    bytes
+}
+
+/// `{"id": 5, "s": "hi"}` in Avro: zigzag varints and a length-prefixed string.
+const BODY: &[u8] = &[0x0a, 0x04, b'h', b'i'];
+
+fn decoder(extra: &str) -> SinkDecoder {
+    let file = format!(
+        "[[sink]]\nname = \"t\"\ntable = \"t\"\nkey = [\"id\"]\nformat = \"avro\"\n{extra}\n\
+         [sink.columns]\nid = {{ key = \"id\" }}\ns = {{ field = \"s\" }}\n\
+         schema = {{ kafka = \"schema_id\" }}\n"
+    );
+    let sinks = parse_sinks("m.toml", &file).unwrap();
+    let table = TableShape {
+        name: "t".into(),
+        columns: vec![
+            column("id", SqlType::BigInt, true),
+            column("s", SqlType::Text, false),
+            column("schema", SqlType::Integer, false),
+        ],
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+        partitioned: false,
+    };
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("t".into(), table)]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    SinkDecoder::new(&sinks[0], &plan).with_schemas(fetched())
+}
+
+fn meta(key: Option<&[u8]>) -> RecordMeta<'_> {
+    RecordMeta {
+        topic: "t",
+        partition: 0,
+        offset: 3,
+        timestamp: None,
+        key,
+        headers: &[],
+    }
+}
+
+#[test]
+fn the_file_names_the_registry_formats() {
+    let sink = |extra: &str| {
+        parse_sinks(
+            "m.toml",
+            &format!("[[sink]]\nname = \"t\"\ntable = \"t\"\nkey = [\"id\"]\n{extra}\n[sink.columns]\nid = {{ field = \"id\" }}\n"),
+        )
+    };
+    let avro = &sink("format = \"avro\"\nsubject = \"orders-v\"").unwrap()[0];
+    assert_eq!((avro.format, avro.value_encoding, avro.key_encoding), (Format::Json, Encoding::Avro, Encoding::Json));
+    assert_eq!(avro.subject.as_deref(), Some("orders-v"));
+    let cdc = &sink("format = \"debezium\"\nvalue_format = \"avro\"\nkey_format = \"avro\"").unwrap()[0];
+    assert_eq!((cdc.format, cdc.value_encoding, cdc.key_encoding), (Format::Debezium, Encoding::Avro, Encoding::Avro));
+    let protobuf = &sink("format = \"protobuf\"").unwrap()[0];
+    assert_eq!(protobuf.value_encoding, Encoding::Protobuf);
+    let json = &sink("format = \"json-schema\"").unwrap()[0];
+    assert_eq!(json.value_encoding, Encoding::JsonSchema);
+    let error = sink("value_format = \"avro\"").unwrap_err().to_string();
+    assert!(error.contains("`value_format` goes with `format = \"debezium\"`"), "{error}");
+    let error = sink("subject = \"x\"").unwrap_err().to_string();
+    assert!(error.contains("`subject` names a schema registry subject"), "{error}");
+    let error = sink("format = \"thrift\"").unwrap_err().to_string();
+    assert!(error.contains("thrift"), "{error}");
+}
+
+#[test]
+fn a_record_decodes_through_its_writers_schema() {
+    let decoder = decoder("key_format = \"avro\"");
+    let key = framed(8, &[0x0a]);
+    let decoded = decoder
+        .decode_record(Some(&framed(7, BODY)), &meta(Some(&key)))
+        .unwrap();
+    assert_eq!(
+        decoded.cells.to_vec(),
+        [Cell::BigInt(5), Cell::Text("hi".into()), Cell::Int(7)]
+    );
+}
+
+#[test]
+fn a_schema_not_fetched_yet_is_pending_never_a_dead_letter() {
+    let decoder = decoder("");
+    let error = decoder
+        .decode_record(Some(&framed(11, BODY)), &meta(Some(b"{\"id\": 5}")))
+        .unwrap_err();
+    assert_eq!(error, DecodeError::SchemaPending { schema_id: 11 });
+    // A key in a registry format waits the same way.
+    let decoder = self::decoder("key_format = \"avro\"");
+    let key = framed(12, &[0x0a]);
+    let error = decoder
+        .decode_record(Some(&framed(7, BODY)), &meta(Some(&key)))
+        .unwrap_err();
+    assert_eq!(error, DecodeError::SchemaPending { schema_id: 12 });
+}
+
+#[test]
+fn refused_ids_wrong_magic_and_bad_bytes_are_dead_letters_naming_why() {
+    let decoder = decoder("");
+    let key: &[u8] = b"{\"id\": 5}";
+    let reason = |payload: &[u8]| {
+        decoder
+            .decode_record(Some(payload), &meta(Some(key)))
+            .unwrap_err()
+            .to_string()
+    };
+    let refused = reason(&framed(9, BODY));
+    assert!(refused.contains("schema id 9 is not in the schema registry"), "{refused}");
+    let magic = reason(&[1, 0, 0, 0, 7, 0x0a]);
+    assert!(magic.contains("magic byte is 1"), "{magic}");
+    let short = reason(&framed(7, &[0x0a, 0x08, b'h']));
+    assert!(short.contains("schema id 7"), "{short}");
+    let other_kind = reason(&framed(10, b"{}"));
+    assert!(other_kind.contains("schema id 10 is a Json schema; the sink reads avro"), "{other_kind}");
+}
