@@ -6,8 +6,9 @@ with grpcio-tools at run time, so the schema has a reference) and JSON Schema it
 records to a fresh topic with the Confluent serializer, reads them back raw, prints the
 first 6 bytes of each value and the schema id of its wire header, GETs that id from the
 registry's Confluent-compatible API and decodes the records with the matching deserializer.
-Exit 0 when every id resolves and every record decodes to what was sent; the topics are
-deleted at the end.
+With SCHEMA_REGISTRY_TLS_URL and SLUICE_TLS_CA set it also reads the Avro schema over HTTPS,
+verifying the registry's certificate against the stack's CA. Exit 0 when every id resolves
+and every record decodes to what was sent; the topics are deleted at the end.
 """
 
 import importlib
@@ -94,21 +95,35 @@ def read_raw(topic, count):
     return out
 
 
-def check_format(fmt, topic, serializer, deserializer, values, as_dict):
+def check_tls(results, schema_id):
+    """The schema of schema_id over HTTPS, CA-verified, is the one served over HTTP."""
+    url, ca = os.environ.get("SCHEMA_REGISTRY_TLS_URL"), os.environ.get("SLUICE_TLS_CA")
+    if not url or not ca:
+        print("https    skipped (no SCHEMA_REGISTRY_TLS_URL / SLUICE_TLS_CA)")
+        return
+    over_tls = SchemaRegistryClient({"url": url, "ssl.ca.location": ca}).get_schema(schema_id)
+    plain = SchemaRegistryClient({"url": REGISTRY}).get_schema(schema_id)
+    ok = over_tls.schema_str == plain.schema_str
+    results.append(ok)
+    print(f"https    {url}/schemas/ids/{schema_id} (CA {ca}): {'ok' if ok else 'MISMATCH'}")
+
+
+def check_format(results, fmt, topic, serializer, deserializer, values, as_dict):
+    """Produce values, read them back raw, check each (one result a record); the last id."""
     produce(topic, serializer, values)
-    failures = 0
+    schema_id = None
     ctx = SerializationContext(topic, MessageField.VALUE)
     for raw, sent in zip(read_raw(topic, len(values)), values):
         magic, schema_id = raw[0], int.from_bytes(raw[1:5], "big")
         content_type, body = registry_get(f"/schemas/ids/{schema_id}")
         got = as_dict(deserializer(raw, ctx))
         ok = magic == 0 and "schema" in body and got == as_dict(sent)
-        failures += not ok
+        results.append(ok)
         print(f"{fmt:8} {topic}  value[:6]={raw[:6].hex(' ')}  id={schema_id}  "
               f"GET /schemas/ids/{schema_id}: schemaType={body.get('schemaType', '(absent)')} "
               f"references={body.get('references')} ({content_type})  decoded={got}  "
               f"{'ok' if ok else 'MISMATCH'}")
-    return failures
+    return schema_id
 
 
 def main():
@@ -120,30 +135,31 @@ def main():
         future.result()
     sr = SchemaRegistryClient({"url": REGISTRY})
     records = [{"id": i, "name": f"smoke {i}"} for i in range(1, 4)]
-    failures = 0
+    results = []
     try:
-        failures += check_format(
-            "avro", topics["avro"], AvroSerializer(sr, AVRO_SCHEMA),
+        avro_id = check_format(
+            results, "avro", topics["avro"], AvroSerializer(sr, AVRO_SCHEMA),
             AvroDeserializer(sr), records, lambda v: v)
         with tempfile.TemporaryDirectory() as workdir:
             smoke = compile_proto(workdir)
             messages = [smoke(id=r["id"], name=r["name"]) for r in records]
             for m in messages:
                 m.amount.cents = 100 * m.id
-            failures += check_format(
-                "protobuf", topics["protobuf"], ProtobufSerializer(smoke, sr),
-                ProtobufDeserializer(smoke), messages,
-                lambda m: (m.id, m.name, m.amount.cents))
-        failures += check_format(
-            "json", topics["json"],
-            JSONSerializer(JSON_SCHEMA, sr), JSONDeserializer(JSON_SCHEMA), records, lambda v: v)
+            check_format(
+                results, "protobuf", topics["protobuf"], ProtobufSerializer(smoke, sr),
+                ProtobufDeserializer(smoke), messages, lambda m: (m.id, m.name, m.amount.cents))
+        check_format(
+            results, "json", topics["json"], JSONSerializer(JSON_SCHEMA, sr),
+            JSONDeserializer(JSON_SCHEMA), records, lambda v: v)
+        check_tls(results, avro_id)
         _, subjects = registry_get("/subjects")
         print("subjects:", ", ".join(sorted(s for s in subjects if run in s or s.endswith(".proto"))))
     finally:
         for future in admin.delete_topics(list(topics.values())).values():
             future.result()
-    print(f"{9 - failures} passed, {failures} failed")
-    return 1 if failures else 0
+    failed = results.count(False)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
