@@ -32,15 +32,26 @@ const RECORDS: usize = 1_000;
 
 /// Each column's values as the expression `sql_of` gives, compared with what the producer
 /// expects (records in id order).
-async fn assert_columns(case: &Case, table: &str, expected: &Expected, sql_of: &dyn Fn(&str) -> String) {
+async fn assert_columns(
+    case: &Case,
+    table: &str,
+    expected: &Expected,
+    sql_of: &dyn Fn(&str) -> String,
+) {
     let mut ids: Vec<(i64, usize)> = expected["id"]
         .iter()
         .enumerate()
         .map(|(at, id)| (id.parse().unwrap(), at))
         .collect();
     ids.sort_unstable();
-    let count = case.rows(&format!("SELECT count(*)::text FROM {table}")).await;
-    assert_eq!(count, [ids.len().to_string()], "{table}: one row per record");
+    let count = case
+        .rows(&format!("SELECT count(*)::text FROM {table}"))
+        .await;
+    assert_eq!(
+        count,
+        [ids.len().to_string()],
+        "{table}: one row per record"
+    );
     for (column, values) in expected {
         let got = case
             .rows(&format!(
@@ -53,6 +64,17 @@ async fn assert_columns(case: &Case, table: &str, expected: &Expected, sql_of: &
             assert_eq!(got, want, "{table}.{column}, row {row}");
         }
     }
+}
+
+/// Asserts no record was dead-lettered (showing the first few if some were).
+async fn assert_no_dead_letter(case: &Case) {
+    let dead = case.dead_letters().await;
+    assert!(
+        dead.is_empty(),
+        "{} dead letters, first: {:?}",
+        dead.len(),
+        &dead[..dead.len().min(3)]
+    );
 }
 
 /// A timestamp column as microseconds since the epoch (exact, whatever the session's zone).
@@ -129,8 +151,38 @@ async fn avro_lands_every_type_and_two_versions_of_a_subject() {
         plan.contains(&format!("subject `{}-value` version 2", case.topic("avro"))),
         "validate names the subject and the version it checked:\n{plan}"
     );
+    // A field no version has is refused; `dropped`, which version 2 removed, is not.
+    let bad = case.env.dir.join("bad.toml");
+    let text = std::fs::read_to_string(&case.file).unwrap();
+    let nowhere = text.replace(
+        "maybe = { field = \"maybe\" }",
+        "maybe = { field = \"nowhere\" }",
+    );
+    std::fs::write(&bad, nowhere).unwrap();
+    let out = case.validate(&bad);
+    let stderr = support::case::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no version of subject") && stderr.contains("`maybe` reads `nowhere`"),
+        "{stderr}"
+    );
+    let old = case.env.dir.join("old.toml");
+    std::fs::write(
+        &old,
+        text.replace("s = { field = \"s\" }", "s = { field = \"dropped\" }"),
+    )
+    .unwrap();
+    let out = case.validate(&old);
+    let stdout = support::case::text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        support::case::text(&out.stderr)
+    );
+    assert!(stdout.contains("but `s` (version 1)"), "{stdout}");
     case.run_to_end("avro").await;
-    assert!(case.dead_letters().await.is_empty(), "{:?}", case.dead_letters().await);
+    assert_no_dead_letter(&case).await;
     assert_columns(&case, "everything_avro", &expected, &avro_sql).await;
     case.cleanup().await;
 }
@@ -195,7 +247,7 @@ async fn protobuf_lands_every_type() {
     let expected = produce(&case, "protobuf", "protobuf", (0, RECORDS), 1);
     case.assert_valid();
     case.run_to_end("protobuf").await;
-    assert!(case.dead_letters().await.is_empty(), "{:?}", case.dead_letters().await);
+    assert_no_dead_letter(&case).await;
     assert_columns(&case, "everything_protobuf", &expected, &protobuf_sql).await;
     case.cleanup().await;
 }
@@ -221,7 +273,7 @@ b = { field = "b" }
 s = { field = "s" }
 at = { field = "at" }
 day = { field = "day" }
-amount = { field = "amount" }
+amount = { field = "amount", decimal = "string" }
 tags = { field = "tags" }
 "#;
 
@@ -237,7 +289,7 @@ async fn json_schema_records_land() {
     let expected = produce(&case, "json", "json", (0, RECORDS), 1);
     case.assert_valid();
     case.run_to_end("json").await;
-    assert!(case.dead_letters().await.is_empty(), "{:?}", case.dead_letters().await);
+    assert_no_dead_letter(&case).await;
     let sql = |column: &str| match column {
         "at" => epoch_micros(column),
         "tags" => "array_to_json(tags)".into(),

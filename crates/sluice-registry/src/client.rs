@@ -166,6 +166,34 @@ impl RegistryClient {
         Ok((latest, references))
     }
 
+    /// The version numbers of `subject`, oldest first.
+    pub fn versions(&self, subject: &str) -> Result<Vec<i64>, RegistryError> {
+        let path = format!("/subjects/{}/versions", encode_segment(subject));
+        self.get(&path, |body| {
+            (body.code == Some(SUBJECT_NOT_FOUND)).then(|| RegistryError::UnknownSubject {
+                subject: subject.to_owned(),
+            })
+        })
+    }
+
+    /// Version `version` of `subject`, with its references.
+    pub fn version(
+        &self,
+        subject: &str,
+        version: i64,
+    ) -> Result<(Latest, Vec<(String, String)>), RegistryError> {
+        let path = format!("/subjects/{}/versions/{version}", encode_segment(subject));
+        let found: Latest = self.get(&path, |body| {
+            matches!(body.code, Some(SUBJECT_NOT_FOUND | VERSION_NOT_FOUND)).then(|| {
+                RegistryError::UnknownSubject {
+                    subject: subject.to_owned(),
+                }
+            })
+        })?;
+        let references = self.references(found.id, &found.references)?;
+        Ok((found, references))
+    }
+
     /// Every schema `references` name, depth first, each once.
     fn references(
         &self,
@@ -191,12 +219,14 @@ impl RegistryClient {
                 reference.version
             );
             let text: SchemaText = self.get(&path, |body| {
-                matches!(body.code, Some(SUBJECT_NOT_FOUND | VERSION_NOT_FOUND)).then(|| RegistryError::Schema {
-                    id,
-                    reason: format!(
-                        "its reference `{}` (subject `{}` version {}) is not in the registry",
-                        reference.name, reference.subject, reference.version
-                    ),
+                matches!(body.code, Some(SUBJECT_NOT_FOUND | VERSION_NOT_FOUND)).then(|| {
+                    RegistryError::Schema {
+                        id,
+                        reason: format!(
+                            "its reference `{}` (subject `{}` version {}) is not in the registry",
+                            reference.name, reference.subject, reference.version
+                        ),
+                    }
                 })
             })?;
             todo.extend(text.references.iter().cloned());
@@ -212,10 +242,10 @@ impl RegistryClient {
         not_found: impl Fn(&ErrorBodyText) -> Option<RegistryError>,
     ) -> Result<T, RegistryError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self
-            .agent
-            .get(&url)
-            .header("Accept", "application/vnd.schemaregistry.v1+json, application/json");
+        let mut request = self.agent.get(&url).header(
+            "Accept",
+            "application/vnd.schemaregistry.v1+json, application/json",
+        );
         if let Some(authorization) = &self.authorization {
             request = request.header("Authorization", authorization);
         }
@@ -224,13 +254,14 @@ impl RegistryClient {
             reason: error.to_string(),
         })?;
         let status = response.status().as_u16();
-        let body = response
-            .body_mut()
-            .read_to_string()
-            .map_err(|error| RegistryError::Unreachable {
-                url: url.clone(),
-                reason: format!("reading the answer: {error}"),
-            })?;
+        let body =
+            response
+                .body_mut()
+                .read_to_string()
+                .map_err(|error| RegistryError::Unreachable {
+                    url: url.clone(),
+                    reason: format!("reading the answer: {error}"),
+                })?;
         if status == 404 {
             let text = ErrorBodyText::of(&body);
             if let Some(error) = not_found(&text) {

@@ -74,6 +74,27 @@ impl Registry {
         Ok((latest, schema))
     }
 
+    /// Version `version` of `subject` and its schema, compiled.
+    pub fn version(
+        &self,
+        subject: &str,
+        version: i64,
+    ) -> Result<(Latest, WriterSchema), RegistryError> {
+        let (found, references) = self.client.version(subject, version)?;
+        let text = SchemaText {
+            schema: found.schema.clone(),
+            schema_type: found.schema_type.clone(),
+            references: Vec::new(),
+        };
+        let schema = compile(found.id, &text, &references)?;
+        Ok((found, schema))
+    }
+
+    /// The version numbers of `subject`, oldest first.
+    pub fn versions(&self, subject: &str) -> Result<Vec<i64>, RegistryError> {
+        self.client.versions(subject)
+    }
+
     fn compiled(&self, id: i32) -> Result<WriterSchema, RegistryError> {
         let (text, references) = self.client.schema_with_references(id)?;
         compile(id, &text, &references)

@@ -194,6 +194,9 @@ mod tests {
         ])
         .unwrap_err()
         .to_string();
-        assert!(error.contains("SCHEMA_REGISTRY_SSL_KEY_LOCATION"), "{error}");
+        assert!(
+            error.contains("SCHEMA_REGISTRY_SSL_KEY_LOCATION"),
+            "{error}"
+        );
     }
 }

@@ -51,8 +51,8 @@ pub use held::{
     EXPIRED_HELD, HELD_ROWS, HeldStatements, LOCK_HELD, NEXT_HELD, ORPHAN_HELD, TAKE_HELD,
 };
 pub use model::{
-    Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, Encoding, FieldPath, Format, KafkaField,
-    Lookup, OnTombstone, Sink, Source, ValueRules,
+    Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, Encoding, FieldPath, Format,
+    KafkaField, Lookup, OnTombstone, Sink, Source, ValueRules,
 };
 pub use modes::{
     BinaryMode, DEFAULT_KEY_CHANGE_WAIT, DebeziumModes, DecimalForm, DecimalMode, TimeMode,

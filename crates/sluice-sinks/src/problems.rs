@@ -194,7 +194,9 @@ pub enum MappingProblem {
     )]
     ValueFormatWithoutDebezium,
     /// `subject` on a sink whose values are not in a registry format.
-    #[error("`subject` names a schema registry subject: the sink's values need a registry format (avro, protobuf, json-schema)")]
+    #[error(
+        "`subject` names a schema registry subject: the sink's values need a registry format (avro, protobuf, json-schema)"
+    )]
     SubjectWithoutRegistry,
     /// `batch_size = 0`.
     #[error("`batch_size` must be at least 1")]

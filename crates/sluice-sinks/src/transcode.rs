@@ -50,7 +50,9 @@ impl SinkDecoder {
         let id = header.schema_id;
         let Some(schemas) = &self.schemas else {
             // The runner gives every registry sink the registry before it starts.
-            return Err(broken(format!("schema id {id}: no schema registry configured")));
+            return Err(broken(format!(
+                "schema id {id}: no schema registry configured"
+            )));
         };
         let schema = match schemas.known(id) {
             None => return Err(DecodeError::SchemaPending { schema_id: id }),
@@ -72,6 +74,9 @@ impl SinkDecoder {
                 }
                 other => broken(format!("schema id {id}: {other}")),
             })?;
-        Ok(Some(Transcoded { schema_id: id, json }))
+        Ok(Some(Transcoded {
+            schema_id: id,
+            json,
+        }))
     }
 }

@@ -5,8 +5,8 @@
 
 use crate::settings::{PipelineSettings, StorageSettings};
 use crate::sink::{Declared, DeclaredError};
-use sluice_sinks::{MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink};
 use sluice_registry::{Registry, RegistrySettings};
+use sluice_sinks::{MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink};
 use sqlx::PgConnection;
 use std::time::Duration;
 

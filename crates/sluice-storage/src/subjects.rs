@@ -22,14 +22,17 @@ pub struct SubjectCheck {
 /// The outcome of one subject's check.
 #[derive(Debug)]
 pub enum Checked {
-    /// Every field is in the latest version.
+    /// Every field is in the latest version, or in an older one (`older`: (version,
+    /// column) for a field the latest version removed).
     Fits {
         /// The version checked.
         version: i64,
         /// Its schema id.
         id: i32,
+        /// The columns whose field only an older version has, with that version.
+        older: Vec<(i64, String)>,
     },
-    /// Fields the latest version does not have: (column, field).
+    /// Fields no version has: (column, field).
     Lacks {
         /// The version checked.
         version: i64,
@@ -57,10 +60,21 @@ impl fmt::Display for SubjectCheck {
             outcome,
         } = self;
         match outcome {
-            Checked::Fits { version, id } => write!(
+            Checked::Fits { version, id, older } if older.is_empty() => write!(
                 f,
                 "sink `{sink}`: subject `{subject}` version {version} (schema id {id}) has every mapped field"
             ),
+            Checked::Fits { version, id, older } => {
+                let columns: Vec<String> = older
+                    .iter()
+                    .map(|(v, column)| format!("`{column}` (version {v})"))
+                    .collect();
+                write!(
+                    f,
+                    "sink `{sink}`: subject `{subject}` version {version} (schema id {id}) has every mapped field but {}, which older versions have (NULL in records of newer ones)",
+                    columns.join(", ")
+                )
+            }
             Checked::Lacks {
                 version,
                 id,
@@ -72,12 +86,15 @@ impl fmt::Display for SubjectCheck {
                     .collect();
                 write!(
                     f,
-                    "sink `{sink}`: subject `{subject}` version {version} (schema id {id}) has no such field: {}",
+                    "sink `{sink}`: no version of subject `{subject}` (latest: version {version}, schema id {id}) has the field: {}",
                     fields.join(", ")
                 )
             }
             Checked::NotChecked(reason) => {
-                write!(f, "sink `{sink}`: subject `{subject}` not checked: {reason}")
+                write!(
+                    f,
+                    "sink `{sink}`: subject `{subject}` not checked: {reason}"
+                )
             }
         }
     }
@@ -116,28 +133,23 @@ pub fn check_subjects(sinks: &[&Sink], registry: &Registry) -> Vec<SubjectCheck>
 fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck {
     let outcome = match registry.latest(&subject) {
         Ok((latest, schema)) => {
-            let prefix: &[&str] = if sink.format == Format::Debezium {
-                &["after"]
-            } else {
-                &[]
-            };
-            let missing: Vec<(String, String)> = sink
-                .columns
+            let fields = mapped_fields(sink);
+            let mut missing: Vec<(String, String)> = fields
                 .iter()
-                .filter_map(|column| match &column.source {
-                    Source::Field(path) => {
-                        let mut segments: Vec<&str> = prefix.to_vec();
-                        segments.extend(path.segments().iter().map(String::as_str));
-                        (!schema.has_path(&[], &segments))
-                            .then(|| (column.column.clone(), path.to_string()))
-                    }
-                    _ => None,
-                })
+                .filter(|(_, _, segments)| !schema.has_path(&[], &as_strs(segments)))
+                .map(|(column, field, _)| (column.clone(), field.clone()))
                 .collect();
+            let mut older = Vec::new();
+            if !missing.is_empty() {
+                // A field the latest version removed is still in the records of an older one.
+                older =
+                    older_versions_with(registry, &subject, latest.version, &fields, &mut missing);
+            }
             if missing.is_empty() {
                 Checked::Fits {
                     version: latest.version,
                     id: latest.id,
+                    older,
                 }
             } else {
                 Checked::Lacks {
@@ -157,4 +169,62 @@ fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck 
         subject,
         outcome,
     }
+}
+
+/// Each field source of the sink: (column, field as written, path in the schema — under
+/// `after` for a Debezium sink, whose fields are the row image's).
+fn mapped_fields(sink: &Sink) -> Vec<(String, String, Vec<String>)> {
+    let prefix: &[&str] = if sink.format == Format::Debezium {
+        &["after"]
+    } else {
+        &[]
+    };
+    sink.columns
+        .iter()
+        .filter_map(|column| match &column.source {
+            Source::Field(path) => {
+                let mut segments: Vec<String> = prefix.iter().map(|s| (*s).to_owned()).collect();
+                segments.extend(path.segments().iter().cloned());
+                Some((column.column.clone(), path.to_string(), segments))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn as_strs(segments: &[String]) -> Vec<&str> {
+    segments.iter().map(String::as_str).collect()
+}
+
+/// The versions before `latest`, newest first, that hold fields `missing` names: those
+/// fields leave `missing`; the versions that held one, as (version, column).
+fn older_versions_with(
+    registry: &Registry,
+    subject: &str,
+    latest: i64,
+    fields: &[(String, String, Vec<String>)],
+    missing: &mut Vec<(String, String)>,
+) -> Vec<(i64, String)> {
+    let mut found = Vec::new();
+    let Ok(mut versions) = registry.versions(subject) else {
+        return found;
+    };
+    versions.retain(|v| *v < latest);
+    for version in versions.into_iter().rev() {
+        if missing.is_empty() {
+            break;
+        }
+        let Ok((_, schema)) = registry.version(subject, version) else {
+            continue;
+        };
+        missing.retain(|(column, _)| {
+            let path = fields.iter().find(|(c, ..)| c == column).map(|(.., p)| p);
+            let held = path.is_some_and(|p| schema.has_path(&[], &as_strs(p)));
+            if held {
+                found.push((version, column.clone()));
+            }
+            !held
+        });
+    }
+    found
 }

@@ -31,7 +31,13 @@ fn script() -> PathBuf {
 pub type Expected = BTreeMap<String, Vec<String>>;
 
 /// Produces `count` records from id `first` with the Python producer; what it expects.
-pub fn produce(case: &Case, format: &str, sink: &str, (first, count): (usize, usize), version: u8) -> Expected {
+pub fn produce(
+    case: &Case,
+    format: &str,
+    sink: &str,
+    (first, count): (usize, usize),
+    version: u8,
+) -> Expected {
     let (url, python) = registry().expect("checked by the caller");
     let out = case.env.dir.join(format!("{sink}-{first}-v{version}.json"));
     let status = Command::new(python)
@@ -72,5 +78,3 @@ pub fn with_registry(case: &mut Case) {
     let (url, _) = registry().expect("checked by the caller");
     case.env.vars.insert("SCHEMA_REGISTRY_URL".into(), url);
 }
-
-

@@ -27,12 +27,12 @@ use super::checks::Check;
 use super::envelope::ChangeMeta;
 use super::equality::Equality;
 use super::model::{ConflictPolicy, Encoding, Format, Lookup, OnTombstone, Source};
-use crate::schemas::WriterSchemas;
-use std::sync::Arc;
 use super::modes::Reading;
 use super::scan::FieldSlots;
 use crate::messages::DecodeError;
 use crate::messages::fields::parse_object;
+use crate::schemas::WriterSchemas;
+use std::sync::Arc;
 
 /// What a record carries besides its value.
 #[derive(Debug, Clone, Copy)]

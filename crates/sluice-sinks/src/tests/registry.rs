@@ -10,11 +10,14 @@ use super::decode::column;
 use crate::messages::DecodeError;
 use crate::schemas::{Known, WriterSchemas};
 use crate::wire::{SchemaKind, WriterSchema};
-use crate::{Cell, Encoding, Format, RecordMeta, SinkDecoder, SqlType, TableShape, parse_sinks, plan_sink};
+use crate::{
+    Cell, Encoding, Format, RecordMeta, SinkDecoder, SqlType, TableShape, parse_sinks, plan_sink,
+};
 
 const SCHEMA: &str = r#"{"type": "record", "name": "R", "fields": [
     {"name": "id", "type": "long"}, {"name": "s", "type": "string"}]}"#;
-const KEY_SCHEMA: &str = r#"{"type": "record", "name": "K", "fields": [{"name": "id", "type": "long"}]}"#;
+const KEY_SCHEMA: &str =
+    r#"{"type": "record", "name": "K", "fields": [{"name": "id", "type": "long"}]}"#;
 
 /// The schemas a test's registry has fetched.
 #[derive(Debug, Default)]
@@ -37,7 +40,12 @@ fn fetched() -> Arc<Fetched> {
     Arc::new(Fetched(HashMap::from([
         (7, Known::Schema(compile(SCHEMA))),
         (8, Known::Schema(compile(KEY_SCHEMA))),
-        (9, Known::Refused(Arc::from("schema id 9 is not in the schema registry (gone)"))),
+        (
+            9,
+            Known::Refused(Arc::from(
+                "schema id 9 is not in the schema registry (gone)",
+            )),
+        ),
         (
             10,
             Known::Schema(Arc::new(
@@ -97,22 +105,37 @@ fn the_file_names_the_registry_formats() {
     let sink = |extra: &str| {
         parse_sinks(
             "m.toml",
-            &format!("[[sink]]\nname = \"t\"\ntable = \"t\"\nkey = [\"id\"]\n{extra}\n[sink.columns]\nid = {{ field = \"id\" }}\n"),
+            &format!(
+                "[[sink]]\nname = \"t\"\ntable = \"t\"\nkey = [\"id\"]\n{extra}\n[sink.columns]\nid = {{ field = \"id\" }}\n"
+            ),
         )
     };
     let avro = &sink("format = \"avro\"\nsubject = \"orders-v\"").unwrap()[0];
-    assert_eq!((avro.format, avro.value_encoding, avro.key_encoding), (Format::Json, Encoding::Avro, Encoding::Json));
+    assert_eq!(
+        (avro.format, avro.value_encoding, avro.key_encoding),
+        (Format::Json, Encoding::Avro, Encoding::Json)
+    );
     assert_eq!(avro.subject.as_deref(), Some("orders-v"));
-    let cdc = &sink("format = \"debezium\"\nvalue_format = \"avro\"\nkey_format = \"avro\"").unwrap()[0];
-    assert_eq!((cdc.format, cdc.value_encoding, cdc.key_encoding), (Format::Debezium, Encoding::Avro, Encoding::Avro));
+    let cdc =
+        &sink("format = \"debezium\"\nvalue_format = \"avro\"\nkey_format = \"avro\"").unwrap()[0];
+    assert_eq!(
+        (cdc.format, cdc.value_encoding, cdc.key_encoding),
+        (Format::Debezium, Encoding::Avro, Encoding::Avro)
+    );
     let protobuf = &sink("format = \"protobuf\"").unwrap()[0];
     assert_eq!(protobuf.value_encoding, Encoding::Protobuf);
     let json = &sink("format = \"json-schema\"").unwrap()[0];
     assert_eq!(json.value_encoding, Encoding::JsonSchema);
     let error = sink("value_format = \"avro\"").unwrap_err().to_string();
-    assert!(error.contains("`value_format` goes with `format = \"debezium\"`"), "{error}");
+    assert!(
+        error.contains("`value_format` goes with `format = \"debezium\"`"),
+        "{error}"
+    );
     let error = sink("subject = \"x\"").unwrap_err().to_string();
-    assert!(error.contains("`subject` names a schema registry subject"), "{error}");
+    assert!(
+        error.contains("`subject` names a schema registry subject"),
+        "{error}"
+    );
     let error = sink("format = \"thrift\"").unwrap_err().to_string();
     assert!(error.contains("thrift"), "{error}");
 }
@@ -157,11 +180,17 @@ fn refused_ids_wrong_magic_and_bad_bytes_are_dead_letters_naming_why() {
             .to_string()
     };
     let refused = reason(&framed(9, BODY));
-    assert!(refused.contains("schema id 9 is not in the schema registry"), "{refused}");
+    assert!(
+        refused.contains("schema id 9 is not in the schema registry"),
+        "{refused}"
+    );
     let magic = reason(&[1, 0, 0, 0, 7, 0x0a]);
     assert!(magic.contains("magic byte is 1"), "{magic}");
     let short = reason(&framed(7, &[0x0a, 0x08, b'h']));
     assert!(short.contains("schema id 7"), "{short}");
     let other_kind = reason(&framed(10, b"{}"));
-    assert!(other_kind.contains("schema id 10 is a Json schema; the sink reads avro"), "{other_kind}");
+    assert!(
+        other_kind.contains("schema id 10 is a Json schema; the sink reads avro"),
+        "{other_kind}"
+    );
 }

@@ -36,10 +36,29 @@ struct Sources(HashMap<String, String>);
 impl FileResolver for Sources {
     fn open_file(&self, name: &str) -> Result<File, protox::Error> {
         match self.0.get(name) {
-            Some(source) => File::from_source(name, source),
+            Some(source) => match serialized(source) {
+                Some(mut proto) => {
+                    // Imports name it by the reference's name, whatever it called itself.
+                    proto.name = Some(name.to_owned());
+                    Ok(File::from_file_descriptor_proto(proto))
+                }
+                None => File::from_source(name, source),
+            },
             None => Err(protox::Error::file_not_found(name)),
         }
     }
+}
+
+/// A schema registered as a serialized `FileDescriptorProto` in base64 (what the Confluent
+/// serializers register) rather than as .proto text. .proto text is never valid base64 (its
+/// `;`, spaces and braces are not in the alphabet).
+fn serialized(source: &str) -> Option<prost_reflect::prost_types::FileDescriptorProto> {
+    use base64::Engine as _;
+    use prost::Message as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(source.trim())
+        .ok()?;
+    prost_reflect::prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok()
 }
 
 impl ProtoSchema {

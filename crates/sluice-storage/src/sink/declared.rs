@@ -8,10 +8,10 @@ use sluice_core::{DeadLetterKind, WriteOutcome};
 use sluice_kafka::Record;
 use sluice_postgres::declared::{DeclaredUpsertError, write_declared};
 use sluice_postgres::lookup::{LookupResolver, LookupValue};
+use sluice_registry::{Registry, RegistryError};
 use sluice_sinks::messages::DecodeError;
 use sluice_sinks::{Cell, Decoded, Lookup, RecordMeta, Sink, SinkDecoder, SinkPlan, SinkRow};
 use sqlx::PgConnection;
-use sluice_registry::{Registry, RegistryError};
 use std::sync::Arc;
 use std::time::Duration;
 

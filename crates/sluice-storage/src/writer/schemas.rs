@@ -74,7 +74,11 @@ impl Writer<'_> {
 }
 
 /// Sleeps `wait` in steps of a second (the heartbeat kept fresh); false when stopped.
-pub(super) async fn sleep_or_stop(wait: Duration, stop: &CancellationToken, liveness: &WriterLiveness) -> bool {
+pub(super) async fn sleep_or_stop(
+    wait: Duration,
+    stop: &CancellationToken,
+    liveness: &WriterLiveness,
+) -> bool {
     let until = tokio::time::Instant::now() + wait;
     while tokio::time::Instant::now() < until {
         liveness.turn();

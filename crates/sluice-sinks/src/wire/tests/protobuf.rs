@@ -366,3 +366,53 @@ fn protobuf_timestamps_without_a_timestamp_form_stay_values_the_check_rejects() 
     assert_eq!(at(253_402_300_800, 0), json!(253_402_300_800_i64));
     assert_eq!(at(5, -1), json!({"seconds": 5, "nanos": -1}));
 }
+
+/// A .proto file as the Confluent serializers register it: its `FileDescriptorProto`,
+/// serialized, in base64.
+fn registered_form(name: &str, sources: &[(&str, &str)]) -> String {
+    use base64::Engine as _;
+    use prost::Message as _;
+    let files: std::collections::HashMap<String, String> = sources
+        .iter()
+        .map(|(n, s)| ((*n).to_owned(), (*s).to_owned()))
+        .collect();
+    struct Files(std::collections::HashMap<String, String>);
+    impl protox::file::FileResolver for Files {
+        fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+            match self.0.get(name) {
+                Some(source) => protox::file::File::from_source(name, source),
+                None => protox::file::GoogleFileResolver::new().open_file(name),
+            }
+        }
+    }
+    let mut compiler = protox::Compiler::with_file_resolver(Files(files));
+    compiler.open_file(name).unwrap();
+    let set = compiler.file_descriptor_set();
+    let proto = set
+        .file
+        .iter()
+        .find(|f| f.name() == name)
+        .expect("the file");
+    base64::engine::general_purpose::STANDARD.encode(proto.encode_to_vec())
+}
+
+#[test]
+fn protobuf_schemas_registered_as_serialized_descriptors_compile_the_same() {
+    let sources = [("order.proto", ORDER), ("common/money.proto", MONEY)];
+    let references = [(
+        "common/money.proto".to_owned(),
+        registered_form("common/money.proto", &sources),
+    )];
+    let schema = WriterSchema::compile(
+        SchemaKind::Protobuf,
+        &registered_form("order.proto", &sources),
+        &references,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text_schema = compile_order();
+    let body = order(&descriptor(&text_schema, &[])).encode_to_vec();
+    assert_eq!(
+        schema.to_json(&[], &body).unwrap(),
+        text_schema.to_json(&[], &body).unwrap()
+    );
+}
