@@ -10,7 +10,8 @@
 //!    a union widened) mixed in one topic and read by one process without a restart;
 //! 2. Protobuf: scalars (uint64 and int64 at their limits), an enum, a nested message,
 //!    `repeated`, a map, a `oneof`, `Timestamp`, `Duration`, wrappers, `Struct`;
-//! 3. JSON Schema: the wire header off, the JSON read as JSON;
+//! 3. JSON Schema: the wire header off, the JSON read as JSON, the registry read over HTTPS
+//!    (checked against the stack's CA);
 //! 4. faults: an id the registry does not know, a wrong magic byte, bytes that do not decode
 //!    with their schema → dead letters naming the reason and the id; the registry frozen for
 //!    10 s while records with a schema not yet fetched arrive → no dead letter, every record
@@ -285,7 +286,13 @@ async fn json_schema_records_land() {
     let Some(mut case) = Case::new(&["json"], JSON_DDL, JSON_MAPPING).await else {
         return;
     };
-    with_registry(&mut case);
+    // sluice reads this registry over HTTPS, checked against the stack's CA.
+    let tls_url = std::env::var("SCHEMA_REGISTRY_TLS_URL").expect("from scripts/stack env");
+    let ca = std::env::var("SLUICE_TLS_CA").expect("from scripts/stack env");
+    case.env.vars.insert("SCHEMA_REGISTRY_URL".into(), tls_url);
+    case.env
+        .vars
+        .insert("SCHEMA_REGISTRY_SSL_CA_LOCATION".into(), ca);
     let expected = produce(&case, "json", "json", (0, RECORDS), 1);
     case.assert_valid();
     case.run_to_end("json").await;

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 /// `SCHEMA_REGISTRY_URL`.
 pub const URL: Var<Given> = Var::new(
     "SCHEMA_REGISTRY_URL",
-    "(required by avro, protobuf and json-schema sinks)",
-    "the Confluent-compatible API's base URL (http:// or https://)",
+    "(none)",
+    "the Confluent-compatible API's base URL (http:// or https://); required by avro, protobuf and json-schema sinks",
 );
 /// `SCHEMA_REGISTRY_BASIC_AUTH_USER_INFO`.
 pub const USER_INFO: Var<Given> = Var::new(

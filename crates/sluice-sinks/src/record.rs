@@ -112,6 +112,13 @@ impl SinkDecoder {
         let Some(payload) = payload else {
             return self.tombstone(&frame);
         };
+        self.decode_framed(payload, &frame)
+    }
+
+    /// Decodes a record value (JSON text by now) in its frame, by the sink's format.
+    fn decode_framed(&self, payload: &[u8], frame: &Frame<'_>) -> Result<Decoded, DecodeError> {
+        let frame = *frame;
+        let meta = frame.meta;
         match self.format {
             Format::Json => Ok(Decoded::upsert(self.cells(Some(payload), &frame)?)),
             Format::SchemaRegistryJson => {

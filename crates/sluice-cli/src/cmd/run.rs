@@ -83,7 +83,6 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     // Declared sinks are validated against the schema the migrations left: a table or column
     // that does not fit exits 2 naming the sink and the column, before any consumer exists.
     let selected = runtime.block_on(selected(&pipelines, &settings))?;
-    registry_subjects(&selected, &settings)?;
 
     let stop = CancellationToken::new();
     let supervisor = {
@@ -136,7 +135,11 @@ async fn selected(
         .map_err(|e| anyhow!("cannot read the catalog: {e}"))?;
     let _ = sqlx::Connection::close(conn).await;
     match planned {
-        Ok(selected) => Ok(selected),
+        Ok(selected) => {
+            // Blocking requests, once, before any consumer exists.
+            registry_subjects(&selected, settings)?;
+            Ok(selected)
+        }
         Err(errors) => {
             for error in &errors {
                 eprintln!("sluice: invalid: {error}");

@@ -333,7 +333,11 @@ fn retries_may_be_disabled() {
 #[test]
 fn the_table_lists_every_variable_the_parser_reads_and_no_other() {
     let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
-    let map = with_database_url(&[("KAFKA_SECURITY_PROTOCOL", "SSL")]);
+    // The registry's variables are read when its URL is set.
+    let map = with_database_url(&[
+        ("KAFKA_SECURITY_PROTOCOL", "SSL"),
+        ("SCHEMA_REGISTRY_URL", "https://registry.example"),
+    ]);
     let lookup = |name: &str| {
         asked.borrow_mut().insert(name.to_owned());
         map.get(name).cloned()
