@@ -23,6 +23,13 @@
 //! 500 for the first and third `sluice run` and 1 for the second and for the replay's, so
 //! key changes meet every batch boundary.
 //!
+//! The same replication runs a second time with Debezium writing through Apicurio's
+//! `AvroConverter` in the Confluent wire format (the common production setup), keys and
+//! values in the stack's schema registry, a shorter workload of the same mix: the sink reads
+//! `value_format = "avro"` and `key_format = "avro"`, the events' semantic types come from
+//! the registry's schemas, and its names with the topic's `-` are read as the converter wrote
+//! them.
+//!
 //! The replication slot, the publication (with the source database) and the topic are
 //! dropped at the end, the slot and the database also when the test fails.
 #![allow(
@@ -58,6 +65,58 @@ const _: () = assert!(
 const INITIAL_ROWS: i64 = 500;
 /// Partitions of the Debezium topic (the connector's producer partitions by key).
 const PARTITIONS: i32 = 3;
+/// Operations of the workload through the Avro converter (a shorter run of the same mix).
+const AVRO_OPERATIONS: usize = 6_000;
+
+/// How the connector writes its change events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Converter {
+    /// Kafka Connect's `JsonConverter` with schemas.
+    Json,
+    /// Apicurio's `AvroConverter` in the Confluent wire format, schemas in the stack's
+    /// registry (the common production setup).
+    Avro,
+}
+
+impl Converter {
+    /// The worker's converter properties.
+    fn properties(self) -> String {
+        match self {
+            Converter::Json => "key.converter=org.apache.kafka.connect.json.JsonConverter\n\
+                 key.converter.schemas.enable=true\n\
+                 value.converter=org.apache.kafka.connect.json.JsonConverter\n\
+                 value.converter.schemas.enable=true\n"
+                .to_owned(),
+            Converter::Avro => {
+                let ccompat = std::env::var("SCHEMA_REGISTRY_URL")
+                    .expect("SCHEMA_REGISTRY_URL (from scripts/stack env)");
+                let native = ccompat.replace("/apis/ccompat/v6", "/apis/registry/v2");
+                ["key", "value"]
+                    .iter()
+                    .map(|side| {
+                        format!(
+                            "{side}.converter=io.apicurio.registry.utils.converter.AvroConverter\n\
+                             {side}.converter.apicurio.registry.url={native}\n\
+                             {side}.converter.apicurio.registry.auto-register=true\n\
+                             {side}.converter.apicurio.registry.id-handler=io.apicurio.registry.serde.Legacy4ByteIdHandler\n\
+                             {side}.converter.apicurio.registry.use-id=contentId\n\
+                             {side}.converter.apicurio.registry.headers.enabled=false\n"
+                        )
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The sink's format lines beside `format = "debezium"`.
+    fn formats(self) -> &'static str {
+        match self {
+            Converter::Json => "",
+            Converter::Avro => "value_format = \"avro\"\nkey_format = \"avro\"",
+        }
+    }
+}
+
 /// The sink's name in the mapping (its group is `<prefix>.items`).
 const SINK: &str = "items";
 
@@ -103,6 +162,7 @@ table = "items_replica"
 key = ["id"]
 batch_size = {batch}
 format = "debezium"
+{formats}
 on_tombstone = "ignore"
 conflict = { newest-wins = "lsn" }
 
@@ -210,7 +270,7 @@ impl Source {
     }
 
     /// Starts the worker and waits until the connector streams (its slot is active).
-    async fn start_connector(&mut self, env: &Env) -> Duration {
+    async fn start_connector(&mut self, env: &Env, converter: Converter) -> Duration {
         let started = Instant::now();
         let (host, port) = pg_host_port(&self.admin_url);
         let worker_file = env.dir.join("worker.properties");
@@ -218,14 +278,12 @@ impl Source {
             &worker_file,
             format!(
                 "bootstrap.servers={bootstrap}\n\
-                 key.converter=org.apache.kafka.connect.json.JsonConverter\n\
-                 key.converter.schemas.enable=true\n\
-                 value.converter=org.apache.kafka.connect.json.JsonConverter\n\
-                 value.converter.schemas.enable=true\n\
+                 {converters}\
                  offset.storage.file.filename={offsets}\n\
                  offset.flush.interval.ms=1000\n\
                  listeners=http://127.0.0.1:{rest}\n",
                 bootstrap = env.stack.bootstrap,
+                converters = converter.properties(),
                 offsets = env.dir.join("offsets.dat").display(),
                 rest = support::http::free_port(),
             ),
@@ -715,9 +773,13 @@ fn seed() -> u64 {
         .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0)
 }
 
-fn spawn_writers(source: &Source, seed: u64) -> Vec<tokio::task::JoinHandle<Tally>> {
+fn spawn_writers(
+    source: &Source,
+    seed: u64,
+    operations: usize,
+) -> Vec<tokio::task::JoinHandle<Tally>> {
     (0..WRITERS)
-        .map(|w| tokio::spawn(write(source.url.clone(), w, OPERATIONS / WRITERS, seed)))
+        .map(|w| tokio::spawn(write(source.url.clone(), w, operations / WRITERS, seed)))
         .collect()
 }
 
@@ -730,7 +792,7 @@ async fn join_writers(writers: Vec<tokio::task::JoinHandle<Tally>>) -> Tally {
 }
 
 /// Every kind of operation occurred many times.
-fn assert_mix(tally: &Tally) {
+fn assert_mix(tally: &Tally, operations: usize) {
     for op in [
         Op::Insert,
         Op::UpdateKeepingBig,
@@ -740,7 +802,7 @@ fn assert_mix(tally: &Tally) {
         Op::Reinsert,
     ] {
         let n = tally.ops.get(&op).copied().unwrap_or(0);
-        assert!(n >= OPERATIONS / 20, "{op:?} only {n} times: {tally:?}");
+        assert!(n >= operations / 20, "{op:?} only {n} times: {tally:?}");
     }
 }
 
@@ -908,7 +970,26 @@ fn text(bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn debezium_changes_replicate_a_table_through_kills_and_a_replay() {
-    let Some(env) = Env::new().await else { return };
+    replicate(Converter::Json, OPERATIONS).await;
+}
+
+/// The same through Debezium's Avro converter (Apicurio's, Confluent wire format): the
+/// change events, their keys and their semantic types read from the registry's schemas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn debezium_avro_changes_replicate_a_table_through_kills_and_a_replay() {
+    if support::registry::registry().is_none() {
+        return;
+    }
+    replicate(Converter::Avro, AVRO_OPERATIONS).await;
+}
+
+async fn replicate(converter: Converter, operations: usize) {
+    let Some(mut env) = Env::new().await else {
+        return;
+    };
+    if converter == Converter::Avro {
+        support::registry::with_registry_env(&mut env);
+    }
     let started = Instant::now();
     let seed = seed();
     println!("workload seed {seed} (REPLICATE_SEED={seed} repeats it)");
@@ -919,7 +1000,7 @@ async fn debezium_changes_replicate_a_table_through_kills_and_a_replay() {
         .unwrap();
     let mut source = Source::create(&env).await;
     sluice_testkit::create_topic(&env.stack, &source.topic, PARTITIONS).await;
-    let streaming_after = source.start_connector(&env).await;
+    let streaming_after = source.start_connector(&env, converter).await;
 
     let mapping = env.dir.join("sinks.toml");
     // The sink's batch size for the next `sluice run` (the file is read at its start).
@@ -927,6 +1008,7 @@ async fn debezium_changes_replicate_a_table_through_kills_and_a_replay() {
     let batches_of = |batch: usize| {
         let text = MAPPING
             .replace("{topic}", &topic)
+            .replace("{formats}", converter.formats())
             .replace("{batch}", &batch.to_string());
         std::fs::write(&mapping, text).unwrap();
     };
@@ -944,10 +1026,10 @@ async fn debezium_changes_replicate_a_table_through_kills_and_a_replay() {
 
     // The workload, applied as it streams; `sluice run` SIGKILLed twice meanwhile.
     let workload_started = Instant::now();
-    let writers = spawn_writers(&source, seed);
+    let writers = spawn_writers(&source, seed, operations);
     let mut run = env.spawn_run("run-1", &sinks);
     let mut kills = vec![];
-    for (n, at) in [(1, OPERATIONS / 4), (2, OPERATIONS / 2)] {
+    for (n, at) in [(1, operations / 4), (2, operations / 2)] {
         let (committed, end) = wait_committed(
             &env,
             &source.topic,
@@ -967,7 +1049,7 @@ async fn debezium_changes_replicate_a_table_through_kills_and_a_replay() {
     }
     let tally = join_writers(writers).await;
     let workload_took = workload_started.elapsed();
-    assert_mix(&tally);
+    assert_mix(&tally, operations);
     let expected = INITIAL_ROWS + tally.records as i64;
     let streamed = source
         .wait_streamed(&env.stack.bootstrap, expected, Duration::from_secs(180))
@@ -1037,7 +1119,7 @@ async fn debezium_changes_replicate_a_table_through_kills_and_a_replay() {
         .sum::<usize>();
 
     println!(
-        "replicated {OPERATIONS} operations ({:?}) in {} transactions by {WRITERS} writers \
+        "{converter:?}: replicated {operations} operations ({:?}) in {} transactions by {WRITERS} writers \
          after {INITIAL_ROWS} snapshot rows: {streamed} records; connector streaming after \
          {streaming_after:.1?}; workload {workload_took:.1?}; all streamed {streamed_after:.1?} \
          and applied {applied_after:.1?} after its start; {}; replay to earliest and re-apply \
@@ -1068,11 +1150,11 @@ async fn debezium_streams_the_replication_workload() {
     println!("workload seed {seed}");
     let mut source = Source::create(&env).await;
     sluice_testkit::create_topic(&env.stack, &source.topic, PARTITIONS).await;
-    let streaming_after = source.start_connector(&env).await;
+    let streaming_after = source.start_connector(&env, Converter::Json).await;
     let workload_started = Instant::now();
-    let tally = join_writers(spawn_writers(&source, seed)).await;
+    let tally = join_writers(spawn_writers(&source, seed, OPERATIONS)).await;
     let workload_took = workload_started.elapsed();
-    assert_mix(&tally);
+    assert_mix(&tally, OPERATIONS);
     let expected = INITIAL_ROWS + tally.records as i64;
     let streamed = source
         .wait_streamed(&env.stack.bootstrap, expected, Duration::from_secs(180))

@@ -86,10 +86,21 @@ pub(super) fn connect(text: &str) -> Result<Option<String>, String> {
 }
 
 /// A Debezium change event, with or without the Connect envelope.
-pub(super) fn debezium(text: &str) -> Result<Change, String> {
+#[cfg(test)]
+fn debezium(text: &str) -> Result<Change, String> {
+    debezium_with(text, None)
+}
+
+/// A Debezium change event; without the Connect envelope, `known` is its Connect schema when
+/// that is known otherwise (an Avro converter's, from the registry).
+pub(super) fn debezium_with(text: &str, known: Option<&Value>) -> Result<Change, String> {
+    let written;
     let (schema, payload) = match envelope(text)? {
-        Some((schema, payload)) => (schema, payload),
-        None => (None, parse_raw(text)?),
+        Some((schema, payload)) => {
+            written = schema;
+            (written.as_ref(), payload)
+        }
+        None => (known, parse_raw(text)?),
     };
     let fields: HashMap<String, &RawValue> = serde_json::from_str(payload.get())
         .map_err(|_| "a Debezium change event is a JSON object".to_owned())?;
@@ -127,9 +138,7 @@ pub(super) fn debezium(text: &str) -> Result<Change, String> {
         .get(image)
         .filter(|raw| raw.get() != "null")
         .ok_or_else(|| format!("a Debezium `{}` event has no `{image}` image", meta.op))?;
-    let row_schema = schema
-        .as_ref()
-        .and_then(|schema| struct_field(schema, image));
+    let row_schema = schema.and_then(|schema| struct_field(schema, image));
     let (image, unavailable) = rebuild(row, row_schema, Some(UNAVAILABLE_VALUE))?;
     Ok(Change {
         kind,

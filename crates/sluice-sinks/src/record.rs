@@ -106,6 +106,7 @@ impl SinkDecoder {
         };
         let frame = Frame {
             schema_id: value.as_ref().map(|v| v.schema_id),
+            connect_schema: value.as_ref().and_then(|v| v.schema.connect_schema()),
             ..Frame::new(meta, self.format)
         };
         let payload = value.as_ref().map(|v| v.json.as_bytes()).or(payload);
@@ -136,7 +137,8 @@ impl SinkDecoder {
                 }
             }
             Format::Debezium => {
-                let change = envelope::debezium(utf8(payload)?).map_err(envelope_error)?;
+                let change = envelope::debezium_with(utf8(payload)?, frame.connect_schema)
+                    .map_err(envelope_error)?;
                 let frame = Frame {
                     change: Some(&change.meta),
                     unavailable: &change.unavailable,

@@ -7,13 +7,16 @@ use super::decode::SinkDecoder;
 use super::model::Encoding;
 use crate::messages::DecodeError;
 use crate::schemas::Known;
-use crate::wire::{self, SchemaKind, WireError};
+use crate::wire::{self, SchemaKind, WireError, WriterSchema};
+use std::sync::Arc;
 
 /// A record's bytes as JSON text, with the schema id of its wire header.
 #[derive(Debug)]
 pub(super) struct Transcoded {
     pub(super) schema_id: i32,
     pub(super) json: String,
+    /// The writer's schema (a Debezium event's Connect schema comes from it).
+    pub(super) schema: Arc<WriterSchema>,
 }
 
 impl SinkDecoder {
@@ -77,6 +80,7 @@ impl SinkDecoder {
         Ok(Some(Transcoded {
             schema_id: id,
             json,
+            schema,
         }))
     }
 }

@@ -75,6 +75,11 @@ pub fn extend(expected: &mut Expected, more: Expected) {
 
 /// The registry's URL for the `sluice` processes of `case`.
 pub fn with_registry(case: &mut Case) {
+    with_registry_env(&mut case.env);
+}
+
+/// The registry's URL for the `sluice` processes of `env`.
+pub fn with_registry_env(env: &mut super::Env) {
     let (url, _) = registry().expect("checked by the caller");
-    case.env.vars.insert("SCHEMA_REGISTRY_URL".into(), url);
+    env.vars.insert("SCHEMA_REGISTRY_URL".into(), url);
 }

@@ -62,6 +62,8 @@ pub(super) struct Frame<'a> {
     pub(super) change: Option<&'a ChangeMeta>,
     pub(super) unavailable: &'a [String],
     pub(super) only: Option<&'a [usize]>,
+    /// A change event's Connect schema known apart from the record (an Avro converter's).
+    pub(super) connect_schema: Option<&'a serde_json::Value>,
 }
 
 impl<'a> Frame<'a> {
@@ -74,6 +76,7 @@ impl<'a> Frame<'a> {
             change: None,
             unavailable: &[],
             only: None,
+            connect_schema: None,
         }
     }
 

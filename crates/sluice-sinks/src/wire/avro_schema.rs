@@ -52,11 +52,16 @@ pub(super) fn compile(
     let failed = |e: apache_avro::Error| SchemaError::Avro {
         reason: e.to_string(),
     };
+    // Names the specification refuses but converters register (a topic's `-`), made valid.
+    let text = super::avro_names::valid_names(text).unwrap_or_else(|| text.to_owned());
+    let references: Vec<String> = references
+        .iter()
+        .map(|(_, text)| super::avro_names::valid_names(text).unwrap_or_else(|| text.clone()))
+        .collect();
     let (root, others) = if references.is_empty() {
-        (Schema::parse_str(text).map_err(failed)?, Vec::new())
+        (Schema::parse_str(&text).map_err(failed)?, Vec::new())
     } else {
-        Schema::parse_str_with_list(text, references.iter().map(|(_, text)| text))
-            .map_err(failed)?
+        Schema::parse_str_with_list(&text, references.iter()).map_err(failed)?
     };
     let mut named = HashMap::new();
     for schema in others.iter().chain(std::iter::once(&root)) {

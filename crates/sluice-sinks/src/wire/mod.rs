@@ -12,7 +12,9 @@
 //! not decode is a [`WireError`], a dead letter (docs/ARCHITECTURE.md#errors).
 
 mod avro;
+mod avro_connect;
 mod avro_logical;
+mod avro_names;
 mod avro_read;
 mod avro_schema;
 mod error;
@@ -59,6 +61,8 @@ impl SchemaKind {
 #[derive(Debug)]
 pub struct WriterSchema {
     compiled: Compiled,
+    /// An Avro schema's Kafka Connect schema (`avro_connect`), for Debezium's change events.
+    connect: Option<serde_json::Value>,
 }
 
 #[derive(Debug)]
@@ -77,6 +81,10 @@ impl WriterSchema {
         text: &str,
         references: &[(String, String)],
     ) -> Result<Self, SchemaError> {
+        let connect = match kind {
+            SchemaKind::Avro => avro_connect::connect_schema(text),
+            SchemaKind::Protobuf | SchemaKind::Json => None,
+        };
         let compiled = match kind {
             SchemaKind::Avro => Compiled::Avro(avro::AvroSchema::compile(text, references)?),
             SchemaKind::Protobuf => {
@@ -84,7 +92,13 @@ impl WriterSchema {
             }
             SchemaKind::Json => Compiled::Json(json_schema::JsonSchema::compile(text)?),
         };
-        Ok(Self { compiled })
+        Ok(Self { compiled, connect })
+    }
+
+    /// The Kafka Connect schema an Avro schema was made from (its `connect.name`s), as the
+    /// JSON converter would write it: what a Debezium change event's fields mean.
+    pub fn connect_schema(&self) -> Option<&serde_json::Value> {
+        self.connect.as_ref()
     }
 
     /// The kind of schema this is.
