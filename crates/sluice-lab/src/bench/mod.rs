@@ -25,6 +25,7 @@ mod compare;
 mod copy;
 mod cost;
 mod drain;
+mod formats;
 mod ideas;
 mod latency;
 mod operations;
@@ -96,6 +97,12 @@ pub struct BenchArgs {
     /// as many by the baseline, in ABBA pairs. The table goes to `--out` as JSON.
     #[arg(long, value_name = "PAIRS")]
     sizes_pairs: Option<usize>,
+    /// Measure record formats only: `--reviews` review-like records as JSON and as Avro
+    /// through the schema registry (`SCHEMA_REGISTRY_URL`), each drained by one declared
+    /// sink, this many times each in ABBA pairs: rows/s and CPU per record. The table goes to
+    /// `--out` as JSON.
+    #[arg(long, value_name = "PAIRS")]
+    formats_pairs: Option<usize>,
     /// The record sizes' column type: `text`, or `jsonb` (the record's value kept as its JSON
     /// text, the path of a document column).
     #[arg(long, value_name = "TYPE", default_value = "text", value_parser = ["text", "jsonb"])]
@@ -169,6 +176,9 @@ async fn bench(settings: &StorageSettings, args: &BenchArgs) -> Result<(), Failu
     if let Some(pairs) = args.sizes_pairs {
         return sizes_only(settings, &env, args, pairs).await;
     }
+    if let Some(pairs) = args.formats_pairs {
+        return formats_only(settings, &env, args, pairs).await;
+    }
     let (work, mut conn) = Workload::prepare(&env, args).await?;
     let lanes = baselines::u_lanes(&env, &mut conn, &work, args.pairs).await?;
     let copied = baselines::l_copy(&mut conn, &work).await?;
@@ -198,6 +208,24 @@ async fn bench(settings: &StorageSettings, args: &BenchArgs) -> Result<(), Failu
 }
 
 /// The record sizes alone (`--sizes-pairs`): their table to `--out`, then the teardown.
+async fn formats_only(
+    settings: &StorageSettings,
+    env: &Env,
+    args: &BenchArgs,
+    pairs: usize,
+) -> Result<(), Failure> {
+    println!(
+        "== {} reviews as JSON and as Avro (schema registry), {pairs} drain(s) of each",
+        args.reviews
+    );
+    let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
+    let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
+    let table = formats::run(env, &admin, &mut conn, args.reviews, pairs).await?;
+    std::fs::write(&args.out, serde_json::to_string_pretty(&table)?)?;
+    println!("   written to {}", args.out.display());
+    setup::teardown(settings, env, &admin, &mut conn).await
+}
+
 async fn sizes_only(
     settings: &StorageSettings,
     env: &Env,

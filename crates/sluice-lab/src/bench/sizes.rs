@@ -20,27 +20,29 @@ use std::time::{Duration, Instant};
 pub(super) const SIZES: [(usize, usize); 3] =
     [(200_000, 1024), (5_000, 100 * 1024), (1_000, 900 * 1024)];
 
-/// One drain of one size by one build.
+/// One drain of one topic by one build.
 #[derive(Debug, Clone, Copy)]
-struct Drain {
+pub(super) struct Drain {
     /// Rows per second from the group's join to the last record stored.
-    rate: f64,
+    pub(super) rate: f64,
     /// `sluice run`'s peak RSS, MiB.
-    rss_mib: f64,
+    pub(super) rss_mib: f64,
+    /// `sluice run`'s CPU seconds (user + system) over its whole life.
+    pub(super) cpu_s: f64,
 }
 
-/// One size's topic, table and sink file.
-struct Size {
+/// One drain's topic, table and sink file.
+pub(super) struct Size {
     /// Records produced.
-    count: usize,
+    pub(super) count: usize,
     /// Bytes each.
-    bytes: usize,
+    pub(super) bytes: usize,
     /// The table's and the sink's name (`docs<KiB>`).
-    name: String,
+    pub(super) name: String,
     /// The topic the records are in.
-    topic: String,
+    pub(super) topic: String,
     /// The sinks file `sluice run` reads.
-    file: PathBuf,
+    pub(super) file: PathBuf,
 }
 
 /// Every size, `pairs` drains by each build (ABBA order when there is a baseline); prints a
@@ -190,7 +192,12 @@ impl Size {
 
 /// One drain of `size` by `env.sluice`: a fresh group, from its join until every record is
 /// stored.
-async fn drain(env: &Env, admin: &Admin, size: &Size, tag: &str) -> Result<Drain, Failure> {
+pub(super) async fn drain(
+    env: &Env,
+    admin: &Admin,
+    size: &Size,
+    tag: &str,
+) -> Result<Drain, Failure> {
     let count = size.count;
     let prefix = format!("{}-{tag}", env.id);
     let log = PathBuf::from(format!(".stack/bench-{tag}.log"));
@@ -211,31 +218,20 @@ async fn drain(env: &Env, admin: &Admin, size: &Size, tag: &str) -> Result<Drain
     let elapsed = started.elapsed();
     check_alive(&mut child, &log)?;
     let rss_kb = crate::demo::peak_rss_kb(child.id()).unwrap_or(0);
+    let cpu_s = super::drain::cpu_seconds(child.id()).unwrap_or(0.0);
     stop_run(&mut child, &log)?;
     Ok(Drain {
         rate: count as f64 / elapsed.as_secs_f64(),
         rss_mib: rss_kb as f64 / 1024.0,
+        cpu_s,
     })
 }
 
 /// Produces `count` records of about `size` bytes, uncompressed (`{"id": n, "v": "<letters>"}`,
 /// each a different window of one block of pseudo-random letters).
 async fn produce(env: &Env, topic: &str, count: usize, size: usize) -> Result<(), Failure> {
-    let producer: FutureProducer = sluice_kafka::config::admin_config(&env.settings.kafka)
-        .set("compression.type", "none")
-        .set("linger.ms", "5")
-        .create()?;
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let block: Vec<u8> = (0..size + 65_536)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            b'a' + (x % 26) as u8
-        })
-        .collect();
-    let mut pending = Vec::new();
-    for id in 0..count {
+    let block = letters(size + 65_536);
+    produce_values(env, topic, count, |id| {
         let head = format!(r#"{{"id": {id}, "v": ""#);
         let start = (id * 7919) % 65_536;
         let body = &block[start..start + size.saturating_sub(head.len() + 2).max(1)];
@@ -243,6 +239,39 @@ async fn produce(env: &Env, topic: &str, count: usize, size: usize) -> Result<()
         value.extend_from_slice(head.as_bytes());
         value.extend_from_slice(body);
         value.extend_from_slice(b"\"}");
+        value
+    })
+    .await
+}
+
+/// `n` pseudo-random lower-case letters (the same every run).
+pub(super) fn letters(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b'a' + (x % 26) as u8
+        })
+        .collect()
+}
+
+/// Produces `count` records, uncompressed, keyed by their number, the values `value_of`
+/// makes of it.
+pub(super) async fn produce_values(
+    env: &Env,
+    topic: &str,
+    count: usize,
+    mut value_of: impl FnMut(usize) -> Vec<u8>,
+) -> Result<(), Failure> {
+    let producer: FutureProducer = sluice_kafka::config::admin_config(&env.settings.kafka)
+        .set("compression.type", "none")
+        .set("linger.ms", "5")
+        .create()?;
+    let mut pending = Vec::new();
+    for id in 0..count {
+        let value = value_of(id);
         let key = id.to_string();
         let mut record = FutureRecord::to(topic)
             .key(key.as_bytes())
