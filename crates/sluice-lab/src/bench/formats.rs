@@ -51,7 +51,7 @@ impl<'b> Review<'b> {
             body: &block[start + 40..start + 440],
             at_micros: 1_764_000_000_000_000 + i64::try_from(id).unwrap_or(0) * 1_000_003,
             helpful: i64::try_from(id % 997).unwrap_or(0),
-            verified: id % 3 == 0,
+            verified: id.is_multiple_of(3),
         }
     }
 
@@ -123,7 +123,7 @@ pub(super) async fn run(
     }
     let (mut by_json, mut by_avro) = (Vec::new(), Vec::new());
     for pair in 0..pairs {
-        let order = if pair % 2 == 0 {
+        let order = if pair.is_multiple_of(2) {
             [true, false]
         } else {
             [false, true]
