@@ -4,9 +4,10 @@
 //! - an id the registry does not know, a wrong magic byte, bytes that do not decode with
 //!   their schema → one dead letter each, naming the reason and the schema id; the records
 //!   around them land;
-//! - the registry frozen (`SIGSTOP`) for 10 s while records whose schema the process has not
-//!   fetched yet arrive → no dead letter, the process stays up and says it waits, and every
-//!   record lands once the registry answers again.
+//! - the registry frozen (`SIGSTOP`: connections hang) for 10 s, then stopped (connections
+//!   refused) for 10 s, each while a new process meets ids it has not fetched → no dead
+//!   letter, the process stays up and says it waits, and every record lands once the
+//!   registry answers again.
 //!
 //! Its own test binary: freezing the shared registry must not stall the other registry tests,
 //! and the test binaries of `cargo test` run one after another.
@@ -130,37 +131,48 @@ async fn bad_records_are_dead_letters_and_an_unreachable_registry_is_waited_for(
     );
 
     // Version 2 registered and written while no process runs; the next process meets its
-    // id with the registry frozen.
+    // id with the registry frozen (connections hang), then, after more records, stopped
+    // (connections refused; it keeps its schemas across the restart).
     extend(
         &mut expected,
         produce(&case, "avro", "faults", (200, 300), 2),
     );
-    let file = case.file.display().to_string();
     let frozen = Frozen::new();
+    outage(&case, "frozen", frozen, 200).await;
+    extend(
+        &mut expected,
+        produce(&case, "avro", "faults", (500, 100), 2),
+    );
+    let stopped = Stopped::new();
+    outage(&case, "stopped", stopped, 500).await;
+    assert_eq!(case.dead_letters().await.len(), 3, "no new dead letter");
+    let texts = case.rows("SELECT s FROM faults ORDER BY id").await;
+    assert_eq!(texts, expected["s"], "every record's text, once");
+    case.cleanup().await;
+}
+
+/// A process started while `fault` lasts: it logs that a batch waits for the registry, stores
+/// nothing for 10 s (the table keeps `before` rows), then, once `fault` is dropped, stores
+/// every record and stops cleanly.
+async fn outage<F>(case: &Case, label: &str, fault: F, before: usize) {
+    let file = case.file.display().to_string();
     let mut run = case
         .env
-        .spawn_run("frozen", &[("SLUICE_SINKS_FILE", file.as_str())]);
+        .spawn_run(label, &[("SLUICE_SINKS_FILE", file.as_str())]);
     let started = Instant::now();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while run_events(&run).is_empty() {
-        run.assert_alive();
-        assert!(
-            Instant::now() < deadline,
-            "no wait for the registry logged:\n{}",
-            run.tail()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_logged(&mut run);
     while started.elapsed() < Duration::from_secs(10) {
         run.assert_alive();
         std::thread::sleep(Duration::from_millis(200));
     }
+    let count = |n: usize| vec![n.to_string()];
     assert_eq!(
         case.rows("SELECT count(*)::text FROM faults").await,
-        ["200"]
+        count(before),
+        "{label}: nothing stored while the registry is out"
     );
-    drop(frozen);
-    let group = case.env.group("faults");
+    drop(fault);
+    let (group, topic) = (case.env.group("faults"), case.topic("faults"));
     support::wait_for(
         "every record stored",
         Duration::from_secs(120),
@@ -178,19 +190,49 @@ async fn bad_records_are_dead_letters_and_an_unreachable_registry_is_waited_for(
         "{}",
         run.tail()
     );
-    assert_eq!(case.dead_letters().await.len(), 3, "no new dead letter");
-    assert_eq!(
-        case.rows("SELECT count(*)::text FROM faults").await,
-        ["500"]
-    );
-    let texts = case.rows("SELECT s FROM faults ORDER BY id").await;
-    assert_eq!(texts, expected["s"], "every record's text, once");
-    case.cleanup().await;
 }
 
-/// The log lines saying a batch waits for the registry.
-fn run_events(run: &support::Running) -> Vec<serde_json::Value> {
-    run.events_named("schema registry unavailable; the batch waits for it")
+/// Waits until the process logs that a batch waits for the registry.
+fn wait_logged(run: &mut support::Running) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while run
+        .events_named("schema registry unavailable; the batch waits for it")
+        .is_empty()
+    {
+        run.assert_alive();
+        assert!(
+            Instant::now() < deadline,
+            "no wait for the registry logged:\n{}",
+            run.tail()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The registry stopped while this lives; started again (waiting until it answers) on drop,
+/// also when a failing test unwinds.
+struct Stopped;
+
+impl Stopped {
+    fn new() -> Self {
+        registry_command("stop");
+        Stopped
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        registry_command("start");
+    }
+}
+
+fn registry_command(what: &str) {
+    let status = std::process::Command::new(stack_script())
+        .args(["registry", what])
+        .status();
+    if !matches!(status, Ok(s) if s.success()) {
+        eprintln!("registry {what} failed: {status:?}");
+    }
 }
 
 /// The latest schema id of `subject`.
