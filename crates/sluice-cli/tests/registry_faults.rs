@@ -21,7 +21,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 use support::case::Case;
-use support::registry::{extend, produce, registry, with_registry};
+use support::registry::{extend, produce, registry, registry_case};
 
 const DDL: &str = r"
     CREATE TABLE faults (id BIGINT PRIMARY KEY, s TEXT);";
@@ -70,13 +70,9 @@ impl Drop for Frozen {
 
 #[tokio::test]
 async fn bad_records_are_dead_letters_and_an_unreachable_registry_is_waited_for() {
-    if registry().is_none() {
-        return;
-    }
-    let Some(mut case) = Case::new(&["faults"], DDL, MAPPING).await else {
+    let Some(mut case) = registry_case(&["faults"], DDL, MAPPING).await else {
         return;
     };
-    with_registry(&mut case);
     case.env
         .vars
         .insert("SCHEMA_REGISTRY_TIMEOUT_MS".into(), "1000".into());

@@ -26,7 +26,7 @@
 mod support;
 
 use support::case::Case;
-use support::registry::{Expected, extend, produce, registry, with_registry};
+use support::registry::{Expected, extend, produce, registry_case};
 
 /// Records per format (the issue asks for 1,000 or more).
 const RECORDS: usize = 1_000;
@@ -136,13 +136,9 @@ fn avro_sql(column: &str) -> String {
 
 #[tokio::test]
 async fn avro_lands_every_type_and_two_versions_of_a_subject() {
-    if registry().is_none() {
-        return;
-    }
-    let Some(mut case) = Case::new(&["avro"], AVRO_DDL, AVRO_MAPPING).await else {
+    let Some(case) = registry_case(&["avro"], AVRO_DDL, AVRO_MAPPING).await else {
         return;
     };
-    with_registry(&mut case);
     // Versions 1 and 2 interleaved in one topic, read by one process.
     let mut expected = produce(&case, "avro", "avro", (0, 600), 1);
     extend(&mut expected, produce(&case, "avro", "avro", (600, 300), 2));
@@ -238,13 +234,9 @@ fn protobuf_sql(column: &str) -> String {
 
 #[tokio::test]
 async fn protobuf_lands_every_type() {
-    if registry().is_none() {
-        return;
-    }
-    let Some(mut case) = Case::new(&["protobuf"], PROTOBUF_DDL, PROTOBUF_MAPPING).await else {
+    let Some(case) = registry_case(&["protobuf"], PROTOBUF_DDL, PROTOBUF_MAPPING).await else {
         return;
     };
-    with_registry(&mut case);
     let expected = produce(&case, "protobuf", "protobuf", (0, RECORDS), 1);
     case.assert_valid();
     case.run_to_end("protobuf").await;
@@ -280,10 +272,7 @@ tags = { field = "tags" }
 
 #[tokio::test]
 async fn json_schema_records_land() {
-    if registry().is_none() {
-        return;
-    }
-    let Some(mut case) = Case::new(&["json"], JSON_DDL, JSON_MAPPING).await else {
+    let Some(mut case) = registry_case(&["json"], JSON_DDL, JSON_MAPPING).await else {
         return;
     };
     // sluice reads this registry over HTTPS, checked against the stack's CA.

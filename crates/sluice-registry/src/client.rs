@@ -152,20 +152,6 @@ impl RegistryClient {
         Ok((schema, references))
     }
 
-    /// The latest version of `subject`, with its references.
-    pub fn latest(&self, subject: &str) -> Result<(Latest, Vec<(String, String)>), RegistryError> {
-        let path = format!("/subjects/{}/versions/latest", encode_segment(subject));
-        let latest: Latest = self.get(&path, |body| {
-            matches!(body.code, Some(SUBJECT_NOT_FOUND | VERSION_NOT_FOUND)).then(|| {
-                RegistryError::UnknownSubject {
-                    subject: subject.to_owned(),
-                }
-            })
-        })?;
-        let references = self.references(latest.id, &latest.references)?;
-        Ok((latest, references))
-    }
-
     /// The version numbers of `subject`, oldest first.
     pub fn versions(&self, subject: &str) -> Result<Vec<i64>, RegistryError> {
         let path = format!("/subjects/{}/versions", encode_segment(subject));
@@ -176,11 +162,11 @@ impl RegistryClient {
         })
     }
 
-    /// Version `version` of `subject`, with its references.
+    /// Version `version` of `subject` (a number, or `latest`), with its references.
     pub fn version(
         &self,
         subject: &str,
-        version: i64,
+        version: &str,
     ) -> Result<(Latest, Vec<(String, String)>), RegistryError> {
         let path = format!("/subjects/{}/versions/{version}", encode_segment(subject));
         let found: Latest = self.get(&path, |body| {

@@ -64,21 +64,14 @@ impl Registry {
 
     /// The latest version of `subject` and its schema, compiled.
     pub fn latest(&self, subject: &str) -> Result<(Latest, WriterSchema), RegistryError> {
-        let (latest, references) = self.client.latest(subject)?;
-        let text = SchemaText {
-            schema: latest.schema.clone(),
-            schema_type: latest.schema_type.clone(),
-            references: Vec::new(),
-        };
-        let schema = compile(latest.id, &text, &references)?;
-        Ok((latest, schema))
+        self.version(subject, "latest")
     }
 
-    /// Version `version` of `subject` and its schema, compiled.
+    /// Version `version` of `subject` (a number, or `latest`) and its schema, compiled.
     pub fn version(
         &self,
         subject: &str,
-        version: i64,
+        version: &str,
     ) -> Result<(Latest, WriterSchema), RegistryError> {
         let (found, references) = self.client.version(subject, version)?;
         let text = SchemaText {

@@ -146,16 +146,28 @@ pub enum DecimalForm {
 
 /// A count of time since an origin, in one unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Unit {
+pub(crate) enum Unit {
+    /// Milliseconds.
     Millis,
+    /// Microseconds.
     Micros,
+    /// Nanoseconds.
     Nanos,
 }
 
 impl Unit {
+    /// How many of it make a second.
+    pub(crate) fn per_second(self) -> i64 {
+        match self {
+            Self::Millis => 1_000,
+            Self::Micros => 1_000_000,
+            Self::Nanos => 1_000_000_000,
+        }
+    }
+
     /// `value` units as microseconds (nanoseconds rounded down, as PostgreSQL never has
     /// them); `None` when it overflows.
-    pub(super) fn micros(self, value: i64) -> Option<i64> {
+    pub(crate) fn micros(self, value: i64) -> Option<i64> {
         match self {
             Self::Millis => value.checked_mul(1_000),
             Self::Micros => Some(value),

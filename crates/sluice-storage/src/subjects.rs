@@ -214,7 +214,7 @@ fn older_versions_with(
         if missing.is_empty() {
             break;
         }
-        let Ok((_, schema)) = registry.version(subject, version) else {
+        let Ok((_, schema)) = registry.version(subject, &version.to_string()) else {
             continue;
         };
         missing.retain(|(column, _)| {

@@ -83,3 +83,12 @@ pub fn with_registry_env(env: &mut super::Env) {
     let (url, _) = registry().expect("checked by the caller");
     env.vars.insert("SCHEMA_REGISTRY_URL".into(), url);
 }
+
+/// A [`Case`] whose `sluice` processes read the stack's registry; `None` (skip) as
+/// [`registry`] says.
+pub async fn registry_case(sinks: &[&str], ddl: &str, mapping: &str) -> Option<Case> {
+    registry()?;
+    let mut case = Case::new(sinks, ddl, mapping).await?;
+    with_registry(&mut case);
+    Some(case)
+}

@@ -8,27 +8,7 @@
 use super::avro_read as read;
 use super::error::Fault;
 use super::json_text::{self as text, Zone};
-
-/// A unit of a time or timestamp: how many of it make a second.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Unit {
-    /// Milliseconds.
-    Millis,
-    /// Microseconds.
-    Micros,
-    /// Nanoseconds.
-    Nanos,
-}
-
-impl Unit {
-    fn per_second(self) -> i64 {
-        match self {
-            Self::Millis => 1_000,
-            Self::Micros => 1_000_000,
-            Self::Nanos => 1_000_000_000,
-        }
-    }
-}
+pub(super) use crate::modes::Unit;
 
 /// Where a uuid's value is: a string (kept as it is), or 16 bytes (fixed or bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,11 +64,8 @@ impl Logical {
                     Unit::Millis => i64::from(read::int(input)?),
                     _ => read::long(input)?,
                 };
-                let micros = match unit {
-                    Unit::Millis => raw * 1_000,
-                    Unit::Micros => raw,
-                    Unit::Nanos => raw / 1_000,
-                };
+                // A time of day never overflows (a millis one is 32 bits).
+                let micros = unit.micros(raw).unwrap_or(i64::MAX);
                 text::push_time(out, micros, raw);
             }
             Self::Timestamp(unit, zone) => {
