@@ -119,3 +119,121 @@ impl WriterSchemas for Registry {
         self.refused.get(&id).map(Known::Refused)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+    //! The client against a scripted HTTP server on a local socket (the real registry is in
+    //! the integration tests, `crates/sluice-cli/tests/registry_*.rs`): what it sends, and what
+    //! each kind of answer means for the records that wait.
+
+    use super::*;
+    use sluice_core::Disposition;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    const AVRO: &str =
+        r#"{"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}"#;
+
+    /// A server answering each request with the next of `answers` (status, body); the
+    /// requests' head lines come back on the channel.
+    fn server(answers: Vec<(u16, String)>) -> (String, mpsc::Receiver<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for (status, body) in answers {
+                let (mut stream, _) = listener.accept().unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    head.push(line.trim().to_owned());
+                }
+                let _ = tx.send(head);
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                stream.write_all(answer.as_bytes()).unwrap();
+            }
+        });
+        (url, rx)
+    }
+
+    fn registry(url: &str, user_info: Option<&str>) -> Registry {
+        Registry::new(&RegistrySettings {
+            url: url.to_owned(),
+            user_info: user_info.map(str::to_owned),
+            ca: None,
+            client: None,
+            timeout: Duration::from_secs(5),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_schema_is_fetched_once_with_basic_auth_and_compiled() {
+        let body = serde_json::json!({ "schema": AVRO }).to_string();
+        let (url, heads) = server(vec![(200, body)]);
+        let registry = registry(&url, Some("me:s3cret"));
+        registry.fetch(&[7]).unwrap();
+        registry.fetch(&[7]).unwrap();
+        let head = heads.recv().unwrap();
+        assert_eq!(head[0], "GET /schemas/ids/7 HTTP/1.1");
+        // base64("me:s3cret")
+        assert!(
+            head.iter()
+                .any(|h| h.eq_ignore_ascii_case("authorization: Basic bWU6czNjcmV0")),
+            "{head:?}"
+        );
+        assert!(matches!(registry.known(7), Some(Known::Schema(_))));
+        assert!(heads.try_recv().is_err(), "fetched once");
+    }
+
+    #[test]
+    fn only_the_registrys_own_not_found_refuses_an_id() {
+        let not_found = r#"{"error_code": 40403, "message": "Schema not found"}"#.to_owned();
+        let proxy = "<html>404 Not Found</html>".to_owned();
+        let (url, _heads) = server(vec![
+            (404, proxy),
+            (500, "{}".to_owned()),
+            (401, "{}".to_owned()),
+            (404, not_found),
+        ]);
+        let registry = registry(&url, None);
+        for _ in 0..3 {
+            let error = registry.fetch(&[9]).unwrap_err();
+            assert_eq!(error.disposition(), Disposition::Retry, "{error}");
+            assert!(registry.known(9).is_none(), "nothing remembered: {error}");
+        }
+        registry.fetch(&[9]).unwrap();
+        match registry.known(9) {
+            Some(Known::Refused(reason)) => {
+                assert!(
+                    reason.contains("schema id 9 is not in the schema registry"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unreachable_registry_is_transient_and_a_bad_schema_a_refusal() {
+        let registry_down = registry("http://127.0.0.1:9", None);
+        let error = registry_down.fetch(&[1]).unwrap_err();
+        assert_eq!(error.disposition(), Disposition::Retry, "{error}");
+        let body = serde_json::json!({ "schema": "{not avro" }).to_string();
+        let (url, _heads) = server(vec![(200, body)]);
+        let registry = registry(&url, None);
+        registry.fetch(&[3]).unwrap();
+        assert!(matches!(registry.known(3), Some(Known::Refused(_))));
+    }
+}
