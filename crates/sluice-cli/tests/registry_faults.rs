@@ -6,8 +6,8 @@
 //!   around them land;
 //! - the registry frozen (`SIGSTOP`: connections hang) for 10 s, then stopped (connections
 //!   refused) for 10 s, each while a new process meets ids it has not fetched → no dead
-//!   letter, the process stays up and says it waits, and every record lands once the
-//!   registry answers again.
+//!   letter, the process stays up and says it waits (its log, `/health/ready`), and every
+//!   record lands once the registry answers again.
 //!
 //! Its own test binary: freezing the shared registry must not stall the other registry tests,
 //! and the test binaries of `cargo test` run one after another.
@@ -152,11 +152,23 @@ async fn bad_records_are_dead_letters_and_an_unreachable_registry_is_waited_for(
 /// every record and stops cleanly.
 async fn outage<F>(case: &Case, label: &str, fault: F, before: usize) {
     let file = case.file.display().to_string();
-    let mut run = case
-        .env
-        .spawn_run(label, &[("SLUICE_SINKS_FILE", file.as_str())]);
+    let port = support::http::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut run = case.env.spawn_run(
+        label,
+        &[
+            ("SLUICE_SINKS_FILE", file.as_str()),
+            ("SLUICE_HTTP_ADDR", addr.as_str()),
+        ],
+    );
     let started = Instant::now();
     wait_logged(&mut run);
+    // Readiness says why.
+    let (status, body) = support::http::get(port, "/health/ready", "text/plain");
+    assert!(
+        status == 503 && body.contains("faults: retrying the schema registry: "),
+        "{label}: /health/ready {status}: {body}"
+    );
     while started.elapsed() < Duration::from_secs(10) {
         run.assert_alive();
         std::thread::sleep(Duration::from_millis(200));

@@ -320,7 +320,7 @@ impl PipelineHealth {
                 .lock()
                 .map(|r| r.clone())
                 .unwrap_or_default();
-            return Some(format!("retrying the database: {reason}"));
+            return Some(format!("retrying {reason}"));
         }
         if !self.assigned.load(Ordering::Relaxed) {
             return Some("no partitions assigned".into());
@@ -391,7 +391,7 @@ impl PipelineMetrics {
             })
             .inc();
         if let Ok(mut reason) = self.health.retry_reason.lock() {
-            *reason = error.to_owned();
+            *reason = format!("the database: {error}");
         }
     }
 
@@ -399,7 +399,7 @@ impl PipelineMetrics {
     /// retry is counted).
     pub fn waiting_for_registry(&self, error: &str) {
         if let Ok(mut reason) = self.health.retry_reason.lock() {
-            *reason = error.to_owned();
+            *reason = format!("the schema registry: {error}");
         }
     }
 
