@@ -30,7 +30,7 @@ use sluice_postgres::repo::insert_dead_letters;
 use sluice_sinks::Decoded;
 use sluice_sinks::messages::DecodeError;
 use sqlx::{Connection, PgConnection};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A batch after decoding: the valid records' decodings (with their record index) and the
 /// rejects — or, when some record's writer's schema is not fetched yet, nothing but those
@@ -43,6 +43,41 @@ pub struct DecodedBatch {
     pub rejected: Vec<DeadLetter>,
     /// Schema ids to fetch before the batch can be decoded (sorted, each once).
     pub pending: Vec<i32>,
+}
+
+impl DecodedBatch {
+    /// The decoding of the records of `records` at `kept` (ascending indices), numbered as
+    /// those records are among themselves: a batch the claim shortened is stored from its one
+    /// decoding, whatever the schema cache holds by then.
+    pub fn kept(&self, records: &[Record], kept: &[usize]) -> DecodedBatch {
+        let messages = self
+            .messages
+            .iter()
+            .filter_map(|(index, decoded)| {
+                let at = kept.binary_search(index).ok()?;
+                Some((at, decoded.clone()))
+            })
+            .collect();
+        let coords: HashSet<(&str, i32, i64)> = kept
+            .iter()
+            .filter_map(|&i| records.get(i))
+            .map(|r| (r.topic.as_str(), r.partition, r.offset))
+            .collect();
+        let rejected = self
+            .rejected
+            .iter()
+            .filter(|d| {
+                let c = &d.coords;
+                coords.contains(&(c.topic.as_str(), c.partition, c.offset))
+            })
+            .cloned()
+            .collect();
+        DecodedBatch {
+            messages,
+            rejected,
+            pending: self.pending.clone(),
+        }
+    }
 }
 
 /// Decodes every record of a batch; pure.
@@ -143,7 +178,7 @@ pub fn partitions_of(records: &[Record]) -> Vec<(String, i32, i64, i64)> {
 /// When the claim finds records applied before, a partition behind, or a partition whose
 /// log went back, the transaction is rolled back and the batch stored again without what
 /// it must leave out (each round leaves out at least one record or settles a partition,
-/// so the loop ends; a rare path, which decodes the records kept again).
+/// so the loop ends; a rare path). The records kept keep the decoding they came with.
 pub async fn store_batch(
     conn: &mut PgConnection,
     sink: &Declared,
@@ -200,18 +235,18 @@ pub async fn store_batch(
                 return Ok(Stored::Done(settled(done, behind, skipped, group)));
             }
         };
-        let next = left_in(now_records, &verdicts, &mut skipped);
+        let at = left_in(now_records, &verdicts, &mut skipped);
+        let next: Vec<Record> = at
+            .iter()
+            .filter_map(|&i| now_records.get(i).cloned())
+            .collect();
         set_aside(&verdicts, &mut behind, &mut discard, group);
         // The partitions whose log went back continue as if assigned without an offset.
         claims = claims_after(claims, &next, &discard);
-        let decoded = decode_batch(sink, &next);
-        if !decoded.pending.is_empty() {
-            // Its schemas were fetched before this batch was stored and have left the cache
-            // since (more ids than it holds): store the batch again, nothing of it written.
-            return Err(sqlx::Error::Io(std::io::Error::other(
-                "a writer's schema left the schema cache while its batch was stored",
-            )));
-        }
+        // The records kept keep their decoding: decoding them again would need the writers'
+        // schemas in the cache once more (a refusal expires, a schema may be evicted), and
+        // nothing would fetch them for this store (docs/ARCHITECTURE.md#registry-formats).
+        let decoded = now_decoded.kept(now_records, &at);
         kept = Some((next, decoded));
     }
 }
@@ -241,11 +276,11 @@ fn settled(done: Option<Done>, behind: Vec<Behind>, skipped: u64, group: &str) -
     done
 }
 
-/// The records of `records` the claim's `verdicts` keep, in order; those applied before are
-/// counted in `skipped`, those of a partition behind dropped.
-fn left_in(records: &[Record], verdicts: &[(Claim, Verdict)], skipped: &mut u64) -> Vec<Record> {
-    let mut next: Vec<Record> = Vec::with_capacity(records.len());
-    for r in records {
+/// The indices of the records of `records` the claim's `verdicts` keep, in order; those
+/// applied before are counted in `skipped`, those of a partition behind dropped.
+fn left_in(records: &[Record], verdicts: &[(Claim, Verdict)], skipped: &mut u64) -> Vec<usize> {
+    let mut next: Vec<usize> = Vec::with_capacity(records.len());
+    for (index, r) in records.iter().enumerate() {
         let verdict = verdicts
             .iter()
             .find(|(c, _)| c.partition == r.partition && c.topic == r.topic)
@@ -253,7 +288,7 @@ fn left_in(records: &[Record], verdicts: &[(Claim, Verdict)], skipped: &mut u64)
         match verdict {
             Some(Verdict::Skip(s)) if r.offset < s => *skipped += 1,
             Some(Verdict::Behind(_)) => {}
-            _ => next.push(r.clone()),
+            _ => next.push(index),
         }
     }
     next
@@ -474,6 +509,39 @@ mod tests {
             replay_count: 2,
             headers: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_records_kept_keep_their_decoding_renumbered() {
+        let at = |offset: i64| Record {
+            offset,
+            ..record(None)
+        };
+        let records: Vec<Record> = (10..15).map(at).collect();
+        let decoded = DecodedBatch {
+            messages: [0, 2, 4]
+                .into_iter()
+                .map(|i| (i, Decoded::upsert(vec![sluice_sinks::Cell::Null; i])))
+                .collect(),
+            rejected: [1, 3]
+                .into_iter()
+                .map(|i| dead_letter(&records[i], DeadLetterKind::DecodeError, "bad".into()))
+                .collect(),
+            pending: Vec::new(),
+        };
+        let kept = decoded.kept(&records, &[2, 3, 4]);
+        let messages: Vec<(usize, usize)> = kept
+            .messages
+            .iter()
+            .map(|(i, d)| (*i, d.cells.len()))
+            .collect();
+        assert_eq!(
+            messages,
+            [(0, 2), (2, 4)],
+            "records 12 and 14, numbered 0 and 2"
+        );
+        let rejected: Vec<i64> = kept.rejected.iter().map(|d| d.coords.offset).collect();
+        assert_eq!(rejected, [13]);
     }
 
     #[test]

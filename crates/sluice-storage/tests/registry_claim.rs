@@ -60,8 +60,7 @@ fn register(url: &str, subject: &str) -> i32 {
 /// A fresh client of the registry: nothing fetched yet.
 fn registry(url: &str) -> Registry {
     let vars = HashMap::from([("SCHEMA_REGISTRY_URL", url.to_owned())]);
-    Registry::new(&RegistrySettings::from_lookup(&|name| vars.get(name).cloned()).unwrap())
-        .unwrap()
+    Registry::new(&RegistrySettings::from_lookup(&|name| vars.get(name).cloned()).unwrap()).unwrap()
 }
 
 /// An Avro long or length: zig-zag, then a base-128 varint.
@@ -148,7 +147,9 @@ async fn a_batch_partly_applied_before_is_stored_without_its_schemas_cached_agai
     ];
     // The first two records stored; the Kafka commit did not happen (a crash).
     let first = decoded_with_schemas(&sink, &records[..2]);
-    let stored = store(&mut conn, &sink, &records[..2], &first).await.unwrap();
+    let stored = store(&mut conn, &sink, &records[..2], &first)
+        .await
+        .unwrap();
     assert!(matches!(stored, Stored::Done(..)), "{stored:?}");
 
     // The batch redelivered with two more records, decoded with every schema it needs.
