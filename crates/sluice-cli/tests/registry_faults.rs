@@ -7,7 +7,10 @@
 //! - the registry frozen (`SIGSTOP`: connections hang) for 10 s, then stopped (connections
 //!   refused) for 10 s, each while a new process meets ids it has not fetched → no dead
 //!   letter, the process stays up and says it waits (its log, `/health/ready`), and every
-//!   record lands once the registry answers again.
+//!   record lands once the registry answers again;
+//! - a registry of its own that takes connections and never answers, with requests of two
+//!   minutes → the heartbeat stays fresh while the writer waits, and SIGTERM ends the wait at
+//!   once with nothing stored or committed.
 //!
 //! Its own test binary: freezing the shared registry must not stall the other registry tests,
 //! and the test binaries of `cargo test` run one after another.
@@ -253,4 +256,115 @@ pub fn latest_id(subject: &str) -> i32 {
         .read_json()
         .unwrap();
     i32::try_from(body["id"].as_i64().unwrap()).unwrap()
+}
+
+const HUNG_DDL: &str = r"
+    CREATE TABLE hung (id BIGINT PRIMARY KEY, s TEXT);";
+
+/// A topic pattern: its subject is not checked at start, so the only request to the
+/// registry is the writer's fetch of the record's schema.
+const HUNG_MAPPING: &str = r#"
+[[sink]]
+name = "hung"
+topic_pattern = '{prefix}-hung'
+table = "hung"
+key = ["id"]
+format = "avro"
+[sink.columns]
+id = { field = "id" }
+s = { field = "s" }
+"#;
+
+/// A registry that takes connections and never answers (a hung server, a black-holed route)
+/// with requests of two minutes: the writer waits for it with the heartbeat fresh (a liveness
+/// probe must not kill a process that waits, as it must not during a PostgreSQL outage), and
+/// SIGTERM ends the wait at once — nothing stored, nothing committed, nothing dead-lettered.
+#[tokio::test]
+async fn a_registry_that_never_answers_keeps_the_heartbeat_and_sigterm_stops_the_wait() {
+    let Some(case) = Case::new(&["hung"], HUNG_DDL, HUNG_MAPPING).await else {
+        return;
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (asked, requests) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { break };
+            held.push(stream); // read nothing, answer nothing
+            if asked.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    let topic = case.topic("hung");
+    let mut value = vec![0u8];
+    value.extend(7i32.to_be_bytes());
+    value.extend([2, 2, b'x']);
+    sluice_testkit::produce(
+        &case.env.stack,
+        &topic,
+        &[(Some(b"1".to_vec()), Some(value))],
+    )
+    .await;
+
+    let file = case.file.display().to_string();
+    let vars = [
+        ("SLUICE_SINKS_FILE", file.as_str()),
+        ("SCHEMA_REGISTRY_URL", url.as_str()),
+        ("SCHEMA_REGISTRY_TIMEOUT_MS", "120000"),
+    ];
+    let mut run = case.env.spawn_run("hung", &vars);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while requests.try_recv().is_err() {
+        run.assert_alive();
+        assert!(
+            Instant::now() < deadline,
+            "the schema never asked for:\n{}",
+            run.tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The writer's request hangs. A writer stuck for 5 s stops the heartbeat; one that waits
+    // for the registry keeps it: `sluice health` passes throughout 15 s of the hang.
+    let hung = Instant::now();
+    let health = || {
+        case.env.output(
+            &["health", "--max-age-seconds", "4"],
+            &[("SLUICE_SINKS_FILE", file.as_str())],
+        )
+    };
+    while hung.elapsed() < Duration::from_secs(15) {
+        run.assert_alive();
+        let out = health();
+        assert!(
+            out.status.success(),
+            "health failed {:.1} s into the registry's hang: {}\n{}",
+            hung.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&out.stdout),
+            run.tail()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let stopping = Instant::now();
+    run.signal("TERM");
+    let status = run.wait(Duration::from_secs(60));
+    assert!(
+        status.success() && stopping.elapsed() < Duration::from_secs(10),
+        "SIGTERM during the registry's hang: {status} after {:.1} s\n{}",
+        stopping.elapsed().as_secs_f64(),
+        run.tail()
+    );
+    assert!(case.dead_letters().await.is_empty(), "no dead letter");
+    assert_eq!(case.rows("SELECT count(*)::text FROM hung").await, ["0"]);
+    let offsets = case
+        .env
+        .admin()
+        .group_offsets(&case.env.group("hung"), &topic)
+        .unwrap();
+    assert!(
+        offsets.iter().all(|p| p.committed.unwrap_or(0) == 0),
+        "nothing committed: {offsets:?}"
+    );
+    case.cleanup().await;
 }
