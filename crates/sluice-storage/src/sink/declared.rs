@@ -131,6 +131,12 @@ impl Declared {
         }
     }
 
+    /// The registry the sink fetches writers' schemas from, if it reads a registry format (a
+    /// clone shares the client and the cache: fetching through it fills this sink's).
+    pub fn registry(&self) -> Option<&Registry> {
+        self.registry.as_ref()
+    }
+
     /// The plan it runs.
     pub fn plan(&self) -> &SinkPlan {
         &self.plan

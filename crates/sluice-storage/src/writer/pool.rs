@@ -144,12 +144,15 @@ fn run_writer(
         .enable_all()
         .build()
         .map_err(PipelineError::Thread)?;
-    runtime.block_on(async {
+    let written = runtime.block_on(async {
         let mut writer = Writer::new(parts, committed, index);
         let written = writer_loop(&mut writer, settings, stop, channels, liveness).await;
         writer.close().await;
         written
-    })
+    });
+    // A registry request a stop left behind ends on its own, at its timeout: not waited for.
+    runtime.shutdown_background();
+    written
 }
 
 async fn writer_loop(

@@ -1,15 +1,18 @@
 //! A batch that met a writer's schema not fetched yet (docs/ARCHITECTURE.md#registry-formats):
 //! the writer fetches the schemas and decodes the batch again before storing it. A registry
 //! that cannot be reached is waited for with back-off, however long it takes — the records
-//! stay in their batch, none is dead-lettered for it — while readiness says why; a stop ends
-//! the wait with nothing committed.
+//! stay in their batch, none is dead-lettered for it — while readiness says why and the
+//! heartbeat stays fresh (the requests run on a blocking thread); a stop ends the wait at once
+//! with nothing committed, even in the middle of a request.
 
 use super::Writer;
 use crate::batch::{DecodedBatch, decode_batch};
 use crate::error::PipelineError;
 use crate::heartbeat::WriterLiveness;
+use crate::sink::Declared;
 use sluice_core::Disposition;
 use sluice_kafka::Record;
+use sluice_registry::RegistryError;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -33,8 +36,14 @@ impl Writer<'_> {
         let mut waited = false;
         while !decoded.pending.is_empty() {
             liveness.turn();
-            // A blocking request: this writer's runtime runs nothing else meanwhile.
-            match self.sink.fetch_schemas(&decoded.pending) {
+            let Some(fetched) = fetch_or_stop(self.sink, &decoded.pending, stop, liveness).await
+            else {
+                if waited {
+                    self.metrics.retries_over();
+                }
+                return Ok(None);
+            };
+            match fetched {
                 Ok(()) => {
                     decoded = decode_batch(self.sink, records);
                     continue;
@@ -70,6 +79,38 @@ impl Writer<'_> {
                 "schema registry answered; the batch goes on");
         }
         Ok(Some(decoded))
+    }
+}
+
+/// Fetches the schemas of `ids` on a blocking thread while the writer's heartbeat is kept
+/// fresh; `None` when stopped first. The requests block (up to `SCHEMA_REGISTRY_TIMEOUT_MS`
+/// each, several for a schema with references): a registry that is slow or does not answer is
+/// being waited for, not a stuck writer, and a stop must not wait for its answer (a request
+/// left behind ends on its own, at its timeout).
+async fn fetch_or_stop(
+    sink: &Declared,
+    ids: &[i32],
+    stop: &CancellationToken,
+    liveness: &WriterLiveness,
+) -> Option<Result<(), RegistryError>> {
+    let Some(registry) = sink.registry().cloned() else {
+        return Some(sink.fetch_schemas(ids));
+    };
+    let ids = ids.to_vec();
+    let mut fetch = tokio::task::spawn_blocking(move || registry.fetch(&ids));
+    loop {
+        liveness.turn();
+        tokio::select! {
+            joined = &mut fetch => return match joined {
+                Ok(fetched) => Some(fetched),
+                // The fetch panicked: the writer panics as it would have on its own thread.
+                Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                // Cancelled: only the runtime shutting down does that.
+                Err(_) => None,
+            },
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = stop.cancelled() => return None,
+        }
     }
 }
 
