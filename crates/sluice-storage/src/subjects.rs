@@ -4,6 +4,7 @@
 //! `subject`, or `<topic>-value` (the TopicNameStrategy). A Debezium sink's fields are read
 //! from the row image, `after` in the change event's schema.
 
+use sluice_core::Disposition;
 use sluice_registry::{Registry, RegistryError};
 use sluice_sinks::{Format, Sink, Source};
 use std::fmt;
@@ -142,8 +143,21 @@ fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck 
             let mut older = Vec::new();
             if !missing.is_empty() {
                 // A field the latest version removed is still in the records of an older one.
-                older =
-                    older_versions_with(registry, &subject, latest.version, &fields, &mut missing);
+                match older_versions_with(registry, &subject, latest.version, &fields, &mut missing)
+                {
+                    Ok(found) => older = found,
+                    // Which versions hold the field is not known: a registry's passing failure
+                    // must not refuse the mapping (the process would exit and consume nothing).
+                    Err(error) => {
+                        return SubjectCheck {
+                            sink: sink.name.clone(),
+                            subject,
+                            outcome: Checked::NotChecked(format!(
+                                "its older versions cannot be read: {error}"
+                            )),
+                        };
+                    }
+                }
             }
             if missing.is_empty() {
                 Checked::Fits {
@@ -197,25 +211,27 @@ fn as_strs(segments: &[String]) -> Vec<&str> {
 }
 
 /// The versions before `latest`, newest first, that hold fields `missing` names: those
-/// fields leave `missing`; the versions that held one, as (version, column).
+/// fields leave `missing`; the versions that held one, as (version, column). An error when
+/// the versions cannot be listed, or one cannot be read for a transient reason; a version
+/// the registry no longer has, or whose schema does not compile, holds nothing.
 fn older_versions_with(
     registry: &Registry,
     subject: &str,
     latest: i64,
     fields: &[(String, String, Vec<String>)],
     missing: &mut Vec<(String, String)>,
-) -> Vec<(i64, String)> {
+) -> Result<Vec<(i64, String)>, RegistryError> {
     let mut found = Vec::new();
-    let Ok(mut versions) = registry.versions(subject) else {
-        return found;
-    };
+    let mut versions = registry.versions(subject)?;
     versions.retain(|v| *v < latest);
     for version in versions.into_iter().rev() {
         if missing.is_empty() {
             break;
         }
-        let Ok((_, schema)) = registry.version(subject, &version.to_string()) else {
-            continue;
+        let schema = match registry.version(subject, &version.to_string()) {
+            Ok((_, schema)) => schema,
+            Err(error) if error.disposition() == Disposition::Retry => return Err(error),
+            Err(_) => continue,
         };
         missing.retain(|(column, _)| {
             let path = fields.iter().find(|(c, ..)| c == column).map(|(.., p)| p);
@@ -226,5 +242,5 @@ fn older_versions_with(
             !held
         });
     }
-    found
+    Ok(found)
 }
