@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::decode::{Cell, Frame, RecordMeta, SinkDecoder, key_object};
 use super::envelope::{self, ChangeKind};
 use super::model::{Format, OnTombstone};
+use super::transcode::Transcoded;
 use crate::messages::DecodeError;
 
 /// The header Debezium puts on the create event of a row whose key changed: the old key.
@@ -88,14 +89,16 @@ impl SinkDecoder {
         payload: Option<&[u8]>,
         meta: &RecordMeta<'_>,
     ) -> Result<Decoded, DecodeError> {
-        // A key in a registry format is read as the JSON it transcodes to.
+        // A key in a registry format is read as the JSON it transcodes to; a Debezium key as
+        // the JSON converter writes it, with the Connect schema its semantic types (a
+        // millisecond `io.debezium.time.Timestamp`, a `VariableScaleDecimal`) are read by.
         let key = match meta.key {
-            Some(bytes) => self.transcoded_key(bytes)?,
+            Some(bytes) => self.transcoded_key(bytes)?.map(|key| self.key_text(key)),
             None => None,
         };
         let meta = &match &key {
             Some(key) => RecordMeta {
-                key: Some(key.json.as_bytes()),
+                key: Some(key.as_bytes()),
                 ..*meta
             },
             None => *meta,
@@ -114,6 +117,18 @@ impl SinkDecoder {
             return self.tombstone(&frame);
         };
         self.decode_framed(payload, &frame)
+    }
+
+    /// A transcoded record key as the decoder reads it: for a Debezium sink, in the Connect
+    /// envelope of the schema it was made from when the writer's schema gives one, as a
+    /// value's Connect schema is used (docs/ARCHITECTURE.md#registry-formats).
+    fn key_text(&self, key: Transcoded) -> String {
+        match (self.format, key.schema.connect_schema_text()) {
+            (Format::Debezium, Some(schema)) => {
+                format!(r#"{{"schema":{schema},"payload":{}}}"#, key.json)
+            }
+            _ => key.json,
+        }
     }
 
     /// Decodes a record value (JSON text by now) in its frame, by the sink's format.

@@ -63,6 +63,8 @@ pub struct WriterSchema {
     compiled: Compiled,
     /// An Avro schema's Kafka Connect schema (`avro_connect`), for Debezium's change events.
     connect: Option<serde_json::Value>,
+    /// The same as JSON text, written once (a Debezium key's envelope is made of it).
+    connect_text: Option<String>,
 }
 
 #[derive(Debug)]
@@ -92,13 +94,23 @@ impl WriterSchema {
             }
             SchemaKind::Json => Compiled::Json(json_schema::JsonSchema::compile(text)?),
         };
-        Ok(Self { compiled, connect })
+        let connect_text = connect.as_ref().map(serde_json::Value::to_string);
+        Ok(Self {
+            compiled,
+            connect,
+            connect_text,
+        })
     }
 
     /// The Kafka Connect schema an Avro schema was made from (its `connect.name`s), as the
     /// JSON converter would write it: what a Debezium change event's fields mean.
     pub fn connect_schema(&self) -> Option<&serde_json::Value> {
         self.connect.as_ref()
+    }
+
+    /// [`Self::connect_schema`] as JSON text.
+    pub fn connect_schema_text(&self) -> Option<&str> {
+        self.connect_text.as_deref()
     }
 
     /// The kind of schema this is.
