@@ -336,7 +336,7 @@ impl Source {
                     .await
                     .unwrap();
             if active == Some(true) {
-                return started.elapsed();
+                break;
             }
             assert!(
                 Instant::now() < deadline,
@@ -345,6 +345,13 @@ impl Source {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        // The slot is active already while the connector creates it, before its snapshot:
+        // the workload starts once the snapshot's rows are in the topic, so every later
+        // change is streamed as an event of its own (a change made before the snapshot would
+        // be in it, one event short of what the workload counts).
+        self.wait_streamed(&env.stack.bootstrap, INITIAL_ROWS, Duration::from_secs(180))
+            .await;
+        started.elapsed()
     }
 
     fn tail(&self) -> String {
