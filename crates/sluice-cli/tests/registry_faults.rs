@@ -26,20 +26,16 @@ use std::time::{Duration, Instant};
 use support::case::Case;
 use support::registry::{extend, produce, registry, registry_case};
 
-const DDL: &str = r"
-    CREATE TABLE faults (id BIGINT PRIMARY KEY, s TEXT);";
-
-const MAPPING: &str = r#"
-[[sink]]
-name = "faults"
-topic = "{prefix}-faults"
-table = "faults"
-key = ["id"]
-format = "avro"
-[sink.columns]
-id = { field = "id" }
-s = { field = "s" }
-"#;
+/// The table `name` and an Avro sink of the same name into it; `topic` is its topic line
+/// (a topic pattern's subjects are not checked at start).
+fn avro_sink(name: &str, topic: &str) -> (String, String) {
+    let ddl = format!("CREATE TABLE {name} (id BIGINT PRIMARY KEY, s TEXT);");
+    let mapping = format!(
+        "[[sink]]\nname = \"{name}\"\n{topic}\ntable = \"{name}\"\nkey = [\"id\"]\n\
+         format = \"avro\"\n[sink.columns]\nid = {{ field = \"id\" }}\ns = {{ field = \"s\" }}\n"
+    );
+    (ddl, mapping)
+}
 
 /// The stack script, whose `registry freeze|thaw` stops and continues the registry.
 fn stack_script() -> String {
@@ -73,7 +69,8 @@ impl Drop for Frozen {
 
 #[tokio::test]
 async fn bad_records_are_dead_letters_and_an_unreachable_registry_is_waited_for() {
-    let Some(mut case) = registry_case(&["faults"], DDL, MAPPING).await else {
+    let (ddl, mapping) = avro_sink("faults", "topic = \"{prefix}-faults\"");
+    let Some(mut case) = registry_case(&["faults"], &ddl, &mapping).await else {
         return;
     };
     case.env
@@ -258,30 +255,16 @@ pub fn latest_id(subject: &str) -> i32 {
     i32::try_from(body["id"].as_i64().unwrap()).unwrap()
 }
 
-const HUNG_DDL: &str = r"
-    CREATE TABLE hung (id BIGINT PRIMARY KEY, s TEXT);";
-
-/// A topic pattern: its subject is not checked at start, so the only request to the
-/// registry is the writer's fetch of the record's schema.
-const HUNG_MAPPING: &str = r#"
-[[sink]]
-name = "hung"
-topic_pattern = '{prefix}-hung'
-table = "hung"
-key = ["id"]
-format = "avro"
-[sink.columns]
-id = { field = "id" }
-s = { field = "s" }
-"#;
-
 /// A registry that takes connections and never answers (a hung server, a black-holed route)
 /// with requests of two minutes: the writer waits for it with the heartbeat fresh (a liveness
 /// probe must not kill a process that waits, as it must not during a PostgreSQL outage), and
 /// SIGTERM ends the wait at once — nothing stored, nothing committed, nothing dead-lettered.
 #[tokio::test]
 async fn a_registry_that_never_answers_keeps_the_heartbeat_and_sigterm_stops_the_wait() {
-    let Some(case) = Case::new(&["hung"], HUNG_DDL, HUNG_MAPPING).await else {
+    // A topic pattern: its subject is not checked at start, so the only request to the
+    // registry is the writer's fetch of the record's schema.
+    let (ddl, mapping) = avro_sink("hung", "topic_pattern = '{prefix}-hung'");
+    let Some(case) = Case::new(&["hung"], &ddl, &mapping).await else {
         return;
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -31,20 +31,6 @@ const SCHEMA: &str = r#"{"type":"record","name":"Item","fields":[{"name":"id","t
 /// An id no registry of the stack has: its records are dead letters.
 const UNKNOWN_ID: i32 = 2_000_000_000;
 
-/// The registry's URL, `None` (skip) outside CI when the stack has none, a failure in CI.
-fn registry_url() -> Option<String> {
-    match std::env::var("SCHEMA_REGISTRY_URL") {
-        Ok(url) => Some(url),
-        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but SCHEMA_REGISTRY_URL is not set: run `make test`")
-        }
-        Err(_) => {
-            eprintln!("SKIPPED: no schema registry (run `make test`)");
-            None
-        }
-    }
-}
-
 /// Registers the Avro schema under `subject`; its id.
 fn register(url: &str, subject: &str) -> i32 {
     let body: serde_json::Value = ureq::post(&format!("{url}/subjects/{subject}/versions"))
@@ -117,7 +103,7 @@ async fn a_batch_partly_applied_before_is_stored_without_its_schemas_cached_agai
     let Some(stack) = sluice_testkit::stack() else {
         return;
     };
-    let Some(url) = registry_url() else {
+    let Some(url) = sluice_testkit::schema_registry_url() else {
         return;
     };
     let topic = format!("registry-claim-{}", uuid::Uuid::new_v4().simple());

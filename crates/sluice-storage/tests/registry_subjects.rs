@@ -21,20 +21,6 @@ use sluice_storage::subjects::{Checked, check_subjects};
 const V1: &str = r#"{"type":"record","name":"Item","fields":[{"name":"id","type":"long"},{"name":"old","type":["null","string"],"default":null}]}"#;
 const V2: &str = r#"{"type":"record","name":"Item","fields":[{"name":"id","type":"long"}]}"#;
 
-/// The registry's URL, `None` (skip) outside CI when the stack has none, a failure in CI.
-fn registry_url() -> Option<String> {
-    match std::env::var("SCHEMA_REGISTRY_URL") {
-        Ok(url) => Some(url),
-        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but SCHEMA_REGISTRY_URL is not set: run `make test`")
-        }
-        Err(_) => {
-            eprintln!("SKIPPED: no schema registry (run `make test`)");
-            None
-        }
-    }
-}
-
 fn register(url: &str, subject: &str, schema: &str) {
     ureq::post(&format!("{url}/subjects/{subject}/versions"))
         .header("Content-Type", "application/vnd.schemaregistry.v1+json")
@@ -105,7 +91,7 @@ fn answer(mut stream: TcpStream, upstream: &str, failing: &str) {
 
 #[test]
 fn a_registry_failing_to_list_versions_leaves_the_subject_unchecked_not_refused() {
-    let Some(url) = registry_url() else {
+    let Some(url) = sluice_testkit::schema_registry_url() else {
         return;
     };
     let topic = format!("registry-subjects-{}", uuid::Uuid::new_v4().simple());

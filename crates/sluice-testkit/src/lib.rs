@@ -36,6 +36,22 @@ fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
+/// The stack's schema registry (`SCHEMA_REGISTRY_URL`, from `scripts/stack env`); `None`
+/// (skip) outside CI when it is not set.
+///
+/// # Panics
+/// In CI (`CI=true`) when it is not set.
+pub fn schema_registry_url() -> Option<String> {
+    match std::env::var("SCHEMA_REGISTRY_URL") {
+        Ok(url) => Some(url),
+        Err(_) if in_ci() => panic!("CI=true but SCHEMA_REGISTRY_URL is not set: run `make test`"),
+        Err(_) => {
+            eprintln!("SKIPPED: no schema registry (run `make test`)");
+            None
+        }
+    }
+}
+
 /// Sends `tracing` output to the test's captured output (`RUST_LOG`, default `info`).
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
