@@ -1,6 +1,11 @@
 //! The cache of writers' schemas the decoders read: each id fetched once and compiled once,
 //! bounded in entries; an id the registry refused is remembered for a while, so its records
 //! are dead-lettered without asking again for each batch.
+//!
+//! The schemas are read once per record, so they are a plain map behind a read lock (a
+//! lookup is a hash and an uncontended lock, ~1/10 of a TTL cache's read, which keeps an
+//! access log); a schema never changes under its id, so nothing expires. The refused ids,
+//! read only when a schema is missing, are the TTL cache.
 
 use crate::client::{Latest, RegistryClient, SchemaText};
 use crate::error::RegistryError;
@@ -8,11 +13,12 @@ use crate::settings::RegistrySettings;
 use sluice_core::Disposition;
 use sluice_sinks::schemas::{Known, WriterSchemas};
 use sluice_sinks::wire::{SchemaKind, WriterSchema};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 /// Schemas kept, at most (a topic's history of versions is far smaller).
-const CAPACITY: u64 = 10_000;
+const CAPACITY: usize = 10_000;
 
 /// How long an id the registry refused stays refused before it is asked again.
 const REFUSED_FOR: Duration = Duration::from_secs(60);
@@ -21,7 +27,7 @@ const REFUSED_FOR: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone)]
 pub struct Registry {
     client: RegistryClient,
-    schemas: moka::sync::Cache<i32, Arc<WriterSchema>>,
+    schemas: Arc<RwLock<HashMap<i32, Arc<WriterSchema>>>>,
     refused: moka::sync::Cache<i32, Arc<str>>,
 }
 
@@ -30,9 +36,9 @@ impl Registry {
     pub fn new(settings: &RegistrySettings) -> Result<Self, RegistryError> {
         Ok(Self {
             client: RegistryClient::new(settings)?,
-            schemas: moka::sync::Cache::new(CAPACITY),
+            schemas: Arc::default(),
             refused: moka::sync::Cache::builder()
-                .max_capacity(CAPACITY)
+                .max_capacity(CAPACITY as u64)
                 .time_to_live(REFUSED_FOR)
                 .build(),
         })
@@ -50,7 +56,7 @@ impl Registry {
             match self.compiled(id) {
                 Ok(schema) => {
                     tracing::info!(schema_id = id, kind = ?schema.kind(), "schema fetched from the registry");
-                    self.schemas.insert(id, Arc::new(schema));
+                    self.keep(id, Arc::new(schema));
                 }
                 Err(error) if error.disposition() == Disposition::DeadLetter => {
                     tracing::warn!(schema_id = id, %error, "schema refused: its records are dead-lettered");
@@ -88,6 +94,19 @@ impl Registry {
         self.client.versions(subject)
     }
 
+    /// Keeps schema `id`; at the bound, one schema kept before makes room (fetched again if
+    /// its records come back).
+    fn keep(&self, id: i32, schema: Arc<WriterSchema>) {
+        let mut schemas = self.schemas.write().unwrap_or_else(PoisonError::into_inner);
+        if schemas.len() >= CAPACITY
+            && !schemas.contains_key(&id)
+            && let Some(&other) = schemas.keys().next()
+        {
+            schemas.remove(&other);
+        }
+        schemas.insert(id, schema);
+    }
+
     fn compiled(&self, id: i32) -> Result<WriterSchema, RegistryError> {
         let (text, references) = self.client.schema_with_references(id)?;
         compile(id, &text, &references)
@@ -113,9 +132,11 @@ fn compile(
 
 impl WriterSchemas for Registry {
     fn known(&self, id: i32) -> Option<Known> {
-        if let Some(schema) = self.schemas.get(&id) {
-            return Some(Known::Schema(schema));
+        let schemas = self.schemas.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(schema) = schemas.get(&id) {
+            return Some(Known::Schema(schema.clone()));
         }
+        drop(schemas);
         self.refused.get(&id).map(Known::Refused)
     }
 }
@@ -235,5 +256,20 @@ mod tests {
         let registry = registry(&url, None);
         registry.fetch(&[3]).unwrap();
         assert!(matches!(registry.known(3), Some(Known::Refused(_))));
+    }
+
+    #[test]
+    fn the_schemas_kept_are_bounded_and_the_newest_is_kept() {
+        let registry = registry("http://127.0.0.1:9", None);
+        let schema = Arc::new(WriterSchema::compile(SchemaKind::Avro, AVRO, &[]).unwrap());
+        let ids = i32::try_from(CAPACITY).unwrap() + 5;
+        for id in 0..ids {
+            registry.keep(id, schema.clone());
+        }
+        let kept = registry.schemas.read().unwrap().len();
+        assert_eq!(kept, CAPACITY);
+        assert!(matches!(registry.known(ids - 1), Some(Known::Schema(_))));
+        let known = (0..ids).filter(|id| registry.known(*id).is_some()).count();
+        assert_eq!(known, CAPACITY);
     }
 }

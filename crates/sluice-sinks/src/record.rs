@@ -103,9 +103,22 @@ impl SinkDecoder {
             },
             None => *meta,
         };
-        let value = match payload {
-            Some(bytes) => self.transcoded_value(bytes)?,
-            None => None,
+        let value = match payload.map(|bytes| self.value_writer(bytes)).transpose()? {
+            Some(Some(writer)) => {
+                // A plain Avro record's fields straight from its bytes (no JSON text of it).
+                if self.format == Format::Json {
+                    let frame = Frame {
+                        schema_id: Some(writer.header.schema_id),
+                        ..Frame::new(meta, self.format)
+                    };
+                    let body = writer.header.body;
+                    if let Some(cells) = self.decode_avro_fields(&writer.schema, body, &frame) {
+                        return Ok(Decoded::upsert(cells?));
+                    }
+                }
+                Some(self.transcoded(writer, "value")?)
+            }
+            _ => None,
         };
         let frame = Frame {
             schema_id: value.as_ref().map(|v| v.schema_id),

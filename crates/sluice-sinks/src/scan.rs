@@ -13,8 +13,10 @@
 //!
 //! Duplicate keys: the last one wins, as in the full parse.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use chrono::{DateTime, Utc};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -25,14 +27,20 @@ pub(super) struct FieldSlots {
     names: Vec<String>,
     /// Per slot: whether its value's text is kept too (a NUMERIC, a NUMERIC[], JSON).
     texts: Vec<bool>,
+    /// Per slot: whether only timestamp columns read its whole value, so a registry record's
+    /// timestamp may be given as its instant (`decode/scanned.rs`).
+    instants: Vec<bool>,
 }
 
 /// A scanned record: per slot, the field's value (`None`: absent) and, for a slot that keeps
-/// it, the value's text as the record wrote it.
+/// it, the value's text as the record wrote it (borrowed from a JSON record, owned when an Avro
+/// record's field was written out: `decode/scanned.rs`).
 #[derive(Debug, Default, PartialEq)]
 pub(super) struct Scanned<'t> {
     pub(super) values: Vec<Option<Value>>,
-    pub(super) texts: Vec<Option<&'t str>>,
+    pub(super) texts: Vec<Option<Cow<'t, str>>>,
+    /// Per slot, a timestamp given as its instant (an Avro record's; empty for JSON).
+    pub(super) instants: Vec<Option<DateTime<Utc>>>,
 }
 
 impl FieldSlots {
@@ -43,6 +51,7 @@ impl FieldSlots {
         }
         self.names.push(name.to_owned());
         self.texts.push(false);
+        self.instants.push(false);
         self.names.len() - 1
     }
 
@@ -51,6 +60,28 @@ impl FieldSlots {
         if let Some(keep) = self.texts.get_mut(slot) {
             *keep = true;
         }
+    }
+
+    /// Marks slot `slot` as read only by timestamp columns.
+    pub(super) fn read_as_instant(&mut self, slot: usize) {
+        if let Some(instant) = self.instants.get_mut(slot) {
+            *instant = true;
+        }
+    }
+
+    /// Per slot, whether only timestamp columns read it.
+    pub(super) fn instants(&self) -> &[bool] {
+        &self.instants
+    }
+
+    /// The slots' field names, slot by slot.
+    pub(super) fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Per slot, whether its value's text is kept.
+    pub(super) fn texts(&self) -> &[bool] {
+        &self.texts
     }
 
     fn position(&self, name: &str) -> Option<usize> {
@@ -93,6 +124,7 @@ impl<'de> Visitor<'de> for Scan<'_> {
         let mut scanned = Scanned {
             values: vec![None; slots],
             texts: vec![None; slots],
+            instants: Vec::new(),
         };
         while let Some(slot) = map.next_key_seed(Key(self.0))? {
             let Some(slot) = slot.filter(|slot| *slot < slots) else {
@@ -105,7 +137,7 @@ impl<'de> Visitor<'de> for Scan<'_> {
                 scanned.values[slot] = Some(serde_json::from_str(text).map_err(de::Error::custom)?);
                 // A number, an array whose numbers are read from it (a NUMERIC[]), a JSON
                 // column's value: its reader tells them apart.
-                scanned.texts[slot] = Some(text);
+                scanned.texts[slot] = Some(Cow::Borrowed(text));
             } else {
                 scanned.values[slot] = Some(map.next_value()?);
                 scanned.texts[slot] = None;
@@ -248,11 +280,11 @@ mod tests {
         slots.keep_text(0);
         let text = r#"{"n": 12345678901234.5678, "m": 1.5}"#;
         let scanned = slots.scan(text).unwrap();
-        assert_eq!(scanned.texts, [Some("12345678901234.5678"), None]);
+        assert_eq!(scanned.texts, [Some("12345678901234.5678".into()), None]);
         assert_eq!(scanned.values[1], Some(json!(1.5)));
         let scanned = slots.scan(r#"{"n": "12"}"#).unwrap();
         assert_eq!(
-            (scanned.texts[0], &scanned.values[0]),
+            (scanned.texts[0].as_deref(), &scanned.values[0]),
             (Some(r#""12""#), &Some(json!("12")))
         );
     }

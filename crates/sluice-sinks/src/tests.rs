@@ -7,4 +7,5 @@ mod file;
 mod modes;
 mod plan;
 mod registry;
+mod registry_fields;
 mod seeds;

@@ -19,68 +19,96 @@ pub(super) struct Transcoded {
     pub(super) schema: Arc<WriterSchema>,
 }
 
+/// A registry record's wire header and the writer's schema it names.
+pub(super) struct Writer<'b> {
+    pub(super) header: wire::Header<'b>,
+    pub(super) schema: Arc<WriterSchema>,
+}
+
 impl SinkDecoder {
-    /// The record value as JSON, when values are in a registry format.
-    pub(super) fn transcoded_value(
+    /// The writer of a record value, when values are in a registry format.
+    pub(super) fn value_writer<'b>(
         &self,
-        payload: &[u8],
-    ) -> Result<Option<Transcoded>, DecodeError> {
-        self.transcode(payload, self.value_encoding, "value")
+        payload: &'b [u8],
+    ) -> Result<Option<Writer<'b>>, DecodeError> {
+        self.writer(payload, self.value_encoding, "value")
     }
 
     /// The record key as JSON, when keys are in a registry format.
     pub(super) fn transcoded_key(&self, key: &[u8]) -> Result<Option<Transcoded>, DecodeError> {
-        self.transcode(key, self.key_encoding, "key")
+        match self.writer(key, self.key_encoding, "key")? {
+            Some(writer) => self.transcoded(writer, "key").map(Some),
+            None => Ok(None),
+        }
     }
 
-    fn transcode(
+    fn writer<'b>(
         &self,
-        bytes: &[u8],
+        bytes: &'b [u8],
         encoding: Encoding,
         part: &str,
-    ) -> Result<Option<Transcoded>, DecodeError> {
+    ) -> Result<Option<Writer<'b>>, DecodeError> {
         let expected = match encoding {
             Encoding::Json => return Ok(None),
             Encoding::Avro => SchemaKind::Avro,
             Encoding::Protobuf => SchemaKind::Protobuf,
             Encoding::JsonSchema => SchemaKind::Json,
         };
-        let broken = |detail: String| DecodeError::Registry {
-            detail: format!("record {part}: {detail}"),
-        };
         let header = wire::header(bytes, encoding == Encoding::Protobuf)
-            .map_err(|error| broken(format!("wire header: {error}")))?;
+            .map_err(|error| broken(part, format!("wire header: {error}")))?;
         let id = header.schema_id;
         let Some(schemas) = &self.schemas else {
             // The runner gives every registry sink the registry before it starts.
-            return Err(broken(format!(
-                "schema id {id}: no schema registry configured"
-            )));
+            return Err(broken(
+                part,
+                format!("schema id {id}: no schema registry configured"),
+            ));
         };
         let schema = match schemas.known(id) {
             None => return Err(DecodeError::SchemaPending { schema_id: id }),
-            Some(Known::Refused(reason)) => return Err(broken(reason.to_string())),
+            Some(Known::Refused(reason)) => return Err(broken(part, reason.to_string())),
             Some(Known::Schema(schema)) => schema,
         };
         if schema.kind() != expected {
-            return Err(broken(format!(
-                "schema id {id} is a {:?} schema; the sink reads {}",
-                schema.kind(),
-                encoding.as_str()
-            )));
+            return Err(broken(
+                part,
+                format!(
+                    "schema id {id} is a {:?} schema; the sink reads {}",
+                    schema.kind(),
+                    encoding.as_str()
+                ),
+            ));
         }
+        Ok(Some(Writer { header, schema }))
+    }
+
+    /// The record's bytes as JSON text, by its writer's schema.
+    pub(super) fn transcoded(
+        &self,
+        writer: Writer<'_>,
+        part: &str,
+    ) -> Result<Transcoded, DecodeError> {
+        let Writer { header, schema } = writer;
+        let id = header.schema_id;
         let json = schema
             .to_json(&header.indexes, header.body)
             .map_err(|error| match error {
                 undecodable @ WireError::Undecodable { .. } => {
-                    broken(undecodable.for_schema(id).to_string())
+                    broken(part, undecodable.for_schema(id).to_string())
                 }
-                other => broken(format!("schema id {id}: {other}")),
+                other => broken(part, format!("schema id {id}: {other}")),
             })?;
-        Ok(Some(Transcoded {
+        Ok(Transcoded {
             schema_id: id,
             json,
             schema,
-        }))
+        })
+    }
+}
+
+/// A registry record that cannot be read: a dead letter naming the part and the reason.
+fn broken(part: &str, detail: String) -> DecodeError {
+    DecodeError::Registry {
+        detail: format!("record {part}: {detail}"),
     }
 }

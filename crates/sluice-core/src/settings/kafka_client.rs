@@ -167,6 +167,7 @@ pub const SET_BY_SLUICE: &[&str] = &[
     "enable.partition.eof",
     "fetch.max.bytes",
     "fetch.queue.backoff.ms",
+    "fetch.wait.max.ms",
     "group.id",
     "group.instance.id",
     "linger.ms",

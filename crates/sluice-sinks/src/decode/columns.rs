@@ -125,16 +125,27 @@ fn mark_takers(columns: &mut [ColumnDecoder], fields: &mut FieldSlots) {
     // (and no nested path, which only borrows) reads it after that. A NUMERIC or JSON
     // column's field keeps its text (a nested path's digits are read from it).
     let mut read: Vec<bool> = Vec::new();
+    // A field read only as a whole by timestamp columns may come as its instant.
+    let mut instant: Vec<bool> = Vec::new();
     for column in columns.iter_mut().rev() {
+        let timestamp = matches!(column.checks.first(), Some(Check::Timestamp { .. }))
+            && matches!(column.source, Source::Field(_));
         if let Some(slot) = &mut column.slot {
             if column.numeric || column.json {
                 fields.keep_text(slot.index);
             }
             if read.len() <= slot.index {
                 read.resize(slot.index + 1, false);
+                instant.resize(slot.index + 1, true);
             }
             slot.takes = slot.rest.is_empty() && !read[slot.index];
             read[slot.index] = true;
+            instant[slot.index] &= timestamp && slot.rest.is_empty();
+        }
+    }
+    for (slot, only_timestamps) in instant.into_iter().enumerate() {
+        if only_timestamps && read[slot] {
+            fields.read_as_instant(slot);
         }
     }
 }

@@ -20,7 +20,7 @@ const FREE_ITEMS: usize = 4_096;
 /// A compiled Avro writer's schema.
 #[derive(Debug)]
 pub(super) struct AvroSchema {
-    nodes: Vec<Node>,
+    pub(super) nodes: Vec<Node>,
 }
 
 impl AvroSchema {
@@ -36,12 +36,7 @@ impl AvroSchema {
 
     /// The body as JSON text.
     pub(super) fn to_json(&self, body: &[u8]) -> Result<String, WireError> {
-        let mut reader = Reader {
-            nodes: &self.nodes,
-            input: body,
-            items_left: body.len().saturating_add(FREE_ITEMS),
-            depth: 0,
-        };
+        let mut reader = Reader::new(&self.nodes, body);
         let mut out = String::with_capacity(body.len() * 2 + 16);
         reader.value(0, &mut out).map_err(Fault::into_error)?;
         if !reader.input.is_empty() {
@@ -73,15 +68,29 @@ impl AvroSchema {
 }
 
 /// One record being read: the bytes left, and the budgets that keep hostile bytes bounded.
-struct Reader<'n, 'b> {
-    nodes: &'n [Node],
-    input: &'b [u8],
+pub(super) struct Reader<'n, 'b> {
+    pub(super) nodes: &'n [Node],
+    pub(super) input: &'b [u8],
     items_left: usize,
-    depth: usize,
+    pub(super) depth: usize,
+    /// The deepest `depth` reached.
+    pub(super) deepest: usize,
 }
 
-impl Reader<'_, '_> {
-    fn value(&mut self, node: usize, out: &mut String) -> Result<(), Fault> {
+impl<'n, 'b> Reader<'n, 'b> {
+    /// A reader of `body` by the schema's `nodes`.
+    pub(super) fn new(nodes: &'n [Node], body: &'b [u8]) -> Self {
+        Self {
+            nodes,
+            input: body,
+            items_left: body.len().saturating_add(FREE_ITEMS),
+            depth: 0,
+            deepest: 0,
+        }
+    }
+
+    /// Appends the JSON text of a value of type `node`.
+    pub(super) fn value(&mut self, node: usize, out: &mut String) -> Result<(), Fault> {
         let nodes = self.nodes;
         let input = &mut self.input;
         match &nodes[node] {
@@ -108,6 +117,7 @@ impl Reader<'_, '_> {
             Node::Logical(logical) => logical.write(input, out)?,
             nested => {
                 self.depth += 1;
+                self.deepest = self.deepest.max(self.depth);
                 if self.depth > MAX_DEPTH {
                     return Err(Fault::new(format!("nested deeper than {MAX_DEPTH}")));
                 }
@@ -121,12 +131,8 @@ impl Reader<'_, '_> {
     fn nested(&mut self, node: &Node, out: &mut String) -> Result<(), Fault> {
         match node {
             Node::Union(branches) => {
-                let index = read::long(&mut self.input)?;
-                let branch = usize::try_from(index).ok().and_then(|i| branches.get(i));
-                let branch = branch.ok_or_else(|| {
-                    Fault::new(format!("union branch {index} of {}", branches.len()))
-                })?;
-                self.value(*branch, out)
+                let branch = self.branch(branches)?;
+                self.value(branch, out)
             }
             Node::Record(fields) => {
                 out.push('{');
@@ -156,6 +162,15 @@ impl Reader<'_, '_> {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// The node of the branch a union's value is in.
+    pub(super) fn branch(&mut self, branches: &[usize]) -> Result<usize, Fault> {
+        let index = read::long(&mut self.input)?;
+        let branch = usize::try_from(index).ok().and_then(|i| branches.get(i));
+        branch
+            .copied()
+            .ok_or_else(|| Fault::new(format!("union branch {index} of {}", branches.len())))
     }
 
     /// The blocks of an array or map: a count (negative: its absolute value, then the block's

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use base64::Engine as _;
-use chrono::{DateTime, Datelike, NaiveDate, Timelike};
+use chrono::{DateTime, Datelike, NaiveDate, Timelike, Utc};
 use num_bigint::BigInt;
 
 /// Microseconds in one second.
@@ -136,15 +136,11 @@ pub(super) fn push_date(out: &mut String, days: i32) {
         .and_then(|epoch| epoch.checked_add_signed(chrono::TimeDelta::days(i64::from(days))))
         .filter(|date| (1..=9999).contains(&date.year()));
     match date {
-        Some(date) => push_fmt(
-            out,
-            format_args!(
-                "\"{:04}-{:02}-{:02}\"",
-                date.year(),
-                date.month(),
-                date.day()
-            ),
-        ),
+        Some(date) => {
+            out.push('"');
+            push_ymd(out, date.year(), date.month(), date.day());
+            out.push('"');
+        }
         None => push_int(out, days),
     }
 }
@@ -182,29 +178,59 @@ pub(super) enum Zone {
 /// 999) as RFC 3339 to the microsecond (nanoseconds past it dropped, as the timestamp form
 /// drops them); an instant outside the years 0001–9999 is written as its number (`raw`).
 pub(super) fn push_timestamp(out: &mut String, seconds: i64, nanos: u32, zone: Zone, raw: i64) {
-    let instant = DateTime::from_timestamp(seconds, nanos - nanos % 1_000)
-        .filter(|t| (1..=9999).contains(&t.year()));
-    let Some(t) = instant else {
+    let Some(t) = instant(seconds, nanos) else {
         push_int(out, raw);
         return;
     };
-    let zone = match zone {
-        Zone::Utc => "Z",
-        Zone::Local => "",
-    };
-    push_fmt(
-        out,
-        format_args!(
-            "\"{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}{zone}\"",
-            t.year(),
-            t.month(),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second(),
-            t.nanosecond() / 1_000
-        ),
-    );
+    // Written digit by digit: a registry record's timestamps are written once per record,
+    // and the formatting machinery cost several times the digits.
+    out.push('"');
+    push_ymd(out, t.year(), t.month(), t.day());
+    out.push('T');
+    push_padded(out, t.hour(), 2);
+    out.push(':');
+    push_padded(out, t.minute(), 2);
+    out.push(':');
+    push_padded(out, t.second(), 2);
+    out.push('.');
+    push_padded(out, t.nanosecond() / 1_000, 6);
+    if zone == Zone::Utc {
+        out.push('Z');
+    }
+    out.push('"');
+}
+
+/// Appends a date of the years 0001–9999 as `YYYY-MM-DD`.
+fn push_ymd(out: &mut String, year: i32, month: u32, day: u32) {
+    push_padded(out, year.unsigned_abs(), 4);
+    out.push('-');
+    push_padded(out, month, 2);
+    out.push('-');
+    push_padded(out, day, 2);
+}
+
+/// Appends `value` in decimal, zero-padded to `width` digits.
+fn push_padded(out: &mut String, value: u32, width: usize) {
+    let mut digits = [b'0'; 10];
+    let mut rest = value;
+    let mut start = digits.len();
+    while rest > 0 {
+        start -= 1;
+        // `rest % 10` is one digit.
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    let start = start.min(digits.len().saturating_sub(width));
+    for &digit in &digits[start..] {
+        out.push(char::from(digit));
+    }
+}
+
+/// The instant `seconds` since the epoch and `nanos` within that second, to the microsecond,
+/// when it is in the years 0001–9999 the timestamp form reads (`None` otherwise).
+pub(super) fn instant(seconds: i64, nanos: u32) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(seconds, nanos - nanos % 1_000)
+        .filter(|t| (1..=9999).contains(&t.year()))
 }
 
 /// Splits a count of `per_second` units since the epoch into whole seconds (floored) and

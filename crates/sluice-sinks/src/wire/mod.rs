@@ -13,6 +13,7 @@
 
 mod avro;
 mod avro_connect;
+mod avro_fields;
 mod avro_logical;
 mod avro_names;
 mod avro_read;
@@ -26,6 +27,7 @@ mod protobuf_wkt;
 #[cfg(test)]
 mod tests;
 
+pub use avro_fields::{TopFields, Wanted};
 pub use error::{SchemaError, WireError};
 
 /// The registry wire format's first byte.
@@ -130,6 +132,17 @@ impl WriterSchema {
             Compiled::Avro(schema) => schema.to_json(body),
             Compiled::Protobuf(schema) => schema.to_json(indexes, body),
             Compiled::Json(schema) => schema.to_json(body),
+        }
+    }
+
+    /// A plain Avro record's top-level fields `wanted` read straight into values, as
+    /// [`WriterSchema::to_json`] and a parse of it would give them; `None` for another kind of
+    /// schema, a root that is not a record, or a body that does not decode (the caller then
+    /// transcodes the whole record, which names the reason).
+    pub fn top_fields(&self, body: &[u8], wanted: Wanted<'_>) -> Option<TopFields> {
+        match &self.compiled {
+            Compiled::Avro(schema) => schema.top_fields(body, wanted),
+            Compiled::Protobuf(_) | Compiled::Json(_) => None,
         }
     }
 

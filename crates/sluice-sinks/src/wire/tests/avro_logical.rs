@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 
 use super::avro::{compile, encode};
 
-const LOGICAL: &str = r#"{"type":"record","name":"L","fields":[
+pub(super) const LOGICAL: &str = r#"{"type":"record","name":"L","fields":[
   {"name":"dec","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":3}},
   {"name":"dec0","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":0}},
   {"name":"small","type":{"type":"bytes","logicalType":"decimal","precision":4,"scale":3}},
@@ -29,12 +29,12 @@ const LOGICAL: &str = r#"{"type":"record","name":"L","fields":[
   {"name":"odd","type":{"type":"long","logicalType":"no-such-type"}}
 ]}"#;
 
-fn be(n: i128) -> Vec<u8> {
+pub(super) fn be(n: i128) -> Vec<u8> {
     n.to_be_bytes().to_vec()
 }
 
-#[test]
-fn avro_logical_types_in_the_column_forms() {
+/// A record of [`LOGICAL`] with every logical type, edge values among them.
+pub(super) fn logical_body() -> Vec<u8> {
     let parsed = Schema::parse_str(LOGICAL).unwrap();
     let mut huge = vec![0xff; 4];
     huge.extend(be(-10_i128.pow(37)));
@@ -72,7 +72,12 @@ fn avro_logical_types_in_the_column_forms() {
         ),
         ("odd".into(), Avro::Long(77)),
     ]);
-    let body = encode(&parsed, value);
+    encode(&parsed, value)
+}
+
+#[test]
+fn avro_logical_types_in_the_column_forms() {
+    let body = logical_body();
     let text = compile(LOGICAL).to_json(&[], &body).unwrap();
     assert_eq!(
         text,

@@ -2,6 +2,7 @@
 //! header, JSON Schema paths, and property tests that no body panics.
 
 mod avro;
+mod avro_fields;
 mod avro_logical;
 mod header;
 mod json_schema;

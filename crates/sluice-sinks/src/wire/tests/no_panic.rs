@@ -32,7 +32,8 @@ static AVRO_BODY: LazyLock<Vec<u8>> = LazyLock::new(|| {
 static PROTO_BODY: LazyLock<Vec<u8>> =
     LazyLock::new(|| protobuf::order(&protobuf::descriptor(&PROTO, &[])).encode_to_vec());
 
-/// Transcodes and checks that what comes out, if anything, is JSON.
+/// Transcodes and checks that what comes out, if anything, is JSON; and that the fields read
+/// straight from the bytes, when they are read, are the transcoded record's.
 fn transcode(schema: &WriterSchema, indexes: &[i32], body: &[u8]) {
     if let Ok(text) = schema.to_json(indexes, body) {
         assert!(
@@ -40,6 +41,7 @@ fn transcode(schema: &WriterSchema, indexes: &[i32], body: &[u8]) {
             "not JSON: {text}"
         );
     }
+    super::avro_fields::agrees_with_transcode(schema, body);
 }
 
 /// `body` with the bytes at `changes` (positions taken modulo its length) replaced.
@@ -66,6 +68,7 @@ proptest! {
     #[test]
     fn changed_bodies_never_panic(changes in vec((any::<usize>(), any::<u8>()), 1..6)) {
         transcode(&AVRO, &[], &changed(&AVRO_BODY, &changes));
+        transcode(&NODES, &[], &changed(&AVRO_BODY, &changes));
         transcode(&PROTO, &[], &changed(&PROTO_BODY, &changes));
     }
 }
