@@ -15,7 +15,9 @@
 //! 7. lookups by integer and uuid keys resolve (never write the raw key as the id); a key
 //!    type a lookup cannot compare is refused at validation;
 //! 8. a range-partitioned table is written through its parent, and a record whose partition
-//!    does not exist is dead-lettered with the server's reason.
+//!    does not exist is dead-lettered with the server's reason;
+//! 9. `columns = "auto"`: every column from the field of its name, the key from the primary
+//!    key, the record's other fields ignored.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -855,5 +857,79 @@ async fn the_types_a_users_table_has_land_as_the_record_wrote_them() {
          `STRASSE` is not (lower-casing does not fold ß)"
     );
     assert!(dead.iter().all(|d| d.0 == case.topic("kinds")), "{dead:?}");
+    case.cleanup().await;
+}
+
+const AUTO_DDL: &str = r#"
+CREATE TABLE "Line Items" (
+    "order" BIGINT NOT NULL,
+    line INT NOT NULL,
+    "select" TEXT,
+    qty INT NOT NULL,
+    price NUMERIC(10, 2),
+    total NUMERIC(12, 2) GENERATED ALWAYS AS (qty * price) STORED,
+    synced_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY ("order", line)
+);
+"#;
+
+const AUTO_MAPPING: &str = r#"
+[[sink]]
+name = "line-items"
+topic = "{prefix}-line-items"
+table = "Line Items"
+never_written = ["synced_at"]
+
+[sink.columns]
+"*" = "auto"
+price = { field = "unit_price" }
+"#;
+
+#[tokio::test]
+async fn auto_columns_come_from_the_table_and_the_key_from_its_primary_key() {
+    let Some(case) = Case::new(&["line-items"], AUTO_DDL, AUTO_MAPPING).await else {
+        return;
+    };
+    let plan = case.assert_valid();
+    assert!(
+        plan.contains(r#"ON CONFLICT ("order", "line") DO UPDATE SET"#),
+        "{plan}"
+    );
+    for column in [r#""select""#, "qty", "price"] {
+        assert!(plan.contains(column), "{column} in {plan}");
+    }
+    assert!(plan.contains("never written: synced_at"), "{plan}");
+    assert!(
+        !plan.contains("total"),
+        "a generated column is not written: {plan}"
+    );
+    let item = |order: i64, line: i64, qty: i64| {
+        json!({"order": order, "line": line, "select": format!("s{order}"), "qty": qty,
+            "unit_price": 2.5, "price": 999, "comment": "not a column", "nested": {"a": 1}})
+    };
+    let mut values: Vec<Value> = (1..=5)
+        .flat_map(|o| [item(o, 1, 1), item(o, 2, 2)])
+        .collect();
+    // The same key again: the upsert's update; a record without a NOT NULL field: a dead
+    // letter naming it.
+    values.push(item(3, 2, 7));
+    values.push(json!({"order": 9, "line": 1}));
+    case.produce("line-items", &values).await;
+    case.run_to_end("auto").await;
+    let rows = case
+        .rows(
+            r#"SELECT format('%s %s %s %s %s %s', "order", line, "select", qty, price, total)
+               FROM "Line Items" ORDER BY "order", line"#,
+        )
+        .await;
+    assert_eq!(rows.len(), 10, "{rows:?}");
+    assert_eq!(rows[0], "1 1 s1 1 2.50 2.50");
+    assert_eq!(
+        rows[5], "3 2 s3 7 2.50 17.50",
+        "the second delivery updated the row"
+    );
+    let dead = case.dead_letters().await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert!(dead[0].3.contains("qty"), "{dead:?}");
     case.cleanup().await;
 }

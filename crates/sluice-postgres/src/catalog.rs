@@ -1,5 +1,6 @@
 //! The catalog reader of declared sinks: a table's columns (type, VARCHAR length, NUMERIC
-//! precision and scale, NOT NULL, default) and its unique constraints and indexes, read from
+//! precision and scale, NOT NULL, default) and its unique constraints and indexes (which of
+//! them is the primary key), read from
 //! `pg_catalog` on the caller's connection (its `search_path` resolves unqualified names).
 //!
 //! It only reads; what the shapes mean (which source fits which column, each column's
@@ -55,7 +56,8 @@ FROM pg_enum WHERE enumtypid::int8 = ANY($1) GROUP BY enumtypid";
 const UNIQUE_KEYS_SQL: &str = "
 SELECT array_agg(a.attname::text ORDER BY k.ord) AS columns,
        bool_or(COALESCE((to_jsonb(i) ->> 'indnullsnotdistinct')::bool, false))
-           AS nulls_not_distinct
+           AS nulls_not_distinct,
+       bool_or(i.indisprimary) AS is_primary
 FROM pg_index i
 CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
@@ -126,21 +128,26 @@ pub async fn table_shape(
             writable: c.writable,
         })
         .collect();
-    let keys: Vec<(Vec<String>, bool)> = sqlx::query_as(UNIQUE_KEYS_SQL)
+    let keys: Vec<(Vec<String>, bool, bool)> = sqlx::query_as(UNIQUE_KEYS_SQL)
         .bind(table)
         .fetch_all(&mut *conn)
         .await?;
     let nulls_not_distinct_keys = keys
         .iter()
-        .filter(|(_, nnd)| *nnd)
-        .map(|(columns, _)| columns.clone())
+        .filter(|(_, nnd, _)| *nnd)
+        .map(|(columns, _, _)| columns.clone())
         .collect();
-    let unique_keys = keys.into_iter().map(|(columns, _)| columns).collect();
+    let primary_key = keys
+        .iter()
+        .find(|(_, _, primary)| *primary)
+        .map(|(columns, _, _)| columns.clone());
+    let unique_keys = keys.into_iter().map(|(columns, _, _)| columns).collect();
     Ok(Some(TableShape {
         name: name.to_owned(),
         columns,
         unique_keys,
         nulls_not_distinct_keys,
+        primary_key,
         partitioned,
     }))
 }

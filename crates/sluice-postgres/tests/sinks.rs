@@ -207,6 +207,16 @@ async fn the_catalog_reader_sees_types_limits_defaults_and_unique_keys() {
         ],
         "no deferrable, partial or expression index; INCLUDE columns are not key columns"
     );
+    assert_eq!(shape.primary_key, Some(vec!["id".to_owned()]));
+    sqlx::raw_sql("CREATE TABLE keyless (a INT UNIQUE, b INT)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let keyless = table_shape(&mut conn, "keyless").await.unwrap().unwrap();
+    assert_eq!(
+        (keyless.unique_keys, keyless.primary_key),
+        (vec![vec!["a".to_owned()]], None)
+    );
     assert_eq!(table_shape(&mut conn, "no_such_table").await.unwrap(), None);
     drop(conn);
     schema.drop_schema().await;

@@ -52,7 +52,9 @@ pub fn check_sinks(file: &str, sinks: &[Sink]) -> Vec<MappingError> {
 /// Every problem of one sink.
 pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
     let mut problems = names(sink);
-    if sink.key.is_empty() {
+    // With `columns = "auto"` the key, its columns and what is updated are known only
+    // against the table: checked again with them filled in (`auto.rs`).
+    if sink.key.is_empty() && !sink.auto_columns {
         problems.push(MappingProblem::NoKey);
     }
     if sink.batch_size == 0 {
@@ -62,8 +64,13 @@ pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
         problems.push(MappingProblem::ZeroBatchBytes);
     }
     duplicates(sink, &mut problems);
-    column_roles(sink, &mut problems);
-    if sink.conflict != ConflictPolicy::InsertIgnore && sink.updated_columns().next().is_none() {
+    if !sink.auto_columns {
+        column_roles(sink, &mut problems);
+    }
+    if sink.conflict != ConflictPolicy::InsertIgnore
+        && !sink.auto_columns
+        && sink.updated_columns().next().is_none()
+    {
         problems.push(MappingProblem::NothingToUpdate {
             policy: sink.conflict.to_string(),
         });

@@ -39,7 +39,9 @@ struct RawSink {
     group: Option<String>,
     /// The table it writes, `[schema.]table`.
     table: String,
-    /// The natural key: the columns of a unique constraint or index of the table.
+    /// The natural key: the columns of a unique constraint or index of the table (with
+    /// `columns = "auto"`, default: the primary key).
+    #[serde(default)]
     key: Vec<String>,
     /// What a second delivery of a key does (default: `always-update`, the upsert of the
     /// JDBC sinks).
@@ -157,6 +159,10 @@ struct RawLookup {
     unknown: String,
 }
 
+/// The entry of `[sink.columns]` that fills in the table's other columns: `"*" = "auto"`
+/// (no column can be called `*`).
+const AUTO_ENTRY: &str = "*";
+
 /// Parses a mapping file's text; `file` names it in errors.
 pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
     let mut document: Table = text
@@ -202,10 +208,28 @@ pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
             Some(Value::String(name)) => name.clone(),
             _ => format!("#{}", index + 1),
         };
-        let columns = match table.remove("columns") {
-            Some(Value::Table(columns)) => columns,
-            Some(_) => return Err(at_file(&label, "columns", "must be a table".into())),
-            None => Table::new(),
+        let (columns, auto_columns) = match table.remove("columns") {
+            Some(Value::Table(mut columns)) => match columns.remove(AUTO_ENTRY) {
+                None => (columns, false),
+                Some(Value::String(auto)) if auto == "auto" => (columns, true),
+                Some(_) => {
+                    return Err(at_file(
+                        &label,
+                        "columns.\"*\"",
+                        "must be \"auto\" (every other column of the table from the field of its name)"
+                            .into(),
+                    ));
+                }
+            },
+            Some(Value::String(auto)) if auto == "auto" => (Table::new(), true),
+            Some(_) => {
+                return Err(at_file(
+                    &label,
+                    "columns",
+                    "must be a table of columns, or \"auto\"".into(),
+                ));
+            }
+            None => (Table::new(), false),
         };
         let raw: RawSink = Value::Table(table)
             .try_into()
@@ -220,7 +244,8 @@ pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
             mapped.push(mapping);
         }
         out.push(
-            sink(raw, mapped).map_err(|problem| MappingError::invalid(file, &label, problem))?,
+            sink(raw, mapped, auto_columns)
+                .map_err(|problem| MappingError::invalid(file, &label, problem))?,
         );
     }
     Ok(out)
@@ -260,7 +285,11 @@ fn encodings(raw: &RawSink) -> Result<(Format, Encoding), MappingProblem> {
     Ok((format, value))
 }
 
-fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingProblem> {
+fn sink(
+    mut raw: RawSink,
+    columns: Vec<ColumnMapping>,
+    auto_columns: bool,
+) -> Result<Sink, MappingProblem> {
     let (format, value_encoding) = encodings(&raw)?;
     if raw.debezium.is_some() && !matches!(format, Format::Debezium | Format::ConnectJson) {
         return Err(MappingProblem::ModesWithoutConnect {
@@ -269,10 +298,12 @@ fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingPr
     }
     // No `conflict`: the JDBC sinks' upsert, or — when every mapped column is a key or
     // insert-only, so there is nothing to update — the first delivery wins, which is what an
-    // upsert of such a row does.
-    let updates = columns
-        .iter()
-        .any(|c| !raw.key.contains(&c.column) && !raw.insert_only.contains(&c.column));
+    // upsert of such a row does. With `columns = "auto"` that is known only against the
+    // table (`auto.rs`).
+    let updates = auto_columns
+        || columns
+            .iter()
+            .any(|c| !raw.key.contains(&c.column) && !raw.insert_only.contains(&c.column));
     Ok(Sink {
         topics: topics(&mut raw)?,
         name: raw.name,
@@ -291,6 +322,7 @@ fn sink(mut raw: RawSink, columns: Vec<ColumnMapping>) -> Result<Sink, MappingPr
         batch_size: raw.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
         batch_bytes: raw.batch_bytes.unwrap_or(DEFAULT_BATCH_BYTES),
         columns,
+        auto_columns,
         format,
         value_encoding,
         key_encoding: raw.key_format.unwrap_or_default(),
@@ -376,6 +408,7 @@ fn column_mapping(column: String, raw: RawColumn) -> Result<ColumnMapping, Mappi
         required: raw.required,
         rules,
         decimal: raw.decimal,
+        filled_in: false,
     })
 }
 

@@ -58,7 +58,7 @@ pub use modes::{
     BinaryMode, DEFAULT_KEY_CHANGE_WAIT, DebeziumModes, DecimalForm, DecimalMode, TimeMode,
 };
 pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
-pub use plan::{ColumnPlan, SinkError, SinkPlan, plan_sink};
+pub use plan::{ColumnPlan, SinkError, SinkPlan, plan_sink, with_table_columns};
 pub use problems::{MappingError, MappingProblem};
 pub use record::{Decoded, Moved, OLD_KEY_HEADER, RowOp};
 pub use rows::SinkRow;

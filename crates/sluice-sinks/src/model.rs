@@ -34,6 +34,10 @@ pub struct Sink {
     pub batch_bytes: usize,
     /// Each written column and its source, in the file's order (the decoder's order).
     pub columns: Vec<ColumnMapping>,
+    /// `columns = "auto"`: every other writable column of the table reads the record field
+    /// of its name, filled in from the live catalog (`auto.rs`); `columns` holds the
+    /// explicit entries, which take precedence.
+    pub auto_columns: bool,
     /// How a record value is wrapped.
     pub format: Format,
     /// How record values are written (`format = "avro"`, or `value_format` beside
@@ -208,6 +212,9 @@ pub struct ColumnMapping {
     /// A `numeric` column's own form (`decimal = "string"`: a string holding a decimal is
     /// read too), over the sink's `decimal` mode.
     pub decimal: Option<DecimalForm>,
+    /// Filled in from the table by `columns = "auto"`, not written in the file: a registry
+    /// subject without its field is no reason to refuse the sink.
+    pub filled_in: bool,
 }
 
 /// Where a column's value comes from.
@@ -296,6 +303,11 @@ impl FieldPath {
             .iter()
             .all(|s| !s.is_empty())
             .then_some(Self(segments))
+    }
+
+    /// The path of one top-level field named `name` (dots and all: a column's name).
+    pub fn field(name: &str) -> Self {
+        Self(vec![name.to_owned()])
     }
 
     /// The path's segments, outermost first.

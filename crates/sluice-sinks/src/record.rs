@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::decode::{Cell, Frame, RecordMeta, SinkDecoder, key_object};
 use super::envelope::{self, ChangeKind};
 use super::model::{Format, OnTombstone};
-use super::transcode::Transcoded;
+use super::transcode::{Transcoded, Writer};
 use crate::messages::DecodeError;
 
 /// The header Debezium puts on the create event of a row whose key changed: the old key.
@@ -105,16 +105,8 @@ impl SinkDecoder {
         };
         let value = match payload.map(|bytes| self.value_writer(bytes)).transpose()? {
             Some(Some(writer)) => {
-                // A plain Avro record's fields straight from its bytes (no JSON text of it).
-                if self.format == Format::Json {
-                    let frame = Frame {
-                        schema_id: Some(writer.header.schema_id),
-                        ..Frame::new(meta, self.format)
-                    };
-                    let body = writer.header.body;
-                    if let Some(cells) = self.decode_avro_fields(&writer.schema, body, &frame) {
-                        return Ok(Decoded::upsert(cells?));
-                    }
+                if let Some(cells) = self.straight(&writer, meta) {
+                    return Ok(Decoded::upsert(cells?));
                 }
                 Some(self.transcoded(writer, "value")?)
             }
@@ -130,6 +122,30 @@ impl SinkDecoder {
             return self.tombstone(&frame);
         };
         self.decode_framed(payload, &frame)
+    }
+
+    /// A plain Avro record's cells straight from its bytes (no JSON text of it), when it is
+    /// the common case `decode/scanned.rs` takes (`None`: transcode it).
+    fn straight(
+        &self,
+        writer: &Writer<'_>,
+        meta: &RecordMeta<'_>,
+    ) -> Option<Result<Vec<Cell>, DecodeError>> {
+        if self.format != Format::Json {
+            return None;
+        }
+        let frame = Frame {
+            schema_id: Some(writer.header.schema_id),
+            ..Frame::new(meta, self.format)
+        };
+        self.decode_avro_fields(&writer.schema, writer.header.body, &frame)
+    }
+
+    /// Whether a registry record value is decoded straight from its bytes (tests show the
+    /// straight path is the one taken, not the transcode it falls back to).
+    #[cfg(test)]
+    pub(crate) fn reads_straight(&self, payload: &[u8], meta: &RecordMeta<'_>) -> bool {
+        matches!(self.value_writer(payload), Ok(Some(writer)) if self.straight(&writer, meta).is_some())
     }
 
     /// A transcoded record key as the decoder reads it: for a Debezium sink, in the Connect

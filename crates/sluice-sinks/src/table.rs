@@ -19,6 +19,9 @@ pub struct TableShape {
     /// Those of `unique_keys` whose index is `NULLS NOT DISTINCT` (PostgreSQL 15+): a NULL
     /// in them conflicts with another NULL.
     pub nulls_not_distinct_keys: Vec<Vec<String>>,
+    /// The primary key's columns, in the key's order (`None`: the table has none): the key of
+    /// a sink with `columns = "auto"` that does not name one.
+    pub primary_key: Option<Vec<String>>,
     /// A partitioned table (declarative partitioning): written through its parent, which
     /// cannot return a row's `xmax` (see `upsert_statement`).
     pub partitioned: bool,

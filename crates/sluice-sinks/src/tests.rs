@@ -1,6 +1,7 @@
 //! Unit tests of declared sinks: the file, the checks without a database, the plan, the seeds.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+mod auto;
 mod changes;
 mod decode;
 mod file;

@@ -6,7 +6,9 @@
 use crate::settings::{PipelineSettings, StorageSettings};
 use crate::sink::{Declared, DeclaredError};
 use sluice_registry::{Registry, RegistrySettings};
-use sluice_sinks::{MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink};
+use sluice_sinks::{
+    MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink, with_table_columns,
+};
 use sqlx::PgConnection;
 use std::time::Duration;
 
@@ -173,9 +175,17 @@ pub async fn plan_pipelines(
     let mut pipelines = Vec::with_capacity(sinks.len());
     let mut errors: Vec<SinkError> = Vec::new();
     for unplanned in sinks {
-        match plan_sink(&unplanned.sink, group_prefix, &shapes) {
+        // `columns = "auto"`: the sink with its table's columns, from here on.
+        let sink = match with_table_columns(&unplanned.sink, &shapes) {
+            Ok(sink) => sink.into_owned(),
+            Err(mut more) => {
+                errors.append(&mut more);
+                continue;
+            }
+        };
+        match plan_sink(&sink, group_prefix, &shapes) {
             Ok(plan) => pipelines.push(Pipeline {
-                sink: unplanned.sink,
+                sink,
                 plan,
                 writers: unplanned.writers,
                 topic_source: unplanned.topic_source,

@@ -185,8 +185,9 @@ fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck 
     }
 }
 
-/// Each field source of the sink: (column, field as written, path in the schema — under
-/// `after` for a Debezium sink, whose fields are the row image's).
+/// Each field source the file wrote (not those `columns = "auto"` filled in, whose fields
+/// may be missing): (column, field as written, path in the schema — under `after` for a
+/// Debezium sink, whose fields are the row image's).
 fn mapped_fields(sink: &Sink) -> Vec<(String, String, Vec<String>)> {
     let prefix: &[&str] = if sink.format == Format::Debezium {
         &["after"]
@@ -195,6 +196,7 @@ fn mapped_fields(sink: &Sink) -> Vec<(String, String, Vec<String>)> {
     };
     sink.columns
         .iter()
+        .filter(|column| !column.filled_in)
         .filter_map(|column| match &column.source {
             Source::Field(path) => {
                 let mut segments: Vec<String> = prefix.iter().map(|s| (*s).to_owned()).collect();

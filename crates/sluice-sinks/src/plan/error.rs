@@ -169,6 +169,24 @@ pub enum SinkError {
         /// The column.
         column: String,
     },
+    /// `columns = "auto"` without `key`, on a table that has no primary key.
+    #[error("sink `{sink}`: table `{table}` has no primary key; name the key columns with `key`")]
+    NoPrimaryKey {
+        /// The sink.
+        sink: String,
+        /// The table.
+        table: String,
+    },
+    /// The sink with its table's columns filled in (`columns = "auto"`) contradicts itself.
+    #[error("sink `{sink}` (with the columns of `{table}`): {problem}")]
+    Inconsistent {
+        /// The sink.
+        sink: String,
+        /// The table.
+        table: String,
+        /// What contradicts.
+        problem: crate::problems::MappingProblem,
+    },
 }
 
 impl SinkError {
@@ -188,14 +206,18 @@ impl SinkError {
             | Self::RuleDoesNotApply { sink, .. }
             | Self::NotWritable { sink, .. }
             | Self::StatementRefused { sink, .. }
-            | Self::NotNullWithoutSource { sink, .. } => sink,
+            | Self::NotNullWithoutSource { sink, .. }
+            | Self::NoPrimaryKey { sink, .. }
+            | Self::Inconsistent { sink, .. } => sink,
         }
     }
 
     /// The column the error is about (none when the table itself is missing).
     pub fn column(&self) -> Option<&str> {
         match self {
-            Self::UnknownTable { .. } => None,
+            Self::UnknownTable { .. } | Self::NoPrimaryKey { .. } | Self::Inconsistent { .. } => {
+                None
+            }
             Self::StatementRefused { column, .. } => column.as_deref(),
             Self::UnknownColumn { column, .. }
             | Self::KeyNotUnique { column, .. }

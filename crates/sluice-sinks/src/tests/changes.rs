@@ -48,6 +48,7 @@ fn items(text: &str) -> SinkDecoder {
         ],
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     let sinks = parse_sinks("m.toml", text).unwrap();

@@ -65,6 +65,7 @@ fn decoder_table() -> TableShape {
         ],
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     }
 }
@@ -177,6 +178,7 @@ fn dedupe_keeps_one_row_per_key_by_the_conflict_policy() {
                 .collect(),
             unique_keys: vec![vec!["id".into()]],
             nulls_not_distinct_keys: Vec::new(),
+            primary_key: None,
             partitioned: false,
         };
         let mut events = events;
@@ -222,6 +224,7 @@ label_again = { field = "label" }
         ],
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     let sinks = parse_sinks("m.toml", TWICE).unwrap();
@@ -321,6 +324,7 @@ approx = { field = "amount" }
         ],
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     let sinks = parse_sinks("m.toml", EXACT).unwrap();

@@ -52,6 +52,7 @@ fn sink(
         ],
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     let sinks = parse_sinks("m.toml", &text).map_err(|e| e.to_string())?;

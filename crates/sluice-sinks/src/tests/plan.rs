@@ -42,6 +42,7 @@ fn tables() -> HashMap<String, TableShape> {
         ],
         unique_keys: vec![vec!["id".into()], vec!["event_id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     let apps = TableShape {
@@ -53,6 +54,7 @@ fn tables() -> HashMap<String, TableShape> {
         ],
         unique_keys: vec![vec!["id".into()], vec!["package_name".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     HashMap::from([("events".into(), events), ("apps".into(), apps)])

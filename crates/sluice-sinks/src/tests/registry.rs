@@ -82,6 +82,7 @@ fn decoder(extra: &str) -> SinkDecoder {
         ],
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     let plan = plan_sink(&sinks[0], "p", &HashMap::from([("t".into(), table)]))
@@ -287,6 +288,7 @@ fn assert_same_tombstone(sql: SqlType, avro_schema: &str, avro: &[u8], json: &st
         columns: vec![column("k", sql, true), column("v", SqlType::Text, false)],
         unique_keys: vec![vec!["k".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     let plan_of = |text: &str| {

@@ -102,6 +102,7 @@ fn decoder(format: &str, schema: &Arc<WriterSchema>) -> SinkDecoder {
         ],
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     let plan = plan_sink(&sinks[0], "p", &HashMap::from([("w".into(), table)]))
@@ -248,6 +249,8 @@ fn avro_columns_read_straight_are_the_json_records_cells_and_reasons() {
     for record in &records {
         let bytes = framed(&parsed, record.avro());
         let text = schema.to_json(&[], &bytes[5..]).unwrap();
+        // Every one of them takes the straight path (a broken rule is its reason there).
+        assert!(avro.reads_straight(&bytes, &meta), "{text}");
         let straight = avro.decode_record(Some(&bytes), &meta);
         let through_json = json.decode_record(Some(text.as_bytes()), &meta);
         match (straight, through_json) {
@@ -281,6 +284,10 @@ fn avro_columns_read_straight_are_the_json_records_cells_and_reasons() {
     }
     let bytes = framed(&parsed, value);
     let text = schema.to_json(&[], &bytes[5..]).unwrap();
+    assert!(
+        !avro.reads_straight(&bytes, &meta),
+        "a required field missing is transcoded"
+    );
     let straight = avro.decode_record(Some(&bytes), &meta).unwrap_err();
     let through_json = json
         .decode_record(Some(text.as_bytes()), &meta)
@@ -293,4 +300,113 @@ fn avro_columns_read_straight_are_the_json_records_cells_and_reasons() {
         .unwrap_err();
     assert!(matches!(error, DecodeError::Registry { .. }), "{error:?}");
     assert!(error.to_string().contains("schema id 7"), "{error}");
+}
+
+/// One sink over `schema` with `columns` (TOML lines) into a table of `shape`'s columns.
+fn small_decoder(
+    format: &str,
+    schema: &Arc<WriterSchema>,
+    columns: &str,
+    shape: Vec<crate::ColumnShape>,
+) -> SinkDecoder {
+    let file = format!(
+        "[[sink]]\nname = \"s\"\ntable = \"s\"\nkey = [\"id\"]\nformat = \"{format}\"\n\
+         [sink.columns]\n{columns}"
+    );
+    let sinks = parse_sinks("m.toml", &file).unwrap();
+    let table = TableShape {
+        name: "s".into(),
+        columns: shape,
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
+        partitioned: false,
+    };
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("s".into(), table)]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    SinkDecoder::new(&sinks[0], &plan).with_schemas(Arc::new(One(schema.clone())))
+}
+
+const META: RecordMeta<'static> = RecordMeta {
+    topic: "s",
+    partition: 0,
+    offset: 0,
+    timestamp: None,
+    key: None,
+    headers: &[],
+};
+
+#[test]
+fn a_timestamp_read_by_text_and_json_columns_too_is_its_text_for_them() {
+    let text = r#"{"type": "record", "name": "T", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-nanos"}}]}"#;
+    let parsed = Schema::parse_str(text).unwrap();
+    let schema = Arc::new(WriterSchema::compile(SchemaKind::Avro, text, &[]).unwrap());
+    let columns = "id = { field = \"id\" }\nat = { field = \"at\" }\n\
+                   at_text = { field = \"at\" }\nat_json = { field = \"at\" }\n";
+    let shape = vec![
+        column("id", SqlType::BigInt, true),
+        column("at", SqlType::TimestampTz, false),
+        column("at_text", SqlType::Text, false),
+        column("at_json", SqlType::Jsonb, false),
+    ];
+    let avro = small_decoder("avro", &schema, columns, shape.clone());
+    let json = small_decoder("json", &schema, columns, shape);
+    for nanos in [1_700_000_000_123_456_789, -5, i64::MAX] {
+        let value = Avro::Record(vec![
+            ("id".into(), Avro::Long(1)),
+            ("at".into(), Avro::TimestampNanos(nanos)),
+        ]);
+        let bytes = framed(&parsed, value);
+        let written = schema.to_json(&[], &bytes[5..]).unwrap();
+        assert!(avro.reads_straight(&bytes, &META), "{written}");
+        let straight = avro.decode_record(Some(&bytes), &META).map(|d| d.cells);
+        let through_json = json
+            .decode_record(Some(written.as_bytes()), &META)
+            .map(|d| d.cells);
+        assert_eq!(
+            format!("{straight:?}"),
+            format!("{through_json:?}"),
+            "{written}"
+        );
+    }
+}
+
+#[test]
+fn a_field_no_column_reads_is_not_parsed_even_past_what_json_numbers_hold() {
+    // A big-decimal of 1 × 10^400 that no column reads: its JSON text is a number beyond
+    // f64, which the JSON path refuses as a whole record; read straight, it is skipped and
+    // the row lands (a field the sink does not read is no reason for a dead letter).
+    let text = r#"{"type": "record", "name": "B", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "big", "type": {"type": "bytes", "logicalType": "big-decimal"}}]}"#;
+    let schema = Arc::new(WriterSchema::compile(SchemaKind::Avro, text, &[]).unwrap());
+    // id 1 (zigzag 2); big: 4 bytes = the unscaled 1 (length 1, byte 1), scale -400
+    // (zigzag 799 = 0x9f 0x06).
+    let body = [0x02, 0x08, 0x02, 0x01, 0x9f, 0x06];
+    let written = schema.to_json(&[], &body).unwrap();
+    assert_eq!(written.len(), r#"{"id":1,"big":}"#.len() + 401, "{written}");
+    let mut bytes = vec![0, 0, 0, 0, 7];
+    bytes.extend(body);
+    let columns = "id = { field = \"id\" }\n";
+    let avro = small_decoder(
+        "avro",
+        &schema,
+        columns,
+        vec![column("id", SqlType::BigInt, true)],
+    );
+    assert!(avro.reads_straight(&bytes, &META));
+    let cells = avro.decode_record(Some(&bytes), &META).unwrap().cells;
+    assert_eq!(cells.to_vec(), [crate::Cell::BigInt(1)]);
+    let json = small_decoder(
+        "json",
+        &schema,
+        columns,
+        vec![column("id", SqlType::BigInt, true)],
+    );
+    let refused = json
+        .decode_record(Some(written.as_bytes()), &META)
+        .unwrap_err();
+    assert!(refused.to_string().contains("out of range"), "{refused}");
 }

@@ -34,6 +34,7 @@ pub(super) fn tables() -> HashMap<String, TableShape> {
             columns,
             unique_keys: vec![vec!["id".into()], key],
             nulls_not_distinct_keys: Vec::new(),
+            primary_key: None,
             partitioned: false,
         };
         (name.to_owned(), shape)

@@ -140,6 +140,7 @@ fn review_decoder(
             .collect(),
         unique_keys: vec![vec!["id".into()]],
         nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
         partitioned: false,
     };
     let plan = crate::plan_sink(
