@@ -208,29 +208,8 @@ pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
             Some(Value::String(name)) => name.clone(),
             _ => format!("#{}", index + 1),
         };
-        let (columns, auto_columns) = match table.remove("columns") {
-            Some(Value::Table(mut columns)) => match columns.remove(AUTO_ENTRY) {
-                None => (columns, false),
-                Some(Value::String(auto)) if auto == "auto" => (columns, true),
-                Some(_) => {
-                    return Err(at_file(
-                        &label,
-                        "columns.\"*\"",
-                        "must be \"auto\" (every other column of the table from the field of its name)"
-                            .into(),
-                    ));
-                }
-            },
-            Some(Value::String(auto)) if auto == "auto" => (Table::new(), true),
-            Some(_) => {
-                return Err(at_file(
-                    &label,
-                    "columns",
-                    "must be a table of columns, or \"auto\"".into(),
-                ));
-            }
-            None => (Table::new(), false),
-        };
+        let (columns, auto_columns) = columns_entry(table.remove("columns"))
+            .map_err(|(key, message)| at_file(&label, key, message))?;
         let raw: RawSink = Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| at_file(&label, "", e.message().to_owned()))?;
@@ -249,6 +228,25 @@ pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
         );
     }
     Ok(out)
+}
+
+/// `columns`: a table of columns (with `"*" = "auto"`, the table's others filled in too), or
+/// `"auto"` alone; whether the table fills them in. An error names the key and why.
+fn columns_entry(value: Option<Value>) -> Result<(Table, bool), (&'static str, String)> {
+    match value {
+        Some(Value::Table(mut columns)) => match columns.remove(AUTO_ENTRY) {
+            None => Ok((columns, false)),
+            Some(Value::String(auto)) if auto == "auto" => Ok((columns, true)),
+            Some(_) => Err((
+                "columns.\"*\"",
+                "must be \"auto\" (every other column of the table from the field of its name)"
+                    .into(),
+            )),
+        },
+        Some(Value::String(auto)) if auto == "auto" => Ok((Table::new(), true)),
+        Some(_) => Err(("columns", "must be a table of columns, or \"auto\"".into())),
+        None => Ok((Table::new(), false)),
+    }
 }
 
 /// `topic`, `topics` or `topic_pattern` (at most one; default: the sink's name).
