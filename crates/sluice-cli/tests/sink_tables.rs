@@ -17,7 +17,8 @@
 //! 8. a range-partitioned table is written through its parent, and a record whose partition
 //!    does not exist is dead-lettered with the server's reason;
 //! 9. `columns = "auto"`: every column from the field of its name, the key from the primary
-//!    key, the record's other fields ignored.
+//!    key, the record's other fields ignored — and `sinks validate --sample` shows it on the
+//!    topic's records before anything runs.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -915,6 +916,26 @@ async fn auto_columns_come_from_the_table_and_the_key_from_its_primary_key() {
     values.push(item(3, 2, 7));
     values.push(json!({"order": 9, "line": 1}));
     case.produce("line-items", &values).await;
+    // The sample of what is in the topic, before anything runs.
+    let file = case.file.display().to_string();
+    let out = case
+        .env
+        .output(&["sinks", "validate", &file, "--sample", "50"], &[]);
+    let sampled = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{sampled}{}", text(&out.stderr));
+    assert!(
+        sampled.contains("sample of sink line-items: 12 record(s)"),
+        "{sampled}"
+    );
+    assert!(
+        sampled.contains("11 would be rows, 1 dead letters"),
+        "{sampled}"
+    );
+    assert!(sampled.contains("1 × field `qty`"), "{sampled}");
+    assert!(
+        sampled.contains("record fields no column reads: comment (11), nested (11), price (11)"),
+        "{sampled}"
+    );
     case.run_to_end("auto").await;
     let rows = case
         .rows(

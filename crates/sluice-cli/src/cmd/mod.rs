@@ -13,6 +13,7 @@ pub mod pipelines;
 pub mod replay;
 pub mod retry;
 pub mod run;
+mod sample;
 pub mod sinks;
 pub mod topics;
 pub mod verify;

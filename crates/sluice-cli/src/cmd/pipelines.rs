@@ -8,9 +8,9 @@ use anyhow::anyhow;
 use sluice_core::PipelineKind;
 use sluice_core::topics::Topics;
 use sluice_process::Failure;
-use sluice_sinks::{MappingError, Sink, SinkError, SinkPlan, check_sinks, parse_sinks};
+use sluice_sinks::{MappingError, Sink, SinkError, check_sinks, parse_sinks};
+use sluice_storage::{Pipeline, Unplanned, plan_pipelines};
 use sluice_storage::{Selection, StorageSettings, select};
-use sluice_storage::{Unplanned, plan_pipelines};
 use sqlx::PgConnection;
 
 /// The variable naming the mapping file.
@@ -182,7 +182,7 @@ pub async fn plan_sinks(
     conn: &mut PgConnection,
     sinks: &[Sink],
     group_prefix: &str,
-) -> Result<Result<Vec<SinkPlan>, Vec<SinkError>>, Failure> {
+) -> Result<Result<Vec<Pipeline>, Vec<SinkError>>, Failure> {
     let unplanned = sinks
         .iter()
         .map(|sink| Unplanned {
@@ -194,7 +194,7 @@ pub async fn plan_sinks(
     let planned = plan_pipelines(conn, unplanned, group_prefix)
         .await
         .map_err(|e| anyhow!("cannot read the catalog: {e}"))?;
-    Ok(planned.map(|pipelines| pipelines.into_iter().map(|p| p.plan).collect()))
+    Ok(planned)
 }
 
 /// Exit 2: each error on its own line on stderr.

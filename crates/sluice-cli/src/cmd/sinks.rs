@@ -1,10 +1,12 @@
 //! `sluice sinks validate`: a mapping file of declared sinks checked against the live schema,
 //! and the plan of each sink printed — its statement and each column's source and checks.
 //!
-//! It reads the catalog only: it never creates a consumer and never writes. Exit 0 when every
+//! It reads the catalog only (with `--sample N`, the last N records of each topic too,
+//! decoded as the sink would: `sample.rs`): it never joins a consumer group and never writes. Exit 0 when every
 //! sink is valid, 2 naming the sink, the column and the reason of each error.
 
 use super::pipelines::{SINKS_FILE_VAR, group_prefix, plan_sinks, read_sinks};
+use super::sample;
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
 use serde::Serialize;
@@ -30,6 +32,11 @@ pub struct ValidateArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also decode the last N records of each topic (1–10000) as the sink would: the rows,
+    /// the dead letters and why, the record fields no column reads. Reads Kafka (and the
+    /// schema registry) with the `KAFKA_*` settings; nothing is consumed in a group or written.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=sample::MAX_SAMPLE as i64))]
+    sample: Option<u32>,
 }
 
 /// One error of a file, for `--json`.
@@ -61,7 +68,7 @@ fn validate(args: &ValidateArgs) -> Result<(), Failure> {
         // Planned, and every generated statement prepared against the live schema.
         plan_sinks(&mut conn, &sinks, &group_prefix()).await
     })?;
-    let plans = planned.map_err(|errors| {
+    let pipelines = planned.map_err(|errors| {
         let lines = errors
             .iter()
             .map(|e| ErrorLine {
@@ -73,10 +80,22 @@ fn validate(args: &ValidateArgs) -> Result<(), Failure> {
         invalid(args, &file, lines)
     })?;
     let subjects = registry_subjects(args, &file, &sinks)?;
+    let samples = match args.sample {
+        Some(n) => {
+            let settings = super::settings()?;
+            let n = usize::try_from(n).unwrap_or(sample::MAX_SAMPLE);
+            pipelines
+                .iter()
+                .map(|pipeline| sample::sample(pipeline, n, &settings))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        None => Vec::new(),
+    };
+    let plans: Vec<&SinkPlan> = pipelines.iter().map(|p| &p.plan).collect();
     if args.json {
         let subjects: Vec<String> = subjects.iter().map(ToString::to_string).collect();
-        let out =
-            serde_json::json!({"file": file, "valid": true, "sinks": plans, "subjects": subjects});
+        let out = serde_json::json!({"file": file, "valid": true, "sinks": plans,
+            "subjects": subjects, "samples": samples});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("{file}: {} sink(s) valid", plans.len());
@@ -85,6 +104,9 @@ fn validate(args: &ValidateArgs) -> Result<(), Failure> {
         }
         for check in &subjects {
             println!("{check}");
+        }
+        for sample in &samples {
+            sample::print(sample);
         }
     }
     Ok(())

@@ -166,6 +166,11 @@ impl SinkDecoder {
         self
     }
 
+    /// The top-level fields of the record (of a change event's row image) its columns read.
+    pub fn fields_read(&self) -> &[String] {
+        self.fields.names()
+    }
+
     /// Whether the sink reads a schema registry format (values or keys).
     pub fn reads_registry(&self) -> bool {
         self.value_encoding.is_registry() || self.key_encoding.is_registry()

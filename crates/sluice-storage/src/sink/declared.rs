@@ -141,6 +141,16 @@ impl Declared {
     pub fn plan(&self) -> &SinkPlan {
         &self.plan
     }
+
+    /// The top-level record fields (a change event's row-image fields) its columns read.
+    pub fn fields_read(&self) -> &[String] {
+        self.decoder.fields_read()
+    }
+
+    /// Whether some column is resolved through a lookup (a database read at write time).
+    pub fn has_lookups(&self) -> bool {
+        !self.lookups.is_empty()
+    }
 }
 
 /// The sink as the batch loop drives it. Every call but [`Declared::decode`] runs inside the
