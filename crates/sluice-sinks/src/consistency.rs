@@ -2,7 +2,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::model::{ConflictPolicy, Sink, Source};
+use super::model::{ConflictPolicy, Format, Sink, Source};
+use sluice_core::topics::Topics;
 use super::names::{is_column_name, is_table_name};
 use super::problems::{MappingError, MappingProblem};
 use sluice_core::settings::is_topic_name;
@@ -76,7 +77,42 @@ pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
         });
     }
     rule_problems(sink, &mut problems);
+    template_problems(sink, &mut problems);
     problems
+}
+
+/// A table template whose placeholders the sink cannot fill: the source block of a sink
+/// that does not read change events, a capture without `topic_pattern` or beyond its groups.
+fn template_problems(sink: &Sink, problems: &mut Vec<MappingProblem>) {
+    let Some(template) = &sink.table_template else {
+        return;
+    };
+    let bad = |reason: String| MappingProblem::BadTableTemplate {
+        table: sink.table.clone(),
+        reason,
+    };
+    if template.reads_source() && sink.format != Format::Debezium {
+        problems.push(bad(
+            "`{source.schema}` and `{source.table}` need `format = \"debezium\"`".into(),
+        ));
+    }
+    let wanted = template.highest_capture();
+    if wanted > 0 {
+        let groups = match &sink.topics {
+            Topics::Pattern(pattern) => Topics::compile(pattern)
+                .map(|regex| regex.captures_len().saturating_sub(1))
+                .unwrap_or(0),
+            Topics::Named(_) => {
+                problems.push(bad("a capture `{N}` needs `topic_pattern`".into()));
+                return;
+            }
+        };
+        if wanted > groups {
+            problems.push(bad(format!(
+                "`{{{wanted}}}` but `topic_pattern` has {groups} capture group(s)"
+            )));
+        }
+    }
 }
 
 /// A column named twice in the key, `insert_only`, `never_written` or the mapped columns.
@@ -205,7 +241,9 @@ fn names(sink: &Sink) -> Vec<MappingProblem> {
             "1–255 characters",
         );
     }
-    require(is_table_name(&sink.table), "table", &sink.table, TABLE_RULE);
+    if sink.table_template.is_none() {
+        require(is_table_name(&sink.table), "table", &sink.table, TABLE_RULE);
+    }
     let listed = sink
         .key
         .iter()

@@ -7,6 +7,7 @@
 use serde::Deserialize;
 use toml::{Table, Value};
 
+use crate::TableTemplate;
 use super::model::{
     Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, Encoding, FieldPath, Format,
     KafkaField, Lookup, OnTombstone, Sink, Source, ValueRules,
@@ -302,11 +303,17 @@ fn sink(
         || columns
             .iter()
             .any(|c| !raw.key.contains(&c.column) && !raw.insert_only.contains(&c.column));
+    let table_template =
+        TableTemplate::parse(&raw.table).map_err(|reason| MappingProblem::BadTableTemplate {
+            table: raw.table.clone(),
+            reason,
+        })?;
     Ok(Sink {
         topics: topics(&mut raw)?,
         name: raw.name,
         group: raw.group,
         table: raw.table,
+        table_template,
         key: raw.key,
         conflict: match raw.conflict {
             Some(RawConflict::InsertIgnore) => ConflictPolicy::InsertIgnore,

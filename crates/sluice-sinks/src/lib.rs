@@ -38,6 +38,7 @@ pub mod schemas;
 mod seeds;
 mod statement;
 mod table;
+mod template;
 mod transcode;
 pub mod wire;
 
@@ -66,6 +67,7 @@ pub use seeds::{SEED_APPLICATIONS_TABLE, seed_mapping, seed_sink, use_applicatio
 pub use sluice_core::topics::{MAX_PATTERN_CHARS, Topics};
 pub use statement::{MOVED_ROWS, StatementColumn, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
+pub use template::{Named, TableTemplate};
 pub use wire::{Header, SchemaError, SchemaKind, WireError, WriterSchema};
 
 #[cfg(test)]

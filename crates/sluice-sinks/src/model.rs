@@ -16,8 +16,12 @@ pub struct Sink {
     pub topics: Topics,
     /// The consumer group, when the file sets one (otherwise [`Sink::group`] derives it).
     pub group: Option<String>,
-    /// The table it writes, `[schema.]table`.
+    /// The table it writes, `[schema.]table` — or, with placeholders, how each record names
+    /// its table (`table_template`).
     pub table: String,
+    /// `table` with placeholders (`{topic}`, `{1}`, `{source.schema}`…): the table of each
+    /// record, planned when first met (docs/sinks.md#many-tables); `None`: one fixed table.
+    pub table_template: Option<crate::TableTemplate>,
     /// The natural key: the `ON CONFLICT` columns.
     pub key: Vec<String>,
     /// What a second delivery of a key does.

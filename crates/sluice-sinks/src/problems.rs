@@ -221,6 +221,14 @@ pub enum MappingProblem {
         /// Why not.
         reason: String,
     },
+    /// A `table` with placeholders that cannot name a table.
+    #[error("table `{table}`: {reason}")]
+    BadTableTemplate {
+        /// The table as written.
+        table: String,
+        /// Why not.
+        reason: String,
+    },
     /// Two sinks read the same topic.
     #[error("topic `{topic}` is read by sink `{other}` too")]
     DuplicateTopic {
