@@ -3,10 +3,10 @@
 use std::collections::{HashMap, HashSet};
 
 use super::model::{ConflictPolicy, Format, Sink, Source};
-use sluice_core::topics::Topics;
 use super::names::{is_column_name, is_table_name};
 use super::problems::{MappingError, MappingProblem};
 use sluice_core::settings::is_topic_name;
+use sluice_core::topics::Topics;
 
 /// Longest dead-letter kind (the `error_kind` column is VARCHAR(64)).
 const MAX_KIND_CHARS: usize = 64;
@@ -94,6 +94,13 @@ fn template_problems(sink: &Sink, problems: &mut Vec<MappingProblem>) {
     if template.reads_source() && sink.format != Format::Debezium {
         problems.push(bad(
             "`{source.schema}` and `{source.table}` need `format = \"debezium\"`".into(),
+        ));
+    } else if template.reads_source() && sink.value_encoding.is_registry() {
+        // The source block is read from a JSON change event before any table is known.
+        problems.push(bad(
+            "`{source.schema}` and `{source.table}` are read from JSON change events; name \
+             the tables of registry-encoded events by `topic_pattern` captures (`{1}`)"
+                .into(),
         ));
     }
     let wanted = template.highest_capture();

@@ -353,9 +353,42 @@ fn decimal(encoded: &str, scale: u32) -> Result<String, String> {
     Ok(text)
 }
 
+/// A Debezium change event's `source.schema` and `source.table` (JSON, with or without the
+/// schema envelope): the table a sink of many tables writes it to; `None` when the value is
+/// not such an event.
+pub fn change_source(value: &[u8]) -> Option<(String, String)> {
+    #[derive(serde::Deserialize)]
+    struct Event {
+        payload: Option<Inner>,
+        source: Option<SourceBlock>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Inner {
+        source: Option<SourceBlock>,
+    }
+    #[derive(serde::Deserialize)]
+    struct SourceBlock {
+        schema: Option<String>,
+        table: Option<String>,
+    }
+    let event: Event = serde_json::from_slice(value).ok()?;
+    let source = event.payload.and_then(|p| p.source).or(event.source)?;
+    Some((source.schema?, source.table?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_events_source_names_its_table_with_or_without_the_schema_envelope() {
+        let bare = br#"{"op":"c","source":{"schema":"shop","table":"orders","lsn":1}}"#;
+        assert_eq!(change_source(bare), Some(("shop".into(), "orders".into())));
+        let wrapped = br#"{"schema":{"type":"struct"},"payload":{"op":"u","source":{"schema":"s","table":"t"}}}"#;
+        assert_eq!(change_source(wrapped), Some(("s".into(), "t".into())));
+        assert_eq!(change_source(br#"{"source":{"schema":"s"}}"#), None);
+        assert_eq!(change_source(b"not json"), None);
+    }
 
     #[test]
     fn a_decimal_is_its_unscaled_value_at_its_scale() {

@@ -7,13 +7,13 @@
 use serde::Deserialize;
 use toml::{Table, Value};
 
-use crate::TableTemplate;
 use super::model::{
     Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, Encoding, FieldPath, Format,
     KafkaField, Lookup, OnTombstone, Sink, Source, ValueRules,
 };
 use super::modes::{DebeziumModes, DecimalForm};
 use super::problems::{MappingError, MappingProblem};
+use crate::TableTemplate;
 use sluice_core::topics::Topics;
 
 /// Records per transaction when a sink does not say.

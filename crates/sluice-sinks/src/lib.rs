@@ -46,6 +46,7 @@ pub use checks::Check;
 pub use consistency::{check_sink, check_sinks};
 pub use decode::{Cell, RecordMeta, SinkDecoder};
 pub use envelope::UNAVAILABLE_VALUE;
+pub use envelope::change_source;
 pub use file::{DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, parse_sinks};
 pub use forms::{Interval, bytes_text, date_text, time_text};
 pub use held::{
@@ -59,7 +60,7 @@ pub use modes::{
     BinaryMode, DEFAULT_KEY_CHANGE_WAIT, DebeziumModes, DecimalForm, DecimalMode, TimeMode,
 };
 pub use names::{is_column_name, is_table_name, quote_ident, quote_table};
-pub use plan::{ColumnPlan, SinkError, SinkPlan, plan_sink, with_table_columns};
+pub use plan::{ColumnPlan, SinkError, SinkPlan, plan_sink, plan_template, with_table_columns};
 pub use problems::{MappingError, MappingProblem};
 pub use record::{Decoded, Moved, OLD_KEY_HEADER, RowOp};
 pub use rows::SinkRow;

@@ -66,6 +66,15 @@ impl Sink {
             .unwrap_or_else(|| format!("{prefix}.{}", self.name))
     }
 
+    /// The sink as it writes `table`, one of the tables its `table_template` names.
+    pub fn for_table(&self, table: &str) -> Sink {
+        Sink {
+            table: table.to_owned(),
+            table_template: None,
+            ..self.clone()
+        }
+    }
+
     /// The mapping of `column`, if it has one.
     pub fn mapping(&self, column: &str) -> Option<&ColumnMapping> {
         self.columns.iter().find(|c| c.column == column)

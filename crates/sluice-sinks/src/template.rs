@@ -202,7 +202,8 @@ mod tests {
         let t = TableTemplate::parse("{1}.{2}").unwrap().unwrap();
         assert_eq!(t.highest_capture(), 2);
         assert_eq!(
-            t.resolve(&named("cdc.shop.order_lines", Some(&pattern))).unwrap(),
+            t.resolve(&named("cdc.shop.order_lines", Some(&pattern)))
+                .unwrap(),
             "shop.order_lines"
         );
         let error = t.resolve(&named("other", Some(&pattern))).unwrap_err();

@@ -22,7 +22,7 @@ use crate::claim::{Claim, Verdict, claims_of, judge};
 use crate::isolate::{Isolation, write_runs};
 use crate::origins::{Origin, Origins};
 use crate::record::dead_letter;
-use crate::sink::{Bound, Declared};
+use crate::sink::{Bound, Declared, Route, Tables, UNKNOWN_TABLE};
 use sluice_core::{BatchReport, DeadLetter, DeadLetterKind};
 use sluice_kafka::Record;
 use sluice_postgres::offsets::{self, Partition};
@@ -31,32 +31,60 @@ use sluice_sinks::Decoded;
 use sluice_sinks::messages::DecodeError;
 use sqlx::{Connection, PgConnection};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-/// A batch after decoding: the valid records' decodings (with their record index) and the
-/// rejects — or, when some record's writer's schema is not fetched yet, nothing but those
-/// schema ids: the batch is decoded again once they are (never dead-lettered for them).
+/// The records of a batch one table's sink decoded, with their record index.
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// The table's sink.
+    pub sink: Arc<Declared>,
+    /// Its records' decodings, with the index of their record in the batch.
+    pub messages: Vec<(usize, Decoded)>,
+}
+
+/// A batch after decoding: the valid records' decodings by table (with their record index)
+/// and the rejects — or, when some record's writer's schema is not fetched yet, or its table
+/// not planned yet, nothing but those schema ids and tables: the batch is decoded again once
+/// they are (never dead-lettered for them).
 #[derive(Debug)]
 pub struct DecodedBatch {
-    /// Valid records' decodings with the index of their record in the batch.
-    pub messages: Vec<(usize, Decoded)>,
+    /// Valid records' decodings, by the table they go to.
+    pub groups: Vec<Group>,
     /// Records that failed decoding.
     pub rejected: Vec<DeadLetter>,
+    /// Tombstones of a sink of many tables that name no table and are ignored.
+    pub ignored: u64,
     /// Schema ids to fetch before the batch can be decoded (sorted, each once).
     pub pending: Vec<i32>,
+    /// Tables to plan before the batch can be decoded (sorted, each once).
+    pub pending_tables: Vec<String>,
 }
 
 impl DecodedBatch {
+    /// Whether something must be fetched or planned before the batch can be stored.
+    pub fn waits(&self) -> bool {
+        !self.pending.is_empty() || !self.pending_tables.is_empty()
+    }
+
     /// The decoding of the records of `records` at `kept` (ascending indices), numbered as
     /// those records are among themselves: a batch the claim shortened is stored from its one
     /// decoding, whatever the schema cache holds by then.
     pub fn kept(&self, records: &[Record], kept: &[usize]) -> DecodedBatch {
-        let messages = self
-            .messages
+        let groups = self
+            .groups
             .iter()
-            .filter_map(|(index, decoded)| {
-                let at = kept.binary_search(index).ok()?;
-                Some((at, decoded.clone()))
+            .map(|group| Group {
+                sink: Arc::clone(&group.sink),
+                messages: group
+                    .messages
+                    .iter()
+                    .filter_map(|(index, decoded)| {
+                        let at = kept.binary_search(index).ok()?;
+                        Some((at, decoded.clone()))
+                    })
+                    .collect(),
             })
+            .filter(|group| !group.messages.is_empty())
             .collect();
         let coords: HashSet<(&str, i32, i64)> = kept
             .iter()
@@ -73,21 +101,51 @@ impl DecodedBatch {
             .cloned()
             .collect();
         DecodedBatch {
-            messages,
+            groups,
             rejected,
+            // An ignored record left out is not counted twice: it was counted as skipped.
+            ignored: 0,
             pending: self.pending.clone(),
+            pending_tables: self.pending_tables.clone(),
         }
+    }
+
+    /// How many records decoded into rows (deletes, ignored events).
+    pub fn decoded_len(&self) -> usize {
+        self.groups.iter().map(|g| g.messages.len()).sum()
     }
 }
 
-/// Decodes every record of a batch; pure.
-pub fn decode_batch(sink: &Declared, records: &[Record]) -> DecodedBatch {
-    let mut messages = Vec::with_capacity(records.len());
+/// Decodes every record of a batch, each by its table's sink; pure but for the tables met
+/// (read from `tables`' memory, never planned here).
+pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
+    let mut groups: Vec<Group> = Vec::new();
     let mut rejected = Vec::new();
+    let mut ignored = 0u64;
     let mut pending = Vec::new();
+    let mut pending_tables = Vec::new();
     for (index, record) in records.iter().enumerate() {
+        let sink = match tables.route(record) {
+            Route::To(sink) => sink,
+            Route::Ignore => {
+                ignored += 1;
+                continue;
+            }
+            Route::Unknown(reason) => {
+                rejected.push(dead_letter(
+                    record,
+                    DeadLetterKind::unresolved(UNKNOWN_TABLE),
+                    reason,
+                ));
+                continue;
+            }
+            Route::Plan(table) => {
+                pending_tables.push(table);
+                continue;
+            }
+        };
         match sink.decode(record) {
-            Ok(message) => messages.push((index, message)),
+            Ok(message) => group_of(&mut groups, &sink).push((index, message)),
             Err(DecodeError::SchemaPending { schema_id }) => pending.push(schema_id),
             Err(error) => rejected.push(dead_letter(
                 record,
@@ -96,20 +154,41 @@ pub fn decode_batch(sink: &Declared, records: &[Record]) -> DecodedBatch {
             )),
         }
     }
-    if pending.is_empty() {
+    if pending.is_empty() && pending_tables.is_empty() {
         return DecodedBatch {
-            messages,
+            groups,
             rejected,
+            ignored,
             pending,
+            pending_tables,
         };
     }
     pending.sort_unstable();
     pending.dedup();
+    pending_tables.sort_unstable();
+    pending_tables.dedup();
     DecodedBatch {
-        messages: Vec::new(),
+        groups: Vec::new(),
         rejected: Vec::new(),
+        ignored: 0,
         pending,
+        pending_tables,
     }
+}
+
+/// The messages of `sink`'s group, added if new (a batch meets a handful of tables).
+fn group_of<'g>(groups: &'g mut Vec<Group>, sink: &Arc<Declared>) -> &'g mut Vec<(usize, Decoded)> {
+    let at = match groups.iter().rposition(|g| Arc::ptr_eq(&g.sink, sink)) {
+        Some(at) => at,
+        None => {
+            groups.push(Group {
+                sink: Arc::clone(sink),
+                messages: Vec::new(),
+            });
+            groups.len() - 1
+        }
+    };
+    &mut groups[at].messages
 }
 
 /// What storing a batch came to.
@@ -181,7 +260,6 @@ pub fn partitions_of(records: &[Record]) -> Vec<(String, i32, i64, i64)> {
 /// so the loop ends; a rare path). The records kept keep the decoding they came with.
 pub async fn store_batch(
     conn: &mut PgConnection,
-    sink: &Declared,
     group: &str,
     (records, decoded, origins): (&[Record], &DecodedBatch, &Origins),
     committed: &HashMap<Partition, i64>,
@@ -192,11 +270,11 @@ pub async fn store_batch(
             .find(|((t, p), _)| *p == partition && t == topic)
             .and_then(|(_, o)| *o)
     };
-    if !decoded.pending.is_empty() {
-        // The writer fetches a batch's schemas before storing it; stored without them, its
-        // records would be lost. Not reached.
+    if decoded.waits() {
+        // The writer fetches a batch's schemas and plans its tables before storing it;
+        // stored without them, its records would be lost. Not reached.
         return Err(sqlx::Error::Io(std::io::Error::other(
-            "a batch waiting for writers' schemas was given to store",
+            "a batch waiting for writers' schemas or tables was given to store",
         )));
     }
     let mut claims = claims_of(records, origin_of);
@@ -213,7 +291,6 @@ pub async fn store_batch(
             None
         } else {
             let batch = Batch {
-                sink,
                 group,
                 records: now_records,
                 decoded: now_decoded,
@@ -378,8 +455,6 @@ enum Attempt {
 /// One batch as its transaction sees it: what it is written through and what it holds.
 /// Each attempt at the transaction reads it again from the start.
 struct Batch<'a> {
-    /// The pipeline's sink: binds, de-duplicates and upserts the rows.
-    sink: &'a Declared,
     /// The pipeline's consumer group, recorded with each dead letter.
     group: &'a str,
     /// The records, which the decoded messages and every rejection point into by index.
@@ -402,7 +477,6 @@ async fn store_batch_in(
     isolation: Isolation,
 ) -> Result<Attempt, sqlx::Error> {
     let &Batch {
-        sink,
         group,
         records,
         decoded,
@@ -433,28 +507,32 @@ async fn store_batch_in(
         return Ok(Attempt::Adjust(verdicts)); // dropping `tx` rolls the claim back
     }
 
-    let Bound { rows, rejected } = sink.bind(&mut tx, &decoded.messages).await?;
-    report.unknown_applications += rejected.len() as u64;
-    dead.extend(
-        rejected
-            .into_iter()
-            .map(|r| dead_letter(&records[r.record], r.kind, r.reason)),
-    );
-
-    let Some((dropped, written)) = write_runs(&mut tx, sink, rows, records, isolation).await?
-    else {
-        return Ok(Attempt::Isolate); // dropping `tx` rolls the attempt back
-    };
-    report.write.skipped += dropped;
-    report.write += written.outcome;
-    report.write.skipped -= written.revived;
-    for letter in &written.rejected {
-        match letter.kind {
-            DeadLetterKind::ConstraintViolation => report.constraint_violations += 1,
-            _ => report.unknown_applications += 1,
+    report.write.skipped += decoded.ignored;
+    // Each table's rows through its sink, one after another, in the one transaction.
+    for batch_group in &decoded.groups {
+        let sink: &Declared = &batch_group.sink;
+        let Bound { rows, rejected } = sink.bind(&mut tx, &batch_group.messages).await?;
+        report.unknown_applications += rejected.len() as u64;
+        dead.extend(
+            rejected
+                .into_iter()
+                .map(|r| dead_letter(&records[r.record], r.kind, r.reason)),
+        );
+        let Some((dropped, written)) = write_runs(&mut tx, sink, rows, records, isolation).await?
+        else {
+            return Ok(Attempt::Isolate); // dropping `tx` rolls the attempt back
+        };
+        report.write.skipped += dropped;
+        report.write += written.outcome;
+        report.write.skipped -= written.revived;
+        for letter in &written.rejected {
+            match letter.kind {
+                DeadLetterKind::ConstraintViolation => report.constraint_violations += 1,
+                _ => report.unknown_applications += 1,
+            }
         }
+        dead.extend(written.rejected);
     }
-    dead.extend(written.rejected);
 
     report.dead_letters_inserted = insert_dead_letters(&mut tx, group, &dead).await?;
     tx.commit().await?;
@@ -511,6 +589,34 @@ mod tests {
         }
     }
 
+    /// A sink of one BIGINT column `id`.
+    fn one_column_sink() -> Declared {
+        let sinks = sluice_sinks::parse_sinks(
+            "m.toml",
+            "[[sink]]\nname = \"t\"\ntable = \"t\"\nkey = [\"id\"]\n\
+             [sink.columns]\nid = { field = \"id\" }\n",
+        )
+        .unwrap();
+        let table = sluice_sinks::TableShape {
+            name: "t".into(),
+            columns: vec![sluice_sinks::ColumnShape {
+                name: "id".into(),
+                sql_type: sluice_sinks::SqlType::BigInt,
+                not_null: true,
+                has_default: false,
+                writable: true,
+                time_precision: None,
+            }],
+            unique_keys: vec![vec!["id".into()]],
+            nulls_not_distinct_keys: Vec::new(),
+            primary_key: None,
+            partitioned: false,
+        };
+        let tables = HashMap::from([("t".to_owned(), table)]);
+        let plan = sluice_sinks::plan_sink(&sinks[0], "p", &tables).unwrap();
+        Declared::new(&sinks[0], plan, std::time::Duration::from_secs(1)).unwrap()
+    }
+
     #[test]
     fn the_records_kept_keep_their_decoding_renumbered() {
         let at = |offset: i64| Record {
@@ -518,27 +624,40 @@ mod tests {
             ..record(None)
         };
         let records: Vec<Record> = (10..15).map(at).collect();
-        let decoded = DecodedBatch {
-            messages: [0, 2, 4]
-                .into_iter()
-                .map(|i| (i, Decoded::upsert(vec![sluice_sinks::Cell::Null; i])))
+        let sink = Arc::new(one_column_sink());
+        let group = |indices: &[usize]| Group {
+            sink: Arc::clone(&sink),
+            messages: indices
+                .iter()
+                .map(|&i| (i, Decoded::upsert(vec![sluice_sinks::Cell::Null; i])))
                 .collect(),
+        };
+        let decoded = DecodedBatch {
+            // Two tables: records 0 and 4 to one, 2 to the other.
+            groups: vec![group(&[0, 4]), group(&[2])],
             rejected: [1, 3]
                 .into_iter()
                 .map(|i| dead_letter(&records[i], DeadLetterKind::DecodeError, "bad".into()))
                 .collect(),
+            ignored: 0,
             pending: Vec::new(),
+            pending_tables: Vec::new(),
         };
         let kept = decoded.kept(&records, &[2, 3, 4]);
-        let messages: Vec<(usize, usize)> = kept
-            .messages
+        let messages: Vec<Vec<(usize, usize)>> = kept
+            .groups
             .iter()
-            .map(|(i, d)| (*i, d.cells.len()))
+            .map(|g| {
+                g.messages
+                    .iter()
+                    .map(|(i, d)| (*i, d.cells.len()))
+                    .collect()
+            })
             .collect();
         assert_eq!(
             messages,
-            [(0, 2), (2, 4)],
-            "records 12 and 14, numbered 0 and 2"
+            [vec![(2, 4)], vec![(0, 2)]],
+            "records 12 and 14, numbered 0 and 2, each in its table's group"
         );
         let rejected: Vec<i64> = kept.rejected.iter().map(|d| d.coords.offset).collect();
         assert_eq!(rejected, [13]);

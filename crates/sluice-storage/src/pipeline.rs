@@ -20,7 +20,7 @@ use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, ReaderParts, WriterEvent, run_reader};
 use crate::selected::{Identity, Pipeline};
 use crate::settings::StorageSettings;
-use crate::sink::Declared;
+use crate::sink::Tables;
 use crate::writer::pool::{WriterChannels, WriterParts, run_writers};
 use sluice_kafka::BatchConsumer;
 use sluice_kafka::config::{ConsumerOptions, ReadAhead};
@@ -38,7 +38,7 @@ pub async fn run_pipeline(
 ) -> Result<PipelineTotals, PipelineError> {
     metrics.set_up(true);
     let identity = pipeline.identity();
-    let result = match pipeline.sink(settings.app_cache_ttl, settings.registry.as_ref()) {
+    let result = match pipeline.tables(settings.app_cache_ttl, settings.registry.as_ref()) {
         Ok(sink) => {
             let sink = Arc::new(sink);
             loop {
@@ -107,7 +107,7 @@ async fn adopt(
 async fn run_sink(
     settings: &StorageSettings,
     pipeline: &Identity,
-    sink: Arc<Declared>,
+    sink: Arc<Tables>,
     metrics: &PipelineMetrics,
     stop: &CancellationToken,
 ) -> Result<PipelineTotals, PipelineError> {

@@ -4,10 +4,11 @@
 //! its [`Identity`].
 
 use crate::settings::{PipelineSettings, StorageSettings};
-use crate::sink::{Declared, DeclaredError};
+use crate::sink::{Declared, DeclaredError, Tables};
 use sluice_registry::{Registry, RegistrySettings};
 use sluice_sinks::{
-    MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink, with_table_columns,
+    MappingError, Sink, SinkError, SinkPlan, Source, Topics, plan_sink, plan_template,
+    with_table_columns,
 };
 use sqlx::PgConnection;
 use std::time::Duration;
@@ -134,21 +135,50 @@ impl Pipeline {
         }
     }
 
-    /// The runnable sink; `cache_ttl` for its lookups' caches, `registry` where a sink
-    /// reading a registry format fetches writers' schemas.
+    /// The runnable sink of a fixed table; `cache_ttl` for its lookups' caches, `registry`
+    /// where a sink reading a registry format fetches writers' schemas. A sink of many
+    /// tables has one per table: [`Pipeline::tables`].
     pub fn sink(
         &self,
         cache_ttl: Duration,
         registry: Option<&RegistrySettings>,
     ) -> Result<Declared, DeclaredError> {
-        let declared = Declared::new(&self.sink, self.plan.clone(), cache_ttl)?;
-        if !declared.reads_registry() {
-            return Ok(declared);
+        if self.sink.table_template.is_some() {
+            return Err(DeclaredError::Template {
+                sink: self.sink.name.clone(),
+                reason: "its tables are planned as its records name them".into(),
+            });
         }
+        let declared = Declared::new(&self.sink, self.plan.clone(), cache_ttl)?;
+        Ok(match self.registry(registry)? {
+            Some(registry) => declared.with_registry(registry),
+            None => declared,
+        })
+    }
+
+    /// The pipeline's tables: its one table, or those its records name.
+    pub fn tables(
+        &self,
+        cache_ttl: Duration,
+        registry: Option<&RegistrySettings>,
+    ) -> Result<Tables, DeclaredError> {
+        if self.sink.table_template.is_none() {
+            return Ok(Tables::fixed(self.sink(cache_ttl, registry)?));
+        }
+        Tables::named(self.sink.clone(), cache_ttl, self.registry(registry)?)
+    }
+
+    /// The registry client of a sink reading a registry format (`None` for any other).
+    fn registry(
+        &self,
+        registry: Option<&RegistrySettings>,
+    ) -> Result<Option<Registry>, DeclaredError> {
         let encoding = if self.sink.value_encoding.is_registry() {
             self.sink.value_encoding
-        } else {
+        } else if self.sink.key_encoding.is_registry() {
             self.sink.key_encoding
+        } else {
+            return Ok(None);
         };
         let settings = registry.ok_or_else(|| DeclaredError::NoRegistry {
             sink: self.sink.name.clone(),
@@ -158,7 +188,7 @@ impl Pipeline {
             sink: self.sink.name.clone(),
             reason: error.to_string(),
         })?;
-        Ok(declared.with_registry(registry))
+        Ok(Some(registry))
     }
 }
 
@@ -175,6 +205,16 @@ pub async fn plan_pipelines(
     let mut pipelines = Vec::with_capacity(sinks.len());
     let mut errors: Vec<SinkError> = Vec::new();
     for unplanned in sinks {
+        // A sink of many tables: each table is planned when a record first names it.
+        if unplanned.sink.table_template.is_some() {
+            pipelines.push(Pipeline {
+                plan: plan_template(&unplanned.sink, group_prefix),
+                sink: unplanned.sink,
+                writers: unplanned.writers,
+                topic_source: unplanned.topic_source,
+            });
+            continue;
+        }
         // `columns = "auto"`: the sink with its table's columns, from here on.
         let sink = match with_table_columns(&unplanned.sink, &shapes) {
             Ok(sink) => sink.into_owned(),
@@ -196,7 +236,7 @@ pub async fn plan_pipelines(
     if !errors.is_empty() {
         return Ok(Err(errors));
     }
-    for pipeline in &pipelines {
+    for pipeline in pipelines.iter().filter(|p| p.sink.table_template.is_none()) {
         let refused =
             sluice_postgres::declared::prepare_sink(conn, &pipeline.sink, &pipeline.plan).await?;
         errors.extend(refused);

@@ -16,7 +16,7 @@ use sluice_kafka::Record;
 use sluice_postgres::catalog::sink_tables;
 use sluice_sinks::{parse_sinks, plan_sink};
 use sluice_storage::batch::{Stored, decode_batch, store_batch};
-use sluice_storage::sink::Declared;
+use sluice_storage::sink::{Declared, Tables};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
 
@@ -34,21 +34,21 @@ async fn migrated(stack: &sluice_testkit::Stack, ddl: &str) -> (TestSchema, PgCo
 }
 
 /// The one sink of `mapping`, planned against `conn`'s schema.
-async fn sink(conn: &mut PgConnection, mapping: &str) -> Declared {
+async fn sink(conn: &mut PgConnection, mapping: &str) -> Tables {
     let sinks = parse_sinks("debezium.toml", mapping).unwrap();
     let tables = sink_tables(conn, &sinks).await.unwrap();
     let plan =
         plan_sink(&sinks[0], "storage-consumer", &tables).unwrap_or_else(|e| panic!("{e:?}"));
-    Declared::new(&sinks[0], plan, Duration::from_secs(60)).unwrap()
+    Tables::fixed(Declared::new(&sinks[0], plan, Duration::from_secs(60)).unwrap())
 }
 
 /// `records` in batches of `batch` (the offsets are the records' own), each in its own
 /// transaction.
-async fn store_all(conn: &mut PgConnection, sink: &Declared, records: &[Record], batch: usize) {
+async fn store_all(conn: &mut PgConnection, sink: &Tables, records: &[Record], batch: usize) {
     for chunk in records.chunks(batch) {
         let decoded = decode_batch(sink, chunk);
         let (origins, committed) = (Vec::new(), Default::default());
-        let stored = store_batch(conn, sink, GROUP, (chunk, &decoded, &origins), &committed)
+        let stored = store_batch(conn, GROUP, (chunk, &decoded, &origins), &committed)
             .await
             .expect("store the batch");
         assert!(matches!(stored, Stored::Done(..)), "{stored:?}");
@@ -498,7 +498,7 @@ async fn a_key_change_applied_create_first_twice_reads_its_own_old_row() {
 async fn items_case(
     stack: &sluice_testkit::Stack,
     conflict: &str,
-) -> (TestSchema, PgConnection, Declared) {
+) -> (TestSchema, PgConnection, Tables) {
     let (schema, mut conn) = migrated(stack, ITEMS_DDL).await;
     let sink = sink(&mut conn, &items_sink(conflict)).await;
     (schema, conn, sink)

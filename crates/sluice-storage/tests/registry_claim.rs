@@ -20,7 +20,7 @@ use sluice_postgres::catalog::sink_tables;
 use sluice_registry::{Registry, RegistrySettings};
 use sluice_sinks::{parse_sinks, plan_sink};
 use sluice_storage::batch::{DecodedBatch, Stored, decode_batch, store_batch};
-use sluice_storage::sink::Declared;
+use sluice_storage::sink::{Declared, Tables};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
 
@@ -75,7 +75,7 @@ fn record(topic: &str, offset: i64, schema_id: i32, s: &str) -> Record {
 
 /// `records` decoded through `sink` with every writer's schema fetched, as a writer does
 /// before storing a batch.
-fn decoded_with_schemas(sink: &Declared, records: &[Record]) -> DecodedBatch {
+fn decoded_with_schemas(sink: &Tables, records: &[Record]) -> DecodedBatch {
     let mut decoded = decode_batch(sink, records);
     while !decoded.pending.is_empty() {
         sink.fetch_schemas(&decoded.pending)
@@ -87,12 +87,11 @@ fn decoded_with_schemas(sink: &Declared, records: &[Record]) -> DecodedBatch {
 
 async fn store(
     conn: &mut PgConnection,
-    sink: &Declared,
     records: &[Record],
     decoded: &DecodedBatch,
 ) -> Result<Stored, sqlx::Error> {
     let (origins, committed) = (Vec::new(), Default::default());
-    store_batch(conn, sink, GROUP, (records, decoded, &origins), &committed).await
+    store_batch(conn, GROUP, (records, decoded, &origins), &committed).await
 }
 
 /// A redelivered batch (its first records applied before) is stored from its one decoding:
@@ -122,8 +121,9 @@ async fn a_batch_partly_applied_before_is_stored_without_its_schemas_cached_agai
     let sinks = parse_sinks("registry.toml", &mapping).unwrap();
     let tables = sink_tables(&mut conn, &sinks).await.unwrap();
     let plan = plan_sink(&sinks[0], "storage-consumer", &tables).unwrap();
-    let declared = || Declared::new(&sinks[0], plan.clone(), Duration::from_secs(60)).unwrap();
-    let sink = declared().with_registry(registry(&url));
+    let declared = Declared::new(&sinks[0], plan.clone(), Duration::from_secs(60)).unwrap();
+    let registry = registry(&url);
+    let sink = Tables::fixed(declared.with_registry(registry.clone()));
 
     let records = [
         record(&topic, 0, id, "zero"),
@@ -133,19 +133,16 @@ async fn a_batch_partly_applied_before_is_stored_without_its_schemas_cached_agai
     ];
     // The first two records stored; the Kafka commit did not happen (a crash).
     let first = decoded_with_schemas(&sink, &records[..2]);
-    let stored = store(&mut conn, &sink, &records[..2], &first)
-        .await
-        .unwrap();
+    let stored = store(&mut conn, &records[..2], &first).await.unwrap();
     assert!(matches!(stored, Stored::Done(..)), "{stored:?}");
 
     // The batch redelivered with two more records, decoded with every schema it needs.
     let decoded = decoded_with_schemas(&sink, &records);
-    assert_eq!(decoded.messages.len(), 3, "{decoded:?}");
+    assert_eq!(decoded.decoded_len(), 3, "{decoded:?}");
     assert_eq!(decoded.rejected.len(), 1, "{decoded:?}");
-    // By the time it is stored, the cache holds none of them (the refusal expired, the
-    // schema evicted): the same sink with a client that has fetched nothing.
-    let forgetful = declared().with_registry(registry(&url));
-    let stored = store(&mut conn, &forgetful, &records, &decoded)
+    // By the time it is stored the claim leaves the first two out: the others are stored
+    // from this one decoding, never decoded again (the store reads no schema at all).
+    let stored = store(&mut conn, &records, &decoded)
         .await
         .unwrap_or_else(|e| panic!("the batch is stored from its decoding: {e}"));
     let Stored::Done(done) = stored else {

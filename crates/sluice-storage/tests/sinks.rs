@@ -21,7 +21,7 @@ use sluice_loadgen::{
 use sluice_postgres::catalog::sink_tables;
 use sluice_sinks::{parse_sinks, plan_sink};
 use sluice_storage::batch::{Done, Stored, decode_batch, store_batch};
-use sluice_storage::sink::Declared;
+use sluice_storage::sink::{Declared, Tables};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
 
@@ -56,7 +56,7 @@ fn as_records(topic: &str, generated: &[Generated]) -> Vec<Record> {
 /// Every batch through `sink`, each in its own transaction; the reports.
 async fn store_all(
     conn: &mut PgConnection,
-    sink: &Declared,
+    sink: &Tables,
     records: &[Record],
     batch: usize,
 ) -> Vec<BatchReport> {
@@ -64,7 +64,7 @@ async fn store_all(
     for chunk in records.chunks(batch) {
         let decoded = decode_batch(sink, chunk);
         let (origins, committed) = (Vec::new(), Default::default());
-        let stored = store_batch(conn, sink, GROUP, (chunk, &decoded, &origins), &committed)
+        let stored = store_batch(conn, GROUP, (chunk, &decoded, &origins), &committed)
             .await
             .expect("store the batch");
         let Stored::Done(Done { report, .. }) = stored else {
@@ -86,7 +86,7 @@ async fn dead_letters(conn: &mut PgConnection) -> Vec<(i64, String, String)> {
 }
 
 /// The seed mapping `deploy/sinks/<seed>.toml`, planned against `conn`'s schema.
-async fn seed_sink(conn: &mut PgConnection, seed: &str) -> Declared {
+async fn seed_sink(conn: &mut PgConnection, seed: &str) -> Tables {
     let path = format!(
         "{}/../../deploy/sinks/{seed}.toml",
         env!("CARGO_MANIFEST_DIR")
@@ -94,7 +94,7 @@ async fn seed_sink(conn: &mut PgConnection, seed: &str) -> Declared {
     let sinks = parse_sinks(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
     let tables = sink_tables(conn, &sinks).await.unwrap();
     let plan = plan_sink(&sinks[0], "storage-consumer", &tables).unwrap();
-    Declared::new(&sinks[0], plan, TTL).unwrap()
+    Tables::fixed(Declared::new(&sinks[0], plan, TTL).unwrap())
 }
 
 /// Runs `generated` in batches of `batch` through the seed mapping in a schema of its own;
@@ -301,7 +301,7 @@ async fn a_fourth_topic_lands_from_a_mapping_and_a_table_alone_and_replays_byte_
     let sinks = parse_sinks("app-permissions.toml", PERMISSIONS_SINK).unwrap();
     let tables = sink_tables(&mut conn, &sinks).await.unwrap();
     let plan = plan_sink(&sinks[0], "storage-consumer", &tables).unwrap();
-    let sink = Declared::new(&sinks[0], plan, TTL).unwrap();
+    let sink = Tables::fixed(Declared::new(&sinks[0], plan, TTL).unwrap());
 
     let permission = |app: &str, name: &str, granted: bool, day: u32| {
         serde_json::json!({"package_name": app, "permission": name, "granted": granted,
@@ -451,7 +451,11 @@ async fn a_fourth_topic_lands_from_a_mapping_and_a_table_alone_and_replays_byte_
         }),
     );
     let warm = decode_batch(&sink, &late[..1]);
-    let bound = sink.bind(&mut conn, &warm.messages).await.unwrap();
+    let fixed = sink.fixed_sink().expect("one table");
+    let bound = fixed
+        .bind(&mut conn, &warm.groups[0].messages)
+        .await
+        .unwrap();
     assert_eq!((bound.rows.len(), bound.rejected.len()), (1, 0));
     sqlx::query("DELETE FROM apps_registry_application WHERE package_name = 'com.perm.late'")
         .execute(&mut conn)

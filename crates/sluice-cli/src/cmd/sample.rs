@@ -53,6 +53,12 @@ pub(super) fn sample(
     n: usize,
     settings: &sluice_storage::StorageSettings,
 ) -> Result<Sample, Failure> {
+    if pipeline.sink.table_template.is_some() {
+        return Err(Failure::config(anyhow!(
+            "sink `{}`: --sample reads sinks of one table; this one's tables are named by its records",
+            pipeline.sink.name
+        )));
+    }
     let sink = pipeline
         .sink(settings.app_cache_ttl, settings.registry.as_ref())
         .map_err(|e| Failure::config(anyhow!("{e}")))?;

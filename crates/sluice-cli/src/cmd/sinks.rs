@@ -215,6 +215,15 @@ fn print_plan(plan: &SinkPlan) {
     if let Some(modes) = &plan.modes {
         println!("  values without a schema: {modes}");
     }
+    if plan.statement.is_empty() {
+        println!(
+            "  tables: named by each record ({}), each planned against the catalog when a \
+             record first names it; one that does not exist dead-letters its records as \
+             unknown_table",
+            plan.table
+        );
+        return;
+    }
     let width = |f: fn(&sluice_sinks::ColumnPlan) -> usize, min: usize| {
         plan.columns.iter().map(f).max().unwrap_or(0).max(min)
     };

@@ -17,4 +17,4 @@ mod sink;
 pub use auto::with_table_columns;
 pub use column::ColumnPlan;
 pub use error::SinkError;
-pub use sink::{SinkPlan, plan_sink};
+pub use sink::{SinkPlan, plan_sink, plan_template};

@@ -120,6 +120,34 @@ pub fn plan_sink(
     })
 }
 
+/// What is known of a sink of many tables (`table` with placeholders) before any record
+/// names a table: its identity and settings; each table's columns and statements are planned
+/// when a record first names it (docs/sinks.md#many-tables), so `statement` is empty and
+/// `columns` holds none.
+pub fn plan_template(sink: &Sink, group_prefix: &str) -> SinkPlan {
+    SinkPlan {
+        name: sink.name.clone(),
+        topics: sink.topics.clone(),
+        group: sink.group(group_prefix),
+        table: sink.table.clone(),
+        conflict: sink.conflict.to_string(),
+        batch_size: sink.batch_size,
+        batch_bytes: sink.batch_bytes,
+        statement: String::new(),
+        columns: Vec::new(),
+        never_written: sink.never_written.clone(),
+        format: sink.format.as_str().to_owned(),
+        on_tombstone: sink.on_tombstone.as_str().to_owned(),
+        modes: matches!(sink.format, Format::Debezium | Format::ConnectJson).then_some(sink.modes),
+        delete_statement: None,
+        moving_delete_statement: None,
+        consume_moved_statement: None,
+        held: None,
+        delete_key: Vec::new(),
+        guard: None,
+    }
+}
+
 /// The plan of each mapped column of `table`, in the sink's order; a column the table lacks,
 /// cannot write, or whose source does not fit adds its errors to `errors` instead.
 fn column_plans(

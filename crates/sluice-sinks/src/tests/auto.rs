@@ -235,3 +235,49 @@ fn a_table_of_key_columns_only_keeps_the_first_delivery() {
     assert_eq!(filled.conflict, ConflictPolicy::InsertIgnore);
     assert!(plan_sink(&filled, "p", &tables).is_ok());
 }
+
+#[test]
+fn a_table_template_is_checked_against_the_sinks_topics_and_format() {
+    let problems = |text: &str| {
+        let sinks = parse_sinks("m.toml", text).unwrap_or_else(|e| panic!("{e}"));
+        crate::check_sinks("m.toml", &sinks)
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    // Fine: a capture of the pattern, the topic, the source block of change events.
+    assert!(problems("[[sink]]\nname = \"a\"\ntopic_pattern = \"src\\\\.(\\\\w+)\"\ntable = \"raw_{1}\"\ncolumns = \"auto\"\n").is_empty());
+    assert!(problems("[[sink]]\nname = \"a\"\ntopics = [\"x\", \"y\"]\ntable = \"{topic}\"\ncolumns = \"auto\"\n").is_empty());
+    assert!(problems("[[sink]]\nname = \"a\"\ntopic_pattern = \"cdc\\\\..*\"\ntable = \"{source.schema}.{source.table}\"\nformat = \"debezium\"\ncolumns = \"auto\"\n").is_empty());
+    // Not: a capture the pattern lacks, a capture without a pattern, the source block of
+    // records that are not change events.
+    let beyond = problems(
+        "[[sink]]\nname = \"a\"\ntopic_pattern = \"src\\\\.(\\\\w+)\"\ntable = \"{1}_{2}\"\ncolumns = \"auto\"\n",
+    );
+    assert!(
+        beyond
+            .iter()
+            .any(|p| p.contains("{2}` but `topic_pattern` has 1")),
+        "{beyond:?}"
+    );
+    let named = problems("[[sink]]\nname = \"a\"\ntable = \"{1}\"\ncolumns = \"auto\"\n");
+    assert!(
+        named.iter().any(|p| p.contains("needs `topic_pattern`")),
+        "{named:?}"
+    );
+    let plain =
+        problems("[[sink]]\nname = \"a\"\ntable = \"{source.table}\"\ncolumns = \"auto\"\n");
+    assert!(
+        plain
+            .iter()
+            .any(|p| p.contains("need `format = \"debezium\"`")),
+        "{plain:?}"
+    );
+    let bad = parse_sinks(
+        "m.toml",
+        "[[sink]]\nname = \"a\"\ntable = \"{table}\"\ncolumns = \"auto\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(bad.contains("not a placeholder"), "{bad}");
+}

@@ -11,7 +11,7 @@ use crate::events::Phases;
 use crate::linger::Linger;
 use crate::origins::Positions;
 use crate::queues::{Queues, Taken};
-use crate::sink::Declared;
+use crate::sink::Tables;
 use crossbeam_channel::{Sender, TrySendError};
 use sluice_kafka::BatchConsumer;
 use std::time::Instant;
@@ -49,7 +49,7 @@ impl Partial<'_> {
 /// Decodes each batch on the way. Returns when the earliest partition kept back by its
 /// linger is due, if one is.
 pub(super) fn hand_over(
-    sink: &Declared,
+    sink: &Tables,
     flights: &mut Flights,
     positions: &mut Positions,
     to_writers: &Sender<Polled>,
@@ -92,7 +92,7 @@ pub(super) fn hand_over(
 }
 
 /// A batch taken from the queues, decoded, with where its partition's fetch continued from.
-fn polled(sink: &Declared, positions: &mut Positions, taken: Taken) -> Polled {
+fn polled(sink: &Tables, positions: &mut Positions, taken: Taken) -> Polled {
     let Taken {
         partition,
         records,

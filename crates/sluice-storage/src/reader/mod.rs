@@ -34,7 +34,7 @@ use crate::linger::Linger;
 use crate::metrics::PipelineMetrics;
 use crate::origins::{Origins, Positions};
 use crate::queues::PartitionKey;
-use crate::sink::Declared;
+use crate::sink::Tables;
 use committer::Committer;
 use flights::Flights;
 use hand_over::{Partial, forget_revoked, hand_over, rewind};
@@ -102,7 +102,7 @@ pub enum WriterEvent {
 #[derive(Debug)]
 pub struct ReaderParts {
     /// The pipeline's sink (shared with its writers): the reader decodes with it.
-    pub sink: Arc<Declared>,
+    pub sink: Arc<Tables>,
     /// The pipeline's name, on the reader's own log lines.
     pub name: String,
     /// The pipeline's consumer, subscribed to its topic.
@@ -150,7 +150,7 @@ type Ended = Result<(), PipelineError>;
 /// it keeps from one poll to the next.
 struct Reader {
     /// The pipeline's sink: the reader decodes with it.
-    sink: Arc<Declared>,
+    sink: Arc<Tables>,
     /// The pipeline's consumer.
     consumer: BatchConsumer,
     /// Records per batch, at most.

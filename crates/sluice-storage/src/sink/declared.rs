@@ -39,6 +39,14 @@ pub enum DeclaredError {
         /// The format it reads.
         encoding: &'static str,
     },
+    /// A sink of many tables whose table template cannot be used (validation missed it).
+    #[error("sink `{sink}`: {reason}")]
+    Template {
+        /// The sink.
+        sink: String,
+        /// Why.
+        reason: String,
+    },
     /// The registry client cannot be built (a TLS file unreadable).
     #[error("sink `{sink}`: {reason}")]
     Registry {

@@ -8,8 +8,10 @@
 //! isolation of a row that breaks a constraint at write time.
 
 mod declared;
+mod tables;
 
 pub use declared::{Declared, DeclaredError};
+pub use tables::{MISSING_FOR, Route, Tables, UNKNOWN_TABLE};
 
 use sluice_core::DeadLetterKind;
 

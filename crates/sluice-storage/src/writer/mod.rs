@@ -19,6 +19,7 @@
 
 pub(crate) mod pool;
 mod schemas;
+mod tables;
 
 use crate::batch::{Behind, DecodedBatch, Done, Rewind, Stored, partitions_of, store_batch};
 use crate::error::PipelineError;
@@ -29,7 +30,7 @@ use crate::origins::Origins;
 use crate::rejects::log_rejects;
 use crate::selected::Identity;
 use crate::settings::StorageSettings;
-use crate::sink::Declared;
+use crate::sink::Tables;
 use pool::WriterParts;
 use sluice_core::settings::SyncCommit;
 use sluice_core::{BatchReport, Disposition};
@@ -60,7 +61,7 @@ pub struct Writer<'a> {
     index: usize,
     settings: &'a StorageSettings,
     pipeline: &'a Identity,
-    sink: &'a Declared,
+    sink: &'a Tables,
     conn: Option<PgConnection>,
     /// The server process of `conn`.
     backend: Option<i32>,
@@ -310,12 +311,12 @@ impl<'a> Writer<'a> {
         (records, decoded, origins): (&[Record], &DecodedBatch, &Origins),
         stop: &CancellationToken,
     ) -> Option<Result<Stored, sqlx::Error>> {
-        let (sink, pipeline) = (self.sink, self.pipeline);
+        let pipeline = self.pipeline;
         let committed = self.committed.snapshot();
         let attempt = async {
             let conn = self.connection().await?;
             let group = &pipeline.group;
-            store_batch(conn, sink, group, (records, decoded, origins), &committed).await
+            store_batch(conn, group, (records, decoded, origins), &committed).await
         };
         let stopped = async {
             stop.cancelled().await;

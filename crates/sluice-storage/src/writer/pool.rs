@@ -16,7 +16,7 @@ use crate::metrics::PipelineMetrics;
 use crate::reader::{Polled, Stored, WriterEvent};
 use crate::selected::Identity;
 use crate::settings::StorageSettings;
-use crate::sink::Declared;
+use crate::sink::Tables;
 use crate::writer::{Committed, Writer};
 use sluice_kafka::Record;
 use std::path::Path;
@@ -48,7 +48,7 @@ pub struct WriterParts<'a> {
     /// The pipeline: its name and consumer group.
     pub pipeline: &'a Identity,
     /// The pipeline's sink (shared with the reader): the writers store through it.
-    pub sink: &'a Declared,
+    pub sink: &'a Tables,
     /// The pipeline's metric handles.
     pub metrics: &'a PipelineMetrics,
     /// Cancelled to stop the pipeline; a writer's fatal error cancels it.
@@ -187,11 +187,9 @@ async fn writer_loop(
         };
         let _ = events.send(WriterEvent::Took(partition.clone()));
         let storing = Instant::now();
-        let Some(decoded) = writer
-            .with_schemas(decoded, &records, stop, liveness)
-            .await?
-        else {
-            // Stopped while the registry was waited for: nothing committed, redelivered.
+        let Some(decoded) = writer.ready(decoded, &records, stop, liveness).await? else {
+            // Stopped while the registry (or the database, planning a table) was waited
+            // for: nothing committed, redelivered.
             return Ok(());
         };
         phases.writer_wait = storing - waiting;

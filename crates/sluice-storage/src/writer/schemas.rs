@@ -9,7 +9,7 @@ use super::Writer;
 use crate::batch::{DecodedBatch, decode_batch};
 use crate::error::PipelineError;
 use crate::heartbeat::WriterLiveness;
-use crate::sink::Declared;
+use crate::sink::Tables;
 use sluice_core::Disposition;
 use sluice_kafka::Record;
 use sluice_registry::RegistryError;
@@ -88,7 +88,7 @@ impl Writer<'_> {
 /// being waited for, not a stuck writer, and a stop must not wait for its answer (a request
 /// left behind ends on its own, at its timeout).
 async fn fetch_or_stop(
-    sink: &Declared,
+    sink: &Tables,
     ids: &[i32],
     stop: &CancellationToken,
     liveness: &WriterLiveness,

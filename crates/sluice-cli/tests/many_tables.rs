@@ -1,0 +1,153 @@
+//! A sink of many tables run by the `sluice` binary against the real Kafka and PostgreSQL
+//! (docs/sinks.md#many-tables): one sink reads three topics by a pattern and writes each
+//! into the table its name's capture names, columns from each table (`columns = "auto"`).
+//! A table that does not exist dead-letters its records as `unknown_table` while the other
+//! tables go on; once created, the next records land and `sluice dlq replay --kind
+//! unknown_table` brings back the ones before.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+mod support;
+
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use support::case::{Case, text};
+
+const DDL: &str = "
+CREATE TABLE raw_orders (id BIGINT PRIMARY KEY, total NUMERIC(10, 2), note TEXT);
+CREATE TABLE raw_users (id BIGINT PRIMARY KEY, name TEXT NOT NULL);";
+
+const MAPPING: &str = r#"
+[[sink]]
+name = "raw"
+topic_pattern = "{prefix}-src-(orders|users|items)"
+table = "raw_{1}"
+columns = "auto"
+"#;
+
+/// Waits until the sink's group has committed every record of `topics`.
+async fn committed(case: &Case, run: &mut support::Running, topics: &[&str]) {
+    let group = case.env.group("raw");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for topic in topics {
+        let topic = case.topic(topic);
+        loop {
+            run.assert_alive();
+            let offsets = case.env.admin().group_offsets(&group, &topic).unwrap();
+            let end: i64 = offsets.iter().map(|p| p.high).sum();
+            let done: i64 = offsets.iter().map(|p| p.committed.unwrap_or(0)).sum();
+            if end > 0 && done == end {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{topic}: {done}/{end}\n{}",
+                run.tail()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_sink_writes_the_table_each_topic_names_and_waits_for_a_missing_one() {
+    let topics = ["src-orders", "src-users", "src-items"];
+    let Some(case) = Case::new(&topics, DDL, MAPPING).await else {
+        return;
+    };
+    let plan = case.assert_valid();
+    assert!(
+        plan.contains("tables: named by each record (raw_{1})"),
+        "{plan}"
+    );
+    let orders: Vec<Value> = (1..=3)
+        .map(|id| json!({"id": id, "total": id * 10, "note": format!("o{id}")}))
+        .collect();
+    case.produce("src-orders", &orders).await;
+    case.produce(
+        "src-users",
+        &[json!({"id": 1, "name": "ann", "age": 40}), json!({"id": 2})],
+    )
+    .await;
+    case.produce("src-items", &[json!({"id": 7}), json!({"id": 8})])
+        .await;
+    let file = case.file.display().to_string();
+    let mut run = case
+        .env
+        .spawn_run("many", &[("SLUICE_SINKS_FILE", file.as_str())]);
+    committed(&case, &mut run, &topics).await;
+    assert_eq!(
+        case.rows("SELECT id || ' ' || total || ' ' || note FROM raw_orders ORDER BY id")
+            .await,
+        ["1 10.00 o1", "2 20.00 o2", "3 30.00 o3"]
+    );
+    assert_eq!(
+        case.rows("SELECT id || ' ' || name FROM raw_users").await,
+        ["1 ann"]
+    );
+    let dead = case.dead_letters().await;
+    let kinds: Vec<(&str, &str)> = dead
+        .iter()
+        .map(|(topic, _, kind, _)| (topic.rsplit('-').next().unwrap_or(""), kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("items", "unknown_table"),
+            ("items", "unknown_table"),
+            ("users", "decode_error")
+        ],
+        "{dead:?}"
+    );
+    assert!(
+        dead[0].3.contains("table `raw_items` does not exist"),
+        "{dead:?}"
+    );
+
+    // The table created: after the wait the sink looks it up again; a new record lands.
+    {
+        let mut conn = case.env.schema.connect().await;
+        sqlx::raw_sql("CREATE TABLE raw_items (id BIGINT PRIMARY KEY)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    case.produce("src-items", &[json!({"id": 9})]).await;
+    committed(&case, &mut run, &["src-items"]).await;
+    assert_eq!(case.rows("SELECT id::text FROM raw_items").await, ["9"]);
+
+    // The records that came before: replayed from the dead-letter table.
+    let replay = case.env.output(
+        &["dlq", "replay", "--kind", "unknown_table", "--execute"],
+        &[("SLUICE_SINKS_FILE", file.as_str())],
+    );
+    assert!(
+        replay.status.success(),
+        "{}{}",
+        text(&replay.stdout),
+        text(&replay.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ids = case
+            .rows("SELECT id::text FROM raw_items ORDER BY id")
+            .await;
+        if ids.len() == 3 {
+            assert_eq!(ids, ["7", "8", "9"]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{ids:?}\n{}", run.tail());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    run.signal("TERM");
+    assert!(
+        run.wait(Duration::from_secs(60)).success(),
+        "{}",
+        run.tail()
+    );
+    case.cleanup().await;
+}

@@ -1,0 +1,85 @@
+//! A batch whose records name tables not planned yet (a sink of many tables,
+//! docs/sinks.md#many-tables): the writer plans them on its connection — the catalog read and
+//! the statements prepared, as for a fixed table at start — then decodes the batch again. A
+//! database that cannot be reached is waited for with the batch loop's back-off; nothing of
+//! the batch is stored meanwhile, so nothing is lost.
+
+use super::Writer;
+use super::schemas::sleep_or_stop;
+use crate::batch::{DecodedBatch, decode_batch};
+use crate::error::PipelineError;
+use crate::heartbeat::WriterLiveness;
+use sluice_core::Disposition;
+use sluice_kafka::Record;
+use sluice_postgres::{disposition, sqlstate};
+use tokio_util::sync::CancellationToken;
+
+impl Writer<'_> {
+    /// `decoded` once every table it waits for and every writer's schema it needs is known,
+    /// decoded again each time; `Ok(None)`: stopped while waiting.
+    pub(super) async fn ready(
+        &mut self,
+        mut decoded: DecodedBatch,
+        records: &[Record],
+        stop: &CancellationToken,
+        liveness: &WriterLiveness,
+    ) -> Result<Option<DecodedBatch>, PipelineError> {
+        loop {
+            let next = if !decoded.pending_tables.is_empty() {
+                self.with_tables(&decoded.pending_tables, records, stop, liveness)
+                    .await?
+            } else if !decoded.pending.is_empty() {
+                self.with_schemas(decoded, records, stop, liveness).await?
+            } else {
+                return Ok(Some(decoded));
+            };
+            match next {
+                Some(next) => decoded = next,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// The batch decoded again once `tables` are planned; `Ok(None)`: stopped first.
+    async fn with_tables(
+        &mut self,
+        tables: &[String],
+        records: &[Record],
+        stop: &CancellationToken,
+        liveness: &WriterLiveness,
+    ) -> Result<Option<DecodedBatch>, PipelineError> {
+        let sink = self.sink;
+        let mut delays = self.settings.db_retry.delays();
+        let mut attempts = 0u32;
+        loop {
+            liveness.turn();
+            let planned = match self.connection().await {
+                Ok(conn) => sink.plan(conn, tables).await,
+                Err(error) => Err(error),
+            };
+            let error = match planned {
+                Ok(()) => return Ok(Some(decode_batch(sink, records))),
+                Err(error) => error,
+            };
+            if disposition(&error) != Disposition::Retry {
+                return Err(PipelineError::Database {
+                    sqlstate: sqlstate(&error),
+                    source: error,
+                });
+            }
+            self.forget_connection();
+            let Some(delay) = delays.next() else {
+                return Err(PipelineError::RetriesExhausted {
+                    attempts,
+                    source: error,
+                });
+            };
+            attempts += 1;
+            tracing::warn!(pipeline = %self.pipeline.name, writer = self.index, %error,
+                delay_ms = delay.as_millis() as u64, "cannot plan the batch's tables yet; retrying");
+            if !sleep_or_stop(delay, stop, liveness).await {
+                return Ok(None);
+            }
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! A sink of many tables through the storage consumer's own batch path on the real
+//! PostgreSQL, without Kafka (docs/sinks.md#many-tables): records of one batch name three
+//! tables by their topics (`topic_pattern` capture `{1}`); the two that exist are planned
+//! when first met and written in the batch's one transaction, the one that does not exist
+//! dead-letters its records as `unknown_table` while the others go on; once it is created it
+//! is looked up again after the wait, and its records land. Debezium events name their table
+//! by their source block.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+use std::time::Duration;
+
+use serde_json::json;
+use sluice_kafka::Record;
+use sluice_sinks::parse_sinks;
+use sluice_storage::batch::{DecodedBatch, Done, Stored, decode_batch, store_batch};
+use sluice_storage::sink::{MISSING_FOR, Tables};
+use sluice_testkit::TestSchema;
+use sqlx::PgConnection;
+
+const GROUP: &str = "storage-consumer.many";
+
+async fn migrated(stack: &sluice_testkit::Stack, ddl: &str) -> (TestSchema, PgConnection) {
+    let schema = TestSchema::create(stack).await;
+    let mut conn = schema.connect().await;
+    sluice_postgres::migrate(&mut conn, "apps_registry_application")
+        .await
+        .expect("migrate");
+    sqlx::raw_sql(ddl).execute(&mut conn).await.unwrap();
+    (schema, conn)
+}
+
+fn record(topic: &str, offset: i64, value: &serde_json::Value) -> Record {
+    Record {
+        payload: Some(value.to_string().into_bytes()),
+        ..Record::at(topic, 0, offset)
+    }
+}
+
+/// `records` decoded with every table they name planned, as a writer does before storing.
+async fn decoded(conn: &mut PgConnection, tables: &Tables, records: &[Record]) -> DecodedBatch {
+    let mut decoded = decode_batch(tables, records);
+    while !decoded.pending_tables.is_empty() {
+        tables.plan(conn, &decoded.pending_tables).await.unwrap();
+        decoded = decode_batch(tables, records);
+    }
+    decoded
+}
+
+async fn store(conn: &mut PgConnection, records: &[Record], decoded: &DecodedBatch) -> Done {
+    let (origins, committed) = (Vec::new(), Default::default());
+    match store_batch(conn, GROUP, (records, decoded, &origins), &committed)
+        .await
+        .unwrap()
+    {
+        Stored::Done(done) => done,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn tables_of(mapping: &str) -> Tables {
+    let sinks = parse_sinks("many.toml", mapping).unwrap();
+    assert!(sluice_sinks::check_sinks("many.toml", &sinks).is_empty());
+    Tables::named(sinks[0].clone(), Duration::from_secs(60), None).unwrap()
+}
+
+async fn rows(conn: &mut PgConnection, sql: &str) -> Vec<String> {
+    sqlx::query_scalar(sql).fetch_all(conn).await.unwrap()
+}
+
+const DDL: &str = "
+CREATE TABLE raw_orders (id BIGINT PRIMARY KEY, total NUMERIC(10, 2), note TEXT);
+CREATE TABLE raw_users (id BIGINT, name TEXT NOT NULL, PRIMARY KEY (id));";
+
+const MAPPING: &str = r#"
+[[sink]]
+name = "raw"
+topic_pattern = "src\\.(\\w+)"
+table = "raw_{1}"
+columns = "auto"
+"#;
+
+#[tokio::test]
+async fn records_name_their_tables_and_a_missing_one_waits_as_dead_letters() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let (schema, mut conn) = migrated(&stack, DDL).await;
+    let tables = tables_of(MAPPING);
+    let batch = [
+        record(
+            "src.orders",
+            0,
+            &json!({"id": 1, "total": 9.5, "note": "a"}),
+        ),
+        record(
+            "src.users",
+            0,
+            &json!({"id": 1, "name": "ann", "extra": true}),
+        ),
+        record("src.items", 0, &json!({"id": 7})),
+        record("src.orders", 1, &json!({"id": 2, "total": 1.25})),
+        // A bad record of a good table: its own dead letter, nothing else changes.
+        record("src.users", 1, &json!({"id": 2})),
+        record("src.items", 1, &json!({"id": 8})),
+    ];
+    let first = decoded(&mut conn, &tables, &batch).await;
+    assert_eq!(first.groups.len(), 2, "{first:?}");
+    let done = store(&mut conn, &batch, &first).await;
+    assert_eq!(done.report.write.inserted, 3, "{:?}", done.report);
+    assert_eq!(done.dead.len(), 3, "{:?}", done.dead);
+    assert_eq!(
+        rows(
+            &mut conn,
+            "SELECT id || ' ' || total || ' ' || coalesce(note, '-') FROM raw_orders ORDER BY id"
+        )
+        .await,
+        ["1 9.50 a", "2 1.25 -"]
+    );
+    assert_eq!(
+        rows(&mut conn, "SELECT id || ' ' || name FROM raw_users").await,
+        ["1 ann"]
+    );
+    let dead: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT topic::text, error_kind::text, reason FROM dead_letter_events ORDER BY topic, kafka_offset",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(dead.len(), 3, "{dead:?}");
+    assert_eq!(
+        (dead[0].0.as_str(), dead[0].1.as_str()),
+        ("src.items", "unknown_table")
+    );
+    assert!(
+        dead[0].2.contains("table `raw_items` does not exist"),
+        "{dead:?}"
+    );
+    assert_eq!(dead[2].1, "decode_error");
+    assert!(dead[2].2.contains("name"), "{dead:?}");
+
+    // Created: within the wait its records are still dead letters (nothing asks the
+    // catalog per record); after it, the table is planned and written.
+    sqlx::raw_sql("CREATE TABLE raw_items (id BIGINT PRIMARY KEY)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let next = [record("src.items", 2, &json!({"id": 9}))];
+    let still = decoded(&mut conn, &tables, &next).await;
+    assert_eq!((still.groups.len(), still.rejected.len()), (0, 1));
+    tokio::time::sleep(MISSING_FOR + Duration::from_millis(200)).await;
+    let later = decoded(&mut conn, &tables, &next).await;
+    assert_eq!(later.groups.len(), 1, "{later:?}");
+    store(&mut conn, &next, &later).await;
+    assert_eq!(
+        rows(&mut conn, "SELECT id::text FROM raw_items").await,
+        ["9"]
+    );
+    drop(conn);
+    schema.drop_schema().await;
+}
+
+#[tokio::test]
+async fn change_events_name_their_table_by_their_source_block() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    // The source schema is the test's own schema (its name is unique).
+    let ddl = "CREATE TABLE orders (id BIGINT PRIMARY KEY, total INT);
+        CREATE TABLE \"select\" (k TEXT PRIMARY KEY, v INT);";
+    let (schema, mut conn) = migrated(&stack, ddl).await;
+    let shop = schema.name.clone();
+    let tables = tables_of(
+        r#"
+[[sink]]
+name = "cdc"
+topic_pattern = "cdc\\..*"
+table = "{source.schema}.{source.table}"
+format = "debezium"
+columns = "auto"
+"#,
+    );
+    let event = |table: &str, after: serde_json::Value| {
+        json!({"before": null, "after": after, "op": "c", "ts_ms": 1,
+            "source": {"schema": shop, "table": table, "lsn": 10}})
+    };
+    let batch = [
+        record(
+            "cdc.shop.orders",
+            0,
+            &event("orders", json!({"id": 1, "total": 5})),
+        ),
+        record(
+            "cdc.shop.select",
+            0,
+            &event("select", json!({"k": "x", "v": 2})),
+        ),
+        // A tombstone names no table: ignored, as a Debezium sink ignores tombstones.
+        Record::at("cdc.shop.orders", 0, 1),
+        record("cdc.shop.gone", 0, &event("gone", json!({"id": 3}))),
+    ];
+    let decoded = decoded(&mut conn, &tables, &batch).await;
+    let done = store(&mut conn, &batch, &decoded).await;
+    assert_eq!(done.report.write.inserted, 2, "{:?}", done.report);
+    assert_eq!(done.report.write.skipped, 1, "{:?}", done.report);
+    assert_eq!(done.dead.len(), 1, "{:?}", done.dead);
+    let gone = format!("`{shop}.gone` does not exist");
+    assert!(done.dead[0].reason.contains(&gone), "{:?}", done.dead);
+    assert_eq!(
+        rows(&mut conn, "SELECT id || ' ' || total FROM orders").await,
+        ["1 5"]
+    );
+    assert_eq!(
+        rows(&mut conn, "SELECT k || ' ' || v FROM \"select\"").await,
+        ["x 2"]
+    );
+    drop(conn);
+    schema.drop_schema().await;
+}
