@@ -334,6 +334,11 @@ async fn prepare_each(
     for (column, statement, sql) in statements {
         match (&mut *conn).prepare(sql.as_str()).await {
             Ok(_) => {}
+            // A lock or statement timeout, a deadlock, a server shutting down: not the
+            // statement's fault; the caller retries.
+            Err(error) if crate::disposition(&error) == sluice_core::Disposition::Retry => {
+                return Err(error);
+            }
             Err(sqlx::Error::Database(db)) => errors.push(SinkError::StatementRefused {
                 sink: sink.name.clone(),
                 column,

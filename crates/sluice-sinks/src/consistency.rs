@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::model::{ConflictPolicy, Format, Sink, Source};
+use super::model::{ConflictPolicy, Format, OnTombstone, Sink, Source};
 use super::names::{is_column_name, is_table_name};
 use super::problems::{MappingError, MappingProblem};
 use sluice_core::settings::is_topic_name;
@@ -94,6 +94,12 @@ fn template_problems(sink: &Sink, problems: &mut Vec<MappingProblem>) {
     if template.reads_source() && sink.format != Format::Debezium {
         problems.push(bad(
             "`{source.schema}` and `{source.table}` need `format = \"debezium\"`".into(),
+        ));
+    } else if template.reads_source() && sink.on_tombstone != OnTombstone::Ignore {
+        problems.push(bad(
+            "a tombstone carries no source block to name its table: `{source.*}` needs \
+             `on_tombstone = \"ignore\"` (the delete event before it deletes the row)"
+                .into(),
         ));
     } else if template.reads_source() && sink.value_encoding.is_registry() {
         // The source block is read from a JSON change event before any table is known.

@@ -52,8 +52,9 @@ pub struct DecodedBatch {
     pub groups: Vec<Group>,
     /// Records that failed decoding.
     pub rejected: Vec<DeadLetter>,
-    /// Tombstones of a sink of many tables that name no table and are ignored.
-    pub ignored: u64,
+    /// Records (their indices) of a sink of many tables ignored without a table: tombstones
+    /// that name none, counted as skipped.
+    pub ignored: Vec<usize>,
     /// Schema ids to fetch before the batch can be decoded (sorted, each once).
     pub pending: Vec<i32>,
     /// Tables to plan before the batch can be decoded (sorted, each once).
@@ -103,8 +104,11 @@ impl DecodedBatch {
         DecodedBatch {
             groups,
             rejected,
-            // An ignored record left out is not counted twice: it was counted as skipped.
-            ignored: 0,
+            ignored: self
+                .ignored
+                .iter()
+                .filter_map(|index| kept.binary_search(index).ok())
+                .collect(),
             pending: self.pending.clone(),
             pending_tables: self.pending_tables.clone(),
         }
@@ -121,14 +125,14 @@ impl DecodedBatch {
 pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
     let mut groups: Vec<Group> = Vec::new();
     let mut rejected = Vec::new();
-    let mut ignored = 0u64;
+    let mut ignored = Vec::new();
     let mut pending = Vec::new();
     let mut pending_tables = Vec::new();
     for (index, record) in records.iter().enumerate() {
         let sink = match tables.route(record) {
             Route::To(sink) => sink,
             Route::Ignore => {
-                ignored += 1;
+                ignored.push(index);
                 continue;
             }
             Route::Unknown(reason) => {
@@ -170,25 +174,25 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
     DecodedBatch {
         groups: Vec::new(),
         rejected: Vec::new(),
-        ignored: 0,
+        ignored: Vec::new(),
         pending,
         pending_tables,
     }
 }
 
-/// The messages of `sink`'s group, added if new (a batch meets a handful of tables).
+/// The messages of the last group if it is `sink`'s, else of a new group: the groups are
+/// runs of consecutive records of one table, written in record order, so a batch whose
+/// records go from one table to another and back applies them in the order they came (a
+/// parent row, its child, then the parent's delete).
 fn group_of<'g>(groups: &'g mut Vec<Group>, sink: &Arc<Declared>) -> &'g mut Vec<(usize, Decoded)> {
-    let at = match groups.iter().rposition(|g| Arc::ptr_eq(&g.sink, sink)) {
-        Some(at) => at,
-        None => {
-            groups.push(Group {
-                sink: Arc::clone(sink),
-                messages: Vec::new(),
-            });
-            groups.len() - 1
-        }
-    };
-    &mut groups[at].messages
+    if !groups.last().is_some_and(|g| Arc::ptr_eq(&g.sink, sink)) {
+        groups.push(Group {
+            sink: Arc::clone(sink),
+            messages: Vec::new(),
+        });
+    }
+    let last = groups.len() - 1;
+    &mut groups[last].messages
 }
 
 /// What storing a batch came to.
@@ -507,7 +511,7 @@ async fn store_batch_in(
         return Ok(Attempt::Adjust(verdicts)); // dropping `tx` rolls the claim back
     }
 
-    report.write.skipped += decoded.ignored;
+    report.write.skipped += decoded.ignored.len() as u64;
     // Each table's rows through its sink, one after another, in the one transaction.
     for batch_group in &decoded.groups {
         let sink: &Declared = &batch_group.sink;
@@ -635,11 +639,12 @@ mod tests {
         let decoded = DecodedBatch {
             // Two tables: records 0 and 4 to one, 2 to the other.
             groups: vec![group(&[0, 4]), group(&[2])],
-            rejected: [1, 3]
+            rejected: [1]
                 .into_iter()
                 .map(|i| dead_letter(&records[i], DeadLetterKind::DecodeError, "bad".into()))
                 .collect(),
-            ignored: 0,
+            // Record 3: a tombstone of a sink of many tables that names no table.
+            ignored: vec![3],
             pending: Vec::new(),
             pending_tables: Vec::new(),
         };
@@ -659,8 +664,12 @@ mod tests {
             [vec![(2, 4)], vec![(0, 2)]],
             "records 12 and 14, numbered 0 and 2, each in its table's group"
         );
-        let rejected: Vec<i64> = kept.rejected.iter().map(|d| d.coords.offset).collect();
-        assert_eq!(rejected, [13]);
+        assert!(kept.rejected.is_empty(), "record 11 is left out");
+        assert_eq!(
+            kept.ignored,
+            [1],
+            "record 13, numbered 1, still counted as skipped"
+        );
     }
 
     #[test]

@@ -108,7 +108,13 @@ async fn records_name_their_tables_and_a_missing_one_waits_as_dead_letters() {
         record("src.items", 1, &json!({"id": 8})),
     ];
     let first = decoded(&mut conn, &tables, &batch).await;
-    assert_eq!(first.groups.len(), 2, "{first:?}");
+    // Runs of one table in record order: orders, users, orders.
+    let runs: Vec<&str> = first
+        .groups
+        .iter()
+        .map(|g| g.sink.plan().table.as_str())
+        .collect();
+    assert_eq!(runs, ["raw_orders", "raw_users", "raw_orders"]);
     let done = store(&mut conn, &batch, &first).await;
     assert_eq!(done.report.write.inserted, 3, "{:?}", done.report);
     assert_eq!(done.dead.len(), 3, "{:?}", done.dead);
@@ -216,6 +222,75 @@ columns = "auto"
     assert_eq!(
         rows(&mut conn, "SELECT k || ' ' || v FROM \"select\"").await,
         ["x 2"]
+    );
+    drop(conn);
+    schema.drop_schema().await;
+}
+
+#[tokio::test]
+async fn one_partitions_changes_to_several_tables_apply_in_their_order() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    // A child row refers to its parent; the parent's delete sets it to NULL. Applied out of
+    // order (both parent changes first), the child would break the foreign key.
+    let ddl = "CREATE TABLE parent (id BIGINT PRIMARY KEY);
+        CREATE TABLE child (id BIGINT PRIMARY KEY,
+            parent_id BIGINT REFERENCES parent (id) ON DELETE SET NULL);";
+    let (schema, mut conn) = migrated(&stack, ddl).await;
+    let src = schema.name.clone();
+    let tables = tables_of(
+        r#"
+[[sink]]
+name = "cdc"
+topic = "cdc.all"
+table = "{source.schema}.{source.table}"
+format = "debezium"
+columns = "auto"
+"#,
+    );
+    let event = |table: &str, op: &str, before: serde_json::Value, after: serde_json::Value| {
+        json!({"before": before, "after": after, "op": op, "ts_ms": 1,
+            "source": {"schema": src, "table": table, "lsn": 10}})
+    };
+    let null = serde_json::Value::Null;
+    let batch = [
+        record(
+            "cdc.all",
+            0,
+            &event("parent", "c", null.clone(), json!({"id": 1})),
+        ),
+        record(
+            "cdc.all",
+            1,
+            &event("child", "c", null.clone(), json!({"id": 5, "parent_id": 1})),
+        ),
+        record(
+            "cdc.all",
+            2,
+            &event("parent", "d", json!({"id": 1}), null.clone()),
+        ),
+    ];
+    let decoded = decoded(&mut conn, &tables, &batch).await;
+    assert_eq!(
+        decoded.groups.len(),
+        3,
+        "runs of one table each, in record order"
+    );
+    let done = store(&mut conn, &batch, &decoded).await;
+    assert!(done.dead.is_empty(), "{:?}", done.dead);
+    assert_eq!(
+        rows(
+            &mut conn,
+            "SELECT id || ' ' || coalesce(parent_id::text, 'null') FROM child"
+        )
+        .await,
+        ["5 null"]
+    );
+    assert!(
+        rows(&mut conn, "SELECT id::text FROM parent")
+            .await
+            .is_empty()
     );
     drop(conn);
     schema.drop_schema().await;

@@ -281,3 +281,20 @@ fn a_table_template_is_checked_against_the_sinks_topics_and_format() {
     .to_string();
     assert!(bad.contains("not a placeholder"), "{bad}");
 }
+
+#[test]
+fn a_source_block_template_ignores_tombstones() {
+    let text = "[[sink]]\nname = \"a\"\ntopic = \"t\"\ntable = \"{source.schema}.{source.table}\"\n\
+                format = \"debezium\"\non_tombstone = \"delete\"\ncolumns = \"auto\"\n";
+    let sinks = parse_sinks("m.toml", text).unwrap();
+    let problems: Vec<String> = crate::check_sinks("m.toml", &sinks)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("needs `on_tombstone = \"ignore\"`")),
+        "{problems:?}"
+    );
+}

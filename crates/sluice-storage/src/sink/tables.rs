@@ -191,6 +191,10 @@ impl Tables {
             return Ok(());
         };
         for table in tables {
+            // Another writer planned it meanwhile (both met it in their batches): kept.
+            if matches!(named.known(table), Some(Known::Ready(_))) {
+                continue;
+            }
             let known = match named.planned(conn, table, self.registry.as_ref()).await? {
                 Ok(sink) => {
                     tracing::info!(pipeline = %self.name, table = %table, "table planned");
@@ -205,17 +209,23 @@ impl Tables {
                     }
                 }
             };
-            named
-                .known
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(table.clone(), known);
+            let mut tables = named.known.write().unwrap_or_else(PoisonError::into_inner);
+            // A table another writer made ready while this one planned stays ready.
+            if !matches!(tables.get(table), Some(Known::Ready(_))) {
+                tables.insert(table.clone(), known);
+            }
         }
         Ok(())
     }
 }
 
 impl NamedTables {
+    /// What is known of `table`.
+    fn known(&self, table: &str) -> Option<Known> {
+        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+        known.get(table).cloned()
+    }
+
     /// The sink of `table`, planned and its statements prepared on `conn`; `Ok(Err(reason))`
     /// when the table does not exist or cannot take the sink.
     async fn planned(
