@@ -98,25 +98,15 @@ pub fn plan_sink(
         _ => None,
     };
     Ok(SinkPlan {
-        name: sink.name.clone(),
-        topics: sink.topics.clone(),
-        group: sink.group(group_prefix),
-        table: sink.table.clone(),
-        conflict: sink.conflict.to_string(),
-        batch_size: sink.batch_size,
-        batch_bytes: sink.batch_bytes,
         statement: statements.upsert,
         columns,
-        never_written: sink.never_written.clone(),
-        format: sink.format.as_str().to_owned(),
-        on_tombstone: sink.on_tombstone.as_str().to_owned(),
-        modes: matches!(sink.format, Format::Debezium | Format::ConnectJson).then_some(sink.modes),
         delete_statement: statements.delete,
         moving_delete_statement: statements.moving_delete,
         consume_moved_statement: statements.consume_moved,
         held: statements.held,
         delete_key,
         guard,
+        ..plan_template(sink, group_prefix)
     })
 }
 

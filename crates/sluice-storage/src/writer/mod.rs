@@ -248,20 +248,7 @@ impl<'a> Writer<'a> {
                 Ok(Stored::Rewound(rewind)) => return Err(rewound(rewind)),
                 Err(error) => error,
             };
-            if disposition(&error) != Disposition::Retry {
-                return Err(PipelineError::Database {
-                    sqlstate: sqlstate(&error),
-                    source: error,
-                });
-            }
-            // The connection may be broken; the next attempt opens a fresh one.
-            self.forget_connection();
-            let Some(delay) = delays.next() else {
-                return Err(PipelineError::RetriesExhausted {
-                    attempts: *retries,
-                    source: error,
-                });
-            };
+            let (delay, error) = self.next_wait(error, delays, *retries)?;
             if *retries == 0 {
                 self.metrics.retries_begin();
             }
@@ -279,6 +266,31 @@ impl<'a> Writer<'a> {
             if !schemas::sleep_or_stop(delay, stop, liveness).await {
                 return Ok(None);
             }
+        }
+    }
+
+    /// How long to wait before trying again after `error`, with `attempts` made so far: an
+    /// error that is not transient, or retries spent, ends the pipeline. The connection is
+    /// dropped (it may be broken; the next attempt opens a fresh one).
+    fn next_wait(
+        &mut self,
+        error: sqlx::Error,
+        delays: &mut impl Iterator<Item = Duration>,
+        attempts: u32,
+    ) -> Result<(Duration, sqlx::Error), PipelineError> {
+        if disposition(&error) != Disposition::Retry {
+            return Err(PipelineError::Database {
+                sqlstate: sqlstate(&error),
+                source: error,
+            });
+        }
+        self.forget_connection();
+        match delays.next() {
+            Some(delay) => Ok((delay, error)),
+            None => Err(PipelineError::RetriesExhausted {
+                attempts,
+                source: error,
+            }),
         }
     }
 

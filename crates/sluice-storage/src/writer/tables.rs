@@ -9,9 +9,7 @@ use super::schemas::sleep_or_stop;
 use crate::batch::{DecodedBatch, decode_batch};
 use crate::error::PipelineError;
 use crate::heartbeat::WriterLiveness;
-use sluice_core::Disposition;
 use sluice_kafka::Record;
-use sluice_postgres::{disposition, sqlstate};
 use tokio_util::sync::CancellationToken;
 
 impl Writer<'_> {
@@ -61,19 +59,7 @@ impl Writer<'_> {
                 Ok(()) => return Ok(Some(decode_batch(sink, records))),
                 Err(error) => error,
             };
-            if disposition(&error) != Disposition::Retry {
-                return Err(PipelineError::Database {
-                    sqlstate: sqlstate(&error),
-                    source: error,
-                });
-            }
-            self.forget_connection();
-            let Some(delay) = delays.next() else {
-                return Err(PipelineError::RetriesExhausted {
-                    attempts,
-                    source: error,
-                });
-            };
+            let (delay, error) = self.next_wait(error, &mut delays, attempts)?;
             attempts += 1;
             tracing::warn!(pipeline = %self.pipeline.name, writer = self.index, %error,
                 delay_ms = delay.as_millis() as u64, "cannot plan the batch's tables yet; retrying");
