@@ -3,7 +3,8 @@
 //! into the table its name's capture names, columns from each table (`columns = "auto"`).
 //! A table that does not exist dead-letters its records as `unknown_table` while the other
 //! tables go on; once created, the next records land and `sluice dlq replay --kind
-//! unknown_table` brings back the ones before.
+//! unknown_table` brings back the ones before. A table dropped while the sink runs makes its
+//! next records dead letters too; nothing stops.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -143,6 +144,31 @@ async fn one_sink_writes_the_table_each_topic_names_and_waits_for_a_missing_one(
         assert!(Instant::now() < deadline, "{ids:?}\n{}", run.tail());
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    // A table dropped while the sink runs: its next record is a dead letter, the other
+    // tables go on, the process keeps running.
+    {
+        let mut conn = case.env.schema.connect().await;
+        sqlx::raw_sql("DROP TABLE raw_users")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    case.produce("src-users", &[json!({"id": 3, "name": "cy"})])
+        .await;
+    case.produce("src-orders", &[json!({"id": 4, "total": 40})])
+        .await;
+    committed(&case, &mut run, &["src-users", "src-orders"]).await;
+    assert_eq!(
+        case.rows("SELECT id::text FROM raw_orders WHERE id = 4")
+            .await,
+        ["4"]
+    );
+    let dead = case.dead_letters().await;
+    assert!(
+        dead.iter()
+            .any(|d| d.2 == "unknown_table" && d.3.contains("`raw_users` does not exist")),
+        "{dead:?}"
+    );
     run.signal("TERM");
     assert!(
         run.wait(Duration::from_secs(60)).success(),

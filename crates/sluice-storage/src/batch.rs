@@ -203,6 +203,29 @@ pub enum Stored {
     /// Not written: PostgreSQL has a partition behind what this writer committed, and where
     /// its fetch continued is not known.
     Rewound(Rewind),
+    /// Not written: a table of the batch was dropped or altered since it was planned.
+    TableGone(TableGone),
+}
+
+/// A table whose statement the server refused for its shape (dropped, a column dropped or
+/// of another type): a sink of many tables plans it again and the batch is decoded again;
+/// for a fixed table it is fatal, as any such error.
+#[derive(Debug)]
+pub struct TableGone {
+    /// The table, as the sink names it.
+    pub table: String,
+    /// The server's error.
+    pub error: sqlx::Error,
+}
+
+/// SQLSTATEs of a statement that no longer fits its table: undefined table, undefined
+/// column, a column of another type.
+const TABLE_CHANGED: [&str; 3] = ["42P01", "42703", "42804"];
+
+/// Whether `error` says a table changed under its planned statement.
+fn table_changed(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db)
+        if db.code().is_some_and(|code| TABLE_CHANGED.contains(&code.as_ref())))
 }
 
 /// A batch whose transaction committed.
@@ -515,15 +538,32 @@ async fn store_batch_in(
     // Each table's rows through its sink, one after another, in the one transaction.
     for batch_group in &decoded.groups {
         let sink: &Declared = &batch_group.sink;
-        let Bound { rows, rejected } = sink.bind(&mut tx, &batch_group.messages).await?;
+        let gone = |error: sqlx::Error| -> Result<Attempt, sqlx::Error> {
+            if table_changed(&error) {
+                // Dropping `tx` rolls the attempt back.
+                let table = sink.plan().table.clone();
+                return Ok(Attempt::Stored(Stored::TableGone(TableGone {
+                    table,
+                    error,
+                })));
+            }
+            Err(error)
+        };
+        let Bound { rows, rejected } = match sink.bind(&mut tx, &batch_group.messages).await {
+            Ok(bound) => bound,
+            Err(error) => return gone(error),
+        };
         report.unknown_applications += rejected.len() as u64;
         dead.extend(
             rejected
                 .into_iter()
                 .map(|r| dead_letter(&records[r.record], r.kind, r.reason)),
         );
-        let Some((dropped, written)) = write_runs(&mut tx, sink, rows, records, isolation).await?
-        else {
+        let written = match write_runs(&mut tx, sink, rows, records, isolation).await {
+            Ok(written) => written,
+            Err(error) => return gone(error),
+        };
+        let Some((dropped, written)) = written else {
             return Ok(Attempt::Isolate); // dropping `tx` rolls the attempt back
         };
         report.write.skipped += dropped;

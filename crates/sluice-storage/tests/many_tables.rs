@@ -295,3 +295,53 @@ columns = "auto"
     drop(conn);
     schema.drop_schema().await;
 }
+
+#[tokio::test]
+async fn a_table_dropped_after_it_was_planned_is_planned_again() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let (schema, mut conn) = migrated(&stack, DDL).await;
+    let tables = tables_of(MAPPING);
+    let batch = [
+        record("src.orders", 0, &json!({"id": 1, "total": 1})),
+        record("src.users", 0, &json!({"id": 1, "name": "ann"})),
+    ];
+    let first = decoded(&mut conn, &tables, &batch).await;
+    // Dropped between planning and writing: nothing of the batch is committed.
+    sqlx::raw_sql("DROP TABLE raw_users")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let (origins, committed) = (Vec::new(), Default::default());
+    let stored = store_batch(&mut conn, GROUP, (&batch, &first, &origins), &committed)
+        .await
+        .unwrap();
+    let Stored::TableGone(gone) = stored else {
+        panic!("{stored:?}");
+    };
+    assert_eq!(gone.table, "raw_users");
+    assert!(
+        rows(&mut conn, "SELECT id::text FROM raw_orders")
+            .await
+            .is_empty()
+    );
+    // Forgotten, planned again: missing now, so its record is a dead letter and the other
+    // table's is written.
+    assert!(tables.forget(&gone.table));
+    let again = decoded(&mut conn, &tables, &batch).await;
+    let done = store(&mut conn, &batch, &again).await;
+    assert_eq!(done.report.write.inserted, 1, "{:?}", done.report);
+    assert_eq!(done.dead.len(), 1);
+    assert!(
+        done.dead[0].reason.contains("`raw_users` does not exist"),
+        "{:?}",
+        done.dead
+    );
+    assert_eq!(
+        rows(&mut conn, "SELECT id::text FROM raw_orders").await,
+        ["1"]
+    );
+    drop(conn);
+    schema.drop_schema().await;
+}

@@ -179,6 +179,19 @@ impl Tables {
         }
     }
 
+    /// Forgets `table` (dropped or altered since it was planned): the next record that names
+    /// it plans it again. False for a fixed table, which is never planned again.
+    pub fn forget(&self, table: &str) -> bool {
+        let Routes::Named(named) = &self.routes else {
+            return false;
+        };
+        let mut known = named.known.write().unwrap_or_else(PoisonError::into_inner);
+        known.remove(table);
+        tracing::warn!(pipeline = %self.name, table = %table,
+            "table dropped or altered since it was planned: planned again");
+        true
+    }
+
     /// Plans each of `tables` against the catalog on `conn`: a table that exists and takes
     /// the sink is ready; any other is remembered as missing (its records dead-lettered)
     /// for [`MISSING_FOR`]. Only a database error is an error (the caller retries it).

@@ -21,7 +21,9 @@ pub(crate) mod pool;
 mod schemas;
 mod tables;
 
-use crate::batch::{Behind, DecodedBatch, Done, Rewind, Stored, partitions_of, store_batch};
+use crate::batch::{
+    Behind, DecodedBatch, Done, Rewind, Stored, TableGone, partitions_of, store_batch,
+};
 use crate::error::PipelineError;
 use crate::events::BatchRetrying;
 use crate::heartbeat::WriterLiveness;
@@ -53,6 +55,18 @@ pub const STOP_GRACE: Duration = Duration::from_secs(2);
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(3);
 
 use tokio_util::sync::CancellationToken;
+
+/// What storing a batch came to, for the writer's loop.
+#[derive(Debug)]
+pub enum Attempted {
+    /// Committed: its report and the partitions to read again from PostgreSQL's offset.
+    Stored(BatchReport, Vec<Behind>),
+    /// Stopped while waiting to retry: nothing committed, the batch is redelivered.
+    Stopped,
+    /// A table of a sink of many tables changed since it was planned: nothing committed;
+    /// the batch is decoded again (the table planned again, or its records dead letters).
+    TablesChanged,
+}
 
 /// One writer's own connection, writing through the pipeline's sink (whose reference
 /// caches the writers share).
@@ -187,6 +201,11 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// The tables it writes through.
+    pub fn sink(&self) -> &'a Tables {
+        self.sink
+    }
+
     /// Which writer of its pipeline this is.
     pub fn index(&self) -> usize {
         self.index
@@ -202,13 +221,14 @@ impl<'a> Writer<'a> {
     /// Stores a batch, retrying transient failures with back-off on a fresh connection;
     /// `origins`: where each of its partitions' fetch continued from. Returns what it did
     /// and the partitions to read again from PostgreSQL's offset (none of their records
-    /// written). `Ok(None)`: stopped while waiting to retry.
+    /// written); or that it was stopped while waiting to retry; or that a table of a sink of
+    /// many tables changed under it (forgotten: the batch is decoded again).
     pub async fn store_with_retries(
         &mut self,
         batch: (&[Record], &DecodedBatch, &Origins),
         stop: &CancellationToken,
         liveness: &WriterLiveness,
-    ) -> Result<Option<(BatchReport, Vec<Behind>)>, PipelineError> {
+    ) -> Result<Attempted, PipelineError> {
         let mut delays = self.settings.db_retry.delays();
         let mut retries = 0u32;
         let stored = self
@@ -227,11 +247,11 @@ impl<'a> Writer<'a> {
         liveness: &WriterLiveness,
         delays: &mut impl Iterator<Item = Duration>,
         retries: &mut u32,
-    ) -> Result<Option<(BatchReport, Vec<Behind>)>, PipelineError> {
+    ) -> Result<Attempted, PipelineError> {
         loop {
             let Some(attempt) = self.try_store(batch, stop).await else {
                 self.abandon().await;
-                return Ok(None);
+                return Ok(Attempted::Stopped);
             };
             let error = match attempt {
                 Ok(Stored::Done(Done {
@@ -243,9 +263,18 @@ impl<'a> Writer<'a> {
                     log_rejects(&self.pipeline.name, &dead);
                     self.note_committed(batch.0, batch.2, &behind);
                     self.unverified_since = Some(Instant::now());
-                    return Ok(Some((report, behind)));
+                    return Ok(Attempted::Stored(report, behind));
                 }
                 Ok(Stored::Rewound(rewind)) => return Err(rewound(rewind)),
+                Ok(Stored::TableGone(TableGone { table, error })) => {
+                    if self.sink.forget(&table) {
+                        return Ok(Attempted::TablesChanged);
+                    }
+                    return Err(PipelineError::Database {
+                        sqlstate: sqlstate(&error),
+                        source: error,
+                    });
+                }
                 Err(error) => error,
             };
             let (delay, error) = self.next_wait(error, delays, *retries)?;
@@ -264,7 +293,7 @@ impl<'a> Writer<'a> {
             // Waiting out an outage is what the pipeline should be doing: keep the heartbeat
             // fresh (a PostgreSQL restart must not make a liveness probe kill the process).
             if !schemas::sleep_or_stop(delay, stop, liveness).await {
-                return Ok(None);
+                return Ok(Attempted::Stopped);
             }
         }
     }

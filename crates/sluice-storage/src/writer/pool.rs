@@ -10,6 +10,7 @@
 //! others finish the batch they are storing and stop, and the reader commits every batch
 //! stored before it closes the consumer.
 
+use crate::batch::decode_batch;
 use crate::error::PipelineError;
 use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness, WriterLiveness};
 use crate::metrics::PipelineMetrics;
@@ -17,7 +18,7 @@ use crate::reader::{Polled, Stored, WriterEvent};
 use crate::selected::Identity;
 use crate::settings::StorageSettings;
 use crate::sink::Tables;
-use crate::writer::{Committed, Writer};
+use crate::writer::{Attempted, Committed, Writer};
 use sluice_kafka::Record;
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -187,43 +188,47 @@ async fn writer_loop(
         };
         let _ = events.send(WriterEvent::Took(partition.clone()));
         let storing = Instant::now();
-        let Some(decoded) = writer.ready(decoded, &records, stop, liveness).await? else {
-            // Stopped while the registry (or the database, planning a table) was waited
-            // for: nothing committed, redelivered.
-            return Ok(());
+        let mut decoded = decoded;
+        let (decoded, report, behind) = loop {
+            let Some(ready) = writer.ready(decoded, &records, stop, liveness).await? else {
+                // Stopped while the registry (or the database, planning a table) was
+                // waited for: nothing committed, redelivered.
+                return Ok(());
+            };
+            match writer
+                .store_with_retries((&records, &ready, &origins), stop, liveness)
+                .await?
+            {
+                Attempted::Stored(report, behind) => break (ready, report, behind),
+                // Stopped while waiting to retry: nothing committed, redelivered.
+                Attempted::Stopped => return Ok(()),
+                // A table changed under its plan: decoded again against what it is now.
+                Attempted::TablesChanged => decoded = decode_batch(writer.sink(), &records),
+            }
         };
         phases.writer_wait = storing - waiting;
-        match writer
-            .store_with_retries((&records, &decoded, &origins), stop, liveness)
-            .await?
-        {
-            Some((report, behind)) => {
-                phases.store = storing.elapsed();
-                // A partition read again has none of its offsets committed.
-                records.retain(|r| {
-                    !behind
-                        .iter()
-                        .any(|b| b.partition == r.partition && b.topic == r.topic)
-                });
-                // The offset commit needs only the coordinates: the batch's bytes are freed
-                // now rather than after the reader's commit (docs/ARCHITECTURE.md#memory).
-                drop(decoded);
-                records.iter_mut().for_each(Record::drop_contents);
-                let stored = Stored {
-                    partition,
-                    writer: writer.index(),
-                    records,
-                    report,
-                    behind,
-                    epoch,
-                    phases,
-                };
-                if events.send(WriterEvent::Stored(Box::new(stored))).is_err() {
-                    return Ok(()); // the reader is gone; it reports why
-                }
-            }
-            // Stopped while waiting to retry: nothing committed, the batch is redelivered.
-            None => return Ok(()),
+        phases.store = storing.elapsed();
+        // A partition read again has none of its offsets committed.
+        records.retain(|r| {
+            !behind
+                .iter()
+                .any(|b| b.partition == r.partition && b.topic == r.topic)
+        });
+        // The offset commit needs only the coordinates: the batch's bytes are freed
+        // now rather than after the reader's commit (docs/ARCHITECTURE.md#memory).
+        drop(decoded);
+        records.iter_mut().for_each(Record::drop_contents);
+        let stored = Stored {
+            partition,
+            writer: writer.index(),
+            records,
+            report,
+            behind,
+            epoch,
+            phases,
+        };
+        if events.send(WriterEvent::Stored(Box::new(stored))).is_err() {
+            return Ok(()); // the reader is gone; it reports why
         }
     }
 }
