@@ -17,6 +17,7 @@
 pub mod batch;
 mod claim;
 pub mod dead_letter_replay;
+mod decoded;
 mod error;
 mod events;
 pub mod failpoint;

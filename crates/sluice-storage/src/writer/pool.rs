@@ -10,15 +10,17 @@
 //! others finish the batch they are storing and stop, and the reader commits every batch
 //! stored before it closes the consumer.
 
-use crate::batch::decode_batch;
+use crate::batch::{Behind, DecodedBatch, decode_batch};
 use crate::error::PipelineError;
 use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness, WriterLiveness};
 use crate::metrics::PipelineMetrics;
+use crate::origins::Origins;
 use crate::reader::{Polled, Stored, WriterEvent};
 use crate::selected::Identity;
 use crate::settings::StorageSettings;
 use crate::sink::Tables;
 use crate::writer::{Attempted, Committed, Writer};
+use sluice_core::BatchReport;
 use sluice_kafka::Record;
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -156,6 +158,44 @@ fn run_writer(
     written
 }
 
+/// The batch made ready (its tables planned, its writers' schemas fetched) and stored, again
+/// from its decoding when a table changed under it; `None` when stopped first.
+async fn stored_batch(
+    writer: &mut Writer<'_>,
+    mut decoded: DecodedBatch,
+    (records, origins): (&[Record], &Origins),
+    stop: &CancellationToken,
+    liveness: &WriterLiveness,
+) -> Result<Option<(DecodedBatch, BatchReport, Vec<Behind>)>, PipelineError> {
+    let mut changes = 0u32;
+    loop {
+        let Some(ready) = writer.ready(decoded, records, stop, liveness).await? else {
+            return Ok(None);
+        };
+        match writer
+            .store_with_retries((records, &ready, origins), stop, liveness)
+            .await?
+        {
+            Attempted::Stored(report, behind) => return Ok(Some((ready, report, behind))),
+            Attempted::Stopped => return Ok(None),
+            // A table changed under its plan: decoded again against what it is now (a table
+            // that keeps changing is waited for a second each time).
+            Attempted::TablesChanged => {
+                changes += 1;
+                if changes > 1
+                    && !super::schemas::sleep_or_stop(TABLE_CHANGED_WAIT, stop, liveness).await
+                {
+                    return Ok(None);
+                }
+                decoded = decode_batch(writer.sink(), records);
+            }
+        }
+    }
+}
+
+/// The wait before a batch is decoded again when a table changed under it more than once.
+const TABLE_CHANGED_WAIT: Duration = Duration::from_secs(1);
+
 async fn writer_loop(
     writer: &mut Writer<'_>,
     settings: &StorageSettings,
@@ -188,23 +228,12 @@ async fn writer_loop(
         };
         let _ = events.send(WriterEvent::Took(partition.clone()));
         let storing = Instant::now();
-        let mut decoded = decoded;
-        let (decoded, report, behind) = loop {
-            let Some(ready) = writer.ready(decoded, &records, stop, liveness).await? else {
-                // Stopped while the registry (or the database, planning a table) was
-                // waited for: nothing committed, redelivered.
-                return Ok(());
-            };
-            match writer
-                .store_with_retries((&records, &ready, &origins), stop, liveness)
-                .await?
-            {
-                Attempted::Stored(report, behind) => break (ready, report, behind),
-                // Stopped while waiting to retry: nothing committed, redelivered.
-                Attempted::Stopped => return Ok(()),
-                // A table changed under its plan: decoded again against what it is now.
-                Attempted::TablesChanged => decoded = decode_batch(writer.sink(), &records),
-            }
+        let Some((decoded, report, behind)) =
+            stored_batch(writer, decoded, (&records, &origins), stop, liveness).await?
+        else {
+            // Stopped while waiting (the registry, the database): nothing committed,
+            // redelivered.
+            return Ok(());
         };
         phases.writer_wait = storing - waiting;
         phases.store = storing.elapsed();
