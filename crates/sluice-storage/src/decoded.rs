@@ -107,27 +107,35 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
     let mut pending = Vec::new();
     let mut pending_tables = Vec::new();
     for (index, record) in records.iter().enumerate() {
-        let sink = match tables.route(record) {
-            Route::To(sink) => sink,
-            Route::Ignore => {
-                ignored.push(index);
-                continue;
-            }
-            Route::Unknown(reason) => {
-                rejected.push(dead_letter(
-                    record,
-                    DeadLetterKind::unresolved(UNKNOWN_TABLE),
-                    reason,
-                ));
-                continue;
-            }
-            Route::Plan(table) => {
-                pending_tables.push(table);
-                continue;
-            }
+        // A fixed table's sink is borrowed, not routed: no reference count per record.
+        let routed;
+        let sink = match tables.fixed_sink() {
+            Some(fixed) => fixed,
+            None => match tables.route(record) {
+                Route::To(sink) => {
+                    routed = sink;
+                    &routed
+                }
+                Route::Ignore => {
+                    ignored.push(index);
+                    continue;
+                }
+                Route::Unknown(reason) => {
+                    rejected.push(dead_letter(
+                        record,
+                        DeadLetterKind::unresolved(UNKNOWN_TABLE),
+                        reason,
+                    ));
+                    continue;
+                }
+                Route::Plan(table) => {
+                    pending_tables.push(table);
+                    continue;
+                }
+            },
         };
         match sink.decode(record) {
-            Ok(message) => group_of(&mut groups, &sink).push((index, message)),
+            Ok(message) => group_of(&mut groups, sink).push((index, message)),
             Err(DecodeError::SchemaPending { schema_id }) => pending.push(schema_id),
             Err(error) => rejected.push(dead_letter(
                 record,
@@ -180,19 +188,6 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn record(timestamp_ms: Option<i64>) -> Record {
-        Record {
-            topic: "t".into(),
-            partition: 0,
-            offset: 1,
-            key: None,
-            payload: Some(b"x".to_vec()),
-            timestamp_ms,
-            replay_count: 2,
-            headers: Vec::new(),
-        }
-    }
-
     /// A sink of one BIGINT column `id`.
     fn one_column_sink() -> Declared {
         let sinks = sluice_sinks::parse_sinks(
@@ -225,7 +220,8 @@ mod tests {
     fn the_records_kept_keep_their_decoding_renumbered() {
         let at = |offset: i64| Record {
             offset,
-            ..record(None)
+            payload: Some(b"x".to_vec()),
+            ..Record::at("t", 0, 1)
         };
         let records: Vec<Record> = (10..15).map(at).collect();
         let sink = Arc::new(one_column_sink());
