@@ -50,8 +50,26 @@ pub fn check_sinks(file: &str, sinks: &[Sink]) -> Vec<MappingError> {
     errors
 }
 
-/// Every problem of one sink.
+/// Every problem of one sink (of a sink with routes: of each route, named by its number).
 pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
+    if sink.routes.is_empty() {
+        return check_table_sink(sink);
+    }
+    let mut problems = Vec::new();
+    for (index, route) in sink.routes.iter().enumerate() {
+        let label = format!("#{} (table `{}`)", index + 1, route.sink.table);
+        problems.extend(
+            check_table_sink(&route.sink)
+                .into_iter()
+                .map(|problem| problem.in_route(label.clone())),
+        );
+    }
+    problems
+}
+
+/// Every problem of a sink that writes by one mapping (a route's sink, or a sink without
+/// routes).
+fn check_table_sink(sink: &Sink) -> Vec<MappingProblem> {
     let mut problems = names(sink);
     // With `columns = "auto"` the key, its columns and what is updated are known only
     // against the table: checked again with them filled in (`auto.rs`).

@@ -13,7 +13,7 @@ use super::model::{
 };
 use super::modes::{DebeziumModes, DecimalForm};
 use super::problems::{MappingError, MappingProblem};
-use crate::TableTemplate;
+use crate::{SinkRoute, TableTemplate, Unrouted, When, WhenSource};
 use sluice_core::topics::Topics;
 
 /// Records per transaction when a sink does not say.
@@ -38,8 +38,8 @@ struct RawSink {
     topic_pattern: Option<String>,
     /// The consumer group (default: `<STORAGE_GROUP_PREFIX>.<name>`, as the seeds).
     group: Option<String>,
-    /// The table it writes, `[schema.]table`.
-    table: String,
+    /// The table it writes, `[schema.]table` (none with routes: each route names its own).
+    table: Option<String>,
     /// The natural key: the columns of a unique constraint or index of the table (with
     /// `columns = "auto"`, default: the primary key).
     #[serde(default)]
@@ -70,7 +70,50 @@ struct RawSink {
     on_tombstone: Option<OnTombstone>,
     /// The source connector's value-handling modes (`debezium` and `connect-json` sinks).
     debezium: Option<DebeziumModes>,
+    /// What a record no `[[sink.route]]` takes does (default: a dead letter).
+    unrouted: Option<Unrouted>,
 }
+
+/// One `[[sink.route]]` without its `columns`: which records, and the table they go to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    /// The condition.
+    when: RawWhen,
+    /// The table, `[schema.]table` (placeholders allowed, as a sink's).
+    table: String,
+    /// The natural key (with `columns = "auto"`, default: the primary key).
+    #[serde(default)]
+    key: Vec<String>,
+    /// What a second delivery of a key does.
+    conflict: Option<RawConflict>,
+    /// Mapped columns written on insert only.
+    #[serde(default)]
+    insert_only: Vec<String>,
+    /// Table columns never written.
+    #[serde(default)]
+    never_written: Vec<String>,
+}
+
+/// `when = { field | header | key = "…", equals = … }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWhen {
+    field: Option<String>,
+    header: Option<String>,
+    key: Option<String>,
+    equals: Value,
+}
+
+/// A sink's settings its routes take from it, each route giving its own.
+const ROUTE_OWN_KEYS: [&str; 6] = [
+    "table",
+    "columns",
+    "key",
+    "conflict",
+    "insert_only",
+    "never_written",
+];
 
 /// `format`: an envelope ([`Format`]), or a plain record in a registry format.
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -209,26 +252,187 @@ pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
             Some(Value::String(name)) => name.clone(),
             _ => format!("#{}", index + 1),
         };
+        let routes = match table.remove("route") {
+            None => Vec::new(),
+            Some(Value::Array(routes)) => routes,
+            Some(_) => {
+                return Err(at_file(
+                    &label,
+                    "route",
+                    "must be an array of tables `[[sink.route]]`".into(),
+                ));
+            }
+        };
+        if !routes.is_empty()
+            && let Some(own) = ROUTE_OWN_KEYS.iter().find(|key| table.contains_key(**key))
+        {
+            return Err(MappingError::invalid(
+                file,
+                &label,
+                MappingProblem::RouteOwnKey { key: own },
+            ));
+        }
+        if routes.is_empty() && table.contains_key("unrouted") {
+            return Err(MappingError::invalid(
+                file,
+                &label,
+                MappingProblem::UnroutedWithoutRoutes,
+            ));
+        }
         let (columns, auto_columns) = columns_entry(table.remove("columns"))
             .map_err(|(key, message)| at_file(&label, key, message))?;
         let raw: RawSink = Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| at_file(&label, "", e.message().to_owned()))?;
-        let mut mapped = Vec::with_capacity(columns.len());
-        for (column, value) in columns {
-            let raw_column: RawColumn = value.try_into().map_err(|e: toml::de::Error| {
-                at_file(&label, &format!("columns.{column}"), e.message().to_owned())
+        let mapped =
+            mappings(columns, "columns").map_err(|error| error.at(file, &label, &at_file))?;
+        let mut parsed =
+            sink(raw, mapped, auto_columns).map_err(|p| MappingError::invalid(file, &label, p))?;
+        for (index, value) in routes.into_iter().enumerate() {
+            let route = format!("route[{}]", index + 1);
+            let Value::Table(mut table) = value else {
+                return Err(at_file(&label, &route, "must be a table".into()));
+            };
+            let (columns, auto_columns) = columns_entry(table.remove("columns"))
+                .map_err(|(key, message)| at_file(&label, &format!("{route}.{key}"), message))?;
+            let raw: RawRoute = Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| at_file(&label, &route, e.message().to_owned()))?;
+            let mapped = mappings(columns, &format!("{route}.columns"))
+                .map_err(|error| error.at(file, &label, &at_file))?;
+            let routed = sink_route(&parsed, raw, mapped, auto_columns).map_err(|problem| {
+                MappingError::invalid(file, &label, problem.in_route(format!("#{}", index + 1)))
             })?;
-            let mapping = column_mapping(column.clone(), raw_column)
-                .map_err(|problem| MappingError::invalid(file, &label, problem))?;
-            mapped.push(mapping);
+            parsed.routes.push(routed);
         }
-        out.push(
-            sink(raw, mapped, auto_columns)
-                .map_err(|problem| MappingError::invalid(file, &label, problem))?,
-        );
+        if parsed.routes.is_empty() && parsed.table.is_empty() {
+            return Err(at_file(
+                &label,
+                "table",
+                "missing: the table the sink writes, or `[[sink.route]]` entries".into(),
+            ));
+        }
+        out.push(parsed);
     }
     Ok(out)
+}
+
+/// Why a `columns` table cannot be read: a key's type, or a contradiction.
+enum ColumnsError {
+    Key(String, String),
+    Invalid(MappingProblem),
+}
+
+impl ColumnsError {
+    fn at(
+        self,
+        file: &str,
+        label: &str,
+        at_file: &dyn Fn(&str, &str, String) -> MappingError,
+    ) -> MappingError {
+        match self {
+            Self::Key(key, message) => at_file(label, &key, message),
+            Self::Invalid(problem) => MappingError::invalid(file, label, problem),
+        }
+    }
+}
+
+/// Each entry of a `columns` table (`prefix` names it in errors) as a column's mapping.
+fn mappings(columns: Table, prefix: &str) -> Result<Vec<ColumnMapping>, ColumnsError> {
+    let mut mapped = Vec::with_capacity(columns.len());
+    for (column, value) in columns {
+        let raw_column: RawColumn = value.try_into().map_err(|e: toml::de::Error| {
+            ColumnsError::Key(format!("{prefix}.{column}"), e.message().to_owned())
+        })?;
+        mapped.push(column_mapping(column.clone(), raw_column).map_err(ColumnsError::Invalid)?);
+    }
+    Ok(mapped)
+}
+
+/// A route's sink: `parent` (topics, group, format, batches) with the route's table,
+/// columns, key and policy.
+fn sink_route(
+    parent: &Sink,
+    raw: RawRoute,
+    columns: Vec<ColumnMapping>,
+    auto_columns: bool,
+) -> Result<SinkRoute, MappingProblem> {
+    let when = when(raw.when)?;
+    let updates = updates(auto_columns, &columns, &raw.key, &raw.insert_only);
+    let table_template =
+        TableTemplate::parse(&raw.table).map_err(|reason| MappingProblem::BadTableTemplate {
+            table: raw.table.clone(),
+            reason,
+        })?;
+    Ok(SinkRoute {
+        when,
+        sink: Sink {
+            table: raw.table,
+            table_template,
+            conflict: conflict(raw.conflict, updates),
+            key: raw.key,
+            insert_only: raw.insert_only,
+            never_written: raw.never_written,
+            columns,
+            auto_columns,
+            routes: Vec::new(),
+            unrouted: Unrouted::default(),
+            ..parent.clone()
+        },
+    })
+}
+
+/// A route's condition: exactly one of `field`, `header`, `key`, and `equals` a string, an
+/// integer or a boolean.
+fn when(raw: RawWhen) -> Result<When, MappingProblem> {
+    let bad = |reason: &str| MappingProblem::BadWhen {
+        reason: reason.to_owned(),
+    };
+    let source = match (raw.field, raw.header, raw.key) {
+        (Some(field), None, None) => WhenSource::Field(
+            FieldPath::parse(&field).ok_or_else(|| bad("`field` is a path `a.b` of names"))?,
+        ),
+        (None, Some(header), None) if !header.is_empty() => WhenSource::Header(header),
+        (None, Some(_), None) => return Err(bad("`header` names a header")),
+        (None, None, Some(key)) if key.is_empty() => WhenSource::Key(None),
+        (None, None, Some(key)) => WhenSource::Key(Some(
+            FieldPath::parse(&key).ok_or_else(|| bad("`key` is a path `a.b` of names"))?,
+        )),
+        _ => return Err(bad("exactly one of `field`, `header`, `key` is required")),
+    };
+    let equals = match raw.equals {
+        Value::String(text) => Constant::Text(text),
+        Value::Integer(int) => Constant::Int(int),
+        Value::Boolean(flag) => Constant::Bool(flag),
+        _ => return Err(bad("`equals` is a string, an integer or a boolean")),
+    };
+    Ok(When { source, equals })
+}
+
+/// Whether a conflict can update something: some mapped column is neither a key nor
+/// insert-only (with `columns = "auto"`, known only against the table: assumed).
+fn updates(
+    auto_columns: bool,
+    columns: &[ColumnMapping],
+    key: &[String],
+    insert_only: &[String],
+) -> bool {
+    auto_columns
+        || columns
+            .iter()
+            .any(|c| !key.contains(&c.column) && !insert_only.contains(&c.column))
+}
+
+/// `conflict`, or — none given — the JDBC sinks' upsert when a conflict can update
+/// something, else the first delivery wins (what an upsert of such a row does).
+fn conflict(raw: Option<RawConflict>, updates: bool) -> ConflictPolicy {
+    match raw {
+        Some(RawConflict::InsertIgnore) => ConflictPolicy::InsertIgnore,
+        Some(RawConflict::AlwaysUpdate) => ConflictPolicy::AlwaysUpdate,
+        Some(RawConflict::NewestWins(column)) => ConflictPolicy::NewestWins { column },
+        None if updates => ConflictPolicy::AlwaysUpdate,
+        None => ConflictPolicy::InsertIgnore,
+    }
 }
 
 /// `columns`: a table of columns (with `"*" = "auto"`, the table's others filled in too), or
@@ -295,33 +499,21 @@ fn sink(
             format: format.as_str(),
         });
     }
-    // No `conflict`: the JDBC sinks' upsert, or — when every mapped column is a key or
-    // insert-only, so there is nothing to update — the first delivery wins, which is what an
-    // upsert of such a row does. With `columns = "auto"` that is known only against the
-    // table (`auto.rs`).
-    let updates = auto_columns
-        || columns
-            .iter()
-            .any(|c| !raw.key.contains(&c.column) && !raw.insert_only.contains(&c.column));
+    let updates = updates(auto_columns, &columns, &raw.key, &raw.insert_only);
+    let table = raw.table.take().unwrap_or_default();
     let table_template =
-        TableTemplate::parse(&raw.table).map_err(|reason| MappingProblem::BadTableTemplate {
-            table: raw.table.clone(),
+        TableTemplate::parse(&table).map_err(|reason| MappingProblem::BadTableTemplate {
+            table: table.clone(),
             reason,
         })?;
     Ok(Sink {
         topics: topics(&mut raw)?,
         name: raw.name,
         group: raw.group,
-        table: raw.table,
+        table,
         table_template,
         key: raw.key,
-        conflict: match raw.conflict {
-            Some(RawConflict::InsertIgnore) => ConflictPolicy::InsertIgnore,
-            Some(RawConflict::AlwaysUpdate) => ConflictPolicy::AlwaysUpdate,
-            None if updates => ConflictPolicy::AlwaysUpdate,
-            None => ConflictPolicy::InsertIgnore,
-            Some(RawConflict::NewestWins(column)) => ConflictPolicy::NewestWins { column },
-        },
+        conflict: conflict(raw.conflict, updates),
         insert_only: raw.insert_only,
         never_written: raw.never_written,
         batch_size: raw.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
@@ -336,6 +528,8 @@ fn sink(
             .on_tombstone
             .unwrap_or_else(|| format.default_tombstone()),
         modes: raw.debezium.unwrap_or_default(),
+        routes: Vec::new(),
+        unrouted: raw.unrouted.unwrap_or_default(),
     })
 }
 

@@ -56,6 +56,11 @@ pub struct Sink {
     /// The Debezium (or Kafka Connect) source's value-handling modes: how a value whose
     /// schema does not name its type reads (a `debezium` or `connect-json` sink only).
     pub modes: DebeziumModes,
+    /// `[[sink.route]]`: one topic's records to several tables, each route taking the
+    /// records its condition holds for (docs/sinks.md#routes); empty: no routes.
+    pub routes: Vec<crate::SinkRoute>,
+    /// What a record no route takes does.
+    pub unrouted: crate::Unrouted,
 }
 
 impl Sink {
@@ -73,6 +78,12 @@ impl Sink {
             table_template: None,
             ..self.clone()
         }
+    }
+
+    /// Whether its records name their tables (a `table` with placeholders, or routes): each
+    /// table is planned when a record first goes to it.
+    pub fn many_tables(&self) -> bool {
+        self.table_template.is_some() || !self.routes.is_empty()
     }
 
     /// The mapping of `column`, if it has one.

@@ -229,6 +229,29 @@ pub enum MappingProblem {
         /// Why not.
         reason: String,
     },
+    /// A sink with routes sets what each route sets for itself.
+    #[error("`{key}` is set by each `[[sink.route]]` of a sink with routes, not by the sink")]
+    RouteOwnKey {
+        /// The key.
+        key: &'static str,
+    },
+    /// `unrouted` on a sink without routes.
+    #[error("`unrouted` needs `[[sink.route]]` entries")]
+    UnroutedWithoutRoutes,
+    /// A route's `when` cannot be read.
+    #[error("`when`: {reason}")]
+    BadWhen {
+        /// Why not.
+        reason: String,
+    },
+    /// A problem of one route.
+    #[error("route {route}: {problem}")]
+    InRoute {
+        /// The route: its number from 1 in the file's order, and its table when known.
+        route: String,
+        /// What is wrong.
+        problem: Box<MappingProblem>,
+    },
     /// Two sinks read the same topic.
     #[error("topic `{topic}` is read by sink `{other}` too")]
     DuplicateTopic {
@@ -237,4 +260,14 @@ pub enum MappingProblem {
         /// The other sink.
         other: String,
     },
+}
+
+impl MappingProblem {
+    /// The problem as one of route `route` (`#2`, `#2 (table \`orders\`)`) of a sink.
+    pub(crate) fn in_route(self, route: String) -> Self {
+        Self::InRoute {
+            route,
+            problem: Box::new(self),
+        }
+    }
 }

@@ -160,6 +160,33 @@ impl SinkDecoder {
         }
     }
 
+    /// A record value's row image (JSON text by now), its format's envelope off; `None`: a
+    /// Connect tombstone (`"payload": null`).
+    pub(super) fn unwrapped<'p>(
+        &self,
+        payload: &'p [u8],
+        connect_schema: Option<&serde_json::Value>,
+    ) -> Result<Option<std::borrow::Cow<'p, [u8]>>, DecodeError> {
+        Ok(Some(match self.format {
+            Format::Json => payload.into(),
+            Format::SchemaRegistryJson => envelope::schema_registry(payload)
+                .map_err(envelope_error)?
+                .1
+                .into(),
+            Format::ConnectJson => {
+                match envelope::connect(utf8(payload)?).map_err(envelope_error)? {
+                    Some(row) => row.into_bytes().into(),
+                    None => return Ok(None),
+                }
+            }
+            Format::Debezium => envelope::debezium_with(utf8(payload)?, connect_schema)
+                .map_err(envelope_error)?
+                .image
+                .into_bytes()
+                .into(),
+        }))
+    }
+
     /// Decodes a record value (JSON text by now) in its frame, by the sink's format.
     fn decode_framed(&self, payload: &[u8], frame: &Frame<'_>) -> Result<Decoded, DecodeError> {
         let frame = *frame;

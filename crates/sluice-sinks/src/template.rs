@@ -74,6 +74,13 @@ impl TableTemplate {
         Ok(Some(Self { parts }))
     }
 
+    /// The template of one fixed table: every record names `table`.
+    pub fn literal(table: &str) -> Self {
+        Self {
+            parts: vec![Part::Text(table.to_owned())],
+        }
+    }
+
     /// Whether it reads a change event's source block.
     pub fn reads_source(&self) -> bool {
         self.parts

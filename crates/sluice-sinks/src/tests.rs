@@ -9,4 +9,5 @@ mod modes;
 mod plan;
 mod registry;
 mod registry_fields;
+mod routes;
 mod seeds;

@@ -3,7 +3,7 @@
 //! writer's schema is not fetched or a table not planned yet, only what it waits for.
 
 use crate::record::dead_letter;
-use crate::sink::{Declared, Route, Tables, UNKNOWN_TABLE};
+use crate::sink::{Declared, PendingTable, Route, Tables, UNKNOWN_TABLE, UNROUTED};
 use sluice_core::{DeadLetter, DeadLetterKind};
 use sluice_kafka::Record;
 use sluice_sinks::Decoded;
@@ -36,7 +36,7 @@ pub struct DecodedBatch {
     /// Schema ids to fetch before the batch can be decoded (sorted, each once).
     pub pending: Vec<i32>,
     /// Tables to plan before the batch can be decoded (sorted, each once).
-    pub pending_tables: Vec<String>,
+    pub pending_tables: Vec<PendingTable>,
 }
 
 impl DecodedBatch {
@@ -128,8 +128,24 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
                     ));
                     continue;
                 }
+                Route::Unrouted(reason) => {
+                    rejected.push(dead_letter(
+                        record,
+                        DeadLetterKind::unresolved(UNROUTED),
+                        reason,
+                    ));
+                    continue;
+                }
+                Route::Undecodable(reason) => {
+                    rejected.push(dead_letter(record, DeadLetterKind::DecodeError, reason));
+                    continue;
+                }
                 Route::Plan(table) => {
                     pending_tables.push(table);
+                    continue;
+                }
+                Route::Schema(schema_id) => {
+                    pending.push(schema_id);
                     continue;
                 }
             },

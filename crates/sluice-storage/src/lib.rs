@@ -43,7 +43,7 @@ mod writer;
 
 pub use error::{PipelineError, PipelineTotals};
 pub use metrics::{PipelineMetrics, StorageMetrics};
-pub use selected::{Identity, Pipeline, Unplanned, plan_pipelines};
+pub use selected::{Identity, Pipeline, PlannedRoute, Unplanned, plan_pipelines};
 pub use selection::{Selection, SelectionError, select};
 pub use settings::StorageSettings;
 pub use supervisor::{SupervisorError, run_pipelines, run_selected};

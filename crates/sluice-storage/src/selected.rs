@@ -84,6 +84,22 @@ pub struct Pipeline {
     pub writers: usize,
     /// Where its topic's name comes from.
     pub topic_source: String,
+    /// A sink with routes: each route as planned at start (docs/sinks.md#routes).
+    pub routes: Vec<PlannedRoute>,
+}
+
+/// A route of a sink with routes, as planned at start: a fixed table that exists is planned
+/// (and its statements prepared) as a fixed sink's, so a route that cannot be written stops
+/// the start; one named by each record, or not created yet, is planned when a record first
+/// goes to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedRoute {
+    /// Its condition, as the file states it.
+    pub when: String,
+    /// Its table (with placeholders, as written).
+    pub table: String,
+    /// Its plan; `None`: planned when a record first goes to it.
+    pub plan: Option<SinkPlan>,
 }
 
 /// What the batch loop, its logs and its metrics know of a pipeline.
@@ -143,7 +159,7 @@ impl Pipeline {
         cache_ttl: Duration,
         registry: Option<&RegistrySettings>,
     ) -> Result<Declared, DeclaredError> {
-        if self.sink.table_template.is_some() {
+        if self.sink.many_tables() {
             return Err(DeclaredError::Template {
                 sink: self.sink.name.clone(),
                 reason: "its tables are planned as its records name them".into(),
@@ -162,7 +178,7 @@ impl Pipeline {
         cache_ttl: Duration,
         registry: Option<&RegistrySettings>,
     ) -> Result<Tables, DeclaredError> {
-        if self.sink.table_template.is_none() {
+        if !self.sink.many_tables() {
             return Ok(Tables::fixed(self.sink(cache_ttl, registry)?));
         }
         Tables::named(self.sink.clone(), cache_ttl, self.registry(registry)?)
@@ -200,18 +216,51 @@ pub async fn plan_pipelines(
     sinks: Vec<Unplanned>,
     group_prefix: &str,
 ) -> Result<Result<Vec<Pipeline>, Vec<SinkError>>, sqlx::Error> {
-    let declared: Vec<Sink> = sinks.iter().map(|u| u.sink.clone()).collect();
+    // The tables of the sinks and of their routes (a sink with routes has none of its own).
+    let declared: Vec<Sink> = sinks
+        .iter()
+        .flat_map(|u| match u.sink.routes.as_slice() {
+            [] => vec![u.sink.clone()],
+            routes => routes
+                .iter()
+                .filter(|r| r.sink.table_template.is_none())
+                .map(|r| r.sink.clone())
+                .collect(),
+        })
+        .collect();
     let shapes = sluice_postgres::catalog::sink_tables(conn, &declared).await?;
+    let mut prepared: Vec<(Sink, SinkPlan)> = Vec::new();
     let mut pipelines = Vec::with_capacity(sinks.len());
     let mut errors: Vec<SinkError> = Vec::new();
     for unplanned in sinks {
-        // A sink of many tables: each table is planned when a record first names it.
-        if unplanned.sink.table_template.is_some() {
+        // A sink of many tables: each table is planned when a record first names it (a
+        // route's fixed table that exists: now too, so that a bad route stops the start).
+        if unplanned.sink.many_tables() {
+            let mut routes = Vec::new();
+            for route in &unplanned.sink.routes {
+                let plan = match planned_route(&route.sink, group_prefix, &shapes) {
+                    Ok(Some((sink, plan))) => {
+                        prepared.push((sink, plan.clone()));
+                        Some(plan)
+                    }
+                    Ok(None) => None,
+                    Err(mut more) => {
+                        errors.append(&mut more);
+                        None
+                    }
+                };
+                routes.push(PlannedRoute {
+                    when: route.when.to_string(),
+                    table: route.sink.table.clone(),
+                    plan,
+                });
+            }
             pipelines.push(Pipeline {
                 plan: plan_template(&unplanned.sink, group_prefix),
                 sink: unplanned.sink,
                 writers: unplanned.writers,
                 topic_source: unplanned.topic_source,
+                routes,
             });
             continue;
         }
@@ -229,6 +278,7 @@ pub async fn plan_pipelines(
                 plan,
                 writers: unplanned.writers,
                 topic_source: unplanned.topic_source,
+                routes: Vec::new(),
             }),
             Err(mut more) => errors.append(&mut more),
         }
@@ -236,16 +286,34 @@ pub async fn plan_pipelines(
     if !errors.is_empty() {
         return Ok(Err(errors));
     }
-    for pipeline in pipelines.iter().filter(|p| p.sink.table_template.is_none()) {
+    for pipeline in pipelines.iter().filter(|p| !p.sink.many_tables()) {
         let refused =
             sluice_postgres::declared::prepare_sink(conn, &pipeline.sink, &pipeline.plan).await?;
         errors.extend(refused);
+    }
+    for (sink, plan) in &prepared {
+        errors.extend(sluice_postgres::declared::prepare_sink(conn, sink, plan).await?);
     }
     Ok(if errors.is_empty() {
         Ok(pipelines)
     } else {
         Err(errors)
     })
+}
+
+/// A route's sink planned against `shapes` when its table is fixed and exists (`None`
+/// otherwise: planned when a record first goes to it).
+fn planned_route(
+    sink: &Sink,
+    group_prefix: &str,
+    shapes: &std::collections::HashMap<String, sluice_sinks::TableShape>,
+) -> Result<Option<(Sink, SinkPlan)>, Vec<SinkError>> {
+    if sink.table_template.is_some() || !shapes.contains_key(&sink.table) {
+        return Ok(None);
+    }
+    let sink = with_table_columns(sink, shapes)?.into_owned();
+    let plan = plan_sink(&sink, group_prefix, shapes)?;
+    Ok(Some((sink, plan)))
 }
 
 #[cfg(test)]

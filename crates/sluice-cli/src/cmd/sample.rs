@@ -53,7 +53,7 @@ pub(super) fn sample(
     n: usize,
     settings: &sluice_storage::StorageSettings,
 ) -> Result<Sample, Failure> {
-    if pipeline.sink.table_template.is_some() {
+    if pipeline.sink.many_tables() {
         return Err(Failure::config(anyhow!(
             "sink `{}`: --sample reads sinks of one table; this one's tables are named by its records",
             pipeline.sink.name

@@ -94,13 +94,23 @@ fn validate(args: &ValidateArgs) -> Result<(), Failure> {
     let plans: Vec<&SinkPlan> = pipelines.iter().map(|p| &p.plan).collect();
     if args.json {
         let subjects: Vec<String> = subjects.iter().map(ToString::to_string).collect();
+        let routes: Vec<serde_json::Value> = pipelines
+            .iter()
+            .flat_map(|p| {
+                p.routes.iter().map(|r| {
+                    serde_json::json!({"sink": p.name(), "when": r.when, "table": r.table,
+                        "plan": r.plan})
+                })
+            })
+            .collect();
         let out = serde_json::json!({"file": file, "valid": true, "sinks": plans,
-            "subjects": subjects, "samples": samples});
+            "routes": routes, "subjects": subjects, "samples": samples});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("{file}: {} sink(s) valid", plans.len());
-        for plan in &plans {
-            print_plan(plan);
+        for pipeline in &pipelines {
+            print_plan(&pipeline.plan);
+            print_routes(pipeline);
         }
         for check in &subjects {
             println!("{check}");
@@ -192,6 +202,43 @@ fn invalid(args: &ValidateArgs, file: &str, lines: Vec<ErrorLine>) -> Failure {
     ))
 }
 
+/// Each route of a sink with routes: its condition, its table, and its plan when the table
+/// is fixed and exists.
+fn print_routes(pipeline: &sluice_storage::Pipeline) {
+    if pipeline.routes.is_empty() {
+        return;
+    }
+    for (index, route) in pipeline.routes.iter().enumerate() {
+        println!();
+        let conflict = route
+            .plan
+            .as_ref()
+            .map(|plan| format!(", {}", plan.conflict))
+            .unwrap_or_default();
+        println!(
+            "  route #{} when {} -> table {}{conflict}",
+            index + 1,
+            route.when,
+            route.table
+        );
+        match &route.plan {
+            Some(plan) => print_columns(plan),
+            None => println!(
+                "    planned when a record first goes to it (the table is named by each record, \
+                 or does not exist yet: its records are unknown_table dead letters until it does)"
+            ),
+        }
+    }
+    println!();
+    println!(
+        "  a record no route takes: {}",
+        match pipeline.sink.unrouted {
+            sluice_sinks::Unrouted::DeadLetter => "a dead letter of kind unrouted",
+            sluice_sinks::Unrouted::Ignore => "ignored (committed, counted as skipped)",
+        }
+    );
+}
+
 fn print_plan(plan: &SinkPlan) {
     println!();
     let topics = match plan.topics.named().len() {
@@ -215,7 +262,7 @@ fn print_plan(plan: &SinkPlan) {
     if let Some(modes) = &plan.modes {
         println!("  values without a schema: {modes}");
     }
-    if plan.statement.is_empty() {
+    if plan.statement.is_empty() && plan.table.contains('{') {
         println!(
             "  tables: named by each record ({}), each planned against the catalog when a \
              record first names it; one that does not exist dead-letters its records as \
@@ -224,6 +271,15 @@ fn print_plan(plan: &SinkPlan) {
         );
         return;
     }
+    if plan.statement.is_empty() {
+        println!("  each record to the table of the first route it meets:");
+        return;
+    }
+    print_columns(plan);
+}
+
+/// A planned table's columns, statements and checks.
+fn print_columns(plan: &SinkPlan) {
     let width = |f: fn(&sluice_sinks::ColumnPlan) -> usize, min: usize| {
         plan.columns.iter().map(f).max().unwrap_or(0).max(min)
     };

@@ -119,8 +119,17 @@ pub fn plan_template(sink: &Sink, group_prefix: &str) -> SinkPlan {
         name: sink.name.clone(),
         topics: sink.topics.clone(),
         group: sink.group(group_prefix),
-        table: sink.table.clone(),
-        conflict: sink.conflict.to_string(),
+        table: if sink.routes.is_empty() {
+            sink.table.clone()
+        } else {
+            let tables: Vec<&str> = sink.routes.iter().map(|r| r.sink.table.as_str()).collect();
+            tables.join(", ")
+        },
+        conflict: if sink.routes.is_empty() {
+            sink.conflict.to_string()
+        } else {
+            "conflict policy per route".to_owned()
+        },
         batch_size: sink.batch_size,
         batch_bytes: sink.batch_bytes,
         statement: String::new(),

@@ -11,7 +11,7 @@ mod declared;
 mod tables;
 
 pub use declared::{Declared, DeclaredError};
-pub use tables::{MISSING_FOR, Route, Tables, UNKNOWN_TABLE};
+pub use tables::{MISSING_FOR, PendingTable, Route, Tables, UNKNOWN_TABLE, UNROUTED};
 
 use sluice_core::DeadLetterKind;
 

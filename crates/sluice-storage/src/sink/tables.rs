@@ -1,5 +1,6 @@
 //! A pipeline's tables (docs/sinks.md#many-tables): one fixed table, or — for a sink whose
-//! `table` has placeholders — the table each record names, planned against the live catalog
+//! `table` has placeholders, or with routes (docs/sinks.md#routes: the first route whose
+//! condition a record meets takes it) — the table each record names, planned against the live catalog
 //! the first time a record names it (the same validation and statements as a fixed table),
 //! then kept. A table that does not exist (or cannot take the sink) is remembered for
 //! [`MISSING_FOR`]: its records are dead letters of kind `unknown_table` naming it, and the
@@ -10,7 +11,11 @@ use super::{Declared, DeclaredError};
 use regex::Regex;
 use sluice_kafka::Record;
 use sluice_registry::{Registry, RegistryError};
-use sluice_sinks::{Named, Sink, TableTemplate, Topics, plan_sink, with_table_columns};
+use sluice_sinks::messages::DecodeError;
+use sluice_sinks::{
+    Named, OnTombstone, RouteInput, Sink, SinkDecoder, TableTemplate, Topics, Unrouted, When,
+    plan_sink, plan_template, with_table_columns,
+};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -22,6 +27,8 @@ pub const MISSING_FOR: Duration = Duration::from_secs(10);
 /// The dead-letter kind of a record whose table does not exist (or cannot take the sink).
 pub const UNKNOWN_TABLE: &str = "unknown_table";
 
+pub use sluice_sinks::UNROUTED;
+
 /// Where a record goes.
 #[derive(Debug, Clone)]
 pub enum Route {
@@ -29,11 +36,31 @@ pub enum Route {
     To(Arc<Declared>),
     /// Nowhere: a dead letter of kind [`UNKNOWN_TABLE`] with this reason.
     Unknown(String),
+    /// Nowhere: no route of the sink takes it; a dead letter of kind [`UNROUTED`] with this
+    /// reason.
+    Unrouted(String),
+    /// Nowhere: its value, which a route's condition reads, cannot be read; a dead letter
+    /// of kind `decode_error` with this reason.
+    Undecodable(String),
     /// To a table not planned yet: the batch waits until a writer plans it.
-    Plan(String),
+    Plan(PendingTable),
+    /// Not known yet: its value is in a registry format whose writer's schema a route's
+    /// condition needs; the batch waits until it is fetched.
+    Schema(i32),
     /// Nowhere, and no dead letter: a tombstone of a sink that ignores tombstones, when its
-    /// table is named by the change event it does not carry.
+    /// table is named by the change event it does not carry (or by a route it does not
+    /// meet); a record no route takes when the sink says `unrouted = "ignore"`.
     Ignore,
+}
+
+/// A table to plan: its name, and which of the sink's table sets (its routes, or its one
+/// template) names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PendingTable {
+    /// The set (a route's number from 0; 0 for a sink without routes).
+    pub set: usize,
+    /// The table.
+    pub table: String,
 }
 
 /// The tables of one pipeline.
@@ -47,16 +74,31 @@ pub struct Tables {
 #[derive(Debug)]
 enum Routes {
     Fixed(Arc<Declared>),
-    Named(Box<NamedTables>),
+    Sets(Box<TableSets>),
 }
 
-/// A sink whose records name their tables, and the tables met so far.
+/// A sink whose records name their tables: one set of tables (a `table` with
+/// placeholders), or one per route, each with the tables met so far.
 #[derive(Debug)]
-struct NamedTables {
-    sink: Sink,
-    template: TableTemplate,
+struct TableSets {
+    sets: Vec<TableSet>,
+    /// Reads what the routes' conditions read of a record (its value, its key).
+    reader: SinkDecoder,
+    reads_value: bool,
+    reads_key: bool,
+    unrouted: Unrouted,
+    on_tombstone: OnTombstone,
     pattern: Option<Regex>,
     cache_ttl: Duration,
+}
+
+/// A route's tables (or a sink's without routes): its condition, its sink, how a record
+/// names its table, and the tables met so far.
+#[derive(Debug)]
+struct TableSet {
+    when: Option<When>,
+    sink: Sink,
+    template: TableTemplate,
     known: RwLock<HashMap<String, Known>>,
 }
 
@@ -76,40 +118,60 @@ impl Tables {
         }
     }
 
-    /// The tables `sink`'s records name (its `table_template`), none planned yet; `registry`
-    /// for a sink reading a registry format.
+    /// The tables `sink`'s records name (its `table_template`, or its routes' tables), none
+    /// planned yet; `registry` for a sink reading a registry format.
     pub fn named(
         sink: Sink,
         cache_ttl: Duration,
         registry: Option<Registry>,
     ) -> Result<Self, DeclaredError> {
-        let template = sink
-            .table_template
-            .clone()
-            .ok_or_else(|| DeclaredError::Template {
-                sink: sink.name.clone(),
-                reason: "a sink of many tables needs placeholders in `table`".into(),
+        let invalid = |reason: String| DeclaredError::Template {
+            sink: sink.name.clone(),
+            reason,
+        };
+        let mut sets = Vec::new();
+        if sink.routes.is_empty() {
+            let template = sink.table_template.clone().ok_or_else(|| {
+                invalid("a sink of many tables needs placeholders in `table`, or routes".into())
             })?;
+            sets.push(TableSet::new(None, sink.clone(), template));
+        }
+        for route in &sink.routes {
+            let template = match &route.sink.table_template {
+                Some(template) => template.clone(),
+                None => TableTemplate::literal(&route.sink.table),
+            };
+            sets.push(TableSet::new(
+                Some(route.when.clone()),
+                route.sink.clone(),
+                template,
+            ));
+        }
         let pattern = match &sink.topics {
-            Topics::Pattern(pattern) => {
-                Some(
-                    Topics::compile(pattern).map_err(|reason| DeclaredError::Template {
-                        sink: sink.name.clone(),
-                        reason,
-                    })?,
-                )
-            }
+            Topics::Pattern(pattern) => Some(Topics::compile(pattern).map_err(invalid)?),
             Topics::Named(_) => None,
         };
+        let mut reader = SinkDecoder::new(&sink, &plan_template(&sink, ""));
+        if let Some(registry) = &registry {
+            reader = reader.with_schemas(Arc::new(registry.clone()));
+        }
+        let conditions = || sets.iter().filter_map(|set| set.when.as_ref());
+        let (reads_value, reads_key) = (
+            conditions().any(When::reads_value),
+            conditions().any(When::reads_key_fields),
+        );
         Ok(Self {
             name: sink.name.clone(),
             registry,
-            routes: Routes::Named(Box::new(NamedTables {
-                sink,
-                template,
+            routes: Routes::Sets(Box::new(TableSets {
+                reads_value,
+                reads_key,
+                reader,
+                unrouted: sink.unrouted,
+                on_tombstone: sink.on_tombstone,
                 pattern,
                 cache_ttl,
-                known: RwLock::default(),
+                sets,
             })),
         })
     }
@@ -136,17 +198,21 @@ impl Tables {
     pub fn fixed_sink(&self) -> Option<&Arc<Declared>> {
         match &self.routes {
             Routes::Fixed(sink) => Some(sink),
-            Routes::Named(_) => None,
+            Routes::Sets(_) => None,
         }
     }
 
     /// Where `record` goes.
     pub fn route(&self, record: &Record) -> Route {
-        let named = match &self.routes {
+        let sets = match &self.routes {
             Routes::Fixed(sink) => return Route::To(Arc::clone(sink)),
-            Routes::Named(named) => named,
+            Routes::Sets(sets) => sets,
         };
-        let source = if named.template.reads_source() {
+        let (index, set) = match sets.choose(record) {
+            Ok(chosen) => chosen,
+            Err(route) => return route,
+        };
+        let source = if set.template.reads_source() {
             record
                 .payload
                 .as_deref()
@@ -154,39 +220,39 @@ impl Tables {
         } else {
             None
         };
-        let table = named.template.resolve(&Named {
+        let table = set.template.resolve(&Named {
             topic: &record.topic,
-            pattern: named.pattern.as_ref(),
+            pattern: sets.pattern.as_ref(),
             source: source.as_ref().map(|(s, t)| (s.as_str(), t.as_str())),
         });
         let table = match table {
             Ok(table) => table,
-            Err(_)
-                if record.payload.is_none()
-                    && named.sink.on_tombstone == sluice_sinks::OnTombstone::Ignore =>
-            {
+            Err(_) if record.payload.is_none() && set.sink.on_tombstone == OnTombstone::Ignore => {
                 return Route::Ignore;
             }
             Err(reason) => return Route::Unknown(format!("the record names no table: {reason}")),
         };
-        let known = named.known.read().unwrap_or_else(PoisonError::into_inner);
-        match known.get(&table) {
-            Some(Known::Ready(sink)) => Route::To(Arc::clone(sink)),
+        match set.known(&table) {
+            Some(Known::Ready(sink)) => Route::To(sink),
             Some(Known::Missing { reason, since }) if since.elapsed() < MISSING_FOR => {
-                Route::Unknown(reason.clone())
+                Route::Unknown(reason)
             }
-            _ => Route::Plan(table),
+            _ => Route::Plan(PendingTable { set: index, table }),
         }
     }
 
     /// Forgets `table` (dropped or altered since it was planned): the next record that names
     /// it plans it again. False for a fixed table, which is never planned again.
     pub fn forget(&self, table: &str) -> bool {
-        let Routes::Named(named) = &self.routes else {
+        let Routes::Sets(sets) = &self.routes else {
             return false;
         };
-        let mut known = named.known.write().unwrap_or_else(PoisonError::into_inner);
-        known.remove(table);
+        for set in &sets.sets {
+            set.known
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(table);
+        }
         tracing::warn!(pipeline = %self.name, table = %table,
             "table dropped or altered since it was planned: planned again");
         true
@@ -198,17 +264,23 @@ impl Tables {
     pub async fn plan(
         &self,
         conn: &mut PgConnection,
-        tables: &[String],
+        tables: &[PendingTable],
     ) -> Result<(), sqlx::Error> {
-        let Routes::Named(named) = &self.routes else {
+        let Routes::Sets(sets) = &self.routes else {
             return Ok(());
         };
-        for table in tables {
+        for PendingTable { set, table } in tables {
+            let Some(set) = sets.sets.get(*set) else {
+                continue;
+            };
             // Another writer planned it meanwhile (both met it in their batches): kept.
-            if matches!(named.known(table), Some(Known::Ready(_))) {
+            if matches!(set.known(table), Some(Known::Ready(_))) {
                 continue;
             }
-            let known = match named.planned(conn, table, self.registry.as_ref()).await? {
+            let planned = set
+                .planned(conn, table, sets.cache_ttl, self.registry.as_ref())
+                .await?;
+            let known = match planned {
                 Ok(sink) => {
                     tracing::info!(pipeline = %self.name, table = %table, "table planned");
                     Known::Ready(Arc::new(sink))
@@ -222,17 +294,88 @@ impl Tables {
                     }
                 }
             };
-            let mut tables = named.known.write().unwrap_or_else(PoisonError::into_inner);
+            let mut known_tables = set.known.write().unwrap_or_else(PoisonError::into_inner);
             // A table another writer made ready while this one planned stays ready.
-            if !matches!(tables.get(table), Some(Known::Ready(_))) {
-                tables.insert(table.clone(), known);
+            if !matches!(known_tables.get(table), Some(Known::Ready(_))) {
+                known_tables.insert(table.clone(), known);
             }
         }
         Ok(())
     }
 }
 
-impl NamedTables {
+impl TableSets {
+    /// The first set whose condition `record` meets (a sink without routes: its one set),
+    /// or where the record goes instead.
+    fn choose(&self, record: &Record) -> Result<(usize, &TableSet), Route> {
+        if let [set] = self.sets.as_slice()
+            && set.when.is_none()
+        {
+            return Ok((0, set));
+        }
+        let image = match (&record.payload, self.reads_value) {
+            (Some(payload), true) => match self.reader.row_image(payload) {
+                Ok(image) => image,
+                Err(DecodeError::SchemaPending { schema_id }) => {
+                    return Err(Route::Schema(schema_id));
+                }
+                Err(error) => return Err(Route::Undecodable(error.to_string())),
+            },
+            _ => None,
+        };
+        let key_fields = match (&record.key, self.reads_key) {
+            (Some(key), true) => match self.reader.key_fields(key) {
+                Ok(fields) => Some(fields),
+                Err(DecodeError::SchemaPending { schema_id }) => {
+                    return Err(Route::Schema(schema_id));
+                }
+                // A key a condition cannot read meets no key condition.
+                Err(_) => None,
+            },
+            _ => None,
+        };
+        let input = RouteInput {
+            image,
+            key_fields,
+            key: record.key.as_deref(),
+            headers: &record.headers,
+        };
+        if let Some(chosen) = self
+            .sets
+            .iter()
+            .enumerate()
+            .find(|(_, set)| set.when.as_ref().is_some_and(|when| when.holds(&input)))
+        {
+            return Ok(chosen);
+        }
+        if self.unrouted == Unrouted::Ignore
+            || (record.payload.is_none() && self.on_tombstone == OnTombstone::Ignore)
+        {
+            return Err(Route::Ignore);
+        }
+        let mut found: Vec<String> = self
+            .sets
+            .iter()
+            .filter_map(|set| set.when.as_ref().map(|when| when.found(&input)))
+            .collect();
+        found.dedup();
+        Err(Route::Unrouted(format!(
+            "no route takes the record: {}",
+            found.join("; ")
+        )))
+    }
+}
+
+impl TableSet {
+    fn new(when: Option<When>, sink: Sink, template: TableTemplate) -> Self {
+        Self {
+            when,
+            sink,
+            template,
+            known: RwLock::default(),
+        }
+    }
+
     /// What is known of `table`.
     fn known(&self, table: &str) -> Option<Known> {
         let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
@@ -245,6 +388,7 @@ impl NamedTables {
         &self,
         conn: &mut PgConnection,
         table: &str,
+        cache_ttl: Duration,
         registry: Option<&Registry>,
     ) -> Result<Result<Declared, String>, sqlx::Error> {
         let sink = self.sink.for_table(table);
@@ -273,7 +417,7 @@ impl NamedTables {
         if !errors.is_empty() {
             return Ok(Err(refused(errors)));
         }
-        let declared = match Declared::new(&sink, plan, self.cache_ttl) {
+        let declared = match Declared::new(&sink, plan, cache_ttl) {
             Ok(declared) => declared,
             Err(error) => return Ok(Err(format!("table `{table}`: {error}"))),
         };

@@ -41,7 +41,7 @@ impl Writer<'_> {
     /// The batch decoded again once `tables` are planned; `Ok(None)`: stopped first.
     async fn with_tables(
         &mut self,
-        tables: &[String],
+        tables: &[crate::sink::PendingTable],
         records: &[Record],
         stop: &CancellationToken,
         liveness: &WriterLiveness,
