@@ -34,7 +34,9 @@ fn exported() -> BTreeSet<String> {
     p.retrying(Some("57P01"), "x");
     p.commit_failed();
     p.set_lag(&[("crawl.reviews".into(), 0, 1)], &[], 1.0);
-    p.batch(&Default::default(), 1, [Duration::ZERO; 4]);
+    let mut tables = sluice_storage::by_table::ByTable::default();
+    tables.of(&std::sync::Arc::from("reviews"));
+    p.batch(&Default::default(), &tables, 1, [Duration::ZERO; 4]);
     p.rebalanced([1, 0, 0], &mut [0; 3]);
     let mut text = String::new();
     prometheus_client::encoding::prometheus_text::encode(&mut text, &registry).unwrap();

@@ -147,6 +147,9 @@ pub struct DeadLetter {
     /// The record's headers in order: name and value (`None`: a header without a value).
     /// Names may repeat. A replay re-publishes them (docs/ARCHITECTURE.md#dead-letters).
     pub headers: Vec<RecordHeader>,
+    /// The table the record was going to, when one was chosen (metrics by table; not
+    /// stored).
+    pub table: Option<std::sync::Arc<str>>,
 }
 
 /// One Kafka header: its name and its value (`None`: a header without a value).
@@ -188,7 +191,14 @@ impl DeadLetter {
             reason,
             replay_count: 0,
             headers: Vec::new(),
+            table: None,
         }
+    }
+
+    /// Names the table the record was going to.
+    pub fn with_table(mut self, table: &std::sync::Arc<str>) -> Self {
+        self.table = Some(std::sync::Arc::clone(table));
+        self
     }
 
     /// Keeps the record's headers, in order.

@@ -84,6 +84,7 @@ impl HeldOrigin {
             reason,
             replay_count: self.replay_count,
             headers: self.headers,
+            table: None,
         }
     }
 }

@@ -18,6 +18,7 @@
 //! ([`Done::behind`], a seek). Only where that position is not known does a loss start the
 //! pipeline again from PostgreSQL's offsets ([`Stored::Rewound`]).
 
+use crate::by_table::ByTable;
 use crate::claim::{Claim, Verdict, claims_of, judge};
 pub use crate::decoded::{DecodedBatch, Group, decode_batch};
 use crate::isolate::{Isolation, write_runs};
@@ -71,6 +72,8 @@ pub struct Done {
     pub report: BatchReport,
     /// Its dead letters.
     pub dead: Vec<DeadLetter>,
+    /// Each table's share of it.
+    pub tables: ByTable,
     /// Partitions none of whose records were written: PostgreSQL's offset is behind where
     /// their fetch continued from; they are read again from there (a seek).
     pub behind: Vec<Behind>,
@@ -199,6 +202,7 @@ fn settled(done: Option<Done>, behind: Vec<Behind>, skipped: u64, group: &str) -
         report: BatchReport::default(),
         dead: Vec::new(),
         behind: Vec::new(),
+        tables: ByTable::default(),
     });
     done.report.records += skipped;
     done.report.write.skipped += skipped;
@@ -371,11 +375,16 @@ async fn store_batch_in(
     }
 
     report.write.skipped += decoded.ignored.len() as u64;
-    if let Some(stopped) =
-        write_groups(&mut tx, decoded, records, isolation, &mut report, &mut dead).await?
-    {
+    let mut tables = ByTable::default();
+    let mut written = Written {
+        report: &mut report,
+        dead: &mut dead,
+        tables: &mut tables,
+    };
+    if let Some(stopped) = write_groups(&mut tx, decoded, records, isolation, &mut written).await? {
         return Ok(stopped); // dropping `tx` rolls the attempt back
     }
+    tables.add_dead(&dead);
 
     report.dead_letters_inserted = insert_dead_letters(&mut tx, group, &dead).await?;
     tx.commit().await?;
@@ -383,6 +392,7 @@ async fn store_batch_in(
         report,
         dead,
         behind: Vec::new(),
+        tables,
     })))
 }
 
@@ -395,11 +405,16 @@ async fn write_groups(
     decoded: &DecodedBatch,
     records: &[Record],
     isolation: Isolation,
-    report: &mut BatchReport,
-    dead: &mut Vec<DeadLetter>,
+    out: &mut Written<'_>,
 ) -> Result<Option<Attempt>, sqlx::Error> {
     for batch_group in &decoded.groups {
         let sink: &Declared = &batch_group.sink;
+        let Written {
+            report,
+            dead,
+            tables,
+        } = out;
+        let table = tables.of(sink.table());
         let gone = |error: sqlx::Error| {
             if table_changed(&error) {
                 let table = sink.plan().table.clone();
@@ -416,9 +431,9 @@ async fn write_groups(
         };
         report.unknown_applications += rejected.len() as u64;
         dead.extend(
-            rejected
-                .into_iter()
-                .map(|r| dead_letter(&records[r.record], r.kind, r.reason)),
+            rejected.into_iter().map(|r| {
+                dead_letter(&records[r.record], r.kind, r.reason).with_table(sink.table())
+            }),
         );
         let written = match write_runs(tx, sink, rows, records, isolation).await {
             Ok(written) => written,
@@ -430,15 +445,31 @@ async fn write_groups(
         report.write.skipped += dropped;
         report.write += written.outcome;
         report.write.skipped -= written.revived;
+        table.write.skipped += dropped;
+        table.write += written.outcome;
+        table.write.skipped -= written.revived;
         for letter in &written.rejected {
             match letter.kind {
                 DeadLetterKind::ConstraintViolation => report.constraint_violations += 1,
                 _ => report.unknown_applications += 1,
             }
         }
-        dead.extend(written.rejected);
+        dead.extend(
+            written
+                .rejected
+                .into_iter()
+                .map(|letter| letter.with_table(sink.table())),
+        );
     }
     Ok(None)
+}
+
+/// What an attempt's writes add up to: the batch's report, its dead letters, each table's
+/// share.
+struct Written<'a> {
+    report: &'a mut BatchReport,
+    dead: &'a mut Vec<DeadLetter>,
+    tables: &'a mut ByTable,
 }
 
 /// Each claim's verdict, from PostgreSQL's offsets `before` the claim and the offsets this

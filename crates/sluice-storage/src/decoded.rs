@@ -120,12 +120,13 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
                     ignored.push(index);
                     continue;
                 }
-                Route::Unknown(reason) => {
-                    rejected.push(dead_letter(
-                        record,
-                        DeadLetterKind::unresolved(UNKNOWN_TABLE),
-                        reason,
-                    ));
+                Route::Unknown(table, reason) => {
+                    let letter =
+                        dead_letter(record, DeadLetterKind::unresolved(UNKNOWN_TABLE), reason);
+                    rejected.push(match &table {
+                        Some(table) => letter.with_table(table),
+                        None => letter,
+                    });
                     continue;
                 }
                 Route::Unrouted(reason) => {
@@ -153,11 +154,10 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
         match sink.decode(record) {
             Ok(message) => group_of(&mut groups, sink).push((index, message)),
             Err(DecodeError::SchemaPending { schema_id }) => pending.push(schema_id),
-            Err(error) => rejected.push(dead_letter(
-                record,
-                DeadLetterKind::DecodeError,
-                error.to_string(),
-            )),
+            Err(error) => rejected.push(
+                dead_letter(record, DeadLetterKind::DecodeError, error.to_string())
+                    .with_table(sink.table()),
+            ),
         }
     }
     if pending.is_empty() && pending_tables.is_empty() {

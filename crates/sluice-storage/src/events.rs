@@ -54,6 +54,8 @@ pub struct BatchCommitted<'a> {
     pub writer: usize,
     /// What the batch did.
     pub report: &'a BatchReport,
+    /// Each table's share of it (the tables of its one transaction).
+    pub tables: &'a crate::by_table::ByTable,
     /// Where its time went.
     pub phases: &'a Phases,
     /// Whether its offsets were committed too (a failed commit is [`OffsetCommitFailed`];
@@ -69,11 +71,13 @@ impl BatchCommitted<'_> {
             records,
             writer,
             report,
+            tables,
             phases,
             offsets_committed,
         } = self;
         metrics.batch(
             report,
+            tables,
             records.len(),
             [phases.poll, phases.decode, phases.store, phases.commit],
         );
@@ -96,6 +100,7 @@ impl BatchCommitted<'_> {
             dead_letters_new = report.dead_letters_inserted,
             retries = report.retries,
             partitions = ?partitions,
+            tables = ?tables.names(),
             writer,
             poll_us = micros(phases.poll),
             decode_us = micros(phases.decode),
@@ -248,6 +253,8 @@ mod tests {
             store: Duration::from_micros(1500),
             ..Phases::default()
         };
+        let mut tables = crate::by_table::ByTable::default();
+        tables.of(&std::sync::Arc::from("reviews")).write.inserted += 1;
         let emit = |offsets_committed| {
             lines(|| {
                 BatchCommitted {
@@ -255,6 +262,7 @@ mod tests {
                     records: &records,
                     writer: 1,
                     report: &report,
+                    tables: &tables,
                     phases: &phases,
                     offsets_committed,
                 }
@@ -273,6 +281,7 @@ mod tests {
             ("dead_lettered", "1"),
             ("retries", "1"),
             ("partitions", "{0, 2}"),
+            ("tables", "[\"reviews\"]"),
             ("writer", "1"),
             ("store_us", "1500"),
             ("poll_us", "0"),

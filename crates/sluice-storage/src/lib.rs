@@ -15,6 +15,7 @@
 //! the immutable settings and a stop signal.
 
 pub mod batch;
+pub mod by_table;
 mod claim;
 pub mod dead_letter_replay;
 mod decoded;

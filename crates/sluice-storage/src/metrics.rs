@@ -8,6 +8,7 @@
 //! committed, a retry, a pipeline stopping) are typed in `events.rs`, which writes each
 //! one's log line with its metrics.
 
+use crate::by_table::ByTable;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -38,7 +39,9 @@ pub struct PipelineLabels {
 pub struct OutcomeLabels {
     /// The pipeline's name.
     pub pipeline: String,
-    /// `inserted|updated|skipped|dead_lettered`.
+    /// The table (empty: records no table was chosen for — skipped or dead-lettered first).
+    pub table: String,
+    /// `inserted|updated|deleted|skipped|dead_lettered`.
     pub outcome: String,
 }
 
@@ -229,12 +232,6 @@ impl StorageMetrics {
     /// names, lookup keys) count under `unresolved_kind` (a sink's first lookup's kind).
     pub fn pipeline(&self, name: &str, unresolved_kind: &str) -> PipelineMetrics {
         let name = name.to_owned();
-        let outcome = |outcome: &str| {
-            self.records.get_or_create_owned(&OutcomeLabels {
-                pipeline: name.clone(),
-                outcome: outcome.to_owned(),
-            })
-        };
         let phase = |phase: &str| {
             self.batch_duration.get_or_create_owned(&PhaseLabels {
                 pipeline: name.clone(),
@@ -245,10 +242,6 @@ impl StorageMetrics {
             pipeline: name.clone(),
         };
         PipelineMetrics {
-            inserted: outcome("inserted"),
-            updated: outcome("updated"),
-            skipped: outcome("skipped"),
-            dead_lettered: outcome("dead_lettered"),
             kinds: DeadLetterKind::ALL.map(|kind| {
                 let kind = match kind {
                     DeadLetterKind::UnknownApplication => unresolved_kind,
@@ -338,10 +331,6 @@ impl PipelineHealth {
 #[derive(Debug, Clone)]
 pub struct PipelineMetrics {
     name: String,
-    inserted: Counter,
-    updated: Counter,
-    skipped: Counter,
-    dead_lettered: Counter,
     /// Dead letters by kind, in [`DeadLetterKind::ALL`] order (unknown references under the
     /// pipeline's own kind).
     kinds: [Counter; 3],
@@ -418,11 +407,37 @@ impl PipelineMetrics {
     }
 
     /// A committed batch (its transaction; the offset commit is counted separately).
-    pub fn batch(&self, report: &BatchReport, records: usize, phases: [Duration; 4]) {
-        self.inserted.inc_by(report.write.inserted);
-        self.updated.inc_by(report.write.updated);
-        self.skipped.inc_by(report.write.skipped);
-        self.dead_lettered.inc_by(report.dead_lettered());
+    pub fn batch(
+        &self,
+        report: &BatchReport,
+        tables: &ByTable,
+        records: usize,
+        phases: [Duration; 4],
+    ) {
+        let rest = tables.rest(report);
+        for share in tables.tables().iter().chain(std::iter::once(&rest)) {
+            let counts = [
+                ("inserted", share.write.inserted),
+                ("updated", share.write.updated),
+                ("deleted", share.write.deleted),
+                ("skipped", share.write.skipped),
+                ("dead_lettered", share.dead_lettered),
+            ];
+            for (outcome, count) in counts {
+                // A table's series exist once it had one; the rest's only when it has one.
+                if count == 0 && share.table.is_empty() {
+                    continue;
+                }
+                self.families
+                    .records
+                    .get_or_create(&OutcomeLabels {
+                        pipeline: self.name.clone(),
+                        table: share.table.to_string(),
+                        outcome: outcome.to_owned(),
+                    })
+                    .inc_by(count);
+            }
+        }
         let [decode_errors, unknown, violations] = &self.kinds;
         decode_errors.inc_by(report.decode_errors);
         unknown.inc_by(report.unknown_applications);
@@ -525,13 +540,24 @@ mod tests {
         let report = BatchReport {
             records: 3,
             decode_errors: 2,
+            write: sluice_core::WriteOutcome {
+                inserted: 1,
+                ..Default::default()
+            },
             ..BatchReport::default()
         };
-        p.batch(&report, 3, [Duration::ZERO; 4]);
+        // One dead letter named its table, the other no table.
+        let mut tables = ByTable::default();
+        let table: std::sync::Arc<str> = std::sync::Arc::from("reviews");
+        tables.of(&table).write.inserted += 1;
+        tables.of(&table).dead_lettered += 1;
+        p.batch(&report, &tables, 3, [Duration::ZERO; 4]);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for name in [
-            "sluice_records_total{pipeline=\"reviews\",outcome=\"inserted\"}",
+            "sluice_records_total{pipeline=\"reviews\",table=\"reviews\",outcome=\"inserted\"} 1",
+            "sluice_records_total{pipeline=\"reviews\",table=\"\",outcome=\"dead_lettered\"} 1",
+            "sluice_records_total{pipeline=\"reviews\",table=\"reviews\",outcome=\"dead_lettered\"} 1",
             "sluice_dead_letters_total{pipeline=\"reviews\",kind=\"decode_error\"} 2",
             "sluice_batch_duration_seconds_bucket{",
             "sluice_batch_records_count{pipeline=\"reviews\"} 1",

@@ -266,9 +266,11 @@ pub type RawRecord = (Option<Vec<u8>>, Option<Vec<u8>>);
 /// A record with headers: key, value, headers (name, value) in order.
 pub type FullRecord = (Option<Vec<u8>>, Option<Vec<u8>>, Vec<(String, Vec<u8>)>);
 
-/// Produces records with headers, in order, and waits for every delivery report.
+/// Produces records with headers, in order (the producer is idempotent), and waits for every
+/// delivery report.
 pub async fn produce_full(stack: &Stack, topic: &str, records: &[FullRecord]) {
     let producer = producer(stack);
+    let mut pending = Vec::with_capacity(records.len().min(10_000));
     for (key, value, headers) in records {
         let mut owned = rdkafka::message::OwnedHeaders::new();
         for (name, value) in headers {
@@ -284,10 +286,41 @@ pub async fn produce_full(stack: &Stack, topic: &str, records: &[FullRecord]) {
         if let Some(value) = value {
             record = record.payload(value.as_slice());
         }
-        producer
-            .send(record, Duration::from_secs(30))
+        pending.push(enqueue(&producer, topic, record));
+        if pending.len() >= 10_000 {
+            delivered(&mut pending).await;
+        }
+    }
+    delivered(&mut pending).await;
+}
+
+/// Enqueues `record` at once (the async `send` would wait for each delivery), waiting for
+/// room when the producer's queue is full.
+fn enqueue(
+    producer: &FutureProducer,
+    topic: &str,
+    mut record: FutureRecord<'_, [u8], [u8]>,
+) -> rdkafka::producer::DeliveryFuture {
+    loop {
+        match producer.send_result(record) {
+            Ok(delivery) => return delivery,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                producer.poll(Duration::from_millis(10));
+            }
+            Err((error, _)) => panic!("produce to {topic}: {error}"),
+        }
+    }
+}
+
+/// Waits for each delivery report of `pending`, emptying it.
+async fn delivered(pending: &mut Vec<rdkafka::producer::DeliveryFuture>) {
+    for delivery in pending.drain(..) {
+        delivery
             .await
-            .unwrap_or_else(|(e, _)| panic!("produce to {topic}: {e}"));
+            .expect("delivery")
+            .map_err(|(e, _)| e)
+            .expect("delivered");
     }
 }
 
@@ -321,37 +354,12 @@ async fn produce_with(stack: &Stack, topic: &str, partition: Option<i32>, record
         if let Some(value) = value {
             record = record.payload(value.as_slice());
         }
-        // `send_result` enqueues at once (the async `send` would wait for each delivery).
-        loop {
-            match producer.send_result(record) {
-                Ok(delivery) => {
-                    pending.push(delivery);
-                    break;
-                }
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    record = back;
-                    producer.poll(Duration::from_millis(10));
-                }
-                Err((error, _)) => panic!("produce to {topic}: {error}"),
-            }
-        }
+        pending.push(enqueue(&producer, topic, record));
         if pending.len() >= 10_000 {
-            for delivery in pending.drain(..) {
-                delivery
-                    .await
-                    .expect("delivery")
-                    .map_err(|(e, _)| e)
-                    .expect("delivered");
-            }
+            delivered(&mut pending).await;
         }
     }
-    for delivery in pending {
-        delivery
-            .await
-            .expect("delivery")
-            .map_err(|(e, _)| e)
-            .expect("delivered");
-    }
+    delivered(&mut pending).await;
 }
 
 /// The single broker is stopped (`$SLUICE_STACK kafka-stop`) while this lives; dropping it,

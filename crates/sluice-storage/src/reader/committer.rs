@@ -157,6 +157,7 @@ impl Committer {
             writer,
             records,
             report,
+            tables,
             behind,
             epoch,
             mut phases,
@@ -194,6 +195,7 @@ impl Committer {
             records: &records,
             writer,
             report: &report,
+            tables: &tables,
             phases: &phases,
             offsets_committed: committed.is_ok(),
         }

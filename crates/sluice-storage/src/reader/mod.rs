@@ -79,6 +79,8 @@ pub struct Stored {
     pub records: Vec<Record>,
     /// What the batch did.
     pub report: BatchReport,
+    /// Each table's share of it.
+    pub tables: crate::by_table::ByTable,
     /// Partitions none of whose records were written: PostgreSQL's offset is behind where
     /// their fetch continued; the reader seeks them there.
     pub behind: Vec<Behind>,

@@ -71,6 +71,8 @@ struct Resolver {
 #[derive(Debug)]
 pub struct Declared {
     plan: SinkPlan,
+    /// The table, shared by its dead letters and metrics.
+    table: Arc<str>,
     decoder: SinkDecoder,
     lookups: Vec<Resolver>,
     /// Where writers' schemas come from, for a sink reading a registry format.
@@ -107,6 +109,7 @@ impl Declared {
             });
         }
         Ok(Self {
+            table: Arc::from(plan.table.as_str()),
             plan,
             decoder,
             lookups,
@@ -143,6 +146,11 @@ impl Declared {
     /// clone shares the client and the cache: fetching through it fills this sink's).
     pub fn registry(&self) -> Option<&Registry> {
         self.registry.as_ref()
+    }
+
+    /// The table it writes.
+    pub fn table(&self) -> &Arc<str> {
+        &self.table
     }
 
     /// The plan it runs.

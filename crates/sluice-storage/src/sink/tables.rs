@@ -34,8 +34,9 @@ pub use sluice_sinks::UNROUTED;
 pub enum Route {
     /// To this table's sink.
     To(Arc<Declared>),
-    /// Nowhere: a dead letter of kind [`UNKNOWN_TABLE`] with this reason.
-    Unknown(String),
+    /// Nowhere: a dead letter of kind [`UNKNOWN_TABLE`] with this reason (and the table,
+    /// when the record names one).
+    Unknown(Option<Arc<str>>, String),
     /// Nowhere: no route of the sink takes it; a dead letter of kind [`UNROUTED`] with this
     /// reason.
     Unrouted(String),
@@ -230,12 +231,14 @@ impl Tables {
             Err(_) if record.payload.is_none() && set.sink.on_tombstone == OnTombstone::Ignore => {
                 return Route::Ignore;
             }
-            Err(reason) => return Route::Unknown(format!("the record names no table: {reason}")),
+            Err(reason) => {
+                return Route::Unknown(None, format!("the record names no table: {reason}"));
+            }
         };
         match set.known(&table) {
             Some(Known::Ready(sink)) => Route::To(sink),
             Some(Known::Missing { reason, since }) if since.elapsed() < MISSING_FOR => {
-                Route::Unknown(reason)
+                Route::Unknown(Some(Arc::from(table.as_str())), reason)
             }
             _ => Route::Plan(PendingTable { set: index, table }),
         }

@@ -24,6 +24,7 @@ mod tables;
 use crate::batch::{
     Behind, DecodedBatch, Done, Rewind, Stored, TableGone, partitions_of, store_batch,
 };
+use crate::by_table::ByTable;
 use crate::error::PipelineError;
 use crate::events::BatchRetrying;
 use crate::heartbeat::WriterLiveness;
@@ -60,7 +61,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub enum Attempted {
     /// Committed: its report and the partitions to read again from PostgreSQL's offset.
-    Stored(BatchReport, Vec<Behind>),
+    Stored(BatchReport, Vec<Behind>, ByTable),
     /// Stopped while waiting to retry: nothing committed, the batch is redelivered.
     Stopped,
     /// A table of a sink of many tables changed since it was planned: nothing committed;
@@ -258,12 +259,13 @@ impl<'a> Writer<'a> {
                     mut report,
                     dead,
                     behind,
+                    tables,
                 })) => {
                     report.retries = *retries;
                     log_rejects(&self.pipeline.name, &dead);
                     self.note_committed(batch.0, batch.2, &behind);
                     self.unverified_since = Some(Instant::now());
-                    return Ok(Attempted::Stored(report, behind));
+                    return Ok(Attempted::Stored(report, behind, tables));
                 }
                 Ok(Stored::Rewound(rewind)) => return Err(rewound(rewind)),
                 Ok(Stored::TableGone(TableGone { table, error })) => {

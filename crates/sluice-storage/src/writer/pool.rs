@@ -11,6 +11,7 @@
 //! stored before it closes the consumer.
 
 use crate::batch::{Behind, DecodedBatch, decode_batch};
+use crate::by_table::ByTable;
 use crate::error::PipelineError;
 use crate::heartbeat::{Heartbeat, READER_STALL, ReaderLiveness, WriterLiveness};
 use crate::metrics::PipelineMetrics;
@@ -166,7 +167,7 @@ async fn stored_batch(
     (records, origins): (&[Record], &Origins),
     stop: &CancellationToken,
     liveness: &WriterLiveness,
-) -> Result<Option<(DecodedBatch, BatchReport, Vec<Behind>)>, PipelineError> {
+) -> Result<Option<(DecodedBatch, BatchReport, Vec<Behind>, ByTable)>, PipelineError> {
     let mut changes = 0u32;
     loop {
         let Some(ready) = writer.ready(decoded, records, stop, liveness).await? else {
@@ -176,7 +177,9 @@ async fn stored_batch(
             .store_with_retries((records, &ready, origins), stop, liveness)
             .await?
         {
-            Attempted::Stored(report, behind) => return Ok(Some((ready, report, behind))),
+            Attempted::Stored(report, behind, tables) => {
+                return Ok(Some((ready, report, behind, tables)));
+            }
             Attempted::Stopped => return Ok(None),
             // A table changed under its plan: decoded again against what it is now (a table
             // that keeps changing is waited for a second each time).
@@ -228,7 +231,7 @@ async fn writer_loop(
         };
         let _ = events.send(WriterEvent::Took(partition.clone()));
         let storing = Instant::now();
-        let Some((decoded, report, behind)) =
+        let Some((decoded, report, behind, tables)) =
             stored_batch(writer, decoded, (&records, &origins), stop, liveness).await?
         else {
             // Stopped while waiting (the registry, the database): nothing committed,
@@ -252,6 +255,7 @@ async fn writer_loop(
             writer: writer.index(),
             records,
             report,
+            tables,
             behind,
             epoch,
             phases,
