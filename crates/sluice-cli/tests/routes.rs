@@ -122,6 +122,27 @@ async fn one_topic_lands_in_three_tables_by_field_and_header_with_one_dead_lette
     }
     let records: Vec<_> = (0..RECORDS).map(record).collect();
     case.produce_full("events", &records).await;
+    // The sample routes and decodes as the sink would, table by table, before anything runs.
+    let file = case.file.display().to_string();
+    let sampled = case
+        .env
+        .output(&["sinks", "validate", "--sample", "2000", &file], &[]);
+    let out = support::case::text(&sampled.stdout);
+    assert!(
+        sampled.status.success(),
+        "{out}{}",
+        support::case::text(&sampled.stderr)
+    );
+    for table in ["orders", "payments", "refunds"] {
+        assert!(
+            out.contains(&format!(" row(s) → table {table}\n")),
+            "{table}: {out}"
+        );
+    }
+    assert!(
+        out.contains("no route takes the record: field `type` is \"order.deleted\""),
+        "{out}"
+    );
     let run = case.run_to_end("routes").await;
 
     let expected =

@@ -1,7 +1,9 @@
 //! `sluice sinks validate --sample N`: the last N records of each topic a sink reads, decoded
-//! as the running sink would decode them — how many become rows, which would be dead letters
-//! and why, and which record fields no column reads. It reads Kafka and the schema registry
-//! only: nothing is consumed in a group, committed or written.
+//! as the running sink would decode them — how many become rows (of which table, for a sink of
+//! many tables: each record routed and its table planned against the catalog as `sluice run`
+//! would), which would be dead letters and why, and which record fields no column reads. It
+//! reads Kafka, the schema registry and the catalog only: nothing is consumed in a group,
+//! committed or written.
 
 use anyhow::anyhow;
 use serde::Serialize;
@@ -11,8 +13,9 @@ use sluice_retry::read::{Range, read_ranges};
 use sluice_sinks::Format;
 use sluice_sinks::messages::DecodeError;
 use sluice_storage::Pipeline;
-use sluice_storage::sink::Declared;
+use sluice_storage::sink::{Declared, Route, Tables};
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long reading one topic's sample may take.
@@ -30,6 +33,11 @@ pub(super) struct Sample {
     topics: Vec<String>,
     records: usize,
     rows: usize,
+    /// Rows by table (a sink of many tables).
+    tables: Vec<(String, usize)>,
+    /// Records a sink of many tables skips (tombstones naming no table, unrouted records
+    /// with `unrouted = "ignore"`).
+    skipped: usize,
     dead_letters: usize,
     /// Each reason a record would be dead-lettered, how often, and the first record's
     /// coordinates.
@@ -53,15 +61,10 @@ pub(super) fn sample(
     n: usize,
     settings: &sluice_storage::StorageSettings,
 ) -> Result<Sample, Failure> {
-    if pipeline.sink.many_tables() {
-        return Err(Failure::config(anyhow!(
-            "sink `{}`: --sample reads sinks of one table; this one's tables are named by its records",
-            pipeline.sink.name
-        )));
-    }
-    let sink = pipeline
-        .sink(settings.app_cache_ttl, settings.registry.as_ref())
+    let tables = pipeline
+        .tables(settings.app_cache_ttl, settings.registry.as_ref())
         .map_err(|e| Failure::config(anyhow!("{e}")))?;
+    let mut planner = Planner::default();
     let admin = Admin::new(&settings.kafka, Duration::from_secs(15))?;
     let topics = admin.topics_of(&pipeline.sink.topics)?;
     let mut records = Vec::new();
@@ -70,19 +73,35 @@ pub(super) fn sample(
     }
     let mut sample = Sample {
         sink: pipeline.sink.name.clone(),
-        table: pipeline.sink.table.clone(),
+        table: pipeline.plan.table.clone(),
         topics,
         records: records.len(),
         rows: 0,
+        tables: Vec::new(),
+        skipped: 0,
         dead_letters: 0,
         reasons: Vec::new(),
         ignored_fields: Vec::new(),
         notes: Vec::new(),
     };
     let mut reasons: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    let mut by_table: BTreeMap<String, usize> = BTreeMap::new();
+    let mut sinks: Vec<(&Record, Arc<Declared>)> = Vec::new();
     for record in &records {
-        match decoded(&sink, record)? {
-            Ok(()) => sample.rows += 1,
+        let routed = match routed(&tables, record, &mut planner)? {
+            Routed::Sink(sink) => decoded(&sink, record)?.map(|()| sink),
+            Routed::Skipped => {
+                sample.skipped += 1;
+                continue;
+            }
+            Routed::Rejected(reason) => Err(reason),
+        };
+        match routed {
+            Ok(sink) => {
+                sample.rows += 1;
+                *by_table.entry(sink.plan().table.clone()).or_default() += 1;
+                sinks.push((record, sink));
+            }
             Err(reason) => {
                 sample.dead_letters += 1;
                 let entry = reasons.entry(reason).or_insert_with(|| {
@@ -106,8 +125,11 @@ pub(super) fn sample(
     reasons.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
     reasons.truncate(LISTED);
     sample.reasons = reasons;
-    sample.ignored_fields = ignored_fields(&pipeline.sink, &sink, &records);
-    if sink.has_lookups() {
+    if pipeline.sink.many_tables() {
+        sample.tables = by_table.into_iter().collect();
+    }
+    sample.ignored_fields = ignored_fields(&pipeline.sink, &sinks);
+    if sinks.iter().any(|(_, sink)| sink.has_lookups()) {
         sample.notes.push(
             "lookups are not resolved in a sample (an unknown key is found only when written)"
                 .into(),
@@ -162,6 +184,69 @@ fn last_records(
     Ok(records)
 }
 
+/// Where a sampled record goes.
+enum Routed {
+    Sink(Arc<Declared>),
+    Skipped,
+    Rejected(String),
+}
+
+/// A connection to the catalog, opened when a sink of many tables first meets a table.
+#[derive(Default)]
+struct Planner {
+    open: Option<(tokio::runtime::Runtime, sqlx::PgConnection)>,
+}
+
+impl Planner {
+    /// Plans `table` of `tables` on the catalog, as a running sink does when a record first
+    /// names it.
+    fn plan(
+        &mut self,
+        tables: &Tables,
+        table: sluice_storage::sink::PendingTable,
+    ) -> Result<(), Failure> {
+        if self.open.is_none() {
+            let url = sluice_process::env_lookup("DATABASE_URL")
+                .filter(|u| !u.is_empty())
+                .ok_or_else(|| Failure::config(anyhow!("DATABASE_URL is required")))?;
+            let runtime = sluice_process::runtime()?;
+            let conn = runtime
+                .block_on(sluice_postgres::connect(&url, "sinks-validate"))
+                .map_err(|e| anyhow!("cannot connect to the database: {e}"))?;
+            self.open = Some((runtime, conn));
+        }
+        let Some((runtime, conn)) = self.open.as_mut() else {
+            return Ok(());
+        };
+        runtime
+            .block_on(tables.plan(conn, std::slice::from_ref(&table)))
+            .map_err(|e| anyhow!("cannot read the catalog: {e}").into())
+    }
+}
+
+/// The sink `record` goes to (its table planned, the writer's schema its route reads
+/// fetched), or why it goes nowhere.
+fn routed(tables: &Tables, record: &Record, planner: &mut Planner) -> Result<Routed, Failure> {
+    // A table is planned, or a schema fetched, at most once per record: the next route is
+    // final (a table that cannot be planned is remembered as missing).
+    for _ in 0..3 {
+        match tables.route(record) {
+            Route::To(sink) => return Ok(Routed::Sink(sink)),
+            Route::Ignore => return Ok(Routed::Skipped),
+            Route::Unknown(_, reason) | Route::Unrouted(reason) | Route::Undecodable(reason) => {
+                return Ok(Routed::Rejected(reason));
+            }
+            Route::Plan(table) => planner.plan(tables, table)?,
+            Route::Schema(id) => tables
+                .fetch_schemas(&[id])
+                .map_err(|e| anyhow!("the schema registry: {e}"))?,
+        }
+    }
+    Ok(Routed::Rejected(
+        "its table could not be planned (see the log)".into(),
+    ))
+}
+
 /// A record decoded by the sink: `Ok(Ok(()))` a row (or a delete), `Ok(Err(reason))` a dead
 /// letter's reason; writers' schemas it needs are fetched first.
 fn decoded(sink: &Declared, record: &Record) -> Result<Result<(), String>, Failure> {
@@ -180,15 +265,14 @@ fn decoded(sink: &Declared, record: &Record) -> Result<Result<(), String>, Failu
 /// reads, by how many records have them.
 fn ignored_fields(
     declared: &sluice_sinks::Sink,
-    sink: &Declared,
-    records: &[Record],
+    records: &[(&Record, Arc<Declared>)],
 ) -> Vec<(String, usize)> {
     if declared.value_encoding.is_registry() {
         return Vec::new();
     }
-    let read: HashSet<&str> = sink.fields_read().iter().map(String::as_str).collect();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for record in records {
+    for (record, sink) in records {
+        let read: HashSet<&str> = sink.fields_read().iter().map(String::as_str).collect();
         let Some(value) = record
             .payload
             .as_deref()
@@ -234,6 +318,12 @@ pub(super) fn print(sample: &Sample) {
         "  {} would be rows, {} dead letters",
         sample.rows, sample.dead_letters
     );
+    for (table, rows) in &sample.tables {
+        println!("    {rows} row(s) → table {table}");
+    }
+    if sample.skipped > 0 {
+        println!("  {} skipped", sample.skipped);
+    }
     for reason in &sample.reasons {
         println!(
             "    {} × {} (first: {})",
