@@ -119,13 +119,6 @@ fn template_problems(sink: &Sink, problems: &mut Vec<MappingProblem>) {
              `on_tombstone = \"ignore\"` (the delete event before it deletes the row)"
                 .into(),
         ));
-    } else if template.reads_source() && sink.value_encoding.is_registry() {
-        // The source block is read from a JSON change event before any table is known.
-        problems.push(bad(
-            "`{source.schema}` and `{source.table}` are read from JSON change events; name \
-             the tables of registry-encoded events by `topic_pattern` captures (`{1}`)"
-                .into(),
-        ));
     }
     let wanted = template.highest_capture();
     if wanted > 0 {

@@ -180,6 +180,19 @@ impl SinkDecoder {
             })
     }
 
+    /// A change event's `source.schema` and `source.table`, for a table template's
+    /// `{source.*}`: a registry record transcoded by its writer's schema first
+    /// ([`DecodeError::SchemaPending`] when it is not fetched yet); `None` when the value is
+    /// not such an event.
+    pub fn change_source(&self, payload: &[u8]) -> Result<Option<(String, String)>, DecodeError> {
+        Ok(match self.value_writer(payload)? {
+            Some(writer) => {
+                crate::envelope::change_source(self.transcoded(writer, "value")?.json.as_bytes())
+            }
+            None => crate::envelope::change_source(payload),
+        })
+    }
+
     /// A record key's JSON object, for a route's key path: transcoded when keys are in a
     /// registry format, the Connect envelope off for a `debezium` or `connect-json` sink.
     pub fn key_fields(&self, key: &[u8]) -> Result<Map<String, Value>, DecodeError> {

@@ -310,3 +310,73 @@ fn assert_same_tombstone(sql: SqlType, avro_schema: &str, avro: &[u8], json: &st
     assert!(through_json.is_ok(), "{through_json:?}");
     assert_eq!(through_avro, through_json, "{avro_schema}");
 }
+
+/// A Debezium change event written by an Avro converter names its table by its source block
+/// as a JSON event does: `{source.schema}.{source.table}` reads it through the writer's
+/// schema, once that schema is fetched.
+#[test]
+fn an_avro_change_events_source_block_names_its_table() {
+    use apache_avro::types::Value as Avro;
+    const ENVELOPE: &str = r#"{"type": "record", "name": "Envelope", "fields": [
+        {"name": "before", "type": ["null", {"type": "record", "name": "Row",
+            "fields": [{"name": "id", "type": "long"}]}], "default": null},
+        {"name": "after", "type": ["null", "Row"], "default": null},
+        {"name": "source", "type": {"type": "record", "name": "Source", "fields": [
+            {"name": "schema", "type": "string"}, {"name": "table", "type": "string"},
+            {"name": "lsn", "type": ["null", "long"], "default": null}]}},
+        {"name": "op", "type": "string"}]}"#;
+    let schema = apache_avro::Schema::parse_str(ENVELOPE).unwrap();
+    let row = Avro::Record(vec![("id".into(), Avro::Long(4))]);
+    let event = Avro::Record(vec![
+        ("before".into(), Avro::Union(0, Box::new(Avro::Null))),
+        ("after".into(), Avro::Union(1, Box::new(row))),
+        (
+            "source".into(),
+            Avro::Record(vec![
+                ("schema".into(), Avro::String("shop".into())),
+                ("table".into(), Avro::String("order".into())),
+                ("lsn".into(), Avro::Union(1, Box::new(Avro::Long(77)))),
+            ]),
+        ),
+        ("op".into(), Avro::String("c".into())),
+    ]);
+    let body = apache_avro::writer::datum::GenericDatumWriter::builder(&schema)
+        .build()
+        .and_then(|writer| writer.write_value_to_vec(event))
+        .unwrap();
+    let sinks = parse_sinks(
+        "m.toml",
+        "[[sink]]\nname = \"cdc\"\ntopic_pattern = \"db\\\\..*\"\n\
+         table = \"{source.schema}.{source.table}\"\nformat = \"debezium\"\n\
+         value_format = \"avro\"\ncolumns = \"auto\"\n",
+    )
+    .unwrap();
+    assert!(
+        crate::check_sinks("m.toml", &sinks).is_empty(),
+        "{:?}",
+        crate::check_sinks("m.toml", &sinks)
+    );
+    let compiled = WriterSchema::compile(SchemaKind::Avro, ENVELOPE, &[]).unwrap();
+    let schemas = Arc::new(Fetched(HashMap::from([(
+        11,
+        Known::Schema(Arc::new(compiled)),
+    )])));
+    let reader = SinkDecoder::new(&sinks[0], &crate::plan_template(&sinks[0], ""));
+    let payload = framed(11, &body);
+    assert!(
+        matches!(
+            reader.clone().change_source(&payload),
+            Err(DecodeError::Registry { .. })
+        ),
+        "no registry: the record cannot be read"
+    );
+    let reader = reader.with_schemas(schemas);
+    assert_eq!(
+        reader.change_source(&payload).unwrap(),
+        Some(("shop".into(), "order".into()))
+    );
+    assert!(matches!(
+        reader.change_source(&framed(12, &body)),
+        Err(DecodeError::SchemaPending { schema_id: 12 })
+    ));
+}

@@ -213,13 +213,13 @@ impl Tables {
             Ok(chosen) => chosen,
             Err(route) => return route,
         };
-        let source = if set.template.reads_source() {
-            record
-                .payload
-                .as_deref()
-                .and_then(sluice_sinks::change_source)
-        } else {
-            None
+        let source = match (&record.payload, set.template.reads_source()) {
+            (Some(payload), true) => match sets.reader.change_source(payload) {
+                Ok(source) => source,
+                Err(DecodeError::SchemaPending { schema_id }) => return Route::Schema(schema_id),
+                Err(error) => return Route::Undecodable(error.to_string()),
+            },
+            _ => None,
         };
         let table = set.template.resolve(&Named {
             topic: &record.topic,
