@@ -58,6 +58,22 @@ pub fn check_sink(sink: &Sink) -> Vec<MappingProblem> {
     let mut problems = Vec::new();
     for (index, route) in sink.routes.iter().enumerate() {
         let label = format!("#{} (table `{}`)", index + 1, route.sink.table);
+        // The whole key compared as text: only a plain key (not framed by a registry, not a
+        // Connect envelope) can ever equal a constant.
+        let enveloped = matches!(sink.format, Format::Debezium | Format::ConnectJson);
+        if route.when.source == crate::WhenSource::Key(None)
+            && (sink.key_encoding.is_registry() || enveloped)
+        {
+            problems.push(
+                MappingProblem::BadWhen {
+                    reason: "`key = \"\"` compares a plain text key; this sink's keys are \
+                             framed by a schema registry or wrapped in a Connect envelope: \
+                             name a field of the key (`key = \"id\"`)"
+                        .into(),
+                }
+                .in_route(label.clone()),
+            );
+        }
         problems.extend(
             check_table_sink(&route.sink)
                 .into_iter()

@@ -376,6 +376,7 @@ async fn store_batch_in(
 
     report.write.skipped += decoded.ignored.len() as u64;
     let mut tables = ByTable::default();
+    tables.count_decode_kinds(&decoded.rejected);
     let mut written = Written {
         report: &mut report,
         dead: &mut dead,

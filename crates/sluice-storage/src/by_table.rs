@@ -3,7 +3,7 @@
 //! (docs/operations.md#observability). A pipeline of one table has one entry; a sink of many tables
 //! one per table its batch wrote.
 
-use sluice_core::{BatchReport, DeadLetter, WriteOutcome};
+use sluice_core::{BatchReport, DeadLetter, DeadLetterKind, WriteOutcome};
 use std::sync::Arc;
 
 /// One table's share of a batch.
@@ -17,9 +17,11 @@ pub struct TableOutcome {
     pub dead_lettered: u64,
 }
 
-/// Each table's share of a batch, in the order the batch met them.
+/// Each table's share of a batch, in the order the batch met them; and the dead letters of
+/// the decoding counted in the report's `decode_errors` that are of another kind
+/// (`unknown_table`, `unrouted`), by kind, so the metrics count them under their own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ByTable(Vec<TableOutcome>);
+pub struct ByTable(Vec<TableOutcome>, Vec<(&'static str, u64)>);
 
 impl ByTable {
     /// The share of `table`, added if new.
@@ -45,6 +47,24 @@ impl ByTable {
                 self.of(table).dead_lettered += 1;
             }
         }
+    }
+
+    /// Counts the decoding's dead letters (`rejected`) that are not decode errors, by kind.
+    pub fn count_decode_kinds(&mut self, rejected: &[DeadLetter]) {
+        for letter in rejected {
+            let DeadLetterKind::Unresolved(kind) = letter.kind else {
+                continue;
+            };
+            match self.1.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, count)) => *count += 1,
+                None => self.1.push((kind, 1)),
+            }
+        }
+    }
+
+    /// The decoding's dead letters of other kinds than `decode_error`, by kind.
+    pub fn decode_kinds(&self) -> &[(&'static str, u64)] {
+        &self.1
     }
 
     /// The tables' shares.

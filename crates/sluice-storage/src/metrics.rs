@@ -439,7 +439,20 @@ impl PipelineMetrics {
             }
         }
         let [decode_errors, unknown, violations] = &self.kinds;
-        decode_errors.inc_by(report.decode_errors);
+        // The decoding's dead letters of a sink of many tables that name no table or no
+        // route count under their own kind, not as decode errors.
+        let mut other_kinds = 0;
+        for (kind, count) in tables.decode_kinds() {
+            other_kinds += count;
+            self.families
+                .dead_letters
+                .get_or_create(&KindLabels {
+                    pipeline: self.name.clone(),
+                    kind: (*kind).to_owned(),
+                })
+                .inc_by(*count);
+        }
+        decode_errors.inc_by(report.decode_errors.saturating_sub(other_kinds));
         unknown.inc_by(report.unknown_applications);
         violations.inc_by(report.constraint_violations);
         self.batch_records.observe(records as f64);

@@ -38,17 +38,18 @@ pub async fn adopt_group(
     if sluice_postgres::offsets::adopted(conn, group).await? {
         return Ok(None);
     }
-    let mut kafka = Vec::new();
+    let mut counted = Vec::new();
     for topic in admin.topics_of(topics)? {
-        if admin.partition_count(&topic)?.is_none() {
-            continue;
-        }
-        for (partition, committed) in admin.committed_offsets(group, &topic)? {
-            if let Some(next) = committed {
-                kafka.push((topic.clone(), partition, next));
-            }
+        if let Some(count) = admin.partition_count(&topic)? {
+            counted.push((topic, count));
         }
     }
+    // One request for every topic of a pattern (a client per topic cost seconds each).
+    let kafka: Vec<(String, i32, i64)> = admin
+        .committed_offsets_of(group, &counted)?
+        .into_iter()
+        .filter_map(|(topic, partition, committed)| committed.map(|next| (topic, partition, next)))
+        .collect();
     let copied = kafka.len();
     if sluice_postgres::offsets::adopt(conn, group, &kafka).await? {
         tracing::info!(%group, partitions = copied, offsets = ?kafka,

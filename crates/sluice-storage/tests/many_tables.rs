@@ -17,7 +17,7 @@ use serde_json::json;
 use sluice_kafka::Record;
 use sluice_sinks::parse_sinks;
 use sluice_storage::batch::{DecodedBatch, Done, Stored, decode_batch, store_batch};
-use sluice_storage::sink::{MISSING_FOR, Tables};
+use sluice_storage::sink::{MISSING_FOR, Route, Tables};
 use sluice_testkit::TestSchema;
 use sqlx::PgConnection;
 
@@ -344,4 +344,65 @@ async fn a_table_dropped_after_it_was_planned_is_planned_again() {
     );
     drop(conn);
     schema.drop_schema().await;
+}
+
+/// Routes never skip what they cannot read: a key a condition cannot read is a dead letter
+/// (not "no route", which `unrouted = "ignore"` skips), a Connect tombstone follows the
+/// sink's tombstone rule, a Kafka tombstone of a deleting sink that no route takes is an
+/// `unrouted` dead letter even with `unrouted = "ignore"`.
+#[test]
+fn routes_skip_only_what_the_sink_says_to_skip() {
+    let tables = |extra: &str| {
+        tables_of(&format!(
+            "[[sink]]\nname = \"r\"\ntopic = \"t\"\nunrouted = \"ignore\"\n{extra}\n\
+             [[sink.route]]\nwhen = {{ field = \"type\", equals = \"a\" }}\ntable = \"a\"\n\
+             columns = \"auto\"\n\
+             [[sink.route]]\nwhen = {{ key = \"region\", equals = \"eu\" }}\ntable = \"b\"\n\
+             columns = \"auto\"\n"
+        ))
+    };
+    let at = |key: &[u8], payload: Option<&[u8]>| Record {
+        key: Some(key.to_vec()),
+        payload: payload.map(<[u8]>::to_vec),
+        ..Record::at("t", 0, 0)
+    };
+    let json = tables("");
+    // Not JSON: the key condition cannot read it.
+    let route = json.route(&at(b"plain", Some(br#"{"type": "b"}"#)));
+    assert!(
+        matches!(&route, Route::Undecodable(reason) if reason.starts_with("record key:")),
+        "{route:?}"
+    );
+    // A key that reads but lacks the path: no route, skipped as the sink says.
+    let route = json.route(&at(br#"{"id": 1}"#, Some(br#"{"type": "b"}"#)));
+    assert!(matches!(route, Route::Ignore), "{route:?}");
+    let route = json.route(&at(br#"{"region": "eu"}"#, Some(br#"{"type": "b"}"#)));
+    assert!(
+        matches!(route, Route::Plan(ref p) if p.set == 1 && p.table == "b"),
+        "{route:?}"
+    );
+    // A Kafka tombstone of a sink that dead-letters tombstones and ignores the unrouted:
+    // skipped; of a sink that deletes: a dead letter naming why.
+    let route = json.route(&at(br#"{"id": 1}"#, None));
+    assert!(matches!(route, Route::Ignore), "{route:?}");
+    let deleting = tables("on_tombstone = \"delete\"");
+    let route = deleting.route(&at(br#"{"id": 1}"#, None));
+    assert!(
+        matches!(&route, Route::Unrouted(reason)
+            if reason.starts_with("no route takes the tombstone (its delete has no table)")),
+        "{route:?}"
+    );
+    // A Connect tombstone is a tombstone: ignored by a sink that ignores tombstones.
+    let connect = tables("format = \"connect-json\"\non_tombstone = \"ignore\"");
+    let route = connect.route(&at(
+        br#"{"id": 1}"#,
+        Some(br#"{"schema": null, "payload": null}"#),
+    ));
+    assert!(matches!(route, Route::Ignore), "{route:?}");
+    let connect = tables("format = \"connect-json\"\non_tombstone = \"delete\"");
+    let route = connect.route(&at(
+        br#"{"id": 1}"#,
+        Some(br#"{"schema": null, "payload": null}"#),
+    ));
+    assert!(matches!(route, Route::Unrouted(_)), "{route:?}");
 }

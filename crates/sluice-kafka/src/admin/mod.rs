@@ -305,18 +305,41 @@ impl Admin {
                 RDKafkaErrorCode::UnknownTopicOrPartition,
             ));
         };
+        Ok(self
+            .committed_offsets_of(group, &[(topic.to_owned(), count)])?
+            .into_iter()
+            .map(|(_, partition, offset)| (partition, offset))
+            .collect())
+    }
+
+    /// A group's committed offset per partition of each of `topics` (with its partition
+    /// count), in one request through one client: a pattern's tens of topics cost one
+    /// coordinator lookup, not one each.
+    pub fn committed_offsets_of(
+        &self,
+        group: &str,
+        topics: &[(String, i32)],
+    ) -> Result<Vec<(String, i32, Option<i64>)>, KafkaError> {
+        if topics.is_empty() {
+            return Ok(Vec::new());
+        }
         let reader: BaseConsumer = group_offsets_config(&self.client, group).create()?;
         let mut list = TopicPartitionList::new();
-        for partition in 0..count {
-            list.add_partition(topic, partition);
+        for (topic, count) in topics {
+            for partition in 0..*count {
+                list.add_partition(topic, partition);
+            }
         }
         let committed = reader.committed_offsets(list, self.timeout)?;
         Ok(committed
             .elements()
             .iter()
-            .map(|e| match e.offset() {
-                Offset::Offset(o) => (e.partition(), Some(o)),
-                _ => (e.partition(), None),
+            .map(|e| {
+                let offset = match e.offset() {
+                    Offset::Offset(o) => Some(o),
+                    _ => None,
+                };
+                (e.topic().to_owned(), e.partition(), offset)
             })
             .collect())
     }

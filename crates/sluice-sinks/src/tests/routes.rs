@@ -293,3 +293,24 @@ fn an_unrouted_records_reason_shows_what_each_condition_read() {
         ]
     );
 }
+
+#[test]
+fn a_whole_key_condition_is_refused_where_keys_are_not_plain() {
+    let with = |extra: &str| {
+        error_of(&format!(
+            "[[sink]]\nname = \"e\"\n{extra}\n[[sink.route]]\nwhen = {{ key = \"\", equals = \"a\" }}\ntable = \"a\"\ncolumns = \"auto\"\n"
+        ))
+    };
+    assert!(with("").is_empty(), "{}", with(""));
+    for extra in [
+        "key_format = \"avro\"",
+        "format = \"debezium\"",
+        "format = \"connect-json\"",
+    ] {
+        let error = with(extra);
+        assert!(
+            error.contains("route #1 (table `a`): `when`: `key = \"\"` compares a plain text key"),
+            "{extra}: {error}"
+        );
+    }
+}

@@ -316,9 +316,14 @@ impl TableSets {
         {
             return Ok((0, set));
         }
+        // A Kafka tombstone, or a Connect one (`"payload": null`: no row image).
+        let mut tombstone = record.payload.is_none();
         let image = match (&record.payload, self.reads_value) {
             (Some(payload), true) => match self.reader.row_image(payload) {
-                Ok(image) => image,
+                Ok(image) => {
+                    tombstone = image.is_none();
+                    image
+                }
                 Err(DecodeError::SchemaPending { schema_id }) => {
                     return Err(Route::Schema(schema_id));
                 }
@@ -326,14 +331,17 @@ impl TableSets {
             },
             _ => None,
         };
+        // A key a condition reads but cannot (not framed, its schema refused, not JSON) makes
+        // the record a dead letter, as its value would — never "no route", which
+        // `unrouted = "ignore"` would skip. A key that reads but lacks the path meets no key
+        // condition.
         let key_fields = match (&record.key, self.reads_key) {
             (Some(key), true) => match self.reader.key_fields(key) {
                 Ok(fields) => Some(fields),
                 Err(DecodeError::SchemaPending { schema_id }) => {
                     return Err(Route::Schema(schema_id));
                 }
-                // A key a condition cannot read meets no key condition.
-                Err(_) => None,
+                Err(error) => return Err(Route::Undecodable(format!("record key: {error}"))),
             },
             _ => None,
         };
@@ -351,10 +359,14 @@ impl TableSets {
         {
             return Ok(chosen);
         }
-        if self.unrouted == Unrouted::Ignore
-            || (record.payload.is_none() && self.on_tombstone == OnTombstone::Ignore)
-        {
-            return Err(Route::Ignore);
+        // A tombstone no route takes is skipped when the sink ignores or dead-letters
+        // tombstones and `unrouted = "ignore"`; a delete with no table is never skipped
+        // silently, whatever `unrouted` says.
+        match (tombstone, self.on_tombstone, self.unrouted) {
+            (true, OnTombstone::Ignore, _)
+            | (true, OnTombstone::DeadLetter, Unrouted::Ignore)
+            | (false, _, Unrouted::Ignore) => return Err(Route::Ignore),
+            _ => {}
         }
         let mut found: Vec<String> = self
             .sets
@@ -362,10 +374,12 @@ impl TableSets {
             .filter_map(|set| set.when.as_ref().map(|when| when.found(&input)))
             .collect();
         found.dedup();
-        Err(Route::Unrouted(format!(
-            "no route takes the record: {}",
-            found.join("; ")
-        )))
+        let what = match (tombstone, self.on_tombstone) {
+            (true, OnTombstone::Delete) => "no route takes the tombstone (its delete has no table)",
+            (true, _) => "no route takes the tombstone",
+            (false, _) => "no route takes the record",
+        };
+        Err(Route::Unrouted(format!("{what}: {}", found.join("; "))))
     }
 }
 
