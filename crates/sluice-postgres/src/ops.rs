@@ -63,6 +63,9 @@ pub struct DeadLetterFilter {
     pub ids: Vec<i64>,
     /// At most this many rows.
     pub limit: i64,
+    /// The oldest rows first (a replay takes them so, so that `limit` never leaves an older
+    /// change of a key behind a newer one); otherwise the newest first.
+    pub oldest_first: bool,
 }
 
 /// One dead-letter row.
@@ -128,11 +131,16 @@ pub const DEAD_LETTER_ROW_COLUMNS: &str = "id, topic, partition, kafka_offset, c
     key, payload, payload_size, kafka_timestamp, error_kind, reason, recorded_at, replay_count, \
     replayed_at, header_names, header_values";
 
-/// Lists dead letters, newest first.
+/// Lists dead letters, newest first (oldest first with `oldest_first`).
 pub async fn list_dead_letters(
     conn: &mut PgConnection,
     filter: &DeadLetterFilter,
 ) -> Result<Vec<DeadLetterRow>, sqlx::Error> {
+    let order = if filter.oldest_first {
+        "recorded_at, id"
+    } else {
+        "recorded_at DESC, id DESC"
+    };
     let sql = format!(
         "SELECT {DEAD_LETTER_ROW_COLUMNS}
          FROM dead_letter_events
@@ -142,7 +150,7 @@ pub async fn list_dead_letters(
            AND ($4::timestamptz IS NULL OR recorded_at < $4)
            AND (cardinality($5::bigint[]) = 0 OR id = ANY($5))
            AND (cardinality($7::text[]) = 0 OR consumer_group = ANY($7))
-         ORDER BY recorded_at DESC, id DESC
+         ORDER BY {order}
          LIMIT $6"
     );
     sqlx::query_as(&sql)

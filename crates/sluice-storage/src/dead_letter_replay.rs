@@ -10,6 +10,10 @@
 //! acknowledged the record. A failed publish rolls the mark back (the transaction is dropped),
 //! so the row can be replayed again; a record that fails again is dead-lettered with the
 //! carried-over count.
+//!
+//! Rows are re-published in the order their records had ([`in_record_order`]): two changes
+//! of one key that both became dead letters land, replayed, in that order, so the key ends
+//! with the later one (a Debezium sink's `c` then `u`, a delete then a re-insert).
 
 use sluice_core::dead_letter::replay_limit_refusal;
 use sluice_kafka::producer::OutgoingCopy;
@@ -46,6 +50,15 @@ pub enum Replayed {
     /// Another replay marked the row first (or reached the limit) between reading and
     /// marking it; nothing was published.
     RefusedConcurrently,
+}
+
+/// Puts `rows` in the order their records had: by topic, then partition, then offset (a
+/// key's records share a partition, so its changes keep their order; a copy that failed
+/// again has a later offset than its original).
+pub fn in_record_order(rows: &mut [DeadLetterRow]) {
+    rows.sort_by(|a, b| {
+        (&a.topic, a.partition, a.kafka_offset).cmp(&(&b.topic, b.partition, b.kafka_offset))
+    });
 }
 
 /// Whether the stored payload is shorter than the original (it cannot be rebuilt).
@@ -121,6 +134,28 @@ pub async fn replay_one(
 mod tests {
     use super::*;
     use chrono::Utc;
+
+    #[test]
+    fn rows_go_in_the_order_their_records_had() {
+        let at = |id: i64, topic: &str, partition: i32, offset: i64| DeadLetterRow {
+            id,
+            topic: topic.into(),
+            partition,
+            kafka_offset: offset,
+            ..row(None, 0, 0, false)
+        };
+        // Newest first, as `dlq list` shows them.
+        let mut rows = vec![
+            at(5, "b", 0, 1),
+            at(4, "a", 1, 0),
+            at(3, "a", 0, 9),
+            at(2, "a", 0, 2),
+            at(1, "a", 0, 10),
+        ];
+        in_record_order(&mut rows);
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        assert_eq!(ids, [2, 3, 1, 4, 5]);
+    }
 
     fn row(payload: Option<&[u8]>, size: i32, replays: i32, replayed: bool) -> DeadLetterRow {
         DeadLetterRow {

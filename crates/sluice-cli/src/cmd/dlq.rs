@@ -5,6 +5,8 @@
 //! the original key, payload and headers (in order) to the original topic with a
 //! `sluice-replay-count` header in place of the record's own, waits for the broker's acknowledgement, and only then commits the mark. A record that
 //! fails again is dead-lettered with the carried-over count, so it cannot loop forever.
+//! It takes the oldest rows first (`--limit` of them) and re-publishes them in the order their
+//! records had, so a key's changes land in their order.
 //!
 //! Keys, payloads, headers and reasons hold bytes from the message: printed escaped (see
 //! `cmd::dead_letters`), so printing a dead letter cannot drive the terminal.
@@ -24,7 +26,7 @@ use sluice_postgres::ops::{DeadLetterFilter, DeadLetterRow, list_dead_letters};
 use sluice_process::Failure;
 use sluice_storage::StorageSettings;
 use sluice_storage::dead_letter_replay::{
-    DEFAULT_MAX_REPLAYS, Replayed, is_truncated, refusal, replay_one,
+    DEFAULT_MAX_REPLAYS, Replayed, in_record_order, is_truncated, refusal, replay_one,
 };
 use sqlx::PgConnection;
 
@@ -182,6 +184,7 @@ fn filter(args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
         until: args.until,
         ids: args.ids.clone(),
         limit: args.limit.max(1),
+        oldest_first: false,
     })
 }
 
@@ -295,7 +298,17 @@ async fn replay(
     conn: &mut PgConnection,
     args: &ReplayArgs,
 ) -> Result<(), Failure> {
-    let rows = list_dead_letters(conn, &filter(&args.filter)?).await?;
+    // The oldest rows first, re-published in their records' order: a key's changes land in
+    // the order they had (docs/operations.md).
+    let mut rows = list_dead_letters(
+        conn,
+        &DeadLetterFilter {
+            oldest_first: true,
+            ..filter(&args.filter)?
+        },
+    )
+    .await?;
+    in_record_order(&mut rows);
     let producer = if args.execute {
         Some(ResilientProducer::new(
             &settings.kafka,

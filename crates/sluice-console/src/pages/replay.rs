@@ -18,7 +18,7 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sluice_kafka::ResilientProducer;
-use sluice_storage::dead_letter_replay::{Replayed, refusal, replay_one};
+use sluice_storage::dead_letter_replay::{Replayed, in_record_order, refusal, replay_one};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -207,7 +207,9 @@ pub async fn execute(
             );
         }
     };
-    let (_, rows) = plan(&console, &filter).await?;
+    let (_, mut rows) = plan(&console, &filter).await?;
+    // Re-published in their records' order, so a key's changes land in their order.
+    in_record_order(&mut rows);
     let done = replay_rows(&console, producer, &rows).await?;
     tracing::info!(
         chosen = done.chosen,

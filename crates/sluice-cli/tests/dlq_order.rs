@@ -1,0 +1,84 @@
+//! `sluice dlq replay` re-publishes dead letters in the order their records had
+//! (docs/operations.md): two changes of one key, both dead letters, replayed, land in their
+//! order, so the key ends with the later one — not the earlier one on top of it.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+mod support;
+
+use serde_json::json;
+use support::case::{Case, text};
+
+const DDL: &str = "CREATE TABLE items (id BIGINT PRIMARY KEY, v TEXT, \
+    w TEXT CHECK (w LIKE 'ok%'));";
+
+/// Batches of one: each record is its own dead letter (in a batch, a key's later record
+/// would supersede its earlier one).
+const MAPPING: &str = r#"
+[[sink]]
+name = "items"
+topic = "{prefix}-items"
+table = "items"
+key = ["id"]
+batch_size = 1
+
+[sink.columns]
+id = { field = "id" }
+v = { field = "v" }
+w = { field = "w" }
+"#;
+
+#[tokio::test]
+async fn dlq_replay_republishes_a_keys_dead_letters_in_their_order() {
+    let Some(case) = Case::new(&["items"], DDL, MAPPING).await else {
+        return;
+    };
+    // Key 1 changes three times, key 2 twice; every change is refused by the CHECK on `w`.
+    let changes = [
+        json!({"id": 1, "v": "first", "w": "no"}),
+        json!({"id": 2, "v": "first", "w": "no"}),
+        json!({"id": 1, "v": "second", "w": "no"}),
+        json!({"id": 1, "v": "third", "w": "no"}),
+        json!({"id": 2, "v": "second", "w": "no"}),
+    ];
+    case.produce("items", &changes).await;
+    case.run_to_end("refused").await;
+    let dead = case.dead_letters().await;
+    assert_eq!(dead.len(), 5, "{dead:?}");
+    assert!(
+        dead.iter().all(|d| d.2 == "constraint_violation"),
+        "{dead:?}"
+    );
+
+    // The constraint lifted, the dead letters replayed and applied.
+    {
+        let mut conn = case.env.schema.connect().await;
+        sqlx::raw_sql("ALTER TABLE items DROP CONSTRAINT items_w_check")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let file = case.file.display().to_string();
+    let replay = case.env.output(
+        &["dlq", "replay", "--pipeline", "items", "--execute"],
+        &[("SLUICE_SINKS_FILE", file.as_str())],
+    );
+    assert!(
+        replay.status.success(),
+        "{}{}",
+        text(&replay.stdout),
+        text(&replay.stderr)
+    );
+    case.run_to_end("replayed").await;
+    assert_eq!(
+        case.rows("SELECT id || ' ' || v FROM items ORDER BY id")
+            .await,
+        ["1 third", "2 second"],
+        "each key ends with its last change; replay output:\n{}",
+        text(&replay.stdout)
+    );
+    case.cleanup().await;
+}
