@@ -10,6 +10,7 @@
 //! life) and peak RSS (`VmHWM`), its threads at the end.
 
 mod drain;
+mod mapping;
 
 use super::Env;
 use super::sizes::{letters, produce_values};
@@ -26,15 +27,9 @@ pub(super) const TABLES: usize = 20;
 /// The tables' shape: a key and common types (the records' fields have the same names).
 const COLUMNS: &str = "id BIGINT PRIMARY KEY, app TEXT NOT NULL, rating INT NOT NULL, \
     title TEXT, amount NUMERIC(12,2), at TIMESTAMPTZ, helpful BIGINT, verified BOOLEAN";
-/// The columns B's sinks list, each from the field of its name.
-const FIELDS: [&str; 8] = [
-    "id", "app", "rating", "title", "amount", "at", "helpful", "verified",
-];
-
-/// The topic and table names of table `k` (0-based): (`<id>.tables.tNN`, `tNN`).
+/// The topic and table names of table `k` (0-based) of the run `env`.
 fn names(env: &Env, k: usize) -> (String, String) {
-    let table = format!("t{:02}", k + 1);
-    (format!("{}.tables.{table}", env.id), table)
+    mapping::names(&env.id, k)
 }
 
 /// Record `n` of table `k`: its global id (`n * 20 + k`, so a record in the wrong table
@@ -123,9 +118,9 @@ async fn measure(
     );
     let mut runs: [Vec<Drain>; 2] = [Vec::new(), Vec::new()];
     println!(
-        "| pair | side | load (1 min) | rows/s | rows/s from start | CPU s | CPU µs/record | peak RSS MiB | threads |"
+        "| pair | side | load (1 min) | rows/s | rows/s from start | start-up s | CPU s | CPU µs/record | peak RSS MiB | threads |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for pair in 0..pairs {
         let order = if pair.is_multiple_of(2) {
             [0, 1]
@@ -139,10 +134,11 @@ async fn measure(
             let drained = drain::drain(env, &sides[side], count, &tag).await?;
             verify(env, conn, &per_table, &sides[side]).await?;
             println!(
-                "| {pair} | {} | {load} | {:.0} | {:.0} | {:.2} | {:.1} | {:.1} | {} |",
+                "| {pair} | {} | {load} | {:.0} | {:.0} | {:.1} | {:.2} | {:.1} | {:.1} | {} |",
                 sides[side].label,
                 drained.rate,
                 drained.with_startup,
+                drained.startup_s,
                 drained.cpu_s,
                 drained.cpu_s * 1e6 / count as f64,
                 drained.rss_mib,
@@ -165,20 +161,11 @@ fn load_1min() -> String {
 /// A: one sink over every topic, each record's table from the pattern's capture.
 fn one_sink(env: &Env) -> Result<Side, Failure> {
     let file = PathBuf::from(format!(".stack/bench-{}-tables-one.toml", env.id));
-    // TOML basic string: `\\.` is the regex's escaped dot.
-    let pattern = format!("{}\\\\.tables\\\\.(t[0-9][0-9])", env.id);
-    std::fs::write(
-        &file,
-        format!(
-            "[[sink]]\nname = \"tables\"\ntopic_pattern = \"{pattern}\"\n\
-             table = \"{}.{{1}}\"\ncolumns = \"auto\"\n",
-            env.schema
-        ),
-    )?;
+    std::fs::write(&file, mapping::one_sink(&env.id, &env.schema))?;
     Ok(Side {
         label: "A one sink",
         file,
-        sinks: vec!["tables".to_owned()],
+        sinks: vec![mapping::ONE_SINK.to_owned()],
         topics: (0..TABLES).map(|k| names(env, k).0).collect(),
     })
 }
@@ -186,24 +173,7 @@ fn one_sink(env: &Env) -> Result<Side, Failure> {
 /// B: a sink per topic and table, its columns listed (or `"auto"`).
 fn many_sinks(env: &Env, columns: &str) -> Result<Side, Failure> {
     let file = PathBuf::from(format!(".stack/bench-{}-tables-many.toml", env.id));
-    let listed: String = FIELDS
-        .iter()
-        .map(|f| format!("{f} = {{ field = \"{f}\" }}\n"))
-        .collect();
-    let mut text = String::new();
-    for k in 0..TABLES {
-        let (topic, table) = names(env, k);
-        text.push_str(&format!(
-            "[[sink]]\nname = \"{table}\"\ntopic = \"{topic}\"\ntable = \"{}.{table}\"\n",
-            env.schema
-        ));
-        if columns == "auto" {
-            text.push_str("columns = \"auto\"\n\n");
-        } else {
-            text.push_str(&format!("key = [\"id\"]\n[sink.columns]\n{listed}\n"));
-        }
-    }
-    std::fs::write(&file, text)?;
+    std::fs::write(&file, mapping::many_sinks(&env.id, &env.schema, columns))?;
     Ok(Side {
         label: "B 20 sinks",
         file,
@@ -245,40 +215,41 @@ fn report(count: usize, b_columns: &str, a: &[Drain], b: &[Drain]) -> serde_json
         super::median(&runs.iter().map(f).collect::<Vec<_>>())
     };
     let per_record = |d: &Drain| d.cpu_s * 1e6 / d.records as f64;
+    // rows/s, rows/s from start, start-up s, CPU µs per record, peak RSS (median, max).
     let figures = |runs: &[Drain]| {
         [
             median(runs, |d| d.rate),
             median(runs, |d| d.with_startup),
+            median(runs, |d| d.startup_s),
             median(runs, per_record),
             median(runs, |d| d.rss_mib),
             runs.iter().map(|d| d.rss_mib).fold(0.0, f64::max),
         ]
     };
     let (fa, fb) = (figures(a), figures(b));
+    let ratio: [f64; 6] = std::array::from_fn(|i| fa[i] / fb[i]);
     println!();
     println!(
-        "| {count} records, {TABLES} tables | rows/s | rows/s from start | CPU µs/record | peak RSS MiB (median) | peak RSS MiB (max) |"
+        "| {count} records, {TABLES} tables | rows/s | rows/s from start | start-up s | CPU µs/record | peak RSS MiB (median) | peak RSS MiB (max) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for (name, f) in [("A one sink (median)", fa), ("B 20 sinks (median)", fb)] {
         println!(
-            "| {name} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} |",
-            f[0], f[1], f[2], f[3], f[4]
+            "| {name} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            f[0], f[1], f[2], f[3], f[4], f[5]
         );
     }
-    let ratio: [f64; 5] = std::array::from_fn(|i| fa[i] / fb[i]);
-    println!(
-        "| A / B | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
-        ratio[0], ratio[1], ratio[2], ratio[3], ratio[4]
-    );
+    let shown: Vec<String> = ratio.iter().map(|r| format!("{r:.3}")).collect();
+    println!("| A / B | {} |", shown.join(" | "));
     println!("{}", super::report::machine());
-    let side = |f: [f64; 5], runs: &[Drain]| {
+    let side = |f: [f64; 6], runs: &[Drain]| {
         serde_json::json!({
-            "rows_per_second": f[0], "rows_per_second_from_start": f[1],
-            "cpu_us_per_record": f[2], "peak_rss_mib_median": f[3], "peak_rss_mib_max": f[4],
+            "rows_per_second": f[0], "rows_per_second_from_start": f[1], "startup_s": f[2],
+            "cpu_us_per_record": f[3], "peak_rss_mib_median": f[4], "peak_rss_mib_max": f[5],
             "runs": runs.iter().map(|d| serde_json::json!({
                 "rows_per_second": d.rate, "rows_per_second_from_start": d.with_startup,
-                "cpu_s": d.cpu_s, "peak_rss_mib": d.rss_mib, "threads": d.threads,
+                "startup_s": d.startup_s, "cpu_s": d.cpu_s, "peak_rss_mib": d.rss_mib,
+                "threads": d.threads,
             })).collect::<Vec<_>>(),
         })
     };
@@ -289,7 +260,39 @@ fn report(count: usize, b_columns: &str, a: &[Drain], b: &[Drain]) -> serde_json
         "a_one_sink": side(fa, a),
         "b_many_sinks": side(fb, b),
         "a_over_b": {"rows_per_second": ratio[0], "rows_per_second_from_start": ratio[1],
-                     "cpu_per_record": ratio[2], "peak_rss_median": ratio[3]},
+                     "startup": ratio[2], "cpu_per_record": ratio[3],
+                     "peak_rss_median": ratio[4], "peak_rss_max": ratio[5]},
         "machine": super::report::machine(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_records_hold_every_column_and_sum_to_what_each_table_is_checked_against() {
+        let block = String::from_utf8(letters(61_000)).unwrap_or_default();
+        let per_table: Vec<usize> = (0..TABLES).map(|k| 3 + k % 2).collect();
+        for (k, &records) in per_table.iter().enumerate() {
+            let (mut ids, mut ratings) = (0, 0);
+            for n in 0..records {
+                let (id, value) = record(n, k, &block);
+                let value: serde_json::Value = serde_json::from_slice(&value)
+                    .unwrap_or_else(|e| panic!("record {n} of table {k}: {e}"));
+                let fields = value.as_object().map(|o| o.len()).unwrap_or(0);
+                assert_eq!(fields, mapping::FIELDS.len());
+                assert!(mapping::FIELDS.iter().all(|f| !value[*f].is_null()));
+                assert_eq!(value["id"].as_i64(), Some(id));
+                assert!(
+                    value["amount"].is_number(),
+                    "a NUMERIC column reads a number"
+                );
+                ids += id;
+                ratings += value["rating"].as_i64().unwrap_or(0);
+            }
+            let rows = i64::try_from(records).unwrap_or(0);
+            assert_eq!(expected(k, &per_table), (rows, ids, ratings));
+        }
+    }
 }

@@ -29,6 +29,9 @@ pub(super) struct Drain {
     pub(super) rate: f64,
     /// Rows per second from the process's start (its planning and group joins included).
     pub(super) with_startup: f64,
+    /// Seconds from the process's start to the first record in a pipeline's hands (its
+    /// migrations check, planning, group adoption and joins).
+    pub(super) startup_s: f64,
     /// `sluice run`'s CPU seconds (user + system) over its whole life up to the drain's end.
     pub(super) cpu_s: f64,
     /// `sluice run`'s peak RSS (`VmHWM`), MiB.
@@ -93,6 +96,7 @@ pub(super) async fn drain(
     Ok(Drain {
         rate: rate(count, drain_time),
         with_startup: rate(count, elapsed),
+        startup_s: (first - spawned_at).num_milliseconds() as f64 / 1000.0,
         cpu_s,
         rss_mib: rss_kb as f64 / 1024.0,
         threads,
