@@ -118,6 +118,10 @@ pub struct BenchArgs {
     /// name, `key = ["id"]`), or `auto` as the one sink has them.
     #[arg(long, value_name = "HOW", default_value = "listed", value_parser = ["listed", "auto"])]
     tables_b_columns: String,
+    /// The many-tables bench's one sink: its writers (`STORAGE_WRITERS`, 1-8; default: the
+    /// default, 2), against the 20 sinks' 2 each.
+    #[arg(long, value_name = "N")]
+    tables_a_writers: Option<usize>,
     /// The record sizes' column type: `text`, or `jsonb` (the record's value kept as its JSON
     /// text, the path of a document column).
     #[arg(long, value_name = "TYPE", default_value = "text", value_parser = ["text", "jsonb"])]
@@ -252,9 +256,10 @@ async fn tables_only(
     pairs: usize,
 ) -> Result<(), Failure> {
     println!(
-        "== {} records over {} topics and tables: one sink (pattern, auto columns) against {} sinks ({} columns), {pairs} pair(s)",
+        "== {} records over {} topics and tables: one sink (pattern, auto columns, {} writers) against {} sinks ({} columns, 2 writers each), {pairs} pair(s)",
         args.tables_records,
         tables::TABLES,
+        args.tables_a_writers.unwrap_or(2),
         tables::TABLES,
         args.tables_b_columns
     );
@@ -266,7 +271,8 @@ async fn tables_only(
     let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
     let b_columns = &args.tables_b_columns;
     let records = args.tables_records;
-    let table = tables::run(env, &admin, &mut conn, records, pairs, b_columns).await;
+    let a_writers = args.tables_a_writers;
+    let table = tables::run(env, &admin, &mut conn, records, pairs, b_columns, a_writers).await;
     // The schema goes whether or not the drains succeeded (tables::run removed its topics).
     let torn_down = setup::teardown(settings, env, &admin, &mut conn).await;
     std::fs::write(&args.out, serde_json::to_string_pretty(&table?)?)?;

@@ -74,8 +74,9 @@ pub(super) async fn run(
     count: usize,
     pairs: usize,
     b_columns: &str,
+    a_writers: Option<usize>,
 ) -> Result<serde_json::Value, Failure> {
-    let sides = [one_sink(env)?, many_sinks(env, b_columns)?];
+    let sides = [one_sink(env, a_writers)?, many_sinks(env, b_columns)?];
     let measured = measure(env, admin, conn, count, pairs, &sides).await;
     for k in 0..TABLES {
         admin.delete_topic(&names(env, k).0).await?;
@@ -84,7 +85,7 @@ pub(super) async fn run(
         let _ = std::fs::remove_file(&side.file);
     }
     let [a, b] = measured?;
-    Ok(report(count, b_columns, &a, &b))
+    Ok(report(count, b_columns, a_writers, &a, &b))
 }
 
 /// Makes the tables and the topics, produces the backlog and drains it `pairs` times by each
@@ -158,8 +159,9 @@ fn load_1min() -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
-/// A: one sink over every topic, each record's table from the pattern's capture.
-fn one_sink(env: &Env) -> Result<Side, Failure> {
+/// A: one sink over every topic, each record's table from the pattern's capture; its
+/// writers `STORAGE_WRITERS` when given.
+fn one_sink(env: &Env, writers: Option<usize>) -> Result<Side, Failure> {
     let file = PathBuf::from(format!(".stack/bench-{}-tables-one.toml", env.id));
     std::fs::write(&file, mapping::one_sink(&env.id, &env.schema))?;
     Ok(Side {
@@ -167,6 +169,10 @@ fn one_sink(env: &Env) -> Result<Side, Failure> {
         file,
         sinks: vec![mapping::ONE_SINK.to_owned()],
         topics: (0..TABLES).map(|k| names(env, k).0).collect(),
+        vars: writers
+            .map(|w| ("STORAGE_WRITERS", w.to_string()))
+            .into_iter()
+            .collect(),
     })
 }
 
@@ -179,6 +185,7 @@ fn many_sinks(env: &Env, columns: &str) -> Result<Side, Failure> {
         file,
         sinks: (0..TABLES).map(|k| names(env, k).1).collect(),
         topics: (0..TABLES).map(|k| names(env, k).0).collect(),
+        vars: Vec::new(),
     })
 }
 
@@ -210,7 +217,13 @@ async fn verify(
 }
 
 /// The table's last lines: each side's medians and A against B; the JSON.
-fn report(count: usize, b_columns: &str, a: &[Drain], b: &[Drain]) -> serde_json::Value {
+fn report(
+    count: usize,
+    b_columns: &str,
+    a_writers: Option<usize>,
+    a: &[Drain],
+    b: &[Drain],
+) -> serde_json::Value {
     let median = |runs: &[Drain], f: fn(&Drain) -> f64| {
         super::median(&runs.iter().map(f).collect::<Vec<_>>())
     };
@@ -257,6 +270,7 @@ fn report(count: usize, b_columns: &str, a: &[Drain], b: &[Drain]) -> serde_json
         "records": count,
         "tables": TABLES,
         "b_columns": b_columns,
+        "a_writers": a_writers,
         "a_one_sink": side(fa, a),
         "b_many_sinks": side(fb, b),
         "a_over_b": {"rows_per_second": ratio[0], "rows_per_second_from_start": ratio[1],

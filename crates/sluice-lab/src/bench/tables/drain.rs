@@ -20,6 +20,8 @@ pub(super) struct Side {
     pub(super) sinks: Vec<String>,
     /// The topics its sinks read.
     pub(super) topics: Vec<String>,
+    /// Variables its `sluice run` gets besides the bench's (`STORAGE_WRITERS`).
+    pub(super) vars: Vec<(&'static str, String)>,
 }
 
 /// One drain's figures.
@@ -55,7 +57,8 @@ pub(super) async fn drain(
     let mut cmd = run_command(env, &prefix, tag, &log)?;
     // With a mapping file, a seed runs only when STORAGE_PIPELINES names it (docs/sinks.md).
     cmd.env("SLUICE_SINKS_FILE", &side.file)
-        .env_remove("STORAGE_PIPELINES");
+        .env_remove("STORAGE_PIPELINES")
+        .envs(side.vars.iter().map(|(k, v)| (k, v)));
     let spawned_at = Utc::now();
     let started = Instant::now();
     let mut child = cmd.spawn()?;
