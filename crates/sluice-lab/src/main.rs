@@ -34,7 +34,8 @@ enum Command {
         action: produce::ProduceAction,
     },
     /// Benchmarks: sluice against baselines measured in the same run (not a test).
-    Bench(bench::BenchArgs),
+    // Boxed: the bench has many more options than the other commands (clippy large_enum_variant).
+    Bench(Box<bench::BenchArgs>),
     /// The main job on the local stack: produce a crawl, consume it, report.
     Demo(demo::DemoArgs),
 }

@@ -38,6 +38,7 @@ mod scrape;
 mod setup;
 mod sizes;
 mod steady;
+mod tables;
 mod workload;
 mod writers;
 
@@ -103,6 +104,24 @@ pub struct BenchArgs {
     /// `--out` as JSON.
     #[arg(long, value_name = "PAIRS")]
     formats_pairs: Option<usize>,
+    /// Measure many tables only (issue 45): `--tables-records` records over 20 topics and 20
+    /// tables of one shape, drained by one sink (`topic_pattern`, `table = "<schema>.{1}"`,
+    /// `columns = "auto"`) and by 20 sinks, this many times each in ABBA pairs: rows/s, CPU
+    /// per record and peak RSS of `sluice run`, every table's rows checked. The table goes to
+    /// `--out` as JSON.
+    #[arg(long, value_name = "PAIRS")]
+    tables_pairs: Option<usize>,
+    /// Records of the many-tables bench, spread evenly over its 20 topics.
+    #[arg(long, default_value_t = 200_000)]
+    tables_records: usize,
+    /// The many-tables bench's 20 sinks: their columns `listed` (each from the field of its
+    /// name, `key = ["id"]`), or `auto` as the one sink has them.
+    #[arg(long, value_name = "HOW", default_value = "listed", value_parser = ["listed", "auto"])]
+    tables_b_columns: String,
+    /// The many-tables bench's one sink: its writers (`STORAGE_WRITERS`, 1-8; default: the
+    /// default, 2), against the 20 sinks' 2 each.
+    #[arg(long, value_name = "N")]
+    tables_a_writers: Option<usize>,
     /// The record sizes' column type: `text`, or `jsonb` (the record's value kept as its JSON
     /// text, the path of a document column).
     #[arg(long, value_name = "TYPE", default_value = "text", value_parser = ["text", "jsonb"])]
@@ -179,6 +198,9 @@ async fn bench(settings: &StorageSettings, args: &BenchArgs) -> Result<(), Failu
     if let Some(pairs) = args.formats_pairs {
         return formats_only(settings, &env, args, pairs).await;
     }
+    if let Some(pairs) = args.tables_pairs {
+        return tables_only(settings, &env, args, pairs).await;
+    }
     let (work, mut conn) = Workload::prepare(&env, args).await?;
     let lanes = baselines::u_lanes(&env, &mut conn, &work, args.pairs).await?;
     let copied = baselines::l_copy(&mut conn, &work).await?;
@@ -224,6 +246,38 @@ async fn formats_only(
     std::fs::write(&args.out, serde_json::to_string_pretty(&table)?)?;
     println!("   written to {}", args.out.display());
     setup::teardown(settings, env, &admin, &mut conn).await
+}
+
+/// Many tables alone (`--tables-pairs`): their table to `--out`, then the teardown.
+async fn tables_only(
+    settings: &StorageSettings,
+    env: &Env,
+    args: &BenchArgs,
+    pairs: usize,
+) -> Result<(), Failure> {
+    println!(
+        "== {} records over {} topics and tables: one sink (pattern, auto columns, {} writers) against {} sinks ({} columns, 2 writers each), {pairs} pair(s)",
+        args.tables_records,
+        tables::TABLES,
+        args.tables_a_writers.unwrap_or(2),
+        tables::TABLES,
+        args.tables_b_columns
+    );
+    println!(
+        "   {}",
+        report::machine().replace(" at the end", " at the start")
+    );
+    let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
+    let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
+    let b_columns = &args.tables_b_columns;
+    let records = args.tables_records;
+    let a_writers = args.tables_a_writers;
+    let table = tables::run(env, &admin, &mut conn, records, pairs, b_columns, a_writers).await;
+    // The schema goes whether or not the drains succeeded (tables::run removed its topics).
+    let torn_down = setup::teardown(settings, env, &admin, &mut conn).await;
+    std::fs::write(&args.out, serde_json::to_string_pretty(&table?)?)?;
+    println!("   written to {}", args.out.display());
+    torn_down
 }
 
 async fn sizes_only(
