@@ -13,7 +13,9 @@ use super::model::{
 };
 use super::modes::{DebeziumModes, DecimalForm};
 use super::problems::{MappingError, MappingProblem};
-use crate::{SinkRoute, TableTemplate, Unrouted, When, WhenSource};
+use crate::{TableTemplate, Unrouted};
+
+mod routes;
 use sluice_core::topics::Topics;
 
 /// Records per transaction when a sink does not say.
@@ -74,47 +76,6 @@ struct RawSink {
     unrouted: Option<Unrouted>,
 }
 
-/// One `[[sink.route]]` without its `columns`: which records, and the table they go to.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRoute {
-    /// The condition.
-    when: RawWhen,
-    /// The table, `[schema.]table` (placeholders allowed, as a sink's).
-    table: String,
-    /// The natural key (with `columns = "auto"`, default: the primary key).
-    #[serde(default)]
-    key: Vec<String>,
-    /// What a second delivery of a key does.
-    conflict: Option<RawConflict>,
-    /// Mapped columns written on insert only.
-    #[serde(default)]
-    insert_only: Vec<String>,
-    /// Table columns never written.
-    #[serde(default)]
-    never_written: Vec<String>,
-}
-
-/// `when = { field | header | key = "…", equals = … }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawWhen {
-    field: Option<String>,
-    header: Option<String>,
-    key: Option<String>,
-    equals: Value,
-}
-
-/// A sink's settings its routes take from it, each route giving its own.
-const ROUTE_OWN_KEYS: [&str; 6] = [
-    "table",
-    "columns",
-    "key",
-    "conflict",
-    "insert_only",
-    "never_written",
-];
-
 /// `format`: an envelope ([`Format`]), or a plain record in a registry format.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -146,7 +107,7 @@ impl RawFormat {
 /// `"insert-ignore"`, `"always-update"` or `{ newest-wins = "<column>" }`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-enum RawConflict {
+pub(super) enum RawConflict {
     InsertIgnore,
     AlwaysUpdate,
     NewestWins(String),
@@ -239,106 +200,86 @@ pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
             "unknown top-level key (expected `[[sink]]`)".into(),
         ));
     }
-    let mut out = Vec::with_capacity(sinks.len());
-    for (index, value) in sinks.into_iter().enumerate() {
-        let Value::Table(mut table) = value else {
-            return Err(at_file(
-                &format!("#{}", index + 1),
-                "sink",
-                "must be a table".into(),
-            ));
-        };
-        let label = match table.get("name") {
-            Some(Value::String(name)) => name.clone(),
-            _ => format!("#{}", index + 1),
-        };
-        let routes = match table.remove("route") {
-            None => Vec::new(),
-            Some(Value::Array(routes)) => routes,
-            Some(_) => {
-                return Err(at_file(
-                    &label,
-                    "route",
-                    "must be an array of tables `[[sink.route]]`".into(),
-                ));
-            }
-        };
-        if !routes.is_empty()
-            && let Some(own) = ROUTE_OWN_KEYS.iter().find(|key| table.contains_key(**key))
-        {
-            return Err(MappingError::invalid(
-                file,
-                &label,
-                MappingProblem::RouteOwnKey { key: own },
-            ));
+    sinks
+        .into_iter()
+        .enumerate()
+        .map(|(index, value)| parse_sink(file, index, value))
+        .collect()
+}
+
+/// Where in the file an error is: the file and the sink (its name, or `#n`).
+pub(super) struct At<'a> {
+    file: &'a str,
+    sink: &'a str,
+}
+
+impl At<'_> {
+    /// A key of the sink that is unknown, missing or of the wrong type.
+    pub(super) fn key(&self, key: &str, message: String) -> MappingError {
+        MappingError::Key {
+            file: self.file.to_owned(),
+            sink: self.sink.to_owned(),
+            key: key.to_owned(),
+            message,
         }
-        if routes.is_empty() && table.contains_key("unrouted") {
-            return Err(MappingError::invalid(
-                file,
-                &label,
-                MappingProblem::UnroutedWithoutRoutes,
-            ));
-        }
-        let (columns, auto_columns) = columns_entry(table.remove("columns"))
-            .map_err(|(key, message)| at_file(&label, key, message))?;
-        let raw: RawSink = Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| at_file(&label, "", e.message().to_owned()))?;
-        let mapped =
-            mappings(columns, "columns").map_err(|error| error.at(file, &label, &at_file))?;
-        let mut parsed =
-            sink(raw, mapped, auto_columns).map_err(|p| MappingError::invalid(file, &label, p))?;
-        for (index, value) in routes.into_iter().enumerate() {
-            let route = format!("route[{}]", index + 1);
-            let Value::Table(mut table) = value else {
-                return Err(at_file(&label, &route, "must be a table".into()));
-            };
-            let (columns, auto_columns) = columns_entry(table.remove("columns"))
-                .map_err(|(key, message)| at_file(&label, &format!("{route}.{key}"), message))?;
-            let raw: RawRoute = Value::Table(table)
-                .try_into()
-                .map_err(|e: toml::de::Error| at_file(&label, &route, e.message().to_owned()))?;
-            let mapped = mappings(columns, &format!("{route}.columns"))
-                .map_err(|error| error.at(file, &label, &at_file))?;
-            let routed = sink_route(&parsed, raw, mapped, auto_columns).map_err(|problem| {
-                MappingError::invalid(file, &label, problem.in_route(format!("#{}", index + 1)))
-            })?;
-            parsed.routes.push(routed);
-        }
-        if parsed.routes.is_empty() && parsed.table.is_empty() {
-            return Err(at_file(
-                &label,
-                "table",
-                "missing: the table the sink writes, or `[[sink.route]]` entries".into(),
-            ));
-        }
-        out.push(parsed);
     }
-    Ok(out)
+
+    /// A contradiction of the sink's keys.
+    pub(super) fn invalid(&self, problem: MappingProblem) -> MappingError {
+        MappingError::invalid(self.file, self.sink, problem)
+    }
+}
+
+/// The `index`th `[[sink]]` table, its routes included.
+fn parse_sink(file: &str, index: usize, value: Value) -> Result<Sink, MappingError> {
+    let number = format!("#{}", index + 1);
+    let Value::Table(mut table) = value else {
+        let at = At {
+            file,
+            sink: &number,
+        };
+        return Err(at.key("sink", "must be a table".into()));
+    };
+    let label = match table.get("name") {
+        Some(Value::String(name)) => name.clone(),
+        _ => number,
+    };
+    let at = At { file, sink: &label };
+    let routes = routes::take_routes(&mut table, &at)?;
+    let (columns, auto_columns) =
+        columns_entry(table.remove("columns")).map_err(|(key, message)| at.key(key, message))?;
+    let raw: RawSink = Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| at.key("", e.message().to_owned()))?;
+    let mapped = mappings(columns, "columns").map_err(|error| error.at(&at))?;
+    let mut parsed = sink(raw, mapped, auto_columns).map_err(|p| at.invalid(p))?;
+    routes::add_routes(&mut parsed, routes, &at)?;
+    if parsed.routes.is_empty() && parsed.table.is_empty() {
+        return Err(at.key(
+            "table",
+            "missing: the table the sink writes, or `[[sink.route]]` entries".into(),
+        ));
+    }
+    Ok(parsed)
 }
 
 /// Why a `columns` table cannot be read: a key's type, or a contradiction.
-enum ColumnsError {
+pub(super) enum ColumnsError {
     Key(String, String),
     Invalid(MappingProblem),
 }
 
 impl ColumnsError {
-    fn at(
-        self,
-        file: &str,
-        label: &str,
-        at_file: &dyn Fn(&str, &str, String) -> MappingError,
-    ) -> MappingError {
+    pub(super) fn at(self, at: &At<'_>) -> MappingError {
         match self {
-            Self::Key(key, message) => at_file(label, &key, message),
-            Self::Invalid(problem) => MappingError::invalid(file, label, problem),
+            Self::Key(key, message) => at.key(&key, message),
+            Self::Invalid(problem) => at.invalid(problem),
         }
     }
 }
 
 /// Each entry of a `columns` table (`prefix` names it in errors) as a column's mapping.
-fn mappings(columns: Table, prefix: &str) -> Result<Vec<ColumnMapping>, ColumnsError> {
+pub(super) fn mappings(columns: Table, prefix: &str) -> Result<Vec<ColumnMapping>, ColumnsError> {
     let mut mapped = Vec::with_capacity(columns.len());
     for (column, value) in columns {
         let raw_column: RawColumn = value.try_into().map_err(|e: toml::de::Error| {
@@ -349,69 +290,9 @@ fn mappings(columns: Table, prefix: &str) -> Result<Vec<ColumnMapping>, ColumnsE
     Ok(mapped)
 }
 
-/// A route's sink: `parent` (topics, group, format, batches) with the route's table,
-/// columns, key and policy.
-fn sink_route(
-    parent: &Sink,
-    raw: RawRoute,
-    columns: Vec<ColumnMapping>,
-    auto_columns: bool,
-) -> Result<SinkRoute, MappingProblem> {
-    let when = when(raw.when)?;
-    let updates = updates(auto_columns, &columns, &raw.key, &raw.insert_only);
-    let table_template =
-        TableTemplate::parse(&raw.table).map_err(|reason| MappingProblem::BadTableTemplate {
-            table: raw.table.clone(),
-            reason,
-        })?;
-    Ok(SinkRoute {
-        when,
-        sink: Sink {
-            table: raw.table,
-            table_template,
-            conflict: conflict(raw.conflict, updates),
-            key: raw.key,
-            insert_only: raw.insert_only,
-            never_written: raw.never_written,
-            columns,
-            auto_columns,
-            routes: Vec::new(),
-            unrouted: Unrouted::default(),
-            ..parent.clone()
-        },
-    })
-}
-
-/// A route's condition: exactly one of `field`, `header`, `key`, and `equals` a string, an
-/// integer or a boolean.
-fn when(raw: RawWhen) -> Result<When, MappingProblem> {
-    let bad = |reason: &str| MappingProblem::BadWhen {
-        reason: reason.to_owned(),
-    };
-    let source = match (raw.field, raw.header, raw.key) {
-        (Some(field), None, None) => WhenSource::Field(
-            FieldPath::parse(&field).ok_or_else(|| bad("`field` is a path `a.b` of names"))?,
-        ),
-        (None, Some(header), None) if !header.is_empty() => WhenSource::Header(header),
-        (None, Some(_), None) => return Err(bad("`header` names a header")),
-        (None, None, Some(key)) if key.is_empty() => WhenSource::Key(None),
-        (None, None, Some(key)) => WhenSource::Key(Some(
-            FieldPath::parse(&key).ok_or_else(|| bad("`key` is a path `a.b` of names"))?,
-        )),
-        _ => return Err(bad("exactly one of `field`, `header`, `key` is required")),
-    };
-    let equals = match raw.equals {
-        Value::String(text) => Constant::Text(text),
-        Value::Integer(int) => Constant::Int(int),
-        Value::Boolean(flag) => Constant::Bool(flag),
-        _ => return Err(bad("`equals` is a string, an integer or a boolean")),
-    };
-    Ok(When { source, equals })
-}
-
 /// Whether a conflict can update something: some mapped column is neither a key nor
 /// insert-only (with `columns = "auto"`, known only against the table: assumed).
-fn updates(
+pub(super) fn updates(
     auto_columns: bool,
     columns: &[ColumnMapping],
     key: &[String],
@@ -425,7 +306,7 @@ fn updates(
 
 /// `conflict`, or — none given — the JDBC sinks' upsert when a conflict can update
 /// something, else the first delivery wins (what an upsert of such a row does).
-fn conflict(raw: Option<RawConflict>, updates: bool) -> ConflictPolicy {
+pub(super) fn conflict(raw: Option<RawConflict>, updates: bool) -> ConflictPolicy {
     match raw {
         Some(RawConflict::InsertIgnore) => ConflictPolicy::InsertIgnore,
         Some(RawConflict::AlwaysUpdate) => ConflictPolicy::AlwaysUpdate,
@@ -437,7 +318,7 @@ fn conflict(raw: Option<RawConflict>, updates: bool) -> ConflictPolicy {
 
 /// `columns`: a table of columns (with `"*" = "auto"`, the table's others filled in too), or
 /// `"auto"` alone; whether the table fills them in. An error names the key and why.
-fn columns_entry(value: Option<Value>) -> Result<(Table, bool), (&'static str, String)> {
+pub(super) fn columns_entry(value: Option<Value>) -> Result<(Table, bool), (&'static str, String)> {
     match value {
         Some(Value::Table(mut columns)) => match columns.remove(AUTO_ENTRY) {
             None => Ok((columns, false)),

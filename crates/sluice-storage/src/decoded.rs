@@ -120,33 +120,16 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
                     ignored.push(index);
                     continue;
                 }
-                Route::Unknown(table, reason) => {
-                    let letter =
-                        dead_letter(record, DeadLetterKind::unresolved(UNKNOWN_TABLE), reason);
-                    rejected.push(match &table {
-                        Some(table) => letter.with_table(table),
-                        None => letter,
-                    });
-                    continue;
-                }
-                Route::Unrouted(reason) => {
-                    rejected.push(dead_letter(
-                        record,
-                        DeadLetterKind::unresolved(UNROUTED),
-                        reason,
-                    ));
-                    continue;
-                }
-                Route::Undecodable(reason) => {
-                    rejected.push(dead_letter(record, DeadLetterKind::DecodeError, reason));
-                    continue;
-                }
                 Route::Plan(table) => {
                     pending_tables.push(table);
                     continue;
                 }
                 Route::Schema(schema_id) => {
                     pending.push(schema_id);
+                    continue;
+                }
+                nowhere => {
+                    rejected.extend(nowhere_letter(record, nowhere));
                     continue;
                 }
             },
@@ -180,6 +163,25 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
         pending,
         pending_tables,
     }
+}
+
+/// The dead letter of a record that goes to no table: its table unknown, no route taking
+/// it, or its value unreadable by the routes (`None` for a route that is not one of those).
+fn nowhere_letter(record: &Record, route: Route) -> Option<DeadLetter> {
+    Some(match route {
+        Route::Unknown(table, reason) => {
+            let letter = dead_letter(record, DeadLetterKind::unresolved(UNKNOWN_TABLE), reason);
+            match &table {
+                Some(table) => letter.with_table(table),
+                None => letter,
+            }
+        }
+        Route::Unrouted(reason) => {
+            dead_letter(record, DeadLetterKind::unresolved(UNROUTED), reason)
+        }
+        Route::Undecodable(reason) => dead_letter(record, DeadLetterKind::DecodeError, reason),
+        Route::To(_) | Route::Ignore | Route::Plan(_) | Route::Schema(_) => return None,
+    })
 }
 
 /// The messages of the last group if it is `sink`'s, else of a new group: the groups are

@@ -216,19 +216,7 @@ pub async fn plan_pipelines(
     sinks: Vec<Unplanned>,
     group_prefix: &str,
 ) -> Result<Result<Vec<Pipeline>, Vec<SinkError>>, sqlx::Error> {
-    // The tables of the sinks and of their routes (a sink with routes has none of its own).
-    let declared: Vec<Sink> = sinks
-        .iter()
-        .flat_map(|u| match u.sink.routes.as_slice() {
-            [] => vec![u.sink.clone()],
-            routes => routes
-                .iter()
-                .filter(|r| r.sink.table_template.is_none())
-                .map(|r| r.sink.clone())
-                .collect(),
-        })
-        .collect();
-    let shapes = sluice_postgres::catalog::sink_tables(conn, &declared).await?;
+    let shapes = sluice_postgres::catalog::sink_tables(conn, &with_route_sinks(&sinks)).await?;
     let mut prepared: Vec<(Sink, SinkPlan)> = Vec::new();
     let mut pipelines = Vec::with_capacity(sinks.len());
     let mut errors: Vec<SinkError> = Vec::new();
@@ -236,25 +224,28 @@ pub async fn plan_pipelines(
         // A sink of many tables: each table is planned when a record first names it (a
         // route's fixed table that exists: now too, so that a bad route stops the start).
         if unplanned.sink.many_tables() {
-            let mut routes = Vec::new();
-            for route in &unplanned.sink.routes {
-                let plan = match planned_route(&route.sink, group_prefix, &shapes) {
-                    Ok(Some((sink, plan))) => {
-                        prepared.push((sink, plan.clone()));
-                        Some(plan)
+            let routes: Vec<PlannedRoute> = unplanned
+                .sink
+                .routes
+                .iter()
+                .map(|route| {
+                    let plan = match planned_route(&route.sink, group_prefix, &shapes) {
+                        Ok(planned) => planned.map(|(sink, plan)| {
+                            prepared.push((sink, plan.clone()));
+                            plan
+                        }),
+                        Err(mut more) => {
+                            errors.append(&mut more);
+                            None
+                        }
+                    };
+                    PlannedRoute {
+                        when: route.when.to_string(),
+                        table: route.sink.table.clone(),
+                        plan,
                     }
-                    Ok(None) => None,
-                    Err(mut more) => {
-                        errors.append(&mut more);
-                        None
-                    }
-                };
-                routes.push(PlannedRoute {
-                    when: route.when.to_string(),
-                    table: route.sink.table.clone(),
-                    plan,
-                });
-            }
+                })
+                .collect();
             pipelines.push(Pipeline {
                 plan: plan_template(&unplanned.sink, group_prefix),
                 sink: unplanned.sink,
@@ -299,6 +290,22 @@ pub async fn plan_pipelines(
     } else {
         Err(errors)
     })
+}
+
+/// The sinks whose tables are read from the catalog: each sink, or a sink with routes' fixed
+/// route tables (it has none of its own).
+fn with_route_sinks(sinks: &[Unplanned]) -> Vec<Sink> {
+    sinks
+        .iter()
+        .flat_map(|u| match u.sink.routes.as_slice() {
+            [] => vec![u.sink.clone()],
+            routes => routes
+                .iter()
+                .filter(|r| r.sink.table_template.is_none())
+                .map(|r| r.sink.clone())
+                .collect(),
+        })
+        .collect()
 }
 
 /// A route's sink planned against `shapes` when its table is fixed and exists (`None`

@@ -114,17 +114,7 @@ pub(super) fn sample(
             }
         }
     }
-    let mut reasons: Vec<Reason> = reasons
-        .into_iter()
-        .map(|(reason, (count, first))| Reason {
-            reason,
-            count,
-            first,
-        })
-        .collect();
-    reasons.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
-    reasons.truncate(LISTED);
-    sample.reasons = reasons;
+    sample.reasons = most_frequent(reasons);
     if pipeline.sink.many_tables() {
         sample.tables = by_table.into_iter().collect();
     }
@@ -141,6 +131,21 @@ pub(super) fn sample(
             .push("record fields with no column are counted for JSON values only".into());
     }
     Ok(sample)
+}
+
+/// The reasons, most frequent first, at most [`LISTED`].
+fn most_frequent(reasons: BTreeMap<String, (usize, String)>) -> Vec<Reason> {
+    let mut reasons: Vec<Reason> = reasons
+        .into_iter()
+        .map(|(reason, (count, first))| Reason {
+            reason,
+            count,
+            first,
+        })
+        .collect();
+    reasons.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+    reasons.truncate(LISTED);
+    reasons
 }
 
 /// The last `n` records of `topic` (about `n / partitions` of each partition, at most `n`).

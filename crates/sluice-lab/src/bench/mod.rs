@@ -269,10 +269,13 @@ async fn tables_only(
     );
     let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
     let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
-    let b_columns = &args.tables_b_columns;
-    let records = args.tables_records;
-    let a_writers = args.tables_a_writers;
-    let table = tables::run(env, &admin, &mut conn, records, pairs, b_columns, a_writers).await;
+    let options = tables::Options {
+        count: args.tables_records,
+        pairs,
+        b_columns: &args.tables_b_columns,
+        a_writers: args.tables_a_writers,
+    };
+    let table = tables::run(env, &admin, &mut conn, &options).await;
     // The schema goes whether or not the drains succeeded (tables::run removed its topics).
     let torn_down = setup::teardown(settings, env, &admin, &mut conn).await;
     std::fs::write(&args.out, serde_json::to_string_pretty(&table?)?)?;

@@ -71,11 +71,14 @@ pub(super) async fn run(
     env: &Env,
     admin: &Admin,
     conn: &mut PgConnection,
-    count: usize,
-    pairs: usize,
-    b_columns: &str,
-    a_writers: Option<usize>,
+    options: &Options<'_>,
 ) -> Result<serde_json::Value, Failure> {
+    let &Options {
+        count,
+        pairs,
+        b_columns,
+        a_writers,
+    } = options;
     let sides = [one_sink(env, a_writers)?, many_sinks(env, b_columns)?];
     let measured = measure(env, admin, conn, count, pairs, &sides).await;
     for k in 0..TABLES {
@@ -86,6 +89,18 @@ pub(super) async fn run(
     }
     let [a, b] = measured?;
     Ok(report(count, b_columns, a_writers, &a, &b))
+}
+
+/// What a run of the mode is asked for.
+pub(super) struct Options<'a> {
+    /// Records over the 20 topics.
+    pub(super) count: usize,
+    /// ABBA pairs.
+    pub(super) pairs: usize,
+    /// How the 20 sinks name their columns (`listed` or `auto`).
+    pub(super) b_columns: &'a str,
+    /// The one sink's writers (`STORAGE_WRITERS`), when not the default.
+    pub(super) a_writers: Option<usize>,
 }
 
 /// Makes the tables and the topics, produces the backlog and drains it `pairs` times by each
