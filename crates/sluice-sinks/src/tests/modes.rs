@@ -691,3 +691,40 @@ fn combinations_that_cannot_be_read_are_refused_naming_the_column() {
     .unwrap_err();
     assert!(typo.contains("unknown field `decimals`"), "{typo}");
 }
+
+/// A change event's array keeps its NULL elements (PostgreSQL arrays hold them, and Debezium
+/// writes them as `null`); a plain JSON record's array is held to its elements' rules.
+#[test]
+fn a_change_events_array_keeps_its_null_elements() {
+    let ints = || SqlType::Array(Box::new(SqlType::Integer));
+    let texts = || SqlType::Array(Box::new(SqlType::Text));
+    run(
+        "debezium",
+        vec![
+            case(
+                "",
+                ints(),
+                None,
+                "[1, null, 3]",
+                Is(Cell::Json(serde_json::json!([1, null, 3]))),
+            ),
+            case(
+                "",
+                texts(),
+                None,
+                r#"[null, "a"]"#,
+                Is(Cell::Json(serde_json::json!([null, "a"]))),
+            ),
+        ],
+    );
+    run(
+        "json",
+        vec![case(
+            "",
+            ints(),
+            None,
+            "[1, null, 3]",
+            Refused("field `v[1]`: must be an integer, got null"),
+        )],
+    );
+}
