@@ -1,8 +1,7 @@
 //! `/pipelines`: per pipeline its group, topics, members (with instance ids), lag per
 //! partition, dead letters (in all, by table and kind, and over the last minutes) and
-//! heartbeat freshness; and
-//! `/api/rates`, the live chart's data (rows/s from the sampler, dead letters per minute
-//! from the table).
+//! heartbeat freshness; and `/api/rates`, the live chart's data (rows/s from the sampler,
+//! dead letters per minute from the table).
 
 use super::dead_letters::FilterParams;
 use super::{Viewer, render};
