@@ -2,7 +2,7 @@
 //! driven over WebDriver against the console run as a child process.
 //!
 //! 1. After an ingest with poison, the pipelines page shows every pipeline with lag 0 and
-//!    the dead-letter counts of the table.
+//!    the dead-letter counts of the table, by table and kind; the list filters by table.
 //! 2. A dead letter whose key, payload and reason hold `<script>`, `<img onerror>` and
 //!    terminal escapes renders as inert text: no dialog, no script ran, no request to
 //!    another origin, no console error (the browser's console and network logs).
@@ -23,9 +23,8 @@ mod support;
 mod webdriver;
 
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-use support::http::{free_port, status_of};
+use support::console::Console;
 use support::*;
 use webdriver::{Browser, agent};
 
@@ -34,56 +33,6 @@ const TOKEN: &str = "console-test-token-0123456789";
 const HOSTILE: &str = "<script>window.__pwned=1;alert('script')</script>\
     <img src=\"http://evil.example/x.png\" onerror=\"window.__pwned=2;alert('img')\">\
     \u{1b}[31mred\u{1b}]0;title\u{7}";
-
-/// A running `sluice console`.
-struct Console {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Console {
-    fn start(env: &Env, name: &str, token: Option<&str>) -> Console {
-        let port = free_port();
-        let log = env.dir.join(format!("{name}.log"));
-        let mut cmd = env.sluice(&["console"]);
-        cmd.env("SLUICE_CONSOLE_ADDR", format!("127.0.0.1:{port}"));
-        if let Some(token) = token {
-            cmd.env("SLUICE_CONSOLE_TOKEN", token);
-        }
-        cmd.stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        let mut console = Console {
-            child: cmd.spawn().unwrap(),
-            port,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while status_of(port, "/login").is_none() {
-            if let Some(status) = console.child.try_wait().unwrap() {
-                panic!("sluice console exited with {status}:\n{}", console.tail());
-            }
-            assert!(Instant::now() < deadline, "console did not listen");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        console
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn tail(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Console {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Where the screenshots go: `<target>/console-screenshots/`.
 fn screenshots() -> PathBuf {
@@ -268,6 +217,37 @@ async fn the_console_in_a_real_browser() {
     std::thread::sleep(Duration::from_millis(500));
     browser.screenshot(&shots.join("pipelines.png"));
     assert_clean(&browser, &origin, "pipelines");
+    // By table and kind (issue 45, item 5); the hostile row below names no table.
+    let reviews = PIPELINES.iter().position(|p| *p == "reviews").unwrap() + 1;
+    let cells: Vec<String> = browser
+        .all(&format!("#pipeline-{reviews} table.by-table td"))
+        .iter()
+        .map(|cell| browser.text(cell))
+        .collect();
+    let by_table: Vec<String> = cells.chunks(3).map(|row| row.join(" ")).collect();
+    println!("pipelines page: reviews by table: {by_table:?}");
+    assert_eq!(
+        by_table,
+        [
+            "reviews decode_error 20",
+            "reviews unknown_application 10",
+            "(no table chosen) decode_error 1"
+        ]
+    );
+    // The list filtered by table (and kind) with the form.
+    browser.open(&console.url("/dead-letters?pipeline=reviews"));
+    browser.click(&browser.one("select[name=table] option[value='reviews']"));
+    browser.click(&browser.one("select[name=kind] option[value='unknown_application']"));
+    browser.click_and_wait(&browser.one("form.filters button"));
+    assert!(browser.url().contains("table=reviews"), "{}", browser.url());
+    let tables: Vec<String> = browser
+        .all("table.dead-letters td.table")
+        .iter()
+        .map(|cell| browser.text(cell))
+        .collect();
+    assert_eq!(tables, vec!["reviews"; 10]);
+    browser.screenshot(&shots.join("dead-letters-by-table.png"));
+    assert_clean(&browser, &origin, "dead letters by table");
 
     // 2. The hostile dead letter is inert text.
     browser.open(&console.url("/dead-letters"));
@@ -479,6 +459,7 @@ async fn the_console_in_a_real_browser() {
         "/dead-letters?pipeline=reviews".to_owned(),
         next,
         "/dead-letters?kind=unknown_application".to_owned(),
+        "/dead-letters?pipeline=reviews&table=reviews".to_owned(),
         "/dead-letters?q=column+42".to_owned(),
         "/dead-letters?q=no+such+reason".to_owned(),
         "/dead-letters?since=2026-01-01T00:00&until=2026-12-31T00:00".to_owned(),

@@ -3,8 +3,12 @@
 //! into the table its name's capture names, columns from each table (`columns = "auto"`).
 //! A table that does not exist dead-letters its records as `unknown_table` while the other
 //! tables go on; once created, the next records land and `sluice dlq replay --kind
-//! unknown_table` brings back the ones before. A table dropped while the sink runs makes its
-//! next records dead letters too; nothing stops.
+//! unknown_table --table raw_items` brings back the ones before. A table dropped while the
+//! sink runs makes its next records dead letters too; nothing stops.
+//!
+//! Each dead letter names the table its record was going to (issue 45, item 5):
+//! `sluice dlq list --table` lists one table's, and the console's pipelines page counts a
+//! pipeline's dead letters by table and kind, its list filters by table.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -16,6 +20,7 @@ mod support;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use support::case::{Case, text};
+use support::console::Console;
 
 const DDL: &str = "
 CREATE TABLE raw_orders (id BIGINT PRIMARY KEY, total NUMERIC(10, 2), note TEXT);
@@ -107,6 +112,7 @@ async fn one_sink_writes_the_table_each_topic_names_and_waits_for_a_missing_one(
         dead[0].3.contains("table `raw_items` does not exist"),
         "{dead:?}"
     );
+    dead_letters_by_table(&case, &file);
 
     // The table created: after the wait the sink looks it up again; a new record lands.
     {
@@ -121,9 +127,17 @@ async fn one_sink_writes_the_table_each_topic_names_and_waits_for_a_missing_one(
     committed(&case, &mut run, &["src-items"]).await;
     assert_eq!(case.rows("SELECT id::text FROM raw_items").await, ["9"]);
 
-    // The records that came before: replayed from the dead-letter table.
+    // The records that came before: replayed from the dead-letter table, that table's only.
     let replay = case.env.output(
-        &["dlq", "replay", "--kind", "unknown_table", "--execute"],
+        &[
+            "dlq",
+            "replay",
+            "--kind",
+            "unknown_table",
+            "--table",
+            "raw_items",
+            "--execute",
+        ],
         &[("SLUICE_SINKS_FILE", file.as_str())],
     );
     assert!(
@@ -176,4 +190,89 @@ async fn one_sink_writes_the_table_each_topic_names_and_waits_for_a_missing_one(
         run.tail()
     );
     case.cleanup().await;
+}
+
+/// The dead letters so far (two `unknown_table` of raw_items, one `decode_error` of
+/// raw_users) as `sluice dlq list --table` and the console show them.
+fn dead_letters_by_table(case: &Case, file: &str) {
+    let sinks = [("SLUICE_SINKS_FILE", file)];
+    let list = |args: &[&str]| {
+        let out = case.env.output(args, &sinks);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let listed: Vec<Value> =
+        serde_json::from_str(&list(&["dlq", "list", "--table", "raw_items", "--json"])).unwrap();
+    let shown: Vec<(&str, &str)> = listed
+        .iter()
+        .map(|d| {
+            (
+                d["table"].as_str().unwrap(),
+                d["error_kind"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("raw_items", "unknown_table"),
+            ("raw_items", "unknown_table")
+        ],
+        "{listed:?}"
+    );
+    let users = list(&["dlq", "list", "--pipeline", "raw", "--table", "raw_users"]);
+    println!("sluice dlq list --table raw_users:\n{users}");
+    assert!(users.lines().next().unwrap().contains(" table "), "{users}");
+    assert!(
+        users.contains(" raw_users ") && users.contains("decode_error"),
+        "{users}"
+    );
+    assert!(users.ends_with("1 row(s)\n"), "{users}");
+
+    // The console: the pipelines page counts the sink's dead letters by table and kind; the
+    // list filters by table and shows it.
+    let console = Console::start_with(&case.env, "console", None, &sinks);
+    let (status, page) = console.get("/pipelines");
+    assert_eq!(status, 200, "{page}");
+    let by_table: Vec<String> = page
+        .split("<tr><td class=\"table\">")
+        .skip(1)
+        .map(|row| {
+            let cells: Vec<String> = row.split("</td>").take(3).map(without_tags).collect();
+            cells.join(" ")
+        })
+        .collect();
+    println!("console pipelines page, dead letters by table: {by_table:?}");
+    assert_eq!(
+        by_table,
+        ["raw_items unknown_table 2", "raw_users decode_error 1"],
+        "{page}"
+    );
+    let (status, page) = console.get("/dead-letters?pipeline=raw&table=raw_items");
+    assert_eq!(status, 200, "{page}");
+    let tables: Vec<&str> = page
+        .split("<td class=\"table\">")
+        .skip(1)
+        .filter_map(|cell| cell.split('<').next())
+        .collect();
+    assert_eq!(tables, ["raw_items", "raw_items"], "{page}");
+    assert!(
+        page.contains("<option value=\"raw_items\" selected>"),
+        "the filter shows its table: {page}"
+    );
+}
+
+/// An HTML fragment's text: its tags left out.
+fn without_tags(html: &str) -> String {
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text.trim().to_owned()
 }

@@ -147,8 +147,9 @@ pub struct DeadLetter {
     /// The record's headers in order: name and value (`None`: a header without a value).
     /// Names may repeat. A replay re-publishes them (docs/ARCHITECTURE.md#dead-letters).
     pub headers: Vec<RecordHeader>,
-    /// The table the record was going to, when one was chosen (metrics by table; not
-    /// stored).
+    /// The table the record was going to, when one was chosen: the metrics' `table` label,
+    /// and `dead_letter_events.target_table` (migration 0018), so an operator finds a
+    /// table's dead letters (docs/ARCHITECTURE.md#dead-letters).
     pub table: Option<std::sync::Arc<str>>,
 }
 

@@ -68,8 +68,8 @@ impl HeldOrigin {
         }
     }
 
-    /// Its dead letter, for `reason`.
-    fn dead_letter(self, reason: String) -> DeadLetter {
+    /// Its dead letter, for `reason`: a row of `table` that could not be applied.
+    fn dead_letter(self, reason: String, table: &str) -> DeadLetter {
         DeadLetter {
             coords: RecordCoords {
                 topic: self.topic,
@@ -84,7 +84,7 @@ impl HeldOrigin {
             reason,
             replay_count: self.replay_count,
             headers: self.headers,
-            table: None,
+            table: Some(table.into()),
         }
     }
 }
@@ -419,7 +419,7 @@ async fn set_aside(
                 .bind(seq)
                 .execute(&mut *conn)
                 .await?;
-            let letter = origin.dead_letter(reason);
+            let letter = origin.dead_letter(reason, &plan.table);
             insert_dead_letters(conn, &plan.group, &[letter]).await?;
         }
         // Held by a caller that gave no record: kept, marked.

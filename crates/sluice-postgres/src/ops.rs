@@ -55,6 +55,8 @@ pub struct DeadLetterFilter {
     pub groups: Vec<String>,
     /// Only this `error_kind`.
     pub kind: Option<String>,
+    /// Only the dead letters of records going to this table (`target_table`).
+    pub table: Option<String>,
     /// Recorded at or after.
     pub since: Option<DateTime<Utc>>,
     /// Recorded before.
@@ -106,6 +108,9 @@ pub struct DeadLetterRow {
     /// The record's header values, element for element with `header_names` (`None`
     /// element: a header without a value).
     pub header_values: Option<Vec<Option<Vec<u8>>>>,
+    /// The table the record was going to; `None` when no table was chosen (a decode error
+    /// before routing, an unrouted record) or recorded before migration 0018.
+    pub target_table: Option<String>,
 }
 
 impl DeadLetterRow {
@@ -129,7 +134,7 @@ impl DeadLetterRow {
 /// The columns of a [`DeadLetterRow`], for every query that reads one.
 pub const DEAD_LETTER_ROW_COLUMNS: &str = "id, topic, partition, kafka_offset, consumer_group, \
     key, payload, payload_size, kafka_timestamp, error_kind, reason, recorded_at, replay_count, \
-    replayed_at, header_names, header_values";
+    replayed_at, header_names, header_values, target_table";
 
 /// Lists dead letters, newest first (oldest first with `oldest_first`).
 pub async fn list_dead_letters(
@@ -150,6 +155,7 @@ pub async fn list_dead_letters(
            AND ($4::timestamptz IS NULL OR recorded_at < $4)
            AND (cardinality($5::bigint[]) = 0 OR id = ANY($5))
            AND (cardinality($7::text[]) = 0 OR consumer_group = ANY($7))
+           AND ($8::text IS NULL OR target_table = $8)
          ORDER BY {order}
          LIMIT $6"
     );
@@ -161,6 +167,7 @@ pub async fn list_dead_letters(
         .bind(&filter.ids)
         .bind(filter.limit)
         .bind(&filter.groups)
+        .bind(&filter.table)
         .fetch_all(conn)
         .await
 }

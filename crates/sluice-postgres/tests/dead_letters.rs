@@ -158,3 +158,47 @@ async fn each_letter_of_a_batch_keeps_its_own_headers_in_order() {
     assert_eq!(stored, expected);
     schema.drop_schema().await;
 }
+
+/// Issue 45, item 5: each dead letter keeps the table its record was going to (a sink of
+/// many tables), NULL when none was chosen, so an operator finds which table fails.
+#[tokio::test]
+async fn each_letter_keeps_the_table_its_record_was_going_to() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let schema = sluice_testkit::TestSchema::create(&stack).await;
+    let mut conn = schema.connect().await;
+    sluice_postgres::migrate(&mut conn, "apps_registry_application")
+        .await
+        .unwrap();
+    let orders: std::sync::Arc<str> = "orders".into();
+    let payments: std::sync::Arc<str> = "shop.payments".into();
+    let letters = [
+        letter_with(0, &[]).with_table(&orders),
+        letter_with(1, &[]),
+        letter_with(2, &[]).with_table(&payments),
+        letter_with(3, &[]).with_table(&orders),
+    ];
+    let mut tx = conn.begin().await.unwrap();
+    assert_eq!(
+        insert_dead_letters(&mut tx, "g", &letters).await.unwrap(),
+        4
+    );
+    tx.commit().await.unwrap();
+    let stored: Vec<(i64, Option<String>)> = sqlx::query_as(
+        "SELECT kafka_offset, target_table FROM dead_letter_events ORDER BY kafka_offset",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        stored,
+        [
+            (0, Some("orders".to_owned())),
+            (1, None),
+            (2, Some("shop.payments".to_owned())),
+            (3, Some("orders".to_owned())),
+        ]
+    );
+    schema.drop_schema().await;
+}

@@ -175,6 +175,7 @@ mod tests {
             replayed_at: replayed.then(Utc::now),
             header_names: Some(Vec::new()),
             header_values: Some(Vec::new()),
+            target_table: None,
         }
     }
 

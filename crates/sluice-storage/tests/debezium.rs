@@ -726,6 +726,15 @@ async fn a_create_whose_old_row_never_came_is_dead_lettered_and_the_rows_behind_
         (*partition, *offset, kind.as_str()),
         (1, 0, "constraint_violation")
     );
+    let table: Option<String> = sqlx::query_scalar("SELECT target_table FROM dead_letter_events")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        table.as_deref(),
+        Some("items"),
+        "a held row's dead letter names its table"
+    );
     assert!(
         reason.contains("after waiting for its key change's delete")
             && reason.contains("is in no stored row"),

@@ -60,6 +60,10 @@ pub struct FilterArgs {
     /// kind a mapping file names for its lookups.
     #[arg(long, value_parser = parse_kind)]
     kind: Option<String>,
+    /// Only the dead letters of records going to this table, as the sink names it
+    /// (`[schema.]table`): e.g. a table's `unknown_table` dead letters once it is created.
+    #[arg(long, value_name = "NAME")]
+    table: Option<String>,
     /// Recorded at or after this RFC 3339 time.
     #[arg(long)]
     since: Option<DateTime<Utc>>,
@@ -114,6 +118,9 @@ struct Shown {
     partition: i32,
     kafka_offset: i64,
     consumer_group: String,
+    /// The table the record was going to; `null` when none was chosen (or recorded before
+    /// sluice kept it).
+    table: Option<String>,
     error_kind: String,
     reason: String,
     recorded_at: DateTime<Utc>,
@@ -136,6 +143,7 @@ fn shown(row: &DeadLetterRow) -> Shown {
         partition: row.partition,
         kafka_offset: row.kafka_offset,
         consumer_group: row.consumer_group.clone(),
+        table: row.target_table.clone(),
         error_kind: row.error_kind.clone(),
         reason: row.reason.clone(),
         recorded_at: row.recorded_at,
@@ -180,6 +188,7 @@ fn filter(args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
         topics,
         groups,
         kind: args.kind.clone(),
+        table: args.table.clone(),
         since: args.since,
         until: args.until,
         ids: args.ids.clone(),
@@ -219,17 +228,20 @@ async fn list(
         return Ok(());
     }
     println!(
-        "{:>8}  {:<20} {:<28} {:<21} {:>7}  reason",
-        "id", "recorded_at", "record", "kind", "replays"
+        "{:>8}  {:<20} {:<28} {:<20} {:<21} {:>7}  reason",
+        "id", "recorded_at", "record", "table", "kind", "replays"
     );
     for row in &rows {
         let record = format!("{}[{}]@{}", row.topic, row.partition, row.kafka_offset);
         let reason: String = row.reason.chars().take(100).collect();
         println!(
-            "{:>8}  {:<20} {:<28} {:<21} {:>7}  {}",
+            "{:>8}  {:<20} {:<28} {:<20} {:<21} {:>7}  {}",
             row.id,
             row.recorded_at.format("%Y-%m-%d %H:%M:%S"),
             escape_controls(&record),
+            row.target_table
+                .as_deref()
+                .map_or("-".into(), escape_controls),
             escape_controls(&row.error_kind),
             row.replay_count,
             escape_controls(&reason)
@@ -262,6 +274,12 @@ async fn show(conn: &mut PgConnection, id: i64, json: bool) -> Result<(), Failur
         s.partition,
         s.kafka_offset,
         escape_controls(&s.consumer_group)
+    );
+    println!(
+        "table:        {}",
+        s.table
+            .as_deref()
+            .map_or("- (none chosen)".into(), escape_controls)
     );
     println!("kind:         {}", escape_controls(&s.error_kind));
     println!("reason:       {}", escape_controls(&s.reason));

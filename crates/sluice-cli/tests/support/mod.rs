@@ -8,6 +8,7 @@
 )]
 
 pub mod case;
+pub mod console;
 pub mod counted;
 pub mod database;
 pub mod http;

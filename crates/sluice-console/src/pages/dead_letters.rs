@@ -25,6 +25,9 @@ pub struct FilterParams {
     /// An error kind.
     #[serde(default)]
     pub kind: String,
+    /// The table the records were going to.
+    #[serde(default)]
+    pub table: String,
     /// Recorded at or after (RFC 3339, or `YYYY-MM-DDTHH:MM[:SS]` in UTC).
     #[serde(default)]
     pub since: String,
@@ -61,6 +64,7 @@ impl FilterParams {
             }
         };
         filter.kind = Some(self.kind.trim().to_owned()).filter(|k| !k.is_empty());
+        filter.table = Some(self.table.trim().to_owned()).filter(|t| !t.is_empty());
         filter.since = parse_time("since", &self.since)?;
         filter.until = parse_time("until", &self.until)?;
         filter.search = Some(self.q.trim().to_owned()).filter(|q| !q.is_empty());
@@ -94,6 +98,7 @@ struct Row {
     id: i64,
     record: String,
     group: String,
+    table: Option<String>,
     kind: String,
     reason: String,
     recorded_at: String,
@@ -126,6 +131,7 @@ pub async fn list(
     let page = dead_letters::page(&mut conn, &filter, cursor).await?;
     let (listed, next) = (page.rows, page.next);
     let kinds = dead_letters::kinds(&mut conn).await?;
+    let tables = dead_letters::tables(&mut conn).await?;
     let rows: Vec<Row> = listed
         .iter()
         .map(|r| Row {
@@ -134,6 +140,7 @@ pub async fn list(
                 format!("{}[{}]@{}", r.topic, r.partition, r.kafka_offset).as_bytes(),
             ),
             group: shown::line(r.consumer_group.as_bytes()),
+            table: r.target_table.as_deref().map(|t| shown::line(t.as_bytes())),
             kind: shown::line(r.error_kind.as_bytes()),
             reason: shown::line(r.reason.as_bytes()),
             recorded_at: r.recorded_at.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
@@ -164,6 +171,7 @@ pub async fn list(
             "search_window": dead_letters::SEARCH_WINDOW,
             "pipelines": pipelines,
             "kinds": kinds.iter().map(|k| shown::line(k.as_bytes())).collect::<Vec<_>>(),
+            "tables": tables.iter().map(|t| shown::line(t.as_bytes())).collect::<Vec<_>>(),
         }),
     )
 }
@@ -228,6 +236,7 @@ pub async fn detail(
             "partition": row.partition,
             "offset": row.kafka_offset,
             "group": shown::line(row.consumer_group.as_bytes()),
+            "table": row.target_table.as_deref().map(|t| shown::line(t.as_bytes())),
             "kind": shown::line(row.error_kind.as_bytes()),
             "reason": shown::text(row.reason.as_bytes()),
             "recorded_at": row.recorded_at.to_rfc3339(),

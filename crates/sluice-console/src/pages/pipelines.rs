@@ -1,12 +1,13 @@
 //! `/pipelines`: per pipeline its group, topics, members (with instance ids), lag per
-//! partition, dead letters (in all and over the last minutes) and heartbeat freshness; and
-//! `/api/rates`, the live chart's data (rows/s from the sampler, dead letters per minute
-//! from the table).
+//! partition, dead letters (in all, by table and kind, and over the last minutes) and
+//! heartbeat freshness; and `/api/rates`, the live chart's data (rows/s from the sampler,
+//! dead letters per minute from the table).
 
+use super::dead_letters::FilterParams;
 use super::{Viewer, render};
 use crate::error::ConsoleError;
 use crate::kafka_view::{PipelineKafka, heartbeat_age};
-use crate::queries::dead_letters::{self, Filter};
+use crate::queries::dead_letters::{self, Filter, TableCount};
 use crate::sampler::Point;
 use crate::shown;
 use crate::sources::PipelineSource;
@@ -44,9 +45,41 @@ struct PipelineRow {
     topics: String,
     kafka: PipelineKafka,
     dead_letters: Option<i64>,
+    /// The dead letters by table and kind, most first: which of a sink's tables fails.
+    dead_letters_by_table: Vec<TableRow>,
     dead_letters_recent: Option<i64>,
     heartbeat: Option<String>,
     fresh: bool,
+}
+
+/// A pipeline's dead letters of one table and kind, linked to the list of them.
+#[derive(Debug, Serialize)]
+struct TableRow {
+    /// The table (`None`: records no table was chosen for).
+    table: Option<String>,
+    kind: String,
+    count: i64,
+    /// The list's query string for these dead letters.
+    query: String,
+}
+
+impl TableRow {
+    fn of(pipeline: &str, counted: TableCount) -> Self {
+        // Records without a table are not a filter of their own: their link lists the
+        // pipeline's dead letters of that kind.
+        let params = FilterParams {
+            pipeline: pipeline.to_owned(),
+            kind: counted.error_kind.clone(),
+            table: counted.target_table.clone().unwrap_or_default(),
+            ..FilterParams::default()
+        };
+        Self {
+            table: counted.target_table.map(|t| shown::line(t.as_bytes())),
+            kind: shown::line(counted.error_kind.as_bytes()),
+            count: counted.n,
+            query: params.query(),
+        }
+    }
 }
 
 /// `GET /pipelines`.
@@ -67,9 +100,14 @@ pub async fn page(
     };
     for (source, kafka) in console.sources.pipelines.iter().zip(kafka) {
         let filter = pipeline_filter(source);
-        let (mut total, mut recent) = (None, None);
+        let (mut total, mut recent, mut by_table) = (None, None, Vec::new());
         if let Some(conn) = conn.as_mut() {
-            total = Some(dead_letters::count(conn, &filter).await?);
+            let counted = dead_letters::by_table(conn, &filter).await?;
+            total = Some(counted.iter().map(|c| c.n).sum());
+            by_table = counted
+                .into_iter()
+                .map(|c| TableRow::of(&source.name, c))
+                .collect();
             let since = Filter {
                 since: Some(chrono::Utc::now() - chrono::Duration::minutes(RECENT_MINUTES)),
                 ..filter
@@ -83,6 +121,7 @@ pub async fn page(
             topics: shown::line(source.topics.to_string().as_bytes()),
             kafka,
             dead_letters: total,
+            dead_letters_by_table: by_table,
             dead_letters_recent: recent,
             heartbeat: age.map(|s| format!("{s:.1} s ago")),
             fresh: age.is_some_and(|s| s < 10.0),

@@ -1,7 +1,7 @@
 //! The dead-letter browser's queries, built in one place ([`Filter::push_where`]): filters
-//! by pipeline (its topics, or its group for a pattern sink), kind, time range and a text
-//! search on the reason; pages walk `(recorded_at, id)` downwards from a cursor (keyset
-//! pagination on the indexes of migration 0014), never with OFFSET.
+//! by pipeline (its topics, or its group for a pattern sink), table, kind, time range and a
+//! text search on the reason; pages walk `(recorded_at, id)` downwards from a cursor (keyset
+//! pagination on the indexes of migrations 0014 and 0018), never with OFFSET.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -26,6 +26,8 @@ pub struct Filter {
     pub group: Option<String>,
     /// Only this `error_kind`.
     pub kind: Option<String>,
+    /// Only the dead letters of records going to this table (`target_table`).
+    pub table: Option<String>,
     /// Recorded at or after.
     pub since: Option<DateTime<Utc>>,
     /// Recorded before.
@@ -72,6 +74,8 @@ pub struct Listed {
     pub kafka_offset: i64,
     /// The group that dead-lettered it.
     pub consumer_group: String,
+    /// The table its record was going to (`None`: none was chosen).
+    pub target_table: Option<String>,
     /// Kind.
     pub error_kind: String,
     /// The reason's first 200 characters.
@@ -98,6 +102,9 @@ impl Filter {
         }
         if let Some(kind) = &self.kind {
             q.push(" AND error_kind = ").push_bind(kind.clone());
+        }
+        if let Some(table) = &self.table {
+            q.push(" AND target_table = ").push_bind(table.clone());
         }
         if let Some(since) = self.since {
             q.push(" AND recorded_at >= ").push_bind(since);
@@ -153,7 +160,7 @@ pub async fn page(
         ..filter.clone()
     };
     let mut q = QueryBuilder::new(
-        "SELECT id, topic, partition, kafka_offset, consumer_group, error_kind,
+        "SELECT id, topic, partition, kafka_offset, consumer_group, target_table, error_kind,
                 left(reason, 200) AS reason, recorded_at, replay_count, replayed_at
          FROM ",
     );
@@ -237,11 +244,35 @@ pub async fn one(conn: &mut PgConnection, id: i64) -> Result<Option<DeadLetterRo
         .next())
 }
 
-/// How many dead letters match (the pipelines page's totals).
+/// How many dead letters match (the pipelines page's recent counts).
 pub async fn count(conn: &mut PgConnection, filter: &Filter) -> Result<i64, sqlx::Error> {
     let mut q = QueryBuilder::new("SELECT count(*) FROM dead_letter_events");
     filter.push_where(&mut q, None);
     q.build_query_scalar().fetch_one(conn).await
+}
+
+/// The dead letters of one table and kind.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct TableCount {
+    /// The table the records were going to (`None`: none was chosen).
+    pub target_table: Option<String>,
+    /// Kind.
+    pub error_kind: String,
+    /// How many.
+    pub n: i64,
+}
+
+/// How many dead letters match, by table and kind, most first (the pipelines page: which of
+/// a sink's tables fails). A pipeline's filter is read from migration 0018's indexes alone.
+pub async fn by_table(
+    conn: &mut PgConnection,
+    filter: &Filter,
+) -> Result<Vec<TableCount>, sqlx::Error> {
+    let mut q =
+        QueryBuilder::new("SELECT target_table, error_kind, count(*) AS n FROM dead_letter_events");
+    filter.push_where(&mut q, None);
+    q.push(" GROUP BY target_table, error_kind ORDER BY n DESC, target_table, error_kind");
+    q.build_query_as().fetch_all(conn).await
 }
 
 /// Dead letters per minute over the last `minutes` minutes, oldest first (minutes without
@@ -275,6 +306,23 @@ pub async fn per_minute(
             (minute, n)
         })
         .collect())
+}
+
+/// The tables dead letters name (for the filter's choices).
+pub async fn tables(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    // A loose index scan on migration 0018's index, as for the kinds.
+    sqlx::query_scalar(
+        "WITH RECURSIVE t(name) AS (
+             (SELECT target_table FROM dead_letter_events WHERE target_table IS NOT NULL
+              ORDER BY target_table LIMIT 1)
+             UNION ALL
+             SELECT (SELECT target_table FROM dead_letter_events
+                     WHERE target_table > t.name ORDER BY target_table LIMIT 1)
+             FROM t WHERE t.name IS NOT NULL)
+         SELECT name FROM t WHERE name IS NOT NULL",
+    )
+    .fetch_all(conn)
+    .await
 }
 
 /// The error kinds present (for the filter's choices).
@@ -319,6 +367,7 @@ mod tests {
             topics: vec!["t".into()],
             group: Some("g".into()),
             kind: Some("decode_error".into()),
+            table: Some("orders".into()),
             since: Some(Utc::now()),
             until: Some(Utc::now()),
             search: Some("'; DROP TABLE x; --".into()),
@@ -333,6 +382,6 @@ mod tests {
         );
         let sql = q.sql();
         assert!(!sql.contains("DROP"), "{sql}");
-        assert!(sql.contains("$8"), "{sql}");
+        assert!(sql.contains("$9"), "{sql}");
     }
 }

@@ -6,7 +6,8 @@ use sqlx::PgConnection;
 /// redelivered record's dead letter already exists and is not inserted twice). A dead
 /// letter is identified by its record's coordinates, Kafka timestamp, key and payload, so a
 /// new record at reused coordinates (a re-created topic) is a new row. Each letter's headers
-/// are kept in order, a header without a value as a NULL element.
+/// are kept in order, a header without a value as a NULL element, and the table its record
+/// was going to ([`DeadLetter::table`]) as `target_table` (NULL: none was chosen).
 pub async fn insert_dead_letters(
     conn: &mut PgConnection,
     consumer_group: &str,
@@ -41,6 +42,7 @@ pub async fn insert_dead_letters(
         .bind(header_letters)
         .bind(header_names)
         .bind(header_values)
+        .bind(column(letters, |d| d.table.as_deref()))
         .execute(conn)
         .await?;
     Ok(result.rows_affected())

@@ -8,13 +8,15 @@
 -- header without a value), in order. They are grouped back per letter in that order; a
 -- letter without headers gets empty arrays (NULL is
 -- left to rows recorded before the migration, whose headers were not kept).
+--
+-- $15 is the table each letter's record was going to (migration 0018; NULL: none chosen).
 WITH letters AS (
     SELECT * FROM UNNEST(
         $1::varchar[], $2::int[], $3::bigint[], $4::varchar[], $5::bytea[], $6::bytea[],
-        $7::int[], $8::timestamptz[], $9::varchar[], $10::text[], $11::int[]
+        $7::int[], $8::timestamptz[], $9::varchar[], $10::text[], $11::int[], $15::text[]
     ) WITH ORDINALITY AS l (
         topic, partition, kafka_offset, consumer_group, key, payload, payload_size,
-        kafka_timestamp, error_kind, reason, replay_count, letter
+        kafka_timestamp, error_kind, reason, replay_count, target_table, letter
     )
 ), headers AS (
     SELECT h.letter,
@@ -26,11 +28,13 @@ WITH letters AS (
 )
 INSERT INTO dead_letter_events (
     topic, partition, kafka_offset, consumer_group, key, payload, payload_size,
-    kafka_timestamp, error_kind, reason, replay_count, header_names, header_values
+    kafka_timestamp, error_kind, reason, replay_count, header_names, header_values,
+    target_table
 )
 SELECT l.topic, l.partition, l.kafka_offset, l.consumer_group, l.key, l.payload,
        l.payload_size, l.kafka_timestamp, l.error_kind, l.reason, l.replay_count,
-       coalesce(h.names, '{}'), coalesce(h."values", '{}')
+       coalesce(h.names, '{}'), coalesce(h."values", '{}'),
+       l.target_table
 FROM letters l
 LEFT JOIN headers h ON h.letter = l.letter
 ORDER BY l.letter
