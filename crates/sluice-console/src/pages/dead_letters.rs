@@ -1,10 +1,9 @@
 //! `/dead-letters`: the list (filters, keyset pages) and one dead letter in detail with its
 //! headers, key and payload as text or hex.
 
-use super::pipelines::pipeline_filter;
 use super::{Viewer, message, render};
 use crate::error::ConsoleError;
-use crate::queries::dead_letters::{self, Cursor, Filter};
+use crate::queries::dead_letters::{self, Cursor, Filter, pipeline_filter};
 use crate::shown;
 use crate::state::Console;
 use axum::extract::{Path, Query, State};

@@ -7,10 +7,9 @@ use super::dead_letters::FilterParams;
 use super::{Viewer, render};
 use crate::error::ConsoleError;
 use crate::kafka_view::{PipelineKafka, heartbeat_age};
-use crate::queries::dead_letters::{self, Filter, TableCount};
+use crate::queries::dead_letters::{self, Filter, TableCount, pipeline_filter};
 use crate::sampler::Point;
 use crate::shown;
-use crate::sources::PipelineSource;
 use crate::state::Console;
 use axum::Json;
 use axum::extract::State;
@@ -18,25 +17,10 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Serialize;
 use serde_json::json;
-use sluice_core::topics::Topics;
 use std::sync::Arc;
 
 /// The minutes of dead letters the chart and the "recent" column cover.
 pub const RECENT_MINUTES: i64 = 10;
-
-/// The dead-letter filter of one pipeline: its named topics, or its group for a pattern.
-pub fn pipeline_filter(pipeline: &PipelineSource) -> Filter {
-    match &pipeline.topics {
-        Topics::Named(topics) => Filter {
-            topics: topics.clone(),
-            ..Filter::default()
-        },
-        Topics::Pattern(_) => Filter {
-            group: Some(pipeline.group.clone()),
-            ..Filter::default()
-        },
-    }
-}
 
 #[derive(Debug, Serialize)]
 struct PipelineRow {

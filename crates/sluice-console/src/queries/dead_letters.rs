@@ -3,8 +3,10 @@
 //! text search on the reason; pages walk `(recorded_at, id)` downwards from a cursor (keyset
 //! pagination on the indexes of migrations 0014 and 0018), never with OFFSET.
 
+use crate::sources::PipelineSource;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sluice_core::topics::Topics;
 use sluice_postgres::ops::DeadLetterRow;
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 
@@ -339,6 +341,20 @@ pub async fn kinds(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> 
     )
     .fetch_all(conn)
     .await
+}
+
+/// The dead-letter filter of one pipeline: its named topics, or its group for a pattern.
+pub fn pipeline_filter(pipeline: &PipelineSource) -> Filter {
+    match &pipeline.topics {
+        Topics::Named(topics) => Filter {
+            topics: topics.clone(),
+            ..Filter::default()
+        },
+        Topics::Pattern(_) => Filter {
+            group: Some(pipeline.group.clone()),
+            ..Filter::default()
+        },
+    }
 }
 
 #[cfg(test)]
