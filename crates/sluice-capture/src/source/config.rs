@@ -108,6 +108,7 @@ impl SourceConfig {
         .with_tls(self.tls.clone())
         .with_status_interval(self.status_interval)
         .with_application_name("sluice-capture")
+        .with_options(VALUE_FORMAT)
     }
 }
 
@@ -124,6 +125,13 @@ impl std::fmt::Debug for SourceConfig {
             .finish_non_exhaustive()
     }
 }
+
+/// pgoutput's text values are the walsender's output functions under the session's
+/// settings: pinned, so a value's text does not depend on the server's, the database's or
+/// the role's defaults (timestamps in ISO form and UTC, floats with every digit, intervals
+/// as `1 day 02:03:04`). docs/capture.md#values
+const VALUE_FORMAT: &str =
+    "-c datestyle=ISO,MDY -c timezone=UTC -c intervalstyle=postgres -c extra_float_digits=3";
 
 fn ssl_mode(value: &str) -> Option<SslMode> {
     Some(match value {
