@@ -4,8 +4,15 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A position in the write-ahead log. Ordered: a later change has a greater LSN.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Lsn(pub u64);
+
+/// `Lsn(16/B374D848)`: the form PostgreSQL's views and logs print.
+impl fmt::Debug for Lsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Lsn({self})")
+    }
+}
 
 impl Lsn {
     /// `0/0`: no position (START_REPLICATION from it resumes at the slot's confirmed LSN).
@@ -58,6 +65,7 @@ mod tests {
         assert_eq!(lsn, Lsn(0x16_B374_D848));
         assert_eq!(lsn.to_string(), "16/B374D848");
         assert_eq!(Lsn::ZERO.to_string(), "0/0");
+        assert_eq!(format!("{lsn:?}"), "Lsn(16/B374D848)");
         assert!("16B374D848".parse::<Lsn>().is_err());
         assert!("1/G".parse::<Lsn>().is_err());
     }
