@@ -186,11 +186,7 @@ impl Relay {
     }
 
     fn psql(&self, sql: &str) -> String {
-        let out = Command::new(&self.stack_script)
-            .args(["psql", &self.admin_url, "-XAtq", "-c", sql])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        support::slots::psql(&self.stack_script, &self.admin_url, sql)
     }
 }
 
@@ -198,30 +194,7 @@ impl Drop for Relay {
     fn drop(&mut self) {
         let _ = self.worker.kill();
         let _ = self.worker.wait();
-        // The walsender notices the closed connection at once; until then the slot is active
-        // and cannot be dropped.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = self.psql(&format!(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{}'",
-                self.slot
-            ));
-            if left == "0" {
-                break;
-            }
-            self.psql(&format!(
-                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
-                 WHERE slot_name = '{0}' AND active; \
-                 SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
-                 WHERE slot_name = '{0}' AND NOT active",
-                self.slot
-            ));
-            if Instant::now() > deadline {
-                eprintln!("replication slot {} could not be dropped", self.slot);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        support::slots::drop_slot(&self.stack_script, &self.admin_url, &self.slot);
         self.psql(&format!("DROP PUBLICATION IF EXISTS {}", self.publication));
     }
 }

@@ -190,11 +190,7 @@ impl Source {
     }
 
     fn psql(&self, sql: &str) -> String {
-        let out = Command::new(&self.stack_script)
-            .args(["psql", &self.admin_url, "-XAtq", "-c", sql])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        crate::support::slots::psql(&self.stack_script, &self.admin_url, sql)
     }
 }
 
@@ -204,30 +200,7 @@ impl Drop for Source {
             let _ = worker.kill();
             let _ = worker.wait();
         }
-        // The walsender notices the closed connection at once; until then the slot is active
-        // and cannot be dropped.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = self.psql(&format!(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{}'",
-                self.slot
-            ));
-            if left == "0" {
-                break;
-            }
-            self.psql(&format!(
-                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
-                 WHERE slot_name = '{0}' AND active; \
-                 SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
-                 WHERE slot_name = '{0}' AND NOT active",
-                self.slot
-            ));
-            if Instant::now() > deadline {
-                eprintln!("replication slot {} could not be dropped", self.slot);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        crate::support::slots::drop_slot(&self.stack_script, &self.admin_url, &self.slot);
         // The publication goes with the database.
         self.psql(&format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",

@@ -13,6 +13,7 @@ pub mod counted;
 pub mod database;
 pub mod http;
 pub mod registry;
+pub mod slots;
 
 use rdkafka::consumer::Consumer;
 use rdkafka::message::{Headers, Message};

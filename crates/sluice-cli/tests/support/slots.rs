@@ -1,0 +1,45 @@
+//! The Debezium tests' source databases: SQL through the stack script's `psql`, and a
+//! replication slot dropped once its walsender let go of it.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Runs `sql` on `url` through the stack script's `psql`; its output, trimmed.
+pub fn psql(stack_script: &str, url: &str, sql: &str) -> String {
+    let out = Command::new(stack_script)
+        .args(["psql", url, "-XAtq", "-c", sql])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Drops `slot`, ending its walsender first. The walsender notices the closed connection at
+/// once; until then the slot is active and cannot be dropped: tried for up to 30 s.
+pub fn drop_slot(stack_script: &str, url: &str, slot: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = psql(
+            stack_script,
+            url,
+            &format!("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+        );
+        if left == "0" {
+            return;
+        }
+        psql(
+            stack_script,
+            url,
+            &format!(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+                 WHERE slot_name = '{slot}' AND active; \
+                 SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                 WHERE slot_name = '{slot}' AND NOT active"
+            ),
+        );
+        if Instant::now() > deadline {
+            eprintln!("replication slot {slot} could not be dropped");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
