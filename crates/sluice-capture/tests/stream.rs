@@ -10,18 +10,23 @@
     reason = "tests panic with a clear message"
 )]
 
+mod support;
+
+use sluice_capture::catalog::column_catalog;
+use sluice_capture::debezium::{Envelope, EnvelopeSettings, Position, Snapshot, TableShape};
 use sluice_capture::{
     CaptureEvent, CaptureStream, Cell, Change, Lsn, OldRow, Relation, ReplicaIdentity, Session,
     SlotSnapshot, SourceConfig,
 };
-use sqlx::{Connection, Executor, PgConnection};
+use sqlx::Executor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{Source, admin_url};
 
 const TABLE: &str = "
 CREATE TABLE public.items (
   id bigint PRIMARY KEY,
-  title text,
+  title text DEFAULT 'untitled',
   amount numeric(12,2),
   big text,
   at timestamptz
@@ -32,171 +37,6 @@ CREATE FUNCTION big_text(seed text, n int) RETURNS text LANGUAGE sql AS
   $$ SELECT string_agg(md5(seed || i), '' ORDER BY i) FROM generate_series(1, n) i $$;
 INSERT INTO items VALUES (1, 'before the slot', 1.00, 'small', NULL);
 ";
-
-/// The test database URL, or `None` (skip) outside CI.
-fn admin_url() -> Option<String> {
-    match std::env::var("SLUICE_TEST_DATABASE_URL") {
-        Ok(url) => Some(url),
-        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
-            panic!("CI=true but SLUICE_TEST_DATABASE_URL is not set: run `make test`")
-        }
-        Err(_) => {
-            eprintln!("SKIPPED: no stack configured; run `make test` (it starts the stack)");
-            None
-        }
-    }
-}
-
-/// `url` with its database replaced by `database` (query kept).
-fn with_database(url: &str, database: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let (server, _) = base.rsplit_once('/').expect("a database in the URL");
-    match query {
-        Some(query) => format!("{server}/{database}?{query}"),
-        None => format!("{server}/{database}"),
-    }
-}
-
-/// The source database and its slot. Dropping it (also while unwinding) drops the slot
-/// (a leftover slot pins WAL for the whole cluster) and then the database.
-struct Source {
-    admin_url: String,
-    url: String,
-    database: String,
-    slot: String,
-    publication: String,
-}
-
-impl Source {
-    async fn create(admin_url: &str) -> Source {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let database = format!("capture_{:x}{nanos:x}", std::process::id());
-        let mut admin = PgConnection::connect(admin_url).await.unwrap();
-        admin
-            .execute(format!("CREATE DATABASE {database}").as_str())
-            .await
-            .unwrap();
-        // Defaults unlike UTC and ISO, so the capture's own settings must be what counts.
-        sqlx::raw_sql(&format!(
-            "ALTER DATABASE {database} SET timezone = 'Asia/Kolkata'; \
-             ALTER DATABASE {database} SET datestyle = 'SQL, DMY'"
-        ))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-        let source = Source {
-            admin_url: admin_url.to_owned(),
-            url: with_database(admin_url, &database),
-            slot: format!("{database}_slot"),
-            publication: format!("{database}_pub"),
-            database,
-        };
-        let mut conn = source.connect().await;
-        sqlx::raw_sql(TABLE).execute(&mut conn).await.unwrap();
-        sqlx::raw_sql(&format!(
-            "CREATE PUBLICATION {} FOR TABLE public.items",
-            source.publication
-        ))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-        source
-    }
-
-    async fn connect(&self) -> PgConnection {
-        PgConnection::connect(&self.url)
-            .await
-            .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.url))
-    }
-
-    /// Each statement in its own transaction, as psql -c would.
-    async fn run(&self, conn: &mut PgConnection, statements: &[&str]) {
-        for statement in statements {
-            sqlx::raw_sql(statement)
-                .execute(&mut *conn)
-                .await
-                .unwrap_or_else(|e| panic!("{statement}: {e}"));
-        }
-    }
-
-    async fn confirmed_flush(&self) -> Lsn {
-        let mut conn = self.connect().await;
-        let text: String = sqlx::query_scalar(
-            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
-        )
-        .bind(&self.slot)
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-        text.parse().unwrap()
-    }
-}
-
-impl Drop for Source {
-    fn drop(&mut self) {
-        let (admin_url, slot, database) = (
-            self.admin_url.clone(),
-            self.slot.clone(),
-            self.database.clone(),
-        );
-        // A runtime of its own: the test's may be the one unwinding.
-        let cleanup = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                let mut admin = PgConnection::connect(&admin_url).await.unwrap();
-                // The walsender may still hold the slot for a moment after the session ended.
-                let deadline = Instant::now() + Duration::from_secs(30);
-                loop {
-                    let dropped = sqlx::query(
-                        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
-                         WHERE slot_name = $1 AND active",
-                    )
-                    .bind(&slot)
-                    .execute(&mut admin)
-                    .await
-                    .and(
-                        sqlx::query(
-                            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
-                             WHERE slot_name = $1",
-                        )
-                        .bind(&slot)
-                        .execute(&mut admin)
-                        .await,
-                    );
-                    if dropped.is_ok() || Instant::now() > deadline {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                let left: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
-                )
-                .bind(&slot)
-                .fetch_one(&mut admin)
-                .await
-                .unwrap();
-                if left != 0 {
-                    eprintln!("replication slot {slot} could not be dropped");
-                }
-                admin
-                    .execute(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)").as_str())
-                    .await
-                    .unwrap();
-            });
-        });
-        if cleanup.join().is_err() {
-            eprintln!("cleanup of {} failed", self.database);
-        }
-    }
-}
 
 /// One decoded transaction.
 #[derive(Debug)]
@@ -282,7 +122,7 @@ fn text(s: &str) -> Cell {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decodes_every_change_and_confirms_only_what_is_acknowledged() {
     let Some(admin_url) = admin_url() else { return };
-    let source = Source::create(&admin_url).await;
+    let source = Source::create(&admin_url, TABLE).await;
     let config = SourceConfig::from_url(&source.url, &source.slot, &source.publication)
         .unwrap()
         .with_status_interval(Duration::from_millis(100));
@@ -369,6 +209,37 @@ async fn decodes_every_change_and_confirms_only_what_is_acknowledged() {
         .unwrap();
     assert_eq!(i64::from(items.oid), table_oid);
 
+    // What the Relation message lacks, from the catalog: NOT NULL, the constant default,
+    // the primary key; the key schema Debezium writes from them.
+    let catalog = column_catalog(&mut writer, items).await.unwrap();
+    let described: Vec<_> = catalog
+        .iter()
+        .map(|c| (c.optional, c.default.as_deref(), c.primary_key))
+        .collect();
+    assert_eq!(
+        described,
+        [
+            (false, None, true),
+            (true, Some("\"untitled\""), false),
+            (true, None, false),
+            (true, None, false),
+            (true, None, false)
+        ]
+    );
+    let shape = TableShape::new("capture", items, &catalog);
+    assert_eq!(shape.topic, "capture.public.items");
+    assert_eq!(
+        shape.key_schema,
+        r#"{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}],"optional":false,"name":"capture.public.items.Key"}"#
+    );
+    assert!(
+        shape
+            .envelope_schema
+            .contains(r#"{"type":"string","optional":true,"default":"untitled","field":"title"}"#),
+        "{}",
+        shape.envelope_schema
+    );
+
     // Transactions in commit order, each change inside its transaction's WAL range.
     let mut previous_end = slot.consistent_point;
     for t in &transactions {
@@ -398,6 +269,44 @@ async fn decodes_every_change_and_confirms_only_what_is_acknowledged() {
     }
     // In UTC and ISO form whatever the server's TimeZone and DateStyle.
     assert_eq!(new[4], text("2026-03-04 03:06:07.123456+00"));
+
+    // The live insert as its Debezium record (the fixtures' byte equality is the
+    // envelope's unit test; here the decoded stream feeds it).
+    let envelope = Envelope::new(EnvelopeSettings {
+        prefix: "capture".into(),
+        database: source.database.clone(),
+        version: "test".into(),
+        schemas: false,
+        run_id: "run".into(),
+    });
+    let (insert_lsn, _) = &transactions[0].changes[0];
+    let at = Position {
+        commit_time: chrono::Utc::now(),
+        xid: transactions[0].xid,
+        lsn: *insert_lsn,
+        last_commit_lsn: None,
+        snapshot: Snapshot::False,
+    };
+    let records = envelope
+        .records(&shape, changes[0], &at, chrono::Utc::now())
+        .unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].key.as_deref(), Some(&br#"{"id":2}"#[..]));
+    let value = String::from_utf8(records[0].value.clone().unwrap()).unwrap();
+    assert!(
+        value.starts_with(
+            r#"{"before":null,"after":{"id":2,"title":"inserted","amount":"72Y=","big":""#
+        ),
+        "{value}"
+    );
+    assert!(
+        value.contains(r#""at":"2026-03-04T03:06:07.123456Z"},"source":"#),
+        "{value}"
+    );
+    assert!(
+        value.contains(&format!(r#""lsn":{},"xmin":null"#, insert_lsn.0)),
+        "{value}"
+    );
 
     // The TOASTed value the update left alone is not sent: the marker Debezium turns
     // into __debezium_unavailable_value.

@@ -138,6 +138,24 @@ impl ResilientProducer {
         ))
     }
 
+    /// As [`ResilientProducer::enqueue`] for a record whose value may be absent: `None` is a
+    /// tombstone (a Kafka null value, what a compacted topic reads as a delete).
+    pub fn enqueue_maybe_tombstone(
+        &self,
+        topic: &str,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+        headers: &[(&str, &[u8])],
+    ) -> Result<impl Future<Output = Result<Delivered, KafkaError>> + use<>, KafkaError> {
+        let headers = headers.iter().map(|&(key, value)| Header {
+            key,
+            value: Some(value),
+        });
+        let mut future = future_record(topic, key, &[], None, headers);
+        future.payload = payload;
+        self.queue(future)
+    }
+
     /// Queues `future` (waiting for room when the local queue is full); the returned future
     /// resolves with the delivery report.
     fn queue(

@@ -1,0 +1,462 @@
+//! A change as the Kafka records Debezium's PostgreSQL connector writes for it
+//! (docs/capture.md#the-envelope): `c`, `u`, `d` + tombstone, a key change as `d` +
+//! tombstone + `c` with the `__debezium.newkey` / `__debezium.oldkey` headers, the TOAST
+//! placeholder for an unchanged out-of-line value, and the four context headers.
+
+use super::json::push_string;
+use super::shape::TableShape;
+use super::types::{Kind, ValueError};
+use crate::lsn::Lsn;
+use crate::model::{Cell, Change, OldRow, Tuple};
+use chrono::{DateTime, Utc};
+
+/// What Debezium writes for an out-of-line value an update did not change
+/// (`unavailable.value.placeholder`'s default).
+pub const UNAVAILABLE: &str = "__debezium_unavailable_value";
+
+/// The settings every record of one capture shares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvelopeSettings {
+    /// The logical name (Debezium's `topic.prefix`): topics are `<prefix>.<schema>.<table>`.
+    pub prefix: String,
+    /// The source database's name (`source.db`).
+    pub database: String,
+    /// `source.version`: what wrote the record.
+    pub version: String,
+    /// Schemas in key and value (`JsonConverter`'s `schemas.enable`).
+    pub schemas: bool,
+    /// `__debezium.context.runId`: one per run of the capture.
+    pub run_id: String,
+}
+
+/// `source.snapshot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Snapshot {
+    /// A streamed change.
+    False,
+    /// The snapshot's first record.
+    First,
+    /// A snapshot record.
+    True,
+    /// The snapshot's last record.
+    Last,
+}
+
+impl Snapshot {
+    fn as_str(self) -> &'static str {
+        match self {
+            Snapshot::False => "false",
+            Snapshot::First => "first",
+            Snapshot::True => "true",
+            Snapshot::Last => "last",
+        }
+    }
+}
+
+/// Where a change comes from: its transaction and WAL position (the `source` block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// The transaction's commit time.
+    pub commit_time: DateTime<Utc>,
+    /// The transaction's id.
+    pub xid: u32,
+    /// The change's own LSN (`source.lsn`).
+    pub lsn: Lsn,
+    /// The previous transaction's commit LSN, `None` for the first of a session
+    /// (`source.sequence`'s first element).
+    pub last_commit_lsn: Option<Lsn>,
+    /// Whether the record is part of a snapshot.
+    pub snapshot: Snapshot,
+}
+
+/// One Kafka record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its topic.
+    pub topic: String,
+    /// Its key; `None` for a table without a primary key.
+    pub key: Option<Vec<u8>>,
+    /// Its value; `None` for a tombstone.
+    pub value: Option<Vec<u8>>,
+    /// Its headers, in order.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// Why a change could not become records. Fatal: a change cannot be skipped without
+/// breaking its key's order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// A value did not read as its column's type.
+    #[error("{topic}: {source}")]
+    Value {
+        /// The table's topic.
+        topic: String,
+        /// The value.
+        #[source]
+        source: ValueError,
+    },
+    /// A tuple does not have one cell per column of its relation.
+    #[error("{topic}: a row of {found} values for {expected} columns")]
+    Arity {
+        /// The table's topic.
+        topic: String,
+        /// Cells in the row.
+        found: usize,
+        /// Columns of the relation.
+        expected: usize,
+    },
+}
+
+/// One event's operation and row images, and the row its key comes from.
+#[derive(Debug, Clone, Copy)]
+struct Images<'a> {
+    op: char,
+    before: Option<&'a Tuple>,
+    after: Option<&'a Tuple>,
+    key: &'a Tuple,
+}
+
+/// Builds the records of changes (one [`TableShape`] per table, built by the caller).
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    settings: EnvelopeSettings,
+}
+
+impl Envelope {
+    /// An envelope with these settings.
+    pub fn new(settings: EnvelopeSettings) -> Envelope {
+        Envelope { settings }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &EnvelopeSettings {
+        &self.settings
+    }
+
+    /// The records of `change` (a row change of the table `shape` describes), in the order
+    /// Debezium writes them; `now` is the processing time (the top-level `ts_ms`). A
+    /// `Truncate` gives none (Debezium's default `skipped.operations=t`).
+    pub fn records(
+        &self,
+        shape: &TableShape,
+        change: &Change,
+        at: &Position,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Record>, EncodeError> {
+        let event = |op: char, before: Option<&Tuple>, after: Option<&Tuple>, key: &Tuple| {
+            let images = Images {
+                op,
+                before,
+                after,
+                key,
+            };
+            self.event(shape, images, at, now)
+        };
+        match change {
+            Change::Insert { new, .. } => Ok(vec![event('c', None, Some(new), new)?]),
+            Change::Update { old, new, .. } => {
+                let before = match old {
+                    Some(OldRow::Full(row)) => Some(row),
+                    Some(OldRow::Key(row)) => Some(row),
+                    None => None,
+                };
+                match before {
+                    Some(old_row)
+                        if self.key_payload(shape, old_row)? != self.key_payload(shape, new)? =>
+                    {
+                        self.key_change(shape, old, old_row, new, at, now)
+                    }
+                    _ => {
+                        let before = match old {
+                            Some(OldRow::Full(row)) => Some(row),
+                            _ => None,
+                        };
+                        Ok(vec![event('u', before, Some(new), new)?])
+                    }
+                }
+            }
+            Change::Delete { old, .. } => {
+                let row = match old {
+                    OldRow::Key(row) | OldRow::Full(row) => row,
+                };
+                let deleted = event('d', Some(row), None, row)?;
+                let tombstone = self.tombstone(&deleted);
+                Ok(vec![deleted, tombstone])
+            }
+            Change::Truncate { .. } => Ok(Vec::new()),
+        }
+    }
+
+    /// The `r` record of a snapshot row.
+    pub fn read(
+        &self,
+        shape: &TableShape,
+        row: &Tuple,
+        at: &Position,
+        now: DateTime<Utc>,
+    ) -> Result<Record, EncodeError> {
+        let images = Images {
+            op: 'r',
+            before: None,
+            after: Some(row),
+            key: row,
+        };
+        self.event(shape, images, at, now)
+    }
+
+    /// A key change: `d` of the old key and its tombstone (header `__debezium.newkey`),
+    /// then `c` of the new key (header `__debezium.oldkey`), all at the change's LSN.
+    fn key_change(
+        &self,
+        shape: &TableShape,
+        old: &Option<OldRow>,
+        old_row: &Tuple,
+        new: &Tuple,
+        at: &Position,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Record>, EncodeError> {
+        let old_key = self.key_payload(shape, old_row)?.unwrap_or_default();
+        let new_key = self.key_payload(shape, new)?.unwrap_or_default();
+        let before = match old {
+            Some(OldRow::Full(row) | OldRow::Key(row)) => row,
+            None => old_row,
+        };
+        let images = Images {
+            op: 'd',
+            before: Some(before),
+            after: None,
+            key: old_row,
+        };
+        let mut deleted = self.event(shape, images, at, now)?;
+        deleted.headers.insert(0, ("__debezium.newkey", new_key));
+        let tombstone = self.tombstone(&deleted);
+        let images = Images {
+            op: 'c',
+            before: None,
+            after: Some(new),
+            key: new,
+        };
+        let mut created = self.event(shape, images, at, now)?;
+        created.headers.insert(0, ("__debezium.oldkey", old_key));
+        Ok(vec![deleted, tombstone, created])
+    }
+
+    /// The tombstone after `deleted`: its key and headers, no value.
+    fn tombstone(&self, deleted: &Record) -> Record {
+        Record {
+            topic: deleted.topic.clone(),
+            key: deleted.key.clone(),
+            value: None,
+            headers: deleted.headers.clone(),
+        }
+    }
+
+    /// One change event with its key and the context headers.
+    fn event(
+        &self,
+        shape: &TableShape,
+        images: Images<'_>,
+        at: &Position,
+        now: DateTime<Utc>,
+    ) -> Result<Record, EncodeError> {
+        let Images {
+            op,
+            before,
+            after,
+            key: key_row,
+        } = images;
+        let mut payload = String::with_capacity(1024);
+        payload.push_str("{\"before\":");
+        self.push_row(&mut payload, shape, before)?;
+        payload.push_str(",\"after\":");
+        self.push_row(&mut payload, shape, after)?;
+        payload.push_str(",\"source\":");
+        self.push_source(&mut payload, shape, at);
+        payload.push_str(",\"transaction\":null,\"op\":\"");
+        payload.push(op);
+        payload.push('"');
+        push_times(&mut payload, now);
+        payload.push('}');
+        let value = if self.settings.schemas {
+            format!(
+                "{{\"schema\":{},\"payload\":{payload}}}",
+                shape.envelope_schema
+            )
+        } else {
+            payload
+        };
+        let key = self.key_payload(shape, key_row)?.map(|key| {
+            if self.settings.schemas {
+                format!("{{\"schema\":{},\"payload\":{key}}}", shape.key_schema).into_bytes()
+            } else {
+                key.into_bytes()
+            }
+        });
+        Ok(Record {
+            topic: shape.topic.clone(),
+            key,
+            value: Some(value.into_bytes()),
+            headers: self.context_headers(),
+        })
+    }
+
+    /// `__debezium.context.*`, as `extended.headers.enabled=true` (the default) writes them.
+    fn context_headers(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "__debezium.context.connectorLogicalName",
+                self.settings.prefix.clone(),
+            ),
+            ("__debezium.context.taskId", "0".to_owned()),
+            ("__debezium.context.connectorName", "postgresql".to_owned()),
+            ("__debezium.context.runId", self.settings.run_id.clone()),
+        ]
+    }
+
+    /// The key's payload (`{"id":2}`), `None` for a table without a primary key.
+    fn key_payload(&self, shape: &TableShape, row: &Tuple) -> Result<Option<String>, EncodeError> {
+        if shape.key.is_empty() {
+            return Ok(None);
+        }
+        check_arity(shape, row)?;
+        let mut out = String::with_capacity(32);
+        out.push('{');
+        for (n, &at) in shape.key.iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            push_cell(&mut out, shape, at, &row[at])?;
+        }
+        out.push('}');
+        Ok(Some(out))
+    }
+
+    /// A row image, or `null`.
+    fn push_row(
+        &self,
+        out: &mut String,
+        shape: &TableShape,
+        row: Option<&Tuple>,
+    ) -> Result<(), EncodeError> {
+        let Some(row) = row else {
+            out.push_str("null");
+            return Ok(());
+        };
+        check_arity(shape, row)?;
+        out.push('{');
+        for (at, cell) in row.iter().enumerate() {
+            if at > 0 {
+                out.push(',');
+            }
+            push_cell(out, shape, at, cell)?;
+        }
+        out.push('}');
+        Ok(())
+    }
+
+    /// The `source` block.
+    fn push_source(&self, out: &mut String, shape: &TableShape, at: &Position) {
+        let micros = at.commit_time.timestamp_micros();
+        out.push_str("{\"version\":");
+        push_string(out, &self.settings.version);
+        out.push_str(",\"connector\":\"postgresql\",\"name\":");
+        push_string(out, &self.settings.prefix);
+        out.push_str(&format!(",\"ts_ms\":{}", micros.div_euclid(1000)));
+        out.push_str(",\"snapshot\":\"");
+        out.push_str(at.snapshot.as_str());
+        out.push_str("\",\"db\":");
+        push_string(out, &self.settings.database);
+        let last = at
+            .last_commit_lsn
+            .map_or_else(|| "null".to_owned(), |lsn| format!("\"{}\"", lsn.0));
+        let sequence = format!("[{last},\"{}\"]", at.lsn.0);
+        out.push_str(",\"sequence\":");
+        push_string(out, &sequence);
+        out.push_str(&format!(
+            ",\"ts_us\":{micros},\"ts_ns\":{}",
+            i128::from(micros) * 1000
+        ));
+        out.push_str(",\"schema\":");
+        push_string(out, &shape.schema);
+        out.push_str(",\"table\":");
+        push_string(out, &shape.table);
+        out.push_str(&format!(
+            ",\"txId\":{},\"lsn\":{},\"xmin\":null,\"origin\":null,\"origin_lsn\":null}}",
+            at.xid, at.lsn.0
+        ));
+    }
+}
+
+/// `,"ts_ms":…,"ts_us":…,"ts_ns":…` of the processing time.
+fn push_times(out: &mut String, now: DateTime<Utc>) {
+    let nanos = now
+        .timestamp_nanos_opt()
+        .map_or_else(|| i128::from(now.timestamp_micros()) * 1000, i128::from);
+    out.push_str(&format!(
+        ",\"ts_ms\":{},\"ts_us\":{},\"ts_ns\":{nanos}",
+        nanos.div_euclid(1_000_000),
+        nanos.div_euclid(1000)
+    ));
+}
+
+/// `"name":value` of one column.
+fn push_cell(
+    out: &mut String,
+    shape: &TableShape,
+    at: usize,
+    cell: &Cell,
+) -> Result<(), EncodeError> {
+    let column = &shape.columns[at];
+    push_string(out, &column.name);
+    out.push(':');
+    let fail = |source: ValueError| EncodeError::Value {
+        topic: shape.topic.clone(),
+        source,
+    };
+    match cell {
+        Cell::Null => out.push_str("null"),
+        Cell::Text(text) => column
+            .kind
+            .push_value(out, &column.name, text)
+            .map_err(fail)?,
+        Cell::UnchangedToast => push_unavailable(out, column.kind),
+        Cell::Binary(_) => {
+            return Err(fail(ValueError {
+                column: column.name.clone(),
+                type_name: "binary",
+                text: String::new(),
+                why: "pgoutput's binary format is not requested by sluice capture",
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The placeholder for an unchanged out-of-line value: the text for string columns, its
+/// bytes for `bytes` columns (base64), as Debezium converts its placeholder per type.
+fn push_unavailable(out: &mut String, kind: Kind) {
+    use base64::Engine as _;
+    match kind {
+        Kind::Bytes | Kind::Decimal { .. } => {
+            out.push('"');
+            base64::engine::general_purpose::STANDARD.encode_string(UNAVAILABLE, out);
+            out.push('"');
+        }
+        _ => push_string(out, UNAVAILABLE),
+    }
+}
+
+fn check_arity(shape: &TableShape, row: &Tuple) -> Result<(), EncodeError> {
+    if row.len() == shape.columns.len() {
+        Ok(())
+    } else {
+        Err(EncodeError::Arity {
+            topic: shape.topic.clone(),
+            found: row.len(),
+            expected: shape.columns.len(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,17 @@
+//! Debezium-compatible change events (docs/capture.md#the-envelope): the records Debezium
+//! 3.6's PostgreSQL connector writes with `JsonConverter`, built from the change model
+//! without a JVM. [`TableShape`] renders a table's schemas once; [`Envelope`] turns each
+//! change into its records; [`Kind`] maps a column type to its Connect schema and value.
+
+mod defaults;
+mod envelope;
+mod json;
+mod shape;
+mod types;
+
+pub use defaults::constant_default;
+pub use envelope::{
+    EncodeError, Envelope, EnvelopeSettings, Position, Record, Snapshot, UNAVAILABLE,
+};
+pub use shape::{ColumnCatalog, ShapeColumn, TableShape};
+pub use types::{Kind, ValueError};

@@ -1,0 +1,178 @@
+//! A captured table as its Debezium records describe it: the topic, the key columns, each
+//! column's kind, and the key and envelope schemas rendered once (JsonConverter's member
+//! order: `type`, `fields`, `optional`, `name`, `version`, `doc`, `parameters`, `default`,
+//! `field`), so a change costs only its values.
+
+use super::json::push_string;
+use super::types::Kind;
+use crate::model::Relation;
+
+/// What a column needs beyond the Relation message, read from the catalog
+/// (`pg_attribute`, `pg_attrdef`, the primary key): the Relation message carries neither
+/// `NOT NULL` nor defaults, and under `REPLICA IDENTITY FULL` it flags every column as key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnCatalog {
+    /// `NOT attnotnull`.
+    pub optional: bool,
+    /// The column's default as its JSON value in the schema (`"x"`, `0`), when Debezium
+    /// would write one; `None` leaves `default` out.
+    pub default: Option<String>,
+    /// Part of the table's primary key (the record key).
+    pub primary_key: bool,
+}
+
+/// One column of a [`TableShape`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeColumn {
+    /// Its name.
+    pub name: String,
+    /// Its Debezium type.
+    pub kind: Kind,
+}
+
+/// A table's records: topic, key columns and schemas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableShape {
+    /// `<prefix>.<schema>.<table>`.
+    pub topic: String,
+    /// The table's schema.
+    pub schema: String,
+    /// The table's name.
+    pub table: String,
+    /// Every column of the Relation message, in its order.
+    pub columns: Vec<ShapeColumn>,
+    /// The primary key's columns, as positions in `columns`; empty: records have no key.
+    pub key: Vec<usize>,
+    /// `{"type":"struct",…,"name":"<topic>.Key"}`.
+    pub key_schema: String,
+    /// `{"type":"struct",…,"name":"<topic>.Envelope","version":2}`.
+    pub envelope_schema: String,
+}
+
+/// The `source` block's Connect schema for PostgreSQL, as Debezium 3.6 writes it.
+const SOURCE_SCHEMA: &str = concat!(
+    "{\"type\":\"struct\",\"fields\":[",
+    "{\"type\":\"string\",\"optional\":false,\"field\":\"version\"},",
+    "{\"type\":\"string\",\"optional\":false,\"field\":\"connector\"},",
+    "{\"type\":\"string\",\"optional\":false,\"field\":\"name\"},",
+    "{\"type\":\"int64\",\"optional\":false,\"field\":\"ts_ms\"},",
+    "{\"type\":\"string\",\"optional\":true,\"name\":\"io.debezium.data.Enum\",\"version\":1,",
+    "\"parameters\":{\"allowed\":\"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental\"},",
+    "\"default\":\"false\",\"field\":\"snapshot\"},",
+    "{\"type\":\"string\",\"optional\":false,\"field\":\"db\"},",
+    "{\"type\":\"string\",\"optional\":true,\"field\":\"sequence\"},",
+    "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_us\"},",
+    "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ns\"},",
+    "{\"type\":\"string\",\"optional\":false,\"field\":\"schema\"},",
+    "{\"type\":\"string\",\"optional\":false,\"field\":\"table\"},",
+    "{\"type\":\"int64\",\"optional\":true,\"field\":\"txId\"},",
+    "{\"type\":\"int64\",\"optional\":true,\"field\":\"lsn\"},",
+    "{\"type\":\"int64\",\"optional\":true,\"field\":\"xmin\"},",
+    "{\"type\":\"string\",\"optional\":true,\"field\":\"origin\"},",
+    "{\"type\":\"int64\",\"optional\":true,\"field\":\"origin_lsn\"}],",
+    "\"optional\":false,\"name\":\"io.debezium.connector.postgresql.Source\",\"version\":1,\"field\":\"source\"}",
+);
+
+/// The `transaction` block's schema (always null in the payload: Debezium's
+/// `provide.transaction.metadata=false`).
+const TRANSACTION_SCHEMA: &str = concat!(
+    "{\"type\":\"struct\",\"fields\":[",
+    "{\"type\":\"string\",\"optional\":false,\"field\":\"id\"},",
+    "{\"type\":\"int64\",\"optional\":false,\"field\":\"total_order\"},",
+    "{\"type\":\"int64\",\"optional\":false,\"field\":\"data_collection_order\"}],",
+    "\"optional\":true,\"name\":\"event.block\",\"version\":1,\"field\":\"transaction\"}",
+);
+
+/// The envelope's last members: `op` and the processing time.
+const ENVELOPE_TAIL: &str = concat!(
+    "{\"type\":\"string\",\"optional\":false,\"field\":\"op\"},",
+    "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ms\"},",
+    "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_us\"},",
+    "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ns\"}",
+);
+
+impl TableShape {
+    /// The shape of `relation` under topic prefix `prefix`, with `catalog[i]` describing
+    /// `relation.columns[i]` (the caller reads it when a Relation message arrives).
+    pub fn new(prefix: &str, relation: &Relation, catalog: &[ColumnCatalog]) -> TableShape {
+        let topic = format!("{prefix}.{}.{}", relation.schema, relation.table);
+        let columns: Vec<ShapeColumn> = relation
+            .columns
+            .iter()
+            .map(|c| ShapeColumn {
+                name: c.name.clone(),
+                kind: Kind::of(c.type_oid, c.type_modifier),
+            })
+            .collect();
+        let fallback = ColumnCatalog {
+            optional: true,
+            default: None,
+            primary_key: false,
+        };
+        let info = |at: usize| catalog.get(at).unwrap_or(&fallback);
+        let key: Vec<usize> = (0..columns.len())
+            .filter(|&at| info(at).primary_key)
+            .collect();
+        let field = |at: usize| {
+            let c = info(at);
+            column_schema(&columns[at], c.optional, c.default.as_deref())
+        };
+        let key_fields: Vec<String> = key.iter().map(|&at| field(at)).collect();
+        let key_schema = format!(
+            "{{\"type\":\"struct\",\"fields\":[{}],\"optional\":false,\"name\":{}}}",
+            key_fields.join(","),
+            quoted(&format!("{topic}.Key"))
+        );
+        let row_fields: Vec<String> = (0..columns.len()).map(field).collect();
+        let row = |member: &str| {
+            format!(
+                "{{\"type\":\"struct\",\"fields\":[{}],\"optional\":true,\"name\":{},\"field\":\"{member}\"}}",
+                row_fields.join(","),
+                quoted(&format!("{topic}.Value"))
+            )
+        };
+        let envelope_schema = format!(
+            "{{\"type\":\"struct\",\"fields\":[{},{},{SOURCE_SCHEMA},{TRANSACTION_SCHEMA},{ENVELOPE_TAIL}],\"optional\":false,\"name\":{},\"version\":2}}",
+            row("before"),
+            row("after"),
+            quoted(&format!("{topic}.Envelope"))
+        );
+        TableShape {
+            topic,
+            schema: relation.schema.clone(),
+            table: relation.table.clone(),
+            columns,
+            key,
+            key_schema,
+            envelope_schema,
+        }
+    }
+}
+
+/// One column's schema as a member of a struct's `fields`.
+fn column_schema(column: &ShapeColumn, optional: bool, default: Option<&str>) -> String {
+    let (head, tail) = column.kind.schema_parts();
+    let mut out = String::with_capacity(96);
+    out.push('{');
+    out.push_str(head);
+    out.push_str(if optional {
+        ",\"optional\":true"
+    } else {
+        ",\"optional\":false"
+    });
+    out.push_str(&tail);
+    if let Some(default) = default {
+        out.push_str(",\"default\":");
+        out.push_str(default);
+    }
+    out.push_str(",\"field\":");
+    push_string(&mut out, &column.name);
+    out.push('}');
+    out
+}
+
+fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    push_string(&mut out, text);
+    out
+}

@@ -1,0 +1,305 @@
+//! PostgreSQL column types as Debezium 3.6 maps them with its defaults
+//! (`decimal.handling.mode=precise`, `time.precision.mode=adaptive`,
+//! `binary.handling.mode=bytes`, `interval.handling.mode=numeric`): the Connect schema of
+//! each column, and its value from PostgreSQL's text output (docs/capture.md#values).
+
+use super::json::{push_double, push_float, push_string};
+use crate::model::TypeOid;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
+use num_bigint::BigInt;
+
+/// A value whose text does not read as its column's type (a PostgreSQL output this map does
+/// not know). Fatal for the capture: a change cannot be skipped without breaking its key's
+/// order, so the operator must see it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("column {column}: {type_name} value {text:?} cannot be read ({why})")]
+pub struct ValueError {
+    /// The column.
+    pub column: String,
+    /// Its type as this map knows it.
+    pub type_name: &'static str,
+    /// The text PostgreSQL sent (cut at 80 characters).
+    pub text: String,
+    /// Why it could not be read.
+    pub why: &'static str,
+}
+
+/// A column's Debezium type: what its Connect schema is and how its text becomes a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `bool` → `boolean`.
+    Boolean,
+    /// `int2` → `int16`.
+    Int16,
+    /// `int4` → `int32`.
+    Int32,
+    /// `int8` → `int64`.
+    Int64,
+    /// `float4` → `float`.
+    Float32,
+    /// `float8` → `double`.
+    Float64,
+    /// `numeric(p,s)` → `bytes` named `org.apache.kafka.connect.data.Decimal`.
+    Decimal {
+        /// Declared precision.
+        precision: u16,
+        /// Declared scale.
+        scale: u16,
+    },
+    /// `numeric` without a declared scale → `io.debezium.data.VariableScaleDecimal`.
+    VariableDecimal,
+    /// `text`, `varchar`, `bpchar`, `name`, and types this map does not know.
+    Text,
+    /// `json`, `jsonb` → `string` named `io.debezium.data.Json`.
+    Json,
+    /// `uuid` → `string` named `io.debezium.data.Uuid`.
+    Uuid,
+    /// `xml` → `string` named `io.debezium.data.Xml`.
+    Xml,
+    /// `bytea` → `bytes`.
+    Bytes,
+    /// `date` → `int32` days since 1970-01-01, `io.debezium.time.Date`.
+    Date,
+    /// `timestamp(p ≤ 3)` → `int64` ms, `io.debezium.time.Timestamp`.
+    TimestampMillis,
+    /// `timestamp`, `timestamp(p > 3)` → `int64` µs, `io.debezium.time.MicroTimestamp`.
+    TimestampMicros,
+    /// `timestamptz` → `string` in UTC, `io.debezium.time.ZonedTimestamp`.
+    ZonedTimestamp,
+    /// `time(p ≤ 3)` → `int32` ms, `io.debezium.time.Time`.
+    TimeMillis,
+    /// `time`, `time(p > 3)` → `int64` µs, `io.debezium.time.MicroTime`.
+    TimeMicros,
+}
+
+impl Kind {
+    /// The kind of a column of type `oid` with modifier `typmod` (`atttypmod`).
+    pub fn of(oid: TypeOid, typmod: i32) -> Kind {
+        match oid {
+            16 => Kind::Boolean,
+            21 => Kind::Int16,
+            23 => Kind::Int32,
+            20 => Kind::Int64,
+            700 => Kind::Float32,
+            701 => Kind::Float64,
+            1700 if typmod >= 4 => {
+                let packed = typmod - 4;
+                Kind::Decimal {
+                    precision: u16::try_from((packed >> 16) & 0xffff).unwrap_or(0),
+                    scale: u16::try_from(packed & 0xffff).unwrap_or(0),
+                }
+            }
+            1700 => Kind::VariableDecimal,
+            114 | 3802 => Kind::Json,
+            2950 => Kind::Uuid,
+            142 => Kind::Xml,
+            17 => Kind::Bytes,
+            1082 => Kind::Date,
+            1114 if (0..=3).contains(&typmod) => Kind::TimestampMillis,
+            1114 => Kind::TimestampMicros,
+            1184 => Kind::ZonedTimestamp,
+            1083 if (0..=3).contains(&typmod) => Kind::TimeMillis,
+            1083 => Kind::TimeMicros,
+            _ => Kind::Text,
+        }
+    }
+
+    /// The schema's `type`, `name`, `version` and `parameters` as JSON members, without the
+    /// braces, in JsonConverter's order (`optional` goes between `type` and `name`, so the
+    /// caller gets the two parts: before and after it).
+    pub(crate) fn schema_parts(self) -> (&'static str, String) {
+        let named = |name: &str| format!(",\"name\":\"{name}\",\"version\":1");
+        match self {
+            Kind::Boolean => ("\"type\":\"boolean\"", String::new()),
+            Kind::Int16 => ("\"type\":\"int16\"", String::new()),
+            Kind::Int32 => ("\"type\":\"int32\"", String::new()),
+            Kind::Int64 => ("\"type\":\"int64\"", String::new()),
+            Kind::Float32 => ("\"type\":\"float\"", String::new()),
+            Kind::Float64 => ("\"type\":\"double\"", String::new()),
+            Kind::Decimal { precision, scale } => (
+                "\"type\":\"bytes\"",
+                format!(
+                    ",\"name\":\"org.apache.kafka.connect.data.Decimal\",\"version\":1,\"parameters\":{{\"scale\":\"{scale}\",\"connect.decimal.precision\":\"{precision}\"}}"
+                ),
+            ),
+            Kind::VariableDecimal => (
+                "\"type\":\"struct\",\"fields\":[{\"type\":\"int32\",\"optional\":false,\"field\":\"scale\"},{\"type\":\"bytes\",\"optional\":false,\"field\":\"value\"}]",
+                ",\"name\":\"io.debezium.data.VariableScaleDecimal\",\"version\":1,\"doc\":\"Variable scaled decimal\"".to_owned(),
+            ),
+            Kind::Text => ("\"type\":\"string\"", String::new()),
+            Kind::Json => ("\"type\":\"string\"", named("io.debezium.data.Json")),
+            Kind::Uuid => ("\"type\":\"string\"", named("io.debezium.data.Uuid")),
+            Kind::Xml => ("\"type\":\"string\"", named("io.debezium.data.Xml")),
+            Kind::Bytes => ("\"type\":\"bytes\"", String::new()),
+            Kind::Date => ("\"type\":\"int32\"", named("io.debezium.time.Date")),
+            Kind::TimestampMillis => ("\"type\":\"int64\"", named("io.debezium.time.Timestamp")),
+            Kind::TimestampMicros => (
+                "\"type\":\"int64\"",
+                named("io.debezium.time.MicroTimestamp"),
+            ),
+            Kind::ZonedTimestamp => (
+                "\"type\":\"string\"",
+                named("io.debezium.time.ZonedTimestamp"),
+            ),
+            Kind::TimeMillis => ("\"type\":\"int32\"", named("io.debezium.time.Time")),
+            Kind::TimeMicros => ("\"type\":\"int64\"", named("io.debezium.time.MicroTime")),
+        }
+    }
+
+    /// The name this map gives the kind in errors.
+    fn type_name(self) -> &'static str {
+        match self {
+            Kind::Boolean => "boolean",
+            Kind::Int16 | Kind::Int32 | Kind::Int64 => "integer",
+            Kind::Float32 | Kind::Float64 => "float",
+            Kind::Decimal { .. } | Kind::VariableDecimal => "numeric",
+            Kind::Text | Kind::Json | Kind::Uuid | Kind::Xml => "text",
+            Kind::Bytes => "bytea",
+            Kind::Date => "date",
+            Kind::TimestampMillis | Kind::TimestampMicros => "timestamp",
+            Kind::ZonedTimestamp => "timestamptz",
+            Kind::TimeMillis | Kind::TimeMicros => "time",
+        }
+    }
+
+    /// Appends the JSON value of `text`, the column's value in PostgreSQL's text output
+    /// (the walsender's session pinned to ISO dates, UTC, `extra_float_digits=3`).
+    pub fn push_value(self, out: &mut String, column: &str, text: &str) -> Result<(), ValueError> {
+        let fail = |why: &'static str| ValueError {
+            column: column.to_owned(),
+            type_name: self.type_name(),
+            text: text.chars().take(80).collect(),
+            why,
+        };
+        match self {
+            Kind::Boolean => out.push_str(match text {
+                "t" => "true",
+                "f" => "false",
+                _ => return Err(fail("not t or f")),
+            }),
+            Kind::Int16 | Kind::Int32 | Kind::Int64 => {
+                text.parse::<i64>().map_err(|_| fail("not an integer"))?;
+                out.push_str(text);
+            }
+            Kind::Float32 => push_float(out, parse_float(text).map_err(fail)? as f32),
+            Kind::Float64 => push_double(out, parse_float(text).map_err(fail)?),
+            Kind::Decimal { scale, .. } => {
+                let (unscaled, written) = unscaled(text).map_err(fail)?;
+                if written != u32::from(scale) {
+                    return Err(fail("scale differs from the column's"));
+                }
+                push_base64(out, &unscaled.to_signed_bytes_be());
+            }
+            Kind::VariableDecimal => {
+                let (unscaled, scale) = unscaled(text).map_err(fail)?;
+                out.push_str("{\"scale\":");
+                out.push_str(&scale.to_string());
+                out.push_str(",\"value\":");
+                push_base64(out, &unscaled.to_signed_bytes_be());
+                out.push('}');
+            }
+            Kind::Text | Kind::Json | Kind::Uuid | Kind::Xml => push_string(out, text),
+            Kind::Bytes => {
+                let hex = text
+                    .strip_prefix("\\x")
+                    .ok_or_else(|| fail("not \\x hex"))?;
+                push_base64(
+                    out,
+                    &decode_hex(hex).ok_or_else(|| fail("odd or non-hex digits"))?,
+                );
+            }
+            Kind::Date => {
+                let day = NaiveDate::parse_from_str(text, "%Y-%m-%d")
+                    .map_err(|_| fail("not YYYY-MM-DD"))?;
+                let days = day.signed_duration_since(epoch_day()).num_days();
+                out.push_str(&days.to_string());
+            }
+            Kind::TimestampMicros | Kind::TimestampMillis => {
+                let at = NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+                    .map_err(|_| fail("not YYYY-MM-DD HH:MM:SS"))?;
+                let micros = at.and_utc().timestamp_micros();
+                let value = if self == Kind::TimestampMillis {
+                    micros.div_euclid(1000)
+                } else {
+                    micros
+                };
+                out.push_str(&value.to_string());
+            }
+            Kind::ZonedTimestamp => push_zoned(out, text).map_err(fail)?,
+            Kind::TimeMicros | Kind::TimeMillis => {
+                let time = NaiveTime::parse_from_str(text, "%H:%M:%S%.f")
+                    .map_err(|_| fail("not HH:MM:SS"))?;
+                let micros = time
+                    .signed_duration_since(NaiveTime::MIN)
+                    .num_microseconds()
+                    .unwrap_or(0);
+                let value = if self == Kind::TimeMillis {
+                    micros / 1000
+                } else {
+                    micros
+                };
+                out.push_str(&value.to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn epoch_day() -> NaiveDate {
+    NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default()
+}
+
+/// PostgreSQL's float text (`2.5`, `1e+20`, `NaN`, `Infinity`, `-Infinity`).
+fn parse_float(text: &str) -> Result<f64, &'static str> {
+    match text {
+        "NaN" => Ok(f64::NAN),
+        "Infinity" => Ok(f64::INFINITY),
+        "-Infinity" => Ok(f64::NEG_INFINITY),
+        _ => text.parse::<f64>().map_err(|_| "not a number"),
+    }
+}
+
+/// A numeric's text (`-42.50`) as its unscaled integer (-4250) and the digits written after
+/// the point (2). `NaN` and the infinities have no Decimal form.
+fn unscaled(text: &str) -> Result<(BigInt, u32), &'static str> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = format!("{whole}{fraction}");
+    let value = digits
+        .parse::<BigInt>()
+        .map_err(|_| "not a finite decimal (NaN and infinities have no Decimal form)")?;
+    let scale = u32::try_from(fraction.len()).map_err(|_| "too many digits")?;
+    Ok((value, scale))
+}
+
+fn push_base64(out: &mut String, bytes: &[u8]) {
+    out.push('"');
+    BASE64.encode_string(bytes, out);
+    out.push('"');
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(hex.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
+/// `2026-03-04 03:06:07.123456+00` (the session in UTC) → `"2026-03-04T03:06:07.123456Z"`:
+/// ISO-8601 in UTC, always six fraction digits, as Debezium's ZonedTimestamp writes it.
+fn push_zoned(out: &mut String, text: &str) -> Result<(), &'static str> {
+    let at = chrono::DateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f%#z")
+        .map_err(|_| "not YYYY-MM-DD HH:MM:SS±ZZ")?
+        .with_timezone(&chrono::Utc);
+    out.push('"');
+    out.push_str(&at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string());
+    out.push('"');
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,97 @@
+use super::*;
+
+fn value(kind: Kind, text: &str) -> String {
+    let mut out = String::new();
+    kind.push_value(&mut out, "c", text)
+        .unwrap_or_else(|error| panic!("{error}"));
+    out
+}
+
+const NUMERIC_12_2: i32 = ((12 << 16) | 2) + 4;
+
+#[test]
+fn kinds_follow_the_type_and_its_modifier() {
+    assert_eq!(
+        Kind::of(1700, NUMERIC_12_2),
+        Kind::Decimal {
+            precision: 12,
+            scale: 2
+        }
+    );
+    assert_eq!(Kind::of(1700, -1), Kind::VariableDecimal);
+    assert_eq!(Kind::of(1114, -1), Kind::TimestampMicros);
+    assert_eq!(Kind::of(1114, 6), Kind::TimestampMicros);
+    assert_eq!(Kind::of(1114, 3), Kind::TimestampMillis);
+    assert_eq!(Kind::of(1083, 0), Kind::TimeMillis);
+    assert_eq!(Kind::of(25, -1), Kind::Text);
+    assert_eq!(Kind::of(3802, -1), Kind::Json);
+}
+
+/// The values of the Debezium 3.6.1 fixtures (crates/sluice-cli/tests/data/debezium/README.md).
+#[test]
+fn values_equal_the_fixtures() {
+    let amount = Kind::of(1700, NUMERIC_12_2);
+    assert_eq!(value(amount, "1234567890.12"), "\"HL6ZGhQ=\"");
+    assert_eq!(value(amount, "-42.50"), "\"72Y=\"");
+    assert_eq!(value(amount, "0.05"), "\"BQ==\"");
+    assert_eq!(value(amount, "99.99"), "\"Jw8=\"");
+    assert_eq!(value(Kind::Date, "2026-03-04"), "20516");
+    assert_eq!(value(Kind::Date, "1969-12-31"), "-1");
+    assert_eq!(
+        value(Kind::TimestampMicros, "2026-03-04 05:06:07.123456"),
+        "1772600767123456"
+    );
+    assert_eq!(
+        value(Kind::TimestampMicros, "1969-12-31 23:59:59.999999"),
+        "-1"
+    );
+    assert_eq!(
+        value(Kind::ZonedTimestamp, "2026-03-04 03:06:07.123456+00"),
+        "\"2026-03-04T03:06:07.123456Z\""
+    );
+    assert_eq!(
+        value(Kind::ZonedTimestamp, "2026-12-31 18:29:59+00"),
+        "\"2026-12-31T18:29:59.000000Z\""
+    );
+    assert_eq!(
+        value(
+            Kind::Json,
+            "{\"big\": 12345678901234567890, \"list\": [1, 2.5, \"três\"]}"
+        ),
+        "\"{\\\"big\\\": 12345678901234567890, \\\"list\\\": [1, 2.5, \\\"três\\\"]}\""
+    );
+}
+
+#[test]
+fn other_values() {
+    assert_eq!(value(Kind::Boolean, "t"), "true");
+    assert_eq!(value(Kind::Int16, "-32768"), "-32768");
+    assert_eq!(value(Kind::Float64, "2.5"), "2.5");
+    assert_eq!(value(Kind::Float64, "1e+20"), "1.0E20");
+    assert_eq!(value(Kind::Float32, "0.1"), "0.1");
+    assert_eq!(value(Kind::Bytes, "\\x00ff10"), "\"AP8Q\"");
+    assert_eq!(
+        value(Kind::VariableDecimal, "-1.500"),
+        "{\"scale\":3,\"value\":\"+iQ=\"}"
+    );
+    assert_eq!(
+        value(Kind::TimestampMillis, "1969-12-31 23:59:59.9995"),
+        "-1"
+    );
+    assert_eq!(value(Kind::TimeMicros, "05:06:07.123456"), "18367123456");
+    assert_eq!(value(Kind::TimeMillis, "00:00:01.5"), "1500");
+}
+
+#[test]
+fn unreadable_values_name_their_column() {
+    let mut out = String::new();
+    let error = Kind::Boolean
+        .push_value(&mut out, "flag", "yes")
+        .expect_err("not t or f");
+    assert_eq!(error.column, "flag");
+    assert!(error.to_string().contains("\"yes\""), "{error}");
+    let error = Kind::of(1700, NUMERIC_12_2)
+        .push_value(&mut out, "amount", "NaN")
+        .expect_err("NaN has no Decimal form");
+    assert!(error.to_string().contains("amount"), "{error}");
+}

@@ -1,0 +1,305 @@
+//! The relay against the Debezium 3.6.1 fixtures (crates/sluice-cli/tests/data/debezium):
+//! `source.sql`'s statements run against a fresh source while the relay streams its slot
+//! into Kafka, and every record it wrote equals the connector's, record for record — key,
+//! value, headers, tombstones, partition — with what differs by nature masked: the `source`
+//! block's version, timestamps, LSNs and transaction id, the processing time, the run id, and
+//! the names the test makes unique (topic prefix, database). The snapshot record (`00`) is
+//! not streamed yet: `sluice capture`'s snapshot is a later step (docs/capture.md).
+//!
+//! Then the durability rule's end: once Kafka acknowledged every record, the slot's
+//! confirmed position is past the last change.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+mod support;
+
+use rdkafka::Message;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Headers;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use sluice_capture::debezium::{Envelope, EnvelopeSettings};
+use sluice_capture::relay::Relay;
+use sluice_capture::{Session, SlotSnapshot, SourceConfig};
+use sluice_kafka::ResilientProducer;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use support::Source;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sluice-cli/tests/data/debezium")
+}
+
+/// `source.sql` in two parts: what ran before the connector (without its publication,
+/// which the test source makes under its own name), and the statements after, one each.
+fn source_sql() -> (String, Vec<String>) {
+    let sql = std::fs::read_to_string(fixtures().join("source.sql")).unwrap();
+    let (before, after) = sql
+        .split_once("-- The connector then started")
+        .expect("the marker in source.sql");
+    let before: String = before
+        .lines()
+        .filter(|line| !line.starts_with("CREATE PUBLICATION"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let after = after
+        .split_once('\n')
+        .map_or("", |(_, rest)| rest)
+        .split(";\n")
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    (before, after)
+}
+
+/// A consumed record: partition, key, value, headers.
+#[derive(Debug)]
+struct Consumed {
+    partition: i32,
+    key: String,
+    value: Option<String>,
+    headers: Vec<(String, String)>,
+}
+
+fn consume(bootstrap: &str, topic: &str, count: usize) -> Vec<Consumed> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("{topic}-reader"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    // Until `count` arrived (at most 60 s), then 2 s more for any record too many.
+    let mut deadline = Instant::now() + Duration::from_secs(60);
+    let mut records = Vec::new();
+    let mut complete = false;
+    while Instant::now() < deadline {
+        if !complete && records.len() >= count {
+            complete = true;
+            deadline = Instant::now() + Duration::from_secs(2);
+        }
+        let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let message = message.unwrap();
+        let text = |bytes: Option<&[u8]>| bytes.map(|b| String::from_utf8_lossy(b).into_owned());
+        let headers = message
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_owned(), text(h.value).unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        records.push(Consumed {
+            partition: message.partition(),
+            key: text(message.key()).unwrap_or_default(),
+            value: text(message.payload()),
+            headers,
+        });
+    }
+    records
+}
+
+/// `text` with the scalar after each `"name":` of `names` replaced by `0`: the `source`
+/// block's and the processing time's values, which differ by nature.
+fn masked(text: &str) -> String {
+    let mut out = text.to_owned();
+    for name in [
+        "\"version\":\"",
+        "\"ts_ms\":",
+        "\"ts_us\":",
+        "\"ts_ns\":",
+        "\"sequence\":",
+        "\"txId\":",
+        "\"lsn\":",
+    ] {
+        let mut from = 0;
+        while let Some(found) = out[from..].find(name) {
+            let start = from + found + name.len();
+            let rest = &out[start..];
+            let len = if name.ends_with('"') {
+                rest.find('"').unwrap_or(0)
+            } else if rest.starts_with('"') {
+                string_len(rest)
+            } else {
+                rest.find([',', '}']).unwrap_or(0)
+            };
+            out.replace_range(start..start + len, "0");
+            from = start + 1;
+        }
+    }
+    out
+}
+
+/// The length of the JSON string at the start of `text`, quotes included.
+fn string_len(text: &str) -> usize {
+    let mut escaped = false;
+    for (at, c) in text.char_indices().skip(1) {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => return at + 1,
+            _ => {}
+        }
+    }
+    text.len()
+}
+
+#[test]
+fn masking_replaces_the_values_that_differ_by_nature() {
+    assert_eq!(
+        masked(r#"{"version":"3.6.1.Final","ts_ms":17,"sequence":"[\"1\",\"2\"]","lsn":9}"#),
+        r#"{"version":"0","ts_ms":0,"sequence":0,"lsn":0}"#
+    );
+    assert_eq!(masked(r#"{"version":1,"x":2}"#), r#"{"version":1,"x":2}"#);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_writes_what_debezium_wrote() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let (before, statements) = source_sql();
+    let source = Source::create(&stack.database_url, &before).await;
+    let prefix = format!("cap{}", &source.database["capture_".len()..]);
+    let topic = format!("{prefix}.public.items");
+    sluice_testkit::create_topic(&stack, &topic, 1).await;
+
+    let config = SourceConfig::from_url(&source.url, &source.slot, &source.publication)
+        .unwrap()
+        .with_status_interval(Duration::from_millis(100));
+    let mut session = Session::connect(&config).await.unwrap();
+    session
+        .create_slot(false, SlotSnapshot::Nothing)
+        .await
+        .unwrap();
+    let mut stream = session.start().await.unwrap();
+    let mut catalog = source.connect().await;
+    let producer = ResilientProducer::new(
+        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        "capture-test",
+    )
+    .unwrap();
+    let envelope = Envelope::new(EnvelopeSettings {
+        prefix: prefix.clone(),
+        database: source.database.clone(),
+        version: format!("sluice {}", env!("CARGO_PKG_VERSION")),
+        schemas: true,
+        run_id: "test-run".into(),
+    });
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let relay = tokio::spawn(async move {
+        Relay {
+            stream: &mut stream,
+            catalog: &mut catalog,
+            producer: &producer,
+            envelope: &envelope,
+        }
+        .run(async {
+            let _ = stop_rx.await;
+        })
+        .await
+        .map(|report| (report, stream))
+    });
+
+    let mut writer = source.connect().await;
+    let refs: Vec<&str> = statements.iter().map(String::as_str).collect();
+    source.run(&mut writer, &refs).await;
+
+    let stems = [
+        "01-create-id2",
+        "02-update-id2-toast-placeholder",
+        "03-delete-id2-pk-update",
+        "04-tombstone-id2-pk-update",
+        "05-create-id3-pk-update",
+        "06-delete-id3",
+        "07-tombstone-id3",
+        "08-create-id3-reinsert",
+        "09-update-id1-big-changed",
+    ];
+    let records = consume(&stack.bootstrap, &topic, stems.len());
+    assert_eq!(records.len(), stems.len(), "{records:#?}");
+    let ours = |text: &str| {
+        masked(
+            &text
+                .replace("dbzsamples", &prefix)
+                .replace("dbz_samples", &source.database),
+        )
+    };
+    for (record, stem) in records.iter().zip(stems) {
+        let read = |suffix: &str| {
+            std::fs::read_to_string(fixtures().join(format!("{stem}.{suffix}"))).ok()
+        };
+        assert_eq!(
+            record.key,
+            read("key.json").unwrap().replace("dbzsamples", &prefix),
+            "{stem}: key"
+        );
+        match (&record.value, read("value.json")) {
+            (Some(value), Some(expected)) => {
+                assert_eq!(masked(value), ours(&expected), "{stem}: value");
+            }
+            (None, None) => {}
+            (value, expected) => panic!("{stem}: value {value:?}, expected {expected:?}"),
+        }
+        let expected: serde_json::Value =
+            serde_json::from_str(&read("headers.json").unwrap()).unwrap();
+        assert_eq!(
+            i64::from(record.partition),
+            expected["partition"].as_i64().unwrap()
+        );
+        let expected_headers: Vec<(String, String)> = expected["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                let name = h[0].as_str().unwrap().to_owned();
+                let value = h[1]
+                    .as_str()
+                    .unwrap_or_default()
+                    .replace("dbzsamples", &prefix);
+                let value = if name.ends_with("runId") {
+                    "test-run".to_owned()
+                } else {
+                    value
+                };
+                (name, value)
+            })
+            .collect();
+        assert_eq!(record.headers, expected_headers, "{stem}: headers");
+    }
+
+    // Everything Kafka acknowledged is confirmed: the relay's confirmed position passes
+    // the last change, and the slot gets it.
+    stop_tx.send(()).unwrap();
+    let (report, stream) = relay.await.unwrap().unwrap();
+    assert_eq!(report.records, stems.len() as u64);
+    assert_eq!(report.transactions, 6, "{report:?}");
+    let last: serde_json::Value =
+        serde_json::from_str(records.last().unwrap().value.as_deref().unwrap()).unwrap();
+    let last_change = sluice_capture::Lsn(last["payload"]["source"]["lsn"].as_u64().unwrap());
+    let confirmed = report.confirmed.expect("a confirmed position");
+    assert!(confirmed > last_change, "{confirmed} after {last_change}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while source.confirmed_flush().await < confirmed {
+        assert!(
+            Instant::now() < deadline,
+            "the slot stayed behind {confirmed}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stream.shutdown().await.unwrap();
+}
