@@ -23,6 +23,7 @@ pub mod lsn;
 pub mod model;
 pub mod pgoutput;
 pub mod relay;
+pub mod settings;
 pub mod source;
 
 pub use error::CaptureError;

@@ -63,6 +63,10 @@ enum Command {
     /// Run the outbox dispatcher: publish committed outbox events until SIGTERM/SIGINT.
     #[command(after_long_help = cmd::dispatch::settings_help())]
     Dispatch,
+    /// Capture a publication's changes into Kafka as Debezium-compatible change events
+    /// (logical replication, no JVM) until SIGTERM/SIGINT.
+    #[command(after_long_help = cmd::capture::settings_help())]
+    Capture,
     /// Inspect the outbox; release PREQUEUED events; re-open FAILURE events.
     Outbox {
         #[command(subcommand)]
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Dlt { action } => cmd::dlt::run(action),
         Command::Sinks { action } => cmd::sinks::run(action),
         Command::Dispatch => cmd::dispatch::run(),
+        Command::Capture => cmd::capture::run(),
         Command::Outbox { action } => cmd::outbox::run(action),
         Command::Console(args) => cmd::console::run(&args),
         Command::Version => cmd::version::run(),

@@ -1,5 +1,5 @@
 //! The configuration tables of the docs (`| variable | default | meaning |`: the storage
-//! consumer's and the console's in `docs/operations.md`, the dispatcher's in `docs/outbox.md`)
+//! consumer's and the console's in `docs/operations.md`, the dispatcher's in `docs/outbox.md`, the capture's in `docs/capture.md`)
 //! agree with the components' tables of variables, the ones `--help` prints: every variable of
 //! every component appears in a row with the same default, and every variable a row names is
 //! declared by some component. Needs no stack.
@@ -21,6 +21,7 @@ fn components() -> Vec<(&'static str, Vec<Variable>)> {
     vec![
         ("sluice run", sluice_storage::settings::variables()),
         ("sluice dispatch", sluice_dispatch::settings::variables()),
+        ("sluice capture", sluice_capture::settings::variables()),
     ]
 }
 
@@ -33,7 +34,7 @@ const OUTSIDE_COMPONENTS: [&str; 4] = [
 ];
 
 /// The docs that hold configuration tables, each with at least one.
-const DOCS: [&str; 2] = ["docs/operations.md", "docs/outbox.md"];
+const DOCS: [&str; 3] = ["docs/operations.md", "docs/outbox.md", "docs/capture.md"];
 
 /// One table row: where it is, the variables it names, each one's default.
 #[derive(Debug)]

@@ -161,17 +161,25 @@ impl Envelope {
                     None => None,
                 };
                 match before {
-                    Some(old_row)
-                        if self.key_payload(shape, old_row)? != self.key_payload(shape, new)? =>
-                    {
-                        self.key_change(shape, old, old_row, new, at, now)
+                    Some(old_row) if is_key_change(shape, old_row, new) => {
+                        let new = with_old_key_cells(shape, old_row, new);
+                        self.key_change(shape, old, old_row, &new, at, now)
                     }
                     _ => {
                         let before = match old {
                             Some(OldRow::Full(row)) => Some(row),
                             _ => None,
                         };
-                        Ok(vec![event('u', before, Some(new), new)?])
+                        let new = match before.or(match old {
+                            Some(OldRow::Key(row)) => Some(row),
+                            _ => None,
+                        }) {
+                            Some(old_row) if old_row.len() == new.len() => {
+                                with_old_key_cells(shape, old_row, new)
+                            }
+                            _ => new.clone(),
+                        };
+                        Ok(vec![event('u', before, Some(&new), &new)?])
                     }
                 }
             }
@@ -414,7 +422,7 @@ fn push_cell(
         source,
     };
     match cell {
-        Cell::Null => out.push_str("null"),
+        Cell::Null => out.push_str(column.required_fill.as_deref().unwrap_or("null")),
         Cell::Text(text) => column
             .kind
             .push_value(out, &column.name, text)
@@ -444,6 +452,33 @@ fn push_unavailable(out: &mut String, kind: Kind) {
         }
         _ => push_string(out, UNAVAILABLE),
     }
+}
+
+/// Whether an update that carried an old row changed the record key: the old row has every
+/// key column (an old tuple of another replica identity index may have the primary key's
+/// columns NULL) and one of them differs from the new row's (a key cell the new row did not
+/// send, an unchanged out-of-line value, is the old one).
+fn is_key_change(shape: &TableShape, old: &Tuple, new: &Tuple) -> bool {
+    if shape.key.is_empty() || old.len() != shape.columns.len() || new.len() != old.len() {
+        return false;
+    }
+    let complete = shape.key.iter().all(|&at| matches!(old[at], Cell::Text(_)));
+    complete
+        && shape
+            .key
+            .iter()
+            .any(|&at| new[at] != Cell::UnchangedToast && new[at] != old[at])
+}
+
+/// `new` with its unsent key cells (unchanged out-of-line values) taken from `old`.
+fn with_old_key_cells(shape: &TableShape, old: &Tuple, new: &Tuple) -> Tuple {
+    let mut new = new.clone();
+    for &at in &shape.key {
+        if new[at] == Cell::UnchangedToast {
+            new[at] = old[at].clone();
+        }
+    }
+    new
 }
 
 fn check_arity(shape: &TableShape, row: &Tuple) -> Result<(), EncodeError> {

@@ -5,7 +5,7 @@
 
 use super::json::push_string;
 use super::types::Kind;
-use crate::model::Relation;
+use crate::model::{Relation, ReplicaIdentity};
 
 /// What a column needs beyond the Relation message, read from the catalog
 /// (`pg_attribute`, `pg_attrdef`, the primary key): the Relation message carries neither
@@ -28,6 +28,10 @@ pub struct ShapeColumn {
     pub name: String,
     /// Its Debezium type.
     pub kind: Kind,
+    /// What a NULL in a required (`NOT NULL`) column is written as: the column's default, or
+    /// its type's zero (a delete's before-image has only the key's values; Debezium fills
+    /// the others so a schema-checking reader accepts the record). `None`: optional.
+    pub required_fill: Option<String>,
 }
 
 /// A table's records: topic, key columns and schemas.
@@ -96,23 +100,46 @@ impl TableShape {
     /// `relation.columns[i]` (the caller reads it when a Relation message arrives).
     pub fn new(prefix: &str, relation: &Relation, catalog: &[ColumnCatalog]) -> TableShape {
         let topic = format!("{prefix}.{}.{}", relation.schema, relation.table);
-        let columns: Vec<ShapeColumn> = relation
-            .columns
-            .iter()
-            .map(|c| ShapeColumn {
-                name: c.name.clone(),
-                kind: Kind::of(c.type_oid, c.type_modifier),
-            })
-            .collect();
         let fallback = ColumnCatalog {
             optional: true,
             default: None,
             primary_key: false,
         };
         let info = |at: usize| catalog.get(at).unwrap_or(&fallback);
-        let key: Vec<usize> = (0..columns.len())
-            .filter(|&at| info(at).primary_key)
+        let columns: Vec<ShapeColumn> = relation
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(at, c)| {
+                let kind = Kind::of(c.type_oid, c.type_modifier);
+                let required_fill = (!info(at).optional).then(|| {
+                    info(at)
+                        .default
+                        .clone()
+                        .unwrap_or_else(|| kind.zero().to_owned())
+                });
+                ShapeColumn {
+                    name: c.name.clone(),
+                    kind,
+                    required_fill,
+                }
+            })
             .collect();
+        // Under identity DEFAULT the Relation message flags the primary key as of the
+        // change's WAL position (the catalog is read later and may have changed since);
+        // otherwise (FULL flags every column, INDEX another index) the catalog's.
+        let key: Vec<usize> = match relation.replica_identity {
+            ReplicaIdentity::Default if relation.columns.iter().any(|c| c.is_key) => relation
+                .columns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.is_key)
+                .map(|(at, _)| at)
+                .collect(),
+            _ => (0..columns.len())
+                .filter(|&at| info(at).primary_key)
+                .collect(),
+        };
         let field = |at: usize| {
             let c = info(at);
             column_schema(&columns[at], c.optional, c.default.as_deref())

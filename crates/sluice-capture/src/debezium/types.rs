@@ -148,6 +148,29 @@ impl Kind {
         }
     }
 
+    /// The JSON value Debezium writes for a NULL in a required column of this kind without
+    /// a default: the type's zero.
+    pub fn zero(self) -> &'static str {
+        match self {
+            Kind::Boolean => "false",
+            Kind::Int16
+            | Kind::Int32
+            | Kind::Int64
+            | Kind::Date
+            | Kind::TimestampMillis
+            | Kind::TimestampMicros
+            | Kind::TimeMillis
+            | Kind::TimeMicros => "0",
+            Kind::Float32 | Kind::Float64 => "0.0",
+            // The unscaled integer 0 in one byte.
+            Kind::Decimal { .. } => "\"AA==\"",
+            Kind::VariableDecimal => "{\"scale\":0,\"value\":\"AA==\"}",
+            Kind::Bytes => "\"\"",
+            Kind::ZonedTimestamp => "\"1970-01-01T00:00:00Z\"",
+            Kind::Text | Kind::Json | Kind::Uuid | Kind::Xml => "\"\"",
+        }
+    }
+
     /// The name this map gives the kind in errors.
     fn type_name(self) -> &'static str {
         match self {

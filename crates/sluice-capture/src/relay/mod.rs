@@ -4,5 +4,7 @@
 
 pub mod acks;
 pub mod run;
+pub mod sessions;
 
 pub use run::{Relay, RelayError, RelayReport};
+pub use sessions::capture;

@@ -83,6 +83,16 @@ impl SourceConfig {
         self
     }
 
+    /// How often at most an acknowledged position is reported to the server.
+    pub fn status_interval(&self) -> Duration {
+        self.status_interval
+    }
+
+    /// The source database's name (Debezium's `source.db`).
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
     /// The slot's name.
     pub fn slot(&self) -> &str {
         &self.slot

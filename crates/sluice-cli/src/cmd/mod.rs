@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod capture;
 pub mod console;
 mod dead_letters;
 pub mod dispatch;

@@ -378,3 +378,143 @@ fn a_row_of_the_wrong_width_is_refused() {
         "{error}"
     );
 }
+
+/// A shape of `id bigint PRIMARY KEY, title text NOT NULL DEFAULT 'untitled', n int NOT
+/// NULL` under `identity`.
+fn required_shape(identity: ReplicaIdentity) -> TableShape {
+    let column = |name: &str, type_oid: u32| Column {
+        name: name.to_owned(),
+        type_oid,
+        type_modifier: -1,
+        is_key: name == "id" && identity == ReplicaIdentity::Default,
+    };
+    let relation = Relation {
+        oid: 7,
+        schema: "public".into(),
+        table: "t".into(),
+        replica_identity: identity,
+        columns: vec![column("id", 20), column("title", 25), column("n", 23)],
+    };
+    let catalog = [
+        ColumnCatalog {
+            optional: false,
+            default: None,
+            primary_key: true,
+        },
+        ColumnCatalog {
+            optional: false,
+            default: Some("\"untitled\"".into()),
+            primary_key: false,
+        },
+        ColumnCatalog {
+            optional: false,
+            default: None,
+            primary_key: false,
+        },
+    ];
+    TableShape::new("p", &relation, &catalog)
+}
+
+fn payload_of(record: &Record) -> String {
+    String::from_utf8_lossy(record.value.as_deref().unwrap_or_default()).into_owned()
+}
+
+#[test]
+fn a_required_column_the_delete_did_not_send_is_its_default_or_zero() {
+    let (envelope, _) = items();
+    let envelope = Envelope::new(EnvelopeSettings {
+        schemas: false,
+        ..envelope.settings().clone()
+    });
+    let shape = required_shape(ReplicaIdentity::Default);
+    let (at, now) = at_of("06-delete-id3");
+    let relation = Arc::new(Relation {
+        oid: 7,
+        schema: "public".into(),
+        table: "t".into(),
+        replica_identity: ReplicaIdentity::Default,
+        columns: Vec::new(),
+    });
+    let records = envelope
+        .records(
+            &shape,
+            &Change::Delete {
+                relation,
+                old: OldRow::Key(vec![text("5"), Cell::Null, Cell::Null]),
+            },
+            &at,
+            now,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        payload_of(&records[0])
+            .starts_with("{\"before\":{\"id\":5,\"title\":\"untitled\",\"n\":0},\"after\":null"),
+        "{}",
+        payload_of(&records[0])
+    );
+}
+
+#[test]
+fn an_old_row_without_the_whole_key_is_no_key_change() {
+    let (envelope, _) = items();
+    // Identity USING INDEX on another column: the old tuple has that column, not `id`.
+    let shape = required_shape(ReplicaIdentity::Index);
+    let (at, now) = at_of("02-update-id2-toast-placeholder");
+    let relation = Arc::new(Relation {
+        oid: 7,
+        schema: "public".into(),
+        table: "t".into(),
+        replica_identity: ReplicaIdentity::Index,
+        columns: Vec::new(),
+    });
+    let update = |old: Tuple, new: Tuple| Change::Update {
+        relation: relation.clone(),
+        old: Some(OldRow::Key(old)),
+        new,
+    };
+    let records = envelope
+        .records(
+            &shape,
+            &update(
+                vec![Cell::Null, text("old title"), Cell::Null],
+                vec![text("5"), text("new title"), text("1")],
+            ),
+            &at,
+            now,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(records.len(), 1, "one u, not d + tombstone + c");
+    assert!(payload_of(&records[0]).contains(",\"op\":\"u\","));
+    // A key column the new row did not send (unchanged out of line) is the old one: no
+    // key change either.
+    let records = envelope
+        .records(
+            &shape,
+            &update(
+                vec![text("5"), text("t"), text("1")],
+                vec![Cell::UnchangedToast, text("t2"), text("1")],
+            ),
+            &at,
+            now,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(records.len(), 1);
+    assert!(
+        payload_of(&records[0]).contains("\"after\":{\"id\":5,"),
+        "{}",
+        payload_of(&records[0])
+    );
+    // A real key change is still the triple.
+    let records = envelope
+        .records(
+            &shape,
+            &update(
+                vec![text("5"), text("t"), text("1")],
+                vec![text("6"), text("t"), text("1")],
+            ),
+            &at,
+            now,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(records.len(), 3);
+}

@@ -1,0 +1,141 @@
+//! Capture sessions one after another until the stop: each connects, makes sure the slot
+//! exists (created at the first start, with no snapshot: changes from then on), streams from
+//! the slot's confirmed position through the [`Relay`], and ends. A failure a new session
+//! may get past (a broken connection, the slot still held by a dead session's walsender, a
+//! Kafka delivery that failed) starts one after a back-off (1 s doubling to 30 s, reset
+//! after a session that ran a minute); anything else ends the capture. A new session
+//! re-sends what the last one had not confirmed: duplicates, never a gap.
+
+use super::run::{Relay, RelayError, RelayReport};
+use crate::debezium::Envelope;
+use crate::error::{CaptureError, sqlstate};
+use crate::settings::CaptureSettings;
+use crate::source::{Session, SlotSnapshot};
+use sluice_core::disposition::Disposition;
+use sluice_core::retry::Backoff;
+use sluice_kafka::ResilientProducer;
+use sqlx::Connection;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Between sessions after a retryable failure.
+const BACKOFF: Backoff = Backoff {
+    max_attempts: u32::MAX,
+    base: Duration::from_secs(1),
+    cap: Duration::from_secs(30),
+};
+
+/// A session that ran this long resets the back-off.
+const HEALTHY: Duration = Duration::from_secs(60);
+
+impl RelayError {
+    /// Retry on a new session, or end the capture.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            RelayError::Capture(e) => e.disposition(),
+            // Re-sent from the confirmed position by the next session.
+            RelayError::Kafka(_) => Disposition::Retry,
+            RelayError::Catalog { source, .. } => match source {
+                sqlx::Error::Io(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_) => Disposition::Retry,
+                _ => Disposition::Fatal,
+            },
+            RelayError::Encode(_) | RelayError::Order(_) | RelayError::Acks(_) => {
+                Disposition::Fatal
+            }
+        }
+    }
+}
+
+/// Runs sessions until `stop` is cancelled (then returns what they did) or a failure no
+/// new session can get past.
+pub async fn capture(
+    settings: &CaptureSettings,
+    producer: &ResilientProducer,
+    stop: CancellationToken,
+) -> Result<RelayReport, RelayError> {
+    let envelope = Envelope::new(settings.envelope.clone());
+    let mut total = RelayReport::default();
+    let mut failures = 0u32;
+    while !stop.is_cancelled() {
+        let started = Instant::now();
+        match session(settings, producer, &envelope, &stop).await {
+            Ok(report) => {
+                total.transactions += report.transactions;
+                total.records += report.records;
+                total.confirmed = report.confirmed.or(total.confirmed);
+                failures = 0;
+            }
+            Err(error) if error.disposition() == Disposition::Retry => {
+                failures = if started.elapsed() >= HEALTHY {
+                    1
+                } else {
+                    failures.saturating_add(1)
+                };
+                let delay = BACKOFF.nominal(failures);
+                tracing::warn!(%error, retry_in_ms = delay.as_millis(), "capture session failed; a new one resumes from the slot's confirmed position");
+                // What the failed session queued may still be delivered (re-sent again by
+                // the next one: a duplicate, in order).
+                let _ = producer.flush(Duration::from_secs(5));
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(total)
+}
+
+/// One session: the slot (created when missing), the stream from its confirmed position,
+/// the relay until the stop or a failure.
+async fn session(
+    settings: &CaptureSettings,
+    producer: &ResilientProducer,
+    envelope: &Envelope,
+    stop: &CancellationToken,
+) -> Result<RelayReport, RelayError> {
+    let mut session = Session::connect(&settings.source).await?;
+    match session.create_slot(false, SlotSnapshot::Nothing).await {
+        Ok(slot) => {
+            tracing::info!(slot = %slot.name, consistent_point = %slot.consistent_point, "replication slot created: changes committed from here on are captured");
+        }
+        Err(CaptureError::Replication(e)) if sqlstate(&e.to_string()) == Some("42710") => {
+            // The slot exists: resume from its confirmed position, on a fresh session.
+            session = Session::connect(&settings.source).await?;
+        }
+        Err(error) => return Err(error.into()),
+    }
+    let mut stream = session.start().await?;
+    let mut catalog = sqlx::PgConnection::connect(&settings.database_url)
+        .await
+        .map_err(|source| RelayError::Catalog {
+            table: "(connecting)".into(),
+            source,
+        })?;
+    tracing::info!(
+        slot = settings.source.slot(),
+        publication = settings.source.publication(),
+        "capture session streaming"
+    );
+    let report = Relay {
+        stream: &mut stream,
+        catalog: &mut catalog,
+        producer,
+        envelope,
+    }
+    .run(stop.cancelled())
+    .await?;
+    // The transport reports the confirmed position on its status tick, and ending the
+    // session does not report it once more: wait for one tick, or the next session
+    // re-sends what this one confirmed last (duplicates, not a loss).
+    tokio::time::sleep(settings.source.status_interval() + Duration::from_millis(100)).await;
+    if let Err(error) = stream.shutdown().await {
+        tracing::warn!(%error, "the replication session did not end cleanly");
+    }
+    Ok(report)
+}

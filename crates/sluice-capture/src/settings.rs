@@ -1,0 +1,219 @@
+//! Settings of `sluice capture`, parsed from the environment by a pure function through the
+//! settings reader every sluice command uses: one immutable value, or an error naming the
+//! variable (docs/capture.md#operate-it).
+
+use crate::debezium::EnvelopeSettings;
+use crate::source::SourceConfig;
+use sluice_core::KafkaClientSettings;
+use sluice_core::settings::forms::{DatabaseUrl, Millis, Text};
+use sluice_core::settings::kafka_client::{self, Servers};
+use sluice_core::settings::{EnvReader, SettingsError, Var, Variable};
+use std::time::Duration;
+
+/// `DATABASE_URL`.
+pub const DATABASE_URL: Var<DatabaseUrl> = sluice_core::settings::DATABASE_URL.with_help(
+    "the source database; its user needs the REPLICATION attribute (or rds_replication)",
+);
+/// `KAFKA_BOOTSTRAP_SERVERS`.
+pub const BOOTSTRAP_SERVERS: Var<Servers> =
+    kafka_client::BOOTSTRAP_SERVERS.with_help("the brokers the change events go to");
+/// `CAPTURE_SLOT`.
+pub const SLOT: Var<Text> = Var::new(
+    "CAPTURE_SLOT",
+    "sluice_capture",
+    "the logical replication slot (pgoutput), created at the first start",
+);
+/// `CAPTURE_PUBLICATION`.
+pub const PUBLICATION: Var<Text> = Var::new(
+    "CAPTURE_PUBLICATION",
+    "sluice_capture",
+    "the publication whose tables are captured (CREATE PUBLICATION … FOR TABLE …)",
+);
+/// `CAPTURE_TOPIC_PREFIX`.
+pub const TOPIC_PREFIX: Var<Text> = Var::new(
+    "CAPTURE_TOPIC_PREFIX",
+    "sluice",
+    "Debezium's topic.prefix: topics are <prefix>.<schema>.<table>, and source.name",
+);
+/// `CAPTURE_SCHEMAS`.
+pub const SCHEMAS: Var<Text> = Var::new(
+    "CAPTURE_SCHEMAS",
+    "true",
+    "true: key and value carry their Connect schema (JsonConverter schemas.enable=true); false: payloads only",
+);
+/// `CAPTURE_STATUS_INTERVAL_MS`.
+pub const STATUS_INTERVAL: Var<Millis> = Var::new(
+    "CAPTURE_STATUS_INTERVAL_MS",
+    1000,
+    "how often the confirmed position is reported to the server",
+);
+
+/// Every variable, with its default and meaning, for `--help`.
+pub fn variables() -> Vec<Variable> {
+    vec![
+        DATABASE_URL.variable(),
+        BOOTSTRAP_SERVERS.variable(),
+        kafka_client::PROPERTIES,
+        SLOT.variable(),
+        PUBLICATION.variable(),
+        TOPIC_PREFIX.variable(),
+        SCHEMAS.variable(),
+        STATUS_INTERVAL.variable(),
+    ]
+}
+
+/// The validated settings of one capture process. `Debug` shows no password.
+#[derive(Clone)]
+pub struct CaptureSettings {
+    /// Server, slot, publication, TLS (from `DATABASE_URL`'s `sslmode`/`sslrootcert`).
+    pub source: SourceConfig,
+    /// `KAFKA_BOOTSTRAP_SERVERS` and the `KAFKA_*` client properties.
+    pub kafka: KafkaClientSettings,
+    /// `DATABASE_URL` for the catalog connection (the same database).
+    pub database_url: String,
+    /// What the records say of their source.
+    pub envelope: EnvelopeSettings,
+}
+
+impl std::fmt::Debug for CaptureSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaptureSettings")
+            .field("source", &self.source)
+            .field("kafka", &self.kafka.redacted())
+            .field(
+                "database_url",
+                &sluice_core::untrusted::redact_url(&self.database_url),
+            )
+            .field("envelope", &self.envelope)
+            .finish()
+    }
+}
+
+impl CaptureSettings {
+    /// Builds the settings from a `name → value` lookup and the names of the variables that
+    /// exist (the `KAFKA_*` client properties are found among them); `run_id` names this run
+    /// in the `__debezium.context.runId` header.
+    pub fn from_vars<'a>(
+        lookup: &dyn Fn(&str) -> Option<String>,
+        names: impl IntoIterator<Item = &'a str>,
+        run_id: &str,
+    ) -> Result<CaptureSettings, SettingsError> {
+        let kafka = KafkaClientSettings::from_vars(lookup, names)?;
+        let env = EnvReader::new(lookup);
+        let database_url = DATABASE_URL.read(&env)?;
+        let slot = identifier(&env, &SLOT)?;
+        let publication = identifier(&env, &PUBLICATION)?;
+        let prefix = TOPIC_PREFIX.read(&env)?;
+        if prefix.is_empty()
+            || prefix.len() > 200
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            return Err(SettingsError::invalid(
+                TOPIC_PREFIX.name,
+                &prefix,
+                "letters, digits, '_', '-' and '.' (a topic name's characters), at most 200",
+            ));
+        }
+        let schemas = match SCHEMAS.read(&env)?.as_str() {
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(SettingsError::invalid(SCHEMAS.name, other, "true or false"));
+            }
+        };
+        let interval = STATUS_INTERVAL.read(&env)?;
+        if interval < Duration::from_millis(10) || interval > Duration::from_secs(60) {
+            return Err(SettingsError::invalid(
+                STATUS_INTERVAL.name,
+                &interval.as_millis().to_string(),
+                "between 10 and 60000 milliseconds",
+            ));
+        }
+        let source = SourceConfig::from_url(&database_url, &slot, &publication)
+            .map_err(|e| SettingsError::invalid(DATABASE_URL.name, "(not shown)", &e.to_string()))?
+            .with_status_interval(interval);
+        let envelope = EnvelopeSettings {
+            prefix,
+            database: source.database().to_owned(),
+            version: format!("sluice-{}", env!("CARGO_PKG_VERSION")),
+            schemas,
+            run_id: run_id.to_owned(),
+        };
+        Ok(CaptureSettings {
+            source,
+            kafka,
+            database_url,
+            envelope,
+        })
+    }
+}
+
+/// A slot or publication name: lower-case letters, digits and `_`, at most 63 (a slot's rule).
+fn identifier(env: &EnvReader<'_>, var: &Var<Text>) -> Result<String, SettingsError> {
+    let value = var.read(env)?;
+    let fits = !value.is_empty()
+        && value.len() <= 63
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if fits {
+        Ok(value)
+    } else {
+        Err(SettingsError::invalid(
+            var.name,
+            &value,
+            "lower-case letters, digits and '_', at most 63",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<CaptureSettings, SettingsError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let lookup = move |name: &str| map.get(name).cloned();
+        CaptureSettings::from_vars(&lookup, [], "run")
+    }
+
+    const BASE: [(&str, &str); 2] = [
+        ("DATABASE_URL", "postgres://capture:secret@db:5432/shop"),
+        ("KAFKA_BOOTSTRAP_SERVERS", "kafka:9092"),
+    ];
+
+    #[test]
+    fn defaults() {
+        let s = settings(&BASE).unwrap();
+        assert_eq!(s.source.slot(), "sluice_capture");
+        assert_eq!(s.source.publication(), "sluice_capture");
+        assert_eq!(s.envelope.prefix, "sluice");
+        assert_eq!(s.envelope.database, "shop");
+        assert!(s.envelope.schemas);
+        assert!(!format!("{s:?}").contains("secret"), "{s:?}");
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        for (name, value) in [
+            ("CAPTURE_SLOT", "Bad-Slot"),
+            ("CAPTURE_PUBLICATION", "x;drop"),
+            ("CAPTURE_TOPIC_PREFIX", "a b"),
+            ("CAPTURE_SCHEMAS", "yes"),
+            ("CAPTURE_STATUS_INTERVAL_MS", "0"),
+        ] {
+            let mut pairs = BASE.to_vec();
+            pairs.push((name, value));
+            let error = settings(&pairs).expect_err(name);
+            assert_eq!(error.variable(), name, "{error}");
+        }
+        let error = settings(&[("KAFKA_BOOTSTRAP_SERVERS", "k:9092")]).expect_err("no URL");
+        assert_eq!(error.variable(), "DATABASE_URL");
+    }
+}
