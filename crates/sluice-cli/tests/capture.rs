@@ -26,6 +26,7 @@ use rand::{Rng, SeedableRng};
 use sqlx::{Connection, PgConnection};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use support::database::table_digest;
 use support::{Env, Running};
 
 /// Operations per writer.
@@ -65,16 +66,6 @@ fn spawn_capture(env: &Env, source: &Source, name: &str) -> Running {
         child: cmd.spawn().unwrap(),
         log,
     }
-}
-
-async fn digest(conn: &mut PgConnection, table: &str) -> (i64, String) {
-    sqlx::query_as(&format!(
-        "SELECT count(*), coalesce(md5(string_agg(t::text, E'\\n' ORDER BY t::text COLLATE \"C\")), '') \
-         FROM {table} t"
-    ))
-    .fetch_one(conn)
-    .await
-    .unwrap()
 }
 
 /// One writer's operations on its own keys (`id % WRITERS == w`).
@@ -162,25 +153,11 @@ async fn sluice_capture_replicates_a_table() {
     let mut admin = PgConnection::connect(&env.stack.database_url)
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    support::slots::wait_active(&mut admin, &source.slot, Duration::from_secs(60), || {
         capture.assert_alive();
-        let active: Option<bool> =
-            sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                .bind(&source.slot)
-                .fetch_optional(&mut admin)
-                .await
-                .unwrap();
-        if active == Some(true) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no active slot:\n{}",
-            capture.tail()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        capture.tail()
+    })
+    .await;
 
     let mapping = env.dir.join("sinks.toml");
     std::fs::write(
@@ -205,12 +182,12 @@ async fn sluice_capture_replicates_a_table() {
         writer.await.unwrap();
     }
 
-    let want = digest(&mut source_conn, "public.items").await;
+    let want = table_digest(&mut source_conn, "public.items").await;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         capture.assert_alive();
         run.assert_alive();
-        let have = digest(&mut target, &format!("{schema}.items")).await;
+        let have = table_digest(&mut target, &format!("{schema}.items")).await;
         if have == want {
             break;
         }

@@ -355,25 +355,11 @@ async fn debezium_relays_cdc_rows_as_the_dispatcher_publishes_them() {
 
     // Streaming starts once the slot exists and is active: from then on every commit is
     // in it.
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
+    support::slots::wait_active(&mut conn, &slot, Duration::from_secs(180), || {
         relay.assert_alive();
-        let active: Option<bool> =
-            sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                .bind(&slot)
-                .fetch_optional(&mut conn)
-                .await
-                .unwrap();
-        if active == Some(true) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no active slot after 180 s:\n{}",
-            relay.tail()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        relay.tail()
+    })
+    .await;
     let streaming_at = started.elapsed();
 
     // 4 concurrent writers.

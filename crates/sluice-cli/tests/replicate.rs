@@ -326,25 +326,12 @@ impl Source {
                 .unwrap(),
         );
         let mut admin = PgConnection::connect(&self.admin_url).await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
+        let slot = self.slot.clone();
+        support::slots::wait_active(&mut admin, &slot, Duration::from_secs(180), || {
             self.assert_alive();
-            let active: Option<bool> =
-                sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                    .bind(&self.slot)
-                    .fetch_optional(&mut admin)
-                    .await
-                    .unwrap();
-            if active == Some(true) {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no active slot after 180 s:\n{}",
-                self.tail()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            self.tail()
+        })
+        .await;
         // The slot is active already while the connector creates it, before its snapshot:
         // the workload starts once the snapshot's rows are in the topic, so every later
         // change is streamed as an event of its own (a change made before the snapshot would

@@ -53,6 +53,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use support::database::table_digest;
 use support::{Env, Running};
 
 /// Random operations of the workload on the 20 tables, all writers together.
@@ -85,17 +86,6 @@ batch_size = 1000
 // Comparing the tables
 // ---------------------------------------------------------------------------------------
 
-/// (rows, md5 of the rows' texts in byte order) of a table; the connection's time zone UTC.
-async fn digest(conn: &mut PgConnection, table: &str) -> (i64, String) {
-    sqlx::query_as(&format!(
-        "SELECT count(*), coalesce(md5(string_agg(t::text, E'\\n' ORDER BY t::text COLLATE \"C\")), '') \
-         FROM {table} t"
-    ))
-    .fetch_one(conn)
-    .await
-    .unwrap_or_else(|e| panic!("digest of {table}: {e}"))
-}
-
 async fn row_texts(conn: &mut PgConnection, table: &str) -> BTreeSet<String> {
     let rows: Vec<(String,)> = sqlx::query_as(&format!("SELECT t::text FROM {table} t"))
         .fetch_all(conn)
@@ -126,8 +116,8 @@ async fn assert_replicas(
     let mut rows = 0;
     for table in tables {
         let name = table.qualified(schema);
-        let want = digest(source, &name).await;
-        let have = digest(target, &name).await;
+        let want = table_digest(source, &name).await;
+        let have = table_digest(target, &name).await;
         rows += want.0;
         if want == have {
             continue;

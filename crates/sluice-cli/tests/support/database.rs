@@ -82,3 +82,14 @@ impl Database {
             .expect("drop database");
     }
 }
+
+/// (rows, md5 of the rows' texts in byte order) of a table; the connection's time zone UTC.
+pub async fn table_digest(conn: &mut PgConnection, table: &str) -> (i64, String) {
+    sqlx::query_as(&format!(
+        "SELECT count(*), coalesce(md5(string_agg(t::text, E'\\n' ORDER BY t::text COLLATE \"C\")), '') \
+         FROM {table} t"
+    ))
+    .fetch_one(conn)
+    .await
+    .unwrap_or_else(|e| panic!("digest of {table}: {e}"))
+}

@@ -13,7 +13,7 @@ use crate::support::Env;
 use sqlx::{Connection, Executor, PgConnection};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `url` with its database replaced by `database` (query kept).
 fn with_database(url: &str, database: &str) -> String {
@@ -152,25 +152,12 @@ impl Source {
                 .unwrap(),
         );
         let mut admin = PgConnection::connect(&self.admin_url).await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
+        let slot = self.slot.clone();
+        crate::support::slots::wait_active(&mut admin, &slot, Duration::from_secs(180), || {
             self.assert_alive();
-            let active: Option<bool> =
-                sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                    .bind(&self.slot)
-                    .fetch_optional(&mut admin)
-                    .await
-                    .unwrap();
-            if active == Some(true) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no active slot after 180 s:\n{}",
-                self.tail()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            self.tail()
+        })
+        .await;
     }
 
     /// The last lines of the worker's log.

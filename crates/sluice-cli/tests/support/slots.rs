@@ -43,3 +43,31 @@ pub fn drop_slot(stack_script: &str, url: &str, slot: &str) {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Waits until `slot` is active (its consumer streams), at most `timeout`. `alive` panics
+/// when the slot's consumer has died and returns its log's tail, which a timeout shows.
+pub async fn wait_active(
+    conn: &mut sqlx::PgConnection,
+    slot: &str,
+    timeout: Duration,
+    mut alive: impl FnMut() -> String,
+) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let tail = alive();
+        let active: Option<bool> =
+            sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
+                .bind(slot)
+                .fetch_optional(&mut *conn)
+                .await
+                .unwrap();
+        if active == Some(true) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replication slot {slot} not active after {timeout:?}:\n{tail}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
