@@ -11,33 +11,8 @@
 mod support;
 
 use std::time::{Duration, Instant};
-use support::case::{Case, text};
+use support::case::Case;
 use support::counted::{DDL, MAPPING};
-
-/// `scripts/stack pg-restart immediate`: PostgreSQL crashes (no checkpoint, no flush of
-/// asynchronous commits) and comes back.
-fn crash_postgres(case: &Case) {
-    let script = std::env::var("SLUICE_STACK").expect("SLUICE_STACK (from scripts/stack env)");
-    let mut command = std::process::Command::new(&script);
-    command.args(["pg-restart", "immediate"]);
-    if let Some(port) = case
-        .env
-        .stack
-        .database_url
-        .rsplit(':')
-        .next()
-        .and_then(|rest| rest.split('/').next())
-    {
-        command.env("SLUICE_PG_PORT", port);
-    }
-    let out = command.output().unwrap();
-    assert!(
-        out.status.success(),
-        "pg-restart immediate: {}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-}
 
 /// With `STORAGE_SYNCHRONOUS_COMMIT=off` a crash of PostgreSQL loses the last batches it
 /// acknowledged — rows and offsets together — while Kafka's committed offsets may have moved
@@ -80,7 +55,7 @@ async fn crashes_of_postgresql_without_synchronous_commit_lose_and_repeat_nothin
         tokio::time::sleep(Duration::from_millis(300)).await;
         match wave {
             1 | 4 | 7 => {
-                crash_postgres(&case);
+                support::database::crash_postgres(&case.env.stack);
                 crashes += 1;
             }
             3 | 6 => {

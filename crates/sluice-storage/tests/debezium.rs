@@ -331,13 +331,10 @@ async fn a_key_change_keeps_its_toasted_value_wherever_the_batches_end() {
         };
         assert_eq!(dead, poison, "{label}");
         assert_eq!(items(&mut conn).await, expected, "{label}");
-        let aside: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_moved_rows")
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
         assert_eq!(
-            aside, 0,
-            "{label}: what the delete set aside was read and removed"
+            aside(&mut conn).await,
+            (1, 0),
+            "{label}: what the delete set aside was read and kept for a replay"
         );
         drop(conn);
         schema.drop_schema().await;
@@ -485,11 +482,11 @@ async fn a_key_change_applied_create_first_twice_reads_its_own_old_row() {
     }
     assert_eq!(dead_letters(&mut conn).await, []);
     assert_eq!(items(&mut conn).await, [row3_b]);
-    let aside: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_moved_rows")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(aside, 0, "every set-aside row was read");
+    assert_eq!(
+        aside(&mut conn).await,
+        (2, 0),
+        "each change's old row kept for a replay"
+    );
     drop(conn);
     schema.drop_schema().await;
 }
@@ -510,6 +507,18 @@ fn create_3_then_update(fixtures: &[Record]) -> [Record; 2] {
         moved(&fixtures[5], 1, 0, 0),
         update(&fixtures[2], (1, 1), 3, "updated after the move", 1_000),
     ]
+}
+
+/// What key changes' deletes left set aside: (rows of changes with an LSN, kept for a replay;
+/// rows of changes without one, queued for creates that have not come).
+async fn aside(conn: &mut PgConnection) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE change_lsn >= 0), count(*) FILTER (WHERE change_lsn < 0) \
+         FROM debezium_moved_rows",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap()
 }
 
 /// How many rows wait for a key change's delete (not orphaned).
@@ -1133,11 +1142,11 @@ async fn a_replay_with_the_new_keys_partition_ahead_ends_as_the_source() {
             );
             assert_eq!(held(&mut conn).await, 0, "{label}");
             assert_eq!(dead_letters(&mut conn).await, [], "{label}");
-            let aside: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_moved_rows")
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(aside, 0, "{label}: nothing left set aside");
+            assert_eq!(
+                aside(&mut conn).await,
+                (1, 0),
+                "{label}: the change's old row kept for a replay"
+            );
             drop(conn);
             schema.drop_schema().await;
         }
@@ -1227,11 +1236,11 @@ async fn a_chain_of_key_changes_ends_as_the_source_in_every_partition_order() {
             );
             assert_eq!(held(&mut conn).await, 0, "{label}");
             assert_eq!(dead_letters(&mut conn).await, [], "{label}");
-            let aside: i64 = sqlx::query_scalar("SELECT count(*) FROM debezium_moved_rows")
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(aside, 0, "{label}: nothing left set aside");
+            assert_eq!(
+                aside(&mut conn).await,
+                (2, 0),
+                "{label}: each change's old row kept for a replay"
+            );
             drop(conn);
             schema.drop_schema().await;
         }
@@ -1352,4 +1361,80 @@ async fn a_numeric_key_past_a_doubles_precision_is_applied_by_its_delete() {
         ),
         "the d applies the c that waited for it"
     );
+}
+
+/// A capture that restarts re-sends what its slot had not confirmed (at new offsets): a key
+/// change and what followed come again, after the first create read the old row its delete
+/// set aside. The replay changes nothing, under the LSN guard and without it, in batches of
+/// one and whole, and nothing is dead-lettered:
+/// - the key change 2 → 3, then a delete and a re-insert of 3 (fixtures 00–08): the replayed
+///   create finds its old row set aside still, not gone (which was a dead letter);
+/// - the key change 2 → 3, then a re-insert of 2: the replayed delete of 2 meets the new row
+///   2, and the replayed create still reads the row that moved, not the re-inserted one.
+///
+/// A row set aside longer ago than a day is removed when a create reads the table's.
+#[tokio::test]
+async fn a_replayed_key_change_reads_the_old_row_its_first_delete_set_aside() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let mut then_3 = KEY_CHANGE.to_vec();
+    then_3.extend([
+        "06-delete-id3",
+        "07-tombstone-id3",
+        "08-create-id3-reinsert",
+    ]);
+    let then_3 = captured("items", &then_3);
+    let mut then_2 = captured("items", &KEY_CHANGE);
+    then_2.push(create(&then_2[1], 6, 2, "re-inserted", "another big", 0));
+    let moved_big = md5_of(&big_of(&then_2[1]));
+    for (label, records) in [
+        ("then 3 deleted and re-inserted", &then_3),
+        ("then 2 re-inserted", &then_2),
+    ] {
+        // The capture's restart: everything from the key change's delete again.
+        let replay: Vec<Record> = records[3..]
+            .iter()
+            .zip(records.len() as i64..)
+            .map(|(record, offset)| with_source(record, 0, offset, |_| {}))
+            .collect();
+        for conflict in [r#""always-update""#, r#"{ newest-wins = "lsn" }"#] {
+            for batch in [1, 20] {
+                let label = format!("{label}, {conflict}, batches of {batch}");
+                let (schema, mut conn, sink) = items_case(&stack, conflict).await;
+                store_all(&mut conn, &sink, records, batch).await;
+                let first = items(&mut conn).await;
+                // Another change's row, set aside longer ago than it is kept.
+                sqlx::query(
+                    "INSERT INTO debezium_moved_rows \
+                     (target_table, old_key, new_key, change_lsn, image, moved_at) \
+                     VALUES ('items', '[100]', '[101]', 5, NULL, now() - interval '25 hours')",
+                )
+                .execute(&mut conn)
+                .await
+                .unwrap();
+                store_all(&mut conn, &sink, &replay, batch).await;
+                assert_eq!(dead_letters(&mut conn).await, [], "{label}");
+                assert_eq!(
+                    items(&mut conn).await,
+                    first,
+                    "{label}: the replay changed nothing"
+                );
+                if records.len() == 7 {
+                    assert!(
+                        first.contains(&format!("3 | key changed 2 -> 3 | {moved_big}")),
+                        "{label}: {first:?}"
+                    );
+                }
+                assert_eq!(held(&mut conn).await, 0, "{label}");
+                assert_eq!(
+                    aside(&mut conn).await,
+                    (1, 0),
+                    "{label}: the change's row kept, the expired one removed"
+                );
+                drop(conn);
+                schema.drop_schema().await;
+            }
+        }
+    }
 }

@@ -93,3 +93,27 @@ pub async fn table_digest(conn: &mut PgConnection, table: &str) -> (i64, String)
     .await
     .unwrap_or_else(|e| panic!("digest of {table}: {e}"))
 }
+
+/// `scripts/stack pg-restart immediate` on the stack's server: PostgreSQL crashes (no
+/// checkpoint, no flush of asynchronous commits) and comes back. Only a test binary of its
+/// own may do this: every connection to the shared server breaks.
+pub fn crash_postgres(stack: &sluice_testkit::Stack) {
+    let script = std::env::var("SLUICE_STACK").expect("SLUICE_STACK (from scripts/stack env)");
+    let mut command = Command::new(&script);
+    command.args(["pg-restart", "immediate"]);
+    if let Some(port) = stack
+        .database_url
+        .rsplit(':')
+        .next()
+        .and_then(|rest| rest.split('/').next())
+    {
+        command.env("SLUICE_PG_PORT", port);
+    }
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "pg-restart immediate: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

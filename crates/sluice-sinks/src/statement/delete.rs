@@ -5,9 +5,19 @@
 use super::{MOVED_ROWS, StatementColumn, array_params, array_params_from, aside_match, key_match};
 use crate::names::{quote_ident, quote_table};
 
+/// How long what a key change with an LSN set aside is kept after its delete was applied
+/// (last applied: a replay's delete renews it): a replay of the change within it (a source's
+/// capture re-sending what its slot had not confirmed) finds the old row as the first delete
+/// found it. Its create reads it, it does not take it away.
+pub const KEPT_MOVES: &str = "1 day";
+
 /// The removal of what key changes' deletes set aside, once their creates have read it:
 /// one array per key column for the old keys, then one per key column for the new keys, then
 /// the changes' LSNs.
+///
+/// A change with an LSN keeps its row aside for [`KEPT_MOVES`]: a replay of its create then
+/// reads the same old row (whose key the first copy took), rather than finding it gone. What
+/// was set aside longer ago than that, for the table, is removed here.
 pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> String {
     let mut params = array_params(key.iter());
     push_new_keys_and_lsns(&mut params, key);
@@ -27,8 +37,10 @@ pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> Stri
     // removes instead of queueing a row no create would take but the next change's.
     format!(
         "WITH c AS (SELECT * FROM UNNEST({params}) WITH ORDINALITY AS c({aliases}, n)),\n\
-         consumed AS (DELETE FROM {MOVED_ROWS} AS m USING c WHERE {aside}\n\
-         AND m.seq = (SELECT min(m.seq) FROM {MOVED_ROWS} AS m WHERE {aside}) RETURNING c.n)\n\
+         consumed AS (DELETE FROM {MOVED_ROWS} AS m USING c WHERE c.\"lsn\" IS NULL AND {aside}\n\
+         AND m.seq = (SELECT min(m.seq) FROM {MOVED_ROWS} AS m WHERE {aside}) RETURNING c.n),\n\
+         expired AS (DELETE FROM {MOVED_ROWS} AS m WHERE m.target_table = '{literal}' \
+         AND m.change_lsn >= 0 AND m.moved_at < now() - interval '{KEPT_MOVES}')\n\
          INSERT INTO {MOVED_ROWS} (target_table, old_key, new_key, change_lsn, image)\n\
          SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), -2, NULL FROM c\n\
          WHERE c.\"lsn\" IS NULL AND c.n NOT IN (SELECT x.n FROM consumed AS x)",
@@ -154,7 +166,9 @@ fn keys_match(key: &[StatementColumn<'_>], stored: &str, wanted: &str) -> String
 /// Every key change's delete leaves its mark: the old key's row as the statement found it
 /// (deleted, or kept because it is newer under newest-wins), NULL when there was none, so
 /// that its create never waits for a delete that came already (held rows,
-/// migrations/0017_debezium_held_rows.sql); a delete applied again never erases an image.
+/// migrations/0017_debezium_held_rows.sql). A delete applied again (a replay) keeps the
+/// image the first one set aside: the old key may hold a newer row by then, which is not the
+/// row that moved.
 /// Without an LSN, a mark that its create took its row already (-2) is removed instead.
 fn setting_aside(
     table: &str,
@@ -182,7 +196,7 @@ fn setting_aside(
          coalesce(d.{lsn}, -1), (SELECT to_jsonb(x) FROM {table} AS x WHERE {found})\n\
          FROM UNNEST({params}) AS d({aliases}) WHERE NOT EXISTS (SELECT 1 FROM taken)\n\
          ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
-         DO UPDATE SET image = coalesce(EXCLUDED.image, m.image), moved_at = now())\n\
+         DO UPDATE SET image = coalesce(m.image, EXCLUDED.image), moved_at = now())\n\
          SELECT g.{gone} FROM gone AS g",
         gone = quote_ident("sluice gone"),
         table = quote_table(table),
