@@ -21,6 +21,7 @@ pub mod debezium;
 pub mod error;
 pub mod lsn;
 pub mod model;
+pub mod outbox;
 pub mod pgoutput;
 pub mod relay;
 pub mod settings;

@@ -139,7 +139,7 @@ pub enum CaptureEvent {
         /// The change.
         change: Change,
     },
-    /// `pg_logical_emit_message`: the outbox with no table (docs/capture.md#messages).
+    /// `pg_logical_emit_message`: the outbox with no table (docs/capture.md#the-outbox-over-wal).
     Message {
         /// Emitted inside a transaction (delivered at its commit) or not (at once).
         transactional: bool,

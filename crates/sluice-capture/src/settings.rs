@@ -3,9 +3,10 @@
 //! variable (docs/capture.md#operate-it).
 
 use crate::debezium::EnvelopeSettings;
+use crate::outbox::Routing;
 use crate::source::SourceConfig;
 use sluice_core::KafkaClientSettings;
-use sluice_core::settings::forms::{DatabaseUrl, Millis, Text};
+use sluice_core::settings::forms::{DatabaseUrl, Given, Millis, Text};
 use sluice_core::settings::kafka_client::{self, Servers};
 use sluice_core::settings::{EnvReader, SettingsError, Var, Variable};
 use std::time::Duration;
@@ -48,6 +49,19 @@ pub const STATUS_INTERVAL: Var<Millis> = Var::new(
     "how often the confirmed position is reported to the server",
 );
 
+/// `CAPTURE_OUTBOX_TABLES`.
+pub const OUTBOX_TABLES: Var<Given> = Var::new(
+    "CAPTURE_OUTBOX_TABLES",
+    "(none)",
+    "schema.table, comma-separated: sluice outbox tables whose CDC rows are relayed as sluice dispatch publishes them, not as change events",
+);
+/// `CAPTURE_MESSAGE_PREFIX`.
+pub const MESSAGE_PREFIX: Var<Given> = Var::new(
+    "CAPTURE_MESSAGE_PREFIX",
+    "(none)",
+    "logical messages whose prefix is this and then <topic>[/<key>] are relayed to <topic>; empty: none",
+);
+
 /// Every variable, with its default and meaning, for `--help`.
 pub fn variables() -> Vec<Variable> {
     vec![
@@ -59,6 +73,8 @@ pub fn variables() -> Vec<Variable> {
         TOPIC_PREFIX.variable(),
         SCHEMAS.variable(),
         STATUS_INTERVAL.variable(),
+        OUTBOX_TABLES.variable(),
+        MESSAGE_PREFIX.variable(),
     ]
 }
 
@@ -73,6 +89,8 @@ pub struct CaptureSettings {
     pub database_url: String,
     /// What the records say of their source.
     pub envelope: EnvelopeSettings,
+    /// The outbox tables and messages relayed as outbox records.
+    pub routing: Routing,
 }
 
 impl std::fmt::Debug for CaptureSettings {
@@ -85,6 +103,7 @@ impl std::fmt::Debug for CaptureSettings {
                 &sluice_core::untrusted::redact_url(&self.database_url),
             )
             .field("envelope", &self.envelope)
+            .field("routing", &self.routing)
             .finish()
     }
 }
@@ -146,8 +165,32 @@ impl CaptureSettings {
             kafka,
             database_url,
             envelope,
+            routing: routing(&env)?,
         })
     }
+}
+
+/// `CAPTURE_OUTBOX_TABLES` (each `schema.table`) and `CAPTURE_MESSAGE_PREFIX`.
+fn routing(env: &EnvReader<'_>) -> Result<Routing, SettingsError> {
+    let tables = OUTBOX_TABLES.read_set(env)?.unwrap_or_default();
+    let mut outbox_tables = Vec::new();
+    for table in tables.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let qualified = table.split_once('.').is_some_and(|(schema, name)| {
+            !schema.is_empty() && !name.is_empty() && !name.contains('.')
+        });
+        if !qualified {
+            return Err(SettingsError::invalid(
+                OUTBOX_TABLES.name,
+                table,
+                "schema.table, comma-separated (public.outbox_events)",
+            ));
+        }
+        outbox_tables.push(table.to_owned());
+    }
+    Ok(Routing {
+        outbox_tables,
+        message_prefix: MESSAGE_PREFIX.read_set(env)?.filter(|p| !p.is_empty()),
+    })
 }
 
 /// A slot or publication name: lower-case letters, digits and `_`, at most 63 (a slot's rule).
@@ -196,7 +239,24 @@ mod tests {
         assert_eq!(s.envelope.prefix, "sluice");
         assert_eq!(s.envelope.database, "shop");
         assert!(s.envelope.schemas);
+        assert_eq!(s.routing, Routing::default(), "no outbox, no messages");
         assert!(!format!("{s:?}").contains("secret"), "{s:?}");
+    }
+
+    #[test]
+    fn outbox_tables_and_the_message_prefix() {
+        let mut pairs = BASE.to_vec();
+        pairs.push((
+            "CAPTURE_OUTBOX_TABLES",
+            "public.outbox_events, shop.outbox_events",
+        ));
+        pairs.push(("CAPTURE_MESSAGE_PREFIX", "outbox:"));
+        let s = settings(&pairs).unwrap();
+        assert_eq!(
+            s.routing.outbox_tables,
+            ["public.outbox_events", "shop.outbox_events"]
+        );
+        assert_eq!(s.routing.message_prefix.as_deref(), Some("outbox:"));
     }
 
     #[test]
@@ -207,6 +267,8 @@ mod tests {
             ("CAPTURE_TOPIC_PREFIX", "a b"),
             ("CAPTURE_SCHEMAS", "yes"),
             ("CAPTURE_STATUS_INTERVAL_MS", "0"),
+            ("CAPTURE_OUTBOX_TABLES", "outbox_events"),
+            ("CAPTURE_OUTBOX_TABLES", "public.outbox_events,a.b.c"),
         ] {
             let mut pairs = BASE.to_vec();
             pairs.push((name, value));

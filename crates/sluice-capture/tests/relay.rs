@@ -21,8 +21,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Headers;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use sluice_capture::debezium::{Envelope, EnvelopeSettings};
-use sluice_capture::relay::Relay;
-use sluice_capture::{Session, SlotSnapshot, SourceConfig};
+use sluice_capture::outbox::Routing;
+use sluice_capture::relay::{Relay, RelayError, RelayReport};
+use sluice_capture::{CaptureStream, Session, SlotSnapshot, SourceConfig};
 use sluice_kafka::ResilientProducer;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -178,42 +179,13 @@ async fn the_relay_writes_what_debezium_wrote() {
     let topic = format!("{prefix}.public.items");
     sluice_testkit::create_topic(&stack, &topic, 1).await;
 
-    let config = SourceConfig::from_url(&source.url, &source.slot, &source.publication)
-        .unwrap()
-        .with_status_interval(Duration::from_millis(100));
-    let mut session = Session::connect(&config).await.unwrap();
-    session
-        .create_slot(false, SlotSnapshot::Nothing)
-        .await
-        .unwrap();
-    let mut stream = session.start().await.unwrap();
-    let mut catalog = source.connect().await;
-    let producer = ResilientProducer::new(
-        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
-        "capture-test",
+    let (stop_tx, relay) = spawn_relay(
+        &stack,
+        &source,
+        &prefix,
+        sluice_capture::outbox::Routing::default(),
     )
-    .unwrap();
-    let envelope = Envelope::new(EnvelopeSettings {
-        prefix: prefix.clone(),
-        database: source.database.clone(),
-        version: format!("sluice {}", env!("CARGO_PKG_VERSION")),
-        schemas: true,
-        run_id: "test-run".into(),
-    });
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let relay = tokio::spawn(async move {
-        Relay {
-            stream: &mut stream,
-            catalog: &mut catalog,
-            producer: &producer,
-            envelope: &envelope,
-        }
-        .run(async {
-            let _ = stop_rx.await;
-        })
-        .await
-        .map(|report| (report, stream))
-    });
+    .await;
 
     let mut writer = source.connect().await;
     let refs: Vec<&str> = statements.iter().map(String::as_str).collect();
@@ -301,5 +273,112 @@ async fn the_relay_writes_what_debezium_wrote() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    stream.shutdown().await.unwrap();
+}
+
+/// What a running relay hands back when stopped: its report and its stream.
+type Running = tokio::task::JoinHandle<Result<(RelayReport, CaptureStream), RelayError>>;
+
+/// A relay of `source`'s new slot into Kafka under topic prefix `prefix`, until the sender
+/// is used.
+async fn spawn_relay(
+    stack: &sluice_testkit::Stack,
+    source: &Source,
+    prefix: &str,
+    routing: Routing,
+) -> (tokio::sync::oneshot::Sender<()>, Running) {
+    let config = SourceConfig::from_url(&source.url, &source.slot, &source.publication)
+        .unwrap()
+        .with_status_interval(Duration::from_millis(100));
+    let mut session = Session::connect(&config).await.unwrap();
+    session
+        .create_slot(false, SlotSnapshot::Nothing)
+        .await
+        .unwrap();
+    let mut stream = session.start().await.unwrap();
+    let mut catalog = source.connect().await;
+    let producer = ResilientProducer::new(
+        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        "capture-test",
+    )
+    .unwrap();
+    let envelope = Envelope::new(EnvelopeSettings {
+        prefix: prefix.to_owned(),
+        database: source.database.clone(),
+        version: format!("sluice {}", env!("CARGO_PKG_VERSION")),
+        schemas: true,
+        run_id: "test-run".into(),
+    });
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let relay = tokio::spawn(async move {
+        Relay {
+            stream: &mut stream,
+            catalog: &mut catalog,
+            producer: &producer,
+            envelope: &envelope,
+            routing: &routing,
+        }
+        .run(async {
+            let _ = stop_rx.await;
+        })
+        .await
+        .map(|report| (report, stream))
+    });
+    (stop_tx, relay)
+}
+
+/// Logical messages as an outbox with no table (docs/capture.md#the-outbox-over-wal): those
+/// under the relay's prefix go to the topic it names, with the key after `/` (none without),
+/// in a transaction or outside one, in order; another prefix's are not relayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_sends_logical_messages_under_its_prefix() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let source = Source::create(
+        &stack.database_url,
+        "CREATE TABLE public.items (id int PRIMARY KEY);",
+    )
+    .await;
+    let topic = format!("msg{}", &source.database["capture_".len()..]);
+    sluice_testkit::create_topic(&stack, &topic, 1).await;
+    let routing = Routing {
+        outbox_tables: Vec::new(),
+        message_prefix: Some("outbox:".into()),
+    };
+    let (stop_tx, relay) = spawn_relay(&stack, &source, "unused", routing).await;
+    let mut writer = source.connect().await;
+    let emit = |transactional: bool, prefix: &str, content: &str| {
+        format!("SELECT pg_logical_emit_message({transactional}, '{prefix}', '{content}')")
+    };
+    let statements = [
+        format!(
+            "BEGIN; {}; {}; COMMIT",
+            emit(true, &format!("outbox:{topic}/k1"), r#"{"n": 1}"#),
+            emit(true, &format!("other:{topic}/k1"), "not ours")
+        ),
+        emit(false, &format!("outbox:{topic}/k1"), "two"),
+        emit(true, &format!("outbox:{topic}"), "keyless"),
+    ];
+    for statement in &statements {
+        sqlx::raw_sql(statement).execute(&mut writer).await.unwrap();
+    }
+    let records = consume(&stack.bootstrap, &topic, 3);
+    let seen: Vec<(&str, Option<&str>)> = records
+        .iter()
+        .map(|r| (r.key.as_str(), r.value.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("k1", Some(r#"{"n": 1}"#)),
+            ("k1", Some("two")),
+            ("", Some("keyless"))
+        ]
+    );
+    assert!(records.iter().all(|r| r.headers.is_empty()), "{records:?}");
+    stop_tx.send(()).unwrap();
+    let (report, stream) = relay.await.unwrap().unwrap();
+    assert_eq!(report.records, 3, "{report:?}");
     stream.shutdown().await.unwrap();
 }

@@ -181,7 +181,7 @@ impl Relay {
 
     fn assert_alive(&mut self) {
         if let Some(status) = self.worker.try_wait().unwrap() {
-            panic!("the Connect worker exited with {status}:\n{}", self.tail());
+            panic!("the relay exited with {status}:\n{}", self.tail());
         }
     }
 
@@ -248,38 +248,18 @@ async fn write(schema: TestSchema, topic: String, side_topic: String, w: usize) 
     pending
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn debezium_relays_cdc_rows_as_the_dispatcher_publishes_them() {
-    let Some(env) = Env::new().await else { return };
-    let started = Instant::now();
-    let stack_script =
-        std::env::var("SLUICE_STACK").expect("SLUICE_STACK (from scripts/stack env)");
-    let migrated = env.output(&["migrate"], &[]);
-    assert!(migrated.status.success(), "{migrated:?}");
-    let copy = TestSchema::create(&env.stack).await;
-    let migrated = env.output(&["migrate"], &[("DATABASE_URL", &copy.url)]);
-    assert!(migrated.status.success(), "{migrated:?}");
+/// Who relays the CDC rows.
+#[derive(Debug, Clone, Copy)]
+enum Relayer {
+    /// Kafka Connect with the Debezium connector and its Outbox Event Router.
+    Connect,
+    /// `sluice capture` with `CAPTURE_OUTBOX_TABLES`.
+    Capture,
+}
 
-    let cdc_topic = format!("{}-cdc", env.prefix);
-    let dispatched_topic = format!("{}-dispatched", env.prefix);
-    let side_topic = format!("{}-side", env.prefix);
-    for topic in [&cdc_topic, &dispatched_topic, &side_topic] {
-        sluice_testkit::create_topic(&env.stack, topic, 3).await;
-    }
-
-    // The publication: CDC inserts of this schema's outbox only.
+/// The Connect worker with the connector, configured as docs/outbox.md says.
+fn connect_relay(env: &Env, stack_script: &str, slot: &str, publication: &str) -> Relay {
     let name = env.schema.name.clone();
-    let publication = format!("{name}_outbox_cdc");
-    let slot = format!("{name}_outbox_cdc");
-    let mut conn = env.schema.connect().await;
-    sqlx::raw_sql(&format!(
-        "CREATE PUBLICATION {publication} FOR TABLE {name}.outbox_events \
-         WHERE (status = 'CDC') WITH (publish = 'insert')"
-    ))
-    .execute(&mut conn)
-    .await
-    .unwrap();
-
     // The worker and the connector, as in
     // docs/outbox.md#the-cdc-option-debezium-instead-of-sluice-dispatch.
     let (host, port, database) = pg_address(&env.stack.database_url);
@@ -336,7 +316,7 @@ async fn debezium_relays_cdc_rows_as_the_dispatcher_publishes_them() {
     )
     .unwrap();
     let log = env.dir.join("connect.log");
-    let worker = Command::new(&stack_script)
+    let worker = Command::new(stack_script)
         .arg("connect")
         .args([&worker_file, &connector_file])
         .stdout(std::fs::File::create(&log).unwrap())
@@ -344,13 +324,94 @@ async fn debezium_relays_cdc_rows_as_the_dispatcher_publishes_them() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let mut relay = Relay {
+    Relay {
         worker,
         log,
-        stack_script: stack_script.clone(),
+        stack_script: stack_script.to_owned(),
         admin_url: env.stack.database_url.clone(),
-        slot: slot.clone(),
-        publication: publication.clone(),
+        slot: slot.to_owned(),
+        publication: publication.to_owned(),
+    }
+}
+
+/// `sluice capture` relaying the schema's outbox table (docs/capture.md#the-outbox-over-wal);
+/// it makes the slot at its first start.
+fn capture_relay(env: &Env, stack_script: &str, slot: &str, publication: &str) -> Relay {
+    let log = env.dir.join("capture.log");
+    let worker = env
+        .sluice(&["capture"])
+        .envs([
+            // The server's URL: a replication connection takes no `options` (search_path).
+            ("DATABASE_URL", env.stack.database_url.as_str()),
+            ("CAPTURE_SLOT", slot),
+            ("CAPTURE_PUBLICATION", publication),
+            ("CAPTURE_TOPIC_PREFIX", env.schema.name.as_str()),
+            (
+                "CAPTURE_OUTBOX_TABLES",
+                format!("{}.outbox_events", env.schema.name).as_str(),
+            ),
+            ("CAPTURE_STATUS_INTERVAL_MS", "100"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    Relay {
+        worker,
+        log,
+        stack_script: stack_script.to_owned(),
+        admin_url: env.stack.database_url.clone(),
+        slot: slot.to_owned(),
+        publication: publication.to_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn debezium_relays_cdc_rows_as_the_dispatcher_publishes_them() {
+    relays_cdc_rows_as_the_dispatcher_publishes_them(Relayer::Connect).await;
+}
+
+/// The same with `sluice capture` in place of Connect: no JVM (issue 46).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sluice_capture_relays_cdc_rows_as_the_dispatcher_publishes_them() {
+    relays_cdc_rows_as_the_dispatcher_publishes_them(Relayer::Capture).await;
+}
+
+async fn relays_cdc_rows_as_the_dispatcher_publishes_them(relayer: Relayer) {
+    let Some(env) = Env::new().await else { return };
+    let started = Instant::now();
+    let stack_script =
+        std::env::var("SLUICE_STACK").expect("SLUICE_STACK (from scripts/stack env)");
+    let migrated = env.output(&["migrate"], &[]);
+    assert!(migrated.status.success(), "{migrated:?}");
+    let copy = TestSchema::create(&env.stack).await;
+    let migrated = env.output(&["migrate"], &[("DATABASE_URL", &copy.url)]);
+    assert!(migrated.status.success(), "{migrated:?}");
+
+    let cdc_topic = format!("{}-cdc", env.prefix);
+    let dispatched_topic = format!("{}-dispatched", env.prefix);
+    let side_topic = format!("{}-side", env.prefix);
+    for topic in [&cdc_topic, &dispatched_topic, &side_topic] {
+        sluice_testkit::create_topic(&env.stack, topic, 3).await;
+    }
+
+    // The publication: CDC inserts of this schema's outbox only.
+    let name = env.schema.name.clone();
+    let publication = format!("{name}_outbox_cdc");
+    let slot = format!("{name}_outbox_cdc");
+    let mut conn = env.schema.connect().await;
+    sqlx::raw_sql(&format!(
+        "CREATE PUBLICATION {publication} FOR TABLE {name}.outbox_events \
+         WHERE (status = 'CDC') WITH (publish = 'insert')"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let mut relay = match relayer {
+        Relayer::Connect => connect_relay(&env, &stack_script, &slot, &publication),
+        Relayer::Capture => capture_relay(&env, &stack_script, &slot, &publication),
     };
 
     // Streaming starts once the slot exists and is active: from then on every commit is
@@ -525,7 +586,7 @@ async fn debezium_relays_cdc_rows_as_the_dispatcher_publishes_them() {
         }
     }
     println!(
-        "CDC relay: {EVENTS} events by {WRITERS} writers; slot streaming after {:.1?}, \
+        "CDC relay ({relayer:?}): {EVENTS} events by {WRITERS} writers; slot streaming after {:.1?}, \
          enqueued in {:.1?}, all relayed {:.1?} after the first enqueue; the dispatcher \
          published the copies in {:.1?}; payload bytes equal for {payload_bytes_equal} \
          (the relay sends PostgreSQL's jsonb text); test wall time {:.1?}",

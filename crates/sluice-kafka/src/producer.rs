@@ -139,19 +139,21 @@ impl ResilientProducer {
     }
 
     /// As [`ResilientProducer::enqueue`] for a record whose value may be absent: `None` is a
-    /// tombstone (a Kafka null value, what a compacted topic reads as a delete).
+    /// tombstone (a Kafka null value, what a compacted topic reads as a delete); `partition`
+    /// `None` places it by its key's hash.
     pub fn enqueue_maybe_tombstone(
         &self,
         topic: &str,
         key: Option<&[u8]>,
         payload: Option<&[u8]>,
+        partition: Option<i32>,
         headers: &[(&str, &[u8])],
     ) -> Result<impl Future<Output = Result<Delivered, KafkaError>> + use<>, KafkaError> {
         let headers = headers.iter().map(|&(key, value)| Header {
             key,
             value: Some(value),
         });
-        let mut future = future_record(topic, key, &[], None, headers);
+        let mut future = future_record(topic, key, &[], partition, headers);
         future.payload = payload;
         self.queue(future)
     }

@@ -299,8 +299,9 @@ pub async fn prepare_sink(
             .fetch_one(&mut *conn)
             .await?;
     if stand_in {
-        let tables = format!("{MOVED_ROWS_MIGRATION}\n{HELD_ROWS_MIGRATION}")
-            .replace("CREATE TABLE", "CREATE TEMP TABLE");
+        let tables =
+            format!("{MOVED_ROWS_MIGRATION}\n{HELD_ROWS_MIGRATION}\n{MOVED_ROWS_KEPT_MIGRATION}")
+                .replace("CREATE TABLE", "CREATE TEMP TABLE");
         sqlx::raw_sql(&format!("BEGIN; {tables}"))
             .execute(&mut *conn)
             .await?;
@@ -320,6 +321,10 @@ pub async fn prepare_sink(
 
 /// The migration that makes [`sluice_sinks::MOVED_ROWS`].
 const MOVED_ROWS_MIGRATION: &str = include_str!("../../../migrations/0016_debezium_moved_rows.sql");
+
+/// The migration that keeps [`sluice_sinks::MOVED_ROWS`]' rows for replays.
+const MOVED_ROWS_KEPT_MIGRATION: &str =
+    include_str!("../../../migrations/0019_debezium_moved_rows_kept.sql");
 
 /// The migration that makes [`HELD_ROWS`].
 const HELD_ROWS_MIGRATION: &str = include_str!("../../../migrations/0017_debezium_held_rows.sql");

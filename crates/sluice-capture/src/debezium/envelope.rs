@@ -80,6 +80,8 @@ pub struct Record {
     pub value: Option<Vec<u8>>,
     /// Its headers, in order.
     pub headers: Vec<(&'static str, String)>,
+    /// Its explicit partition (an outbox row's `partition`); `None`: the key's hash decides.
+    pub partition: Option<i32>,
 }
 
 /// Why a change could not become records. Fatal: a change cannot be skipped without
@@ -256,6 +258,7 @@ impl Envelope {
             key: deleted.key.clone(),
             value: None,
             headers: deleted.headers.clone(),
+            partition: deleted.partition,
         }
     }
 
@@ -305,6 +308,7 @@ impl Envelope {
             key,
             value: Some(value.into_bytes()),
             headers: self.context_headers(),
+            partition: None,
         })
     }
 

@@ -14,6 +14,7 @@ use crate::debezium::{EncodeError, Envelope, Position, Record, Snapshot, TableSh
 use crate::error::CaptureError;
 use crate::lsn::Lsn;
 use crate::model::{CaptureEvent, Change, Relation};
+use crate::outbox::{OutboxShape, RouteError, Routing, message_record};
 use crate::source::CaptureStream;
 use chrono::{DateTime, Utc};
 use rdkafka::error::KafkaError;
@@ -53,6 +54,9 @@ pub enum RelayError {
     /// The relay's own bookkeeping failed: a bug, never a confirmation.
     #[error(transparent)]
     Acks(#[from] AckError),
+    /// An outbox row or a logical message cannot become its record.
+    #[error(transparent)]
+    Route(#[from] RouteError),
 }
 
 /// What the relay did until it stopped.
@@ -85,12 +89,23 @@ pub struct Relay<'a> {
     pub producer: &'a ResilientProducer,
     /// The records' settings.
     pub envelope: &'a Envelope,
+    /// The outbox tables and the messages relayed as outbox records.
+    pub routing: &'a Routing,
+}
+
+/// What handling one event needs besides the state.
+struct Parts<'c, 'a> {
+    catalog: &'c mut PgConnection,
+    producer: &'a ResilientProducer,
+    envelope: &'a Envelope,
+    routing: &'a Routing,
 }
 
 /// The loop's state.
 struct State {
     acks: Acks,
     shapes: HashMap<u32, TableShape>,
+    outboxes: HashMap<u32, OutboxShape>,
     open: Option<Open>,
     last_commit: Option<Lsn>,
     report: RelayReport,
@@ -105,6 +120,7 @@ impl Relay<'_> {
         let mut state = State {
             acks: Acks::new(),
             shapes: HashMap::new(),
+            outboxes: HashMap::new(),
             open: None,
             last_commit: None,
             report: RelayReport::default(),
@@ -116,6 +132,7 @@ impl Relay<'_> {
             catalog,
             producer,
             envelope,
+            routing,
         } = self;
         loop {
             tokio::select! {
@@ -128,7 +145,8 @@ impl Relay<'_> {
                 // Cancel-safe: CaptureStream::next awaits only its channel's receive.
                 event = stream.next() => {
                     let Some(event) = event? else { break };
-                    state.event(catalog, producer, envelope, stream, event).await?;
+                    let parts = Parts { catalog, producer, envelope, routing };
+                    state.event(parts, stream, event).await?;
                 }
             }
         }
@@ -163,12 +181,16 @@ impl State {
 
     async fn event(
         &mut self,
-        catalog: &mut PgConnection,
-        producer: &ResilientProducer,
-        envelope: &Envelope,
+        parts: Parts<'_, '_>,
         stream: &CaptureStream,
         event: CaptureEvent,
     ) -> Result<(), RelayError> {
+        let Parts {
+            catalog,
+            producer,
+            envelope,
+            routing,
+        } = parts;
         match event {
             CaptureEvent::Begin {
                 xid, commit_time, ..
@@ -182,7 +204,9 @@ impl State {
                     commit_time,
                 });
             }
-            CaptureEvent::Relation(relation) => self.describe(catalog, envelope, &relation).await?,
+            CaptureEvent::Relation(relation) => {
+                self.describe(catalog, envelope, routing, &relation).await?;
+            }
             CaptureEvent::Change { lsn, change } => {
                 let open = self
                     .open
@@ -206,8 +230,12 @@ impl State {
                 self.report.transactions += 1;
                 self.confirm(stream);
             }
-            // Routed by prefix in a later step (the outbox with no table); today skipped.
-            CaptureEvent::Message { .. } => {}
+            CaptureEvent::Message {
+                transactional,
+                lsn,
+                prefix,
+                content,
+            } => self.message(producer, routing, transactional, lsn, &prefix, &content)?,
             CaptureEvent::KeepAlive { wal_end } => {
                 // Nothing of ours before the server's WAL end is unacknowledged: an idle
                 // slot moves on (docs/capture.md#durability).
@@ -224,8 +252,14 @@ impl State {
         &mut self,
         catalog: &mut PgConnection,
         envelope: &Envelope,
+        routing: &Routing,
         relation: &Arc<Relation>,
     ) -> Result<(), RelayError> {
+        if routing.is_outbox(relation) {
+            self.outboxes
+                .insert(relation.oid, OutboxShape::new(relation)?);
+            return Ok(());
+        }
         let columns =
             column_catalog(catalog, relation)
                 .await
@@ -251,6 +285,13 @@ impl State {
             | Change::Delete { relation, .. } => relation.oid,
             Change::Truncate { .. } => return Ok(Vec::new()),
         };
+        if let Some(outbox) = self.outboxes.get(&oid) {
+            // Only inserts: the router skips a row's later life (its updates, its purge).
+            return Ok(match change {
+                Change::Insert { new, .. } => outbox.record(new)?.into_iter().collect(),
+                _ => Vec::new(),
+            });
+        }
         let shape = self.shapes.get(&oid).ok_or_else(|| {
             RelayError::Order(format!("a change of table {oid} before its Relation"))
         })?;
@@ -262,6 +303,41 @@ impl State {
             snapshot: Snapshot::False,
         };
         Ok(envelope.records(shape, change, &at, Utc::now())?)
+    }
+
+    /// A logical message: relayed when its prefix is ours. One emitted in a transaction is
+    /// part of it; one emitted outside is a transaction of its own, confirmed at its LSN (a
+    /// restart may send it again, never lose it).
+    fn message(
+        &mut self,
+        producer: &ResilientProducer,
+        routing: &Routing,
+        transactional: bool,
+        lsn: Lsn,
+        prefix: &str,
+        content: &[u8],
+    ) -> Result<(), RelayError> {
+        let Some(ours) = &routing.message_prefix else {
+            return Ok(());
+        };
+        let Some(record) = message_record(prefix, ours, content)? else {
+            return Ok(());
+        };
+        match (transactional, self.open) {
+            (true, Some(open)) => self.send(producer, open.ticket, &record),
+            (false, None) => {
+                let ticket = self.acks.begin();
+                self.send(producer, ticket, &record)?;
+                self.acks.commit(ticket, lsn)?;
+                Ok(())
+            }
+            (true, None) => Err(RelayError::Order(
+                "a transactional message outside a transaction".into(),
+            )),
+            (false, Some(_)) => Err(RelayError::Order(
+                "a non-transactional message inside a transaction".into(),
+            )),
+        }
     }
 
     /// Queues one record; its acknowledgement comes back through `done`.
@@ -280,6 +356,7 @@ impl State {
             &record.topic,
             record.key.as_deref(),
             record.value.as_deref(),
+            record.partition,
             &headers,
         )?;
         self.acks.sent(ticket)?;

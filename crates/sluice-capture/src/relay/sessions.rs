@@ -43,9 +43,11 @@ impl RelayError {
                 | sqlx::Error::Protocol(_) => Disposition::Retry,
                 _ => Disposition::Fatal,
             },
-            RelayError::Encode(_) | RelayError::Order(_) | RelayError::Acks(_) => {
-                Disposition::Fatal
-            }
+            // The same row or message would fail the next session too: the slot keeps it.
+            RelayError::Encode(_)
+            | RelayError::Order(_)
+            | RelayError::Acks(_)
+            | RelayError::Route(_) => Disposition::Fatal,
         }
     }
 }
@@ -127,6 +129,7 @@ async fn session(
         catalog: &mut catalog,
         producer,
         envelope,
+        routing: &settings.routing,
     }
     .run(stop.cancelled())
     .await?;

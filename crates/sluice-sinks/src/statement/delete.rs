@@ -5,19 +5,19 @@
 use super::{MOVED_ROWS, StatementColumn, array_params, array_params_from, aside_match, key_match};
 use crate::names::{quote_ident, quote_table};
 
-/// How long what a key change with an LSN set aside is kept after its delete was applied
-/// (last applied: a replay's delete renews it): a replay of the change within it (a source's
-/// capture re-sending what its slot had not confirmed) finds the old row as the first delete
-/// found it. Its create reads it, it does not take it away.
+/// How long what a key change with an LSN set aside is kept after its create last read it:
+/// a replay of the change within it (a source's capture re-sending what its slot had not
+/// confirmed) finds the old row as the first delete found it. A row no create has read yet is
+/// kept however long its create takes (a partition days behind, a dead letter replayed).
 pub const KEPT_MOVES: &str = "1 day";
 
 /// The removal of what key changes' deletes set aside, once their creates have read it:
 /// one array per key column for the old keys, then one per key column for the new keys, then
 /// the changes' LSNs.
 ///
-/// A change with an LSN keeps its row aside for [`KEPT_MOVES`]: a replay of its create then
-/// reads the same old row (whose key the first copy took), rather than finding it gone. What
-/// was set aside longer ago than that, for the table, is removed here.
+/// A change with an LSN keeps its row aside, marked read (`read_at`), for [`KEPT_MOVES`]: a
+/// replay of its create then reads the same old row (whose key the first copy took), rather
+/// than finding it gone. What creates of the table read longer ago than that is removed here.
 pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> String {
     let mut params = array_params(key.iter());
     push_new_keys_and_lsns(&mut params, key);
@@ -39,8 +39,11 @@ pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> Stri
         "WITH c AS (SELECT * FROM UNNEST({params}) WITH ORDINALITY AS c({aliases}, n)),\n\
          consumed AS (DELETE FROM {MOVED_ROWS} AS m USING c WHERE c.\"lsn\" IS NULL AND {aside}\n\
          AND m.seq = (SELECT min(m.seq) FROM {MOVED_ROWS} AS m WHERE {aside}) RETURNING c.n),\n\
+         read AS (UPDATE {MOVED_ROWS} AS m SET read_at = now() FROM c \
+         WHERE c.\"lsn\" IS NOT NULL AND {aside}),\n\
          expired AS (DELETE FROM {MOVED_ROWS} AS m WHERE m.target_table = '{literal}' \
-         AND m.change_lsn >= 0 AND m.moved_at < now() - interval '{KEPT_MOVES}')\n\
+         AND m.change_lsn >= 0 AND m.read_at < now() - interval '{KEPT_MOVES}' \
+         AND NOT EXISTS (SELECT 1 FROM c WHERE c.\"lsn\" IS NOT NULL AND {aside}))\n\
          INSERT INTO {MOVED_ROWS} (target_table, old_key, new_key, change_lsn, image)\n\
          SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), -2, NULL FROM c\n\
          WHERE c.\"lsn\" IS NULL AND c.n NOT IN (SELECT x.n FROM consumed AS x)",
@@ -94,17 +97,23 @@ fn deletes(
         keys_match(key, "target", "d"),
     );
     if let Some(guard) = guard {
-        let version = quote_ident("sluice version");
-        sql.push_str(&format!(
-            "\n  AND (d.{version} IS NULL OR target.{g} IS NULL OR target.{g} <= d.{version})",
-            g = quote_ident(guard.name),
-        ));
+        sql.push_str(&format!("\n  AND {}", not_newer("target", guard)));
     }
     if !moving {
         sql.push_str(&format!("\nRETURNING d.{}", quote_ident("sluice row")));
         return sql;
     }
-    setting_aside(table, key, &sql, &params, &aliases)
+    setting_aside(table, key, guard, &sql, (&params, &aliases))
+}
+
+/// The stored row `alias` is not newer than the delete `d` under newest-wins by `guard`
+/// (a NULL version or a stored NULL: never newer).
+fn not_newer(alias: &str, guard: &StatementColumn<'_>) -> String {
+    format!(
+        "(d.{version} IS NULL OR {alias}.{g} IS NULL OR {alias}.{g} <= d.{version})",
+        version = quote_ident("sluice version"),
+        g = quote_ident(guard.name),
+    )
 }
 
 /// A delete's parameters: one array per key column, the versions (with a guard), with
@@ -163,19 +172,20 @@ fn keys_match(key: &[StatementColumn<'_>], stored: &str, wanted: &str) -> String
 /// The moving delete around `delete` (its guarded `DELETE … WHERE`), whose `params` and
 /// `aliases` it reads again to set the old rows aside.
 ///
-/// Every key change's delete leaves its mark: the old key's row as the statement found it
-/// (deleted, or kept because it is newer under newest-wins), NULL when there was none, so
-/// that its create never waits for a delete that came already (held rows,
-/// migrations/0017_debezium_held_rows.sql). A delete applied again (a replay) keeps the
-/// image the first one set aside: the old key may hold a newer row by then, which is not the
-/// row that moved.
+/// Every key change's delete leaves its mark: the old key's row it deleted, NULL when there
+/// was none, so that its create never waits for a delete that came already (held rows,
+/// migrations/0017_debezium_held_rows.sql). Under newest-wins a row newer than the delete
+/// (only met in a replay: the old key re-inserted since) is not the row that moved, and is
+/// not set aside. A delete applied again (a replay) keeps the image set aside first, and under
+/// newest-wins takes the newer of the two (a capture that re-sends after a failed delivery
+/// can apply an older version of the row before the change the first time).
 /// Without an LSN, a mark that its create took its row already (-2) is removed instead.
 fn setting_aside(
     table: &str,
     key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
     delete: &str,
-    params: &str,
-    aliases: &str,
+    (params, aliases): (&str, &str),
 ) -> String {
     let qualified = |alias: &str, names: &mut dyn Iterator<Item = &str>| -> Vec<String> {
         names
@@ -183,6 +193,25 @@ fn setting_aside(
             .collect()
     };
     let new = new_key_aliases(key.len());
+    let (found, image) = match guard {
+        Some(guard) => (
+            format!(
+                "{} AND {}",
+                keys_match(key, "x", "d"),
+                not_newer("x", guard)
+            ),
+            format!(
+                "CASE WHEN m.image IS NULL THEN EXCLUDED.image WHEN EXCLUDED.image IS NULL \
+                 THEN m.image WHEN EXCLUDED.image -> '{g}' > m.image -> '{g}' \
+                 THEN EXCLUDED.image ELSE m.image END",
+                g = guard.name.replace('\'', "''"),
+            ),
+        ),
+        None => (
+            keys_match(key, "x", "d"),
+            "coalesce(m.image, EXCLUDED.image)".to_owned(),
+        ),
+    };
     format!(
         "WITH gone AS ({delete}\nRETURNING d.{row} AS {gone}),\n\
          taken AS (DELETE FROM {MOVED_ROWS} AS m WHERE m.seq = (SELECT min(t.seq) \
@@ -196,11 +225,10 @@ fn setting_aside(
          coalesce(d.{lsn}, -1), (SELECT to_jsonb(x) FROM {table} AS x WHERE {found})\n\
          FROM UNNEST({params}) AS d({aliases}) WHERE NOT EXISTS (SELECT 1 FROM taken)\n\
          ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
-         DO UPDATE SET image = coalesce(m.image, EXCLUDED.image), moved_at = now())\n\
+         DO UPDATE SET image = {image}, moved_at = now())\n\
          SELECT g.{gone} FROM gone AS g",
         gone = quote_ident("sluice gone"),
         table = quote_table(table),
-        found = keys_match(key, "x", "d"),
         literal = table.replace('\'', "''"),
         old = qualified("d", &mut key.iter().map(|c| c.name)).join(", "),
         new = qualified("d", &mut new.iter().map(String::as_str)).join(", "),
