@@ -25,6 +25,7 @@ pub mod outbox;
 pub mod pgoutput;
 pub mod relay;
 pub mod settings;
+pub mod snapshot;
 pub mod source;
 
 pub use error::CaptureError;

@@ -53,6 +53,15 @@ pub enum RouteError {
         /// The missing column.
         column: &'static str,
     },
+    /// A table named in `CAPTURE_OUTBOX_TABLES` does not exist (its rows would be relayed as
+    /// change events of another name, or not at all).
+    #[error(
+        "{table} is named in CAPTURE_OUTBOX_TABLES but is no table of the source database (names are exact: schema.table)"
+    )]
+    NoSuchTable {
+        /// `schema.table`.
+        table: String,
+    },
     /// A value of an outbox row cannot make its record.
     #[error("outbox row of {table}: column `{column}` {problem}")]
     Value {
@@ -140,8 +149,17 @@ impl OutboxShape {
             self.text(new, index, column)?
                 .ok_or_else(|| self.value(column, "is NULL"))
         };
+        let topic = required(topic, "topic")?;
+        if !is_topic_name(topic) {
+            return Err(self.value(
+                "topic",
+                format!(
+                    "{topic:?} is not a topic name (letters, digits, '.', '_', '-'; at most 249)"
+                ),
+            ));
+        }
         Ok(Some(Record {
-            topic: required(topic, "topic")?.to_owned(),
+            topic: topic.to_owned(),
             key: Some(required(key, "partition_key")?.as_bytes().to_vec()),
             value: Some(required(payload, "payload")?.as_bytes().to_vec()),
             headers: vec![
@@ -202,14 +220,7 @@ pub fn message_record(
         Some((topic, key)) => (topic, Some(key)),
         None => (route, None),
     };
-    let valid = !topic.is_empty()
-        && topic.len() <= 249
-        && topic != "."
-        && topic != ".."
-        && topic
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if !valid {
+    if !is_topic_name(topic) {
         return Err(RouteError::MessageTopic {
             prefix: prefix.to_owned(),
             ours: ours.to_owned(),
@@ -222,6 +233,18 @@ pub fn message_record(
         headers: Vec::new(),
         partition: None,
     }))
+}
+
+/// Whether `name` is a valid Kafka topic name (what the broker would refuse, refused here:
+/// a record for it could never be delivered).
+pub fn is_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 #[cfg(test)]

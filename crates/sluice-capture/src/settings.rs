@@ -49,6 +49,18 @@ pub const STATUS_INTERVAL: Var<Millis> = Var::new(
     "how often the confirmed position is reported to the server",
 );
 
+/// `CAPTURE_SNAPSHOT`.
+pub const SNAPSHOT: Var<Text> = Var::new(
+    "CAPTURE_SNAPSHOT",
+    "initial",
+    "initial: a new slot's tables are sent first as r events, in the snapshot it exported; never: only changes from the slot's creation",
+);
+/// `CAPTURE_STATE_TOPIC`.
+pub const STATE_TOPIC: Var<Text> = Var::new(
+    "CAPTURE_STATE_TOPIC",
+    "sluice_capture_state",
+    "the Kafka topic (made when missing) that records whether a slot's initial snapshot completed",
+);
 /// `CAPTURE_OUTBOX_TABLES`.
 pub const OUTBOX_TABLES: Var<Given> = Var::new(
     "CAPTURE_OUTBOX_TABLES",
@@ -73,6 +85,8 @@ pub fn variables() -> Vec<Variable> {
         TOPIC_PREFIX.variable(),
         SCHEMAS.variable(),
         STATUS_INTERVAL.variable(),
+        SNAPSHOT.variable(),
+        STATE_TOPIC.variable(),
         OUTBOX_TABLES.variable(),
         MESSAGE_PREFIX.variable(),
     ]
@@ -91,6 +105,9 @@ pub struct CaptureSettings {
     pub envelope: EnvelopeSettings,
     /// The outbox tables and messages relayed as outbox records.
     pub routing: Routing,
+    /// With `CAPTURE_SNAPSHOT=initial`, the state topic (`CAPTURE_STATE_TOPIC`); `None`:
+    /// no snapshot.
+    pub snapshot: Option<String>,
 }
 
 impl std::fmt::Debug for CaptureSettings {
@@ -104,6 +121,7 @@ impl std::fmt::Debug for CaptureSettings {
             )
             .field("envelope", &self.envelope)
             .field("routing", &self.routing)
+            .field("snapshot", &self.snapshot)
             .finish()
     }
 }
@@ -166,7 +184,37 @@ impl CaptureSettings {
             database_url,
             envelope,
             routing: routing(&env)?,
+            snapshot: snapshot(&env)?,
         })
+    }
+}
+
+/// `CAPTURE_SNAPSHOT` and, with `initial`, `CAPTURE_STATE_TOPIC`.
+fn snapshot(env: &EnvReader<'_>) -> Result<Option<String>, SettingsError> {
+    match SNAPSHOT.read(env)?.as_str() {
+        "never" => Ok(None),
+        "initial" => {
+            let topic = STATE_TOPIC.read(env)?;
+            let fits = !topic.is_empty()
+                && topic.len() <= 249
+                && topic
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            if fits {
+                Ok(Some(topic))
+            } else {
+                Err(SettingsError::invalid(
+                    STATE_TOPIC.name,
+                    &topic,
+                    "a topic name: letters, digits, '.', '_', '-', at most 249",
+                ))
+            }
+        }
+        other => Err(SettingsError::invalid(
+            SNAPSHOT.name,
+            other,
+            "initial or never",
+        )),
     }
 }
 
@@ -187,9 +235,23 @@ fn routing(env: &EnvReader<'_>) -> Result<Routing, SettingsError> {
         }
         outbox_tables.push(table.to_owned());
     }
+    let message_prefix = MESSAGE_PREFIX.read_set(env)?.filter(|p| !p.is_empty());
+    if let Some(prefix) = &message_prefix
+        && prefix
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        // `outbox` would read `outbox-legacy/x` as topic `-legacy`.
+        return Err(SettingsError::invalid(
+            MESSAGE_PREFIX.name,
+            prefix,
+            "a prefix ending in a character no topic name has, such as ':' (outbox:)",
+        ));
+    }
     Ok(Routing {
         outbox_tables,
-        message_prefix: MESSAGE_PREFIX.read_set(env)?.filter(|p| !p.is_empty()),
+        message_prefix,
     })
 }
 
@@ -240,6 +302,7 @@ mod tests {
         assert_eq!(s.envelope.database, "shop");
         assert!(s.envelope.schemas);
         assert_eq!(s.routing, Routing::default(), "no outbox, no messages");
+        assert_eq!(s.snapshot.as_deref(), Some("sluice_capture_state"));
         assert!(!format!("{s:?}").contains("secret"), "{s:?}");
     }
 
@@ -268,6 +331,9 @@ mod tests {
             ("CAPTURE_SCHEMAS", "yes"),
             ("CAPTURE_STATUS_INTERVAL_MS", "0"),
             ("CAPTURE_OUTBOX_TABLES", "outbox_events"),
+            ("CAPTURE_SNAPSHOT", "always"),
+            ("CAPTURE_MESSAGE_PREFIX", "outbox"),
+            ("CAPTURE_STATE_TOPIC", "a b"),
             ("CAPTURE_OUTBOX_TABLES", "public.outbox_events,a.b.c"),
         ] {
             let mut pairs = BASE.to_vec();

@@ -3,8 +3,8 @@
 //! into Kafka, and every record it wrote equals the connector's, record for record — key,
 //! value, headers, tombstones, partition — with what differs by nature masked: the `source`
 //! block's version, timestamps, LSNs and transaction id, the processing time, the run id, and
-//! the names the test makes unique (topic prefix, database). The snapshot record (`00`) is
-//! not streamed yet: `sluice capture`'s snapshot is a later step (docs/capture.md).
+//! the names the test makes unique (topic prefix, database). The first, `00`, is the initial
+//! snapshot's `r` record of the row written before the slot (docs/capture.md#snapshot).
 //!
 //! Then the durability rule's end: once Kafka acknowledged every record, the slot's
 //! confirmed position is past the last change.
@@ -23,6 +23,7 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use sluice_capture::debezium::{Envelope, EnvelopeSettings};
 use sluice_capture::outbox::Routing;
 use sluice_capture::relay::{Relay, RelayError, RelayReport};
+use sluice_capture::snapshot::SnapshotCopy;
 use sluice_capture::{CaptureStream, Session, SlotSnapshot, SourceConfig};
 use sluice_kafka::ResilientProducer;
 use std::path::PathBuf;
@@ -179,19 +180,14 @@ async fn the_relay_writes_what_debezium_wrote() {
     let topic = format!("{prefix}.public.items");
     sluice_testkit::create_topic(&stack, &topic, 1).await;
 
-    let (stop_tx, relay) = spawn_relay(
-        &stack,
-        &source,
-        &prefix,
-        sluice_capture::outbox::Routing::default(),
-    )
-    .await;
+    let (stop_tx, relay) = spawn_relay(&stack, &source, &prefix, Routing::default(), true).await;
 
     let mut writer = source.connect().await;
     let refs: Vec<&str> = statements.iter().map(String::as_str).collect();
     source.run(&mut writer, &refs).await;
 
     let stems = [
+        "00-read-id1-snapshot",
         "01-create-id2",
         "02-update-id2-toast-placeholder",
         "03-delete-id2-pk-update",
@@ -258,7 +254,11 @@ async fn the_relay_writes_what_debezium_wrote() {
     // the last change, and the slot gets it.
     stop_tx.send(()).unwrap();
     let (report, stream) = relay.await.unwrap().unwrap();
-    assert_eq!(report.records, stems.len() as u64);
+    assert_eq!(
+        report.records,
+        stems.len() as u64 - 1,
+        "the relay's (00 is the snapshot's)"
+    );
     assert_eq!(report.transactions, 6, "{report:?}");
     let last: serde_json::Value =
         serde_json::from_str(records.last().unwrap().value.as_deref().unwrap()).unwrap();
@@ -280,22 +280,25 @@ async fn the_relay_writes_what_debezium_wrote() {
 type Running = tokio::task::JoinHandle<Result<(RelayReport, CaptureStream), RelayError>>;
 
 /// A relay of `source`'s new slot into Kafka under topic prefix `prefix`, until the sender
-/// is used.
+/// is used; with `snapshot`, the slot's initial snapshot first (its records acknowledged
+/// before the stream starts).
 async fn spawn_relay(
     stack: &sluice_testkit::Stack,
     source: &Source,
     prefix: &str,
     routing: Routing,
+    snapshot: bool,
 ) -> (tokio::sync::oneshot::Sender<()>, Running) {
     let config = SourceConfig::from_url(&source.url, &source.slot, &source.publication)
         .unwrap()
         .with_status_interval(Duration::from_millis(100));
     let mut session = Session::connect(&config).await.unwrap();
-    session
-        .create_slot(false, SlotSnapshot::Nothing)
-        .await
-        .unwrap();
-    let mut stream = session.start().await.unwrap();
+    let wanted = if snapshot {
+        SlotSnapshot::Export
+    } else {
+        SlotSnapshot::Nothing
+    };
+    let slot = session.create_slot(false, wanted).await.unwrap();
     let mut catalog = source.connect().await;
     let producer = ResilientProducer::new(
         &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
@@ -309,6 +312,22 @@ async fn spawn_relay(
         schemas: true,
         run_id: "test-run".into(),
     });
+    if let Some(exported) = &slot.snapshot {
+        let report = SnapshotCopy {
+            conn: &mut catalog,
+            exported,
+            consistent_point: slot.consistent_point,
+            publication: &source.publication,
+            envelope: &envelope,
+            routing: &routing,
+            producer: &producer,
+        }
+        .run()
+        .await
+        .unwrap();
+        assert_eq!(report.tables, 1, "{report:?}");
+    }
+    let mut stream = session.start().await.unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let relay = tokio::spawn(async move {
         Relay {
@@ -346,7 +365,7 @@ async fn the_relay_sends_logical_messages_under_its_prefix() {
         outbox_tables: Vec::new(),
         message_prefix: Some("outbox:".into()),
     };
-    let (stop_tx, relay) = spawn_relay(&stack, &source, "unused", routing).await;
+    let (stop_tx, relay) = spawn_relay(&stack, &source, "unused", routing, false).await;
     let mut writer = source.connect().await;
     let emit = |transactional: bool, prefix: &str, content: &str| {
         format!("SELECT pg_logical_emit_message({transactional}, '{prefix}', '{content}')")

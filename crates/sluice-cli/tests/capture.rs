@@ -31,12 +31,14 @@ use debezium_source::{Source, records_in};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sqlx::{Connection, PgConnection};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use support::database::{crash_postgres, table_digest};
 use support::{Env, Running};
+
+/// Rows in the table before the capture starts.
+const SNAPSHOT_ROWS: i64 = 3_000;
 
 /// Operations per writer.
 const OPERATIONS: usize = 10_000;
@@ -76,24 +78,6 @@ enum Fault {
     KillCapture,
     KillSink,
     CrashPostgres,
-}
-
-fn spawn_capture(env: &Env, source: &Source, name: &str) -> Running {
-    let log = env.dir.join(format!("{name}.log"));
-    let mut cmd = env.sluice(&["capture"]);
-    cmd.envs([
-        ("DATABASE_URL", source.url.as_str()),
-        ("CAPTURE_SLOT", source.slot.as_str()),
-        ("CAPTURE_PUBLICATION", source.publication.as_str()),
-        ("CAPTURE_TOPIC_PREFIX", source.topic_prefix.as_str()),
-        ("CAPTURE_STATUS_INTERVAL_MS", "100"),
-    ])
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(&log).unwrap());
-    Running {
-        child: cmd.spawn().unwrap(),
-        log,
-    }
 }
 
 /// The sink's `sluice run`, with retries that outlast a crash of PostgreSQL.
@@ -244,9 +228,21 @@ async fn sluice_capture_replicates_a_table_through_kills_and_a_crash() {
     .unwrap();
     let topic = source.topic("public", "items");
     sluice_testkit::create_topic(&env.stack, &topic, 3).await;
+    // Rows from before the capture: its initial snapshot sends them (the writers never touch
+    // their negative ids).
+    sqlx::raw_sql(&format!(
+        "INSERT INTO public.items SELECT -g, 'before ' || g, g / 100.0, jsonb_build_object('g', g), \
+         CASE WHEN g % 2 = 0 THEN {big} ELSE NULL END, now() - g * interval '1 minute', \
+         DATE '2026-01-01' + g, TIMESTAMP '2026-01-01' + g * interval '1 second', g * 1.5, \
+         gen_random_uuid(), int8send(g) FROM generate_series(1, {SNAPSHOT_ROWS}) g",
+        big = BIG.replace("$1", "g::text"),
+    ))
+    .execute(&mut source_conn)
+    .await
+    .unwrap();
 
     // The capture makes its slot at its first start: changes from then on are captured.
-    let mut capture = spawn_capture(&env, &source, "capture-0");
+    let mut capture = source.spawn_capture(&env, "capture-0");
     let mut admin = PgConnection::connect(&env.stack.database_url)
         .await
         .unwrap();
@@ -280,7 +276,7 @@ async fn sluice_capture_replicates_a_table_through_kills_and_a_crash() {
                 capture.signal("KILL");
                 capture.wait(Duration::from_secs(10));
                 captures += 1;
-                capture = spawn_capture(&env, &source, &format!("capture-{captures}"));
+                capture = source.spawn_capture(&env, &format!("capture-{captures}"));
             }
             Fault::KillSink => {
                 sink.signal("KILL");
@@ -291,7 +287,7 @@ async fn sluice_capture_replicates_a_table_through_kills_and_a_crash() {
             Fault::CrashPostgres => crash_postgres(&env.stack),
         }
     }
-    let mut records = 0;
+    let mut records = SNAPSHOT_ROWS;
     for writer in writers {
         records += writer.await.unwrap();
     }
@@ -323,8 +319,8 @@ async fn sluice_capture_replicates_a_table_through_kills_and_a_crash() {
     }
     let sent = records_in(&env.stack.bootstrap, std::slice::from_ref(&topic));
     println!(
-        "replica equals source ({} rows) after {:?}; {records} records for the operations, \
-         {sent} in Kafka ({} re-sent by restarts)",
+        "replica equals source ({} rows) after {:?}; {records} records for the snapshot and \
+         the operations, {sent} in Kafka ({} re-sent by restarts)",
         want.0,
         started.elapsed(),
         sent - records

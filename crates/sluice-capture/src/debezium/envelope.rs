@@ -36,8 +36,12 @@ pub enum Snapshot {
     False,
     /// The snapshot's first record.
     First,
+    /// The first record of a table after the snapshot's first.
+    FirstInDataCollection,
     /// A snapshot record.
     True,
+    /// The last record of a table before the snapshot's last.
+    LastInDataCollection,
     /// The snapshot's last record.
     Last,
 }
@@ -47,6 +51,8 @@ impl Snapshot {
         match self {
             Snapshot::False => "false",
             Snapshot::First => "first",
+            Snapshot::FirstInDataCollection => "first_in_data_collection",
+            Snapshot::LastInDataCollection => "last_in_data_collection",
             Snapshot::True => "true",
             Snapshot::Last => "last",
         }

@@ -165,3 +165,22 @@ fn another_prefix_is_not_ours_and_a_bad_topic_is_an_error() {
         );
     }
 }
+
+#[test]
+fn a_row_whose_topic_no_broker_takes_names_it() {
+    let shape = OutboxShape::new(&outbox(None)).unwrap();
+    let mut bad = row("CDC", None);
+    bad[5] = Cell::Text("has space".into());
+    let error = shape.record(&bad).unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            RouteError::Value {
+                column: "topic",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("has space"), "{error}");
+}

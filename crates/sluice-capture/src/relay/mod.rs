@@ -5,6 +5,7 @@
 pub mod acks;
 pub mod run;
 pub mod sessions;
+pub mod state;
 
 pub use run::{Relay, RelayError, RelayReport};
 pub use sessions::capture;

@@ -57,6 +57,9 @@ pub enum RelayError {
     /// An outbox row or a logical message cannot become its record.
     #[error(transparent)]
     Route(#[from] RouteError),
+    /// The initial snapshot stopped.
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
 }
 
 /// What the relay did until it stopped.

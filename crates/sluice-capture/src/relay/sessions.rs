@@ -7,9 +7,12 @@
 //! re-sends what the last one had not confirmed: duplicates, never a gap.
 
 use super::run::{Relay, RelayError, RelayReport};
+use super::state::{SnapshotState, StateTopic};
 use crate::debezium::Envelope;
 use crate::error::{CaptureError, sqlstate};
+use crate::outbox::RouteError;
 use crate::settings::CaptureSettings;
+use crate::snapshot::{SnapshotCopy, SnapshotError};
 use crate::source::{Session, SlotSnapshot};
 use sluice_core::disposition::Disposition;
 use sluice_core::retry::Backoff;
@@ -48,6 +51,11 @@ impl RelayError {
             | RelayError::Order(_)
             | RelayError::Acks(_)
             | RelayError::Route(_) => Disposition::Fatal,
+            RelayError::Snapshot(e) => match e {
+                // Taken again by the next session (its slot dropped and made anew).
+                SnapshotError::Kafka(_) | SnapshotError::Database(_) => Disposition::Retry,
+                SnapshotError::Encode(_) | SnapshotError::Value { .. } => Disposition::Fatal,
+            },
         }
     }
 }
@@ -93,18 +101,57 @@ pub async fn capture(
     Ok(total)
 }
 
-/// One session: the slot (created when missing), the stream from its confirmed position,
-/// the relay until the stop or a failure.
+/// One session: the slot (created when missing, with its initial snapshot when wanted), the
+/// stream from its confirmed position, the relay until the stop or a failure.
 async fn session(
     settings: &CaptureSettings,
     producer: &ResilientProducer,
     envelope: &Envelope,
     stop: &CancellationToken,
 ) -> Result<RelayReport, RelayError> {
+    let mut catalog = sqlx::PgConnection::connect(&settings.database_url)
+        .await
+        .map_err(|source| RelayError::Catalog {
+            table: "(connecting)".into(),
+            source,
+        })?;
+    outbox_tables_exist(settings, &mut catalog).await?;
+    let state = match &settings.snapshot {
+        Some(topic) => Some(snapshot_state(settings, topic, producer, &mut catalog).await?),
+        None => None,
+    };
     let mut session = Session::connect(&settings.source).await?;
-    match session.create_slot(false, SlotSnapshot::Nothing).await {
+    let wanted = if state.is_some() {
+        SlotSnapshot::Export
+    } else {
+        SlotSnapshot::Nothing
+    };
+    tracing::info!(
+        slot = settings.source.slot(),
+        "creating the replication slot unless it exists (a new slot waits for the transactions open now to end)"
+    );
+    match session.create_slot(false, wanted).await {
         Ok(slot) => {
             tracing::info!(slot = %slot.name, consistent_point = %slot.consistent_point, "replication slot created: changes committed from here on are captured");
+            if let (Some(state), Some(exported)) = (&state, &slot.snapshot) {
+                let report = SnapshotCopy {
+                    conn: &mut catalog,
+                    exported,
+                    consistent_point: slot.consistent_point,
+                    publication: settings.source.publication(),
+                    envelope,
+                    routing: &settings.routing,
+                    producer,
+                }
+                .run()
+                .await?;
+                state.record(producer, SnapshotState::Streaming).await?;
+                tracing::info!(
+                    tables = report.tables,
+                    records = report.records,
+                    "initial snapshot sent: streaming from the slot's consistent point"
+                );
+            }
         }
         Err(CaptureError::Replication(e)) if sqlstate(&e.to_string()) == Some("42710") => {
             // The slot exists: resume from its confirmed position, on a fresh session.
@@ -113,12 +160,6 @@ async fn session(
         Err(error) => return Err(error.into()),
     }
     let mut stream = session.start().await?;
-    let mut catalog = sqlx::PgConnection::connect(&settings.database_url)
-        .await
-        .map_err(|source| RelayError::Catalog {
-            table: "(connecting)".into(),
-            source,
-        })?;
     tracing::info!(
         slot = settings.source.slot(),
         publication = settings.source.publication(),
@@ -141,4 +182,79 @@ async fn session(
         tracing::warn!(%error, "the replication session did not end cleanly");
     }
     Ok(report)
+}
+
+/// The state topic of a capture that snapshots, once the slot is ready for a new snapshot:
+/// a slot whose snapshot was cut short (the last state says `snapshotting`) is dropped, so
+/// that it is created again with a new one (the copy starts over: its records are sent again,
+/// as Debezium re-snapshots after an incomplete snapshot); before a slot is created,
+/// `snapshotting` is recorded, so that a crash at any point after it is known.
+async fn snapshot_state(
+    settings: &CaptureSettings,
+    topic: &str,
+    producer: &ResilientProducer,
+    catalog: &mut sqlx::PgConnection,
+) -> Result<StateTopic, RelayError> {
+    let slot = settings.source.slot();
+    let state = StateTopic::new(&settings.kafka, topic, &settings.envelope.database, slot);
+    state.ensure().await?;
+    let catalog_error = |source| RelayError::Catalog {
+        table: "(the replication slot)".into(),
+        source,
+    };
+    if state.last()? == Some(SnapshotState::Snapshotting) {
+        tracing::warn!(
+            slot,
+            "the initial snapshot did not complete: dropping the slot to take it again"
+        );
+        sqlx::query(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE slot_name = $1",
+        )
+        .bind(slot)
+        .execute(&mut *catalog)
+        .await
+        .map_err(catalog_error)?;
+    }
+    let exists: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)",
+    )
+    .bind(slot)
+    .fetch_one(&mut *catalog)
+    .await
+    .map_err(catalog_error)?;
+    if !exists {
+        state.record(producer, SnapshotState::Snapshotting).await?;
+    }
+    Ok(state)
+}
+
+/// Every table of `CAPTURE_OUTBOX_TABLES` exists: a mistyped name would relay that table's
+/// rows as change events (or never see them), silently.
+async fn outbox_tables_exist(
+    settings: &CaptureSettings,
+    catalog: &mut sqlx::PgConnection,
+) -> Result<(), RelayError> {
+    for table in &settings.routing.outbox_tables {
+        let (schema, name) = table.split_once('.').unwrap_or(("", table));
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2)",
+        )
+        .bind(schema)
+        .bind(name)
+        .fetch_one(&mut *catalog)
+        .await
+        .map_err(|source| RelayError::Catalog {
+            table: table.clone(),
+            source,
+        })?;
+        if !exists {
+            return Err(RouteError::NoSuchTable {
+                table: table.clone(),
+            }
+            .into());
+        }
+    }
+    Ok(())
 }

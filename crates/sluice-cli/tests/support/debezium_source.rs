@@ -91,6 +91,30 @@ impl Source {
         format!("{}.{schema}.{table}", self.topic_prefix)
     }
 
+    /// `sluice capture` of this source's publication into its topic prefix (its slot made at
+    /// the first start), its stderr in `<name>.log` under the test's folder.
+    #[allow(
+        dead_code,
+        reason = "the capture tests' only; replicate_schema.rs includes this file too"
+    )]
+    pub fn spawn_capture(&self, env: &Env, name: &str) -> crate::support::Running {
+        let log = env.dir.join(format!("{name}.log"));
+        let mut cmd = env.sluice(&["capture"]);
+        cmd.envs([
+            ("DATABASE_URL", self.url.as_str()),
+            ("CAPTURE_SLOT", self.slot.as_str()),
+            ("CAPTURE_PUBLICATION", self.publication.as_str()),
+            ("CAPTURE_TOPIC_PREFIX", self.topic_prefix.as_str()),
+            ("CAPTURE_STATUS_INTERVAL_MS", "100"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+        crate::support::Running {
+            child: cmd.spawn().unwrap(),
+            log,
+        }
+    }
+
     /// Starts the worker with the JsonConverter (schemas on), the connector reading the
     /// tables `include` matches (Debezium's `table.include.list`, a regular expression) with
     /// `extra` connector properties, and waits until its slot is active.

@@ -419,9 +419,30 @@ pub type OutboxRecord = (i32, i64, String, uuid::Uuid);
 
 /// Every record of an outbox topic, sorted, with the event id from its header.
 pub fn read_outbox_topic(bootstrap: &str, topic: &str) -> Vec<OutboxRecord> {
+    let mut records = read_topic(bootstrap, topic, |m| {
+        let id = m
+            .headers()
+            .and_then(|h| h.iter().find(|h| h.key == sluice_outbox::EVENT_ID_HEADER))
+            .and_then(|h| h.value)
+            .map(|v| uuid::Uuid::parse_str(std::str::from_utf8(v).unwrap()).unwrap())
+            .unwrap_or_else(uuid::Uuid::nil);
+        let key = String::from_utf8(m.key().unwrap_or_default().to_vec()).unwrap();
+        (m.partition(), m.offset(), key, id)
+    });
+    records.sort();
+    records
+}
+
+/// `each` of every record of a topic, read from its start to its end (at most 120 s), in
+/// the order they arrive (per partition, by offset).
+pub fn read_topic<T>(
+    bootstrap: &str,
+    topic: &str,
+    mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>) -> T,
+) -> Vec<T> {
     let reader: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        .set("group.id", "outbox-test-reader")
+        .set("group.id", "test-reader")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
         .create()
@@ -447,7 +468,7 @@ pub fn read_outbox_topic(bootstrap: &str, topic: &str) -> Vec<OutboxRecord> {
         return records;
     }
     reader.assign(&list).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     while !open.is_empty() {
         assert!(Instant::now() < deadline, "reading {topic} took too long");
         match reader.poll(Duration::from_millis(500)) {
@@ -456,19 +477,9 @@ pub fn read_outbox_topic(bootstrap: &str, topic: &str) -> Vec<OutboxRecord> {
                 open.remove(&p);
             }
             Some(Err(e)) => panic!("read {topic}: {e}"),
-            Some(Ok(m)) => {
-                let id = m
-                    .headers()
-                    .and_then(|h| h.iter().find(|h| h.key == sluice_outbox::EVENT_ID_HEADER))
-                    .and_then(|h| h.value)
-                    .map(|v| uuid::Uuid::parse_str(std::str::from_utf8(v).unwrap()).unwrap())
-                    .unwrap_or_else(uuid::Uuid::nil);
-                let key = String::from_utf8(m.key().unwrap_or_default().to_vec()).unwrap();
-                records.push((m.partition(), m.offset(), key, id));
-            }
+            Some(Ok(m)) => records.push(each(&m)),
         }
     }
-    records.sort();
     records
 }
 

@@ -8,8 +8,13 @@ use crate::names::{quote_ident, quote_table};
 /// How long what a key change with an LSN set aside is kept after its create last read it:
 /// a replay of the change within it (a source's capture re-sending what its slot had not
 /// confirmed) finds the old row as the first delete found it. A row no create has read yet is
-/// kept however long its create takes (a partition days behind, a dead letter replayed).
+/// kept [`KEPT_UNREAD`] (a partition days behind, a dead letter replayed later).
 pub const KEPT_MOVES: &str = "1 day";
+
+/// How long a row set aside by a key change with an LSN is kept when no create has read it:
+/// a create that needed nothing from it (it kept no value, or came first and read the old
+/// row itself) never will.
+pub const KEPT_UNREAD: &str = "7 days";
 
 /// The removal of what key changes' deletes set aside, once their creates have read it:
 /// one array per key column for the old keys, then one per key column for the new keys, then
@@ -17,7 +22,8 @@ pub const KEPT_MOVES: &str = "1 day";
 ///
 /// A change with an LSN keeps its row aside, marked read (`read_at`), for [`KEPT_MOVES`]: a
 /// replay of its create then reads the same old row (whose key the first copy took), rather
-/// than finding it gone. What creates of the table read longer ago than that is removed here.
+/// than finding it gone. What creates of the table read longer ago than that, or what none read
+/// in [`KEPT_UNREAD`], is removed here.
 pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> String {
     let mut params = array_params(key.iter());
     push_new_keys_and_lsns(&mut params, key);
@@ -42,7 +48,8 @@ pub fn consume_moved_statement(table: &str, key: &[StatementColumn<'_>]) -> Stri
          read AS (UPDATE {MOVED_ROWS} AS m SET read_at = now() FROM c \
          WHERE c.\"lsn\" IS NOT NULL AND {aside}),\n\
          expired AS (DELETE FROM {MOVED_ROWS} AS m WHERE m.target_table = '{literal}' \
-         AND m.change_lsn >= 0 AND m.read_at < now() - interval '{KEPT_MOVES}' \
+         AND m.change_lsn >= 0 AND (m.read_at < now() - interval '{KEPT_MOVES}' \
+         OR (m.read_at IS NULL AND m.moved_at < now() - interval '{KEPT_UNREAD}')) \
          AND NOT EXISTS (SELECT 1 FROM c WHERE c.\"lsn\" IS NOT NULL AND {aside}))\n\
          INSERT INTO {MOVED_ROWS} (target_table, old_key, new_key, change_lsn, image)\n\
          SELECT '{literal}', jsonb_build_array({old}), jsonb_build_array({new}), -2, NULL FROM c\n\
@@ -202,9 +209,11 @@ fn setting_aside(
             ),
             format!(
                 "CASE WHEN m.image IS NULL THEN EXCLUDED.image WHEN EXCLUDED.image IS NULL \
-                 THEN m.image WHEN EXCLUDED.image -> '{g}' > m.image -> '{g}' \
+                 THEN m.image WHEN (jsonb_populate_record(NULL::{table}, EXCLUDED.image)).{g} \
+                 > (jsonb_populate_record(NULL::{table}, m.image)).{g} \
                  THEN EXCLUDED.image ELSE m.image END",
-                g = guard.name.replace('\'', "''"),
+                table = quote_table(table),
+                g = quote_ident(guard.name),
             ),
         ),
         None => (
@@ -225,7 +234,7 @@ fn setting_aside(
          coalesce(d.{lsn}, -1), (SELECT to_jsonb(x) FROM {table} AS x WHERE {found})\n\
          FROM UNNEST({params}) AS d({aliases}) WHERE NOT EXISTS (SELECT 1 FROM taken)\n\
          ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
-         DO UPDATE SET image = {image}, moved_at = now())\n\
+         DO UPDATE SET image = {image}, moved_at = now(), read_at = NULL)\n\
          SELECT g.{gone} FROM gone AS g",
         gone = quote_ident("sluice gone"),
         table = quote_table(table),

@@ -1,0 +1,130 @@
+//! Whether a slot's initial snapshot completed, kept in a Kafka topic
+//! (`CAPTURE_STATE_TOPIC`, like Connect's offsets topic; docs/capture.md#snapshot): a record
+//! keyed by the database and slot says `snapshotting` before the copy starts and `streaming`
+//! once every snapshot record was acknowledged. A start that finds its slot and
+//! `snapshotting` as the last word knows the copy was cut short, and does it again.
+//!
+//! The topic has one partition, infinite retention and `min.insync.replicas` 2 of 3 (fewer on
+//! a smaller cluster); it is created when missing. The source database is never written.
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::{Message, Offset, TopicPartitionList};
+use sluice_core::KafkaClientSettings;
+use sluice_core::settings::topics::TopicPlan;
+use sluice_kafka::{Admin, ResilientProducer};
+use std::time::{Duration, Instant};
+
+/// Where a slot's initial snapshot stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotState {
+    /// The copy started and has not finished (or its end was not recorded).
+    Snapshotting,
+    /// The copy finished (or none was wanted): the slot streams.
+    Streaming,
+}
+
+impl SnapshotState {
+    fn as_str(self) -> &'static str {
+        match self {
+            SnapshotState::Snapshotting => "snapshotting",
+            SnapshotState::Streaming => "streaming",
+        }
+    }
+}
+
+/// The state topic and this capture's key in it.
+#[derive(Debug, Clone)]
+pub struct StateTopic {
+    client: KafkaClientSettings,
+    topic: String,
+    key: String,
+}
+
+/// How long reading or creating the state topic may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+impl StateTopic {
+    /// The state of slot `slot` of database `database` in `topic`.
+    pub fn new(client: &KafkaClientSettings, topic: &str, database: &str, slot: &str) -> Self {
+        Self {
+            client: client.clone(),
+            topic: topic.to_owned(),
+            key: format!("{database}/{slot}"),
+        }
+    }
+
+    /// Creates the topic when it is missing (one partition, kept forever).
+    pub async fn ensure(&self) -> Result<(), KafkaError> {
+        let admin = Admin::new(&self.client, TIMEOUT)?;
+        let brokers = admin.broker_count()?.max(1);
+        let replication_factor = i16::try_from(brokers.min(3)).unwrap_or(3);
+        let plan = TopicPlan {
+            partitions: 1,
+            replication_factor,
+            min_insync_replicas: i32::from(replication_factor.min(2)),
+            retention_ms: Some(-1),
+            reduced: None,
+            partitions_from: None,
+            replication_factor_from: None,
+        };
+        admin.ensure_durable_topic(&self.topic, &plan).await?;
+        Ok(())
+    }
+
+    /// The last state recorded for this slot, if any.
+    pub fn last(&self) -> Result<Option<SnapshotState>, KafkaError> {
+        let config = sluice_kafka::config::reader_config(&self.client, "sluice-capture-state");
+        let reader: BaseConsumer = config.create()?;
+        let (low, high) = reader.fetch_watermarks(&self.topic, 0, TIMEOUT)?;
+        if high <= low {
+            return Ok(None);
+        }
+        let mut assignment = TopicPartitionList::new();
+        assignment.add_partition_offset(&self.topic, 0, Offset::Offset(low))?;
+        reader.assign(&assignment)?;
+        let deadline = Instant::now() + TIMEOUT;
+        let mut state = None;
+        let mut next = low;
+        while next < high {
+            if Instant::now() > deadline {
+                return Err(KafkaError::MessageConsumption(
+                    rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
+                ));
+            }
+            match reader.poll(Duration::from_millis(500)) {
+                None | Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(error)) => return Err(error),
+                Some(Ok(message)) => {
+                    next = message.offset() + 1;
+                    if message.key() == Some(self.key.as_bytes()) {
+                        state = match message.payload() {
+                            Some(b"snapshotting") => Some(SnapshotState::Snapshotting),
+                            Some(b"streaming") => Some(SnapshotState::Streaming),
+                            _ => state,
+                        };
+                    }
+                }
+            }
+        }
+        Ok(state)
+    }
+
+    /// Records `state` for this slot; returns once Kafka acknowledged it.
+    pub async fn record(
+        &self,
+        producer: &ResilientProducer,
+        state: SnapshotState,
+    ) -> Result<(), KafkaError> {
+        producer
+            .enqueue_maybe_tombstone(
+                &self.topic,
+                Some(self.key.as_bytes()),
+                Some(state.as_str().as_bytes()),
+                Some(0),
+                &[],
+            )?
+            .await?;
+        Ok(())
+    }
+}
