@@ -20,6 +20,7 @@ pub mod catalog;
 pub mod debezium;
 pub mod error;
 pub mod lsn;
+pub mod metrics;
 pub mod model;
 pub mod outbox;
 pub mod pgoutput;

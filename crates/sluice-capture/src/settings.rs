@@ -61,6 +61,12 @@ pub const STATE_TOPIC: Var<Text> = Var::new(
     "sluice_capture_state",
     "the Kafka topic (made when missing) that records whether a slot's initial snapshot completed",
 );
+/// `CAPTURE_HEARTBEAT_INTERVAL_MS`.
+pub const HEARTBEAT: Var<Text> = Var::new(
+    "CAPTURE_HEARTBEAT_INTERVAL_MS",
+    "10000",
+    "how often a heartbeat message is written to the WAL, so an idle slot moves on; 0: never",
+);
 /// `CAPTURE_OUTBOX_TABLES`.
 pub const OUTBOX_TABLES: Var<Given> = Var::new(
     "CAPTURE_OUTBOX_TABLES",
@@ -87,6 +93,7 @@ pub fn variables() -> Vec<Variable> {
         STATUS_INTERVAL.variable(),
         SNAPSHOT.variable(),
         STATE_TOPIC.variable(),
+        HEARTBEAT.variable(),
         OUTBOX_TABLES.variable(),
         MESSAGE_PREFIX.variable(),
     ]
@@ -105,6 +112,8 @@ pub struct CaptureSettings {
     pub envelope: EnvelopeSettings,
     /// The outbox tables and messages relayed as outbox records.
     pub routing: Routing,
+    /// How often a heartbeat is written (`None`: never).
+    pub heartbeat: Option<Duration>,
     /// With `CAPTURE_SNAPSHOT=initial`, the state topic (`CAPTURE_STATE_TOPIC`); `None`:
     /// no snapshot.
     pub snapshot: Option<String>,
@@ -122,6 +131,7 @@ impl std::fmt::Debug for CaptureSettings {
             .field("envelope", &self.envelope)
             .field("routing", &self.routing)
             .field("snapshot", &self.snapshot)
+            .field("heartbeat", &self.heartbeat)
             .finish()
     }
 }
@@ -185,7 +195,22 @@ impl CaptureSettings {
             envelope,
             routing: routing(&env)?,
             snapshot: snapshot(&env)?,
+            heartbeat: heartbeat(&env)?,
         })
+    }
+}
+
+/// `CAPTURE_HEARTBEAT_INTERVAL_MS`: 0 (none) or at least 100 ms.
+fn heartbeat(env: &EnvReader<'_>) -> Result<Option<Duration>, SettingsError> {
+    let text = HEARTBEAT.read(env)?;
+    match text.trim().parse::<u64>() {
+        Ok(0) => Ok(None),
+        Ok(ms @ 100..=3_600_000) => Ok(Some(Duration::from_millis(ms))),
+        _ => Err(SettingsError::invalid(
+            HEARTBEAT.name,
+            &text,
+            "0 (no heartbeat) or whole milliseconds from 100 to 3600000",
+        )),
     }
 }
 
@@ -333,6 +358,8 @@ mod tests {
             ("CAPTURE_OUTBOX_TABLES", "outbox_events"),
             ("CAPTURE_SNAPSHOT", "always"),
             ("CAPTURE_MESSAGE_PREFIX", "outbox"),
+            ("CAPTURE_HEARTBEAT_INTERVAL_MS", "5"),
+            ("CAPTURE_HEARTBEAT_INTERVAL_MS", "soon"),
             ("CAPTURE_STATE_TOPIC", "a b"),
             ("CAPTURE_OUTBOX_TABLES", "public.outbox_events,a.b.c"),
         ] {

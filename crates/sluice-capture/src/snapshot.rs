@@ -107,7 +107,8 @@ impl SnapshotCopy<'_> {
             format!(
                 "BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '{}'; \
                  SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL IntervalStyle = 'postgres'; \
-                 SET LOCAL bytea_output = 'hex'; SET LOCAL TimeZone = 'UTC'",
+                 SET LOCAL bytea_output = 'hex'; SET LOCAL TimeZone = 'UTC'; \
+                 SET LOCAL extra_float_digits = 3",
                 exported.replace('\'', "''")
             ),
         )
@@ -147,35 +148,45 @@ async fn shapes(
     publication: &str,
     envelope: &Envelope,
     routing: &Routing,
-) -> Result<Vec<(TableShape, Relation)>, SnapshotError> {
+) -> Result<Vec<Table>, SnapshotError> {
     let mut shapes = Vec::new();
-    for relation in published(conn, publication).await? {
+    for (partitioned, relation) in published(conn, publication).await? {
         if routing.is_outbox(&relation) {
             continue;
         }
         let catalog = column_catalog(conn, &relation).await?;
-        shapes.push((
-            TableShape::new(&envelope.settings().prefix, &relation, &catalog),
+        shapes.push(Table {
+            shape: TableShape::new(&envelope.settings().prefix, &relation, &catalog),
             relation,
-        ));
+            partitioned,
+        });
     }
     Ok(shapes)
+}
+
+/// A table the snapshot reads.
+struct Table {
+    shape: TableShape,
+    relation: Relation,
+    /// Published by its root: its partitions' rows are its own (read without `ONLY`).
+    partitioned: bool,
 }
 
 /// Every row of every table, through a cursor, each held back until the next tells its
 /// `source.snapshot` marker.
 async fn send_rows(
     conn: &mut PgConnection,
-    shapes: &[(TableShape, Relation)],
+    shapes: &[Table],
     sender: &mut Sender<'_>,
 ) -> Result<(), SnapshotError> {
     let mut held: Option<Held> = None;
-    for (index, (_, relation)) in shapes.iter().enumerate() {
+    for (index, table) in shapes.iter().enumerate() {
+        let relation = &table.relation;
         simple(
             conn,
             format!(
                 "DECLARE sluice_snapshot NO SCROLL CURSOR FOR {}",
-                select(relation)
+                select(relation, table.partitioned)
             ),
         )
         .await?;
@@ -188,9 +199,14 @@ async fn send_rows(
             for row in &rows {
                 let row = tuple(relation, row)?;
                 if let Some(before) = held.take() {
-                    let marker = marker(&before, sender.sent == 0, before.table != index, false);
+                    let marker = marker(
+                        &before,
+                        before.first && before.table == 0,
+                        before.table != index,
+                        false,
+                    );
                     sender
-                        .send(&shapes[before.table].0, &before.row, marker)
+                        .send(&shapes[before.table].shape, &before.row, marker)
                         .await?;
                 }
                 held = Some(Held {
@@ -204,22 +220,25 @@ async fn send_rows(
         simple(conn, "CLOSE sluice_snapshot".to_owned()).await?;
     }
     if let Some(last) = held.take() {
-        let marker = marker(&last, sender.sent == 0, true, true);
+        let marker = marker(&last, last.first && last.table == 0, true, true);
         sender
-            .send(&shapes[last.table].0, &last.row, marker)
+            .send(&shapes[last.table].shape, &last.row, marker)
             .await?;
     }
     Ok(())
 }
 
 /// A held row's `source.snapshot`, now that it is known whether it is the snapshot's first
-/// (`very_first`), its table's last (`table_ended`) and the snapshot's (`snapshot_ended`).
+/// (`very_first`: the first row of the first table; none when that table is empty, as in
+/// Debezium), its table's last (`table_ended`) and the snapshot's (`snapshot_ended`).
 fn marker(held: &Held, very_first: bool, table_ended: bool, snapshot_ended: bool) -> Snapshot {
+    // Debezium's order: the snapshot's last, its first (only in the first table), a table's
+    // last, a table's first.
     match (very_first, held.first, table_ended, snapshot_ended) {
         (_, _, _, true) => Snapshot::Last,
         (true, _, _, _) => Snapshot::First,
-        (_, true, _, _) => Snapshot::FirstInDataCollection,
         (_, _, true, _) => Snapshot::LastInDataCollection,
+        (_, true, _, _) => Snapshot::FirstInDataCollection,
         _ => Snapshot::True,
     }
 }
@@ -286,23 +305,27 @@ impl Sender<'_> {
 }
 
 /// The publication's tables, as pgoutput would describe them (their columns in `attnum`
-/// order, generated and dropped ones left out, the replica identity's flagged as key).
+/// order, generated and dropped ones left out, the replica identity's flagged as key), each
+/// with whether it is partitioned (published by its root: its partitions' rows are its own).
 async fn published(
     conn: &mut PgConnection,
     publication: &str,
-) -> Result<Vec<Relation>, sqlx::Error> {
+) -> Result<Vec<(bool, Relation)>, sqlx::Error> {
     let tables: Vec<(i64, String, String, String)> = sqlx::query_as(
-        "SELECT c.oid::bigint, n.nspname::text, c.relname::text, c.relreplident::text \
+        "SELECT c.oid::bigint, n.nspname::text, c.relname::text, \
+         c.relreplident::text || c.relkind::text \
          FROM pg_publication_tables p JOIN pg_namespace n ON n.nspname = p.schemaname \
          JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename \
-         WHERE p.pubname = $1 ORDER BY 2, 3",
+         WHERE p.pubname = $1 AND c.relkind IN ('r', 'p') ORDER BY n.nspname::text COLLATE \"C\", c.relname::text COLLATE \"C\"",
     )
     .bind(publication)
     .fetch_all(&mut *conn)
     .await?;
     let mut relations = Vec::with_capacity(tables.len());
-    for (oid, schema, table, identity) in tables {
-        let replica_identity = match identity.as_str() {
+    for (oid, schema, table, kinds) in tables {
+        // relreplident then relkind: `d` + `r`, `f` + `p` …
+        let (identity, kind) = kinds.split_at(1.min(kinds.len()));
+        let replica_identity = match identity {
             "f" => ReplicaIdentity::Full,
             "n" => ReplicaIdentity::Nothing,
             "i" => ReplicaIdentity::Index,
@@ -317,28 +340,31 @@ async fn published(
              AND a.attgenerated = '' ORDER BY a.attnum",
         )
         .bind(oid)
-        .bind(&identity)
+        .bind(identity)
         .fetch_all(&mut *conn)
         .await?;
-        relations.push(Relation {
-            oid: u32::try_from(oid).unwrap_or_default(),
-            schema,
-            table,
-            replica_identity,
-            columns: columns
-                .into_iter()
-                .map(|(name, type_oid, type_modifier, key)| Column {
-                    name,
-                    type_oid: u32::try_from(type_oid).unwrap_or_default(),
-                    type_modifier,
-                    is_key: match replica_identity {
-                        ReplicaIdentity::Full => true,
-                        ReplicaIdentity::Nothing => false,
-                        ReplicaIdentity::Default | ReplicaIdentity::Index => key,
-                    },
-                })
-                .collect(),
-        });
+        relations.push((
+            kind == "p",
+            Relation {
+                oid: u32::try_from(oid).unwrap_or_default(),
+                schema,
+                table,
+                replica_identity,
+                columns: columns
+                    .into_iter()
+                    .map(|(name, type_oid, type_modifier, key)| Column {
+                        name,
+                        type_oid: u32::try_from(type_oid).unwrap_or_default(),
+                        type_modifier,
+                        is_key: match replica_identity {
+                            ReplicaIdentity::Full => true,
+                            ReplicaIdentity::Nothing => false,
+                            ReplicaIdentity::Default | ReplicaIdentity::Index => key,
+                        },
+                    })
+                    .collect(),
+            },
+        ));
     }
     Ok(relations)
 }
@@ -351,17 +377,20 @@ async fn simple(
     sqlx::Executor::fetch_all(conn, sql.as_str()).await
 }
 
-/// `SELECT "a", "b" FROM "schema"."table"`: the relation's columns in its order.
-fn select(relation: &Relation) -> String {
+/// `SELECT "a", "b" FROM ONLY "schema"."table"`: the relation's columns in its order, not its
+/// inheritance children's rows (each is published, and read, as its own table); a
+/// partitioned table published by its root without `ONLY` (its partitions' rows).
+fn select(relation: &Relation, partitioned: bool) -> String {
     let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
     let columns: Vec<String> = relation.columns.iter().map(|c| quote(&c.name)).collect();
     format!(
-        "SELECT {} FROM {}.{}",
+        "SELECT {} FROM {}{}.{}",
         if columns.is_empty() {
             "NULL".to_owned()
         } else {
             columns.join(", ")
         },
+        if partitioned { "" } else { "ONLY " },
         quote(&relation.schema),
         quote(&relation.table)
     )

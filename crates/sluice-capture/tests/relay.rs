@@ -336,6 +336,8 @@ async fn spawn_relay(
             producer: &producer,
             envelope: &envelope,
             routing: &routing,
+            metrics: &sluice_capture::metrics::CaptureMetrics::default(),
+            heartbeat: None,
         }
         .run(async {
             let _ = stop_rx.await;

@@ -66,7 +66,10 @@ enum Command {
     /// Capture a publication's changes into Kafka as Debezium-compatible change events
     /// (logical replication, no JVM) until SIGTERM/SIGINT.
     #[command(after_long_help = cmd::capture::settings_help())]
-    Capture,
+    Capture {
+        #[command(subcommand)]
+        action: Option<cmd::capture::CaptureAction>,
+    },
     /// Inspect the outbox; release PREQUEUED events; re-open FAILURE events.
     Outbox {
         #[command(subcommand)]
@@ -97,7 +100,7 @@ fn main() -> ExitCode {
         Command::Dlt { action } => cmd::dlt::run(action),
         Command::Sinks { action } => cmd::sinks::run(action),
         Command::Dispatch => cmd::dispatch::run(),
-        Command::Capture => cmd::capture::run(),
+        Command::Capture { action } => cmd::capture::run(action),
         Command::Outbox { action } => cmd::outbox::run(action),
         Command::Console(args) => cmd::console::run(&args),
         Command::Version => cmd::version::run(),

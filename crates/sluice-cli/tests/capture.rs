@@ -242,7 +242,7 @@ async fn sluice_capture_replicates_a_table_through_kills_and_a_crash() {
     .unwrap();
 
     // The capture makes its slot at its first start: changes from then on are captured.
-    let mut capture = source.spawn_capture(&env, "capture-0");
+    let mut capture = source.spawn_capture(&env, "capture-0", &[]);
     let mut admin = PgConnection::connect(&env.stack.database_url)
         .await
         .unwrap();
@@ -276,7 +276,7 @@ async fn sluice_capture_replicates_a_table_through_kills_and_a_crash() {
                 capture.signal("KILL");
                 capture.wait(Duration::from_secs(10));
                 captures += 1;
-                capture = source.spawn_capture(&env, &format!("capture-{captures}"));
+                capture = source.spawn_capture(&env, &format!("capture-{captures}"), &[]);
             }
             Fault::KillSink => {
                 sink.signal("KILL");

@@ -22,12 +22,13 @@ fn deploy(file: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Every series name sluice exports: the storage consumer and the dispatcher (histograms
+/// Every series name sluice exports: the storage consumer, the dispatcher and the capture (histograms
 /// with their suffixes). The mailbox example's series (`sluice_mailbox_*`, on the outbox
 /// dashboard) are checked by the example's own `tests/deploy_files.rs`.
 fn exported() -> BTreeSet<String> {
     let mut registry = Registry::default();
     DispatchMetrics::register(&mut registry, Duration::from_secs(60));
+    sluice_capture::metrics::CaptureMetrics::register(&mut registry);
     let metrics = StorageMetrics::register(&mut registry, &["reviews"]);
     let p = metrics.pipeline("reviews", "unknown_application");
     p.set_up(true);

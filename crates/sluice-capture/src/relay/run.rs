@@ -13,6 +13,7 @@ use crate::catalog::column_catalog;
 use crate::debezium::{EncodeError, Envelope, Position, Record, Snapshot, TableShape};
 use crate::error::CaptureError;
 use crate::lsn::Lsn;
+use crate::metrics::CaptureMetrics;
 use crate::model::{CaptureEvent, Change, Relation};
 use crate::outbox::{OutboxShape, RouteError, Routing, message_record};
 use crate::source::CaptureStream;
@@ -23,6 +24,7 @@ use sqlx::PgConnection;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Why the relay stopped before its stop signal.
@@ -57,6 +59,13 @@ pub enum RelayError {
     /// An outbox row or a logical message cannot become its record.
     #[error(transparent)]
     Route(#[from] RouteError),
+    /// Another capture of the slot runs (its session holds the slot's advisory lock): this
+    /// one waits for it to end.
+    #[error("another sluice capture of slot {slot} runs on this database; waiting for it to end")]
+    Busy {
+        /// The slot.
+        slot: String,
+    },
     /// The initial snapshot stopped.
     #[error(transparent)]
     Snapshot(#[from] crate::snapshot::SnapshotError),
@@ -94,6 +103,34 @@ pub struct Relay<'a> {
     pub envelope: &'a Envelope,
     /// The outbox tables and the messages relayed as outbox records.
     pub routing: &'a Routing,
+    /// Where acknowledged records are counted.
+    pub metrics: &'a CaptureMetrics,
+    /// How often a heartbeat message is written to the WAL (`None`: never).
+    pub heartbeat: Option<Duration>,
+}
+
+/// The prefix of the heartbeat messages (never relayed: not under a message prefix of ours).
+pub const HEARTBEAT_PREFIX: &str = "sluice-capture-heartbeat";
+
+/// The next heartbeat tick; never without heartbeats.
+async fn tick(beat: &mut Option<tokio::time::Interval>) {
+    match beat {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes a heartbeat: a non-transactional logical message, which the stream brings back
+/// and the relay confirms when nothing of its own is pending, so an idle slot moves on and
+/// keeps no WAL (docs/capture.md#durability).
+async fn emit_heartbeat(catalog: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_logical_emit_message(false, $1, '')::text")
+        .bind(HEARTBEAT_PREFIX)
+        .execute(catalog)
+        .await?;
+    Ok(())
 }
 
 /// What handling one event needs besides the state.
@@ -136,7 +173,11 @@ impl Relay<'_> {
             producer,
             envelope,
             routing,
+            metrics,
+            heartbeat,
         } = self;
+        let mut beat = heartbeat
+            .map(|every| tokio::time::interval_at(tokio::time::Instant::now() + every, every));
         loop {
             tokio::select! {
                 biased;
@@ -144,6 +185,13 @@ impl Relay<'_> {
                 Some((ticket, result)) = delivered.recv() => {
                     result?;
                     state.acked(stream, ticket)?;
+                    metrics.acknowledged();
+                }
+                () = tick(&mut beat) => {
+                    if let Err(error) = emit_heartbeat(catalog).await {
+                        tracing::warn!(%error, "the heartbeat message could not be written; heartbeats stop (an idle slot then moves only with the server's keepalives)");
+                        beat = None;
+                    }
                 }
                 // Cancel-safe: CaptureStream::next awaits only its channel's receive.
                 event = stream.next() => {
@@ -160,6 +208,7 @@ impl Relay<'_> {
             };
             result?;
             state.acked(stream, ticket)?;
+            metrics.acknowledged();
         }
         Ok(state.report)
     }
@@ -238,7 +287,13 @@ impl State {
                 lsn,
                 prefix,
                 content,
-            } => self.message(producer, routing, transactional, lsn, &prefix, &content)?,
+            } => {
+                self.message(producer, routing, transactional, lsn, &prefix, &content)?;
+                // One not relayed (a heartbeat) when nothing is pending moves the slot on.
+                if !transactional && self.acks.is_empty() && self.open.is_none() {
+                    stream.acknowledge(lsn);
+                }
+            }
             CaptureEvent::KeepAlive { wal_end } => {
                 // Nothing of ours before the server's WAL end is unacknowledged: an idle
                 // slot moves on (docs/capture.md#durability).

@@ -10,6 +10,7 @@ use super::run::{Relay, RelayError, RelayReport};
 use super::state::{SnapshotState, StateTopic};
 use crate::debezium::Envelope;
 use crate::error::{CaptureError, sqlstate};
+use crate::metrics::CaptureMetrics;
 use crate::outbox::RouteError;
 use crate::settings::CaptureSettings;
 use crate::snapshot::{SnapshotCopy, SnapshotError};
@@ -38,25 +39,33 @@ impl RelayError {
             RelayError::Capture(e) => e.disposition(),
             // Re-sent from the confirmed position by the next session.
             RelayError::Kafka(_) => Disposition::Retry,
-            RelayError::Catalog { source, .. } => match source {
-                sqlx::Error::Io(_)
-                | sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::Tls(_)
-                | sqlx::Error::Protocol(_) => Disposition::Retry,
-                _ => Disposition::Fatal,
-            },
+            RelayError::Catalog { source, .. } => transient(source),
             // The same row or message would fail the next session too: the slot keeps it.
             RelayError::Encode(_)
             | RelayError::Order(_)
             | RelayError::Acks(_)
             | RelayError::Route(_) => Disposition::Fatal,
+            // Taken again by the next session (its slot dropped and made anew) when the
+            // cause may pass; a table it may not read, a record Kafka refuses, are not.
             RelayError::Snapshot(e) => match e {
-                // Taken again by the next session (its slot dropped and made anew).
-                SnapshotError::Kafka(_) | SnapshotError::Database(_) => Disposition::Retry,
+                SnapshotError::Kafka(kafka) => sluice_kafka::disposition(kafka),
+                SnapshotError::Database(database) => transient(database),
                 SnapshotError::Encode(_) | SnapshotError::Value { .. } => Disposition::Fatal,
             },
+            RelayError::Busy { .. } => Disposition::Retry,
         }
+    }
+}
+
+/// A database error a new session may get past: the connection, not the statement.
+fn transient(error: &sqlx::Error) -> Disposition {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_) => Disposition::Retry,
+        _ => Disposition::Fatal,
     }
 }
 
@@ -65,6 +74,7 @@ impl RelayError {
 pub async fn capture(
     settings: &CaptureSettings,
     producer: &ResilientProducer,
+    metrics: &CaptureMetrics,
     stop: CancellationToken,
 ) -> Result<RelayReport, RelayError> {
     let envelope = Envelope::new(settings.envelope.clone());
@@ -72,7 +82,7 @@ pub async fn capture(
     let mut failures = 0u32;
     while !stop.is_cancelled() {
         let started = Instant::now();
-        match session(settings, producer, &envelope, &stop).await {
+        match session(settings, producer, &envelope, metrics, &stop).await {
             Ok(report) => {
                 total.transactions += report.transactions;
                 total.records += report.records;
@@ -80,6 +90,7 @@ pub async fn capture(
                 failures = 0;
             }
             Err(error) if error.disposition() == Disposition::Retry => {
+                metrics.session_failed();
                 failures = if started.elapsed() >= HEALTHY {
                     1
                 } else {
@@ -107,14 +118,10 @@ async fn session(
     settings: &CaptureSettings,
     producer: &ResilientProducer,
     envelope: &Envelope,
+    metrics: &CaptureMetrics,
     stop: &CancellationToken,
 ) -> Result<RelayReport, RelayError> {
-    let mut catalog = sqlx::PgConnection::connect(&settings.database_url)
-        .await
-        .map_err(|source| RelayError::Catalog {
-            table: "(connecting)".into(),
-            source,
-        })?;
+    let mut catalog = lock_slot(settings).await?;
     outbox_tables_exist(settings, &mut catalog).await?;
     let state = match &settings.snapshot {
         Some(topic) => Some(snapshot_state(settings, topic, producer, &mut catalog).await?),
@@ -171,6 +178,8 @@ async fn session(
         producer,
         envelope,
         routing: &settings.routing,
+        metrics,
+        heartbeat: settings.heartbeat,
     }
     .run(stop.cancelled())
     .await?;
@@ -182,6 +191,35 @@ async fn session(
         tracing::warn!(%error, "the replication session did not end cleanly");
     }
     Ok(report)
+}
+
+/// The session's catalog connection, holding the slot's lock: one capture per slot, as a
+/// second would drop the first's slot in the middle of its snapshot. The lock is the
+/// connection's (session-level), held as long as it.
+async fn lock_slot(settings: &CaptureSettings) -> Result<sqlx::PgConnection, RelayError> {
+    let mut catalog = sqlx::PgConnection::connect(&settings.database_url)
+        .await
+        .map_err(|source| RelayError::Catalog {
+            table: "(connecting)".into(),
+            source,
+        })?;
+    let held: bool = sqlx::query_scalar(
+        "SELECT pg_try_advisory_lock(hashtextextended('sluice capture ' || $1, 0))",
+    )
+    .bind(settings.source.slot())
+    .fetch_one(&mut catalog)
+    .await
+    .map_err(|source| RelayError::Catalog {
+        table: "(the capture's lock)".into(),
+        source,
+    })?;
+    if held {
+        Ok(catalog)
+    } else {
+        Err(RelayError::Busy {
+            slot: settings.source.slot().to_owned(),
+        })
+    }
 }
 
 /// The state topic of a capture that snapshots, once the slot is ready for a new snapshot:
@@ -196,7 +234,12 @@ async fn snapshot_state(
     catalog: &mut sqlx::PgConnection,
 ) -> Result<StateTopic, RelayError> {
     let slot = settings.source.slot();
-    let state = StateTopic::new(&settings.kafka, topic, &settings.envelope.database, slot);
+    let key = (
+        settings.envelope.prefix.as_str(),
+        settings.envelope.database.as_str(),
+        slot,
+    );
+    let state = StateTopic::new(&settings.kafka, topic, key);
     state.ensure().await?;
     let catalog_error = |source| RelayError::Catalog {
         table: "(the replication slot)".into(),

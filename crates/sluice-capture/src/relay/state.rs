@@ -1,6 +1,6 @@
 //! Whether a slot's initial snapshot completed, kept in a Kafka topic
 //! (`CAPTURE_STATE_TOPIC`, like Connect's offsets topic; docs/capture.md#snapshot): a record
-//! keyed by the database and slot says `snapshotting` before the copy starts and `streaming`
+//! keyed by the topic prefix, database and slot says `snapshotting` before the copy starts and `streaming`
 //! once every snapshot record was acknowledged. A start that finds its slot and
 //! `snapshotting` as the last word knows the copy was cut short, and does it again.
 //!
@@ -45,12 +45,17 @@ pub struct StateTopic {
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 impl StateTopic {
-    /// The state of slot `slot` of database `database` in `topic`.
-    pub fn new(client: &KafkaClientSettings, topic: &str, database: &str, slot: &str) -> Self {
+    /// The state of slot `slot` of database `database` captured under topic prefix `prefix`
+    /// (two clusters' captures with the same database and slot names differ by it) in `topic`.
+    pub fn new(
+        client: &KafkaClientSettings,
+        topic: &str,
+        (prefix, database, slot): (&str, &str, &str),
+    ) -> Self {
         Self {
             client: client.clone(),
             topic: topic.to_owned(),
-            key: format!("{database}/{slot}"),
+            key: format!("{prefix}/{database}/{slot}"),
         }
     }
 

@@ -97,7 +97,12 @@ impl Source {
         dead_code,
         reason = "the capture tests' only; replicate_schema.rs includes this file too"
     )]
-    pub fn spawn_capture(&self, env: &Env, name: &str) -> crate::support::Running {
+    pub fn spawn_capture(
+        &self,
+        env: &Env,
+        name: &str,
+        extra: &[(&str, &str)],
+    ) -> crate::support::Running {
         let log = env.dir.join(format!("{name}.log"));
         let mut cmd = env.sluice(&["capture"]);
         cmd.envs([
@@ -107,6 +112,7 @@ impl Source {
             ("CAPTURE_TOPIC_PREFIX", self.topic_prefix.as_str()),
             ("CAPTURE_STATUS_INTERVAL_MS", "100"),
         ])
+        .envs(extra.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
         crate::support::Running {

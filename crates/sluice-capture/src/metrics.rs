@@ -1,0 +1,196 @@
+//! The capture's Prometheus metrics and its readiness (docs/capture.md#operate-it). The
+//! slot's state is read by a probe on its own connection and timer ([`probe_slot`]), so a
+//! scrape never queries the database. Metric names are a contract: the alert rules in
+//! `deploy/` depend on them.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use sqlx::{Connection, PgConnection};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What the probe last saw of the slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotSeen {
+    /// Not probed yet.
+    Unknown,
+    /// The slot exists; whether a session streams from it.
+    Exists {
+        /// A walsender holds it.
+        active: bool,
+    },
+    /// No slot of that name.
+    Missing,
+    /// The probe could not read it.
+    Unreadable(String),
+}
+
+/// The capture's metric handles and health; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct CaptureMetrics {
+    lag: Gauge,
+    active: Gauge,
+    records: Counter,
+    failures: Counter,
+    seen: Arc<Mutex<SlotSeen>>,
+}
+
+impl Default for CaptureMetrics {
+    /// Handles no registry exports (a capture without an endpoint, tests).
+    fn default() -> Self {
+        Self {
+            lag: Gauge::default(),
+            active: Gauge::default(),
+            records: Counter::default(),
+            failures: Counter::default(),
+            seen: Arc::new(Mutex::new(SlotSeen::Unknown)),
+        }
+    }
+}
+
+impl CaptureMetrics {
+    /// Registers the metrics in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        registry.register_with_unit(
+            "sluice_capture_slot_lag",
+            "WAL the slot keeps that the capture has not confirmed: pg_current_wal_lsn() - confirmed_flush_lsn",
+            Unit::Bytes,
+            metrics.lag.clone(),
+        );
+        registry.register(
+            "sluice_capture_slot_active",
+            "1 when a session streams from the slot, 0 when it is idle or gone",
+            metrics.active.clone(),
+        );
+        registry.register(
+            "sluice_capture_records",
+            "Change events (and outbox records) Kafka acknowledged",
+            metrics.records.clone(),
+        );
+        registry.register(
+            "sluice_capture_session_failures",
+            "Capture sessions that failed and were started again",
+            metrics.failures.clone(),
+        );
+        metrics
+    }
+
+    /// One record Kafka acknowledged.
+    pub fn acknowledged(&self) {
+        self.records.inc();
+    }
+
+    /// A session failed (a new one follows).
+    pub fn session_failed(&self) {
+        self.failures.inc();
+    }
+
+    /// What the probe saw, with the lag when the slot exists.
+    pub fn slot(&self, seen: SlotSeen, lag_bytes: Option<i64>) {
+        self.active
+            .set(i64::from(seen == SlotSeen::Exists { active: true }));
+        if let Some(lag) = lag_bytes {
+            self.lag.set(lag);
+        }
+        if let Ok(mut last) = self.seen.lock() {
+            *last = seen;
+        }
+    }
+
+    /// Ready when the slot exists and a session streams from it.
+    pub fn readiness(&self) -> Result<(), Vec<String>> {
+        let seen = self
+            .seen
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or(SlotSeen::Unreadable("state unavailable".into()));
+        match seen {
+            SlotSeen::Exists { active: true } => Ok(()),
+            SlotSeen::Exists { active: false } => Err(vec![
+                "capture: the slot exists but no session streams from it".into(),
+            ]),
+            SlotSeen::Missing => Err(vec![
+                "capture: the replication slot is gone (dropped?): a new one starts from now, changes in between are not captured".into(),
+            ]),
+            SlotSeen::Unknown => Err(vec!["capture: the slot not checked yet".into()]),
+            SlotSeen::Unreadable(why) => Err(vec![format!("capture: the slot cannot be read: {why}")]),
+        }
+    }
+
+    /// Alive while the process runs (its sessions restart themselves).
+    pub fn liveness(&self) -> Result<(), Vec<String>> {
+        Ok(())
+    }
+}
+
+/// The slot's lag, activity and existence: `(active, lag bytes)`, `None` when it is missing.
+pub async fn slot_state(
+    conn: &mut PgConnection,
+    slot: &str,
+) -> Result<Option<(bool, Option<i64>)>, sqlx::Error> {
+    sqlx::query_as::<_, (bool, Option<i64>)>(
+        "SELECT active, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint \
+         FROM pg_replication_slots WHERE slot_name = $1",
+    )
+    .bind(slot)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Reads the slot's state every `every` until `stop`, on its own connection (made again
+/// when it breaks).
+pub async fn probe_slot(
+    url: String,
+    slot: String,
+    metrics: CaptureMetrics,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    let mut conn: Option<PgConnection> = None;
+    loop {
+        if conn.is_none() {
+            match PgConnection::connect(&url).await {
+                Ok(fresh) => conn = Some(fresh),
+                Err(e) => metrics.slot(SlotSeen::Unreadable(e.to_string()), None),
+            }
+        }
+        if let Some(open) = conn.as_mut() {
+            match slot_state(open, &slot).await {
+                Ok(Some((active, lag))) => metrics.slot(SlotSeen::Exists { active }, lag),
+                Ok(None) => metrics.slot(SlotSeen::Missing, None),
+                Err(e) => {
+                    metrics.slot(SlotSeen::Unreadable(e.to_string()), None);
+                    conn = None;
+                }
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_only_while_a_session_streams_from_the_slot() {
+        let metrics = CaptureMetrics::default();
+        assert!(metrics.readiness().is_err(), "not probed yet");
+        metrics.slot(SlotSeen::Exists { active: true }, Some(4096));
+        assert_eq!(metrics.readiness(), Ok(()));
+        assert_eq!(metrics.lag.get(), 4096);
+        assert_eq!(metrics.active.get(), 1);
+        metrics.slot(SlotSeen::Missing, None);
+        let problems = metrics.readiness().unwrap_err();
+        assert!(problems[0].contains("gone"), "{problems:?}");
+        assert_eq!(metrics.active.get(), 0);
+        metrics.slot(SlotSeen::Exists { active: false }, Some(1));
+        assert!(metrics.readiness().unwrap_err()[0].contains("no session"));
+    }
+}

@@ -1,0 +1,285 @@
+//! Operating `sluice capture` (issue 46). Its initial snapshot cut short: a table of 60,000 rows, the
+//! capture SIGKILLed while its snapshot is being sent, then started again. The state topic
+//! says the snapshot did not complete, so the new start drops the slot and takes the snapshot
+//! again from a new one. At the end every row is in the topic as an `r` record (some twice:
+//! the first copy's, re-sent as Debezium re-snapshots), the state says `streaming`, and a
+//! row written after the restart follows as a streamed `c`. An idle capture: heartbeats, the
+//! metrics, readiness and `sluice capture status`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests panic with a clear message"
+)]
+
+// The source database, its publication and slot (dropped with it); not its Connect worker.
+#[allow(dead_code)]
+#[path = "support/debezium_source.rs"]
+mod debezium_source;
+mod support;
+
+use debezium_source::{Source, records_in};
+use rdkafka::Message;
+use sqlx::Connection;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use support::Env;
+
+const ROWS: i64 = 60_000;
+
+/// (ids of `r` records, ids of `c` records, records) in `topic`, read to its end.
+fn ids_by_op(env: &Env, topic: &str) -> (BTreeSet<i64>, BTreeSet<i64>, usize) {
+    let events = support::read_topic(&env.stack.bootstrap, topic, |m| {
+        let value: Option<serde_json::Value> =
+            m.payload().map(|v| serde_json::from_slice(v).unwrap());
+        value.and_then(|value| {
+            let event = &value["payload"]; // with its schema
+            Some((
+                event["op"].as_str()?.to_owned(),
+                event["after"]["id"].as_i64()?,
+            ))
+        })
+    });
+    let (mut read, mut created) = (BTreeSet::new(), BTreeSet::new());
+    for (op, id) in events.iter().flatten() {
+        match op.as_str() {
+            "r" => read.insert(*id),
+            "c" => created.insert(*id),
+            _ => false,
+        };
+    }
+    (read, created, events.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_cut_short_is_taken_again() {
+    let Some(env) = Env::new().await else {
+        return;
+    };
+    let source = Source::create(
+        &env,
+        &format!(
+            "CREATE TABLE public.items (id bigint PRIMARY KEY, title text); \
+             INSERT INTO public.items SELECT g, 'row ' || g FROM generate_series(1, {ROWS}) g;"
+        ),
+    )
+    .await;
+    let mut conn = source.connect().await;
+    sqlx::raw_sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE public.items",
+        source.publication
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let topic = source.topic("public", "items");
+    sluice_testkit::create_topic(&env.stack, &topic, 3).await;
+
+    // Killed once some of the snapshot is in Kafka, long before all of it.
+    let mut capture = source.spawn_capture(&env, "capture-0", &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        capture.assert_alive();
+        let sent = records_in(&env.stack.bootstrap, std::slice::from_ref(&topic));
+        if sent > 1_000 {
+            assert!(
+                sent < ROWS,
+                "the snapshot ended before the kill: {sent} records"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot record:\n{}",
+            capture.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    capture.signal("KILL");
+    capture.wait(Duration::from_secs(10));
+    let cut_at = records_in(&env.stack.bootstrap, std::slice::from_ref(&topic));
+
+    let mut capture = source.spawn_capture(&env, "capture-1", &[]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while records_in(&env.stack.bootstrap, std::slice::from_ref(&topic)) < cut_at + ROWS {
+        capture.assert_alive();
+        assert!(
+            Instant::now() < deadline,
+            "the snapshot again:\n{}",
+            capture.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sqlx::query("INSERT INTO public.items VALUES (-1, 'after the snapshot')")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (read, created, records) = loop {
+        capture.assert_alive();
+        let (read, created, records) = ids_by_op(&env, &topic);
+        if created.contains(&-1) {
+            break (read, created, records);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the streamed insert:\n{}",
+            capture.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    println!(
+        "snapshot cut after {cut_at} records, taken again: {records} records in all, \
+         {} distinct rows read",
+        read.len()
+    );
+    assert_eq!(read.len() as i64, ROWS, "every row as an r record");
+    assert_eq!(read.first(), Some(&1));
+    assert_eq!(read.last(), Some(&ROWS));
+    assert_eq!(
+        created,
+        BTreeSet::from([-1]),
+        "only the streamed insert as c"
+    );
+    let log = std::fs::read_to_string(env.dir.join("capture-1.log")).unwrap();
+    assert!(
+        log.contains("the initial snapshot did not complete"),
+        "the restart took the snapshot again:\n{log}"
+    );
+    capture.signal("TERM");
+    assert_eq!(capture.wait(Duration::from_secs(40)).code(), Some(0));
+}
+
+/// An idle capture, operated: heartbeats move its slot past WAL written elsewhere (another
+/// database of the cluster), `/metrics` shows the slot's lag and activity, `/health/ready`
+/// says ready while a session streams and not once the slot is gone, and `sluice capture
+/// status` reports the slot (exit 0), or that it does not exist (exit 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_slot_moves_on_and_is_reported() {
+    let Some(env) = Env::new().await else {
+        return;
+    };
+    let source = Source::create(&env, "CREATE TABLE public.items (id bigint PRIMARY KEY);").await;
+    let mut conn = source.connect().await;
+    sqlx::raw_sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE public.items",
+        source.publication
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let port = support::http::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let operated = [
+        ("SLUICE_HTTP_ADDR", addr.as_str()),
+        ("CAPTURE_HEARTBEAT_INTERVAL_MS", "200"),
+    ];
+    let mut capture = source.spawn_capture(&env, "capture-idle", &operated);
+    let mut admin = sqlx::PgConnection::connect(&env.stack.database_url)
+        .await
+        .unwrap();
+    support::slots::wait_active(&mut admin, &source.slot, Duration::from_secs(60), || {
+        capture.assert_alive();
+        capture.tail()
+    })
+    .await;
+    let confirmed_sql = format!(
+        "SELECT pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::bigint FROM pg_replication_slots \
+         WHERE slot_name = '{}'",
+        source.slot
+    );
+    // WAL of another database: nothing of it is published here.
+    let mut other = env.schema.connect().await;
+    sqlx::raw_sql(
+        "CREATE TABLE filler (x int); INSERT INTO filler SELECT generate_series(1, 20000)",
+    )
+    .execute(&mut other)
+    .await
+    .unwrap();
+    let written: i64 =
+        sqlx::query_scalar("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
+            .fetch_one(&mut other)
+            .await
+            .unwrap();
+    let moving = Instant::now();
+    let deadline = moving + Duration::from_secs(20);
+    while sqlx::query_scalar::<_, i64>(&confirmed_sql)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap()
+        < written
+    {
+        capture.assert_alive();
+        assert!(
+            Instant::now() < deadline,
+            "the idle slot stayed behind:\n{}",
+            capture.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    println!(
+        "the idle slot passed the other database's WAL after {:?}",
+        moving.elapsed()
+    );
+
+    // The endpoint: the probe reads the slot at start and every 10 s.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while support::http::status_of(port, "/health/ready") != Some(200) {
+        assert!(Instant::now() < deadline, "not ready:\n{}", capture.tail());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let samples = support::http::scrape(port);
+    assert_eq!(
+        support::http::sum(&samples, "sluice_capture_slot_active", &[]),
+        1.0
+    );
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.metric == "sluice_capture_slot_lag_bytes"),
+        "the lag is exported"
+    );
+
+    let status = env.output(
+        &["capture", "status"],
+        &[
+            ("DATABASE_URL", source.url.as_str()),
+            ("CAPTURE_SLOT", source.slot.as_str()),
+            ("CAPTURE_PUBLICATION", source.publication.as_str()),
+            ("CAPTURE_TOPIC_PREFIX", source.topic_prefix.as_str()),
+        ],
+    );
+    let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(
+        text.contains(&format!("slot {} on database", source.slot)),
+        "{text}"
+    );
+    assert!(text.contains("active, confirmed"), "{text}");
+    assert!(text.contains("initial snapshot: streaming"), "{text}");
+
+    // The slot dropped under it: not ready, and status says so.
+    capture.signal("TERM");
+    assert_eq!(capture.wait(Duration::from_secs(40)).code(), Some(0));
+    support::slots::drop_slot(
+        &std::env::var("SLUICE_STACK").unwrap(),
+        &env.stack.database_url,
+        &source.slot,
+    );
+    let gone = env.output(
+        &["capture", "status"],
+        &[
+            ("DATABASE_URL", source.url.as_str()),
+            ("CAPTURE_SLOT", source.slot.as_str()),
+        ],
+    );
+    assert_eq!(gone.status.code(), Some(1), "{gone:?}");
+    assert!(
+        String::from_utf8_lossy(&gone.stdout).contains("does not exist"),
+        "{gone:?}"
+    );
+}
