@@ -7,6 +7,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use sqlx::{Connection, PgConnection};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +36,8 @@ pub struct CaptureMetrics {
     records: Counter,
     failures: Counter,
     seen: Arc<Mutex<SlotSeen>>,
+    /// A session of this process streams from the slot.
+    streaming: Arc<AtomicBool>,
 }
 
 impl Default for CaptureMetrics {
@@ -46,6 +49,7 @@ impl Default for CaptureMetrics {
             records: Counter::default(),
             failures: Counter::default(),
             seen: Arc::new(Mutex::new(SlotSeen::Unknown)),
+            streaming: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -56,7 +60,7 @@ impl CaptureMetrics {
         let metrics = Self::default();
         registry.register_with_unit(
             "sluice_capture_slot_lag",
-            "WAL the slot keeps that the capture has not confirmed: pg_current_wal_lsn() - confirmed_flush_lsn",
+            "WAL the slot keeps from being recycled: pg_current_wal_lsn() - restart_lsn",
             Unit::Bytes,
             metrics.lag.clone(),
         );
@@ -88,20 +92,30 @@ impl CaptureMetrics {
         self.failures.inc();
     }
 
+    /// Whether a session of this process streams from the slot now.
+    pub fn streaming(&self, streaming: bool) {
+        self.streaming.store(streaming, Ordering::Relaxed);
+    }
+
     /// What the probe saw, with the lag when the slot exists.
     pub fn slot(&self, seen: SlotSeen, lag_bytes: Option<i64>) {
         self.active
             .set(i64::from(seen == SlotSeen::Exists { active: true }));
-        if let Some(lag) = lag_bytes {
-            self.lag.set(lag);
-        }
+        // A slot gone or unreadable keeps no lag this process can know.
+        self.lag.set(lag_bytes.unwrap_or_default());
         if let Ok(mut last) = self.seen.lock() {
             *last = seen;
         }
     }
 
-    /// Ready when the slot exists and a session streams from it.
+    /// Ready when the slot exists and a session of this process streams from it (another
+    /// process holding the slot does not make this one ready).
     pub fn readiness(&self) -> Result<(), Vec<String>> {
+        if !self.streaming.load(Ordering::Relaxed) {
+            return Err(vec![
+                "capture: no session of this process streams (starting, snapshotting, waiting for another capture of the slot, or between sessions after a failure)".into(),
+            ]);
+        }
         let seen = self
             .seen
             .lock()
@@ -113,7 +127,7 @@ impl CaptureMetrics {
                 "capture: the slot exists but no session streams from it".into(),
             ]),
             SlotSeen::Missing => Err(vec![
-                "capture: the replication slot is gone (dropped?): a new one starts from now, changes in between are not captured".into(),
+                "capture: the replication slot does not exist (not made yet, or dropped: a new one starts from then, changes in between are not captured)".into(),
             ]),
             SlotSeen::Unknown => Err(vec!["capture: the slot not checked yet".into()]),
             SlotSeen::Unreadable(why) => Err(vec![format!("capture: the slot cannot be read: {why}")]),
@@ -126,13 +140,14 @@ impl CaptureMetrics {
     }
 }
 
-/// The slot's lag, activity and existence: `(active, lag bytes)`, `None` when it is missing.
+/// The slot's activity and the WAL it keeps (from its `restart_lsn`, what PostgreSQL may
+/// not recycle): `(active, bytes)`, `None` when it is missing.
 pub async fn slot_state(
     conn: &mut PgConnection,
     slot: &str,
 ) -> Result<Option<(bool, Option<i64>)>, sqlx::Error> {
     sqlx::query_as::<_, (bool, Option<i64>)>(
-        "SELECT active, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint \
+        "SELECT active, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint \
          FROM pg_replication_slots WHERE slot_name = $1",
     )
     .bind(slot)
@@ -158,11 +173,18 @@ pub async fn probe_slot(
             }
         }
         if let Some(open) = conn.as_mut() {
-            match slot_state(open, &slot).await {
-                Ok(Some((active, lag))) => metrics.slot(SlotSeen::Exists { active }, lag),
-                Ok(None) => metrics.slot(SlotSeen::Missing, None),
-                Err(e) => {
+            match tokio::time::timeout(every, slot_state(open, &slot)).await {
+                Ok(Ok(Some((active, lag)))) => metrics.slot(SlotSeen::Exists { active }, lag),
+                Ok(Ok(None)) => metrics.slot(SlotSeen::Missing, None),
+                Ok(Err(e)) => {
                     metrics.slot(SlotSeen::Unreadable(e.to_string()), None);
+                    conn = None;
+                }
+                Err(_) => {
+                    metrics.slot(
+                        SlotSeen::Unreadable("the probe's query timed out".into()),
+                        None,
+                    );
                     conn = None;
                 }
             }
@@ -183,12 +205,19 @@ mod tests {
         let metrics = CaptureMetrics::default();
         assert!(metrics.readiness().is_err(), "not probed yet");
         metrics.slot(SlotSeen::Exists { active: true }, Some(4096));
+        let problems = metrics.readiness().unwrap_err();
+        assert!(
+            problems[0].contains("no session of this process"),
+            "{problems:?}"
+        );
+        metrics.streaming(true);
         assert_eq!(metrics.readiness(), Ok(()));
         assert_eq!(metrics.lag.get(), 4096);
         assert_eq!(metrics.active.get(), 1);
         metrics.slot(SlotSeen::Missing, None);
         let problems = metrics.readiness().unwrap_err();
-        assert!(problems[0].contains("gone"), "{problems:?}");
+        assert!(problems[0].contains("does not exist"), "{problems:?}");
+        assert_eq!(metrics.lag.get(), 0, "no slot, no lag known");
         assert_eq!(metrics.active.get(), 0);
         metrics.slot(SlotSeen::Exists { active: false }, Some(1));
         assert!(metrics.readiness().unwrap_err()[0].contains("no session"));

@@ -126,12 +126,21 @@ async fn tick(beat: &mut Option<tokio::time::Interval>) {
 /// and the relay confirms when nothing of its own is pending, so an idle slot moves on and
 /// keeps no WAL (docs/capture.md#durability).
 async fn emit_heartbeat(catalog: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_logical_emit_message(false, $1, '')::text")
+    let write = sqlx::query("SELECT pg_logical_emit_message(false, $1, '')::text")
         .bind(HEARTBEAT_PREFIX)
-        .execute(catalog)
-        .await?;
-    Ok(())
+        .execute(catalog);
+    // Bounded: a half-open catalog connection must not hold up the acknowledgements.
+    match tokio::time::timeout(HEARTBEAT_TIMEOUT, write).await {
+        Ok(result) => result.map(|_| ()),
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the heartbeat took longer than 5 s",
+        ))),
+    }
 }
+
+/// How long writing a heartbeat may take.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What handling one event needs besides the state.
 struct Parts<'c, 'a> {
@@ -176,8 +185,11 @@ impl Relay<'_> {
             metrics,
             heartbeat,
         } = self;
-        let mut beat = heartbeat
-            .map(|every| tokio::time::interval_at(tokio::time::Instant::now() + every, every));
+        let mut beat = heartbeat.map(|every| {
+            let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            interval
+        });
         loop {
             tokio::select! {
                 biased;
@@ -189,8 +201,10 @@ impl Relay<'_> {
                 }
                 () = tick(&mut beat) => {
                     if let Err(error) = emit_heartbeat(catalog).await {
-                        tracing::warn!(%error, "the heartbeat message could not be written; heartbeats stop (an idle slot then moves only with the server's keepalives)");
-                        beat = None;
+                        tracing::warn!(%error, "the heartbeat message could not be written (an idle slot then moves only with the server's keepalives)");
+                        if error.to_string().contains("permission denied") {
+                            beat = None; // not allowed: not tried again this session
+                        }
                     }
                 }
                 // Cancel-safe: CaptureStream::next awaits only its channel's receive.

@@ -57,7 +57,9 @@ impl RelayError {
     }
 }
 
-/// A database error a new session may get past: the connection, not the statement.
+/// A database error a new session may get past: the connection, not the statement — also
+/// a server that says so (SQLSTATE class 08 connection exception, 53 insufficient resources,
+/// 57 operator intervention: shutting down, starting up, a failover).
 fn transient(error: &sqlx::Error) -> Disposition {
     match error {
         sqlx::Error::Io(_)
@@ -65,6 +67,13 @@ fn transient(error: &sqlx::Error) -> Disposition {
         | sqlx::Error::PoolClosed
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_) => Disposition::Retry,
+        sqlx::Error::Database(db)
+            if db
+                .code()
+                .is_some_and(|code| ["08", "53", "57"].iter().any(|c| code.starts_with(c))) =>
+        {
+            Disposition::Retry
+        }
         _ => Disposition::Fatal,
     }
 }
@@ -90,7 +99,9 @@ pub async fn capture(
                 failures = 0;
             }
             Err(error) if error.disposition() == Disposition::Retry => {
-                metrics.session_failed();
+                if !matches!(error, RelayError::Busy { .. }) {
+                    metrics.session_failed();
+                }
                 failures = if started.elapsed() >= HEALTHY {
                     1
                 } else {
@@ -128,11 +139,9 @@ async fn session(
         None => None,
     };
     let mut session = Session::connect(&settings.source).await?;
-    let wanted = if state.is_some() {
-        SlotSnapshot::Export
-    } else {
-        SlotSnapshot::Nothing
-    };
+    let wanted = state
+        .as_ref()
+        .map_or(SlotSnapshot::Nothing, |_| SlotSnapshot::Export);
     tracing::info!(
         slot = settings.source.slot(),
         "creating the replication slot unless it exists (a new slot waits for the transactions open now to end)"
@@ -172,6 +181,7 @@ async fn session(
         publication = settings.source.publication(),
         "capture session streaming"
     );
+    metrics.streaming(true);
     let report = Relay {
         stream: &mut stream,
         catalog: &mut catalog,
@@ -182,7 +192,9 @@ async fn session(
         heartbeat: settings.heartbeat,
     }
     .run(stop.cancelled())
-    .await?;
+    .await;
+    metrics.streaming(false);
+    let report = report?;
     // The transport reports the confirmed position on its status tick, and ending the
     // session does not report it once more: wait for one tick, or the next session
     // re-sends what this one confirmed last (duplicates, not a loss).

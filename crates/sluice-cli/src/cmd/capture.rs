@@ -138,7 +138,7 @@ fn status(settings: &CaptureSettings) -> Result<(), Failure> {
         return Err(anyhow::anyhow!("replication slot {slot} does not exist").into());
     };
     println!(
-        "slot {slot} on database {database}: {}, confirmed {}, keeps {} bytes of WAL",
+        "slot {slot} on database {database}: {}, confirmed {}, keeps {} bytes of WAL (from its restart_lsn)",
         if active {
             "active"
         } else {
@@ -153,7 +153,7 @@ fn status(settings: &CaptureSettings) -> Result<(), Failure> {
             let key = (settings.envelope.prefix.as_str(), database.as_str(), slot);
             let state = StateTopic::new(&settings.kafka, topic, key);
             match state.last() {
-                Ok(Some(s)) => format!("{s:?} (topic {topic})").to_lowercase(),
+                Ok(Some(s)) => format!("{} (topic {topic})", format!("{s:?}").to_lowercase()),
                 Ok(None) => format!("no record in topic {topic}"),
                 Err(e) => format!("unknown: topic {topic}: {e}"),
             }
