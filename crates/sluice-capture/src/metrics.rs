@@ -140,19 +140,35 @@ impl CaptureMetrics {
     }
 }
 
-/// The slot's activity and the WAL it keeps (from its `restart_lsn`, what PostgreSQL may
-/// not recycle): `(active, bytes)`, `None` when it is missing.
+/// A replication slot as `pg_replication_slots` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotState {
+    /// A session streams from it.
+    pub active: bool,
+    /// The WAL it keeps, in bytes (from its `restart_lsn`, what PostgreSQL may not recycle).
+    pub kept_bytes: Option<i64>,
+    /// Its `confirmed_flush_lsn` as PostgreSQL prints it (`0/16B3748`).
+    pub confirmed: Option<String>,
+}
+
+/// The slot's activity, the WAL it keeps and its confirmed position, in one read; `None`
+/// when it is missing.
 pub async fn slot_state(
     conn: &mut PgConnection,
     slot: &str,
-) -> Result<Option<(bool, Option<i64>)>, sqlx::Error> {
-    sqlx::query_as::<_, (bool, Option<i64>)>(
-        "SELECT active, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint \
-         FROM pg_replication_slots WHERE slot_name = $1",
+) -> Result<Option<SlotState>, sqlx::Error> {
+    let row = sqlx::query_as::<_, (bool, Option<i64>, Option<String>)>(
+        "SELECT active, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, \
+         confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
     )
     .bind(slot)
     .fetch_optional(conn)
-    .await
+    .await?;
+    Ok(row.map(|(active, kept_bytes, confirmed)| SlotState {
+        active,
+        kept_bytes,
+        confirmed,
+    }))
 }
 
 /// Reads the slot's state every `every` until `stop`, on its own connection (made again
@@ -174,7 +190,12 @@ pub async fn probe_slot(
         }
         if let Some(open) = conn.as_mut() {
             match tokio::time::timeout(every, slot_state(open, &slot)).await {
-                Ok(Ok(Some((active, lag)))) => metrics.slot(SlotSeen::Exists { active }, lag),
+                Ok(Ok(Some(state))) => metrics.slot(
+                    SlotSeen::Exists {
+                        active: state.active,
+                    },
+                    state.kept_bytes,
+                ),
                 Ok(Ok(None)) => metrics.slot(SlotSeen::Missing, None),
                 Ok(Err(e)) => {
                     metrics.slot(SlotSeen::Unreadable(e.to_string()), None);

@@ -129,7 +129,6 @@ impl SnapshotCopy<'_> {
             envelope,
             at,
             queued: VecDeque::new(),
-            sent: 0,
             records: 0,
         };
         send_rows(conn, &shapes, &mut sender).await?;
@@ -249,8 +248,6 @@ struct Sender<'a> {
     envelope: &'a Envelope,
     at: Position,
     queued: VecDeque<Delivery>,
-    /// Records queued.
-    sent: u64,
     /// Records acknowledged.
     records: u64,
 }
@@ -280,7 +277,6 @@ impl Sender<'_> {
             &headers,
         )?;
         self.queued.push_back(Box::pin(delivery));
-        self.sent += 1;
         while self.queued.len() > IN_FLIGHT {
             self.acknowledged().await?;
         }

@@ -212,13 +212,7 @@ async fn sluice_capture_replicates_a_table_through_kills_and_a_crash() {
     )
     .await;
     let mut source_conn = source.connect().await;
-    sqlx::raw_sql(&format!(
-        "CREATE PUBLICATION {} FOR TABLE public.items",
-        source.publication
-    ))
-    .execute(&mut source_conn)
-    .await
-    .unwrap();
+    support::slots::publish(&mut source_conn, &source.publication, "public.items").await;
     let mut target = env.schema.connect().await;
     sqlx::raw_sql(&format!(
         "CREATE TABLE {schema}.items ({COLUMNS}, lsn bigint)"

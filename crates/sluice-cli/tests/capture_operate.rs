@@ -64,13 +64,7 @@ async fn a_snapshot_cut_short_is_taken_again() {
     )
     .await;
     let mut conn = source.connect().await;
-    sqlx::raw_sql(&format!(
-        "CREATE PUBLICATION {} FOR TABLE public.items",
-        source.publication
-    ))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    support::slots::publish(&mut conn, &source.publication, "public.items").await;
     let topic = source.topic("public", "items");
     sluice_testkit::create_topic(&env.stack, &topic, 3).await;
 
@@ -160,13 +154,7 @@ async fn an_idle_slot_moves_on_and_is_reported() {
     };
     let source = Source::create(&env, "CREATE TABLE public.items (id bigint PRIMARY KEY);").await;
     let mut conn = source.connect().await;
-    sqlx::raw_sql(&format!(
-        "CREATE PUBLICATION {} FOR TABLE public.items",
-        source.publication
-    ))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    support::slots::publish(&mut conn, &source.publication, "public.items").await;
     let port = support::http::free_port();
     let addr = format!("127.0.0.1:{port}");
     let operated = [

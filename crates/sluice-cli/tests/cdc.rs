@@ -172,7 +172,32 @@ struct Relay {
     publication: String,
 }
 
+/// A relay's process and its log.
+type Spawned = (Child, std::path::PathBuf);
+
 impl Relay {
+    /// `relayer` streaming `publication` through `slot`.
+    fn start(
+        relayer: Relayer,
+        env: &Env,
+        stack_script: &str,
+        slot: &str,
+        publication: &str,
+    ) -> Relay {
+        let (worker, log) = match relayer {
+            Relayer::Connect => connect_worker(env, stack_script, slot, publication),
+            Relayer::Capture => capture_worker(env, slot, publication),
+        };
+        Relay {
+            worker,
+            log,
+            stack_script: stack_script.to_owned(),
+            admin_url: env.stack.database_url.clone(),
+            slot: slot.to_owned(),
+            publication: publication.to_owned(),
+        }
+    }
+
     fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -257,8 +282,8 @@ enum Relayer {
     Capture,
 }
 
-/// The Connect worker with the connector, configured as docs/outbox.md says.
-fn connect_relay(env: &Env, stack_script: &str, slot: &str, publication: &str) -> Relay {
+/// The Connect worker with the connector, configured as docs/outbox.md says, and its log.
+fn connect_worker(env: &Env, stack_script: &str, slot: &str, publication: &str) -> Spawned {
     let name = env.schema.name.clone();
     // The worker and the connector, as in
     // docs/outbox.md#the-cdc-option-debezium-instead-of-sluice-dispatch.
@@ -299,6 +324,7 @@ fn connect_relay(env: &Env, stack_script: &str, slot: &str, publication: &str) -
              table.include.list={name}.outbox_events\n\
              snapshot.mode=no_data\n\
              extended.headers.enabled=false\n\
+             message.prefix.exclude.list=.*\n\
              transforms=outbox,dropid\n\
              transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n\
              transforms.outbox.table.field.event.id=id\n\
@@ -324,19 +350,12 @@ fn connect_relay(env: &Env, stack_script: &str, slot: &str, publication: &str) -
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    Relay {
-        worker,
-        log,
-        stack_script: stack_script.to_owned(),
-        admin_url: env.stack.database_url.clone(),
-        slot: slot.to_owned(),
-        publication: publication.to_owned(),
-    }
+    (worker, log)
 }
 
-/// `sluice capture` relaying the schema's outbox table (docs/capture.md#the-outbox-over-wal);
-/// it makes the slot at its first start.
-fn capture_relay(env: &Env, stack_script: &str, slot: &str, publication: &str) -> Relay {
+/// `sluice capture` relaying the schema's outbox table (docs/capture.md#the-outbox-over-wal),
+/// and its log; it makes the slot at its first start.
+fn capture_worker(env: &Env, slot: &str, publication: &str) -> Spawned {
     let log = env.dir.join("capture.log");
     let worker = env
         .sluice(&["capture"])
@@ -357,14 +376,7 @@ fn capture_relay(env: &Env, stack_script: &str, slot: &str, publication: &str) -
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    Relay {
-        worker,
-        log,
-        stack_script: stack_script.to_owned(),
-        admin_url: env.stack.database_url.clone(),
-        slot: slot.to_owned(),
-        publication: publication.to_owned(),
-    }
+    (worker, log)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -401,18 +413,10 @@ async fn relays_cdc_rows_as_the_dispatcher_publishes_them(relayer: Relayer) {
     let publication = format!("{name}_outbox_cdc");
     let slot = format!("{name}_outbox_cdc");
     let mut conn = env.schema.connect().await;
-    sqlx::raw_sql(&format!(
-        "CREATE PUBLICATION {publication} FOR TABLE {name}.outbox_events \
-         WHERE (status = 'CDC') WITH (publish = 'insert')"
-    ))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    let outbox = format!("{name}.outbox_events WHERE (status = 'CDC') WITH (publish = 'insert')");
+    support::slots::publish(&mut conn, &publication, &outbox).await;
 
-    let mut relay = match relayer {
-        Relayer::Connect => connect_relay(&env, &stack_script, &slot, &publication),
-        Relayer::Capture => capture_relay(&env, &stack_script, &slot, &publication),
-    };
+    let mut relay = Relay::start(relayer, &env, &stack_script, &slot, &publication);
 
     // Streaming starts once the slot exists and is active: from then on every commit is
     // in it.

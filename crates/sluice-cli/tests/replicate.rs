@@ -249,13 +249,7 @@ impl Source {
         };
         let mut conn = source.connect().await;
         sqlx::raw_sql(SOURCE_DDL).execute(&mut conn).await.unwrap();
-        sqlx::raw_sql(&format!(
-            "CREATE PUBLICATION {} FOR TABLE public.items",
-            source.publication
-        ))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+        support::slots::publish(&mut conn, &source.publication, "public.items").await;
         let mut rng = StdRng::seed_from_u64(0);
         for id in 1..=INITIAL_ROWS {
             insert(&mut conn, id, &mut rng).await;

@@ -364,14 +364,11 @@ async fn debezium_replicates_a_schema_of_20_tables_through_one_sink() {
         .await
         .unwrap();
     let published: Vec<String> = TABLES.iter().map(|t| t.qualified(&schema)).collect();
-    sqlx::raw_sql(&format!(
-        "CREATE PUBLICATION {} FOR TABLE {} WITH (publish_via_partition_root = true)",
-        source.publication,
+    let for_tables = format!(
+        "{} WITH (publish_via_partition_root = true)",
         published.join(", ")
-    ))
-    .execute(&mut source_conn)
-    .await
-    .unwrap();
+    );
+    support::slots::publish(&mut source_conn, &source.publication, &for_tables).await;
     let mut writers: Vec<Writer> = (0..WRITERS).map(|w| Writer::new(w, seed)).collect();
     let mut snapshot = 0;
     for writer in &mut writers {

@@ -3,6 +3,7 @@
 //! slot only behind Kafka's acknowledgements, which [`acks::Acks`] keeps.
 
 pub mod acks;
+pub mod disposition;
 pub mod run;
 pub mod sessions;
 pub mod state;

@@ -33,10 +33,27 @@ pub enum RelayError {
     /// The replication session failed (see [`CaptureError::disposition`]).
     #[error(transparent)]
     Capture(#[from] CaptureError),
-    /// Kafka refused or failed a record: the session ends; the next one re-sends from the
-    /// confirmed position.
-    #[error("Kafka did not take a change event: {0}")]
-    Kafka(#[from] KafkaError),
+    /// Kafka refused or failed a record: the session ends and the next one re-sends from
+    /// the confirmed position, or, when Kafka would refuse it again (too large, no such
+    /// topic, not allowed), the capture ends (see [`RelayError::disposition`]).
+    #[error("Kafka did not take a record of topic {topic}: {source}")]
+    Kafka {
+        /// The record's topic.
+        topic: String,
+        /// The producer's error.
+        #[source]
+        source: KafkaError,
+    },
+    /// The state topic (where the initial snapshot's progress is kept) could not be made,
+    /// read or written.
+    #[error("the capture's state topic {topic}: {source}")]
+    StateTopic {
+        /// `CAPTURE_STATE_TOPIC`.
+        topic: String,
+        /// The client's error.
+        #[source]
+        source: KafkaError,
+    },
     /// The catalog of a table could not be read.
     #[error("reading the catalog of {table}: {source}")]
     Catalog {
@@ -158,7 +175,7 @@ struct State {
     open: Option<Open>,
     last_commit: Option<Lsn>,
     report: RelayReport,
-    done: mpsc::UnboundedSender<(TxTicket, Result<(), KafkaError>)>,
+    done: mpsc::UnboundedSender<(TxTicket, Result<(), RelayError>)>,
 }
 
 impl Relay<'_> {
@@ -424,17 +441,27 @@ impl State {
             .iter()
             .map(|(name, value)| (*name, value.as_bytes()))
             .collect();
-        let delivery = producer.enqueue_maybe_tombstone(
-            &record.topic,
-            record.key.as_deref(),
-            record.value.as_deref(),
-            record.partition,
-            &headers,
-        )?;
+        let kafka = |source| RelayError::Kafka {
+            topic: record.topic.clone(),
+            source,
+        };
+        let delivery = producer
+            .enqueue_maybe_tombstone(
+                &record.topic,
+                record.key.as_deref(),
+                record.value.as_deref(),
+                record.partition,
+                &headers,
+            )
+            .map_err(kafka)?;
         self.acks.sent(ticket)?;
         let done = self.done.clone();
+        let topic = record.topic.clone();
         tokio::spawn(async move {
-            let result = delivery.await.map(|_| ());
+            let result = delivery
+                .await
+                .map(|_| ())
+                .map_err(|source| RelayError::Kafka { topic, source });
             // The relay may have ended already; then nothing waits for this result.
             let _ = done.send((ticket, result));
         });

@@ -3,8 +3,9 @@
 //! the slot's confirmed position through the [`Relay`], and ends. A failure a new session
 //! may get past (a broken connection, the slot still held by a dead session's walsender, a
 //! Kafka delivery that failed) starts one after a back-off (1 s doubling to 30 s, reset
-//! after a session that ran a minute); anything else ends the capture. A new session
-//! re-sends what the last one had not confirmed: duplicates, never a gap.
+//! after a session that ran a minute); anything else ends the capture, a record Kafka
+//! refuses for good too ([`RelayError::disposition`]). A new session re-sends what the last
+//! one had not confirmed: duplicates, never a gap.
 
 use super::run::{Relay, RelayError, RelayReport};
 use super::state::{SnapshotState, StateTopic};
@@ -13,7 +14,7 @@ use crate::error::{CaptureError, sqlstate};
 use crate::metrics::CaptureMetrics;
 use crate::outbox::RouteError;
 use crate::settings::CaptureSettings;
-use crate::snapshot::{SnapshotCopy, SnapshotError};
+use crate::snapshot::SnapshotCopy;
 use crate::source::{Session, SlotSnapshot};
 use sluice_core::disposition::Disposition;
 use sluice_core::retry::Backoff;
@@ -31,52 +32,6 @@ const BACKOFF: Backoff = Backoff {
 
 /// A session that ran this long resets the back-off.
 const HEALTHY: Duration = Duration::from_secs(60);
-
-impl RelayError {
-    /// Retry on a new session, or end the capture.
-    pub fn disposition(&self) -> Disposition {
-        match self {
-            RelayError::Capture(e) => e.disposition(),
-            // Re-sent from the confirmed position by the next session.
-            RelayError::Kafka(_) => Disposition::Retry,
-            RelayError::Catalog { source, .. } => transient(source),
-            // The same row or message would fail the next session too: the slot keeps it.
-            RelayError::Encode(_)
-            | RelayError::Order(_)
-            | RelayError::Acks(_)
-            | RelayError::Route(_) => Disposition::Fatal,
-            // Taken again by the next session (its slot dropped and made anew) when the
-            // cause may pass; a table it may not read, a record Kafka refuses, are not.
-            RelayError::Snapshot(e) => match e {
-                SnapshotError::Kafka(kafka) => sluice_kafka::disposition(kafka),
-                SnapshotError::Database(database) => transient(database),
-                SnapshotError::Encode(_) | SnapshotError::Value { .. } => Disposition::Fatal,
-            },
-            RelayError::Busy { .. } => Disposition::Retry,
-        }
-    }
-}
-
-/// A database error a new session may get past: the connection, not the statement — also
-/// a server that says so (SQLSTATE class 08 connection exception, 53 insufficient resources,
-/// 57 operator intervention: shutting down, starting up, a failover).
-fn transient(error: &sqlx::Error) -> Disposition {
-    match error {
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::Protocol(_) => Disposition::Retry,
-        sqlx::Error::Database(db)
-            if db
-                .code()
-                .is_some_and(|code| ["08", "53", "57"].iter().any(|c| code.starts_with(c))) =>
-        {
-            Disposition::Retry
-        }
-        _ => Disposition::Fatal,
-    }
-}
 
 /// Runs sessions until `stop` is cancelled (then returns what they did) or a failure no
 /// new session can get past.
@@ -150,7 +105,7 @@ async fn session(
         Ok(slot) => {
             tracing::info!(slot = %slot.name, consistent_point = %slot.consistent_point, "replication slot created: changes committed from here on are captured");
             if let (Some(state), Some(exported)) = (&state, &slot.snapshot) {
-                let report = SnapshotCopy {
+                let copy = SnapshotCopy {
                     conn: &mut catalog,
                     exported,
                     consistent_point: slot.consistent_point,
@@ -158,15 +113,8 @@ async fn session(
                     envelope,
                     routing: &settings.routing,
                     producer,
-                }
-                .run()
-                .await?;
-                state.record(producer, SnapshotState::Streaming).await?;
-                tracing::info!(
-                    tables = report.tables,
-                    records = report.records,
-                    "initial snapshot sent: streaming from the slot's consistent point"
-                );
+                };
+                initial_snapshot(copy, state, producer).await?;
             }
         }
         Err(CaptureError::Replication(e)) if sqlstate(&e.to_string()) == Some("42710") => {
@@ -203,6 +151,25 @@ async fn session(
         tracing::warn!(%error, "the replication session did not end cleanly");
     }
     Ok(report)
+}
+
+/// The initial snapshot of a slot just made; then `streaming` is recorded.
+async fn initial_snapshot(
+    copy: SnapshotCopy<'_>,
+    state: &StateTopic,
+    producer: &ResilientProducer,
+) -> Result<(), RelayError> {
+    let report = copy.run().await?;
+    state
+        .record(producer, SnapshotState::Streaming)
+        .await
+        .map_err(|source| state_topic_error(state, source))?;
+    tracing::info!(
+        tables = report.tables,
+        records = report.records,
+        "initial snapshot sent: streaming from the slot's consistent point"
+    );
+    Ok(())
 }
 
 /// The session's catalog connection, holding the slot's lock: one capture per slot, as a
@@ -252,12 +219,13 @@ async fn snapshot_state(
         slot,
     );
     let state = StateTopic::new(&settings.kafka, topic, key);
-    state.ensure().await?;
+    let kafka = |source| state_topic_error(&state, source);
+    state.ensure().await.map_err(kafka)?;
     let catalog_error = |source| RelayError::Catalog {
         table: "(the replication slot)".into(),
         source,
     };
-    if state.last()? == Some(SnapshotState::Snapshotting) {
+    if state.last().await.map_err(kafka)? == Some(SnapshotState::Snapshotting) {
         tracing::warn!(
             slot,
             "the initial snapshot did not complete: dropping the slot to take it again"
@@ -279,7 +247,10 @@ async fn snapshot_state(
     .await
     .map_err(catalog_error)?;
     if !exists {
-        state.record(producer, SnapshotState::Snapshotting).await?;
+        state
+            .record(producer, SnapshotState::Snapshotting)
+            .await
+            .map_err(kafka)?;
     }
     Ok(state)
 }
@@ -312,4 +283,12 @@ async fn outbox_tables_exist(
         }
     }
     Ok(())
+}
+
+/// A failure of the state topic's client, naming the topic.
+fn state_topic_error(state: &StateTopic, source: rdkafka::error::KafkaError) -> RelayError {
+    RelayError::StateTopic {
+        topic: state.topic().to_owned(),
+        source,
+    }
 }

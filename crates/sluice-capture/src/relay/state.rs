@@ -59,6 +59,11 @@ impl StateTopic {
         }
     }
 
+    /// The topic's name.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
     /// Creates the topic when it is missing (one partition, kept forever).
     pub async fn ensure(&self) -> Result<(), KafkaError> {
         let admin = Admin::new(&self.client, TIMEOUT)?;
@@ -77,8 +82,21 @@ impl StateTopic {
         Ok(())
     }
 
-    /// The last state recorded for this slot, if any.
-    pub fn last(&self) -> Result<Option<SnapshotState>, KafkaError> {
+    /// The last state recorded for this slot, if any. The topic is read by a blocking
+    /// consumer (up to [`TIMEOUT`]), on a thread of its own rather than the runtime's.
+    pub async fn last(&self) -> Result<Option<SnapshotState>, KafkaError> {
+        let this = self.clone();
+        match tokio::task::spawn_blocking(move || this.read_last()).await {
+            Ok(last) => last,
+            // The read panicked: so does its caller, as when it ran in place.
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // Cancelled: only the runtime shutting down does that.
+            Err(_) => Err(KafkaError::Canceled),
+        }
+    }
+
+    /// [`StateTopic::last`], blocking: reads the topic from its start to its end.
+    fn read_last(&self) -> Result<Option<SnapshotState>, KafkaError> {
         let config = sluice_kafka::config::reader_config(&self.client, "sluice-capture-state");
         let reader: BaseConsumer = config.create()?;
         let (low, high) = reader.fetch_watermarks(&self.topic, 0, TIMEOUT)?;

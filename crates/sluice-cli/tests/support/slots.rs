@@ -1,5 +1,5 @@
-//! The Debezium tests' source databases: SQL through the stack script's `psql`, and a
-//! replication slot dropped once its walsender let go of it.
+//! The Debezium tests' source databases: SQL through the stack script's `psql`, their
+//! publication made, and a replication slot dropped once its walsender let go of it.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -70,4 +70,15 @@ pub async fn wait_active(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// `CREATE PUBLICATION <publication> FOR TABLE <tables>` on `conn`: `tables` is the list, with
+/// any row filter or `WITH (…)` after it.
+pub async fn publish(conn: &mut sqlx::PgConnection, publication: &str, tables: &str) {
+    sqlx::raw_sql(&format!(
+        "CREATE PUBLICATION {publication} FOR TABLE {tables}"
+    ))
+    .execute(conn)
+    .await
+    .unwrap_or_else(|e| panic!("CREATE PUBLICATION {publication} FOR TABLE {tables}: {e}"));
 }
