@@ -15,8 +15,17 @@ impl RelayError {
             RelayError::Capture(e) => e.disposition(),
             // Re-sent from the confirmed position by the next session, unless Kafka would
             // refuse it again.
-            RelayError::Kafka { source, .. } | RelayError::StateTopic { source, .. } => {
-                kafka(source)
+            RelayError::Kafka { source, .. } => kafka(source),
+            // Its topic may be missing from metadata for a moment after it was made (two
+            // captures starting together): only what librdkafka calls fatal ends the capture.
+            RelayError::StateTopic { source, .. } => {
+                if sluice_kafka::error::flags(source).fatal
+                    || matches!(source, KafkaError::ClientCreation(_))
+                {
+                    Disposition::Fatal
+                } else {
+                    Disposition::Retry
+                }
             }
             RelayError::Catalog { source, .. } => transient(source),
             // The same row or message would fail the next session too: the slot keeps it.
@@ -36,18 +45,21 @@ impl RelayError {
     }
 }
 
-/// A Kafka error of a streamed record (or of the state topic): fatal when librdkafka says
-/// retrying cannot help (a fatal client, missing credentials or ACLs, a configuration the
-/// broker refuses) or when Kafka refuses the record or its topic — larger than
-/// `message.max.bytes`, a record a topic cannot hold, a topic that does not exist or cannot —
-/// since the next session would send the same record and be refused again; retried
-/// otherwise (a broker away, a delivery timed out, a leader moving, a full queue).
+/// A Kafka error of a streamed record: fatal when librdkafka says retrying cannot help (a
+/// fatal client, missing credentials or ACLs, a configuration the broker refuses) or when
+/// Kafka refuses the record or its topic's name — larger than `message.max.bytes`, a record a
+/// topic cannot hold, a name no topic can have, a topic policy — since the next session
+/// would send the same record and be refused again; retried otherwise (a broker away, a
+/// delivery timed out, a leader moving, a full queue). A topic missing from metadata is
+/// retried: librdkafka reports a known topic as unknown after one metadata reply that lacks
+/// it, as during a rolling restart of the brokers; a topic that never comes back shows as
+/// session failures (`SluiceCaptureSessionFailures`).
 ///
 /// Unlike the snapshot's (where anything not known to pass is fatal, as the whole copy
 /// starts over), an error this does not know is retried, as it always was.
 pub fn kafka(error: &KafkaError) -> Disposition {
     use RDKafkaErrorCode as C;
-    if sluice_kafka::error::flags(error).fatal {
+    if sluice_kafka::error::flags(error).fatal || matches!(error, KafkaError::ClientCreation(_)) {
         return Disposition::Fatal;
     }
     match error.rdkafka_error_code() {
@@ -56,10 +68,11 @@ pub fn kafka(error: &KafkaError) -> Disposition {
             | C::InvalidMessageSize
             | C::MessageBatchTooLarge
             | C::InvalidRecord
-            | C::UnknownTopic
-            | C::UnknownTopicOrPartition
-            | C::UnknownPartition
-            | C::InvalidTopic,
+            | C::InvalidTopic
+            | C::PolicyViolation
+            | C::UnsupportedForMessageFormat
+            | C::InvalidRequiredAcks
+            | C::InvalidArgument,
         ) => Disposition::Fatal,
         _ => Disposition::Retry,
     }
@@ -100,10 +113,12 @@ mod tests {
             (produced(C::InvalidMessageSize), Disposition::Fatal),
             (produced(C::MessageBatchTooLarge), Disposition::Fatal),
             (produced(C::InvalidRecord), Disposition::Fatal),
-            (produced(C::UnknownTopic), Disposition::Fatal),
-            (produced(C::UnknownTopicOrPartition), Disposition::Fatal),
-            (produced(C::UnknownPartition), Disposition::Fatal),
             (produced(C::InvalidTopic), Disposition::Fatal),
+            (produced(C::PolicyViolation), Disposition::Fatal),
+            (produced(C::UnsupportedForMessageFormat), Disposition::Fatal),
+            (produced(C::InvalidRequiredAcks), Disposition::Fatal),
+            (produced(C::InvalidArgument), Disposition::Fatal),
+            (KafkaError::ClientCreation("bad".into()), Disposition::Fatal),
             (produced(C::TopicAuthorizationFailed), Disposition::Fatal),
             (produced(C::ClusterAuthorizationFailed), Disposition::Fatal),
             (produced(C::SaslAuthenticationFailed), Disposition::Fatal),
@@ -121,6 +136,10 @@ mod tests {
                 Disposition::Retry,
             ),
             (produced(C::QueueFull), Disposition::Retry),
+            // A topic missing from one metadata reply (a rolling restart): not for good.
+            (produced(C::UnknownTopic), Disposition::Retry),
+            (produced(C::UnknownTopicOrPartition), Disposition::Retry),
+            (produced(C::UnknownPartition), Disposition::Retry),
             (produced(C::PurgeQueue), Disposition::Retry),
             (KafkaError::Canceled, Disposition::Retry),
         ];
@@ -147,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn the_state_topic_is_classified_as_the_records_are() {
+    fn the_state_topic_ends_the_capture_only_on_what_kafka_calls_fatal() {
         let state = |source| RelayError::StateTopic {
             topic: "sluice-capture-state".into(),
             source,
@@ -156,6 +175,9 @@ mod tests {
         assert_eq!(denied.disposition(), Disposition::Fatal);
         let away = state(KafkaError::MessageProduction(C::MessageTimedOut));
         assert_eq!(away.disposition(), Disposition::Retry);
+        // Just made by another capture, not yet in this client's metadata.
+        let unseen = state(KafkaError::MetadataFetch(C::UnknownTopicOrPartition));
+        assert_eq!(unseen.disposition(), Disposition::Retry);
     }
 
     #[test]
