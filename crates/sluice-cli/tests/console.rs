@@ -418,6 +418,36 @@ async fn the_console_in_a_real_browser() {
     assert_eq!(status, "PENDING");
     println!("outbox: {retried}");
     assert_clean(&browser, &origin, "replay and outbox");
+
+    // The database's logical replication slots: one nobody streams from is listed, marked,
+    // with the WAL it keeps.
+    let slot = format!("{}_console", env.schema.name);
+    sqlx::query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')")
+        .bind(&slot)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    browser.open(&console.url("/slots"));
+    let marked: Vec<String> = browser
+        .all("table.slots tr.stale td.name")
+        .iter()
+        .map(|cell| browser.text(cell))
+        .collect();
+    let states: Vec<String> = browser
+        .all("table.slots tr.stale td.state")
+        .iter()
+        .map(|cell| browser.text(cell))
+        .collect();
+    let at = marked.iter().position(|name| *name == slot);
+    browser.screenshot(&shots.join("slots.png"));
+    sqlx::query("SELECT pg_drop_replication_slot($1)")
+        .bind(&slot)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let at = at.unwrap_or_else(|| panic!("{slot} not among the marked slots {marked:?}"));
+    assert_eq!(states[at], "inactive");
+    assert_clean(&browser, &origin, "slots");
     println!("screenshots in {}", shots.display());
     drop(run);
 

@@ -76,6 +76,7 @@ fn router(console: Arc<Console>) -> Router {
         .route("/dead-letters/{id}/replay", post(pages::replay::one))
         .route("/outbox", get(pages::outbox::page))
         .route("/outbox/retry", post(pages::outbox::retry))
+        .route("/slots", get(pages::slots::page))
         .route("/login", get(pages::login::form).post(pages::login::submit))
         .route("/logout", post(pages::login::logout))
         .route("/assets/{name}", get(pages::assets::asset))

@@ -15,7 +15,7 @@ impl std::fmt::Debug for Templates {
     }
 }
 
-const PAGES: [(&str, &str); 8] = [
+const PAGES: [(&str, &str); 9] = [
     ("base.html", include_str!("templates/base.html")),
     ("pipelines.html", include_str!("templates/pipelines.html")),
     (
@@ -28,6 +28,7 @@ const PAGES: [(&str, &str); 8] = [
     ),
     ("replay.html", include_str!("templates/replay.html")),
     ("outbox.html", include_str!("templates/outbox.html")),
+    ("slots.html", include_str!("templates/slots.html")),
     ("login.html", include_str!("templates/login.html")),
     ("message.html", include_str!("templates/message.html")),
 ];

@@ -6,6 +6,7 @@ pub mod login;
 pub mod outbox;
 pub mod pipelines;
 pub mod replay;
+pub mod slots;
 
 use crate::auth::Refused;
 use crate::error::ConsoleError;
