@@ -12,7 +12,8 @@
 //! - latency isolation: network-metrics produce → committed (visible) while reviews drain;
 //! - the consumer's peak RSS, the restart figure, the metrics cost, the outbox.
 //!
-//! `sluice bench outbox` measures the outbox dispatcher instead (see [`outbox`]).
+//! `sluice bench outbox` measures the outbox dispatcher instead (see [`outbox`]), and
+//! `sluice bench capture` `sluice capture` against Debezium (see [`capture`]).
 //!
 //! The run's parts: [`setup`] (its schema, topics and settings) and [`workload`] (the crawls,
 //! as rows and as records) prepare it; [`baselines`] (U, L, K, U against S), [`ideas`] (S
@@ -20,6 +21,7 @@
 //! steady load, restart, outbox) are its phases; [`report`] and [`chart`] show its figures.
 
 mod baselines;
+mod capture;
 mod chart;
 mod compare;
 mod copy;
@@ -138,6 +140,9 @@ enum BenchTarget {
     Storage,
     /// The outbox dispatcher: sustained events/s and commit→ack latency.
     Outbox(outbox::OutboxBenchArgs),
+    /// `sluice capture` against Debezium in Kafka Connect: events/s, commit → Kafka
+    /// latency, CPU and memory, on the same changes.
+    Capture(capture::CaptureBenchArgs),
 }
 
 const BATCH: usize = 500;
@@ -148,6 +153,7 @@ const BIG_BATCH: usize = 1000;
 pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     match &args.target {
         Some(BenchTarget::Outbox(outbox)) => outbox::run(outbox),
+        Some(BenchTarget::Capture(capture)) => capture::run(capture),
         Some(BenchTarget::Storage) | None => run_storage(args),
     }
 }
