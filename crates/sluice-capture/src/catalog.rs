@@ -1,6 +1,6 @@
 //! What a Debezium schema needs of a captured table beyond pgoutput's Relation message,
 //! read from `pg_catalog` on an ordinary connection when a Relation message arrives:
-//! `NOT NULL`, constant defaults and the primary key (the record key), per column
+//! `NOT NULL`, constant defaults, the primary key (the record key) and an enum's labels, per column
 //! (docs/capture.md#values). The replication connection runs no SQL once it streams.
 
 use crate::debezium::{ColumnCatalog, Kind, constant_default};
@@ -10,7 +10,9 @@ use sqlx::{PgConnection, Row};
 const COLUMNS_SQL: &str = "
 SELECT a.attname::text AS name, NOT a.attnotnull AS optional,
        pg_get_expr(d.adbin, d.adrelid) AS default_expression,
-       coalesce(a.attnum = ANY (i.indkey), false) AS primary_key
+       coalesce(a.attnum = ANY (i.indkey), false) AS primary_key,
+       (SELECT string_agg(e.enumlabel::text, ',' ORDER BY e.enumsortorder)
+          FROM pg_enum e WHERE e.enumtypid = a.atttypid) AS enum_allowed
 FROM pg_attribute a
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum AND a.attgenerated = ''
 LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
@@ -41,12 +43,14 @@ pub async fn column_catalog(
                     optional: row.try_get("optional")?,
                     default: expression.and_then(|e| constant_default(kind, &column.name, &e)),
                     primary_key: row.try_get("primary_key")?,
+                    enum_allowed: row.try_get("enum_allowed")?,
                 }
             }
             None => ColumnCatalog {
                 optional: true,
                 default: None,
                 primary_key: false,
+                enum_allowed: None,
             },
         };
         catalog.push(entry);

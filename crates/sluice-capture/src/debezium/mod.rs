@@ -3,8 +3,10 @@
 //! without a JVM. [`TableShape`] renders a table's schemas once; [`Envelope`] turns each
 //! change into its records; [`Kind`] maps a column type to its Connect schema and value.
 
+mod array;
 mod defaults;
 mod envelope;
+mod interval;
 mod json;
 mod shape;
 mod types;
@@ -14,4 +16,4 @@ pub use envelope::{
     EncodeError, Envelope, EnvelopeSettings, Position, Record, Snapshot, UNAVAILABLE,
 };
 pub use shape::{ColumnCatalog, ShapeColumn, TableShape};
-pub use types::{Kind, ValueError};
+pub use types::{Element, Kind, ValueError};

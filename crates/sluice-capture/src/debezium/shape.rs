@@ -19,6 +19,9 @@ pub struct ColumnCatalog {
     pub default: Option<String>,
     /// Part of the table's primary key (the record key).
     pub primary_key: bool,
+    /// An enum column's labels in their order, comma-joined (`sad,ok,happy`): its schema is
+    /// then `io.debezium.data.Enum` with them as `allowed`. `None` for any other type.
+    pub enum_allowed: Option<String>,
 }
 
 /// One column of a [`TableShape`].
@@ -104,6 +107,7 @@ impl TableShape {
             optional: true,
             default: None,
             primary_key: false,
+            enum_allowed: None,
         };
         let info = |at: usize| catalog.get(at).unwrap_or(&fallback);
         let columns: Vec<ShapeColumn> = relation
@@ -140,10 +144,7 @@ impl TableShape {
                 .filter(|&at| info(at).primary_key)
                 .collect(),
         };
-        let field = |at: usize| {
-            let c = info(at);
-            column_schema(&columns[at], c.optional, c.default.as_deref())
-        };
+        let field = |at: usize| column_schema(&columns[at], info(at));
         let key_fields: Vec<String> = key.iter().map(|&at| field(at)).collect();
         let key_schema = format!(
             "{{\"type\":\"struct\",\"fields\":[{}],\"optional\":false,\"name\":{}}}",
@@ -177,18 +178,28 @@ impl TableShape {
 }
 
 /// One column's schema as a member of a struct's `fields`.
-fn column_schema(column: &ShapeColumn, optional: bool, default: Option<&str>) -> String {
+fn column_schema(column: &ShapeColumn, catalog: &ColumnCatalog) -> String {
     let (head, tail) = column.kind.schema_parts();
     let mut out = String::with_capacity(96);
     out.push('{');
     out.push_str(head);
-    out.push_str(if optional {
+    out.push_str(if catalog.optional {
         ",\"optional\":true"
     } else {
         ",\"optional\":false"
     });
-    out.push_str(&tail);
-    if let Some(default) = default {
+    match &catalog.enum_allowed {
+        // Its values are its labels, as text; the schema names the type and lists them.
+        Some(allowed) => {
+            out.push_str(
+                ",\"name\":\"io.debezium.data.Enum\",\"version\":1,\"parameters\":{\"allowed\":",
+            );
+            push_string(&mut out, allowed);
+            out.push('}');
+        }
+        None => out.push_str(&tail),
+    }
+    if let Some(default) = &catalog.default {
         out.push_str(",\"default\":");
         out.push_str(default);
     }

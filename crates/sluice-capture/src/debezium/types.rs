@@ -72,6 +72,65 @@ pub enum Kind {
     TimeMillis,
     /// `time`, `time(p > 3)` → `int64` µs, `io.debezium.time.MicroTime`.
     TimeMicros,
+    /// `interval` → `int64` µs, `io.debezium.time.MicroDuration`.
+    Interval,
+    /// A one-dimensional array of one of these → `array` of its items (optional), its value
+    /// a JSON array.
+    Array(Element),
+}
+
+/// The element types of the arrays this map reads (`bool[]`, `int2[]`, `int4[]`, `int8[]`,
+/// `float4[]`, `float8[]`, `text[]`, `varchar[]`, `bpchar[]`, `name[]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Element {
+    /// `boolean` items.
+    Boolean,
+    /// `int16` items.
+    Int16,
+    /// `int32` items.
+    Int32,
+    /// `int64` items.
+    Int64,
+    /// `float` items.
+    Float32,
+    /// `double` items.
+    Float64,
+    /// `string` items.
+    Text,
+}
+
+impl Element {
+    /// The kind of one element.
+    fn kind(self) -> Kind {
+        match self {
+            Element::Boolean => Kind::Boolean,
+            Element::Int16 => Kind::Int16,
+            Element::Int32 => Kind::Int32,
+            Element::Int64 => Kind::Int64,
+            Element::Float32 => Kind::Float32,
+            Element::Float64 => Kind::Float64,
+            Element::Text => Kind::Text,
+        }
+    }
+
+    /// The array's schema up to its `optional`: `"type":"array","items":{…}`.
+    fn schema_head(self) -> &'static str {
+        match self {
+            Element::Boolean => {
+                "\"type\":\"array\",\"items\":{\"type\":\"boolean\",\"optional\":true}"
+            }
+            Element::Int16 => "\"type\":\"array\",\"items\":{\"type\":\"int16\",\"optional\":true}",
+            Element::Int32 => "\"type\":\"array\",\"items\":{\"type\":\"int32\",\"optional\":true}",
+            Element::Int64 => "\"type\":\"array\",\"items\":{\"type\":\"int64\",\"optional\":true}",
+            Element::Float32 => {
+                "\"type\":\"array\",\"items\":{\"type\":\"float\",\"optional\":true}"
+            }
+            Element::Float64 => {
+                "\"type\":\"array\",\"items\":{\"type\":\"double\",\"optional\":true}"
+            }
+            Element::Text => "\"type\":\"array\",\"items\":{\"type\":\"string\",\"optional\":true}",
+        }
+    }
 }
 
 impl Kind {
@@ -102,6 +161,14 @@ impl Kind {
             1184 => Kind::ZonedTimestamp,
             1083 if (0..=3).contains(&typmod) => Kind::TimeMillis,
             1083 => Kind::TimeMicros,
+            1186 => Kind::Interval,
+            1000 => Kind::Array(Element::Boolean),
+            1005 => Kind::Array(Element::Int16),
+            1007 => Kind::Array(Element::Int32),
+            1016 => Kind::Array(Element::Int64),
+            1021 => Kind::Array(Element::Float32),
+            1022 => Kind::Array(Element::Float64),
+            1003 | 1009 | 1014 | 1015 => Kind::Array(Element::Text),
             _ => Kind::Text,
         }
     }
@@ -145,6 +212,8 @@ impl Kind {
             ),
             Kind::TimeMillis => ("\"type\":\"int32\"", named("io.debezium.time.Time")),
             Kind::TimeMicros => ("\"type\":\"int64\"", named("io.debezium.time.MicroTime")),
+            Kind::Interval => ("\"type\":\"int64\"", named("io.debezium.time.MicroDuration")),
+            Kind::Array(element) => (element.schema_head(), String::new()),
         }
     }
 
@@ -160,7 +229,8 @@ impl Kind {
             | Kind::TimestampMillis
             | Kind::TimestampMicros
             | Kind::TimeMillis
-            | Kind::TimeMicros => "0",
+            | Kind::TimeMicros
+            | Kind::Interval => "0",
             Kind::Float32 | Kind::Float64 => "0.0",
             // The unscaled integer 0 in one byte.
             Kind::Decimal { .. } => "\"AA==\"",
@@ -168,6 +238,7 @@ impl Kind {
             Kind::Bytes => "\"\"",
             Kind::ZonedTimestamp => "\"1970-01-01T00:00:00Z\"",
             Kind::Text | Kind::Json | Kind::Uuid | Kind::Xml => "\"\"",
+            Kind::Array(_) => "[]",
         }
     }
 
@@ -184,6 +255,8 @@ impl Kind {
             Kind::TimestampMillis | Kind::TimestampMicros => "timestamp",
             Kind::ZonedTimestamp => "timestamptz",
             Kind::TimeMillis | Kind::TimeMicros => "time",
+            Kind::Interval => "interval",
+            Kind::Array(_) => "array",
         }
     }
 
@@ -239,35 +312,74 @@ impl Kind {
                 let days = day.signed_duration_since(epoch_day()).num_days();
                 out.push_str(&days.to_string());
             }
-            Kind::TimestampMicros | Kind::TimestampMillis => {
-                let at = NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
-                    .map_err(|_| fail("not YYYY-MM-DD HH:MM:SS"))?;
-                let micros = at.and_utc().timestamp_micros();
-                let value = if self == Kind::TimestampMillis {
-                    micros.div_euclid(1000)
-                } else {
-                    micros
-                };
-                out.push_str(&value.to_string());
+            Kind::TimestampMicros | Kind::TimestampMillis | Kind::TimeMicros | Kind::TimeMillis => {
+                push_clock(self, out, text).map_err(fail)?
             }
             Kind::ZonedTimestamp => push_zoned(out, text).map_err(fail)?,
-            Kind::TimeMicros | Kind::TimeMillis => {
-                let time = NaiveTime::parse_from_str(text, "%H:%M:%S%.f")
-                    .map_err(|_| fail("not HH:MM:SS"))?;
-                let micros = time
-                    .signed_duration_since(NaiveTime::MIN)
-                    .num_microseconds()
-                    .unwrap_or(0);
-                let value = if self == Kind::TimeMillis {
-                    micros / 1000
-                } else {
-                    micros
-                };
-                out.push_str(&value.to_string());
+            Kind::Interval => {
+                let micros = super::interval::micros(text).map_err(fail)?;
+                out.push_str(&micros.to_string());
+            }
+            Kind::Array(element) => {
+                let items = super::array::elements(text).map_err(fail)?;
+                push_array(out, element, column, &items)?;
             }
         }
         Ok(())
     }
+}
+
+/// A timestamp without zone (ms or µs since the epoch) or a time of day (ms or µs since
+/// midnight), by `kind`.
+fn push_clock(kind: Kind, out: &mut String, text: &str) -> Result<(), &'static str> {
+    let value = match kind {
+        Kind::TimestampMicros | Kind::TimestampMillis => {
+            let at = NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+                .map_err(|_| "not YYYY-MM-DD HH:MM:SS")?;
+            let micros = at.and_utc().timestamp_micros();
+            if kind == Kind::TimestampMillis {
+                micros.div_euclid(1000)
+            } else {
+                micros
+            }
+        }
+        _ => {
+            let time =
+                NaiveTime::parse_from_str(text, "%H:%M:%S%.f").map_err(|_| "not HH:MM:SS")?;
+            let micros = time
+                .signed_duration_since(NaiveTime::MIN)
+                .num_microseconds()
+                .unwrap_or(0);
+            if kind == Kind::TimeMillis {
+                micros / 1000
+            } else {
+                micros
+            }
+        }
+    };
+    out.push_str(&value.to_string());
+    Ok(())
+}
+
+/// An array's elements as a JSON array, each by `element`'s kind, NULLs as `null`.
+fn push_array(
+    out: &mut String,
+    element: Element,
+    column: &str,
+    items: &[Option<String>],
+) -> Result<(), ValueError> {
+    out.push('[');
+    for (at, item) in items.iter().enumerate() {
+        if at > 0 {
+            out.push(',');
+        }
+        match item {
+            Some(item) => element.kind().push_value(out, column, item)?,
+            None => out.push_str("null"),
+        }
+    }
+    out.push(']');
+    Ok(())
 }
 
 fn epoch_day() -> NaiveDate {

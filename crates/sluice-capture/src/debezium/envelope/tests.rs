@@ -10,6 +10,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod enum_array;
+
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sluice-cli/tests/data/debezium")
 }
@@ -116,6 +118,7 @@ fn items() -> (Envelope, TableShape) {
             optional: c.name != "id",
             default: None,
             primary_key: c.name == "id",
+            enum_allowed: None,
         })
         .collect();
     let envelope = Envelope::new(EnvelopeSettings {
@@ -400,16 +403,19 @@ fn required_shape(identity: ReplicaIdentity) -> TableShape {
             optional: false,
             default: None,
             primary_key: true,
+            enum_allowed: None,
         },
         ColumnCatalog {
             optional: false,
             default: Some("\"untitled\"".into()),
             primary_key: false,
+            enum_allowed: None,
         },
         ColumnCatalog {
             optional: false,
             default: None,
             primary_key: false,
+            enum_allowed: None,
         },
     ];
     TableShape::new("p", &relation, &catalog)

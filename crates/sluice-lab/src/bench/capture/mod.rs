@@ -216,6 +216,17 @@ async fn measure(
     Ok(measured)
 }
 
+/// What the backlog phase measured.
+struct Backlog {
+    expected: workload::Expected,
+    throughput: events::Throughput,
+    stream: events::Stream,
+    /// The topic's ends after the backlog.
+    ends: Vec<i64>,
+    drain_cpu_s: f64,
+    total_cpu_s: f64,
+}
+
 async fn phases(
     env: &Env,
     args: &CaptureBenchArgs,
@@ -225,60 +236,9 @@ async fn phases(
     let kind = relayer.kind;
     let warm = workload::warm_up(env, &env.kafka, topic, relayer).await?;
     println!("   streaming ({warm:.1} s to the warm-up record); pausing it for the backlog");
-    let start = events::ends(&env.kafka, topic)?;
-    relayer.pause()?;
-    let written = std::time::Instant::now();
-    let write = workload::backlog(env, args.changes).await;
-    let write_seconds = written.elapsed().as_secs_f64();
-    let resumed_at = relayer.resume()?;
-    let expected = write?;
-    workload::check_pause(env, write_seconds).await?;
-    let cpu_at_resume = relayer.cpu_seconds()?;
-    let drained = events::wait_for(
-        &env.kafka,
-        topic,
-        &start,
-        expected.records,
-        relayer,
-        DRAIN_TIMEOUT,
-    )
-    .await?;
-    let cpu_drained = relayer.cpu_seconds()?;
-    // Nothing more comes: the window holds the backlog exactly.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    if events::ends(&env.kafka, topic)? != drained {
-        return Err(anyhow!(
-            "{kind}: more records than the backlog's {}",
-            expected.records
-        )
-        .into());
-    }
-    let prefix = relayer::prefix(env, kind);
-    let stream = events::read(&env.kafka, topic, &prefix, (&start, &drained))?;
-    if stream.warm_ups > 0 {
-        return Err(anyhow!(
-            "{kind}: {} warm-up records inside the backlog's window",
-            stream.warm_ups
-        )
-        .into());
-    }
-    let throughput = stream.throughput(resumed_at, expected.events)?;
-    println!(
-        "   {kind}: {} events ({} records) in {:.2} s after the resume = {:.0} events/s, {:.2} CPU-s",
-        expected.events,
-        expected.records,
-        throughput.seconds,
-        throughput.events_per_second,
-        cpu_drained - cpu_at_resume
-    );
-    if stream.misplaced > 0 {
-        println!(
-            "   {kind}: {} records not in the partition of their key's murmur2 hash",
-            stream.misplaced
-        );
-    }
+    let backlog = backlog(env, args, relayer, topic).await?;
     let cpu_before_steady = relayer.cpu_seconds()?;
-    let latency = workload::steady(env, args, topic, relayer, &drained).await?;
+    let latency = workload::steady(env, args, topic, relayer, &backlog.ends).await?;
     let cpu_after_steady = relayer.cpu_seconds()?;
     println!(
         "   {kind}: commit → Kafka p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} changes; {:.2} CPU-s",
@@ -292,19 +252,78 @@ async fn phases(
     Ok((
         Measured {
             relayer: kind.name(),
-            events: expected.events,
-            records: expected.records,
-            events_per_second: throughput.events_per_second,
-            first_record_s: throughput.first_record_s,
-            drain_cpu_s: cpu_drained - cpu_at_resume,
-            total_cpu_s: cpu_drained,
+            events: backlog.expected.events,
+            records: backlog.expected.records,
+            events_per_second: backlog.throughput.events_per_second,
+            first_record_s: backlog.throughput.first_record_s,
+            drain_cpu_s: backlog.drain_cpu_s,
+            total_cpu_s: backlog.total_cpu_s,
             latency,
             steady_cpu_s: cpu_after_steady - cpu_before_steady,
-            misplaced: stream.misplaced,
+            misplaced: backlog.stream.misplaced,
             peak_rss_mib: peak,
         },
-        stream,
+        backlog.stream,
     ))
+}
+
+/// The backlog: committed while the relayer is paused, then drained; read back and checked.
+async fn backlog(
+    env: &Env,
+    args: &CaptureBenchArgs,
+    relayer: &mut Relayer,
+    topic: &str,
+) -> Result<Backlog, Failure> {
+    let kind = relayer.kind;
+    let start = events::ends(&env.kafka, topic)?;
+    relayer.pause()?;
+    let written = std::time::Instant::now();
+    let write = workload::backlog(env, args.changes).await;
+    let write_seconds = written.elapsed().as_secs_f64();
+    let resumed_at = relayer.resume()?;
+    let expected = write?;
+    workload::check_pause(env, write_seconds).await?;
+    let cpu_at_resume = relayer.cpu_seconds()?;
+    let ends = events::wait_for(
+        &env.kafka,
+        topic,
+        &start,
+        expected.records,
+        relayer,
+        DRAIN_TIMEOUT,
+    )
+    .await?;
+    let total_cpu_s = relayer.cpu_seconds()?;
+    // Nothing more comes: the window holds the backlog exactly.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    if events::ends(&env.kafka, topic)? != ends {
+        let records = expected.records;
+        return Err(anyhow!("{kind}: more records than the backlog's {records}").into());
+    }
+    let prefix = relayer::prefix(env, kind);
+    let stream = events::read(&env.kafka, topic, &prefix, (&start, &ends))?;
+    if stream.warm_ups > 0 {
+        let leaked = stream.warm_ups;
+        return Err(anyhow!("{kind}: {leaked} warm-up records inside the backlog's window").into());
+    }
+    let throughput = stream.throughput(resumed_at, expected.events)?;
+    let drain_cpu_s = total_cpu_s - cpu_at_resume;
+    println!(
+        "   {kind}: {} events ({} records) in {:.2} s after the resume = {:.0} events/s, {drain_cpu_s:.2} CPU-s",
+        expected.events, expected.records, throughput.seconds, throughput.events_per_second,
+    );
+    if stream.misplaced > 0 {
+        let misplaced = stream.misplaced;
+        println!("   {kind}: {misplaced} records not in the partition of their key's murmur2 hash");
+    }
+    Ok(Backlog {
+        expected,
+        throughput,
+        stream,
+        ends,
+        drain_cpu_s,
+        total_cpu_s,
+    })
 }
 
 /// How long a backlog may take to arrive.
