@@ -265,6 +265,7 @@ impl KafkaClientSettings {
             }
             properties.insert(property, v);
         }
+        check_queue_holds_a_record(&properties)?;
         Ok(Self {
             bootstrap_servers,
             properties,
@@ -278,6 +279,39 @@ impl KafkaClientSettings {
             .map(|(k, v)| (k.as_str(), redact(k, v)))
             .collect()
     }
+}
+
+/// librdkafka's default `message.max.bytes`.
+const DEFAULT_MESSAGE_MAX_BYTES: u64 = 1_000_000;
+
+/// A producer's queue (`queue.buffering.max.kbytes`) set below `message.max.bytes` would
+/// never have room for a record that large: the producer would wait for it for ever. Refused
+/// at start, naming the variable.
+fn check_queue_holds_a_record(properties: &BTreeMap<String, String>) -> Result<(), SettingsError> {
+    let Some(kbytes) = properties.get("queue.buffering.max.kbytes") else {
+        return Ok(());
+    };
+    let variable = variable_of("queue.buffering.max.kbytes");
+    let kbytes: u64 = kbytes
+        .trim()
+        .parse()
+        .map_err(|_| error(&variable, kbytes, "a number of KiB"))?;
+    let largest = properties
+        .get("message.max.bytes")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_MESSAGE_MAX_BYTES);
+    if kbytes.saturating_mul(1024) < largest {
+        return Err(error(
+            &variable,
+            &kbytes.to_string(),
+            &format!(
+                "at least message.max.bytes ({largest} bytes) in KiB, {}: a record that large \
+                 would wait for room in the producer's queue for ever",
+                largest.div_ceil(1024)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The librdkafka property a variable sets, or `None` if it is not a pass-through variable.

@@ -112,3 +112,22 @@ fn variable_and_property_names_map_both_ways() {
     assert_eq!(property_of("KAFKA_"), None);
     assert_eq!(property_of("SLUICE_KAFKA_DEBUG"), None);
 }
+
+#[test]
+fn a_producer_queue_smaller_than_the_largest_record_is_refused() {
+    let base = ("KAFKA_BOOTSTRAP_SERVERS", "b1:9093");
+    let small = read(&[base, ("KAFKA_QUEUE_BUFFERING_MAX_KBYTES", "512")]).unwrap_err();
+    let text = small.to_string();
+    assert!(text.contains("KAFKA_QUEUE_BUFFERING_MAX_KBYTES"), "{text}");
+    assert!(text.contains("977"), "{text}");
+    assert!(read(&[base, ("KAFKA_QUEUE_BUFFERING_MAX_KBYTES", "977")]).is_ok());
+    assert!(read(&[base, ("KAFKA_QUEUE_BUFFERING_MAX_KBYTES", "lots")]).is_err());
+    // Against the client's own largest record.
+    let larger = [
+        base,
+        ("KAFKA_QUEUE_BUFFERING_MAX_KBYTES", "4096"),
+        ("KAFKA_MESSAGE_MAX_BYTES", "8000000"),
+    ];
+    assert!(read(&larger).is_err());
+    assert!(read(&[base, ("KAFKA_MESSAGE_MAX_BYTES", "8000000")]).is_ok());
+}
