@@ -7,6 +7,8 @@ use crate::debezium::{ColumnCatalog, Kind, constant_default};
 use crate::model::Relation;
 use sqlx::{PgConnection, Row};
 
+/// An enum's labels in their order (`enumsortorder`): Debezium 3.6.1 listed `sad,ok,happy`
+/// for `ok` added `BEFORE 'happy'` (tests/data/debezium/types' README).
 const COLUMNS_SQL: &str = "
 SELECT a.attname::text AS name, NOT a.attnotnull AS optional,
        pg_get_expr(d.adbin, d.adrelid) AS default_expression,

@@ -108,7 +108,7 @@ impl SnapshotCopy<'_> {
                 "BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '{}'; \
                  SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL IntervalStyle = 'postgres'; \
                  SET LOCAL bytea_output = 'hex'; SET LOCAL TimeZone = 'UTC'; \
-                 SET LOCAL extra_float_digits = 3",
+                 SET LOCAL extra_float_digits = 3; SET LOCAL lc_monetary = 'C'",
                 exported.replace('\'', "''")
             ),
         )

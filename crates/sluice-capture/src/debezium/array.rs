@@ -1,8 +1,9 @@
 //! PostgreSQL's array text output (`{a,"b c",NULL}`, `[0:1]={1,2}`) read as its elements:
-//! what a one-dimensional array column's value is made of before each element becomes JSON
-//! by its element type (docs/capture.md#values).
+//! what an array column's value is made of before each element becomes JSON by its element
+//! type (docs/capture.md#values). A sub-array (a multi-dimensional value) is a NULL element,
+//! as Debezium writes it.
 
-/// The elements of a one-dimensional array's text, `None` for an SQL NULL.
+/// The elements of an array's text, `None` for an SQL NULL or a sub-array.
 pub(super) fn elements(text: &str) -> Result<Vec<Option<String>>, &'static str> {
     // Bounds other than 1 are written before the value: `[0:2]={…}`.
     let body = match text.strip_prefix('[') {
@@ -20,7 +21,12 @@ pub(super) fn elements(text: &str) -> Result<Vec<Option<String>>, &'static str> 
     let mut chars = inner.chars().peekable();
     loop {
         match chars.peek() {
-            Some('{') => return Err("a multi-dimensional array (one dimension is mapped)"),
+            // A multi-dimensional array: Debezium's element converter gets each sub-array
+            // and writes null for it; so does this, rather than stop the capture.
+            Some('{') => {
+                skip_sub_array(&mut chars)?;
+                out.push(None);
+            }
             Some('"') => {
                 chars.next();
                 let mut element = String::new();
@@ -55,6 +61,30 @@ pub(super) fn elements(text: &str) -> Result<Vec<Option<String>>, &'static str> 
     }
 }
 
+/// Consumes one balanced `{…}` (quotes and escapes inside it respected).
+fn skip_sub_array(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+) -> Result<(), &'static str> {
+    let (mut depth, mut quoted) = (0usize, false);
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('\\', true) => {
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            ('{', false) => depth += 1,
+            ('}', false) => {
+                depth -= 1;
+                if depth == 0 {
+                    return Ok(());
+                }
+            }
+            _ => {}
+        }
+    }
+    Err("an unfinished sub-array")
+}
+
 #[cfg(test)]
 mod tests {
     use super::elements;
@@ -68,7 +98,7 @@ mod tests {
         assert_eq!(elements("{}"), Ok(vec![]));
         assert_eq!(elements("{1,2,3}"), Ok(some(&["1", "2", "3"])));
         assert_eq!(
-            elements(r#"{a,"b c","\"q\"",NULL,"NULL","",x\y}"#),
+            elements(r#"{a,"b c","\"q\"",NULL,"NULL","","x\\y"}"#),
             Ok(vec![
                 Some("a".into()),
                 Some("b c".into()),
@@ -84,8 +114,14 @@ mod tests {
     }
 
     #[test]
-    fn what_is_no_one_dimensional_array_is_refused() {
-        assert!(elements("{{1,2},{3,4}}").is_err());
+    fn a_sub_array_is_a_null_as_debezium_writes_it() {
+        assert_eq!(elements("{{1,2},{3,4}}"), Ok(vec![None, None]));
+        assert_eq!(elements(r#"{{"}",b},{c}}"#), Ok(vec![None, None]));
+    }
+
+    #[test]
+    fn what_is_no_array_is_refused() {
+        assert!(elements("{{1,2}").is_err());
         assert!(elements("1,2").is_err());
         assert!(elements(r#"{"a}"#).is_err());
         assert!(elements(r#"{"a"b}"#).is_err());

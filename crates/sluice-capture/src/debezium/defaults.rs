@@ -107,5 +107,14 @@ mod tests {
         assert_eq!(constant_default(Kind::ZonedTimestamp, "c", "now()"), None);
         assert_eq!(constant_default(Kind::Int32, "c", "(1 + 2)"), None);
         assert_eq!(constant_default(Kind::Int32, "c", "'x'::text"), None);
+        // An enum's default (its column reads as text); an array's has none in Debezium's.
+        assert_eq!(
+            constant_default(Kind::Text, "m", "'ok'::dbzenum.mood").as_deref(),
+            Some("\"ok\"")
+        );
+        assert_eq!(
+            constant_default(Kind::of(1007, -1), "nums", "'{}'::integer[]"),
+            None
+        );
     }
 }

@@ -460,6 +460,21 @@ fn push_unavailable(out: &mut String, kind: Kind) {
             base64::engine::general_purpose::STANDARD.encode_string(UNAVAILABLE, out);
             out.push('"');
         }
+        // An array of text: the placeholder as its one element; of integers: the
+        // placeholder's bytes, one number each (both as Debezium 3.6.1 wrote them here).
+        Kind::Array(element) if element.kind() == Kind::Text => {
+            out.push('[');
+            push_string(out, UNAVAILABLE);
+            out.push(']');
+        }
+        Kind::Array(element)
+            if matches!(element.kind(), Kind::Int16 | Kind::Int32 | Kind::Int64) =>
+        {
+            out.push('[');
+            let bytes: Vec<String> = UNAVAILABLE.bytes().map(|b| b.to_string()).collect();
+            out.push_str(&bytes.join(","));
+            out.push(']');
+        }
         _ => push_string(out, UNAVAILABLE),
     }
 }

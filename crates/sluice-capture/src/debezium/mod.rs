@@ -5,15 +5,18 @@
 
 mod array;
 mod defaults;
+mod element;
 mod envelope;
 mod interval;
 mod json;
 mod shape;
 mod types;
+mod values;
 
 pub use defaults::constant_default;
+pub use element::Element;
 pub use envelope::{
     EncodeError, Envelope, EnvelopeSettings, Position, Record, Snapshot, UNAVAILABLE,
 };
 pub use shape::{ColumnCatalog, ShapeColumn, TableShape};
-pub use types::{Element, Kind, ValueError};
+pub use types::{Kind, ValueError};

@@ -182,7 +182,7 @@ fn column_schema(column: &ShapeColumn, catalog: &ColumnCatalog) -> String {
     let (head, tail) = column.kind.schema_parts();
     let mut out = String::with_capacity(96);
     out.push('{');
-    out.push_str(head);
+    out.push_str(&head);
     out.push_str(if catalog.optional {
         ",\"optional\":true"
     } else {

@@ -3,12 +3,15 @@
 //! `binary.handling.mode=bytes`, `interval.handling.mode=numeric`): the Connect schema of
 //! each column, and its value from PostgreSQL's text output (docs/capture.md#values).
 
+use super::element::Element;
 use super::json::{push_double, push_float, push_string};
+use super::values::{self, Clock};
 use crate::model::TypeOid;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use num_bigint::BigInt;
+use std::borrow::Cow;
 
 /// A value whose text does not read as its column's type (a PostgreSQL output this map does
 /// not know). Fatal for the capture: a change cannot be skipped without breaking its key's
@@ -74,63 +77,24 @@ pub enum Kind {
     TimeMicros,
     /// `interval` → `int64` µs, `io.debezium.time.MicroDuration`.
     Interval,
+    /// `timetz` → `string` in UTC, `io.debezium.time.ZonedTime`.
+    ZonedTime,
+    /// `bit`, `bit(1)` → `boolean`.
+    Bit,
+    /// `bit(n > 1)`, `varbit(n)` → `bytes` named `io.debezium.data.Bits {length}`.
+    Bits {
+        /// The declared length (2147483647 for a `varbit` without one).
+        length: u32,
+    },
+    /// `money` → Decimal of scale 2.
+    Money,
+    /// `point` → `io.debezium.data.geometry.Point` struct.
+    Point,
+    /// `tsvector` → `string` named `io.debezium.data.Tsvector`.
+    Tsvector,
     /// A one-dimensional array of one of these → `array` of its items (optional), its value
     /// a JSON array.
     Array(Element),
-}
-
-/// The element types of the arrays this map reads (`bool[]`, `int2[]`, `int4[]`, `int8[]`,
-/// `float4[]`, `float8[]`, `text[]`, `varchar[]`, `bpchar[]`, `name[]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Element {
-    /// `boolean` items.
-    Boolean,
-    /// `int16` items.
-    Int16,
-    /// `int32` items.
-    Int32,
-    /// `int64` items.
-    Int64,
-    /// `float` items.
-    Float32,
-    /// `double` items.
-    Float64,
-    /// `string` items.
-    Text,
-}
-
-impl Element {
-    /// The kind of one element.
-    fn kind(self) -> Kind {
-        match self {
-            Element::Boolean => Kind::Boolean,
-            Element::Int16 => Kind::Int16,
-            Element::Int32 => Kind::Int32,
-            Element::Int64 => Kind::Int64,
-            Element::Float32 => Kind::Float32,
-            Element::Float64 => Kind::Float64,
-            Element::Text => Kind::Text,
-        }
-    }
-
-    /// The array's schema up to its `optional`: `"type":"array","items":{…}`.
-    fn schema_head(self) -> &'static str {
-        match self {
-            Element::Boolean => {
-                "\"type\":\"array\",\"items\":{\"type\":\"boolean\",\"optional\":true}"
-            }
-            Element::Int16 => "\"type\":\"array\",\"items\":{\"type\":\"int16\",\"optional\":true}",
-            Element::Int32 => "\"type\":\"array\",\"items\":{\"type\":\"int32\",\"optional\":true}",
-            Element::Int64 => "\"type\":\"array\",\"items\":{\"type\":\"int64\",\"optional\":true}",
-            Element::Float32 => {
-                "\"type\":\"array\",\"items\":{\"type\":\"float\",\"optional\":true}"
-            }
-            Element::Float64 => {
-                "\"type\":\"array\",\"items\":{\"type\":\"double\",\"optional\":true}"
-            }
-            Element::Text => "\"type\":\"array\",\"items\":{\"type\":\"string\",\"optional\":true}",
-        }
-    }
 }
 
 impl Kind {
@@ -162,23 +126,27 @@ impl Kind {
             1083 if (0..=3).contains(&typmod) => Kind::TimeMillis,
             1083 => Kind::TimeMicros,
             1186 => Kind::Interval,
-            1000 => Kind::Array(Element::Boolean),
-            1005 => Kind::Array(Element::Int16),
-            1007 => Kind::Array(Element::Int32),
-            1016 => Kind::Array(Element::Int64),
-            1021 => Kind::Array(Element::Float32),
-            1022 => Kind::Array(Element::Float64),
-            1003 | 1009 | 1014 | 1015 => Kind::Array(Element::Text),
-            _ => Kind::Text,
+            1266 => Kind::ZonedTime,
+            1560 if typmod <= 1 => Kind::Bit,
+            1560 | 1562 => Kind::Bits {
+                length: u32::try_from(typmod).unwrap_or(2_147_483_647),
+            },
+            790 => Kind::Money,
+            600 => Kind::Point,
+            3614 => Kind::Tsvector,
+            26 => Kind::Int64,
+            _ => super::element::element_oid(oid)
+                .and_then(|element| Element::of_kind(Kind::of(element, typmod)))
+                .map_or(Kind::Text, Kind::Array),
         }
     }
 
     /// The schema's `type`, `name`, `version` and `parameters` as JSON members, without the
     /// braces, in JsonConverter's order (`optional` goes between `type` and `name`, so the
     /// caller gets the two parts: before and after it).
-    pub(crate) fn schema_parts(self) -> (&'static str, String) {
+    pub(crate) fn schema_parts(self) -> (Cow<'static, str>, String) {
         let named = |name: &str| format!(",\"name\":\"{name}\",\"version\":1");
-        match self {
+        let (head, tail): (&'static str, String) = match self {
             Kind::Boolean => ("\"type\":\"boolean\"", String::new()),
             Kind::Int16 => ("\"type\":\"int16\"", String::new()),
             Kind::Int32 => ("\"type\":\"int32\"", String::new()),
@@ -213,8 +181,31 @@ impl Kind {
             Kind::TimeMillis => ("\"type\":\"int32\"", named("io.debezium.time.Time")),
             Kind::TimeMicros => ("\"type\":\"int64\"", named("io.debezium.time.MicroTime")),
             Kind::Interval => ("\"type\":\"int64\"", named("io.debezium.time.MicroDuration")),
-            Kind::Array(element) => (element.schema_head(), String::new()),
-        }
+            Kind::ZonedTime => ("\"type\":\"string\"", named("io.debezium.time.ZonedTime")),
+            Kind::Bit => ("\"type\":\"boolean\"", String::new()),
+            Kind::Bits { length } => (
+                "\"type\":\"bytes\"",
+                format!(",\"name\":\"io.debezium.data.Bits\",\"version\":1,\"parameters\":{{\"length\":\"{length}\"}}"),
+            ),
+            Kind::Money => (
+                "\"type\":\"bytes\"",
+                ",\"name\":\"org.apache.kafka.connect.data.Decimal\",\"version\":1,\"parameters\":{\"scale\":\"2\"}".to_owned(),
+            ),
+            Kind::Point => (
+                "\"type\":\"struct\",\"fields\":[{\"type\":\"double\",\"optional\":false,\"field\":\"x\"},{\"type\":\"double\",\"optional\":false,\"field\":\"y\"},{\"type\":\"bytes\",\"optional\":true,\"field\":\"wkb\"},{\"type\":\"int32\",\"optional\":true,\"field\":\"srid\"}]",
+                ",\"name\":\"io.debezium.data.geometry.Point\",\"version\":1,\"doc\":\"Geometry (POINT)\"".to_owned(),
+            ),
+            Kind::Tsvector => ("\"type\":\"string\"", named("io.debezium.data.Tsvector")),
+            Kind::Array(element) => {
+                // The items: the element's schema, optional.
+                let (head, tail) = element.kind().schema_parts();
+                let array = format!(
+                    "\"type\":\"array\",\"items\":{{{head},\"optional\":true{tail}}}"
+                );
+                return (Cow::Owned(array), String::new());
+            }
+        };
+        (Cow::Borrowed(head), tail)
     }
 
     /// The JSON value Debezium writes for a NULL in a required column of this kind without
@@ -231,6 +222,11 @@ impl Kind {
             | Kind::TimeMillis
             | Kind::TimeMicros
             | Kind::Interval => "0",
+            Kind::Bit => "false",
+            Kind::Bits { .. } | Kind::Tsvector => "\"\"",
+            Kind::Money => "\"AA==\"",
+            Kind::ZonedTime => "\"00:00:00Z\"",
+            Kind::Point => "{\"x\":0.0,\"y\":0.0,\"wkb\":null,\"srid\":null}",
             Kind::Float32 | Kind::Float64 => "0.0",
             // The unscaled integer 0 in one byte.
             Kind::Decimal { .. } => "\"AA==\"",
@@ -239,6 +235,17 @@ impl Kind {
             Kind::ZonedTimestamp => "\"1970-01-01T00:00:00Z\"",
             Kind::Text | Kind::Json | Kind::Uuid | Kind::Xml => "\"\"",
             Kind::Array(_) => "[]",
+        }
+    }
+
+    /// The clock kind of a type that has infinities.
+    fn clock(self) -> Option<Clock> {
+        match self {
+            Kind::Date => Some(Clock::Date),
+            Kind::TimestampMillis => Some(Clock::TimestampMillis),
+            Kind::TimestampMicros => Some(Clock::TimestampMicros),
+            Kind::ZonedTimestamp => Some(Clock::Zoned),
+            _ => None,
         }
     }
 
@@ -256,6 +263,11 @@ impl Kind {
             Kind::ZonedTimestamp => "timestamptz",
             Kind::TimeMillis | Kind::TimeMicros => "time",
             Kind::Interval => "interval",
+            Kind::ZonedTime => "timetz",
+            Kind::Bit | Kind::Bits { .. } => "bit string",
+            Kind::Money => "money",
+            Kind::Point => "point",
+            Kind::Tsvector => "tsvector",
             Kind::Array(_) => "array",
         }
     }
@@ -269,6 +281,10 @@ impl Kind {
             text: text.chars().take(80).collect(),
             why,
         };
+        if let Some(infinite) = self.clock().and_then(|c| values::infinity(c, false, text)) {
+            out.push_str(infinite);
+            return Ok(());
+        }
         match self {
             Kind::Boolean => out.push_str(match text {
                 "t" => "true",
@@ -296,7 +312,14 @@ impl Kind {
                 push_base64(out, &unscaled.to_signed_bytes_be());
                 out.push('}');
             }
-            Kind::Text | Kind::Json | Kind::Uuid | Kind::Xml => push_string(out, text),
+            Kind::Text | Kind::Json | Kind::Uuid | Kind::Xml | Kind::Tsvector => {
+                push_string(out, text)
+            }
+            Kind::ZonedTime => values::push_zoned_time(out, text).map_err(fail)?,
+            Kind::Bit => values::push_bit(out, text).map_err(fail)?,
+            Kind::Bits { .. } => values::push_bits(out, text).map_err(fail)?,
+            Kind::Money => values::push_money(out, text).map_err(fail)?,
+            Kind::Point => values::push_point(out, text).map_err(fail)?,
             Kind::Bytes => {
                 let hex = text
                     .strip_prefix("\\x")
@@ -373,13 +396,92 @@ fn push_array(
         if at > 0 {
             out.push(',');
         }
+        let kind = element.kind();
         match item {
-            Some(item) => element.kind().push_value(out, column, item)?,
+            Some(item) => match kind.clock().and_then(|c| values::infinity(c, true, item)) {
+                Some(infinite) => out.push_str(infinite),
+                None => push_element(out, kind, column, item)?,
+            },
             None => out.push_str("null"),
         }
     }
     out.push(']');
     Ok(())
+}
+
+/// One array element. Where Debezium 3.6.1 reads an element otherwise than a column of its
+/// type (seen here): a `time` to the millisecond (`23:59:59.999999` → 86399999000 µs), a
+/// `numeric` zero with scale 0 (`0.000` → `{"scale":0,…}`).
+fn push_element(out: &mut String, kind: Kind, column: &str, item: &str) -> Result<(), ValueError> {
+    match kind {
+        Kind::TimeMicros => {
+            let mut micros = String::new();
+            kind.push_value(&mut micros, column, item)?;
+            let micros: i64 = micros.parse().unwrap_or_default();
+            out.push_str(&(micros / 1000 * 1000).to_string());
+            Ok(())
+        }
+        Kind::VariableDecimal
+            if item
+                .trim_start_matches('-')
+                .bytes()
+                .all(|b| b == b'0' || b == b'.') =>
+        {
+            kind.push_value(out, column, "0")
+        }
+        _ => kind.push_value(out, column, item),
+    }
+}
+
+impl Element {
+    /// The kind of one element.
+    pub(super) fn kind(self) -> Kind {
+        match self {
+            Element::Boolean => Kind::Boolean,
+            Element::Int16 => Kind::Int16,
+            Element::Int32 => Kind::Int32,
+            Element::Int64 => Kind::Int64,
+            Element::Float32 => Kind::Float32,
+            Element::Float64 => Kind::Float64,
+            Element::Text => Kind::Text,
+            Element::Uuid => Kind::Uuid,
+            Element::Json => Kind::Json,
+            Element::Bytes => Kind::Bytes,
+            Element::Decimal { precision, scale } => Kind::Decimal { precision, scale },
+            Element::VariableDecimal => Kind::VariableDecimal,
+            Element::Date => Kind::Date,
+            Element::TimestampMillis => Kind::TimestampMillis,
+            Element::TimestampMicros => Kind::TimestampMicros,
+            Element::ZonedTimestamp => Kind::ZonedTimestamp,
+            Element::TimeMillis => Kind::TimeMillis,
+            Element::TimeMicros => Kind::TimeMicros,
+        }
+    }
+
+    /// The element of an array kind, if it is one of these.
+    pub(super) fn of_kind(kind: Kind) -> Option<Element> {
+        Some(match kind {
+            Kind::Boolean => Element::Boolean,
+            Kind::Int16 => Element::Int16,
+            Kind::Int32 => Element::Int32,
+            Kind::Int64 => Element::Int64,
+            Kind::Float32 => Element::Float32,
+            Kind::Float64 => Element::Float64,
+            Kind::Text => Element::Text,
+            Kind::Uuid => Element::Uuid,
+            Kind::Json => Element::Json,
+            Kind::Bytes => Element::Bytes,
+            Kind::Decimal { precision, scale } => Element::Decimal { precision, scale },
+            Kind::VariableDecimal => Element::VariableDecimal,
+            Kind::Date => Element::Date,
+            Kind::TimestampMillis => Element::TimestampMillis,
+            Kind::TimestampMicros => Element::TimestampMicros,
+            Kind::ZonedTimestamp => Element::ZonedTimestamp,
+            Kind::TimeMillis => Element::TimeMillis,
+            Kind::TimeMicros => Element::TimeMicros,
+            _ => return None,
+        })
+    }
 }
 
 fn epoch_day() -> NaiveDate {

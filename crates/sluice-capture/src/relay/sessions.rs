@@ -176,12 +176,23 @@ async fn initial_snapshot(
 /// second would drop the first's slot in the middle of its snapshot. The lock is the
 /// connection's (session-level), held as long as it.
 async fn lock_slot(settings: &CaptureSettings) -> Result<sqlx::PgConnection, RelayError> {
+    let connecting = |source| RelayError::Catalog {
+        table: "(connecting)".into(),
+        source,
+    };
     let mut catalog = sqlx::PgConnection::connect(&settings.database_url)
         .await
-        .map_err(|source| RelayError::Catalog {
-            table: "(connecting)".into(),
-            source,
-        })?;
+        .map_err(connecting)?;
+    // The catalog's text (a default's expression, a snapshot's values) in the replication
+    // session's formats, whatever the server's, database's or role's defaults.
+    // (A query without arguments goes as a simple query, several statements in one.)
+    sqlx::Executor::execute(
+        &mut catalog,
+        "SET DateStyle = 'ISO, MDY'; SET IntervalStyle = 'postgres'; SET TimeZone = 'UTC'; \
+         SET extra_float_digits = 3; SET bytea_output = 'hex'; SET lc_monetary = 'C'",
+    )
+    .await
+    .map_err(connecting)?;
     let held: bool = sqlx::query_scalar(
         "SELECT pg_try_advisory_lock(hashtextextended('sluice capture ' || $1, 0))",
     )
