@@ -83,7 +83,7 @@ impl StateTopic {
     }
 
     /// The last state recorded for this slot, if any. The topic is read by a blocking
-    /// consumer (up to [`TIMEOUT`]), on a thread of its own rather than the runtime's.
+    /// consumer (up to 30 s), on a thread of its own rather than the runtime's.
     pub async fn last(&self) -> Result<Option<SnapshotState>, KafkaError> {
         let this = self.clone();
         match tokio::task::spawn_blocking(move || this.read_last()).await {
