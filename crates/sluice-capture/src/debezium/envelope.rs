@@ -454,27 +454,35 @@ fn push_cell(
 /// bytes for `bytes` columns (base64), as Debezium converts its placeholder per type.
 fn push_unavailable(out: &mut String, kind: Kind) {
     use base64::Engine as _;
+    let base64 = |out: &mut String| {
+        out.push('"');
+        base64::engine::general_purpose::STANDARD.encode_string(UNAVAILABLE, out);
+        out.push('"');
+    };
+    // As Debezium 3.6.1 writes it per type (its UnchangedToastedReplicationMessageColumn;
+    // text[] and int4[] seen here).
     match kind {
-        Kind::Bytes | Kind::Decimal { .. } => {
-            out.push('"');
-            base64::engine::general_purpose::STANDARD.encode_string(UNAVAILABLE, out);
-            out.push('"');
-        }
-        // An array of text: the placeholder as its one element; of integers: the
-        // placeholder's bytes, one number each (both as Debezium 3.6.1 wrote them here).
-        Kind::Array(element) if element.kind() == Kind::Text => {
-            out.push('[');
-            push_string(out, UNAVAILABLE);
-            out.push(']');
-        }
-        Kind::Array(element)
-            if matches!(element.kind(), Kind::Int16 | Kind::Int32 | Kind::Int64) =>
-        {
-            out.push('[');
-            let bytes: Vec<String> = UNAVAILABLE.bytes().map(|b| b.to_string()).collect();
-            out.push_str(&bytes.join(","));
-            out.push(']');
-        }
+        Kind::Bytes | Kind::Decimal { .. } | Kind::Money | Kind::Bits { .. } => base64(out),
+        Kind::Array(element) => match element.kind() {
+            Kind::Text | Kind::Json => {
+                out.push('[');
+                push_string(out, UNAVAILABLE);
+                out.push(']');
+            }
+            Kind::Bytes => {
+                out.push('[');
+                base64(out);
+                out.push(']');
+            }
+            // The placeholder's bytes, one number each.
+            Kind::Int32 | Kind::Int64 | Kind::Date => {
+                out.push('[');
+                let bytes: Vec<String> = UNAVAILABLE.bytes().map(|b| b.to_string()).collect();
+                out.push_str(&bytes.join(","));
+                out.push(']');
+            }
+            _ => push_string(out, UNAVAILABLE),
+        },
         _ => push_string(out, UNAVAILABLE),
     }
 }

@@ -4,6 +4,7 @@
 //! change into its records; [`Kind`] maps a column type to its Connect schema and value.
 
 mod array;
+mod clock;
 mod defaults;
 mod element;
 mod envelope;

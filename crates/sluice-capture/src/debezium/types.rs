@@ -3,13 +3,14 @@
 //! `binary.handling.mode=bytes`, `interval.handling.mode=numeric`): the Connect schema of
 //! each column, and its value from PostgreSQL's text output (docs/capture.md#values).
 
+use super::clock;
 use super::element::Element;
 use super::json::{push_double, push_float, push_string};
 use super::values::{self, Clock};
 use crate::model::TypeOid;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
+use chrono::NaiveDate;
 use num_bigint::BigInt;
 use std::borrow::Cow;
 
@@ -127,7 +128,9 @@ impl Kind {
             1083 => Kind::TimeMicros,
             1186 => Kind::Interval,
             1266 => Kind::ZonedTime,
+            // Debezium: a length of 1 is a boolean, for `bit` and `varbit` alike.
             1560 if typmod <= 1 => Kind::Bit,
+            1562 if typmod == 1 => Kind::Bit,
             1560 | 1562 => Kind::Bits {
                 length: u32::try_from(typmod).unwrap_or(2_147_483_647),
             },
@@ -330,8 +333,7 @@ impl Kind {
                 );
             }
             Kind::Date => {
-                let day = NaiveDate::parse_from_str(text, "%Y-%m-%d")
-                    .map_err(|_| fail("not YYYY-MM-DD"))?;
+                let day = clock::date(text).map_err(fail)?;
                 let days = day.signed_duration_since(epoch_day()).num_days();
                 out.push_str(&days.to_string());
             }
@@ -357,9 +359,7 @@ impl Kind {
 fn push_clock(kind: Kind, out: &mut String, text: &str) -> Result<(), &'static str> {
     let value = match kind {
         Kind::TimestampMicros | Kind::TimestampMillis => {
-            let at = NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
-                .map_err(|_| "not YYYY-MM-DD HH:MM:SS")?;
-            let micros = at.and_utc().timestamp_micros();
+            let micros = clock::timestamp(text)?.and_utc().timestamp_micros();
             if kind == Kind::TimestampMillis {
                 micros.div_euclid(1000)
             } else {
@@ -367,12 +367,7 @@ fn push_clock(kind: Kind, out: &mut String, text: &str) -> Result<(), &'static s
             }
         }
         _ => {
-            let time =
-                NaiveTime::parse_from_str(text, "%H:%M:%S%.f").map_err(|_| "not HH:MM:SS")?;
-            let micros = time
-                .signed_duration_since(NaiveTime::MIN)
-                .num_microseconds()
-                .unwrap_or(0);
+            let micros = clock::time_micros(text)?;
             if kind == Kind::TimeMillis {
                 micros / 1000
             } else {
@@ -411,7 +406,7 @@ fn push_array(
 
 /// One array element. Where Debezium 3.6.1 reads an element otherwise than a column of its
 /// type (seen here): a `time` to the millisecond (`23:59:59.999999` → 86399999000 µs), a
-/// `numeric` zero with scale 0 (`0.000` → `{"scale":0,…}`).
+/// `numeric` zero with scale 0 (`0.000` → `{"scale":0,…}`); and a numeric NaN is null.
 fn push_element(out: &mut String, kind: Kind, column: &str, item: &str) -> Result<(), ValueError> {
     match kind {
         Kind::TimeMicros => {
@@ -428,6 +423,14 @@ fn push_element(out: &mut String, kind: Kind, column: &str, item: &str) -> Resul
                 .all(|b| b == b'0' || b == b'.') =>
         {
             kind.push_value(out, column, "0")
+        }
+        // A numeric NaN or infinity has no Decimal form: in a column the capture stops, as
+        // Debezium's does; an array's items are optional, so the element is null.
+        Kind::Decimal { .. } | Kind::VariableDecimal
+            if matches!(item, "NaN" | "Infinity" | "-Infinity") =>
+        {
+            out.push_str("null");
+            Ok(())
         }
         _ => kind.push_value(out, column, item),
     }
@@ -529,9 +532,7 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
 /// `2026-03-04 03:06:07.123456+00` (the session in UTC) → `"2026-03-04T03:06:07.123456Z"`:
 /// ISO-8601 in UTC, always six fraction digits, as Debezium's ZonedTimestamp writes it.
 fn push_zoned(out: &mut String, text: &str) -> Result<(), &'static str> {
-    let at = chrono::DateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f%#z")
-        .map_err(|_| "not YYYY-MM-DD HH:MM:SS±ZZ")?
-        .with_timezone(&chrono::Utc);
+    let at = clock::zoned(text)?;
     out.push('"');
     out.push_str(&at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string());
     out.push('"');

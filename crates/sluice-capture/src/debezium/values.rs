@@ -50,16 +50,10 @@ pub(super) fn infinity(clock: Clock, in_array: bool, text: &str) -> Option<&'sta
 pub(super) fn push_zoned_time(out: &mut String, text: &str) -> Result<(), &'static str> {
     let at = text.rfind(['+', '-']).ok_or("no UTC offset")?;
     let (clock, offset) = text.split_at(at);
-    let time = NaiveTime::parse_from_str(clock, "%H:%M:%S%.f").map_err(|_| "not HH:MM:SS")?;
-    let sign = if offset.starts_with('-') { -1 } else { 1 };
-    let mut parts = offset[1..].split(':');
-    let mut part = || -> Result<i64, &'static str> {
-        parts
-            .next()
-            .map_or(Ok(0), |p| p.parse().map_err(|_| "offset not a number"))
-    };
-    let offset_seconds = sign * (part()? * 3600 + part()? * 60 + part()?);
-    let utc = time - chrono::Duration::seconds(offset_seconds);
+    // `24:00:00` is midnight, as Java's resolver reads it.
+    let micros = super::clock::time_micros(clock)? % 86_400_000_000;
+    let time = NaiveTime::MIN + chrono::Duration::microseconds(micros);
+    let utc = time - chrono::Duration::seconds(super::clock::offset_seconds(offset)?);
     let fraction = clock.split_once('.').map_or("", |(_, f)| f);
     let mut text = format!("{:02}:{:02}:{:02}", utc.hour(), utc.minute(), utc.second());
     if !fraction.is_empty() {
@@ -194,6 +188,8 @@ mod tests {
             "\"f/////////8=\""
         );
         assert_eq!(run(push_zoned_time, "00:00:00+14"), "\"10:00:00Z\"");
+        assert_eq!(run(push_zoned_time, "24:00:00+01"), "\"23:00:00Z\"");
+        assert_eq!(run(push_zoned_time, "12:00:00+05:30:15"), "\"06:29:45Z\"");
         assert_eq!(
             run(push_point, "(-0,3.25)"),
             "{\"x\":-0.0,\"y\":3.25,\"wkb\":\"AQEAAAAAAAAAAAAAgAAAAAAAAApA\",\"srid\":null}"

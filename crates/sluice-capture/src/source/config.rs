@@ -139,9 +139,9 @@ impl std::fmt::Debug for SourceConfig {
 /// pgoutput's text values are the walsender's output functions under the session's
 /// settings: pinned, so a value's text does not depend on the server's, the database's or
 /// the role's defaults (timestamps in ISO form and UTC, floats with every digit, intervals
-/// as `1 day 02:03:04`, money as `$1,234.57`). docs/capture.md#values
+/// as `1 day 02:03:04`, money as `$1,234.57`, bytea as `\x…`). docs/capture.md#values
 const VALUE_FORMAT: &str = "-c datestyle=ISO,MDY -c timezone=UTC -c intervalstyle=postgres \
-     -c extra_float_digits=3 -c lc_monetary=C";
+     -c extra_float_digits=3 -c lc_monetary=C -c bytea_output=hex";
 
 fn ssl_mode(value: &str) -> Option<SslMode> {
     Some(match value {

@@ -60,10 +60,13 @@ impl Source {
             .execute(format!("CREATE DATABASE {database}").as_str())
             .await
             .unwrap();
-        // Defaults unlike UTC and ISO, so the capture's own settings must be what counts.
+        // Defaults unlike UTC, ISO, hex and postgres, so the capture's own settings must be
+        // what counts.
         sqlx::raw_sql(&format!(
             "ALTER DATABASE {database} SET timezone = 'Asia/Kolkata'; \
-             ALTER DATABASE {database} SET datestyle = 'SQL, DMY'"
+             ALTER DATABASE {database} SET datestyle = 'SQL, DMY'; \
+             ALTER DATABASE {database} SET bytea_output = 'escape'; \
+             ALTER DATABASE {database} SET intervalstyle = 'iso_8601'"
         ))
         .execute(&mut admin)
         .await
