@@ -12,7 +12,7 @@ demo: stack-up
 	eval "$$($(STACK) env)" && scripts/demo
 
 test: stack-up browser
-	eval "$$($(STACK) env)" && $(CARGO) test --workspace --locked
+	eval "$$($(STACK) env)" && CARGO=$(CARGO) scripts/test-all
 
 # The image, the compose file and the systemd unit, tried for real (podman, as root).
 test-container: stack-up

@@ -5,6 +5,9 @@
 //! Stops the shared broker with `$SLUICE_STACK kafka-stop`; a guard starts it again when the
 //! test ends, panics included. This test binary holds this one test so that no other test
 //! runs while the broker is down.
+//!
+//! sluice-test: alone (it stops the shared broker):
+//! `scripts/test-all` runs this binary with no other test binary beside it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -15,6 +15,9 @@
 //! replica holds newer, and a re-sent key change reads the old row its first delete set aside.
 //!
 //! A binary of its own: the crash must not meet another test's connection to the server.
+//!
+//! sluice-test: alone (it crashes the shared PostgreSQL):
+//! `scripts/test-all` runs this binary with no other test binary beside it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

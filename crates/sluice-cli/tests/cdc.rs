@@ -10,6 +10,10 @@
 //! value (the relay sends PostgreSQL's text of the jsonb, the dispatcher compact JSON). The
 //! copy's table also holds CDC rows that the dispatcher must not touch. The replication slot
 //! and the publication are dropped at the end, also when the test fails.
+//!
+//! sluice-test: alone (its relays must carry a burst of 5,000 events within a deadline, and
+//! a logical slot decodes all the server's WAL: beside a WAL-heavy test it slowed tenfold):
+//! `scripts/test-all` runs this binary with no other test binary beside it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

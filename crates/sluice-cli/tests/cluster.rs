@@ -8,6 +8,9 @@
 //!   event id exactly once in the topic.
 //!
 //! One test function: the scenarios kill brokers of the one shared cluster.
+//!
+//! sluice-test: alone (it kills brokers of the three-broker cluster mid-ingest):
+//! `scripts/test-all` runs this binary with no other test binary beside it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -2,6 +2,9 @@
 //! three crashes of PostgreSQL (`pg-restart immediate`) and two SIGKILLs of sluice during an
 //! ingest → exact rows, exact applications (a trigger logs each), no dead letters. A binary of
 //! its own: the crashes must not meet another test's connection to the shared server.
+//!
+//! sluice-test: alone (it crashes the shared PostgreSQL):
+//! `scripts/test-all` runs this binary with no other test binary beside it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -4,6 +4,9 @@
 //! the gauges fall to 0, `sluice_outbox_published_total` reaches 5,000 and every event is
 //! in the topic once (the mailbox consumer's endpoint is tested with the example, in
 //! `examples/mailbox/tests/observe.rs`). Its own binary: it stops the shared broker.
+//!
+//! sluice-test: alone (it stops the shared broker):
+//! `scripts/test-all` runs this binary with no other test binary beside it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -14,6 +14,9 @@
 //!
 //! Its own test binary: freezing the shared registry must not stall the other registry tests,
 //! and the test binaries of `cargo test` run one after another.
+//!
+//! sluice-test: alone (it freezes and stops the shared registry):
+//! `scripts/test-all` runs this binary with no other test binary beside it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

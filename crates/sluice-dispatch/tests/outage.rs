@@ -4,6 +4,9 @@
 //!
 //! Stops the shared broker with `$SLUICE_STACK kafka-stop`; a guard starts it again when
 //! the test ends, panics included.
+//!
+//! sluice-test: alone (it stops the shared broker):
+//! `scripts/test-all` runs this binary with no other test binary beside it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

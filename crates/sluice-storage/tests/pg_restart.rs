@@ -7,6 +7,9 @@
 //! The test restarts the PostgreSQL of the stack it runs against, through the stack script
 //! named by `SLUICE_STACK` (printed by `scripts/stack env`): run it on a stack nobody else is
 //! using at the same time.
+//!
+//! sluice-test: alone (it restarts the shared PostgreSQL):
+//! `scripts/test-all` runs this binary with no other test binary beside it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
