@@ -30,6 +30,18 @@ pub struct ValueError {
     pub why: &'static str,
 }
 
+impl ValueError {
+    /// `text` of `column`, a `kind`, could not be read: `why`.
+    fn of(column: &str, kind: Kind, text: &str, why: &'static str) -> Self {
+        Self {
+            column: column.to_owned(),
+            type_name: kind.type_name(),
+            text: text.chars().take(80).collect(),
+            why,
+        }
+    }
+}
+
 /// A column's Debezium type: what its Connect schema is and how its text becomes a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -278,12 +290,7 @@ impl Kind {
     /// Appends the JSON value of `text`, the column's value in PostgreSQL's text output
     /// (the walsender's session pinned to ISO dates, UTC, `extra_float_digits=3`).
     pub fn push_value(self, out: &mut String, column: &str, text: &str) -> Result<(), ValueError> {
-        let fail = |why: &'static str| ValueError {
-            column: column.to_owned(),
-            type_name: self.type_name(),
-            text: text.chars().take(80).collect(),
-            why,
-        };
+        let fail = |why: &'static str| ValueError::of(column, self, text, why);
         if let Some(infinite) = self.clock().and_then(|c| values::infinity(c, false, text)) {
             out.push_str(infinite);
             return Ok(());
@@ -410,9 +417,8 @@ fn push_array(
 fn push_element(out: &mut String, kind: Kind, column: &str, item: &str) -> Result<(), ValueError> {
     match kind {
         Kind::TimeMicros => {
-            let mut micros = String::new();
-            kind.push_value(&mut micros, column, item)?;
-            let micros: i64 = micros.parse().unwrap_or_default();
+            let micros =
+                clock::time_micros(item).map_err(|why| ValueError::of(column, kind, item, why))?;
             out.push_str(&(micros / 1000 * 1000).to_string());
             Ok(())
         }

@@ -19,9 +19,7 @@ impl RelayError {
             // Its topic may be missing from metadata for a moment after it was made (two
             // captures starting together): only what librdkafka calls fatal ends the capture.
             RelayError::StateTopic { source, .. } => {
-                if sluice_kafka::error::flags(source).fatal
-                    || matches!(source, KafkaError::ClientCreation(_))
-                {
+                if client_fatal(source) {
                     Disposition::Fatal
                 } else {
                     Disposition::Retry
@@ -59,7 +57,7 @@ impl RelayError {
 /// starts over), an error this does not know is retried, as it always was.
 pub fn kafka(error: &KafkaError) -> Disposition {
     use RDKafkaErrorCode as C;
-    if sluice_kafka::error::flags(error).fatal || matches!(error, KafkaError::ClientCreation(_)) {
+    if client_fatal(error) {
         return Disposition::Fatal;
     }
     match error.rdkafka_error_code() {
@@ -76,6 +74,13 @@ pub fn kafka(error: &KafkaError) -> Disposition {
         ) => Disposition::Fatal,
         _ => Disposition::Retry,
     }
+}
+
+/// The client itself is done: librdkafka calls the error fatal (the producer must be built
+/// anew, and the next session would build it from the same settings), or it could not be
+/// built at all.
+fn client_fatal(error: &KafkaError) -> bool {
+    sluice_kafka::error::flags(error).fatal || matches!(error, KafkaError::ClientCreation(_))
 }
 
 /// A database error a new session may get past: the connection, not the statement — also
