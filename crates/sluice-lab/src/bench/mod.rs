@@ -81,6 +81,10 @@ pub struct BenchArgs {
     /// refactoring): its reviews drain is compared with this build's in ABBA pairs.
     #[arg(long, value_name = "PATH")]
     baseline_sluice: Option<PathBuf>,
+    /// Only the comparison with `--baseline-sluice` (the reviews drain by each build in ABBA
+    /// pairs: rows/s and CPU per drain), for trying an idea on the cost per record.
+    #[arg(long, requires = "baseline_sluice")]
+    baseline_only: bool,
     /// Reviews per second of the steady-load phase.
     #[arg(long, default_value_t = 5_000)]
     steady_rate: u64,
@@ -208,6 +212,12 @@ async fn bench(settings: &StorageSettings, args: &BenchArgs) -> Result<(), Failu
         return tables_only(settings, &env, args, pairs).await;
     }
     let (work, mut conn) = Workload::prepare(&env, args).await?;
+    if let (true, Some(exe)) = (args.baseline_only, &args.baseline_sluice) {
+        let kafka = work.produce(settings, &env).await?;
+        ideas::baseline(&env, &kafka.admin, &mut conn, exe).await?;
+        kafka.admin.delete_topic(&kafka.topic2).await?;
+        return setup::teardown(settings, &env, &kafka.admin, &mut conn).await;
+    }
     let lanes = baselines::u_lanes(&env, &mut conn, &work, args.pairs).await?;
     let copied = baselines::l_copy(&mut conn, &work).await?;
     let kafka = work.produce(settings, &env).await?;
