@@ -248,6 +248,7 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partition_and_sigterm_ends_t
     // 5,000 more records behind it: the writer that takes it waits, partition 1's queue
     // fills up.
     let mut holder = env.schema.connect().await;
+    let holder_pid = sluice_testkit::backend_pid(&mut holder).await;
     let mut tx = holder.begin().await.unwrap();
     sqlx::query("SELECT 1 FROM reviews WHERE review_id = 'locked' FOR UPDATE")
         .execute(&mut *tx)
@@ -260,7 +261,10 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partition_and_sigterm_ends_t
     produce_reviews(&env, 1, &blocked).await;
     let mut observer = env.schema.connect().await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while sluice_testkit::lock_waiters(&mut observer).await.is_empty() {
+    while sluice_testkit::lock_waiters(&mut observer, holder_pid)
+        .await
+        .is_empty()
+    {
         run.assert_alive();
         assert!(
             Instant::now() < deadline,
@@ -279,7 +283,9 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partition_and_sigterm_ends_t
         during.as_secs_f64() / baseline.as_secs_f64()
     );
     assert!(
-        !sluice_testkit::lock_waiters(&mut observer).await.is_empty(),
+        !sluice_testkit::lock_waiters(&mut observer, holder_pid)
+            .await
+            .is_empty(),
         "partition 1's writer still waits for the lock"
     );
 
@@ -296,7 +302,10 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partition_and_sigterm_ends_t
     );
     // Its statement was cancelled: nobody waits for the lock any more.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !sluice_testkit::lock_waiters(&mut observer).await.is_empty() {
+    while !sluice_testkit::lock_waiters(&mut observer, holder_pid)
+        .await
+        .is_empty()
+    {
         assert!(
             Instant::now() < deadline,
             "the blocked statement still waits"

@@ -48,6 +48,7 @@ async fn a_row_locked_past_lock_timeout_is_retried_until_the_lock_is_released() 
     // Another session locks the row, then a newer version of it arrives: its upsert must
     // wait for that lock, and lock_timeout ends each attempt after 200 ms.
     let mut holder = fx.conn().await;
+    let holder_pid = sluice_testkit::backend_pid(&mut holder).await;
     let mut tx = holder.begin().await.unwrap();
     let thumbs: i32 =
         sqlx::query_scalar("SELECT thumbs_up_count FROM reviews WHERE review_id = $1 FOR UPDATE")
@@ -69,7 +70,7 @@ async fn a_row_locked_past_lock_timeout_is_retried_until_the_lock_is_released() 
     let locked_at = Instant::now();
     while waiters.len() < 3 {
         assert_still_running(&mut running);
-        waiters.extend(sluice_testkit::lock_waiters(&mut observer).await);
+        waiters.extend(sluice_testkit::lock_waiters(&mut observer, holder_pid).await);
         assert!(
             locked_at.elapsed() < Duration::from_secs(60),
             "the pipeline did not retry on a fresh connection (waiters: {waiters:?})"

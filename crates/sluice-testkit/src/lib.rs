@@ -212,16 +212,27 @@ pub async fn table_rows(conn: &mut PgConnection, table: &str) -> Vec<String> {
         .unwrap_or_else(|e| panic!("rows of {table}: {e}"))
 }
 
-/// The backends of the current database other than the caller's that wait for a lock
-/// right now (a statement blocked behind a row another session holds).
-pub async fn lock_waiters(conn: &mut PgConnection) -> Vec<i32> {
+/// The backends that wait for a lock `holder` (a backend's pid, see [`backend_pid`]) holds
+/// right now: a statement blocked behind a row that session locked. Only that session's
+/// waiters count, whatever other tests on the same server wait for.
+pub async fn lock_waiters(conn: &mut PgConnection, holder: i32) -> Vec<i32> {
     sqlx::query_scalar(
         "SELECT pid FROM pg_stat_activity
-         WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database()",
+         WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()
+           AND $1 = ANY(pg_blocking_pids(pid))",
     )
+    .bind(holder)
     .fetch_all(conn)
     .await
     .expect("pg_stat_activity")
+}
+
+/// The pid of the backend serving `conn` (for [`lock_waiters`]).
+pub async fn backend_pid(conn: &mut PgConnection) -> i32 {
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await
+        .expect("pg_backend_pid()")
 }
 
 /// Creates a topic with `partitions` partitions and waits until it is usable.

@@ -46,6 +46,10 @@ pub fn drop_slot(stack_script: &str, url: &str, slot: &str) {
 
 /// Waits until `slot` is active (its consumer streams), at most `timeout`. `alive` panics
 /// when the slot's consumer has died and returns its log's tail, which a timeout shows.
+///
+/// A slot being created is active already, with no confirmed position until it reaches a
+/// consistent point, which waits for every transaction running on the server to end (another
+/// test's open transaction, say): it counts as active only once it has that position.
 pub async fn wait_active(
     conn: &mut sqlx::PgConnection,
     slot: &str,
@@ -55,12 +59,14 @@ pub async fn wait_active(
     let deadline = Instant::now() + timeout;
     loop {
         let tail = alive();
-        let active: Option<bool> =
-            sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                .bind(slot)
-                .fetch_optional(&mut *conn)
-                .await
-                .unwrap();
+        let active: Option<bool> = sqlx::query_scalar(
+            "SELECT active AND confirmed_flush_lsn IS NOT NULL FROM pg_replication_slots \
+             WHERE slot_name = $1",
+        )
+        .bind(slot)
+        .fetch_optional(&mut *conn)
+        .await
+        .unwrap();
         if active == Some(true) {
             return;
         }
