@@ -8,6 +8,9 @@
 //!
 //! Then the durability rule's end: once Kafka acknowledged every record, the slot's
 //! confirmed position is past the last change.
+//!
+//! sluice-test: decodes-wal (the relay streams a slot, under deadlines):
+//! `scripts/test-all` never runs this binary beside a `floods-wal` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

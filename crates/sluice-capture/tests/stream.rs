@@ -4,6 +4,9 @@
 //! model. Nothing is acknowledged until the test acknowledges; then the slot's confirmed
 //! LSN moves to exactly that position. The slot and the database are dropped at the end,
 //! also when the test fails.
+//!
+//! sluice-test: decodes-wal (it streams a slot, under deadlines):
+//! `scripts/test-all` never runs this binary beside a `floods-wal` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

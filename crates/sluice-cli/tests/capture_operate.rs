@@ -5,6 +5,9 @@
 //! the first copy's, re-sent as Debezium re-snapshots), the state says `streaming`, and a
 //! row written after the restart follows as a streamed `c`. An idle capture: heartbeats, the
 //! metrics, readiness and `sluice capture status`.
+//!
+//! sluice-test: decodes-wal (it streams slots with `sluice capture`, under deadlines):
+//! `scripts/test-all` never runs this binary beside a `floods-wal` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

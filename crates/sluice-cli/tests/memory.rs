@@ -13,9 +13,9 @@
 //! The cases run one after the other (a lock): each measures its own processes, and two
 //! drains at once on two cores would only slow both.
 //!
-//! sluice-test: alone (it writes gigabytes of WAL, which every logical replication slot of
-//! the server decodes: the capture and Debezium tests beside it slowed tenfold):
-//! `scripts/test-all` runs this binary with no other test binary beside it.
+//! sluice-test: floods-wal (it writes gigabytes of WAL, which every logical replication slot
+//! of the server decodes: the capture and Debezium tests beside it slowed tenfold):
+//! `scripts/test-all` never runs this binary beside a `decodes-wal` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -32,6 +32,9 @@
 //!
 //! The replication slot, the publication (with the source database) and the topic are
 //! dropped at the end, the slot and the database also when the test fails.
+//!
+//! sluice-test: decodes-wal (Debezium streams a slot through kills and a replay, under deadlines):
+//! `scripts/test-all` never runs this binary beside a `floods-wal` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
