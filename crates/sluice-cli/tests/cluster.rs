@@ -7,10 +7,8 @@
 //! - the same kill during 20,000 outbox events with two `sluice dispatch` processes: each
 //!   event id exactly once in the topic.
 //!
-//! One test function: the scenarios kill brokers of the one shared cluster.
-//!
-//! sluice-test: alone (it kills brokers of the three-broker cluster mid-ingest):
-//! `scripts/test-all` runs this binary with no other test binary beside it.
+//! One test function: the scenarios kill brokers of the one shared cluster. No other test
+//! binary uses the cluster, so `scripts/test-all` runs this one in its pool.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

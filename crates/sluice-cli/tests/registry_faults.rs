@@ -12,11 +12,10 @@
 //!   minutes → the heartbeat stays fresh while the writer waits, and SIGTERM ends the wait at
 //!   once with nothing stored or committed.
 //!
-//! Its own test binary: freezing the shared registry must not stall the other registry tests,
-//! and the test binaries of `cargo test` run one after another.
+//! Its own test binary: freezing the shared registry must not stall the other registry tests.
 //!
-//! sluice-test: alone (it freezes and stops the shared registry):
-//! `scripts/test-all` runs this binary with no other test binary beside it.
+//! sluice-test: freezes-registry (it freezes and stops the shared registry):
+//! `scripts/test-all` never runs this binary beside a `uses-registry` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -17,6 +17,9 @@
 //!    10 s while records with a schema not yet fetched arrive → no dead letter, every record
 //!    lands once it answers; a mapping field the subject's latest version lacks is refused by
 //!    `sluice sinks validate`, which names the subject and version it checked.
+//!
+//! sluice-test: uses-registry (its producers and sinks talk to the registry):
+//! `scripts/test-all` never runs this binary beside a `freezes-registry` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -35,6 +35,8 @@
 //!
 //! sluice-test: decodes-wal (Debezium streams a slot through kills and a replay, under deadlines):
 //! `scripts/test-all` never runs this binary beside a `floods-wal` one.
+//! sluice-test: uses-registry (the Avro twin's converters and sink talk to the registry):
+//! `scripts/test-all` never runs this binary beside a `freezes-registry` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

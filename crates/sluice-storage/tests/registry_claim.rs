@@ -6,6 +6,9 @@
 //! id refused by the registry is remembered only for a while (a schema may also be evicted
 //! from the bounded cache). A store that needs the cache again fails the same way on every
 //! retry, as nothing fetches the schemas for it, until the pipeline gives up.
+//!
+//! sluice-test: uses-registry (its sinks talk to the registry):
+//! `scripts/test-all` never runs this binary beside a `freezes-registry` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

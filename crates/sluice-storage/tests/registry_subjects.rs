@@ -3,6 +3,9 @@
 //! told to: a field only an older version has is found there, and a registry that cannot
 //! say which versions there are leaves the subject not checked — never a refused mapping
 //! (`sluice run` would exit 2 and consume nothing for a registry's passing failure).
+//!
+//! sluice-test: uses-registry (it registers subjects in the registry):
+//! `scripts/test-all` never runs this binary beside a `freezes-registry` one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
