@@ -41,6 +41,7 @@ mod error;
 mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;
+mod floor;
 pub mod metrics;
 pub mod probe;
 pub mod publish;
@@ -53,5 +54,6 @@ pub use dispatcher::{Dispatcher, PIPELINE_DEPTH};
 pub use error::DispatchError;
 #[cfg(feature = "failpoints")]
 pub use failpoint::Failpoint;
+pub use floor::FULL_SCAN_EVERY;
 pub use publish::EVENT_ID_HEADER;
 pub use report::{DispatchReport, DispatchTotals};

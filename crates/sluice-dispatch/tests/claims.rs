@@ -395,6 +395,7 @@ async fn a_claim_stops_at_its_bytes_and_takes_a_larger_event_alone() {
     let limit = ClaimLimit {
         events: 10,
         bytes: 64 * 1024,
+        from_seq: 0,
     };
     let ids_of = |claim: &[ClaimedEvent]| claim.iter().map(|e| e.id).collect::<Vec<_>>();
     // 30 + 30 KB fit in 64 KiB, a third 30 KB would not.
@@ -499,6 +500,7 @@ async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem(
         .bind(100i32)
         .bind(Uuid::new_v4())
         .bind(i64::MAX)
+        .bind(0i64)
         .fetch_one(&mut conn)
         .await
         .unwrap();

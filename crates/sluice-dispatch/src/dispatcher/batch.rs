@@ -71,16 +71,26 @@ impl Dispatcher {
     /// Claims up to a batch of due events under a fresh claim token.
     pub(crate) async fn claim(&mut self) -> Result<Claimed, DispatchError> {
         let id = self.settings.dispatcher_id.clone();
-        let limit = ClaimLimit {
+        let mut limit = ClaimLimit {
             events: self.settings.batch_size,
             bytes: self.settings.batch_bytes,
+            from_seq: self.floor.for_claim(Instant::now()),
         };
         let token = Uuid::new_v4();
         // Taken before the claim statement starts, so never later than the claim time the
         // database records: the send window is measured conservatively.
         let started = Instant::now();
         let send_until = started + self.settings.send_window();
-        let claim = claim_batch_as(self.connection().await?, &id, token, limit).await?;
+        let mut claim = claim_batch_as(self.connection().await?, &id, token, limit).await?;
+        if claim.events.is_empty() && limit.from_seq > 0 {
+            // Nothing from the floor: what woke the claim may be a row below it (a release, a
+            // retry, another dispatcher's requeue), so look from seq 0 before waiting.
+            limit.from_seq = 0;
+            claim = claim_batch_as(self.connection().await?, &id, token, limit).await?;
+        }
+        if let Some(probe) = claim.probe {
+            self.floor.observe(probe);
+        }
         Ok(Claimed {
             token,
             events: claim.events,
@@ -145,6 +155,9 @@ impl Dispatcher {
         let mut acks = Vec::with_capacity(claimed.events.len());
         let mut latencies = Vec::with_capacity(claimed.events.len());
         for (event, result) in claimed.events.iter().zip(results) {
+            if !matches!(result, Sent::Delivered(_)) {
+                self.floor.lower(event.seq); // it may be PENDING again, below the floor
+            }
             match result {
                 Sent::Delivered(d) => {
                     acks.push((event.id, d.partition, d.offset));

@@ -20,6 +20,7 @@ use crate::error::DispatchError;
 use crate::events::StaleRecovered;
 #[cfg(feature = "failpoints")]
 use crate::failpoint::Failpoint;
+use crate::floor::{ClaimFloor, FULL_SCAN_EVERY};
 use crate::metrics::DispatchMetrics;
 use crate::recovery::{self, RecoveryReport};
 use crate::settings::OutboxSettings;
@@ -49,6 +50,8 @@ pub struct Dispatcher {
     /// The `fail-first-publish` fault is still to be spent.
     fail_next: bool,
     metrics: DispatchMetrics,
+    /// Where the claims look for due events from (see `crate::floor`).
+    floor: ClaimFloor,
 }
 
 impl Dispatcher {
@@ -72,6 +75,7 @@ impl Dispatcher {
             failpoint: None,
             fail_next: false,
             metrics: DispatchMetrics::default(),
+            floor: ClaimFloor::new(FULL_SCAN_EVERY, std::time::Instant::now()),
         };
         #[cfg(feature = "failpoints")]
         let dispatcher = dispatcher.with_failpoint(Failpoint::from_env());
@@ -102,6 +106,8 @@ impl Dispatcher {
                 let mut conn =
                     sluice_postgres::connect(&self.settings.database_url, "dispatch").await?;
                 store::prepare_connection(&mut conn).await?;
+                // Perhaps another server (a failover): nothing known holds there.
+                self.floor.reset();
                 conn
             }
         };
@@ -126,11 +132,29 @@ impl Dispatcher {
         }
     }
 
+    /// The seq this dispatcher's claims look for due events from, when no claim from seq 0
+    /// is due (see docs/ARCHITECTURE.md#claim-floor).
+    pub fn claim_floor(&self) -> i64 {
+        self.floor.value()
+    }
+
+    /// How often a claim starts from seq 0 ([`crate::FULL_SCAN_EVERY`] unless set here):
+    /// the longest a row below the floor waits. Tests lengthen it to show what the floor
+    /// alone does.
+    pub fn with_full_scan_every(mut self, every: Duration) -> Self {
+        self.floor
+            .set_full_scan_every(every, std::time::Instant::now());
+        self
+    }
+
     /// One stale dispatch recovery round (see [`recovery`]).
     pub async fn recover_stale(&mut self) -> Result<RecoveryReport, DispatchError> {
         let bootstrap = self.settings.kafka.clone();
         let limits = recovery::RecoveryLimits::new(self.settings.stale_dispatch);
-        recovery::recover_stale(self.connection().await?, &bootstrap, &limits).await
+        let report = recovery::recover_stale(self.connection().await?, &bootstrap, &limits).await;
+        // Rows it requeued (even in a round that then failed) may lie anywhere below the floor.
+        self.floor.reset();
+        report
     }
 
     /// One retention round (see [`store::retention`]).

@@ -46,16 +46,38 @@ pub struct ClaimLimit {
     /// Bytes of payloads and headers as stored (`OUTBOX_BATCH_BYTES`); the first event is
     /// claimed whatever its size.
     pub bytes: u64,
+    /// The seq from which the claim looks for due events (the dispatcher's floor, see
+    /// `crate::floor`; 0 looks at all of them). Per-key order never depends on it.
+    pub from_seq: i64,
 }
 
 impl ClaimLimit {
-    /// Up to `events` events, whatever their bytes.
+    /// Up to `events` events, whatever their bytes, from seq 0.
     pub fn events(events: u32) -> Self {
         Self {
             events,
             bytes: i64::MAX as u64,
+            from_seq: 0,
         }
     }
+}
+
+/// What a claim saw of the rows it did not take, for the dispatcher's floor: the lowest
+/// PENDING seq from the claim's `from_seq` due within ten minutes, the xmin and xmax of the
+/// claim statement's snapshot (`pg_current_snapshot()`, 64-bit transaction ids), and the
+/// lowest row that kept one of its candidates from being claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimProbe {
+    /// The lowest PENDING seq at or above `from_seq` due within ten minutes (the claimed rows
+    /// included, so never `None` when rows were claimed).
+    pub low: Option<i64>,
+    /// The lowest earlier PENDING row of a candidate's key outside the claim (the candidate
+    /// was left out for it), if any.
+    pub blocked_from: Option<i64>,
+    /// Every transaction below it had ended when the claim's snapshot was taken.
+    pub snapshot_xmin: i64,
+    /// No transaction at or above it had started when the claim's snapshot was taken.
+    pub snapshot_xmax: i64,
 }
 
 /// A claim: its events in creation order, and whether due events were left out for the
@@ -66,6 +88,9 @@ pub struct Claim {
     pub events: Vec<ClaimedEvent>,
     /// Whether the byte budget left events out.
     pub cut: bool,
+    /// What the claim saw, when it claimed anything (an UPDATE that takes no row returns
+    /// nothing).
+    pub probe: Option<ClaimProbe>,
 }
 
 /// One row of `sql/claim.sql`.
@@ -74,6 +99,10 @@ struct ClaimedRow {
     #[sqlx(flatten)]
     event: ClaimedEvent,
     cut: bool,
+    low: Option<i64>,
+    blocked_from: Option<i64>,
+    snapshot_xmin: i64,
+    snapshot_xmax: i64,
 }
 
 /// Claims up to `limit` due PENDING events for `dispatcher` under a new claim token and
@@ -105,11 +134,18 @@ pub async fn claim_batch_as(
         .bind(i64::from(limit.events))
         .bind(claim)
         .bind(i64::try_from(limit.bytes).unwrap_or(i64::MAX))
+        .bind(limit.from_seq)
         .fetch_all(conn)
         .await?;
     let cut = rows.iter().any(|r| r.cut);
+    let probe = rows.first().map(|r| ClaimProbe {
+        low: r.low,
+        blocked_from: r.blocked_from,
+        snapshot_xmin: r.snapshot_xmin,
+        snapshot_xmax: r.snapshot_xmax,
+    });
     let mut events: Vec<ClaimedEvent> = rows.into_iter().map(|r| r.event).collect();
     // UPDATE … RETURNING has no order of its own.
     events.sort_by_key(|e| e.seq);
-    Ok(Claim { events, cut })
+    Ok(Claim { events, cut, probe })
 }

@@ -1,7 +1,20 @@
 -- claim_batch: $1 dispatcher id, $2 batch size, $3 this claim's token (claim_id, fresh per
--- call; every later move of these rows compares it), $4 the batch's bytes. PENDING ->
--- DISPATCHING for up to $2 due events, in seq order, in ONE statement; FOR UPDATE SKIP LOCKED:
--- no event is claimed twice.
+-- call; every later move of these rows compares it), $4 the batch's bytes, $5 the floor (the
+-- seq from which the scan looks for due events; 0 for all). PENDING -> DISPATCHING for up to
+-- $2 due events, in seq order, in ONE statement; FOR UPDATE SKIP LOCKED: no event is claimed
+-- twice.
+--
+-- The floor (crates/sluice-dispatch/src/floor.rs) spares the scan the index entries that
+-- earlier claims left behind below it (a status move is never HOT, so each claimed row leaves
+-- a dead entry in outbox_events_pending_seq_idx until vacuum: after a drain of 500,000
+-- events a claim from seq 0 passes all of them). The floor only narrows where candidates
+-- are looked for: the checks of per-key order below never use it, so a PENDING row below
+-- the floor is late (claimed by the next claim from 0), never overtaken by a later event of
+-- its key. Each claim returns what the dispatcher needs to move its floor safely: `low`, the
+-- lowest PENDING seq from $5 due within ten minutes (a back-off keeps the floor below its
+-- row; a longer delay does not hold it) under this statement's snapshot, that snapshot's
+-- xmin and xmax, and `blocked_from`, the lowest earlier row that kept a candidate from being
+-- claimed (one below the floor lowers it).
 --
 -- Bounded in bytes as well (docs/ARCHITECTURE.md#memory): the claim stops before the event
 -- that would take its payloads and headers past $4 bytes, counted as stored
@@ -28,6 +41,7 @@ WITH candidates AS MATERIALIZED (
            pg_column_size(e.payload) + pg_column_size(e.headers) AS bytes
     FROM outbox_events AS e
     WHERE e.status = 'PENDING'
+      AND e.seq >= $5
       AND e.available_at <= now()
       -- No event of the key in flight. The keys in flight (the rows DISPATCHING: a few
       -- batches per dispatcher, read once from outbox_events_dispatching_key_idx) are
@@ -71,19 +85,32 @@ within AS MATERIALIZED (
         FROM candidates AS c
     ) AS s
     WHERE s.n = 1 OR s.upto <= $4
+),
+-- The final per-key check: the lowest earlier PENDING row of the candidate's key outside this
+-- claim, if any (NULL: the candidate is claimed). A correlated subquery with LIMIT, not NOT
+-- EXISTS: it stays one index probe per candidate, where the planner could turn an anti-join
+-- into a scan of the whole table.
+checked AS MATERIALIZED (
+    SELECT c.id,
+           (SELECT o.seq FROM outbox_events AS o
+            WHERE o.status = 'PENDING'
+              AND o.topic = c.topic AND o.partition_key = c.partition_key AND o.seq < c.seq
+              AND o.id NOT IN (SELECT id FROM within)
+            ORDER BY o.topic, o.partition_key, o.seq
+            LIMIT 1) AS blocker
+    FROM within AS c
 )
 UPDATE outbox_events AS e
 SET status = 'DISPATCHING', claimed_by = $1, claimed_at = now(), claim_id = $3,
     updated_at = now()
-FROM within AS c
-WHERE e.id = c.id
-  -- A correlated subquery with LIMIT, not NOT EXISTS: it stays one index probe per
-  -- candidate, where the planner could turn an anti-join into a scan of the whole table.
-  AND (SELECT o.seq FROM outbox_events AS o
-       WHERE o.status = 'PENDING'
-         AND o.topic = c.topic AND o.partition_key = c.partition_key AND o.seq < c.seq
-         AND o.id NOT IN (SELECT id FROM within)
-       LIMIT 1) IS NULL
+FROM checked AS c
+WHERE e.id = c.id AND c.blocker IS NULL
 RETURNING e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.topic,
           e.partition_key, e.partition, e.payload, e.headers, e.attempts, e.claim_id, e.created_at,
-          (SELECT count(*) FROM candidates) > (SELECT count(*) FROM within) AS cut
+          (SELECT count(*) FROM candidates) > (SELECT count(*) FROM within) AS cut,
+          (SELECT min(o.seq) FROM outbox_events AS o
+           WHERE o.status = 'PENDING' AND o.seq >= $5
+             AND o.available_at <= now() + interval '10 minutes') AS low,
+          (SELECT min(blocker) FROM checked) AS blocked_from,
+          pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS snapshot_xmin,
+          pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS snapshot_xmax
