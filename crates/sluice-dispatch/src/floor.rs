@@ -21,7 +21,9 @@
 //! ten minutes, so later probes keep the floor below them) lower it at once; a stale recovery
 //! round and a new database connection (after a failover the sequence may be behind) put it
 //! back to 0; a claim that left a candidate out for an earlier row of its key lowers it to
-//! that row; a claim from the floor that takes nothing is followed at once by one from 0.
+//! that row; a claim from the floor that takes nothing is followed at once by one from 0
+//! (at most once a second). Back-offs are shorter than ten minutes, so `low` alone keeps the
+//! floor below a requeued row; lowering it at the requeue only makes that immediate.
 //!
 //! What can still be late, by at most [`FULL_SCAN_EVERY`] (every such period a claim starts
 //! from seq 0) plus the wait for the next claim: a row another actor moves back to PENDING
@@ -40,6 +42,10 @@ use crate::store::claim::ClaimProbe;
 /// How often a claim starts from seq 0 (the bound on how late a row below the floor is).
 pub const FULL_SCAN_EVERY: Duration = Duration::from_secs(5);
 
+/// The least time between two claims from seq 0 that follow an empty claim from the floor
+/// (with several dispatchers, or a trickle of events, most claims come back empty).
+const RESCAN_GAP: Duration = Duration::from_secs(1);
+
 /// Probes waiting for their transactions to end; the oldest is dropped beyond this (which
 /// only delays a rise of the floor).
 const WAITING_MAX: usize = 64;
@@ -52,6 +58,8 @@ pub(crate) struct ClaimFloor {
     waiting: VecDeque<(i64, i64)>,
     every: Duration,
     next_full_scan: Instant,
+    /// When the last claim from seq 0 started.
+    last_full_scan: Option<Instant>,
 }
 
 impl ClaimFloor {
@@ -62,24 +70,44 @@ impl ClaimFloor {
             waiting: VecDeque::new(),
             every,
             next_full_scan: now,
+            last_full_scan: None,
         }
     }
 
     /// The seq the next claim starts from: the floor, or 0 when a full scan is due.
     pub(crate) fn for_claim(&mut self, now: Instant) -> i64 {
         if now >= self.next_full_scan {
-            self.next_full_scan = now + self.every;
+            self.full_scan_at(now);
             0
         } else {
             self.floor
         }
     }
 
+    /// Whether a claim from the floor that took nothing is followed at once by one from
+    /// seq 0: yes unless the last claim from 0 started less than [`RESCAN_GAP`] ago (which
+    /// then counts as this period's full scan).
+    pub(crate) fn rescan_after_empty(&mut self, now: Instant) -> bool {
+        if self
+            .last_full_scan
+            .is_some_and(|at| now.saturating_duration_since(at) < RESCAN_GAP)
+        {
+            return false;
+        }
+        self.full_scan_at(now);
+        true
+    }
+
+    fn full_scan_at(&mut self, now: Instant) {
+        self.last_full_scan = Some(now);
+        self.next_full_scan = later(now, self.every);
+    }
+
     /// Lengthens or shortens the full-scan period (tests lengthen it to show what the floor
     /// alone does); the next full scan is due one period from `now`.
     pub(crate) fn set_full_scan_every(&mut self, every: Duration, now: Instant) {
         self.every = every;
-        self.next_full_scan = now + every;
+        self.next_full_scan = later(now, every);
     }
 
     /// Takes a claim's probe: the newest waiting probe whose transactions have all ended
@@ -132,6 +160,13 @@ impl ClaimFloor {
     pub(crate) fn value(&self) -> i64 {
         self.floor
     }
+}
+
+/// `now + by`, or a century on when that does not fit in an `Instant`.
+fn later(now: Instant, by: Duration) -> Instant {
+    now.checked_add(by)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
 }
 
 #[cfg(test)]
@@ -237,6 +272,25 @@ mod tests {
             0,
             "nothing waited to be confirmed after the reset"
         );
+    }
+
+    #[test]
+    fn an_empty_claim_rescans_from_zero_at_most_once_a_second() {
+        let (mut f, now) = floor();
+        // The first claim was from 0 at `now`.
+        assert!(!f.rescan_after_empty(now + Duration::from_millis(500)));
+        assert!(f.rescan_after_empty(now + Duration::from_millis(1_000)));
+        assert!(!f.rescan_after_empty(now + Duration::from_millis(1_900)));
+        // The rescan counts as the period's full scan.
+        assert_eq!(f.for_claim(now + Duration::from_millis(5_500)), f.value());
+        assert_eq!(f.for_claim(now + Duration::from_millis(6_000)), 0);
+    }
+
+    #[test]
+    fn a_period_too_long_for_an_instant_turns_the_full_scans_off() {
+        let (mut f, now) = floor();
+        f.set_full_scan_every(Duration::MAX, now);
+        assert_eq!(f.for_claim(now + Duration::from_secs(3600)), f.value());
     }
 
     #[test]

@@ -190,8 +190,8 @@ async fn a_row_requeued_below_the_floor_lowers_it_when_it_blocks_its_key() {
 }
 
 /// A PREQUEUED row released after the floor passed it: the claim its NOTIFY wakes finds
-/// nothing from the floor, so it looks again from seq 0 and takes it at once; the key's later
-/// event follows it.
+/// nothing from the floor (the key's later event, above the floor, waits for it), so it
+/// looks again from seq 0 and takes both at once, in order.
 #[tokio::test]
 async fn a_row_released_below_the_floor_is_claimed_by_the_next_claim() {
     let Some((schema, mut conn)) = setup().await else {
@@ -207,9 +207,14 @@ async fn a_row_released_below_the_floor_is_claimed_by_the_next_claim() {
     let mut dispatcher = dispatcher(&stack, &schema);
     raise_floor_past(&mut dispatcher, &mut conn, &topic, held_seq).await;
     assert_eq!(sluice_outbox::release(&mut conn, &[held]).await.unwrap(), 1);
+    let later = enqueue(&mut conn, &event(&topic, "held", 2)).await.unwrap();
     let report = dispatcher.dispatch_once().await.unwrap();
-    assert_eq!(report.published, 1, "the released row: {report:?}");
-    assert_eq!(status_text(&mut conn, held).await, "PUBLISHED");
+    assert_eq!(
+        report.published, 2,
+        "the released row and its key's next: {report:?}"
+    );
+    assert_eq!(status_text(&mut conn, later).await, "PUBLISHED");
+    assert_eq!(order_of(&stack, &topic, "held"), vec![1, 2]);
     sluice_testkit::delete_topics(&stack, &[&topic]).await;
     teardown(schema, conn).await;
 }

@@ -82,7 +82,10 @@ impl Dispatcher {
         let started = Instant::now();
         let send_until = started + self.settings.send_window();
         let mut claim = claim_batch_as(self.connection().await?, &id, token, limit).await?;
-        if claim.events.is_empty() && limit.from_seq > 0 {
+        if claim.events.is_empty()
+            && limit.from_seq > 0
+            && self.floor.rescan_after_empty(Instant::now())
+        {
             // Nothing from the floor: what woke the claim may be a row below it (a release, a
             // retry, another dispatcher's requeue), so look from seq 0 before waiting.
             limit.from_seq = 0;
