@@ -49,7 +49,12 @@ pub struct NewEvent {
 }
 
 impl NewEvent {
-    /// A PENDING event with a random id, keyed by its aggregate id.
+    /// A PENDING event with a new id, keyed by its aggregate id.
+    ///
+    /// The id is a UUID version 7: the creation time in milliseconds, then random bits, so
+    /// unique and unguessable, and in creation order (the outbox's primary key index then
+    /// takes each batch's status moves on a few neighbouring pages; migration 0020 gives a
+    /// plain SQL insert the same ids).
     ///
     /// # Examples
     ///
@@ -69,7 +74,8 @@ impl NewEvent {
     /// assert!(event.headers.is_empty());
     /// assert_eq!(event.available_at, None); // due at once
     /// let again = NewEvent::new("orders", "order", "o-981", "order.placed", json!({}));
-    /// assert_ne!(event.id, again.id); // a random id each time
+    /// assert_ne!(event.id, again.id); // a new id each time
+    /// assert_eq!(event.id.get_version_num(), 7); // time-ordered
     /// ```
     pub fn new(
         topic: impl Into<String>,
@@ -80,7 +86,7 @@ impl NewEvent {
     ) -> NewEvent {
         let aggregate_id = aggregate_id.into();
         NewEvent {
-            id: Uuid::new_v4(),
+            id: Uuid::now_v7(),
             aggregate_type: aggregate_type.into(),
             partition_key: aggregate_id.clone(),
             aggregate_id,

@@ -106,3 +106,41 @@ async fn claim_recovery_and_retention_queries_use_their_indexes() {
     );
     teardown(schema, conn).await;
 }
+
+/// Migration 0020: an insert without an id (plain SQL, any language) gets a UUID version 7,
+/// whose first 48 bits are the server's clock in milliseconds, so ids follow creation order
+/// (each batch's status moves then share a few pages of the primary key index).
+#[tokio::test]
+async fn a_plain_insert_gets_a_time_ordered_id() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let insert = "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, topic,
+                                             partition_key, payload)
+                  VALUES ('user', '1', 'e', 'mailbox', '1', '{}')
+                  RETURNING id, (extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (id, server_ms): (uuid::Uuid, i64) =
+            sqlx::query_as(insert).fetch_one(&mut conn).await.unwrap();
+        assert_eq!(id.get_version_num(), 7, "{id}");
+        assert_eq!(
+            id.get_variant(),
+            uuid::Variant::RFC4122,
+            "{id}: the variant bits are kept"
+        );
+        let id_ms = id.as_bytes()[..6]
+            .iter()
+            .fold(0i64, |ms, &byte| ms << 8 | i64::from(byte));
+        assert!(
+            (server_ms - id_ms).abs() <= 1_000,
+            "{id}: its time {id_ms} ms is the server's {server_ms} ms"
+        );
+        ids.push(id);
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, ids, "ids made 5 ms apart are in creation order");
+    teardown(schema, conn).await;
+}
