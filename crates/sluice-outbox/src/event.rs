@@ -51,10 +51,10 @@ pub struct NewEvent {
 impl NewEvent {
     /// A PENDING event with a new id, keyed by its aggregate id.
     ///
-    /// The id is a UUID version 7: the creation time in milliseconds, then random bits, so
-    /// unique and unguessable, and in creation order (the outbox's primary key index then
-    /// takes each batch's status moves on a few neighbouring pages; migration 0020 gives a
-    /// plain SQL insert the same ids).
+    /// The id is a UUID version 7: this host's clock in milliseconds, then random bits, so
+    /// unique and unguessable, and roughly in creation order (the outbox's primary key index
+    /// then takes each batch's status moves on a few neighbouring pages; migration 0020 gives
+    /// a plain SQL insert the same ids). Event order is `seq`, never the id.
     ///
     /// # Examples
     ///
