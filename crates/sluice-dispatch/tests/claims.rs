@@ -448,6 +448,138 @@ fn plan_nodes(node: &serde_json::Value, out: &mut Vec<serde_json::Value>) {
     }
 }
 
+/// One line per plan node: type, subplan, index, rows, loops and filter.
+fn outline(nodes: &[serde_json::Value]) -> Vec<String> {
+    nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "{} {} {} rows={} loops={} {}",
+                n["Node Type"].as_str().unwrap_or("?"),
+                n["Subplan Name"].as_str().unwrap_or(""),
+                n["Index Name"].as_str().unwrap_or(""),
+                n["Actual Rows"],
+                n["Actual Loops"],
+                n["Filter"]
+                    .as_str()
+                    .or(n["Join Filter"].as_str())
+                    .unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// Runs the claim under `EXPLAIN ANALYZE` (so it claims, as `planner`, up to 100 rows) and
+/// returns the plan's nodes and its outline.
+async fn explain_claim(conn: &mut PgConnection) -> (Vec<serde_json::Value>, Vec<String>) {
+    let claim = include_str!("../src/store/sql/claim.sql");
+    let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {claim}");
+    let plan: serde_json::Value = sqlx::query_scalar(&explain)
+        .bind("planner")
+        .bind(100i32)
+        .bind(Uuid::new_v4())
+        .bind(i64::MAX)
+        .bind(0i64)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    let mut nodes = Vec::new();
+    plan_nodes(&plan[0]["Plan"], &mut nodes);
+    let outline = outline(&nodes);
+    (nodes, outline)
+}
+
+/// The partition keys `planner` claimed, in seq order.
+async fn claimed_by_planner(conn: &mut PgConnection) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT partition_key FROM outbox_events WHERE claimed_by = 'planner' ORDER BY seq",
+    )
+    .fetch_all(conn)
+    .await
+    .unwrap()
+}
+
+/// Inserts `count` PENDING rows of `topic`, keyed by `keys` (an expression of `g`, 1 to
+/// `count`), available at once or, with `delay`, that long after now.
+async fn insert_rows(
+    conn: &mut PgConnection,
+    topic: &str,
+    keys: &str,
+    count: i32,
+    delay: Option<&str>,
+) {
+    let (column, value) = match delay {
+        Some(delay) => (", available_at", format!(", now() + interval '{delay}'")),
+        None => ("", String::new()),
+    };
+    sqlx::query(&format!(
+        "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, topic,
+                                    partition_key, payload{column})
+         SELECT 'user', g::text, 'plan', $1, {keys}, '{{}}'::jsonb{value}
+         FROM generate_series(1, $2) AS g"
+    ))
+    .bind(topic)
+    .bind(count)
+    .execute(conn)
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delayed_row_check_stays_a_probe_under_stale_statistics() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    // A short topic (the schema is this test's own, and nothing is published): with keys
+    // of some 40 bytes the index probe looks dear enough that the planner chose it for the
+    // old NOT EXISTS too, and this test would not show the plan that statement could get.
+    let topic = "t";
+    // Autovacuum would refresh the statistics this test keeps stale.
+    sqlx::query("ALTER TABLE outbox_events SET (autovacuum_enabled = false)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    // Statistics taken while no row was delayed: the planner expects none.
+    insert_rows(&mut conn, topic, "'early' || g", 1000, None).await;
+    for sql in ["ANALYZE outbox_events", "DELETE FROM outbox_events"] {
+        sqlx::query(sql).execute(&mut conn).await.unwrap();
+    }
+    // Then 1,000 keys each with a row delayed by an hour and three due rows behind it
+    // (3,000 rows the scan passes and must refuse), and 1,000 rows of free keys.
+    insert_rows(&mut conn, topic, "'d' || g", 1000, Some("1 hour")).await;
+    insert_rows(&mut conn, topic, "'d' || (g % 1000 + 1)", 3000, None).await;
+    insert_rows(&mut conn, topic, "'free' || g", 1000, None).await;
+
+    let (nodes, outline) = explain_claim(&mut conn).await;
+    println!(
+        "claim with 1,000 rows delayed, stale statistics:\n{}",
+        outline.join("\n")
+    );
+    // The table holds 5,000 rows. An anti-join against a materialized set of the delayed
+    // rows reads that set once per row the scan passes (~500 rows x 3,100 loops); one probe
+    // per passing row reads at most a row each.
+    for (node, line) in nodes.iter().zip(&outline) {
+        let rows = node["Actual Rows"].as_f64().unwrap_or(0.0);
+        let loops = node["Actual Loops"].as_f64().unwrap_or(0.0);
+        assert!(
+            rows * loops <= 10_000.0,
+            "a plan node read {rows} rows {loops} times: {line}\n{}",
+            outline.join("\n")
+        );
+    }
+    assert!(
+        outline
+            .iter()
+            .any(|l| l.contains("outbox_events_delayed_key_idx") && l.contains("loops=3100")),
+        "the delayed rows are probed once per row the scan passes:\n{}",
+        outline.join("\n")
+    );
+    // The delayed keys' due rows wait; the 100 oldest rows of free keys are claimed.
+    let expected: Vec<String> = (1..=100).map(|i| format!("free{i}")).collect();
+    assert_eq!(claimed_by_planner(&mut conn).await, expected);
+    teardown(schema, conn).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem() {
     let Some((schema, mut conn)) = setup().await else {
@@ -508,31 +640,18 @@ async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem(
     let root = &plan[0];
     let mut nodes = Vec::new();
     plan_nodes(&root["Plan"], &mut nodes);
-    let outline: Vec<String> = nodes
-        .iter()
-        .map(|n| {
-            format!(
-                "{} {} {} loops={} {}",
-                n["Node Type"].as_str().unwrap_or("?"),
-                n["Subplan Name"].as_str().unwrap_or(""),
-                n["Index Name"].as_str().unwrap_or(""),
-                n["Actual Loops"],
-                n["Filter"]
-                    .as_str()
-                    .or(n["Join Filter"].as_str())
-                    .unwrap_or("")
-            )
-        })
-        .collect();
+    let outline = outline(&nodes);
     println!(
         "claim with 50,000 keys in flight, work_mem 64kB: {:.1} ms execution ({:.1} ms round trip)\n{}",
         root["Execution Time"].as_f64().unwrap_or(-1.0),
         took.as_secs_f64() * 1000.0,
         outline.join("\n")
     );
-    // A plain (unhashed) subplan runs once per row the scan passes: with the in-flight keys
-    // behind it, once per PENDING row over 50,000 keys. Only the final check's per-candidate
-    // probe (at most the batch size of runs) may be one.
+    // A plain (unhashed) subplan runs once per row that reaches it: had the keys in flight
+    // been one, once per PENDING row over 50,000 keys. Only two may be plain: the delayed-row
+    // probe, which runs after the hashed keys in flight have refused a row (here once per free
+    // row the scan passes), and the final check's per-candidate probe, each at most the batch
+    // size of runs here.
     for node in &nodes {
         let name = node["Subplan Name"].as_str().unwrap_or("");
         if name.starts_with("SubPlan") {
@@ -550,13 +669,7 @@ async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem(
         outline.join("\n")
     );
     // EXPLAIN ANALYZE ran the claim: it took the 100 oldest rows of free keys.
-    let claimed: Vec<String> = sqlx::query_scalar(
-        "SELECT partition_key FROM outbox_events WHERE claimed_by = 'planner' ORDER BY seq",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .unwrap();
     let expected: Vec<String> = (1..=100).map(|i| format!("free{i}")).collect();
-    assert_eq!(claimed, expected);
+    assert_eq!(claimed_by_planner(&mut conn).await, expected);
     teardown(schema, conn).await;
 }

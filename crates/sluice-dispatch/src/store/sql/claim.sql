@@ -62,14 +62,17 @@ WITH candidates AS MATERIALIZED (
               WHERE o.status = 'DISPATCHING'
           ))
       )
-      -- An earlier row of the key that is waiting for its back-off (or was enqueued with a
-      -- later available_at): outbox_events_delayed_key_idx holds only such rows.
-      AND NOT EXISTS (
-          SELECT 1 FROM outbox_events AS o
-          WHERE o.status = 'PENDING' AND o.available_at > o.created_at
-            AND o.topic = e.topic AND o.partition_key = e.partition_key AND o.seq < e.seq
-            AND o.available_at > now()
-      )
+      -- No earlier row of the key waiting for its back-off (or enqueued with a later
+      -- available_at): outbox_events_delayed_key_idx holds only such rows. A correlated
+      -- subquery with LIMIT, not NOT EXISTS: it stays one probe of that index per row the
+      -- scan passes. As an anti-join, with statistics taken while few rows were delayed, the
+      -- planner read every delayed row into a Materialize and compared each passing row
+      -- with all of them (measured: 9.5 s for one claim with 20,000 rows delayed).
+      AND (SELECT 1 FROM outbox_events AS o
+           WHERE o.status = 'PENDING' AND o.available_at > o.created_at
+             AND o.topic = e.topic AND o.partition_key = e.partition_key AND o.seq < e.seq
+             AND o.available_at > now()
+           LIMIT 1) IS NULL
     ORDER BY e.seq
     LIMIT $2
     FOR UPDATE SKIP LOCKED
