@@ -143,7 +143,9 @@ async fn bad_records_are_dead_letters_and_an_unreachable_registry_is_waited_for(
     );
     let stopped = Stopped::new();
     outage(&case, "stopped", stopped, 500).await;
-    assert_eq!(case.dead_letters().await.len(), 3, "no new dead letter");
+    let dead = case.dead_letters().await;
+    let reasons: Vec<(i64, &str)> = dead.iter().map(|d| (d.1, d.3.as_str())).collect();
+    assert_eq!(reasons.len(), 3, "no new dead letter: {reasons:?}");
     let texts = case.rows("SELECT s FROM faults ORDER BY id").await;
     assert_eq!(texts, expected["s"], "every record's text, once");
     case.cleanup().await;

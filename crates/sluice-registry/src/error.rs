@@ -33,6 +33,20 @@ pub enum RegistryError {
         /// The registry's words.
         reason: String,
     },
+    /// The registry said it does not know this schema id, and not yet long enough to be
+    /// believed: a registry that has just started, or a follower that has not read a schema
+    /// just registered on its leader, can say so of an id that exists. The records wait and
+    /// the id is asked again; it is refused ([`Self::UnknownId`]) when the registry still
+    /// says so a while after the first time.
+    #[error(
+        "schema id {id} is not in the schema registry yet ({reason}): asking again before its records are dead-lettered"
+    )]
+    NotFoundYet {
+        /// The id.
+        id: i32,
+        /// The registry's words.
+        reason: String,
+    },
     /// The subject has no version (`sluice sinks validate` before anything was produced).
     #[error("schema registry subject `{subject}` has no version")]
     UnknownSubject {
@@ -65,9 +79,10 @@ impl RegistryError {
     /// id, or fatal (the configuration is wrong).
     pub fn disposition(&self) -> Disposition {
         match self {
-            Self::Unreachable { .. } | Self::Status { .. } | Self::Malformed { .. } => {
-                Disposition::Retry
-            }
+            Self::Unreachable { .. }
+            | Self::Status { .. }
+            | Self::Malformed { .. }
+            | Self::NotFoundYet { .. } => Disposition::Retry,
             Self::UnknownId { .. } | Self::Schema { .. } | Self::UnknownSubject { .. } => {
                 Disposition::DeadLetter
             }

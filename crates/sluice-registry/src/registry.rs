@@ -1,6 +1,9 @@
 //! The cache of writers' schemas the decoders read: each id fetched once and compiled once,
 //! bounded in entries; an id the registry refused is remembered for a while, so its records
-//! are dead-lettered without asking again for each batch.
+//! are dead-lettered without asking again for each batch. The registry's "not found" for an
+//! id is believed only when it still says so [`CONFIRM_AFTER`] after the first time (a
+//! registry that has just started, or a follower behind its leader, can say so of an id
+//! that exists); until then the records wait.
 //!
 //! The schemas are read once per record, so they are a plain map behind a read lock (a
 //! lookup is a hash and an uncontended lock, ~1/10 of a TTL cache's read, which keeps an
@@ -15,7 +18,7 @@ use sluice_sinks::schemas::{Known, WriterSchemas};
 use sluice_sinks::wire::{SchemaKind, WriterSchema};
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Schemas kept, at most (a topic's history of versions is far smaller).
 const CAPACITY: usize = 10_000;
@@ -23,12 +26,23 @@ const CAPACITY: usize = 10_000;
 /// How long an id the registry refused stays refused before it is asked again.
 const REFUSED_FOR: Duration = Duration::from_secs(60);
 
+/// How long after the registry first says it does not know an id it must still say so for
+/// the id to be refused. The writer asks again after 0.25, 0.5, 1 and 2 s: an unknown id's
+/// records are dead-lettered some 4 s after they are met.
+const CONFIRM_AFTER: Duration = Duration::from_secs(2);
+
+/// How long the first "not found" for an id is remembered.
+const DOUBTED_FOR: Duration = Duration::from_secs(600);
+
 /// A registry and what was fetched from it.
 #[derive(Debug, Clone)]
 pub struct Registry {
     client: RegistryClient,
     schemas: Arc<RwLock<HashMap<i32, Arc<WriterSchema>>>>,
     refused: moka::sync::Cache<i32, Arc<str>>,
+    /// When the registry first said it does not know each id.
+    doubted: moka::sync::Cache<i32, Instant>,
+    confirm_after: Duration,
 }
 
 impl Registry {
@@ -41,13 +55,19 @@ impl Registry {
                 .max_capacity(CAPACITY as u64)
                 .time_to_live(REFUSED_FOR)
                 .build(),
+            doubted: moka::sync::Cache::builder()
+                .max_capacity(CAPACITY as u64)
+                .time_to_live(DOUBTED_FOR)
+                .build(),
+            confirm_after: CONFIRM_AFTER,
         })
     }
 
-    /// Fetches and compiles each of `ids` not known yet. An id the registry does not know,
-    /// or whose schema does not compile, is remembered as refused (its records are
-    /// dead-lettered); only a transient failure is an error, and then the ids fetched before
-    /// it stay known.
+    /// Fetches and compiles each of `ids` not known yet. An id the registry does not know
+    /// (and still did not [`CONFIRM_AFTER`] after it first said so), or whose schema does not
+    /// compile, is remembered as refused (its records are dead-lettered); only a transient
+    /// failure is an error ([`RegistryError::NotFoundYet`] while a "not found" waits for its
+    /// confirmation), and then the ids fetched before it stay known.
     pub fn fetch(&self, ids: &[i32]) -> Result<(), RegistryError> {
         for &id in ids {
             if self.known(id).is_some() {
@@ -57,6 +77,10 @@ impl Registry {
                 Ok(schema) => {
                     tracing::info!(schema_id = id, kind = ?schema.kind(), "schema fetched from the registry");
                     self.keep(id, Arc::new(schema));
+                    self.doubted.invalidate(&id);
+                }
+                Err(RegistryError::UnknownId { id, reason }) if !self.confirmed(id) => {
+                    return Err(RegistryError::NotFoundYet { id, reason });
                 }
                 Err(error) if error.disposition() == Disposition::DeadLetter => {
                     tracing::warn!(schema_id = id, %error, "schema refused: its records are dead-lettered");
@@ -105,6 +129,14 @@ impl Registry {
             schemas.remove(&other);
         }
         schemas.insert(id, schema);
+    }
+
+    /// Whether the registry's "not found" for `id`, said now, confirms one said at least
+    /// `confirm_after` before (the first one is remembered).
+    fn confirmed(&self, id: i32) -> bool {
+        let now = Instant::now();
+        let first = self.doubted.get_with(id, || now);
+        now.duration_since(first) >= self.confirm_after
     }
 
     fn compiled(&self, id: i32) -> Result<WriterSchema, RegistryError> {
@@ -226,14 +258,25 @@ mod tests {
             (404, proxy),
             (500, "{}".to_owned()),
             (401, "{}".to_owned()),
+            (404, not_found.clone()),
             (404, not_found),
         ]);
-        let registry = registry(&url, None);
+        let mut registry = registry(&url, None);
+        registry.confirm_after = Duration::from_millis(100);
         for _ in 0..3 {
             let error = registry.fetch(&[9]).unwrap_err();
             assert_eq!(error.disposition(), Disposition::Retry, "{error}");
             assert!(registry.known(9).is_none(), "nothing remembered: {error}");
         }
+        // The registry's own "not found" is believed when it says so again a while later.
+        let error = registry.fetch(&[9]).unwrap_err();
+        assert!(
+            matches!(error, RegistryError::NotFoundYet { id: 9, .. }),
+            "{error}"
+        );
+        assert_eq!(error.disposition(), Disposition::Retry, "{error}");
+        assert!(registry.known(9).is_none(), "nothing remembered yet");
+        std::thread::sleep(registry.confirm_after);
         registry.fetch(&[9]).unwrap();
         match registry.known(9) {
             Some(Known::Refused(reason)) => {
@@ -244,6 +287,27 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_not_found_then_the_schema_is_a_schema_and_nothing_is_refused() {
+        // A follower that had not yet read the schema, then one that had.
+        let not_found = r#"{"error_code": 40403, "message": "Schema not found"}"#.to_owned();
+        let body = serde_json::json!({ "schema": AVRO }).to_string();
+        let (url, _heads) = server(vec![(404, not_found), (200, body)]);
+        let mut registry = registry(&url, None);
+        registry.confirm_after = Duration::from_millis(100);
+        let error = registry.fetch(&[5]).unwrap_err();
+        assert!(
+            matches!(error, RegistryError::NotFoundYet { id: 5, .. }),
+            "{error}"
+        );
+        std::thread::sleep(registry.confirm_after);
+        registry.fetch(&[5]).unwrap();
+        assert!(matches!(registry.known(5), Some(Known::Schema(_))));
+        // The doubt ended with the answer: a later "not found" of another registry for the
+        // same id would start a new one (the id is known here and never asked again).
+        assert!(registry.doubted.get(&5).is_none());
     }
 
     #[test]
