@@ -649,9 +649,9 @@ async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem(
     );
     // A plain (unhashed) subplan runs once per row that reaches it: had the keys in flight
     // been one, once per PENDING row over 50,000 keys. Only two may be plain: the delayed-row
-    // probe, which runs after the hashed keys in flight have refused a row (here once per free
-    // row the scan passes), and the final check's per-candidate probe, each at most the batch
-    // size of runs here.
+    // probe, which runs on the rows the hashed keys in flight let through (here once per
+    // free row the scan passes), and the final check's per-candidate probe, each at most the
+    // batch size of runs here.
     for node in &nodes {
         let name = node["Subplan Name"].as_str().unwrap_or("");
         if name.starts_with("SubPlan") {

@@ -27,9 +27,13 @@ const CAPACITY: usize = 10_000;
 const REFUSED_FOR: Duration = Duration::from_secs(60);
 
 /// How long after the registry first says it does not know an id it must still say so for
-/// the id to be refused. The writer asks again after 0.25, 0.5, 1 and 2 s: an unknown id's
-/// records are dead-lettered some 4 s after they are met.
+/// the id to be refused. A writer whose batch had not waited yet asks again after 0.25, 0.5,
+/// 1 and 2 s: an unknown id's records are dead-lettered some 4 s after they are met.
 const CONFIRM_AFTER: Duration = Duration::from_secs(2);
+
+/// The second "not found" confirms the first only within this long after it (the writer asks
+/// again at least every 10 s while its batch waits); an older first one starts over.
+const CONFIRM_WITHIN: Duration = Duration::from_secs(30);
 
 /// How long the first "not found" for an id is remembered.
 const DOUBTED_FOR: Duration = Duration::from_secs(600);
@@ -64,11 +68,13 @@ impl Registry {
     }
 
     /// Fetches and compiles each of `ids` not known yet. An id the registry does not know
-    /// (and still did not [`CONFIRM_AFTER`] after it first said so), or whose schema does not
-    /// compile, is remembered as refused (its records are dead-lettered); only a transient
-    /// failure is an error ([`RegistryError::NotFoundYet`] while a "not found" waits for its
-    /// confirmation), and then the ids fetched before it stay known.
+    /// (and still did not 2 s after it first said so), or whose schema does not
+    /// compile, is remembered as refused (its records are dead-lettered). Only a transient
+    /// failure is an error, and then the ids fetched before it stay known; while a "not found"
+    /// waits for its confirmation the error is [`RegistryError::NotFoundYet`], returned once
+    /// every id was asked, so that all the unknown ids of a batch are confirmed together.
     pub fn fetch(&self, ids: &[i32]) -> Result<(), RegistryError> {
+        let mut unconfirmed = None;
         for &id in ids {
             if self.known(id).is_some() {
                 continue;
@@ -80,16 +86,33 @@ impl Registry {
                     self.doubted.invalidate(&id);
                 }
                 Err(RegistryError::UnknownId { id, reason }) if !self.confirmed(id) => {
-                    return Err(RegistryError::NotFoundYet { id, reason });
+                    unconfirmed.get_or_insert(RegistryError::NotFoundYet { id, reason });
                 }
                 Err(error) if error.disposition() == Disposition::DeadLetter => {
                     tracing::warn!(schema_id = id, %error, "schema refused: its records are dead-lettered");
                     self.refused.insert(id, Arc::from(error.to_string()));
                 }
-                Err(error) => return Err(error),
+                Err(error) => {
+                    // No answer about this id: a "not found" said before it (a registry
+                    // that went down, then came back) is not confirmed across it.
+                    self.doubted.invalidate(&id);
+                    return Err(error);
+                }
             }
         }
-        Ok(())
+        unconfirmed.map_or(Ok(()), Err)
+    }
+
+    /// [`Self::fetch`] for a caller that asks once (`sluice sinks validate --sample`): a "not
+    /// found" is confirmed here, by waiting 2 s and asking again.
+    pub fn fetch_settled(&self, ids: &[i32]) -> Result<(), RegistryError> {
+        match self.fetch(ids) {
+            Err(RegistryError::NotFoundYet { .. }) => {
+                std::thread::sleep(self.confirm_after);
+                self.fetch(ids)
+            }
+            other => other,
+        }
     }
 
     /// The latest version of `subject` and its schema, compiled.
@@ -132,11 +155,17 @@ impl Registry {
     }
 
     /// Whether the registry's "not found" for `id`, said now, confirms one said at least
-    /// `confirm_after` before (the first one is remembered).
+    /// `confirm_after` and at most [`CONFIRM_WITHIN`] before. The first one is remembered; one
+    /// older than that starts the doubt again.
     fn confirmed(&self, id: i32) -> bool {
         let now = Instant::now();
         let first = self.doubted.get_with(id, || now);
-        now.duration_since(first) >= self.confirm_after
+        let age = now.duration_since(first);
+        if age > CONFIRM_WITHIN {
+            self.doubted.insert(id, now);
+            return false;
+        }
+        age >= self.confirm_after
     }
 
     fn compiled(&self, id: i32) -> Result<WriterSchema, RegistryError> {
@@ -308,6 +337,81 @@ mod tests {
         // The doubt ended with the answer: a later "not found" of another registry for the
         // same id would start a new one (the id is known here and never asked again).
         assert!(registry.doubted.get(&5).is_none());
+    }
+
+    const NOT_FOUND: &str = r#"{"error_code": 40403, "message": "Schema not found"}"#;
+
+    /// A registry that confirms a "not found" after 100 ms, answering `answers` in turn.
+    fn doubting(answers: Vec<(u16, &str)>) -> Registry {
+        let answers = answers
+            .into_iter()
+            .map(|(s, b)| (s, b.to_owned()))
+            .collect();
+        let (url, _heads) = server(answers);
+        let mut registry = registry(&url, None);
+        registry.confirm_after = Duration::from_millis(100);
+        registry
+    }
+
+    #[test]
+    fn the_unknown_ids_of_a_batch_are_confirmed_together() {
+        let registry = doubting(vec![(404, NOT_FOUND); 4]);
+        let error = registry.fetch(&[1, 2]).unwrap_err();
+        assert!(
+            matches!(error, RegistryError::NotFoundYet { id: 1, .. }),
+            "{error}"
+        );
+        assert!(registry.doubted.get(&2).is_some(), "both were asked");
+        std::thread::sleep(registry.confirm_after);
+        registry.fetch(&[1, 2]).unwrap();
+        for id in [1, 2] {
+            assert!(
+                matches!(registry.known(id), Some(Known::Refused(_))),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_answer_between_two_not_founds_starts_the_doubt_again() {
+        let registry = doubting(vec![(404, NOT_FOUND), (500, "{}"), (404, NOT_FOUND)]);
+        registry.fetch(&[6]).unwrap_err();
+        std::thread::sleep(registry.confirm_after);
+        let error = registry.fetch(&[6]).unwrap_err();
+        assert!(
+            matches!(error, RegistryError::Status { status: 500, .. }),
+            "{error}"
+        );
+        let error = registry.fetch(&[6]).unwrap_err();
+        assert!(
+            matches!(error, RegistryError::NotFoundYet { id: 6, .. }),
+            "{error}"
+        );
+        assert!(registry.known(6).is_none());
+    }
+
+    #[test]
+    fn a_first_not_found_too_long_ago_confirms_nothing() {
+        let registry = doubting(vec![(404, NOT_FOUND)]);
+        let long_ago = Instant::now().checked_sub(CONFIRM_WITHIN * 2).unwrap();
+        registry.doubted.insert(8, long_ago);
+        let error = registry.fetch(&[8]).unwrap_err();
+        assert!(
+            matches!(error, RegistryError::NotFoundYet { id: 8, .. }),
+            "{error}"
+        );
+        let first = registry.doubted.get(&8).unwrap();
+        assert!(
+            first.elapsed() < CONFIRM_WITHIN,
+            "the doubt starts again now"
+        );
+    }
+
+    #[test]
+    fn a_caller_that_asks_once_gets_the_confirmed_answer() {
+        let registry = doubting(vec![(404, NOT_FOUND); 2]);
+        registry.fetch_settled(&[4]).unwrap();
+        assert!(matches!(registry.known(4), Some(Known::Refused(_))));
     }
 
     #[test]

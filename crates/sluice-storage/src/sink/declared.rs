@@ -130,12 +130,14 @@ impl Declared {
         self.decoder.reads_registry()
     }
 
-    /// Fetches the writers' schemas of `ids` (a batch that met them before they were known).
-    /// An error is transient: the batch waits and tries again; an id the registry refused is
-    /// no error (its records are dead-lettered when decoded again).
+    /// Fetches the writers' schemas of `ids`, for a caller that asks once (`sluice sinks
+    /// validate --sample`; the writers ask the registry themselves, waiting as long as it
+    /// takes): a "not found" is confirmed before this returns (see
+    /// [`Registry::fetch_settled`]). An error is transient; an id the registry refused is no
+    /// error (its records are dead-lettered when decoded again).
     pub fn fetch_schemas(&self, ids: &[i32]) -> Result<(), RegistryError> {
         match &self.registry {
-            Some(registry) => registry.fetch(ids),
+            Some(registry) => registry.fetch_settled(ids),
             // Not reached: a sink reading a registry format gets a registry before it runs,
             // and only such a sink meets a schema id; nothing to fetch otherwise.
             None => Ok(()),

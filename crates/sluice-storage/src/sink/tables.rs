@@ -185,7 +185,7 @@ impl Tables {
     /// Fetches the writers' schemas of `ids` (see [`Declared::fetch_schemas`]).
     pub fn fetch_schemas(&self, ids: &[i32]) -> Result<(), RegistryError> {
         match &self.registry {
-            Some(registry) => registry.fetch(ids),
+            Some(registry) => registry.fetch_settled(ids),
             None => Ok(()),
         }
     }
