@@ -17,7 +17,7 @@ use sluice_core::Disposition;
 use sluice_sinks::schemas::{Known, WriterSchemas};
 use sluice_sinks::wire::{SchemaKind, WriterSchema};
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 /// Schemas kept, at most (a topic's history of versions is far smaller).
@@ -31,11 +31,7 @@ const REFUSED_FOR: Duration = Duration::from_secs(60);
 /// 1 and 2 s: an unknown id's records are dead-lettered some 4 s after they are met.
 const CONFIRM_AFTER: Duration = Duration::from_secs(2);
 
-/// The second "not found" confirms the first only within this long after it (the writer asks
-/// again at least every 10 s while its batch waits); an older first one starts over.
-const CONFIRM_WITHIN: Duration = Duration::from_secs(30);
-
-/// How long the first "not found" for an id is remembered.
+/// How long the first "not found" for an id is remembered (an older one starts over).
 const DOUBTED_FOR: Duration = Duration::from_secs(600);
 
 /// A registry and what was fetched from it.
@@ -46,6 +42,9 @@ pub struct Registry {
     refused: moka::sync::Cache<i32, Arc<str>>,
     /// When the registry first said it does not know each id.
     doubted: moka::sync::Cache<i32, Instant>,
+    /// When a request last got no usable answer: a "not found" said before it is not
+    /// confirmed by one said after it (the registry may have restarted in between).
+    unanswered: Arc<Mutex<Option<Instant>>>,
     confirm_after: Duration,
 }
 
@@ -63,6 +62,7 @@ impl Registry {
                 .max_capacity(CAPACITY as u64)
                 .time_to_live(DOUBTED_FOR)
                 .build(),
+            unanswered: Arc::default(),
             confirm_after: CONFIRM_AFTER,
         })
     }
@@ -93,9 +93,10 @@ impl Registry {
                     self.refused.insert(id, Arc::from(error.to_string()));
                 }
                 Err(error) => {
-                    // No answer about this id: a "not found" said before it (a registry
-                    // that went down, then came back) is not confirmed across it.
-                    self.doubted.invalidate(&id);
+                    *self
+                        .unanswered
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
                     return Err(error);
                 }
             }
@@ -106,13 +107,17 @@ impl Registry {
     /// [`Self::fetch`] for a caller that asks once (`sluice sinks validate --sample`): a "not
     /// found" is confirmed here, by waiting 2 s and asking again.
     pub fn fetch_settled(&self, ids: &[i32]) -> Result<(), RegistryError> {
-        match self.fetch(ids) {
-            Err(RegistryError::NotFoundYet { .. }) => {
-                std::thread::sleep(self.confirm_after);
-                self.fetch(ids)
+        // Confirmed after one wait, unless a request of another thread went unanswered
+        // meanwhile: a few rounds, then the caller is told the registry is not settled.
+        let mut fetched = self.fetch(ids);
+        for _ in 0..4 {
+            if !matches!(fetched, Err(RegistryError::NotFoundYet { .. })) {
+                break;
             }
-            other => other,
+            std::thread::sleep(self.confirm_after);
+            fetched = self.fetch(ids);
         }
+        fetched
     }
 
     /// The latest version of `subject` and its schema, compiled.
@@ -155,17 +160,20 @@ impl Registry {
     }
 
     /// Whether the registry's "not found" for `id`, said now, confirms one said at least
-    /// `confirm_after` and at most [`CONFIRM_WITHIN`] before. The first one is remembered; one
-    /// older than that starts the doubt again.
+    /// `confirm_after` before with every request since answered. The first one is remembered;
+    /// one said before a request that got no answer starts the doubt again.
     fn confirmed(&self, id: i32) -> bool {
         let now = Instant::now();
         let first = self.doubted.get_with(id, || now);
-        let age = now.duration_since(first);
-        if age > CONFIRM_WITHIN {
+        let unanswered = *self
+            .unanswered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if unanswered.is_some_and(|at| at >= first) {
             self.doubted.insert(id, now);
             return false;
         }
-        age >= self.confirm_after
+        now.duration_since(first) >= self.confirm_after
     }
 
     fn compiled(&self, id: i32) -> Result<WriterSchema, RegistryError> {
@@ -391,20 +399,32 @@ mod tests {
     }
 
     #[test]
-    fn a_first_not_found_too_long_ago_confirms_nothing() {
-        let registry = doubting(vec![(404, NOT_FOUND)]);
-        let long_ago = Instant::now().checked_sub(CONFIRM_WITHIN * 2).unwrap();
-        registry.doubted.insert(8, long_ago);
-        let error = registry.fetch(&[8]).unwrap_err();
+    fn no_answer_for_one_id_keeps_the_others_doubt_from_confirming() {
+        // Ids 10 and 11 not found; then the registry fails on 10 (11 is not asked), then it
+        // says "not found" again for both, as one that has just restarted might.
+        let registry = doubting(vec![
+            (404, NOT_FOUND),
+            (404, NOT_FOUND),
+            (503, "{}"),
+            (404, NOT_FOUND),
+            (404, NOT_FOUND),
+        ]);
+        registry.fetch(&[10, 11]).unwrap_err();
+        std::thread::sleep(registry.confirm_after);
+        let error = registry.fetch(&[10, 11]).unwrap_err();
         assert!(
-            matches!(error, RegistryError::NotFoundYet { id: 8, .. }),
+            matches!(error, RegistryError::Status { status: 503, .. }),
             "{error}"
         );
-        let first = registry.doubted.get(&8).unwrap();
+        std::thread::sleep(registry.confirm_after);
+        let error = registry.fetch(&[10, 11]).unwrap_err();
         assert!(
-            first.elapsed() < CONFIRM_WITHIN,
-            "the doubt starts again now"
+            matches!(error, RegistryError::NotFoundYet { id: 10, .. }),
+            "{error}"
         );
+        for id in [10, 11] {
+            assert!(registry.known(id).is_none(), "{id} not refused");
+        }
     }
 
     #[test]
