@@ -206,7 +206,7 @@ impl RegistryClient {
             );
             let text: SchemaText = self.get(&path, |body| {
                 matches!(body.code, Some(SUBJECT_NOT_FOUND | VERSION_NOT_FOUND)).then(|| {
-                    RegistryError::Schema {
+                    RegistryError::MissingReference {
                         id,
                         reason: format!(
                             "its reference `{}` (subject `{}` version {}) is not in the registry",

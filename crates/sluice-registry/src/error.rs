@@ -33,8 +33,8 @@ pub enum RegistryError {
         /// The registry's words.
         reason: String,
     },
-    /// The registry said it does not know this schema id, and not yet long enough to be
-    /// believed: a registry that has just started, or a follower that has not read a schema
+    /// The registry said it does not know this schema id (or a schema it references), and
+    /// not yet long enough to be believed: a registry that has just started, or a follower that has not read a schema
     /// just registered on its leader, can say so of an id that exists. The records wait and
     /// the id is asked again; it is refused ([`Self::UnknownId`]) when the registry still
     /// says so a while after the first time.
@@ -61,6 +61,15 @@ pub enum RegistryError {
         /// What was wrong.
         reason: String,
     },
+    /// A schema the schema of an id references is not in the registry (its subject or
+    /// version): the records that name the id can never be decoded against this registry.
+    #[error("schema id {id}: {reason}")]
+    MissingReference {
+        /// The id.
+        id: i32,
+        /// Which reference.
+        reason: String,
+    },
     /// The schema of an id does not compile (or its references do not resolve).
     #[error("schema id {id}: {reason}")]
     Schema {
@@ -83,9 +92,10 @@ impl RegistryError {
             | Self::Status { .. }
             | Self::Malformed { .. }
             | Self::NotFoundYet { .. } => Disposition::Retry,
-            Self::UnknownId { .. } | Self::Schema { .. } | Self::UnknownSubject { .. } => {
-                Disposition::DeadLetter
-            }
+            Self::UnknownId { .. }
+            | Self::MissingReference { .. }
+            | Self::Schema { .. }
+            | Self::UnknownSubject { .. } => Disposition::DeadLetter,
             Self::Tls(_) => Disposition::Fatal,
         }
     }

@@ -85,7 +85,10 @@ impl Registry {
                     self.keep(id, Arc::new(schema));
                     self.doubted.invalidate(&id);
                 }
-                Err(RegistryError::UnknownId { id, reason }) if !self.confirmed(id) => {
+                Err(
+                    RegistryError::UnknownId { reason, .. }
+                    | RegistryError::MissingReference { reason, .. },
+                ) if !self.confirmed(id) => {
                     unconfirmed.get_or_insert(RegistryError::NotFoundYet { id, reason });
                 }
                 Err(error) if error.disposition() == Disposition::DeadLetter => {
@@ -424,6 +427,35 @@ mod tests {
         );
         for id in [10, 11] {
             assert!(registry.known(id).is_none(), "{id} not refused");
+        }
+    }
+
+    #[test]
+    fn a_missing_reference_is_confirmed_as_an_unknown_id_is() {
+        let body = serde_json::json!({
+            "schema": AVRO,
+            "references": [{ "name": "other.avsc", "subject": "other", "version": 3 }],
+        })
+        .to_string();
+        let subject_not_found = r#"{"error_code": 40401, "message": "Subject not found"}"#;
+        let registry = doubting(vec![
+            (200, body.as_str()),
+            (404, subject_not_found),
+            (200, body.as_str()),
+            (404, subject_not_found),
+        ]);
+        let error = registry.fetch(&[12]).unwrap_err();
+        assert!(
+            matches!(error, RegistryError::NotFoundYet { id: 12, .. }),
+            "{error}"
+        );
+        std::thread::sleep(registry.confirm_after);
+        registry.fetch(&[12]).unwrap();
+        match registry.known(12) {
+            Some(Known::Refused(reason)) => {
+                assert!(reason.contains("its reference `other.avsc`"), "{reason}");
+            }
+            other => panic!("{other:?}"),
         }
     }
 
