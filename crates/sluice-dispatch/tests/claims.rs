@@ -470,8 +470,10 @@ fn outline(nodes: &[serde_json::Value]) -> Vec<String> {
 }
 
 /// Runs the claim under `EXPLAIN ANALYZE` (so it claims, as `planner`, up to 100 rows) and
-/// returns the plan's nodes and its outline.
-async fn explain_claim(conn: &mut PgConnection) -> (Vec<serde_json::Value>, Vec<String>) {
+/// returns the plan, its nodes and its outline.
+async fn explain_claim(
+    conn: &mut PgConnection,
+) -> (serde_json::Value, Vec<serde_json::Value>, Vec<String>) {
     let claim = include_str!("../src/store/sql/claim.sql");
     let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {claim}");
     let plan: serde_json::Value = sqlx::query_scalar(&explain)
@@ -486,7 +488,7 @@ async fn explain_claim(conn: &mut PgConnection) -> (Vec<serde_json::Value>, Vec<
     let mut nodes = Vec::new();
     plan_nodes(&plan[0]["Plan"], &mut nodes);
     let outline = outline(&nodes);
-    (nodes, outline)
+    (plan, nodes, outline)
 }
 
 /// The partition keys `planner` claimed, in seq order.
@@ -550,7 +552,7 @@ async fn the_delayed_row_check_stays_a_probe_under_stale_statistics() {
     insert_rows(&mut conn, topic, "'d' || (g % 1000 + 1)", 3000, None).await;
     insert_rows(&mut conn, topic, "'free' || g", 1000, None).await;
 
-    let (nodes, outline) = explain_claim(&mut conn).await;
+    let (_, nodes, outline) = explain_claim(&mut conn).await;
     println!(
         "claim with 1,000 rows delayed, stale statistics:\n{}",
         outline.join("\n")
@@ -624,23 +626,10 @@ async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem(
         .await
         .unwrap();
 
-    let claim = include_str!("../src/store/sql/claim.sql");
-    let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {claim}");
     let started = Instant::now();
-    let plan: serde_json::Value = sqlx::query_scalar(&explain)
-        .bind("planner")
-        .bind(100i32)
-        .bind(Uuid::new_v4())
-        .bind(i64::MAX)
-        .bind(0i64)
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let (plan, nodes, outline) = explain_claim(&mut conn).await;
     let took = started.elapsed();
     let root = &plan[0];
-    let mut nodes = Vec::new();
-    plan_nodes(&root["Plan"], &mut nodes);
-    let outline = outline(&nodes);
     println!(
         "claim with 50,000 keys in flight, work_mem 64kB: {:.1} ms execution ({:.1} ms round trip)\n{}",
         root["Execution Time"].as_f64().unwrap_or(-1.0),

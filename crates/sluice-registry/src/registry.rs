@@ -292,32 +292,20 @@ mod tests {
 
     #[test]
     fn only_the_registrys_own_not_found_refuses_an_id() {
-        let not_found = r#"{"error_code": 40403, "message": "Schema not found"}"#.to_owned();
-        let proxy = "<html>404 Not Found</html>".to_owned();
-        let (url, _heads) = server(vec![
-            (404, proxy),
-            (500, "{}".to_owned()),
-            (401, "{}".to_owned()),
-            (404, not_found.clone()),
-            (404, not_found),
+        let registry = doubting(vec![
+            (404, "<html>404 Not Found</html>"),
+            (500, "{}"),
+            (401, "{}"),
+            (404, NOT_FOUND),
+            (404, NOT_FOUND),
         ]);
-        let mut registry = registry(&url, None);
-        registry.confirm_after = Duration::from_millis(100);
         for _ in 0..3 {
             let error = registry.fetch(&[9]).unwrap_err();
             assert_eq!(error.disposition(), Disposition::Retry, "{error}");
             assert!(registry.known(9).is_none(), "nothing remembered: {error}");
         }
         // The registry's own "not found" is believed when it says so again a while later.
-        let error = registry.fetch(&[9]).unwrap_err();
-        assert!(
-            matches!(error, RegistryError::NotFoundYet { id: 9, .. }),
-            "{error}"
-        );
-        assert_eq!(error.disposition(), Disposition::Retry, "{error}");
-        assert!(registry.known(9).is_none(), "nothing remembered yet");
-        std::thread::sleep(registry.confirm_after);
-        registry.fetch(&[9]).unwrap();
+        fetch_after_the_doubt(&registry, 9);
         match registry.known(9) {
             Some(Known::Refused(reason)) => {
                 assert!(
@@ -332,18 +320,9 @@ mod tests {
     #[test]
     fn a_not_found_then_the_schema_is_a_schema_and_nothing_is_refused() {
         // A follower that had not yet read the schema, then one that had.
-        let not_found = r#"{"error_code": 40403, "message": "Schema not found"}"#.to_owned();
         let body = serde_json::json!({ "schema": AVRO }).to_string();
-        let (url, _heads) = server(vec![(404, not_found), (200, body)]);
-        let mut registry = registry(&url, None);
-        registry.confirm_after = Duration::from_millis(100);
-        let error = registry.fetch(&[5]).unwrap_err();
-        assert!(
-            matches!(error, RegistryError::NotFoundYet { id: 5, .. }),
-            "{error}"
-        );
-        std::thread::sleep(registry.confirm_after);
-        registry.fetch(&[5]).unwrap();
+        let registry = doubting(vec![(404, NOT_FOUND), (200, body.as_str())]);
+        fetch_after_the_doubt(&registry, 5);
         assert!(matches!(registry.known(5), Some(Known::Schema(_))));
         // The doubt ended with the answer: a later "not found" of another registry for the
         // same id would start a new one (the id is known here and never asked again).
@@ -362,6 +341,20 @@ mod tests {
         let mut registry = registry(&url, None);
         registry.confirm_after = Duration::from_millis(100);
         registry
+    }
+
+    /// The first fetch of `id` waits for the confirmation of a "not found"; the next, once it
+    /// is due, settles.
+    fn fetch_after_the_doubt(registry: &Registry, id: i32) {
+        let error = registry.fetch(&[id]).unwrap_err();
+        assert!(
+            matches!(error, RegistryError::NotFoundYet { id: doubted, .. } if doubted == id),
+            "{error}"
+        );
+        assert_eq!(error.disposition(), Disposition::Retry, "{error}");
+        assert!(registry.known(id).is_none(), "nothing remembered yet");
+        std::thread::sleep(registry.confirm_after);
+        registry.fetch(&[id]).unwrap();
     }
 
     #[test]
@@ -444,13 +437,7 @@ mod tests {
             (200, body.as_str()),
             (404, subject_not_found),
         ]);
-        let error = registry.fetch(&[12]).unwrap_err();
-        assert!(
-            matches!(error, RegistryError::NotFoundYet { id: 12, .. }),
-            "{error}"
-        );
-        std::thread::sleep(registry.confirm_after);
-        registry.fetch(&[12]).unwrap();
+        fetch_after_the_doubt(&registry, 12);
         match registry.known(12) {
             Some(Known::Refused(reason)) => {
                 assert!(reason.contains("its reference `other.avsc`"), "{reason}");
