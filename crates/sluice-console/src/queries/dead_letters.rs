@@ -264,9 +264,46 @@ pub struct TableCount {
     pub n: i64,
 }
 
-/// How many dead letters match, by table and kind, most first (the pipelines page: which of
-/// a sink's tables fails). A pipeline's filter is read from migration 0018's indexes alone.
+/// How many dead letters a pipeline has, by table and kind, most first (the pipelines page:
+/// which of a sink's tables fails); only the filter's topics and group narrow it (a
+/// pipeline's filter, [`pipeline_filter`]). Read from the tallies migration 0021's triggers
+/// keep beside the dead letters, so its cost does not grow with them. A database without
+/// them (older than the console, or a role that may not read them) is counted from the dead
+/// letters themselves.
 pub async fn by_table(
+    conn: &mut PgConnection,
+    filter: &Filter,
+) -> Result<Vec<TableCount>, sqlx::Error> {
+    // The tallies have the topic and the group; nothing else of the filter applies to them.
+    let pipeline = Filter {
+        topics: filter.topics.clone(),
+        group: filter.group.clone(),
+        ..Filter::default()
+    };
+    // A tally's table is '' for dead letters without one (NULL in dead_letter_events).
+    let mut q = QueryBuilder::new(
+        "SELECT NULLIF(target_table, '') AS target_table, error_kind, sum(n)::bigint AS n
+         FROM dead_letter_counts",
+    );
+    pipeline.push_where(&mut q, None);
+    q.push(
+        " GROUP BY target_table, error_kind HAVING sum(n) > 0
+          ORDER BY n DESC, target_table, error_kind",
+    );
+    match q.build_query_as().fetch_all(&mut *conn).await {
+        Err(error) if without_counts(&error) => counted_by_table(conn, filter).await,
+        counted => counted,
+    }
+}
+
+/// The database has no kept counts, or this role may not read them.
+fn without_counts(error: &sqlx::Error) -> bool {
+    let code = error.as_database_error().and_then(|e| e.code());
+    matches!(code.as_deref(), Some("42P01" | "42501"))
+}
+
+/// [`by_table`] counted from the dead letters (migration 0018's indexes).
+async fn counted_by_table(
     conn: &mut PgConnection,
     filter: &Filter,
 ) -> Result<Vec<TableCount>, sqlx::Error> {
