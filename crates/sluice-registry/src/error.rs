@@ -34,10 +34,11 @@ pub enum RegistryError {
         reason: String,
     },
     /// The registry said it does not know this schema id (or a schema it references), and
-    /// not yet long enough to be believed: a registry that has just started, or a follower that has not read a schema
-    /// just registered on its leader, can say so of an id that exists. The records wait and
-    /// the id is asked again; it is refused ([`Self::UnknownId`]) when the registry still
-    /// says so a while after the first time.
+    /// not yet long enough to be believed: a registry that has just started, or a follower
+    /// that has not read a schema just registered on its leader, can say so of an id that
+    /// exists. The records wait and the id is asked again; it is refused
+    /// ([`Self::UnknownId`], or [`Self::MissingReference`] for a reference) when the
+    /// registry still says so a while after the first time.
     #[error(
         "schema id {id} is not in the schema registry yet ({reason}): asking again before its records are dead-lettered"
     )]
