@@ -118,6 +118,30 @@ async fn read_transactions(
     (relations, done)
 }
 
+/// A new session's stream on the slot a stream just shut down: the server may not have ended
+/// that stream's walsender yet, and says the slot is in use (55006), a transient error
+/// `sluice capture` retries as well; so does this, for up to 10 s.
+async fn start_again(config: &SourceConfig) -> CaptureStream {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let started = match Session::connect(config).await {
+            Ok(session) => session.start().await,
+            Err(error) => Err(error),
+        };
+        match started {
+            Ok(stream) => return stream,
+            Err(error)
+                if error.disposition() == sluice_core::Disposition::Retry
+                    && Instant::now() < deadline =>
+            {
+                println!("starting again: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("a new session on the slot: {error}"),
+        }
+    }
+}
+
 fn text(s: &str) -> Cell {
     Cell::Text(s.to_owned())
 }
@@ -410,8 +434,7 @@ async fn decodes_every_change_and_confirms_only_what_is_acknowledged() {
 
     // A new session resumes after what was acknowledged: the delete comes again, the
     // acknowledged transactions do not.
-    let session = Session::connect(&config).await.unwrap();
-    let mut stream = session.start().await.unwrap();
+    let mut stream = start_again(&config).await;
     let (_, again) = read_transactions(&mut stream, 1).await;
     assert_eq!(again[0].commit_lsn, transactions[3].commit_lsn);
     assert!(matches!(again[0].changes[..], [(_, Change::Delete { .. })]));
