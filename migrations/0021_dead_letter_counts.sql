@@ -43,7 +43,6 @@ CREATE INDEX dead_letter_counts_group_idx
 -- many statements, with no reader doing it, and a fold rewrites one key's few rows, never a
 -- topic's. A transaction under REPEATABLE READ or SERIALIZABLE only appends: SKIP LOCKED
 -- there fails on a tally another fold took since its snapshot.
---
 CREATE FUNCTION dead_letter_counts_changed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -111,9 +110,9 @@ BEGIN
 END
 $$;
 
--- Counts again from the dead letters: after a data-only restore made
--- without --disable-triggers (it counts the restored dead letters twice) or an edit with the
--- triggers disabled. It locks out writers of dead letters while it counts; run it alone (two
+-- Counts again from the dead letters: after a data-only restore made without
+-- --disable-triggers (it counts the restored dead letters twice) or an edit with the triggers
+-- disabled. It locks out writers of dead letters while it counts; run it alone (two
 -- recounts in transactions that have written dead letters would deadlock upgrading locks).
 CREATE FUNCTION dead_letter_counts_recount() RETURNS void
 LANGUAGE plpgsql AS $$
