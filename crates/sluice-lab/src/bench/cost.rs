@@ -71,9 +71,13 @@ async fn side_drain(
     side: &Side<'_>,
     tag: &str,
 ) -> Result<(Drained, u64), Failure> {
-    sqlx::raw_sql("TRUNCATE reviews")
-        .execute(&mut *conn)
-        .await?;
+    // A baseline's schema has no `reviews` before its build's first `sluice run` migrates it.
+    sqlx::raw_sql(&format!(
+        "DO $$ BEGIN IF to_regclass('{0}.reviews') IS NOT NULL THEN TRUNCATE {0}.reviews; END IF; END $$",
+        side.env.schema
+    ))
+    .execute(&mut *conn)
+    .await?;
     compare::checkpoint(conn).await;
     let only_reviews = ("STORAGE_PIPELINES", "reviews");
     if !side.scraped {

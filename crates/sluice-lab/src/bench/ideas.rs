@@ -8,10 +8,8 @@ use super::compare::{self, SOptions, SRun};
 use super::workload::Produced;
 use super::{BATCH, BIG_BATCH, Env, cost, report, writers};
 use crate::Failure;
-use anyhow::anyhow;
 use sluice_kafka::Admin;
 use sqlx::PgConnection;
-use std::path::Path;
 
 /// S medians (first crawl, second crawl) of two configurations.
 type Medians = ((f64, f64), (f64, f64));
@@ -185,23 +183,14 @@ pub(super) async fn baseline(
     env: &Env,
     admin: &Admin,
     conn: &mut PgConnection,
-    exe: &Path,
+    base_env: &Env,
 ) -> Result<report::Baseline, Failure> {
-    if !exe.is_file() {
-        return Err(Failure::config(anyhow!(
-            "--baseline-sluice {}: no such file",
-            exe.display()
-        )));
-    }
+    let exe = &base_env.sluice;
     println!(
         "== baseline: the same drain by this build and by {} ({} pairs in ABBA order, medians compared)",
         exe.display(),
         cost::COST_ROUNDS
     );
-    let base_env = Env {
-        sluice: exe.to_path_buf(),
-        ..env.clone()
-    };
     let this = cost::Side {
         label: "this",
         env,
@@ -209,7 +198,7 @@ pub(super) async fn baseline(
     };
     let base = cost::Side {
         label: "baseline",
-        env: &base_env,
+        env: base_env,
         scraped: false,
     };
     let compared = cost::compare_sides(admin, conn, &this, &base, cost::COST_ROUNDS).await?;

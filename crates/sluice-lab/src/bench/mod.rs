@@ -214,7 +214,8 @@ async fn bench(settings: &StorageSettings, args: &BenchArgs) -> Result<(), Failu
     let (work, mut conn) = Workload::prepare(&env, args).await?;
     if let (true, Some(exe)) = (args.baseline_only, &args.baseline_sluice) {
         let kafka = work.produce(settings, &env).await?;
-        ideas::baseline(&env, &kafka.admin, &mut conn, exe).await?;
+        let base_env = setup::baseline_env(settings, &env, args, exe).await?;
+        ideas::baseline(&env, &kafka.admin, &mut conn, &base_env).await?;
         kafka.admin.delete_topic(&kafka.topic2).await?;
         return setup::teardown(settings, &env, &kafka.admin, &mut conn).await;
     }
@@ -308,12 +309,16 @@ async fn sizes_only(
     println!("== record sizes through one declared sink, {pairs} drain(s) of each by each build");
     let admin = Admin::new(&settings.kafka, Duration::from_secs(30))?;
     let mut conn = sluice_postgres::connect(&env.url, "bench").await?;
+    let base_env = match &args.baseline_sluice {
+        Some(exe) => Some(setup::baseline_env(settings, env, args, exe).await?),
+        None => None,
+    };
     let table = sizes::run(
         env,
         &admin,
         &mut conn,
         pairs,
-        args.baseline_sluice.as_deref(),
+        base_env.as_ref(),
         &args.sizes_column,
     )
     .await?;
@@ -347,7 +352,10 @@ async fn measure(
     let cost = ideas::metrics_cost(env, admin, conn, args.quick).await?;
     let baseline = match &args.baseline_sluice {
         None => None,
-        Some(exe) => Some(ideas::baseline(env, admin, conn, exe).await?),
+        Some(exe) => {
+            let base_env = setup::baseline_env(settings, env, args, exe).await?;
+            Some(ideas::baseline(env, admin, conn, &base_env).await?)
+        }
     };
     let prefix = &work.config.app_prefix;
     let (latency, lat_run) = operations::latency(env, admin, conn, args, prefix).await?;

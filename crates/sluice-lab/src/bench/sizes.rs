@@ -13,7 +13,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use sluice_kafka::Admin;
 use sqlx::PgConnection;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// (records, bytes each): the sizes of issue 41's table.
@@ -52,39 +52,22 @@ pub(super) async fn run(
     admin: &Admin,
     conn: &mut PgConnection,
     pairs: usize,
-    baseline: Option<&Path>,
+    base_env: Option<&Env>,
     column: &str,
 ) -> Result<serde_json::Value, Failure> {
-    let base_env = baseline_env(env, baseline)?;
     let mut table = Vec::new();
     println!(
         "| records | size ({column}) | this rows/s | this peak RSS | baseline rows/s | baseline peak RSS | this/baseline |"
     );
     println!("|---|---|---|---|---|---|---|");
     for (count, bytes) in SIZES {
-        let size = Size::prepare(env, admin, conn, column, count, bytes).await?;
-        let (this, base) = drain_pairs(env, base_env.as_ref(), admin, conn, &size, pairs).await?;
+        let size = Size::prepare(env, base_env, admin, conn, column, count, bytes).await?;
+        let (this, base) = drain_pairs(env, base_env, admin, conn, &size, pairs).await?;
         table.push(size.row(column, &this, &base));
         admin.delete_topic(&size.topic).await?;
         let _ = std::fs::remove_file(&size.file);
     }
     Ok(serde_json::Value::Array(table))
-}
-
-/// The baseline's environment (`--baseline-sluice`): `env` with its `sluice`; an error when
-/// the file is missing.
-fn baseline_env(env: &Env, baseline: Option<&Path>) -> Result<Option<Env>, Failure> {
-    match baseline {
-        Some(exe) if !exe.is_file() => Err(Failure::config(anyhow!(
-            "--baseline-sluice {}: no such file",
-            exe.display()
-        ))),
-        Some(exe) => Ok(Some(Env {
-            sluice: exe.to_path_buf(),
-            ..env.clone()
-        })),
-        None => Ok(None),
-    }
 }
 
 /// `pairs` drains of `size` by this build and as many by the baseline (when there is one),
@@ -108,7 +91,8 @@ async fn drain_pairs(
         for is_this in order {
             let side = if is_this { Some(env) } else { base_env };
             let Some(side) = side else { continue };
-            sqlx::raw_sql(&format!("TRUNCATE {name}; CHECKPOINT"))
+            let schema = &side.schema;
+            sqlx::raw_sql(&format!("TRUNCATE {schema}.{name}; CHECKPOINT"))
                 .execute(&mut *conn)
                 .await?;
             let tag = format!("{name}-{pair}-{}", if is_this { "a" } else { "b" });
@@ -120,10 +104,11 @@ async fn drain_pairs(
 }
 
 impl Size {
-    /// The topic (produced), the table `(id, v <column>)` and the sinks file of `count`
-    /// records of `bytes` each.
+    /// The topic (produced), the table `(id, v <column>)` (in the baseline's schema too) and
+    /// the sinks file of `count` records of `bytes` each.
     async fn prepare(
         env: &Env,
+        base_env: Option<&Env>,
         admin: &Admin,
         conn: &mut PgConnection,
         column: &str,
@@ -133,11 +118,13 @@ impl Size {
         let name = format!("docs{}", bytes / 1024);
         let topic = format!("{}-{name}", env.id);
         admin.ensure_topic(&topic, 3).await?;
-        sqlx::raw_sql(&format!(
-            "CREATE TABLE {name} (id INT PRIMARY KEY, v {column} NOT NULL)"
-        ))
-        .execute(&mut *conn)
-        .await?;
+        for schema in std::iter::once(env).chain(base_env).map(|e| &e.schema) {
+            sqlx::raw_sql(&format!(
+                "CREATE TABLE {schema}.{name} (id INT PRIMARY KEY, v {column} NOT NULL)"
+            ))
+            .execute(&mut *conn)
+            .await?;
+        }
         produce(env, &topic, count, bytes).await?;
         let file = PathBuf::from(format!(".stack/bench-{}-{name}.toml", env.id));
         std::fs::write(
