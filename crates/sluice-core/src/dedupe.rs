@@ -51,7 +51,9 @@ where
     FR: Fn(&T, &T) -> bool,
 {
     let total = rows.len();
-    let mut slot_of: HashMap<K, usize> = HashMap::with_capacity(total);
+    // foldhash, seeded per map: a batch's keys are untrusted, but bounded by the batch size.
+    let mut slot_of: HashMap<K, usize, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(total, foldhash::fast::RandomState::default());
     let mut kept: Vec<T> = Vec::with_capacity(total);
     let mut superseded: Vec<Vec<T>> = Vec::with_capacity(total);
     for row in rows {

@@ -6,10 +6,9 @@
 
 use sluice_sinks::{Cell, Lookup, quote_ident, quote_table};
 use sqlx::PgConnection;
-use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::key_cache::{KeyCache, ResolveStats};
+use crate::key_cache::{Found, KeyCache, ResolveStats};
 
 /// How the looked-up value is read and written (the plan checked it fits the column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +65,7 @@ impl LookupResolver {
         &self,
         conn: &mut PgConnection,
         keys: impl IntoIterator<Item = &'k str>,
-    ) -> Result<(HashMap<String, Cell>, ResolveStats), sqlx::Error> {
+    ) -> Result<(Found<Cell>, ResolveStats), sqlx::Error> {
         let mut split = self.cache.split(keys);
         if split.missing.is_empty() {
             return Ok((split.found, split.stats));

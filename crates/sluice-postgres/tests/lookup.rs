@@ -36,10 +36,8 @@ async fn a_lookup_caches_what_it_finds_and_never_what_it_misses() {
         .resolve(&mut conn, ["com.a", "com.b", "com.a"])
         .await
         .unwrap();
-    assert_eq!(
-        found,
-        std::collections::HashMap::from([("com.a".into(), Cell::Int(1))])
-    );
+    assert_eq!(found.len(), 1);
+    assert_eq!(found.get("com.a"), Some(&Cell::Int(1)));
     assert_eq!((stats.cache_hits, stats.queried, stats.found), (0, 2, 1));
     // Registered a moment later: found at once (no negative caching); com.a from the cache.
     schema.register_apps(&["com.b".into()]).await;

@@ -25,6 +25,7 @@ mod equality;
 mod file;
 mod forms;
 mod held;
+mod keep;
 pub mod messages;
 mod model;
 mod modes;
@@ -53,6 +54,7 @@ pub use forms::{Interval, bytes_text, date_text, time_text};
 pub use held::{
     EXPIRED_HELD, HELD_ROWS, HeldStatements, LOCK_HELD, NEXT_HELD, ORPHAN_HELD, TAKE_HELD,
 };
+pub use keep::Keep;
 pub use model::{
     Bound, CdcField, ColumnMapping, ConflictPolicy, Constant, Encoding, FieldPath, Format,
     KafkaField, Lookup, OnTombstone, Sink, Source, ValueRules,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::decode::{Cell, Frame, RecordMeta, SinkDecoder, key_object};
 use super::envelope::{self, ChangeKind};
+use super::keep::Keep;
 use super::model::{Format, OnTombstone};
 use super::transcode::{Transcoded, Writer};
 use crate::messages::DecodeError;
@@ -45,7 +46,7 @@ pub struct Decoded {
     /// Its cells, shared with its rows.
     pub cells: Arc<[Cell]>,
     /// Positions of the columns left as they are in the row.
-    pub keep: Arc<[usize]>,
+    pub keep: Keep,
     /// A row whose key changed: its old key. The new row takes the values it keeps from what
     /// the old key's delete set aside, or else from the old key's row.
     pub moved_from: Option<Moved>,
@@ -74,7 +75,7 @@ impl Decoded {
         Self {
             op: RowOp::Upsert,
             cells: cells.into(),
-            keep: Arc::from([]),
+            keep: Keep::default(),
             moved_from: None,
             moving_to: None,
         }
@@ -306,7 +307,7 @@ impl SinkDecoder {
         Ok(Decoded {
             op: RowOp::Delete,
             cells: cells.into(),
-            keep: Arc::from([]),
+            keep: Keep::default(),
             moved_from: None,
             moving_to: None,
         })
@@ -347,7 +348,7 @@ impl SinkDecoder {
         Decoded {
             op: RowOp::Ignore,
             cells: vec![Cell::Null; self.width()].into(),
-            keep: Arc::from([]),
+            keep: Keep::default(),
             moved_from: None,
             moving_to: None,
         }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use super::decimal::Decimal;
 use super::decode::{Cell, SinkDecoder};
 use super::equality::Equality;
+use super::keep::Keep;
 use super::model::{ConflictPolicy, Format, Lookup};
 use super::record::{Decoded, Moved, RowOp};
 use sluice_core::dedupe::{Deduped, dedupe_by_key, later_wins};
@@ -37,7 +38,7 @@ pub struct SinkRow {
     /// What it does to its key's row.
     pub op: RowOp,
     /// The columns it leaves as they are in the row (Debezium did not read them).
-    pub keep: Arc<[usize]>,
+    pub keep: Keep,
     /// The old key (cells in key order) of a row whose key changed: the values it keeps are
     /// read from what that key's delete set aside, or else from that key's row.
     pub moved_from: Option<Moved>,
@@ -66,7 +67,7 @@ impl SinkRow {
             resolved: Vec::new(),
             keys: Vec::new(),
             op: RowOp::Upsert,
-            keep: Arc::from([]),
+            keep: Keep::default(),
             moved_from: None,
             moving_to: None,
         }
@@ -76,7 +77,7 @@ impl SinkRow {
     pub fn of(record: usize, decoded: &Decoded) -> Self {
         Self {
             op: decoded.op.clone(),
-            keep: Arc::clone(&decoded.keep),
+            keep: decoded.keep.clone(),
             moved_from: decoded.moved_from.clone(),
             moving_to: decoded.moving_to.clone(),
             ..Self::new(record, Arc::clone(&decoded.cells))
@@ -136,7 +137,11 @@ impl SinkDecoder {
     /// from the earlier row, which may yet be refused. A batch without either is one run.
     pub fn runs(&self, rows: Vec<SinkRow>) -> Vec<Vec<SinkRow>> {
         let mut runs: Vec<Vec<SinkRow>> = vec![Vec::new()];
-        let mut keys: std::collections::HashSet<Vec<KeyPart>> = std::collections::HashSet::new();
+        // Only a change event or a row that keeps a value splits a run by its key; a batch
+        // without either (the common case) builds no keys.
+        let by_key = self.format == Format::Debezium || rows.iter().any(|row| !row.keep.is_empty());
+        let mut keys: std::collections::HashSet<Vec<KeyPart>, foldhash::fast::RandomState> =
+            std::collections::HashSet::default();
         let key = |row: &SinkRow| -> Vec<KeyPart> {
             self.key
                 .iter()
@@ -150,7 +155,7 @@ impl SinkDecoder {
                 keys.clear();
                 continue;
             }
-            if row.op != RowOp::Ignore {
+            if by_key && row.op != RowOp::Ignore {
                 let key = key(&row);
                 let splits = self.format == Format::Debezium || !row.keep.is_empty();
                 if splits && keys.contains(&key) {

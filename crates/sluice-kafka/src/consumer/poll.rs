@@ -38,6 +38,7 @@ impl BatchConsumer {
             }
             match polled {
                 Some(Ok(message)) => {
+                    let headers = headers(&message);
                     let record = Record {
                         topic: message.topic().to_owned(),
                         partition: message.partition(),
@@ -45,8 +46,8 @@ impl BatchConsumer {
                         key: message.key().map(<[u8]>::to_vec),
                         payload: message.payload().map(<[u8]>::to_vec),
                         timestamp_ms: message.timestamp().to_millis(),
-                        replay_count: replay_count(&message),
-                        headers: headers(&message),
+                        replay_count: replay_count(&headers),
+                        headers,
                     };
                     bytes += record.bytes();
                     records.push(record);

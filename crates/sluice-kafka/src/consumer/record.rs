@@ -66,20 +66,19 @@ impl Record {
 /// that fails again keeps its count and cannot loop forever.
 pub const REPLAY_COUNT_HEADER: &str = "sluice-replay-count";
 
-/// The record's replay count; see [`sluice_core::dead_letter::parse_replay_count`] (an
-/// unreadable header counts as no replays left).
-pub(super) fn replay_count<M: Message>(message: &M) -> i32 {
-    use rdkafka::message::Headers;
-    let values = message.headers().into_iter().flat_map(|headers| {
-        headers
-            .iter()
-            .filter(|h| h.key == REPLAY_COUNT_HEADER)
-            .map(|h| h.value)
-    });
+/// The replay count in a record's `headers`; see
+/// [`sluice_core::dead_letter::parse_replay_count`] (an unreadable header counts as no replays
+/// left).
+pub(super) fn replay_count(headers: &[(String, Option<Vec<u8>>)]) -> i32 {
+    let values = headers
+        .iter()
+        .filter(|(name, _)| name == REPLAY_COUNT_HEADER)
+        .map(|(_, value)| value.as_deref());
     sluice_core::dead_letter::parse_replay_count(values)
 }
 
-/// A record's headers, in order (none: no allocation).
+/// A record's headers, in order (none: no allocation). librdkafka parses a message's headers
+/// on each ask, so a record's are read once.
 pub(super) fn headers<M: Message>(message: &M) -> Vec<(String, Option<Vec<u8>>)> {
     use rdkafka::message::Headers;
     message.headers().map_or_else(Vec::new, |headers| {

@@ -61,7 +61,7 @@ pub(super) async fn run(
     );
     println!("|---|---|---|---|---|---|---|");
     for (count, bytes) in SIZES {
-        let size = Size::prepare(env, base_env, admin, conn, column, count, bytes).await?;
+        let size = Size::prepare(env, base_env, admin, conn, column, (count, bytes)).await?;
         let (this, base) = drain_pairs(env, base_env, admin, conn, &size, pairs).await?;
         table.push(size.row(column, &this, &base));
         admin.delete_topic(&size.topic).await?;
@@ -112,8 +112,7 @@ impl Size {
         admin: &Admin,
         conn: &mut PgConnection,
         column: &str,
-        count: usize,
-        bytes: usize,
+        (count, bytes): (usize, usize),
     ) -> Result<Size, Failure> {
         let name = format!("docs{}", bytes / 1024);
         let topic = format!("{}-{name}", env.id);
