@@ -9,6 +9,7 @@
 //! column's scale (`1` = `1.0`), a float with `-0.0` = `0.0` (a `real` after rounding to
 //! single precision), a timestamp already rounded to the column's precision by the decoder.
 
+use smallvec::SmallVec;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -30,11 +31,11 @@ pub struct SinkRow {
     /// transaction is retried) copies no value.
     decoded: Arc<[Cell]>,
     /// The cells lookups resolved, by column position; they stand in for the decoded ones.
-    resolved: Vec<(usize, Cell)>,
+    resolved: SmallVec<[(usize, Cell); 1]>,
     /// The keys its lookups were resolved from, in lookup order (`None`: the field was absent
     /// and the column NULL; empty until resolved): a write-time foreign-key violation looks
     /// them up again.
-    pub keys: Vec<Option<String>>,
+    pub keys: SmallVec<[Option<String>; 1]>,
     /// What it does to its key's row.
     pub op: RowOp,
     /// The columns it leaves as they are in the row (Debezium did not read them).
@@ -64,8 +65,8 @@ impl SinkRow {
         Self {
             record,
             decoded: cells.into(),
-            resolved: Vec::new(),
-            keys: Vec::new(),
+            resolved: SmallVec::new(),
+            keys: SmallVec::new(),
             op: RowOp::Upsert,
             keep: Keep::default(),
             moved_from: None,
@@ -140,6 +141,12 @@ impl SinkDecoder {
         // Only a change event or a row that keeps a value splits a run by its key; a batch
         // without either (the common case) builds no keys.
         let by_key = self.format == Format::Debezium || rows.iter().any(|row| !row.keep.is_empty());
+        let moves = rows
+            .iter()
+            .any(|row| row.moving_to.is_some() || row.moved_from.is_some());
+        if !by_key && !moves {
+            return vec![rows];
+        }
         let mut keys: std::collections::HashSet<Vec<KeyPart>, foldhash::fast::RandomState> =
             std::collections::HashSet::default();
         let key = |row: &SinkRow| -> Vec<KeyPart> {

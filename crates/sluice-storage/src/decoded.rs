@@ -106,6 +106,12 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
     let mut ignored = Vec::new();
     let mut pending = Vec::new();
     let mut pending_tables = Vec::new();
+    // A fixed table's one group takes every record: room for them at once.
+    let room = if tables.fixed_sink().is_some() {
+        records.len()
+    } else {
+        0
+    };
     for (index, record) in records.iter().enumerate() {
         // A fixed table's sink is borrowed, not routed: no reference count per record.
         let routed;
@@ -135,7 +141,7 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
             },
         };
         match sink.decode(record) {
-            Ok(message) => group_of(&mut groups, sink).push((index, message)),
+            Ok(message) => group_of(&mut groups, sink, room).push((index, message)),
             Err(DecodeError::SchemaPending { schema_id }) => pending.push(schema_id),
             Err(error) => rejected.push(
                 dead_letter(record, DeadLetterKind::DecodeError, error.to_string())
@@ -187,12 +193,16 @@ fn nowhere_letter(record: &Record, route: Route) -> Option<DeadLetter> {
 /// The messages of the last group if it is `sink`'s, else of a new group: the groups are
 /// runs of consecutive records of one table, written in record order, so a batch whose
 /// records go from one table to another and back applies them in the order they came (a
-/// parent row, its child, then the parent's delete).
-fn group_of<'g>(groups: &'g mut Vec<Group>, sink: &Arc<Declared>) -> &'g mut Vec<(usize, Decoded)> {
+/// parent row, its child, then the parent's delete). A new group has room for `room` messages.
+fn group_of<'g>(
+    groups: &'g mut Vec<Group>,
+    sink: &Arc<Declared>,
+    room: usize,
+) -> &'g mut Vec<(usize, Decoded)> {
     if !groups.last().is_some_and(|g| Arc::ptr_eq(&g.sink, sink)) {
         groups.push(Group {
             sink: Arc::clone(sink),
-            messages: Vec::new(),
+            messages: Vec::with_capacity(room),
         });
     }
     let last = groups.len() - 1;

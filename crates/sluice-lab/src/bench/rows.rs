@@ -74,7 +74,7 @@ pub fn sink_rows(
             }
         }
         let mut row = SinkRow::new(i, cells);
-        row.keys = keys;
+        row.keys = keys.into();
         rows.push(row);
     }
     Ok(rows)
