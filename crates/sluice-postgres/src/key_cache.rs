@@ -52,7 +52,9 @@ impl<V: Clone + Send + Sync + 'static> KeyCache<V> {
     /// Splits `keys` (repeats counted once) into cached values and misses.
     pub(crate) fn split<'k>(&self, keys: impl IntoIterator<Item = &'k str>) -> Split<V> {
         let keys = keys.into_iter();
-        let room = keys.size_hint().0;
+        // A filtered batch's lower bound is 0; its upper bound is the batch (capped: an
+        // iterator may not know its end).
+        let room = keys.size_hint().1.unwrap_or(0).min(1 << 16);
         let mut found = HashMap::with_capacity_and_hasher(room, RandomState::default());
         let mut missing = Vec::new();
         let mut seen: HashSet<&str, RandomState> =

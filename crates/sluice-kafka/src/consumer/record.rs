@@ -77,8 +77,8 @@ pub(super) fn replay_count(headers: &[(String, Option<Vec<u8>>)]) -> i32 {
     sluice_core::dead_letter::parse_replay_count(values)
 }
 
-/// A record's headers, in order (none: no allocation). librdkafka parses a message's headers
-/// on each ask, so a record's are read once.
+/// A record's headers, in order (none: no allocation). Read once per record: each read walks
+/// them through the C interface again and copies every name and value.
 pub(super) fn headers<M: Message>(message: &M) -> Vec<(String, Option<Vec<u8>>)> {
     use rdkafka::message::Headers;
     message.headers().map_or_else(Vec::new, |headers| {
