@@ -4,7 +4,8 @@
 //! again from a new one. At the end every row is in the topic as an `r` record (some twice:
 //! the first copy's, re-sent as Debezium re-snapshots), the state says `streaming`, and a
 //! row written after the restart follows as a streamed `c`. An idle capture: heartbeats, the
-//! metrics, readiness and `sluice capture status`.
+//! metrics, readiness and `sluice capture status`. A publication that does not exist: exit 1 at
+//! the start, no slot made.
 //!
 //! sluice-test: decodes-wal (it streams slots with `sluice capture`, under deadlines):
 //! `scripts/test-all` never runs this binary beside a `floods-wal` one.
@@ -273,4 +274,36 @@ async fn an_idle_slot_moves_on_and_is_reported() {
         String::from_utf8_lossy(&gone.stdout).contains("does not exist"),
         "{gone:?}"
     );
+}
+
+/// A publication that does not exist stops the capture at its start (exit 1, naming it),
+/// before it makes a slot that would hold WAL for a stream that cannot start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_publication_stops_the_capture_before_its_slot() {
+    let Some(env) = Env::new().await else {
+        return;
+    };
+    // The table exists; its publication (`source.publication`) was never made.
+    let source = Source::create(&env, "CREATE TABLE public.items (id bigint PRIMARY KEY);").await;
+    let mut capture = source.spawn_capture(&env, "capture-no-publication", &[]);
+    let status = capture.wait(Duration::from_secs(60));
+    let log = capture.tail();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "publication {} does not exist in the source database",
+            source.publication
+        )),
+        "{log}"
+    );
+    let mut admin = sqlx::PgConnection::connect(&env.stack.database_url)
+        .await
+        .unwrap();
+    let slots: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1")
+            .bind(&source.slot)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    assert_eq!(slots, 0, "no slot was made:\n{log}");
 }

@@ -137,7 +137,6 @@ impl SinkDecoder {
     /// send it) after a row of its key does: it reads the value from what is stored, never
     /// from the earlier row, which may yet be refused. A batch without either is one run.
     pub fn runs(&self, rows: Vec<SinkRow>) -> Vec<Vec<SinkRow>> {
-        let mut runs: Vec<Vec<SinkRow>> = vec![Vec::new()];
         // Only a change event or a row that keeps a value splits a run by its key; a batch
         // without either (the common case) builds no keys.
         let by_key = self.format == Format::Debezium || rows.iter().any(|row| !row.keep.is_empty());
@@ -147,6 +146,7 @@ impl SinkDecoder {
         if !by_key && !moves {
             return vec![rows];
         }
+        let mut runs: Vec<Vec<SinkRow>> = vec![Vec::new()];
         let mut keys: std::collections::HashSet<Vec<KeyPart>, foldhash::fast::RandomState> =
             std::collections::HashSet::default();
         let key = |row: &SinkRow| -> Vec<KeyPart> {

@@ -163,32 +163,20 @@ impl Envelope {
         match change {
             Change::Insert { new, .. } => Ok(vec![event('c', None, Some(new), new)?]),
             Change::Update { old, new, .. } => {
-                let before = match old {
-                    Some(OldRow::Full(row)) => Some(row),
-                    Some(OldRow::Key(row)) => Some(row),
-                    None => None,
+                let (before, old_row) = match old {
+                    Some(OldRow::Full(row)) => (Some(row), Some(row)),
+                    Some(OldRow::Key(row)) => (None, Some(row)),
+                    None => (None, None),
                 };
-                match before {
-                    Some(old_row) if is_key_change(shape, old_row, new) => {
-                        let new = with_old_key_cells(shape, old_row, new);
+                let new = match old_row {
+                    Some(old_row) => with_unsent_cells(shape, old, old_row, new),
+                    None => new.clone(),
+                };
+                match old_row {
+                    Some(old_row) if is_key_change(shape, old_row, &new) => {
                         self.key_change(shape, old, old_row, &new, at, now)
                     }
-                    _ => {
-                        let before = match old {
-                            Some(OldRow::Full(row)) => Some(row),
-                            _ => None,
-                        };
-                        let new = match before.or(match old {
-                            Some(OldRow::Key(row)) => Some(row),
-                            _ => None,
-                        }) {
-                            Some(old_row) if old_row.len() == new.len() => {
-                                with_old_key_cells(shape, old_row, new)
-                            }
-                            _ => new.clone(),
-                        };
-                        Ok(vec![event('u', before, Some(&new), &new)?])
-                    }
+                    _ => Ok(vec![event('u', before, Some(&new), &new)?]),
                 }
             }
             Change::Delete { old, .. } => {
@@ -503,12 +491,27 @@ fn is_key_change(shape: &TableShape, old: &Tuple, new: &Tuple) -> bool {
             .any(|&at| new[at] != Cell::UnchangedToast && new[at] != old[at])
 }
 
-/// `new` with its unsent key cells (unchanged out-of-line values) taken from `old`.
-fn with_old_key_cells(shape: &TableShape, old: &Tuple, new: &Tuple) -> Tuple {
+/// `new` with the out-of-line values it did not send (unchanged by the UPDATE) taken from
+/// the old row where pgoutput sent them: every column under identity `FULL` (PostgreSQL logs
+/// the whole old row, its out-of-line values inlined), else the key's columns. A cell the old
+/// row does not hold either stays unsent (`__debezium_unavailable_value`).
+fn with_unsent_cells(
+    shape: &TableShape,
+    old: &Option<OldRow>,
+    old_row: &Tuple,
+    new: &Tuple,
+) -> Tuple {
     let mut new = new.clone();
-    for &at in &shape.key {
-        if new[at] == Cell::UnchangedToast {
-            new[at] = old[at].clone();
+    if old_row.len() != new.len() {
+        return new;
+    }
+    let full = matches!(old, Some(OldRow::Full(_)));
+    for at in 0..new.len() {
+        if new[at] == Cell::UnchangedToast
+            && old_row[at] != Cell::UnchangedToast
+            && (full || shape.key.contains(&at))
+        {
+            new[at] = old_row[at].clone();
         }
     }
     new

@@ -102,7 +102,7 @@ impl TableShape {
     /// The shape of `relation` under topic prefix `prefix`, with `catalog[i]` describing
     /// `relation.columns[i]` (the caller reads it when a Relation message arrives).
     pub fn new(prefix: &str, relation: &Relation, catalog: &[ColumnCatalog]) -> TableShape {
-        let topic = format!("{prefix}.{}.{}", relation.schema, relation.table);
+        let topic = topic_name(prefix, &relation.schema, &relation.table);
         let fallback = ColumnCatalog {
             optional: true,
             default: None,
@@ -213,4 +213,54 @@ fn quoted(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     push_string(&mut out, text);
     out
+}
+
+/// The topic of `schema.table` under `prefix`, as Debezium names it: each character Kafka does
+/// not allow in a topic name (anything but ASCII letters, digits, `.`, `_` and `-`) becomes
+/// `_`, one per UTF-16 unit as Debezium's Java counts them (`"Order Items"` →
+/// `Order_Items`). Two tables whose names differ only there share a topic, as with Debezium.
+pub fn topic_name(prefix: &str, schema: &str, table: &str) -> String {
+    let name = format!("{prefix}.{schema}.{table}");
+    if name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return name;
+    }
+    let mut topic = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            topic.push(c);
+        } else {
+            topic.extend(std::iter::repeat_n('_', c.len_utf16()));
+        }
+    }
+    tracing::warn!(
+        table = %format!("{schema}.{table}"),
+        topic = %topic,
+        "the table's name is not a valid topic name; its characters Kafka refuses became '_'"
+    );
+    topic
+}
+
+#[cfg(test)]
+mod tests {
+    use super::topic_name;
+
+    #[test]
+    fn a_table_name_kafka_refuses_becomes_debeziums_topic_name() {
+        assert_eq!(topic_name("dbz", "public", "items"), "dbz.public.items");
+        assert_eq!(
+            topic_name("dbz", "public", "Order-Items_2.v1"),
+            "dbz.public.Order-Items_2.v1"
+        );
+        assert_eq!(
+            topic_name("dbz", "public", "Order Items"),
+            "dbz.public.Order_Items"
+        );
+        assert_eq!(topic_name("dbz", "my schema", "a/b"), "dbz.my_schema.a_b");
+        // One `_` per UTF-16 unit, as Debezium's Java counts them: é is one, 🦀 two.
+        assert_eq!(topic_name("dbz", "public", "café"), "dbz.public.caf_");
+        assert_eq!(topic_name("dbz", "public", "x🦀"), "dbz.public.x__");
+    }
 }

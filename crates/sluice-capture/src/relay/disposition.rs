@@ -39,6 +39,8 @@ impl RelayError {
                 SnapshotError::Encode(_) | SnapshotError::Value { .. } => Disposition::Fatal,
             },
             RelayError::Busy { .. } => Disposition::Retry,
+            // Until an operator creates it.
+            RelayError::NoPublication { .. } => Disposition::Fatal,
         }
     }
 }

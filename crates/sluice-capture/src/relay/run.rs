@@ -86,6 +86,15 @@ pub enum RelayError {
     /// The initial snapshot stopped.
     #[error(transparent)]
     Snapshot(#[from] crate::snapshot::SnapshotError),
+    /// `CAPTURE_PUBLICATION` names no publication of the source database: checked before the
+    /// slot is made, so a slot never waits (holding WAL) for a stream that cannot start.
+    #[error(
+        "publication {publication} does not exist in the source database (CAPTURE_PUBLICATION); create it with CREATE PUBLICATION {publication} FOR TABLE …"
+    )]
+    NoPublication {
+        /// `CAPTURE_PUBLICATION`.
+        publication: String,
+    },
 }
 
 /// What the relay did until it stopped.

@@ -88,6 +88,7 @@ async fn session(
     stop: &CancellationToken,
 ) -> Result<RelayReport, RelayError> {
     let mut catalog = lock_slot(settings).await?;
+    publication_exists(settings, &mut catalog).await?;
     outbox_tables_exist(settings, &mut catalog).await?;
     let state = match &settings.snapshot {
         Some(topic) => Some(snapshot_state(settings, topic, producer, &mut catalog).await?),
@@ -268,6 +269,31 @@ async fn snapshot_state(
 
 /// Every table of `CAPTURE_OUTBOX_TABLES` exists: a mistyped name would relay that table's
 /// rows as change events (or never see them), silently.
+/// The publication exists (a missing one would otherwise show only when the first change is
+/// decoded, after the slot was made and its snapshot recorded as complete).
+async fn publication_exists(
+    settings: &CaptureSettings,
+    catalog: &mut sqlx::PgConnection,
+) -> Result<(), RelayError> {
+    let publication = settings.source.publication();
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)")
+            .bind(publication)
+            .fetch_one(&mut *catalog)
+            .await
+            .map_err(|source| RelayError::Catalog {
+                table: format!("publication {publication}"),
+                source,
+            })?;
+    if exists {
+        Ok(())
+    } else {
+        Err(RelayError::NoPublication {
+            publication: publication.to_owned(),
+        })
+    }
+}
+
 async fn outbox_tables_exist(
     settings: &CaptureSettings,
     catalog: &mut sqlx::PgConnection,

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod enum_array;
+mod full_identity;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sluice-cli/tests/data/debezium")
