@@ -196,6 +196,10 @@ async fn each_invalid_setting_exits_2_naming_the_variable_and_consumes_nothing()
         ("STORAGE_PIPELINES", "reviews,payments"),
         ("DATABASE_URL", "postgres//nohost"),
         ("STORAGE_POLL_TIMEOUT_MS", "1s"),
+        // A per-pipeline override of no pipeline (a typo) is refused, not ignored.
+        ("STORAGE_WRITERS_REVEIWS", "4"),
+        ("SLUICE_LOG_FORMAT", "xml"),
+        ("RUST_LOG", "info,==bad"),
     ];
     for (name, value) in cases {
         let out = env.output(&["run"], &[(name, value)]);

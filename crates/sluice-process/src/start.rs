@@ -6,11 +6,15 @@ use std::process::ExitCode;
 /// The start of every sluice binary: a `.env` file in the working directory fills in the
 /// variables the process environment does not set (the environment wins; read before the
 /// arguments, whose defaults read variables), then the arguments, then logging. An
-/// unreadable `.env` is exit 2 naming `program`.
+/// unreadable `.env`, or a `SLUICE_LOG_FORMAT` or `RUST_LOG` logging cannot use, is exit 2
+/// naming `program`.
 pub fn start<C: clap::Parser>(program: &str) -> Result<C, ExitCode> {
     let env_file = env_file::load();
     let cli = C::parse();
-    logging::init();
+    if let Err(error) = logging::init() {
+        eprintln!("{program}: error: {error}");
+        return Err(ExitCode::from(2));
+    }
     match env_file {
         Ok(Some(path)) => tracing::debug!(path = %path.display(), "loaded .env"),
         Ok(None) => {}

@@ -214,6 +214,7 @@ impl StorageSettings {
         let kafka = KafkaClientSettings::from_vars(lookup, var_names.iter().copied())?;
         let database_url = DATABASE_URL.read(&env)?;
         let (pipelines, writers) = pipelines::read(&env)?;
+        pipelines::no_stray_overrides(&env, var_names.iter().copied())?;
         let auto_offset_reset = AUTO_OFFSET_RESET.read(&env)?;
         let poll_timeout = POLL_TIMEOUT.read(&env)?;
         let max_poll_interval = MAX_POLL_INTERVAL.read(&env)?;

@@ -118,6 +118,38 @@ pub(super) fn read(env: &EnvReader<'_>) -> Result<(Vec<PipelineSettings>, usize)
     Ok((pipelines, shared_writers))
 }
 
+/// A `STORAGE_WRITERS_<X>` or `STORAGE_MAX_POLL_RECORDS_<X>` whose `<X>` names no pipeline is
+/// an error: a typo (`STORAGE_WRITERS_REVEIWS`), or a mapping file's sink, would otherwise be
+/// ignored without a word. `names` are the environment's variable names.
+pub(super) fn no_stray_overrides<'a>(
+    env: &EnvReader<'_>,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<(), SettingsError> {
+    for name in names {
+        for shared in [WRITERS.name, MAX_POLL_RECORDS.name] {
+            let Some(suffix) = name
+                .strip_prefix(shared)
+                .and_then(|rest| rest.strip_prefix('_'))
+            else {
+                continue;
+            };
+            if !PipelineKind::ALL.iter().any(|k| k.env_suffix() == suffix) {
+                return Err(SettingsError::invalid(
+                    name,
+                    &env.raw(name).unwrap_or_default(),
+                    &format!(
+                        "a per-pipeline override {shared}_<PIPELINE> with <PIPELINE> one of {} \
+                         (a mapping file's sink takes {} and its own batch_size)",
+                        PipelineKind::ALL.map(PipelineKind::env_suffix).join(", "),
+                        WRITERS.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Comma-separated pipeline names, each once; unset, every pipeline.
 #[derive(Debug)]
 pub struct PipelineList;

@@ -107,6 +107,32 @@ fn writers_precedence_is_pipeline_then_shared_then_builtin() {
 }
 
 #[test]
+fn a_per_pipeline_override_of_no_pipeline_is_refused() {
+    for name in [
+        "STORAGE_WRITERS_REVEIWS",
+        "STORAGE_WRITERS_MY_SINK",
+        "STORAGE_MAX_POLL_RECORDS_NOSUCH",
+    ] {
+        assert_eq!(failing_variable(&[(name, "4")]), name);
+    }
+    let error = settings(&[("STORAGE_WRITERS_MY_SINK", "4")]).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("APP_STATS, REVIEWS, NETWORK_METRICS"),
+        "{error}"
+    );
+    // The real ones still apply.
+    let s = settings(&[
+        ("STORAGE_WRITERS_NETWORK_METRICS", "1"),
+        ("STORAGE_MAX_POLL_RECORDS_APP_STATS", "7"),
+    ])
+    .unwrap();
+    assert_eq!(s.pipelines[2].writers, 1);
+    assert_eq!(s.pipelines[0].batch_size, 7);
+}
+
+#[test]
 fn subset_and_prefix() {
     let s = settings(&[
         ("STORAGE_PIPELINES", " reviews ,reviews"),
