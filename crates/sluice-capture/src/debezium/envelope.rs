@@ -494,7 +494,7 @@ fn is_key_change(shape: &TableShape, old: &Tuple, new: &Tuple) -> bool {
 /// `new` with the out-of-line values it did not send (unchanged by the UPDATE) taken from
 /// the old row where pgoutput sent them: every column under identity `FULL` (PostgreSQL logs
 /// the whole old row, its out-of-line values inlined), else the key's columns. A cell the old
-/// row does not hold either stays unsent (`__debezium_unavailable_value`).
+/// row does not hold (NULL or unsent there too) stays unsent (`__debezium_unavailable_value`).
 fn with_unsent_cells(
     shape: &TableShape,
     old: &Option<OldRow>,
@@ -507,8 +507,12 @@ fn with_unsent_cells(
     }
     let full = matches!(old, Some(OldRow::Full(_)));
     for at in 0..new.len() {
+        // NULL in the old row is no value of an unchanged out-of-line column: an old tuple
+        // marked whole may still hold only a key (a partitioned table published by a FULL
+        // root, its partition logged under its own identity), and Debezium, too, fills only
+        // from a non-null old value.
         if new[at] == Cell::UnchangedToast
-            && old_row[at] != Cell::UnchangedToast
+            && !matches!(old_row[at], Cell::UnchangedToast | Cell::Null)
             && (full || shape.key.contains(&at))
         {
             new[at] = old_row[at].clone();

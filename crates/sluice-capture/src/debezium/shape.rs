@@ -215,26 +215,30 @@ fn quoted(text: &str) -> String {
     out
 }
 
+/// The longest topic name Kafka takes.
+const MAX_TOPIC_NAME: usize = 249;
+
 /// The topic of `schema.table` under `prefix`, as Debezium names it: each character Kafka does
 /// not allow in a topic name (anything but ASCII letters, digits, `.`, `_` and `-`) becomes
 /// `_`, one per UTF-16 unit as Debezium's Java counts them (`"Order Items"` →
-/// `Order_Items`). Two tables whose names differ only there share a topic, as with Debezium.
+/// `Order_Items`), and a name longer than Kafka's 249 characters is cut there. Two tables
+/// whose names differ only there share a topic, as with Debezium.
 pub fn topic_name(prefix: &str, schema: &str, table: &str) -> String {
     let name = format!("{prefix}.{schema}.{table}");
-    if name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-    {
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.len() <= MAX_TOPIC_NAME && name.chars().all(valid) {
         return name;
     }
     let mut topic = String::with_capacity(name.len());
     for c in name.chars() {
-        if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+        if valid(c) {
             topic.push(c);
         } else {
             topic.extend(std::iter::repeat_n('_', c.len_utf16()));
         }
     }
+    // ASCII only now: one byte per character.
+    topic.truncate(MAX_TOPIC_NAME);
     tracing::warn!(
         table = %format!("{schema}.{table}"),
         topic = %topic,
@@ -262,5 +266,9 @@ mod tests {
         // One `_` per UTF-16 unit, as Debezium's Java counts them: é is one, 🦀 two.
         assert_eq!(topic_name("dbz", "public", "café"), "dbz.public.caf_");
         assert_eq!(topic_name("dbz", "public", "x🦀"), "dbz.public.x__");
+        // Cut at Kafka's 249 characters, as Debezium does.
+        let long = topic_name(&"p".repeat(200), "public", &"t".repeat(63));
+        assert_eq!(long.len(), 249);
+        assert!(long.starts_with(&format!("{}.public.tttt", "p".repeat(200))));
     }
 }

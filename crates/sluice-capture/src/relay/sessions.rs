@@ -267,8 +267,6 @@ async fn snapshot_state(
     Ok(state)
 }
 
-/// Every table of `CAPTURE_OUTBOX_TABLES` exists: a mistyped name would relay that table's
-/// rows as change events (or never see them), silently.
 /// The publication exists (a missing one would otherwise show only when the first change is
 /// decoded, after the slot was made and its snapshot recorded as complete).
 async fn publication_exists(
@@ -294,6 +292,8 @@ async fn publication_exists(
     }
 }
 
+/// Every table of `CAPTURE_OUTBOX_TABLES` exists: a mistyped name would relay that table's
+/// rows as change events (or never see them), silently.
 async fn outbox_tables_exist(
     settings: &CaptureSettings,
     catalog: &mut sqlx::PgConnection,

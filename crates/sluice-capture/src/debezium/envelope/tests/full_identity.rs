@@ -95,3 +95,21 @@ fn without_the_full_old_row_the_value_stays_unavailable() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(after_of(&records[0])["big"], UNAVAILABLE);
 }
+
+#[test]
+fn an_old_row_marked_whole_but_holding_only_the_key_fills_nothing() {
+    // A partitioned table published by its FULL root: pgoutput marks the old tuple whole
+    // ('O') by the root's identity, but the partition logged only its key (DEFAULT).
+    let (envelope, shape) = items();
+    let (at, now) = at_of("02-update-id2-toast-placeholder");
+    let change = Change::Update {
+        relation: relation(),
+        old: Some(OldRow::Full(key_only("2"))),
+        new: row_2_updated("3", "moved"),
+    };
+    let records = envelope
+        .records(&shape, &change, &at, now)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(records.len(), 3, "d, tombstone, c");
+    assert_eq!(after_of(&records[2])["big"], UNAVAILABLE, "never null");
+}
