@@ -200,6 +200,7 @@ async fn each_invalid_setting_exits_2_naming_the_variable_and_consumes_nothing()
         ("STORAGE_WRITERS_REVEIWS", "4"),
         ("SLUICE_LOG_FORMAT", "xml"),
         ("RUST_LOG", "info,==bad"),
+        ("STORAGE_HEARTBEAT_DIR", "/proc/no-such-heartbeat-dir"),
     ];
     for (name, value) in cases {
         let out = env.output(&["run"], &[(name, value)]);

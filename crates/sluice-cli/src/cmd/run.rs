@@ -35,7 +35,7 @@ pub fn settings_help() -> String {
 
 /// Entry point: migrations, then the pipelines until a signal or a failure.
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
-    let pipelines = Pipelines::load(args.sinks.as_deref())?;
+    let pipelines = with_usable_heartbeat_dir(Pipelines::load(args.sinks.as_deref())?)?;
     let names: Vec<String> = pipelines
         .names()?
         .into_iter()
@@ -195,4 +195,14 @@ pub(super) fn registry_subjects(
         )));
     }
     Ok(())
+}
+
+/// A heartbeat directory that cannot be made or opened is a setting to fix (exit 2), found
+/// before anything is consumed; a write failing later (a full disk) only makes `sluice health`
+/// fail while ingestion goes on.
+fn with_usable_heartbeat_dir(pipelines: Pipelines) -> Result<Pipelines, Failure> {
+    let dir = &pipelines.settings.heartbeat_dir;
+    sluice_storage::heartbeat::prepare_dir(std::path::Path::new(dir))
+        .map_err(|e| Failure::config(anyhow!("STORAGE_HEARTBEAT_DIR={dir:?}: {e}")))?;
+    Ok(pipelines)
 }
