@@ -4,7 +4,7 @@ use super::pipelines::Pipelines;
 use anyhow::anyhow;
 use clap::Args;
 use sluice_process::Failure;
-use sluice_storage::settings::variables;
+use sluice_storage::settings::{HEARTBEAT_DIR, variables};
 use sluice_storage::{Pipeline, StorageMetrics, Unplanned, plan_pipelines, run_selected};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -197,12 +197,17 @@ pub(super) fn registry_subjects(
     Ok(())
 }
 
-/// A heartbeat directory that cannot be made or opened is a setting to fix (exit 2), found
-/// before anything is consumed; a write failing later (a full disk) only makes `sluice health`
-/// fail while ingestion goes on.
+/// A heartbeat directory set by `STORAGE_HEARTBEAT_DIR` that cannot be made or opened is a
+/// setting to fix (exit 2), found before anything is consumed. The default one may be
+/// unusable where nothing reads heartbeat files (a read-only root file system probed over
+/// HTTP, whose readiness does not read them): a warning, as a write failing later is.
 fn with_usable_heartbeat_dir(pipelines: Pipelines) -> Result<Pipelines, Failure> {
-    let dir = &pipelines.settings.heartbeat_dir;
-    sluice_storage::heartbeat::prepare_dir(std::path::Path::new(dir))
-        .map_err(|e| Failure::config(anyhow!("STORAGE_HEARTBEAT_DIR={dir:?}: {e}")))?;
+    let (dir, variable) = (&pipelines.settings.heartbeat_dir, HEARTBEAT_DIR.name);
+    if let Err(error) = sluice_storage::heartbeat::prepare_dir(std::path::Path::new(dir)) {
+        if std::env::var(variable).is_ok_and(|v| !v.trim().is_empty()) {
+            return Err(Failure::config(anyhow!("{variable}={dir:?}: {error}")));
+        }
+        tracing::warn!(%error, "the default heartbeat directory cannot be used: `sluice health` will fail (set {variable})");
+    }
     Ok(pipelines)
 }

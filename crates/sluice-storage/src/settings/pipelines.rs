@@ -126,6 +126,10 @@ pub(super) fn no_stray_overrides<'a>(
     names: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), SettingsError> {
     for name in names {
+        // An empty value counts as unset, here as everywhere.
+        if env.raw(name).is_none_or(|value| value.trim().is_empty()) {
+            continue;
+        }
         for shared in [WRITERS.name, MAX_POLL_RECORDS.name] {
             let Some(suffix) = name
                 .strip_prefix(shared)

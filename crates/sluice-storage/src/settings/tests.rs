@@ -122,6 +122,8 @@ fn a_per_pipeline_override_of_no_pipeline_is_refused() {
             .contains("APP_STATS, REVIEWS, NETWORK_METRICS"),
         "{error}"
     );
+    // An empty value counts as unset.
+    assert!(settings(&[("STORAGE_WRITERS_MY_SINK", "")]).is_ok());
     // The real ones still apply.
     let s = settings(&[
         ("STORAGE_WRITERS_NETWORK_METRICS", "1"),
