@@ -147,6 +147,16 @@ impl Table {
                 column.insert_only = !guard && rng.random_bool(0.2);
             }
         }
+        // An explicit always-update needs a column to update (sluice refuses the mapping
+        // otherwise): the first non-key column stays updatable, and a table of key columns
+        // alone ignores its repeats.
+        let mut policy = policy;
+        if policy == Policy::AlwaysUpdate && columns[key_len..].iter().all(|c| c.insert_only) {
+            match columns.get_mut(key_len) {
+                Some(column) => column.insert_only = false,
+                None => policy = Policy::InsertIgnore,
+            }
+        }
         let pool_size = if key_len == 2 { 3 } else { 6 };
         let key_pools = key
             .iter()
