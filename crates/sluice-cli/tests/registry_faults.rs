@@ -196,10 +196,58 @@ async fn outage<F>(case: &Case, label: &str, fault: F, before: usize) {
             (committed == end).then_some(())
         },
     );
+    no_new_dead_letter(case, label, &run).await;
     run.signal("TERM");
     assert!(
         run.wait(Duration::from_secs(60)).success(),
         "{}",
+        run.tail()
+    );
+}
+
+/// Fails at once when the outage `label` dead-lettered a record (three were before it). The
+/// first line of a CI failure's output is all that is sure to be read: the reason, what the
+/// registry says of that id now and the process's schema events go on one line, first.
+async fn no_new_dead_letter(case: &Case, label: &str, run: &support::Running) {
+    let dead = case.dead_letters().await;
+    if dead.len() == 3 {
+        return;
+    }
+    let (url, _) = registry().expect("checked by the caller");
+    let ids: std::collections::BTreeSet<i32> = run
+        .events_named("schema fetched from the registry")
+        .iter()
+        .filter_map(|event| event["schema_id"].as_i64())
+        .filter_map(|id| i32::try_from(id).ok())
+        .collect();
+    let now: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            let status = ureq::get(&format!("{url}/schemas/ids/{id}"))
+                .call()
+                .map_or_else(|e| e.to_string(), |r| r.status().to_string());
+            format!("id {id}: {status}")
+        })
+        .collect();
+    let reasons: Vec<String> = dead
+        .iter()
+        .skip(3)
+        .map(|d| format!("{}: {}", d.1, d.3))
+        .collect();
+    let refused: Vec<String> = run
+        .events_named("schema refused: its records are dead-lettered")
+        .iter()
+        .map(|event| event["error"].to_string())
+        .collect();
+    eprintln!(
+        "DIAGNOSIS {label}: {} new dead letter(s), first {:?}; refused by the process: \
+         {refused:?}; the registry now: {now:?}; the process fetched {ids:?}",
+        reasons.len(),
+        reasons.first()
+    );
+    panic!(
+        "{label}: the outage dead-lettered {} record(s): {reasons:?}\n{}",
+        reasons.len(),
         run.tail()
     );
 }
