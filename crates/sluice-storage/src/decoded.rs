@@ -37,6 +37,8 @@ pub struct DecodedBatch {
     pub pending: Vec<i32>,
     /// Tables to plan before the batch can be decoded (sorted, each once).
     pub pending_tables: Vec<PendingTable>,
+    /// How many plans its tables had replaced when it was decoded ([`Tables::refresh`]).
+    pub generation: u64,
 }
 
 impl DecodedBatch {
@@ -89,6 +91,7 @@ impl DecodedBatch {
                 .collect(),
             pending: self.pending.clone(),
             pending_tables: self.pending_tables.clone(),
+            generation: self.generation,
         }
     }
 
@@ -106,16 +109,15 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
     let mut ignored = Vec::new();
     let mut pending = Vec::new();
     let mut pending_tables = Vec::new();
+    // Read before the sinks: a plan replaced meanwhile makes the batch decoded again.
+    let generation = tables.generation();
     // A fixed table's one group takes every record: room for them at once.
-    let room = if tables.fixed_sink().is_some() {
-        records.len()
-    } else {
-        0
-    };
+    let fixed = tables.fixed_sink();
+    let room = if fixed.is_some() { records.len() } else { 0 };
     for (index, record) in records.iter().enumerate() {
         // A fixed table's sink is borrowed, not routed: no reference count per record.
         let routed;
-        let sink = match tables.fixed_sink() {
+        let sink = match &fixed {
             Some(fixed) => fixed,
             None => match tables.route(record) {
                 Route::To(sink) => {
@@ -156,6 +158,7 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
             ignored,
             pending,
             pending_tables,
+            generation,
         };
     }
     pending.sort_unstable();
@@ -168,6 +171,7 @@ pub fn decode_batch(tables: &Tables, records: &[Record]) -> DecodedBatch {
         ignored: Vec::new(),
         pending,
         pending_tables,
+        generation,
     }
 }
 
@@ -271,6 +275,7 @@ mod tests {
             ignored: vec![3],
             pending: Vec::new(),
             pending_tables: Vec::new(),
+            generation: 0,
         };
         let kept = decoded.kept(&records, &[2, 3, 4]);
         let messages: Vec<Vec<(usize, usize)>> = kept

@@ -70,6 +70,9 @@ struct Resolver {
 /// A validated sink ready to run.
 #[derive(Debug)]
 pub struct Declared {
+    /// The sink as planned (its columns filled in): planned again when its table changes.
+    sink: Sink,
+    cache_ttl: Duration,
     plan: SinkPlan,
     /// The table, shared by its dead letters and metrics.
     table: Arc<str>,
@@ -109,6 +112,8 @@ impl Declared {
             });
         }
         Ok(Self {
+            sink: sink.clone(),
+            cache_ttl,
             table: Arc::from(plan.table.as_str()),
             plan,
             decoder,
@@ -158,6 +163,16 @@ impl Declared {
     /// The plan it runs.
     pub fn plan(&self) -> &SinkPlan {
         &self.plan
+    }
+
+    /// The sink it was planned from.
+    pub fn sink(&self) -> &Sink {
+        &self.sink
+    }
+
+    /// How long its lookups cache a found key.
+    pub fn cache_ttl(&self) -> Duration {
+        self.cache_ttl
     }
 
     /// The top-level record fields (a change event's row-image fields) its columns read.

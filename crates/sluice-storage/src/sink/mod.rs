@@ -8,9 +8,11 @@
 //! isolation of a row that breaks a constraint at write time.
 
 mod declared;
+mod refresh;
 mod tables;
 
 pub use declared::{Declared, DeclaredError};
+pub use refresh::Refresh;
 pub use tables::{MISSING_FOR, PendingTable, Route, Tables, UNKNOWN_TABLE, UNROUTED};
 
 use sluice_core::DeadLetterKind;

@@ -7,6 +7,7 @@
 //! other tables go on; after that it is looked up again, so a table created later is written
 //! from then on (`sluice dlq replay --kind unknown_table` brings back what came before).
 
+use super::refresh::Refreshed;
 use super::{Declared, DeclaredError};
 use regex::Regex;
 use sluice_kafka::Record;
@@ -70,11 +71,14 @@ pub struct Tables {
     name: String,
     routes: Routes,
     registry: Option<Registry>,
+    /// Tables planned again when the catalog changed under them (`refresh.rs`).
+    pub(super) refreshed: Refreshed,
 }
 
 #[derive(Debug)]
 enum Routes {
-    Fixed(Arc<Declared>),
+    /// One table: its sink, replaced when its table changes under it.
+    Fixed(RwLock<Arc<Declared>>),
     Sets(Box<TableSets>),
 }
 
@@ -115,7 +119,8 @@ impl Tables {
         Self {
             name: sink.name().to_owned(),
             registry: sink.registry().cloned(),
-            routes: Routes::Fixed(Arc::new(sink)),
+            routes: Routes::Fixed(RwLock::new(Arc::new(sink))),
+            refreshed: Refreshed::default(),
         }
     }
 
@@ -164,6 +169,7 @@ impl Tables {
         Ok(Self {
             name: sink.name.clone(),
             registry,
+            refreshed: Refreshed::default(),
             routes: Routes::Sets(Box::new(TableSets {
                 reads_value,
                 reads_key,
@@ -195,10 +201,12 @@ impl Tables {
         self.registry.as_ref()
     }
 
-    /// The one table's sink of a fixed sink.
-    pub fn fixed_sink(&self) -> Option<&Arc<Declared>> {
+    /// The one table's sink of a fixed sink, as it is now.
+    pub fn fixed_sink(&self) -> Option<Arc<Declared>> {
         match &self.routes {
-            Routes::Fixed(sink) => Some(sink),
+            Routes::Fixed(sink) => Some(Arc::clone(
+                &sink.read().unwrap_or_else(PoisonError::into_inner),
+            )),
             Routes::Sets(_) => None,
         }
     }
@@ -206,7 +214,11 @@ impl Tables {
     /// Where `record` goes.
     pub fn route(&self, record: &Record) -> Route {
         let sets = match &self.routes {
-            Routes::Fixed(sink) => return Route::To(Arc::clone(sink)),
+            Routes::Fixed(sink) => {
+                return Route::To(Arc::clone(
+                    &sink.read().unwrap_or_else(PoisonError::into_inner),
+                ));
+            }
             Routes::Sets(sets) => sets,
         };
         let (index, set) = match sets.choose(record) {
@@ -241,6 +253,47 @@ impl Tables {
                 Route::Unknown(Some(Arc::from(table.as_str())), reason)
             }
             _ => Route::Plan(PendingTable { set: index, table }),
+        }
+    }
+
+    /// The sinks planned now for `table`, each with where it is kept (`None`: the fixed
+    /// table; else the set of the routes that planned it).
+    pub(super) fn planned_for(&self, table: &str) -> Vec<(Option<usize>, Arc<Declared>)> {
+        match &self.routes {
+            Routes::Fixed(_) => self
+                .fixed_sink()
+                .filter(|sink| sink.table().as_ref() == table)
+                .map(|sink| (None, sink))
+                .into_iter()
+                .collect(),
+            Routes::Sets(sets) => sets
+                .sets
+                .iter()
+                .enumerate()
+                .filter_map(|(index, set)| match set.known(table) {
+                    Some(Known::Ready(sink)) => Some((Some(index), sink)),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Puts `sink` where [`Self::planned_for`] found its table's sink (`at`).
+    pub(super) fn replace(&self, at: Option<usize>, sink: Declared) {
+        let sink = Arc::new(sink);
+        match (&self.routes, at) {
+            (Routes::Fixed(fixed), _) => {
+                *fixed.write().unwrap_or_else(PoisonError::into_inner) = sink;
+            }
+            (Routes::Sets(sets), Some(index)) => {
+                if let Some(set) = sets.sets.get(index) {
+                    set.known
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(sink.table().to_string(), Known::Ready(sink));
+                }
+            }
+            (Routes::Sets(_), None) => {}
         }
     }
 

@@ -9,6 +9,7 @@ use super::schemas::sleep_or_stop;
 use crate::batch::{DecodedBatch, decode_batch};
 use crate::error::PipelineError;
 use crate::heartbeat::WriterLiveness;
+use crate::sink::Refresh;
 use sluice_kafka::Record;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +29,8 @@ impl Writer<'_> {
                     .await?
             } else if !decoded.pending.is_empty() {
                 self.with_schemas(decoded, records, stop, liveness).await?
+            } else if self.refreshed(&decoded).await {
+                Some(decode_batch(self.sink, records))
             } else {
                 return Ok(Some(decoded));
             };
@@ -36,6 +39,28 @@ impl Writer<'_> {
                 None => return Ok(None),
             }
         }
+    }
+
+    /// Whether `decoded` must be decoded again because a table's plan changed
+    /// (`sink/refresh.rs`). A database that cannot be reached now leaves the batch as it was
+    /// decoded: storing it meets the same database, and retries it there.
+    async fn refreshed(&mut self, decoded: &DecodedBatch) -> bool {
+        let sink = self.sink;
+        let tables = match sink.refresh_of(decoded) {
+            Refresh::Nothing => return false,
+            Refresh::DecodeAgain => return true,
+            Refresh::Check(tables) => tables,
+        };
+        let replanned = match self.connection().await {
+            Ok(conn) => sink.replan(conn, &tables).await,
+            Err(error) => Err(error),
+        };
+        replanned.unwrap_or_else(|error| {
+            tracing::warn!(pipeline = %self.pipeline.name, writer = self.index, %error,
+                "cannot read the catalog for a table's new limits; the batch goes on as decoded");
+            self.forget_connection();
+            false
+        })
     }
 
     /// The batch decoded again once `tables` are planned; `Ok(None)`: stopped first.

@@ -1,0 +1,156 @@
+//! A table altered under a running sink without breaking its statement (docs/sinks.md#limits-from-the-catalog):
+//! a column widened (`varchar(16)` → `varchar(32)`, `int4` → `int8`, a numeric's precision),
+//! an enum given a label, a `NOT NULL` dropped. The decoder checks records against the limits
+//! the catalog had when the table was planned, and PostgreSQL never refuses the statement, so
+//! nothing would tell the sink: records the table now takes would be dead-lettered until a
+//! restart.
+//!
+//! So a batch in which a table's sink refused a record (a decode error) has that table planned
+//! again from the catalog — at most once a second per pipeline, as a topic of bad records
+//! must not cost a catalog read per batch. A plan that changed replaces the old one for every
+//! writer, and the batch is decoded again with it; a batch decoded before another writer
+//! replaced a plan is decoded again too. A table that can no longer take the sink keeps its
+//! old plan: its statement fails and stops the pipeline, as for any table changed that way.
+
+use super::{Declared, Tables};
+use crate::decoded::DecodedBatch;
+use sluice_core::DeadLetterKind;
+use sluice_sinks::plan_sink;
+use sqlx::PgConnection;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// The shortest time between two catalog reads of a pipeline's refused tables.
+const RECHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Which plans a pipeline's tables are at, and when the catalog was last read for them.
+#[derive(Debug, Default)]
+pub struct Refreshed {
+    /// Counts the plans replaced: a batch decoded at another count is decoded again.
+    generation: AtomicU64,
+    checked: Mutex<Option<Instant>>,
+}
+
+impl Refreshed {
+    /// The count of plans replaced so far.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether the catalog may be read again now (and, if so, that it is being read).
+    fn due(&self) -> bool {
+        let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+        if checked.is_some_and(|at| at.elapsed() < RECHECK_EVERY) {
+            return false;
+        }
+        *checked = Some(Instant::now());
+        true
+    }
+}
+
+impl Tables {
+    /// How many plans of its tables were replaced so far (kept by each decoded batch).
+    pub fn generation(&self) -> u64 {
+        self.refreshed.generation()
+    }
+
+    /// What `decoded` needs before it is stored: nothing, decoding again (a plan was
+    /// replaced since it was decoded), or the catalog read for the tables whose sink refused
+    /// some of its records (at most once a second).
+    pub fn refresh_of<'d>(&self, decoded: &'d DecodedBatch) -> Refresh<'d> {
+        if decoded.generation != self.refreshed.generation() {
+            return Refresh::DecodeAgain;
+        }
+        let refused: BTreeSet<&str> = decoded
+            .rejected
+            .iter()
+            .filter(|letter| letter.kind == DeadLetterKind::DecodeError)
+            .filter_map(|letter| letter.table.as_deref())
+            .collect();
+        if refused.is_empty() || !self.refreshed.due() {
+            return Refresh::Nothing;
+        }
+        Refresh::Check(refused)
+    }
+
+    /// Plans `tables` again from the catalog on `conn`; whether a plan changed (and was
+    /// replaced for every writer). Only a database error is an error.
+    pub async fn replan(
+        &self,
+        conn: &mut PgConnection,
+        tables: &BTreeSet<&str>,
+    ) -> Result<bool, sqlx::Error> {
+        let mut replaced = false;
+        for &table in tables {
+            for (at, sink) in self.planned_for(table) {
+                if let Some(new) = replanned(conn, &sink).await? {
+                    tracing::info!(pipeline = %self.name(), %table,
+                        "table changed under its plan (a column's type or limits): planned \
+                         again; the batch is decoded again with its new limits");
+                    self.replace(at, new);
+                    replaced = true;
+                }
+            }
+        }
+        if replaced {
+            self.refreshed.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(replaced)
+    }
+}
+
+/// What a decoded batch needs before it is stored ([`Tables::refresh_of`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refresh<'d> {
+    /// Nothing.
+    Nothing,
+    /// Decoding again: a plan it was decoded with was replaced since.
+    DecodeAgain,
+    /// The catalog read for these tables, whose sink refused records of it.
+    Check(BTreeSet<&'d str>),
+}
+
+/// `sink` planned again against the catalog on `conn`, if its plan changed; `None` when it
+/// did not, or when the table can no longer take it (kept: its statement decides).
+async fn replanned(
+    conn: &mut PgConnection,
+    sink: &Declared,
+) -> Result<Option<Declared>, sqlx::Error> {
+    let mapping = sink.sink();
+    let shapes = sluice_postgres::catalog::sink_tables(conn, std::slice::from_ref(mapping)).await?;
+    let mut plan = match plan_sink(mapping, "", &shapes) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            let reasons: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            tracing::warn!(sink = %mapping.name, table = %sink.table(), reasons = ?reasons,
+                "table changed so that it cannot take the sink: its plan is kept");
+            return Ok(None);
+        }
+    };
+    // The group comes from the process's group prefix, which a plan made here does not know.
+    plan.group.clone_from(&sink.plan().group);
+    if &plan == sink.plan() {
+        return Ok(None);
+    }
+    let refused = sluice_postgres::declared::prepare_sink(conn, mapping, &plan).await?;
+    if !refused.is_empty() {
+        let reasons: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        tracing::warn!(sink = %mapping.name, table = %sink.table(), reasons = ?reasons,
+            "table changed so that its new statement is refused: its plan is kept");
+        return Ok(None);
+    }
+    let new = match Declared::new(mapping, plan, sink.cache_ttl()) {
+        Ok(new) => new,
+        Err(error) => {
+            tracing::warn!(sink = %mapping.name, table = %sink.table(), %error,
+                "table changed so that its sink cannot run: its plan is kept");
+            return Ok(None);
+        }
+    };
+    Ok(Some(match sink.registry() {
+        Some(registry) => new.with_registry(registry.clone()),
+        None => new,
+    }))
+}
