@@ -9,6 +9,10 @@
 //!
 //! One test function: the scenarios kill brokers of the one shared cluster. No other test
 //! binary uses the cluster, so `scripts/test-all` runs this one in its pool.
+//!
+//! sluice-test: uses-registry (its `scripts/stack up --brokers 3` starts the shared registry
+//! if it is stopped, and holds the stack's lock while the cluster starts: never beside the
+//! binary that stops and freezes the registry on purpose).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -8,7 +8,10 @@
 //!    rewound to it and the records from there are applied, once (item 6);
 //! 3. a transactional producer's commit markers (offsets without a record) are no gap;
 //! 4. a topic deleted and created again while `sluice run` runs: no spurious restart, and with
-//!    `STORAGE_AUTO_OFFSET_RESET=latest` the new topic's records are not skipped (item 8).
+//!    `STORAGE_AUTO_OFFSET_RESET=latest` the new topic's records are not skipped (item 8);
+//! 5. a topic deleted and created again while no `sluice run` runs, given more records than
+//!    PostgreSQL's offset: read from its start, each record once; the same topic whose
+//!    group's offsets Kafka no longer holds (expired) keeps PostgreSQL's.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -360,6 +363,76 @@ async fn a_topic_created_again_at_once_while_running_loses_nothing() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     the_new_topics_records_land(&case, run).await;
+    case.cleanup().await;
+}
+
+/// The warning of a stored offset discarded because the topic is another now.
+const DISCARDED: &str = "the stored offset is no position in the partition as it is now (the topic \
+     was created again, or its records removed): discarded, the partition starts at the reset \
+     position";
+
+/// Deletes `group` in Kafka (its committed offsets with it, as Kafka's retention expires
+/// them), retrying while the stopped process's static membership has not timed out yet.
+async fn delete_group(case: &Case, group: &str) {
+    let admin = admin(case).await;
+    let options =
+        rdkafka::admin::AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match &admin.delete_groups(&[group], &options).await.unwrap()[0] {
+            Ok(_) => return,
+            Err((_, error)) => {
+                assert!(Instant::now() < deadline, "delete group {group}: {error}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// A topic created again while nothing ran, then given 25 records: PostgreSQL's offset (10)
+/// lies inside the new log, so only two signs together tell: Kafka holds no committed offset
+/// of the group any more, and records below 10 were written after 10 was stored. The offset
+/// is discarded and the new log is read from its start. Then the group's Kafka offsets are
+/// deleted with the topic left alone (what Kafka's offset retention does to a group stopped
+/// for a week): PostgreSQL's offset is kept, nothing is applied twice.
+#[tokio::test]
+async fn a_topic_created_again_while_stopped_is_read_from_its_start() {
+    let Some(case) = Case::new(&["counted"], DDL, MAPPING).await else {
+        return;
+    };
+    let topic = case.topic("counted");
+    sluice_testkit::produce(&case.env.stack, &topic, &records(0..10)).await;
+    case.run_to_end("before").await;
+    assert_eq!(stored_offset(&case).await, 10);
+    delete(&case, &topic).await;
+    create_again(&case, &topic).await;
+    // Written well after offset 10 was stored (more than the clock skew allowed for).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    sluice_testkit::produce(&case.env.stack, &topic, &records(100..125)).await;
+    let run = case.run_to_end("created-again").await;
+    let discarded = run.events_named(DISCARDED);
+    assert!(
+        discarded.len() == 1
+            && discarded[0]["sign"]
+                .as_str()
+                .is_some_and(|s| s.contains("Kafka holds no committed offset")),
+        "{discarded:?}\n{}",
+        run.tail()
+    );
+    assert_eq!(applications(&case).await, (35, vec![]));
+    assert_eq!(case.env.count("SELECT count(*) FROM counted").await, 35);
+    assert_eq!(stored_offset(&case).await, 25);
+
+    delete_group(&case, &case.env.group("counted")).await;
+    sluice_testkit::produce(&case.env.stack, &topic, &records(200..205)).await;
+    let run = case.run_to_end("expired").await;
+    assert!(run.events_named(DISCARDED).is_empty(), "{}", run.tail());
+    assert_eq!(
+        applications(&case).await,
+        (40, vec![]),
+        "nothing applied twice"
+    );
+    assert_eq!(stored_offset(&case).await, 30);
     case.cleanup().await;
 }
 

@@ -184,6 +184,7 @@ async fn outage<F>(case: &Case, label: &str, fault: F, before: usize) {
         "{label}: nothing stored while the registry is out"
     );
     drop(fault);
+    registry_holds_what_the_records_name(case, label, &mut run);
     let (group, topic) = (case.env.group("faults"), case.topic("faults"));
     support::wait_for(
         "every record stored",
@@ -203,6 +204,39 @@ async fn outage<F>(case: &Case, label: &str, fault: F, before: usize) {
         "{}",
         run.tail()
     );
+}
+
+/// Waits until the registry, back after the outage `label`, answers the id of the topic's
+/// latest schema (the one the records of the outage name): a registry that came back without
+/// it is a broken test stack, said as such, not a sluice that refused records it should keep.
+fn registry_holds_what_the_records_name(case: &Case, label: &str, run: &mut support::Running) {
+    let (url, _) = registry().expect("checked by the caller");
+    let subject = format!("{}-value", case.topic("faults"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let id = ureq::get(&format!("{url}/subjects/{subject}/versions/latest"))
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_json::<serde_json::Value>().ok())
+            .and_then(|v| v["id"].as_i64());
+        let status = id.map(|id| {
+            ureq::get(&format!("{url}/schemas/ids/{id}"))
+                .call()
+                .map_or_else(|e| e.to_string(), |r| r.status().to_string())
+        });
+        if status.as_deref().is_some_and(|s| s.starts_with("200")) {
+            return;
+        }
+        run.assert_alive();
+        if Instant::now() >= deadline {
+            eprintln!(
+                "DIAGNOSIS {label}: the registry back after the outage does not answer the \
+                 latest schema of {subject}: id {id:?}, /schemas/ids: {status:?}"
+            );
+            panic!("{label}: the registry came back without the schema its records name");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Fails at once when the outage `label` dead-lettered a record (three were before it). The

@@ -48,14 +48,58 @@ pub enum StartAt {
     End,
 }
 
+/// A partition being assigned, as the brokers describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assigning {
+    /// Its topic.
+    pub topic: String,
+    /// Its number.
+    pub partition: i32,
+    /// Its end offset, when the broker said.
+    pub end: Option<i64>,
+    /// Whether Kafka holds a committed offset of the group for it (`None`: not known). A
+    /// topic deleted loses its groups' committed offsets, so a topic created again under the
+    /// same name has none.
+    pub kafka_committed: Option<bool>,
+}
+
 /// Where assigned partitions start, asked on every assignment (on the thread that polls).
 pub trait StartingOffsets: Send + Sync {
-    /// For each of `partitions` — (topic, partition, its end offset when the broker said) —
-    /// where it starts; `Err` when that cannot be known now.
+    /// For each of `partitions`, where it starts; `times` looks a partition's records up
+    /// by timestamp. `Err` when that cannot be known now.
     fn starting_offsets(
         &self,
-        partitions: &[(String, i32, Option<i64>)],
+        partitions: &[Assigning],
+        times: &dyn OffsetsForTimes,
     ) -> Result<HashMap<(String, i32), StartAt>, String>;
+}
+
+/// A partition's records looked up by timestamp (Kafka's ListOffsets by time).
+pub trait OffsetsForTimes {
+    /// The offset of the partition's first record whose timestamp is `timestamp_ms` or
+    /// later; `None` when there is none, or the brokers did not say.
+    fn first_at_or_after(&self, topic: &str, partition: i32, timestamp_ms: i64) -> Option<i64>;
+}
+
+/// [`OffsetsForTimes`] through the consumer being assigned.
+struct ConsumerTimes<'c>(&'c BaseConsumer<RebalanceCounter>);
+
+impl OffsetsForTimes for ConsumerTimes<'_> {
+    fn first_at_or_after(&self, topic: &str, partition: i32, timestamp_ms: i64) -> Option<i64> {
+        use rdkafka::consumer::Consumer;
+        let mut asked = rdkafka::TopicPartitionList::new();
+        asked
+            .add_partition_offset(topic, partition, Offset::Offset(timestamp_ms))
+            .ok()?;
+        let found = self
+            .0
+            .offsets_for_times(asked, std::time::Duration::from_secs(5))
+            .ok()?;
+        match found.find_partition(topic, partition)?.offset() {
+            Offset::Offset(offset) => Some(offset),
+            _ => None,
+        }
+    }
 }
 
 /// The context: shared counters, cheap to clone (a rebuilt client keeps counting).
@@ -126,21 +170,29 @@ impl RebalanceCounter {
         assigned: &rdkafka::TopicPartitionList,
     ) {
         use rdkafka::consumer::Consumer;
-        let partitions: Vec<(String, i32, Option<i64>)> = assigned
+        let timeout = std::time::Duration::from_secs(5);
+        // One request for every partition: which of them Kafka holds the group's offset of.
+        let committed = consumer.committed_offsets(assigned.clone(), timeout).ok();
+        let partitions: Vec<Assigning> = assigned
             .elements()
             .iter()
-            .map(|e| {
-                let end = consumer
-                    .fetch_watermarks(e.topic(), e.partition(), std::time::Duration::from_secs(5))
+            .map(|e| Assigning {
+                topic: e.topic().to_owned(),
+                partition: e.partition(),
+                end: consumer
+                    .fetch_watermarks(e.topic(), e.partition(), timeout)
                     .ok()
-                    .map(|(_, high)| high);
-                (e.topic().to_owned(), e.partition(), end)
+                    .map(|(_, high)| high),
+                kafka_committed: committed
+                    .as_ref()
+                    .and_then(|list| list.find_partition(e.topic(), e.partition()))
+                    .map(|found| matches!(found.offset(), Offset::Offset(o) if o >= 0)),
             })
             .collect();
         if partitions.is_empty() {
             return;
         }
-        match starts.starting_offsets(&partitions) {
+        match starts.starting_offsets(&partitions, &ConsumerTimes(consumer)) {
             Ok(found) => {
                 for mut e in assigned.elements() {
                     let Some(&at) = found.get(&(e.topic().to_owned(), e.partition())) else {

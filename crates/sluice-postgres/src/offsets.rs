@@ -86,8 +86,33 @@ pub async fn stored(
     Ok(rows.into_iter().map(|(t, p, o)| ((t, p), o)).collect())
 }
 
-/// Deletes a partition's stored offset if it still is `at` (one past the partition's end:
-/// the topic was created again). Durable.
+/// As [`stored`], each offset with when a batch last stored it (the server's clock).
+pub async fn stored_since(
+    conn: &mut PgConnection,
+    group: &str,
+    partitions: &[Partition],
+) -> Result<HashMap<Partition, (i64, chrono::DateTime<chrono::Utc>)>, sqlx::Error> {
+    let topics: Vec<&str> = partitions.iter().map(|p| p.0.as_str()).collect();
+    let numbers: Vec<i32> = partitions.iter().map(|p| p.1).collect();
+    let rows: Vec<(String, i32, i64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(
+        "SELECT o.topic::text, o.partition, o.next_offset, o.updated_at
+         FROM consumer_offsets o
+         JOIN unnest($2::text[], $3::int[]) AS p(topic, partition) USING (topic, partition)
+         WHERE o.consumer_group = $1",
+    )
+    .bind(group)
+    .bind(&topics)
+    .bind(&numbers)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(t, p, o, at)| ((t, p), (o, at)))
+        .collect())
+}
+
+/// Deletes a partition's stored offset if it still is `at` (the topic was created again).
+/// Durable.
 pub async fn forget(
     conn: &mut PgConnection,
     group: &str,

@@ -231,6 +231,11 @@ fn rule_problems(sink: &Sink, problems: &mut Vec<MappingProblem>) {
             column: mapping.column.clone(),
             rule,
         };
+        for (name, bound) in [("min", rules.min), ("max", rules.max)] {
+            if let Some(bound) = bound.filter(|b| !b.as_f64().is_finite()) {
+                problems.push(bad(format!("`{name}` {bound} is not a finite number")));
+            }
+        }
         if let (Some(min), Some(max)) = (rules.min, rules.max)
             && min.as_f64() > max.as_f64()
         {

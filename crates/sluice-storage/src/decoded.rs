@@ -37,7 +37,7 @@ pub struct DecodedBatch {
     pub pending: Vec<i32>,
     /// Tables to plan before the batch can be decoded (sorted, each once).
     pub pending_tables: Vec<PendingTable>,
-    /// How many plans its tables had replaced when it was decoded ([`Tables::refresh`]).
+    /// How many plans its tables had replaced when it was decoded ([`Tables::refresh_of`]).
     pub generation: u64,
 }
 

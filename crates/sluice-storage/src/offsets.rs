@@ -8,20 +8,35 @@
 //! (it may be ahead of PostgreSQL's after a crash of PostgreSQL under
 //! `synchronous_commit = off`, even for a partition whose very first batch was lost).
 //!
-//! A stored offset beyond the partition's end cannot be a position in it: the topic was
-//! deleted and created again (or its records removed). That offset is discarded (its row
-//! deleted, with a warning) and the partition starts at the reset position. A re-created
-//! topic that already holds more records than the old one's offset cannot be told apart
-//! here: re-creating a topic is followed by `sluice replay <pipeline> --to earliest`.
+//! A stored offset that cannot be a position in the partition as it is now means the topic
+//! was deleted and created again (or its records removed): that offset is discarded (its row
+//! deleted, with a warning) and the partition starts at the reset position. Two signs:
+//!
+//! - the offset is beyond the partition's end;
+//! - Kafka holds no committed offset of the group for the partition (deleting a topic drops
+//!   its groups' offsets; sluice commits to Kafka after every batch) *and* a record below the
+//!   stored offset was written after that offset was stored (its timestamp, by Kafka's
+//!   ListOffsets by time, later than the row's `updated_at` plus [`CLOCK_SKEW`]): the records
+//!   sluice stored were all written before it stored them. Either sign alone is not enough —
+//!   a crash between the first batch's commit and Kafka's, or offsets Kafka expired after a
+//!   week stopped, also leave Kafka without one; a producer's clock may run ahead.
+//!
+//! A topic created again and filled with records stamped before the offset was stored (a
+//! mirror copying old timestamps) still cannot be told apart: `sluice replay <pipeline> --to
+//! earliest --execute` after re-creating a topic that way.
 
 use sluice_core::settings::OffsetReset;
 use sluice_core::topics::Topics;
 use sluice_kafka::Admin;
-use sluice_kafka::rebalance::{StartAt, StartingOffsets};
+use sluice_kafka::rebalance::{Assigning, OffsetsForTimes, StartAt, StartingOffsets};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// How far a producer's clock may run ahead of PostgreSQL's before a record it wrote looks
+/// written after an offset stored later.
+pub const CLOCK_SKEW: Duration = Duration::from_secs(1);
 
 /// How many times reading the starting offsets is tried on an assignment, a second apart
 /// and doubling (about 15 s in all), before the partitions are assigned without them.
@@ -101,12 +116,12 @@ impl PostgresStarts {
         }
     }
 
-    /// The stored offsets of `partitions`, less those beyond their partition's end (deleted).
+    /// The stored offsets of `partitions`, less those of a topic created again since.
     async fn read(
         conn: &mut Option<PgConnection>,
         url: &str,
         group: &str,
-        partitions: &[(String, i32, Option<i64>)],
+        (partitions, times): (&[Assigning], &dyn OffsetsForTimes),
     ) -> Result<HashMap<(String, i32), i64>, sqlx::Error> {
         if conn.is_none() {
             *conn = Some(sluice_postgres::connect(url, "offsets").await?);
@@ -114,24 +129,40 @@ impl PostgresStarts {
         let Some(open) = conn.as_mut() else {
             return Err(sqlx::Error::Protocol("no connection".into()));
         };
-        let keys: Vec<(String, i32)> = partitions.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+        let keys: Vec<(String, i32)> = partitions
+            .iter()
+            .map(|p| (p.topic.clone(), p.partition))
+            .collect();
         let read = async {
-            let mut stored = sluice_postgres::offsets::stored(open, group, &keys).await?;
-            for (topic, partition, end) in partitions {
-                let key = (topic.clone(), *partition);
-                let (Some(end), Some(&at)) = (end, stored.get(&key)) else {
+            let stored = sluice_postgres::offsets::stored_since(open, group, &keys).await?;
+            let mut kept = HashMap::with_capacity(stored.len());
+            for assigning in partitions {
+                let key = (assigning.topic.clone(), assigning.partition);
+                let Some(&(at, since)) = stored.get(&key) else {
                     continue;
                 };
-                if at > *end {
-                    tracing::warn!(%group, %topic, partition, stored = at, end,
-                        "the stored offset is past the partition's end (the topic was created \
-                         again, or its records removed): discarded, the partition starts at \
-                         the reset position");
-                    sluice_postgres::offsets::forget(open, group, topic, *partition, at).await?;
-                    stored.remove(&key);
+                match created_again(assigning, at, since, times) {
+                    None => {
+                        kept.insert(key, at);
+                    }
+                    Some(sign) => {
+                        tracing::warn!(%group, topic = %assigning.topic,
+                            partition = assigning.partition, stored = at, sign,
+                            "the stored offset is no position in the partition as it is now \
+                             (the topic was created again, or its records removed): \
+                             discarded, the partition starts at the reset position");
+                        sluice_postgres::offsets::forget(
+                            open,
+                            group,
+                            &assigning.topic,
+                            assigning.partition,
+                            at,
+                        )
+                        .await?;
+                    }
                 }
             }
-            Ok::<_, sqlx::Error>(stored)
+            Ok::<_, sqlx::Error>(kept)
         };
         let stored = read.await;
         if stored.is_err() {
@@ -141,10 +172,36 @@ impl PostgresStarts {
     }
 }
 
+/// Why offset `at`, stored at `since`, is no position in `assigning` as it is now; `None`
+/// when it may be (see the module's documentation).
+fn created_again(
+    assigning: &Assigning,
+    at: i64,
+    since: chrono::DateTime<chrono::Utc>,
+    times: &dyn OffsetsForTimes,
+) -> Option<String> {
+    if let Some(end) = assigning.end.filter(|end| at > *end) {
+        return Some(format!("past the partition's end {end}"));
+    }
+    if assigning.kafka_committed != Some(false) || at == 0 {
+        return None;
+    }
+    let skew = i64::try_from(CLOCK_SKEW.as_millis()).unwrap_or(i64::MAX);
+    let after = since.timestamp_millis().saturating_add(skew);
+    let first = times.first_at_or_after(&assigning.topic, assigning.partition, after)?;
+    (first < at).then(|| {
+        format!(
+            "Kafka holds no committed offset of the group, and the record at {first} was \
+             written after the offset was stored ({since})"
+        )
+    })
+}
+
 impl StartingOffsets for PostgresStarts {
     fn starting_offsets(
         &self,
-        partitions: &[(String, i32, Option<i64>)],
+        partitions: &[Assigning],
+        times: &dyn OffsetsForTimes,
     ) -> Result<HashMap<(String, i32), StartAt>, String> {
         let mut client = self.client.lock().map_err(|_| "poisoned".to_owned())?;
         if client.is_none() {
@@ -164,7 +221,7 @@ impl StartingOffsets for PostgresStarts {
                 conn,
                 &self.database_url,
                 &self.group,
-                partitions,
+                (partitions, times),
             ));
             match read {
                 Ok(stored) => {
@@ -174,8 +231,8 @@ impl StartingOffsets for PostgresStarts {
                     };
                     return Ok(partitions
                         .iter()
-                        .map(|(topic, partition, _)| {
-                            let key = (topic.clone(), *partition);
+                        .map(|p| {
+                            let key = (p.topic.clone(), p.partition);
                             let at = stored.get(&key).map_or(never, |o| StartAt::Offset(*o));
                             (key, at)
                         })
@@ -193,5 +250,61 @@ impl StartingOffsets for PostgresStarts {
             }
         }
         Err(last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    /// A partition whose first record at or after a time is `first` (`None`: none).
+    struct Times(Option<i64>);
+
+    impl OffsetsForTimes for Times {
+        fn first_at_or_after(&self, _: &str, _: i32, _: i64) -> Option<i64> {
+            self.0
+        }
+    }
+
+    fn assigning(end: Option<i64>, kafka_committed: Option<bool>) -> Assigning {
+        Assigning {
+            topic: "t".into(),
+            partition: 0,
+            end,
+            kafka_committed,
+        }
+    }
+
+    #[test]
+    fn an_offset_is_kept_unless_a_sign_says_the_topic_is_another() {
+        let since = Utc.with_ymd_and_hms(2026, 12, 7, 8, 0, 0).unwrap();
+        let again = |a: &Assigning, times: Option<i64>| created_again(a, 50, since, &Times(times));
+        // Past the end: discarded whatever Kafka says.
+        assert!(again(&assigning(Some(10), Some(true)), None).is_some());
+        // Kafka holds the group's offset: kept, even with records written after.
+        assert_eq!(again(&assigning(Some(900), Some(true)), Some(0)), None);
+        // Kafka's offset not known: kept.
+        assert_eq!(again(&assigning(Some(900), None), Some(0)), None);
+        // Kafka holds none (offsets expired, or a crash before Kafka's commit) and every
+        // record written after the offset was stored lies at or past it: kept.
+        assert_eq!(again(&assigning(Some(900), Some(false)), Some(50)), None);
+        assert_eq!(again(&assigning(Some(900), Some(false)), None), None);
+        // Kafka holds none and a record below it was written after it was stored: another
+        // topic under the same name.
+        let sign = again(&assigning(Some(900), Some(false)), Some(3)).unwrap();
+        assert!(sign.contains("the record at 3 was written after"), "{sign}");
+        // Nothing stored past offset 0 is a position in any partition.
+        assert_eq!(
+            created_again(
+                &assigning(Some(900), Some(false)),
+                0,
+                since,
+                &Times(Some(0))
+            ),
+            None
+        );
     }
 }

@@ -343,6 +343,17 @@ fn contradicting_rules_are_refused() {
             "m.toml: sink `events`: column `id`: `min_length` 3 is above `max_length` 2",
         ]
     );
+    let nan = problems(&tiny_with(
+        "field = \"meta.id\"",
+        "field = \"meta.id\", min = nan, max = inf",
+    ));
+    assert_eq!(
+        nan,
+        [
+            "m.toml: sink `events`: column `id`: `min` NaN is not a finite number",
+            "m.toml: sink `events`: column `id`: `max` inf is not a finite number",
+        ]
+    );
     let zero = problems(&tiny_with("conflict =", "batch_size = 0\nconflict ="));
     assert_eq!(
         zero,

@@ -6,31 +6,34 @@
 //! restart.
 //!
 //! So a batch in which a table's sink refused a record (a decode error) has that table planned
-//! again from the catalog — at most once a second per pipeline, as a topic of bad records
-//! must not cost a catalog read per batch. A plan that changed replaces the old one for every
-//! writer, and the batch is decoded again with it; a batch decoded before another writer
-//! replaced a plan is decoded again too. A table that can no longer take the sink keeps its
-//! old plan: its statement fails and stops the pipeline, as for any table changed that way.
+//! again from the catalog — at most once a second per table, as a topic of bad records must
+//! not cost a catalog read per batch. A plan that changed replaces the old one for every
+//! writer, and the batch is decoded again with it; so is every batch decoded before the
+//! replacement (the generation it was decoded at is older). One writer reads the catalog at a
+//! time: a writer whose batch meets a read in progress waits for it, then decodes again if it
+//! replaced a plan. A table that can no longer take the sink keeps its old plan: its statement
+//! fails and stops the pipeline (a sink of many tables plans it again), as for any table
+//! changed that way.
 
 use super::{Declared, Tables};
 use crate::decoded::DecodedBatch;
 use sluice_core::DeadLetterKind;
 use sluice_sinks::plan_sink;
 use sqlx::PgConnection;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// The shortest time between two catalog reads of a pipeline's refused tables.
+/// The shortest time between two catalog reads of one table.
 const RECHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// Which plans a pipeline's tables are at, and when the catalog was last read for them.
+/// Which plans a pipeline's tables are at, and when the catalog was last read for each.
 #[derive(Debug, Default)]
 pub struct Refreshed {
     /// Counts the plans replaced: a batch decoded at another count is decoded again.
     generation: AtomicU64,
-    checked: Mutex<Option<Instant>>,
+    /// One catalog read at a time; the time of each table's last read.
+    checked: tokio::sync::Mutex<HashMap<String, Instant>>,
 }
 
 impl Refreshed {
@@ -39,14 +42,9 @@ impl Refreshed {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Whether the catalog may be read again now (and, if so, that it is being read).
-    fn due(&self) -> bool {
-        let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
-        if checked.is_some_and(|at| at.elapsed() < RECHECK_EVERY) {
-            return false;
-        }
-        *checked = Some(Instant::now());
-        true
+    /// A plan was replaced: every batch decoded before is decoded again.
+    pub(super) fn replaced(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -58,7 +56,7 @@ impl Tables {
 
     /// What `decoded` needs before it is stored: nothing, decoding again (a plan was
     /// replaced since it was decoded), or the catalog read for the tables whose sink refused
-    /// some of its records (at most once a second).
+    /// some of its records ([`Self::replan`]).
     pub fn refresh_of<'d>(&self, decoded: &'d DecodedBatch) -> Refresh<'d> {
         if decoded.generation != self.refreshed.generation() {
             return Refresh::DecodeAgain;
@@ -69,33 +67,46 @@ impl Tables {
             .filter(|letter| letter.kind == DeadLetterKind::DecodeError)
             .filter_map(|letter| letter.table.as_deref())
             .collect();
-        if refused.is_empty() || !self.refreshed.due() {
+        if refused.is_empty() {
             return Refresh::Nothing;
         }
         Refresh::Check(refused)
     }
 
-    /// Plans `tables` again from the catalog on `conn`; whether a plan changed (and was
-    /// replaced for every writer). Only a database error is an error.
+    /// Plans again, from the catalog on `conn`, each of `tables` not read within the last
+    /// second; whether the batch decoded at `generation` must be decoded again (a plan was
+    /// replaced, by this call or by another writer's meanwhile). Only a database error is an
+    /// error (the tables it did not read are read again next time).
     pub async fn replan(
         &self,
         conn: &mut PgConnection,
         tables: &BTreeSet<&str>,
+        generation: u64,
     ) -> Result<bool, sqlx::Error> {
+        let mut checked = self.refreshed.checked.lock().await;
+        if self.refreshed.generation() != generation {
+            return Ok(true);
+        }
         let mut replaced = false;
         for &table in tables {
+            if checked
+                .get(table)
+                .is_some_and(|at| at.elapsed() < RECHECK_EVERY)
+            {
+                continue;
+            }
             for (at, sink) in self.planned_for(table) {
-                if let Some(new) = replanned(conn, &sink).await? {
+                let Some(new) = replanned(conn, &sink).await? else {
+                    continue;
+                };
+                if self.replace(at, &sink, new) {
                     tracing::info!(pipeline = %self.name(), %table,
                         "table changed under its plan (a column's type or limits): planned \
                          again; the batch is decoded again with its new limits");
-                    self.replace(at, new);
                     replaced = true;
                 }
             }
-        }
-        if replaced {
-            self.refreshed.generation.fetch_add(1, Ordering::AcqRel);
+            checked.insert(table.to_owned(), Instant::now());
         }
         Ok(replaced)
     }

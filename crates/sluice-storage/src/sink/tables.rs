@@ -278,23 +278,37 @@ impl Tables {
         }
     }
 
-    /// Puts `sink` where [`Self::planned_for`] found its table's sink (`at`).
-    pub(super) fn replace(&self, at: Option<usize>, sink: Declared) {
-        let sink = Arc::new(sink);
-        match (&self.routes, at) {
+    /// Puts `new` where [`Self::planned_for`] found `old` (`at`), if `old` is still there
+    /// (a writer may have forgotten the table meanwhile, or planned it again); whether it was.
+    /// A replacement raises the generation at once, so every batch decoded before it is
+    /// decoded again.
+    pub(super) fn replace(&self, at: Option<usize>, old: &Arc<Declared>, new: Declared) -> bool {
+        let new = Arc::new(new);
+        let replaced = match (&self.routes, at) {
             (Routes::Fixed(fixed), _) => {
-                *fixed.write().unwrap_or_else(PoisonError::into_inner) = sink;
-            }
-            (Routes::Sets(sets), Some(index)) => {
-                if let Some(set) = sets.sets.get(index) {
-                    set.known
-                        .write()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(sink.table().to_string(), Known::Ready(sink));
+                let mut current = fixed.write().unwrap_or_else(PoisonError::into_inner);
+                let still = Arc::ptr_eq(&current, old);
+                if still {
+                    *current = new;
                 }
+                still
             }
-            (Routes::Sets(_), None) => {}
+            (Routes::Sets(sets), Some(index)) => sets.sets.get(index).is_some_and(|set| {
+                let mut known = set.known.write().unwrap_or_else(PoisonError::into_inner);
+                match known.get_mut(old.table().as_ref()) {
+                    Some(Known::Ready(current)) if Arc::ptr_eq(current, old) => {
+                        *current = new;
+                        true
+                    }
+                    _ => false,
+                }
+            }),
+            (Routes::Sets(_), None) => false,
+        };
+        if replaced {
+            self.refreshed.replaced();
         }
+        replaced
     }
 
     /// Forgets `table` (dropped or altered since it was planned): the next record that names

@@ -2,7 +2,8 @@
 //! docs/sinks.md#many-tables): the writer plans them on its connection — the catalog read and
 //! the statements prepared, as for a fixed table at start — then decodes the batch again. A
 //! database that cannot be reached is waited for with the batch loop's back-off; nothing of
-//! the batch is stored meanwhile, so nothing is lost.
+//! the batch is stored meanwhile, so nothing is lost. A batch whose sink refused records has
+//! their tables read from the catalog again, in case a change let them in (`sink/refresh.rs`).
 
 use super::Writer;
 use super::schemas::sleep_or_stop;
@@ -11,6 +12,7 @@ use crate::error::PipelineError;
 use crate::heartbeat::WriterLiveness;
 use crate::sink::Refresh;
 use sluice_kafka::Record;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 impl Writer<'_> {
@@ -29,10 +31,12 @@ impl Writer<'_> {
                     .await?
             } else if !decoded.pending.is_empty() {
                 self.with_schemas(decoded, records, stop, liveness).await?
-            } else if self.refreshed(&decoded).await {
-                Some(decode_batch(self.sink, records))
             } else {
-                return Ok(Some(decoded));
+                match self.refreshed(&decoded, stop, liveness).await {
+                    Some(true) => Some(decode_batch(self.sink, records)),
+                    Some(false) => return Ok(Some(decoded)),
+                    None => None,
+                }
             };
             match next {
                 Some(next) => decoded = next,
@@ -42,25 +46,50 @@ impl Writer<'_> {
     }
 
     /// Whether `decoded` must be decoded again because a table's plan changed
-    /// (`sink/refresh.rs`). A database that cannot be reached now leaves the batch as it was
-    /// decoded: storing it meets the same database, and retries it there.
-    async fn refreshed(&mut self, decoded: &DecodedBatch) -> bool {
+    /// (`sink/refresh.rs`); `None` when stopped first. A database that cannot be reached now
+    /// leaves the batch as it was decoded: storing it meets the same database, and retries
+    /// it there. The heartbeat stays fresh meanwhile (a catalog read may wait for a lock).
+    async fn refreshed(
+        &mut self,
+        decoded: &DecodedBatch,
+        stop: &CancellationToken,
+        liveness: &WriterLiveness,
+    ) -> Option<bool> {
         let sink = self.sink;
         let tables = match sink.refresh_of(decoded) {
-            Refresh::Nothing => return false,
-            Refresh::DecodeAgain => return true,
+            Refresh::Nothing => return Some(false),
+            Refresh::DecodeAgain => return Some(true),
             Refresh::Check(tables) => tables,
         };
-        let replanned = match self.connection().await {
-            Ok(conn) => sink.replan(conn, &tables).await,
-            Err(error) => Err(error),
+        let replanned = {
+            let read = async {
+                let conn = self.connection().await?;
+                sink.replan(conn, &tables, decoded.generation).await
+            };
+            tokio::pin!(read);
+            loop {
+                liveness.turn();
+                tokio::select! {
+                    replanned = &mut read => break Some(replanned),
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = stop.cancelled() => break None,
+                }
+            }
         };
-        replanned.unwrap_or_else(|error| {
-            tracing::warn!(pipeline = %self.pipeline.name, writer = self.index, %error,
-                "cannot read the catalog for a table's new limits; the batch goes on as decoded");
-            self.forget_connection();
-            false
-        })
+        match replanned {
+            Some(Ok(again)) => Some(again),
+            // Stopped in the middle of a read: the connection may be mid-statement.
+            None => {
+                self.forget_connection();
+                None
+            }
+            Some(Err(error)) => {
+                tracing::warn!(pipeline = %self.pipeline.name, writer = self.index, %error,
+                    "cannot read the catalog for a table's new limits; the batch goes on as decoded");
+                self.forget_connection();
+                Some(false)
+            }
+        }
     }
 
     /// The batch decoded again once `tables` are planned; `Ok(None)`: stopped first.
