@@ -37,24 +37,8 @@ columns = "auto"
 /// Waits until the sink's group has committed every record of `topics`.
 async fn committed(case: &Case, run: &mut support::Running, topics: &[&str]) {
     let group = case.env.group("raw");
-    let deadline = Instant::now() + Duration::from_secs(90);
     for topic in topics {
-        let topic = case.topic(topic);
-        loop {
-            run.assert_alive();
-            let offsets = case.env.admin().group_offsets(&group, &topic).unwrap();
-            let end: i64 = offsets.iter().map(|p| p.high).sum();
-            let done: i64 = offsets.iter().map(|p| p.committed.unwrap_or(0)).sum();
-            if end > 0 && done == end {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{topic}: {done}/{end}\n{}",
-                run.tail()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        case.wait_committed(run, &group, &case.topic(topic)).await;
     }
 }
 

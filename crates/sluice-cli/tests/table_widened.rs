@@ -12,7 +12,7 @@
 mod support;
 
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::case::{Case, text};
 
 const DDL: &str = "
@@ -39,26 +39,6 @@ table = "raw_{1}"
 columns = "auto"
 "#;
 
-/// Waits until `group` has committed every record of `topic`.
-async fn committed(case: &Case, run: &mut support::Running, group: &str, topic: &str) {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        run.assert_alive();
-        let offsets = case.env.admin().group_offsets(group, topic).unwrap();
-        let end: i64 = offsets.iter().map(|p| p.high).sum();
-        let done: i64 = offsets.iter().map(|p| p.committed.unwrap_or(0)).sum();
-        if end > 0 && done == end {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{topic}: {done}/{end}\n{}",
-            run.tail()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_column_widened_under_a_running_sink_takes_what_it_refused_before() {
     let Some(case) = Case::new(&["things", "src-items"], DDL, MAPPING).await else {
@@ -76,7 +56,8 @@ async fn a_column_widened_under_a_running_sink_takes_what_it_refused_before() {
     for (topic, _, group) in &sinks {
         case.produce(topic, &[json!({"id": 1, "tag": long, "n": 1})])
             .await;
-        committed(&case, &mut run, group, &case.topic(topic)).await;
+        case.wait_committed(&mut run, group, &case.topic(topic))
+            .await;
     }
     let dead = case.dead_letters().await;
     assert_eq!(dead.len(), 2, "{dead:?}");
@@ -101,7 +82,8 @@ async fn a_column_widened_under_a_running_sink_takes_what_it_refused_before() {
     for (topic, _, group) in &sinks {
         case.produce(topic, &[json!({"id": 2, "tag": long, "n": 40_000})])
             .await;
-        committed(&case, &mut run, group, &case.topic(topic)).await;
+        case.wait_committed(&mut run, group, &case.topic(topic))
+            .await;
     }
     assert_eq!(
         case.dead_letters().await.len(),
@@ -127,7 +109,8 @@ async fn a_column_widened_under_a_running_sink_takes_what_it_refused_before() {
         text(&replay.stderr)
     );
     for (topic, _, group) in &sinks {
-        committed(&case, &mut run, group, &case.topic(topic)).await;
+        case.wait_committed(&mut run, group, &case.topic(topic))
+            .await;
     }
     for (_, table, _) in &sinks {
         assert_eq!(

@@ -70,20 +70,8 @@ pub async fn stored(
     group: &str,
     partitions: &[Partition],
 ) -> Result<HashMap<Partition, i64>, sqlx::Error> {
-    let topics: Vec<&str> = partitions.iter().map(|p| p.0.as_str()).collect();
-    let numbers: Vec<i32> = partitions.iter().map(|p| p.1).collect();
-    let rows: Vec<(String, i32, i64)> = sqlx::query_as(
-        "SELECT o.topic::text, o.partition, o.next_offset
-         FROM consumer_offsets o
-         JOIN unnest($2::text[], $3::int[]) AS p(topic, partition) USING (topic, partition)
-         WHERE o.consumer_group = $1",
-    )
-    .bind(group)
-    .bind(&topics)
-    .bind(&numbers)
-    .fetch_all(conn)
-    .await?;
-    Ok(rows.into_iter().map(|(t, p, o)| ((t, p), o)).collect())
+    let stored = stored_since(conn, group, partitions).await?;
+    Ok(stored.into_iter().map(|(p, (o, _))| (p, o)).collect())
 }
 
 /// As [`stored`], each offset with when a batch last stored it (the server's clock).

@@ -124,6 +124,27 @@ impl Case {
         run
     }
 
+    /// Waits until `group` has committed every record of `topic` (at least one), while
+    /// `run` stays up.
+    pub async fn wait_committed(&self, run: &mut Running, group: &str, topic: &str) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            run.assert_alive();
+            let offsets = self.env.admin().group_offsets(group, topic).unwrap();
+            let end: i64 = offsets.iter().map(|p| p.high).sum();
+            let done: i64 = offsets.iter().map(|p| p.committed.unwrap_or(0)).sum();
+            if end > 0 && done == end {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{topic}: {done}/{end}\n{}",
+                run.tail()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// The rows of a one-column text query.
     pub async fn rows(&self, sql: &str) -> Vec<String> {
         let mut conn = self.env.schema.connect().await;
