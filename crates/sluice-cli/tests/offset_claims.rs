@@ -368,8 +368,8 @@ async fn a_topic_created_again_at_once_while_running_loses_nothing() {
 
 /// The warning of a stored offset discarded because the topic is another now.
 const DISCARDED: &str = "the stored offset is no position in the partition as it is now (the topic \
-     was created again, or its records removed): discarded, the partition starts at the reset \
-     position";
+     was created again, or its records removed): discarded, the partition starts at its \
+     beginning";
 
 /// Deletes `group` in Kafka (its committed offsets with it, as Kafka's retention expires
 /// them), retrying while the stopped process's static membership has not timed out yet.
@@ -391,22 +391,28 @@ async fn delete_group(case: &Case, group: &str) {
 
 /// A topic created again while nothing ran, then given 25 records: PostgreSQL's offset (10)
 /// lies inside the new log, so only two signs together tell: Kafka holds no committed offset
-/// of the group any more, and records below 10 were written after 10 was stored. The offset
-/// is discarded and the new log is read from its start. Then the group's Kafka offsets are
-/// deleted with the topic left alone (what Kafka's offset retention does to a group stopped
-/// for a week): PostgreSQL's offset is kept, nothing is applied twice.
+/// of the group any more, and records below 10 are stamped after the newest record stored.
+/// The offset is discarded and the new log is read from its start, although
+/// `STORAGE_AUTO_OFFSET_RESET=latest`. Then the group's Kafka offsets are deleted with the
+/// topic left alone (what Kafka's offset retention does to a group stopped for a week):
+/// PostgreSQL's offset is kept, nothing is applied twice.
 #[tokio::test]
 async fn a_topic_created_again_while_stopped_is_read_from_its_start() {
-    let Some(case) = Case::new(&["counted"], DDL, MAPPING).await else {
+    let Some(mut case) = Case::new(&["counted"], DDL, MAPPING).await else {
         return;
     };
     let topic = case.topic("counted");
     sluice_testkit::produce(&case.env.stack, &topic, &records(0..10)).await;
     case.run_to_end("before").await;
     assert_eq!(stored_offset(&case).await, 10);
+    // The reset position is for a partition never stored: a log that replaced the one read
+    // is read from its start whatever it says.
+    case.env
+        .vars
+        .insert("STORAGE_AUTO_OFFSET_RESET".into(), "latest".into());
     delete(&case, &topic).await;
     create_again(&case, &topic).await;
-    // Written well after offset 10 was stored (more than the clock skew allowed for).
+    // Stamped well after the newest record stored (more than the margin allowed for).
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     sluice_testkit::produce(&case.env.stack, &topic, &records(100..125)).await;
     let run = case.run_to_end("created-again").await;

@@ -603,3 +603,29 @@ async fn a_missing_topic_fails_the_start_naming_its_variable() {
     );
     env.cleanup().await;
 }
+
+/// Brokers that cannot be reached: exit 1 once the first metadata request gives up, the error
+/// naming the variable and the address it holds (not only the client's "transport failure").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_brokers_fail_the_start_naming_kafka_bootstrap_servers() {
+    let Some(env) = Env::new().await else { return };
+    let nowhere = format!("127.0.0.1:{}", support::http::free_port());
+    let mut run = env.spawn_run(
+        "unreachable",
+        &[
+            ("KAFKA_BOOTSTRAP_SERVERS", nowhere.as_str()),
+            ("KAFKA_SECURITY_PROTOCOL", "plaintext"),
+            ("STORAGE_PIPELINES", "network-metrics"),
+        ],
+    );
+    let status = run.wait(Duration::from_secs(90));
+    assert_eq!(status.code(), Some(1), "{}", run.tail());
+    let failed = run.events_named("pipeline failed");
+    assert_eq!(failed.len(), 1, "{}", run.tail());
+    let error = failed[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("KAFKA_BOOTSTRAP_SERVERS={nowhere}")),
+        "{error}"
+    );
+    env.cleanup().await;
+}

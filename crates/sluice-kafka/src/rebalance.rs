@@ -74,31 +74,48 @@ pub trait StartingOffsets: Send + Sync {
     ) -> Result<HashMap<(String, i32), StartAt>, String>;
 }
 
-/// A partition's records looked up by timestamp (Kafka's ListOffsets by time).
+/// Partitions' records looked up by timestamp (Kafka's ListOffsets by time).
 pub trait OffsetsForTimes {
-    /// The offset of the partition's first record whose timestamp is `timestamp_ms` or
-    /// later; `None` when there is none, or the brokers did not say.
-    fn first_at_or_after(&self, topic: &str, partition: i32, timestamp_ms: i64) -> Option<i64>;
+    /// For each of `asked` — (topic, partition, timestamp in ms) — the offset of the
+    /// partition's first record stamped then or later, in one request; a partition with no
+    /// such record, or that the brokers did not answer for, is not in the answer.
+    fn first_at_or_after(&self, asked: &[(String, i32, i64)]) -> HashMap<(String, i32), i64>;
 }
 
 /// [`OffsetsForTimes`] through the consumer being assigned.
 struct ConsumerTimes<'c>(&'c BaseConsumer<RebalanceCounter>);
 
 impl OffsetsForTimes for ConsumerTimes<'_> {
-    fn first_at_or_after(&self, topic: &str, partition: i32, timestamp_ms: i64) -> Option<i64> {
+    fn first_at_or_after(&self, asked: &[(String, i32, i64)]) -> HashMap<(String, i32), i64> {
         use rdkafka::consumer::Consumer;
-        let mut asked = rdkafka::TopicPartitionList::new();
-        asked
-            .add_partition_offset(topic, partition, Offset::Offset(timestamp_ms))
-            .ok()?;
-        let found = self
-            .0
-            .offsets_for_times(asked, std::time::Duration::from_secs(5))
-            .ok()?;
-        match found.find_partition(topic, partition)?.offset() {
-            Offset::Offset(offset) => Some(offset),
-            _ => None,
+        let mut list = rdkafka::TopicPartitionList::new();
+        for (topic, partition, timestamp_ms) in asked {
+            if list
+                .add_partition_offset(topic, *partition, Offset::Offset(*timestamp_ms))
+                .is_err()
+            {
+                return HashMap::new();
+            }
         }
+        let found = match self
+            .0
+            .offsets_for_times(list, std::time::Duration::from_secs(5))
+        {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!(%error, "cannot look the partitions' records up by time");
+                return HashMap::new();
+            }
+        };
+        found
+            .elements()
+            .iter()
+            .filter(|e| e.error().is_ok())
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(offset) => Some(((e.topic().to_owned(), e.partition()), offset)),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -172,7 +189,12 @@ impl RebalanceCounter {
         use rdkafka::consumer::Consumer;
         let timeout = std::time::Duration::from_secs(5);
         // One request for every partition: which of them Kafka holds the group's offset of.
-        let committed = consumer.committed_offsets(assigned.clone(), timeout).ok();
+        let committed = consumer
+            .committed_offsets(assigned.clone(), timeout)
+            .map_err(|error| {
+                tracing::warn!(%error, "cannot read the group's committed offsets in Kafka");
+            })
+            .ok();
         let partitions: Vec<Assigning> = assigned
             .elements()
             .iter()
@@ -186,6 +208,7 @@ impl RebalanceCounter {
                 kafka_committed: committed
                     .as_ref()
                     .and_then(|list| list.find_partition(e.topic(), e.partition()))
+                    .filter(|found| found.error().is_ok())
                     .map(|found| matches!(found.offset(), Offset::Offset(o) if o >= 0)),
             })
             .collect();

@@ -14,25 +14,41 @@ use std::collections::HashMap;
 /// A partition: (topic, partition).
 pub type Partition = (String, i32);
 
+/// One partition of a batch's claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The offset after the batch's last record of it.
+    pub next: i64,
+    /// The newest Kafka timestamp among the batch's records of it (`None`: none has one).
+    pub newest_record_ms: Option<i64>,
+}
+
 /// In the batch's transaction, before anything else: locks each partition's row (waiting for
 /// a concurrent owner's COMMIT), and returns PostgreSQL's next offset before this batch
 /// (`None`: no row yet) while raising it to the batch's `next` (the offset after its highest
-/// record). One round trip (the `claim_consumer_offsets` function of the migration);
-/// `partitions` holds (topic, partition, next) once per partition.
+/// record), and the newest Kafka timestamp of the partition's records to at least the
+/// batch's. One round trip (the `claim_consumer_offsets` function of the migrations);
+/// `partitions` holds one [`Claimed`] per partition.
 pub async fn claim(
     tx: &mut PgConnection,
     group: &str,
-    partitions: &[(String, i32, i64)],
+    partitions: &[Claimed],
 ) -> Result<HashMap<Partition, Option<i64>>, sqlx::Error> {
-    let topics: Vec<&str> = partitions.iter().map(|p| p.0.as_str()).collect();
-    let numbers: Vec<i32> = partitions.iter().map(|p| p.1).collect();
-    let next: Vec<i64> = partitions.iter().map(|p| p.2).collect();
+    let topics: Vec<&str> = partitions.iter().map(|p| p.topic.as_str()).collect();
+    let numbers: Vec<i32> = partitions.iter().map(|p| p.partition).collect();
+    let next: Vec<i64> = partitions.iter().map(|p| p.next).collect();
+    let newest: Vec<Option<i64>> = partitions.iter().map(|p| p.newest_record_ms).collect();
     let rows: Vec<(String, i32, Option<i64>)> =
-        sqlx::query_as("SELECT * FROM claim_consumer_offsets($1, $2, $3, $4)")
+        sqlx::query_as("SELECT * FROM claim_consumer_offsets($1, $2, $3, $4, $5)")
             .bind(group)
             .bind(&topics)
             .bind(&numbers)
             .bind(&next)
+            .bind(&newest)
             .fetch_all(&mut *tx)
             .await?;
     Ok(rows
@@ -74,16 +90,17 @@ pub async fn stored(
     Ok(stored.into_iter().map(|(p, (o, _))| (p, o)).collect())
 }
 
-/// As [`stored`], each offset with when a batch last stored it (the server's clock).
+/// As [`stored`], each offset with the newest Kafka timestamp of the records below it
+/// (`None`: not known — adopted, set by `sluice replay`, or stored before it was kept).
 pub async fn stored_since(
     conn: &mut PgConnection,
     group: &str,
     partitions: &[Partition],
-) -> Result<HashMap<Partition, (i64, chrono::DateTime<chrono::Utc>)>, sqlx::Error> {
+) -> Result<HashMap<Partition, (i64, Option<i64>)>, sqlx::Error> {
     let topics: Vec<&str> = partitions.iter().map(|p| p.0.as_str()).collect();
     let numbers: Vec<i32> = partitions.iter().map(|p| p.1).collect();
-    let rows: Vec<(String, i32, i64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(
-        "SELECT o.topic::text, o.partition, o.next_offset, o.updated_at
+    let rows: Vec<(String, i32, i64, Option<i64>)> = sqlx::query_as(
+        "SELECT o.topic::text, o.partition, o.next_offset, o.newest_record_ms
          FROM consumer_offsets o
          JOIN unnest($2::text[], $3::int[]) AS p(topic, partition) USING (topic, partition)
          WHERE o.consumer_group = $1",
@@ -95,7 +112,7 @@ pub async fn stored_since(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(t, p, o, at)| ((t, p), (o, at)))
+        .map(|(t, p, o, newest)| ((t, p), (o, newest)))
         .collect())
 }
 
@@ -201,7 +218,9 @@ pub async fn set_offsets(
         &mut tx,
         group,
         offsets,
-        "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
+        // Records below an offset set by hand were not all read: their newest is not known.
+        "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now(), \
+         newest_record_ms = NULL",
     )
     .await?;
     tx.commit().await

@@ -361,9 +361,14 @@ async fn store_batch_in(
     if !discard.is_empty() {
         offsets::discard(&mut tx, group, discard).await?;
     }
-    let next: Vec<(String, i32, i64)> = claims
+    let next: Vec<offsets::Claimed> = claims
         .iter()
-        .map(|c| (c.topic.clone(), c.partition, c.next))
+        .map(|c| offsets::Claimed {
+            topic: c.topic.clone(),
+            partition: c.partition,
+            next: c.next,
+            newest_record_ms: c.newest_record_ms,
+        })
         .collect();
     let before = offsets::claim(&mut tx, group, &next).await?;
     let verdicts = match judge_claims(claims, &before, committed) {

@@ -41,6 +41,9 @@ pub enum PipelineError {
     /// The Kafka client could not be created or failed fatally.
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    /// The brokers did not answer the pipeline's first metadata request.
+    #[error(transparent)]
+    KafkaUnreachable(Box<KafkaUnreachable>),
     /// Consuming stopped: a fatal client error, a stalled or deleted topic, or a fenced
     /// static member.
     #[error(transparent)]
@@ -114,4 +117,21 @@ pub struct PipelineTotals {
     pub batches: u64,
     /// Sum of every batch's counters.
     pub report: BatchReport,
+}
+
+/// No broker of the bootstrap list answered (see [`PipelineError::KafkaUnreachable`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "kafka: no broker of KAFKA_BOOTSTRAP_SERVERS={bootstrap} answered within {seconds} s (is \
+     the address right, and the listener's protocol the one KAFKA_SECURITY_PROTOCOL says?): \
+     {source}"
+)]
+pub struct KafkaUnreachable {
+    /// The bootstrap servers as set.
+    pub bootstrap: String,
+    /// How long it was tried.
+    pub seconds: u64,
+    /// The client's error.
+    #[source]
+    pub source: rdkafka::error::KafkaError,
 }

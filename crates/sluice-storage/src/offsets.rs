@@ -8,22 +8,29 @@
 //! (it may be ahead of PostgreSQL's after a crash of PostgreSQL under
 //! `synchronous_commit = off`, even for a partition whose very first batch was lost).
 //!
-//! A stored offset that cannot be a position in the partition as it is now means the topic
-//! was deleted and created again (or its records removed): that offset is discarded (its row
-//! deleted, with a warning) and the partition starts at the reset position. Two signs:
+//! A stored offset that cannot be a position in the partition as it is now belongs to a log
+//! that is gone: the topic was deleted and created again (or its records removed). That offset
+//! is discarded (its row deleted, with a warning) and the partition starts at its beginning,
+//! whatever `STORAGE_AUTO_OFFSET_RESET` says — the reset position is for a partition never
+//! stored, and the new log's records must not be skipped. Two signs:
 //!
 //! - the offset is beyond the partition's end;
 //! - Kafka holds no committed offset of the group for the partition (deleting a topic drops
 //!   its groups' offsets; sluice commits to Kafka after every batch) *and* a record below the
-//!   stored offset was written after that offset was stored (its timestamp, by Kafka's
-//!   ListOffsets by time, later than the row's `updated_at` plus [`CLOCK_SKEW`]): the records
-//!   sluice stored were all written before it stored them. Either sign alone is not enough —
-//!   a crash between the first batch's commit and Kafka's, or offsets Kafka expired after a
-//!   week stopped, also leave Kafka without one; a producer's clock may run ahead.
+//!   stored offset is stamped later than the newest record sluice stored below it
+//!   (`newest_record_ms`, raised by every batch's claim; found by Kafka's ListOffsets by time,
+//!   past a margin of [`STAMP_MARGIN`] for a transaction's commit marker, stamped when the
+//!   transaction commits). Every record below the offset went through a batch, so in the log
+//!   sluice read none is stamped later: Kafka's clock and the producers' only, never
+//!   PostgreSQL's. Kafka alone without the offset is no sign — a crash between a partition's
+//!   first batch and its Kafka commit, or offsets Kafka expired after a week stopped, leave
+//!   it so too.
 //!
-//! A topic created again and filled with records stamped before the offset was stored (a
-//! mirror copying old timestamps) still cannot be told apart: `sluice replay <pipeline> --to
-//! earliest --execute` after re-creating a topic that way.
+//! Not told apart: a topic created again whose records below the offset are all stamped
+//! before the old log's newest (a mirror copying old timestamps, a producer clock far
+//! behind), and any partition whose newest is not known (an offset adopted from Kafka or set
+//! by `sluice replay`, until its next batch): `sluice replay <pipeline> --to earliest
+//! --execute` after re-creating a topic that way.
 
 use sluice_core::settings::OffsetReset;
 use sluice_core::topics::Topics;
@@ -34,9 +41,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// How far a producer's clock may run ahead of PostgreSQL's before a record it wrote looks
-/// written after an offset stored later.
-pub const CLOCK_SKEW: Duration = Duration::from_secs(1);
+/// How much later than the newest record stored a record below the offset must be stamped
+/// to be another log's: a transaction's commit marker, which ListOffsets may land on and no
+/// consumer reads, is stamped when the transaction commits, after its records.
+pub const STAMP_MARGIN: Duration = Duration::from_secs(1);
 
 /// How many times reading the starting offsets is tried on an assignment, a second apart
 /// and doubling (about 15 s in all), before the partitions are assigned without them.
@@ -116,13 +124,14 @@ impl PostgresStarts {
         }
     }
 
-    /// The stored offsets of `partitions`, less those of a topic created again since.
+    /// Where each of `partitions` with a stored offset starts: at it, or at its beginning
+    /// when the offset belongs to a log that is gone (its row deleted).
     async fn read(
         conn: &mut Option<PgConnection>,
         url: &str,
         group: &str,
         (partitions, times): (&[Assigning], &dyn OffsetsForTimes),
-    ) -> Result<HashMap<(String, i32), i64>, sqlx::Error> {
+    ) -> Result<HashMap<(String, i32), StartAt>, sqlx::Error> {
         if conn.is_none() {
             *conn = Some(sluice_postgres::connect(url, "offsets").await?);
         }
@@ -135,66 +144,76 @@ impl PostgresStarts {
             .collect();
         let read = async {
             let stored = sluice_postgres::offsets::stored_since(open, group, &keys).await?;
-            let mut kept = HashMap::with_capacity(stored.len());
-            for assigning in partitions {
-                let key = (assigning.topic.clone(), assigning.partition);
-                let Some(&(at, since)) = stored.get(&key) else {
+            let gone = gone_logs(partitions, &stored, times);
+            let mut starts = HashMap::with_capacity(stored.len());
+            for (key, &(at, _)) in &stored {
+                let Some(sign) = gone.get(key) else {
+                    starts.insert(key.clone(), StartAt::Offset(at));
                     continue;
                 };
-                match created_again(assigning, at, since, times) {
-                    None => {
-                        kept.insert(key, at);
-                    }
-                    Some(sign) => {
-                        tracing::warn!(%group, topic = %assigning.topic,
-                            partition = assigning.partition, stored = at, sign,
-                            "the stored offset is no position in the partition as it is now \
-                             (the topic was created again, or its records removed): \
-                             discarded, the partition starts at the reset position");
-                        sluice_postgres::offsets::forget(
-                            open,
-                            group,
-                            &assigning.topic,
-                            assigning.partition,
-                            at,
-                        )
-                        .await?;
-                    }
-                }
+                tracing::warn!(%group, topic = %key.0, partition = key.1, stored = at, sign,
+                    "the stored offset is no position in the partition as it is now (the \
+                     topic was created again, or its records removed): discarded, the \
+                     partition starts at its beginning");
+                sluice_postgres::offsets::forget(open, group, &key.0, key.1, at).await?;
+                starts.insert(key.clone(), StartAt::Beginning);
             }
-            Ok::<_, sqlx::Error>(kept)
+            Ok::<_, sqlx::Error>(starts)
         };
-        let stored = read.await;
-        if stored.is_err() {
+        let starts = read.await;
+        if starts.is_err() {
             *conn = None;
         }
-        stored
+        starts
     }
 }
 
-/// Why offset `at`, stored at `since`, is no position in `assigning` as it is now; `None`
-/// when it may be (see the module's documentation).
-fn created_again(
-    assigning: &Assigning,
-    at: i64,
-    since: chrono::DateTime<chrono::Utc>,
+/// The partitions of `partitions` whose `stored` offset (with the newest record stamp below
+/// it) belongs to a log that is gone, each with the sign (see the module's documentation);
+/// one ListOffsets request for those the first sign does not settle.
+fn gone_logs(
+    partitions: &[Assigning],
+    stored: &HashMap<(String, i32), (i64, Option<i64>)>,
     times: &dyn OffsetsForTimes,
-) -> Option<String> {
-    if let Some(end) = assigning.end.filter(|end| at > *end) {
-        return Some(format!("past the partition's end {end}"));
+) -> HashMap<(String, i32), String> {
+    let mut gone = HashMap::new();
+    let mut asked = Vec::new();
+    for p in partitions {
+        let key = (p.topic.clone(), p.partition);
+        let Some(&(at, newest)) = stored.get(&key) else {
+            continue;
+        };
+        if let Some(end) = p.end.filter(|end| at > *end) {
+            gone.insert(key, format!("past the partition's end {end}"));
+            continue;
+        }
+        if let (Some(false), Some(newest), true) = (p.kafka_committed, newest, at > 0) {
+            let margin = i64::try_from(STAMP_MARGIN.as_millis()).unwrap_or(i64::MAX);
+            asked.push((p.topic.clone(), p.partition, newest.saturating_add(margin)));
+        }
     }
-    if assigning.kafka_committed != Some(false) || at == 0 {
-        return None;
+    if asked.is_empty() {
+        return gone;
     }
-    let skew = i64::try_from(CLOCK_SKEW.as_millis()).unwrap_or(i64::MAX);
-    let after = since.timestamp_millis().saturating_add(skew);
-    let first = times.first_at_or_after(&assigning.topic, assigning.partition, after)?;
-    (first < at).then(|| {
-        format!(
-            "Kafka holds no committed offset of the group, and the record at {first} was \
-             written after the offset was stored ({since})"
-        )
-    })
+    let found = times.first_at_or_after(&asked);
+    for (topic, partition, after) in asked {
+        let key = (topic, partition);
+        let (Some(&first), Some(&(at, _))) = (found.get(&key), stored.get(&key)) else {
+            continue;
+        };
+        if first < at {
+            gone.insert(
+                key,
+                format!(
+                    "Kafka holds no committed offset of the group, and the record at {first} \
+                     is stamped after the newest record stored below {at} (by more than {} \
+                     ms: at or after {after})",
+                    STAMP_MARGIN.as_millis()
+                ),
+            );
+        }
+    }
+    gone
 }
 
 impl StartingOffsets for PostgresStarts {
@@ -224,7 +243,7 @@ impl StartingOffsets for PostgresStarts {
                 (partitions, times),
             ));
             match read {
-                Ok(stored) => {
+                Ok(starts) => {
                     let never = match self.reset {
                         OffsetReset::Earliest => StartAt::Beginning,
                         OffsetReset::Latest => StartAt::End,
@@ -233,7 +252,7 @@ impl StartingOffsets for PostgresStarts {
                         .iter()
                         .map(|p| {
                             let key = (p.topic.clone(), p.partition);
-                            let at = stored.get(&key).map_or(never, |o| StartAt::Offset(*o));
+                            let at = starts.get(&key).copied().unwrap_or(never);
                             (key, at)
                         })
                         .collect());
@@ -258,14 +277,16 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
-    use chrono::{TimeZone, Utc};
 
-    /// A partition whose first record at or after a time is `first` (`None`: none).
+    /// Every partition's first record at or after any time is `first` (`None`: none).
     struct Times(Option<i64>);
 
     impl OffsetsForTimes for Times {
-        fn first_at_or_after(&self, _: &str, _: i32, _: i64) -> Option<i64> {
-            self.0
+        fn first_at_or_after(&self, asked: &[(String, i32, i64)]) -> HashMap<(String, i32), i64> {
+            asked
+                .iter()
+                .filter_map(|(t, p, _)| Some(((t.clone(), *p), self.0?)))
+                .collect()
         }
     }
 
@@ -278,32 +299,48 @@ mod tests {
         }
     }
 
+    /// The sign `gone_logs` gives for partition t/0 stored at `at` with `newest`.
+    fn sign(p: &Assigning, at: i64, newest: Option<i64>, first: Option<i64>) -> Option<String> {
+        let stored = HashMap::from([(("t".to_owned(), 0), (at, newest))]);
+        gone_logs(std::slice::from_ref(p), &stored, &Times(first)).remove(&("t".to_owned(), 0))
+    }
+
     #[test]
-    fn an_offset_is_kept_unless_a_sign_says_the_topic_is_another() {
-        let since = Utc.with_ymd_and_hms(2026, 12, 7, 8, 0, 0).unwrap();
-        let again = |a: &Assigning, times: Option<i64>| created_again(a, 50, since, &Times(times));
-        // Past the end: discarded whatever Kafka says.
-        assert!(again(&assigning(Some(10), Some(true)), None).is_some());
-        // Kafka holds the group's offset: kept, even with records written after.
-        assert_eq!(again(&assigning(Some(900), Some(true)), Some(0)), None);
-        // Kafka's offset not known: kept.
-        assert_eq!(again(&assigning(Some(900), None), Some(0)), None);
-        // Kafka holds none (offsets expired, or a crash before Kafka's commit) and every
-        // record written after the offset was stored lies at or past it: kept.
-        assert_eq!(again(&assigning(Some(900), Some(false)), Some(50)), None);
-        assert_eq!(again(&assigning(Some(900), Some(false)), None), None);
-        // Kafka holds none and a record below it was written after it was stored: another
-        // topic under the same name.
-        let sign = again(&assigning(Some(900), Some(false)), Some(3)).unwrap();
-        assert!(sign.contains("the record at 3 was written after"), "{sign}");
-        // Nothing stored past offset 0 is a position in any partition.
+    fn an_offset_is_kept_unless_a_sign_says_the_log_is_another() {
+        let newest = Some(1_000);
+        // Past the end: gone whatever Kafka says.
+        assert!(sign(&assigning(Some(10), Some(true)), 50, newest, None).is_some());
+        // Kafka holds the group's offset: kept, even with records stamped later below.
         assert_eq!(
-            created_again(
-                &assigning(Some(900), Some(false)),
-                0,
-                since,
-                &Times(Some(0))
-            ),
+            sign(&assigning(Some(900), Some(true)), 50, newest, Some(0)),
+            None
+        );
+        // Kafka's offset not known: kept.
+        assert_eq!(sign(&assigning(Some(900), None), 50, newest, Some(0)), None);
+        // Kafka holds none (offsets expired, or a crash before Kafka's commit) and no record
+        // below the offset is stamped later than the newest stored: kept.
+        assert_eq!(
+            sign(&assigning(Some(900), Some(false)), 50, newest, Some(50)),
+            None
+        );
+        assert_eq!(
+            sign(&assigning(Some(900), Some(false)), 50, newest, None),
+            None
+        );
+        // The newest stored not known (adopted, replayed): kept.
+        assert_eq!(
+            sign(&assigning(Some(900), Some(false)), 50, None, Some(0)),
+            None
+        );
+        // Kafka holds none and a record below it is stamped later: another log.
+        let found = sign(&assigning(Some(900), Some(false)), 50, newest, Some(3)).unwrap();
+        assert!(
+            found.contains("the record at 3 is stamped after"),
+            "{found}"
+        );
+        // Offset 0 holds nothing below it.
+        assert_eq!(
+            sign(&assigning(Some(900), Some(false)), 0, newest, Some(0)),
             None
         );
     }

@@ -113,8 +113,17 @@ async fn run_sink(
 ) -> Result<PipelineTotals, PipelineError> {
     // A typo in a topic name (or a topic not created yet) would otherwise leave a healthy-
     // looking pipeline that consumes nothing forever.
-    let admin = sluice_kafka::Admin::new(&settings.kafka, Duration::from_secs(15))?;
-    check_topics(&admin, pipeline)?;
+    let admin = sluice_kafka::Admin::new(&settings.kafka, METADATA_WAIT)?;
+    check_topics(&admin, pipeline).map_err(|error| match error {
+        PipelineError::Kafka(source) if is_unreachable(&source) => {
+            PipelineError::KafkaUnreachable(Box::new(crate::error::KafkaUnreachable {
+                bootstrap: settings.kafka.bootstrap_servers.clone(),
+                seconds: METADATA_WAIT.as_secs(),
+                source,
+            }))
+        }
+        other => other,
+    })?;
     adopt(settings, pipeline, &admin, stop).await?;
     drop(admin);
     let consumer = subscribe(settings, pipeline)?;
@@ -160,6 +169,26 @@ async fn run_sink(
         .join()
         .unwrap_or_else(|_| Err(PipelineError::ReaderPanicked));
     written.and(read)
+}
+
+/// How long the pipeline's first metadata request may wait for a broker.
+const METADATA_WAIT: Duration = Duration::from_secs(15);
+
+/// Whether `error` is the client finding no broker to ask (a wrong address, a listener of
+/// another protocol, a network that drops the connection).
+fn is_unreachable(error: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            Code::BrokerTransportFailure
+                | Code::AllBrokersDown
+                | Code::OperationTimedOut
+                | Code::Resolve
+                | Code::SSL
+                | Code::Authentication
+        )
+    )
 }
 
 /// Fails if a topic the pipeline names does not exist (a pattern may match nothing yet: its
