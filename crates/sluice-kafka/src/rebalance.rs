@@ -65,58 +65,11 @@ pub struct Assigning {
 
 /// Where assigned partitions start, asked on every assignment (on the thread that polls).
 pub trait StartingOffsets: Send + Sync {
-    /// For each of `partitions`, where it starts; `times` looks a partition's records up
-    /// by timestamp. `Err` when that cannot be known now.
+    /// For each of `partitions`, where it starts; `Err` when that cannot be known now.
     fn starting_offsets(
         &self,
         partitions: &[Assigning],
-        times: &dyn OffsetsForTimes,
     ) -> Result<HashMap<(String, i32), StartAt>, String>;
-}
-
-/// Partitions' records looked up by timestamp (Kafka's ListOffsets by time).
-pub trait OffsetsForTimes {
-    /// For each of `asked` — (topic, partition, timestamp in ms) — the offset of the
-    /// partition's first record stamped then or later, in one request; a partition with no
-    /// such record, or that the brokers did not answer for, is not in the answer.
-    fn first_at_or_after(&self, asked: &[(String, i32, i64)]) -> HashMap<(String, i32), i64>;
-}
-
-/// [`OffsetsForTimes`] through the consumer being assigned.
-struct ConsumerTimes<'c>(&'c BaseConsumer<RebalanceCounter>);
-
-impl OffsetsForTimes for ConsumerTimes<'_> {
-    fn first_at_or_after(&self, asked: &[(String, i32, i64)]) -> HashMap<(String, i32), i64> {
-        use rdkafka::consumer::Consumer;
-        let mut list = rdkafka::TopicPartitionList::new();
-        for (topic, partition, timestamp_ms) in asked {
-            if list
-                .add_partition_offset(topic, *partition, Offset::Offset(*timestamp_ms))
-                .is_err()
-            {
-                return HashMap::new();
-            }
-        }
-        let found = match self
-            .0
-            .offsets_for_times(list, std::time::Duration::from_secs(5))
-        {
-            Ok(found) => found,
-            Err(error) => {
-                tracing::warn!(%error, "cannot look the partitions' records up by time");
-                return HashMap::new();
-            }
-        };
-        found
-            .elements()
-            .iter()
-            .filter(|e| e.error().is_ok())
-            .filter_map(|e| match e.offset() {
-                Offset::Offset(offset) => Some(((e.topic().to_owned(), e.partition()), offset)),
-                _ => None,
-            })
-            .collect()
-    }
 }
 
 /// The context: shared counters, cheap to clone (a rebuilt client keeps counting).
@@ -215,7 +168,7 @@ impl RebalanceCounter {
         if partitions.is_empty() {
             return;
         }
-        match starts.starting_offsets(&partitions, &ConsumerTimes(consumer)) {
+        match starts.starting_offsets(&partitions) {
             Ok(found) => {
                 for mut e in assigned.elements() {
                     let Some(&at) = found.get(&(e.topic().to_owned(), e.partition())) else {

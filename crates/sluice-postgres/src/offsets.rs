@@ -23,15 +23,15 @@ pub struct Claimed {
     pub partition: i32,
     /// The offset after the batch's last record of it.
     pub next: i64,
-    /// The newest Kafka timestamp among the batch's records of it (`None`: none has one).
-    pub newest_record_ms: Option<i64>,
+    /// The Kafka timestamp of the batch's last record of it, at `next - 1` (`None`: none).
+    pub last_record_ms: Option<i64>,
 }
 
 /// In the batch's transaction, before anything else: locks each partition's row (waiting for
 /// a concurrent owner's COMMIT), and returns PostgreSQL's next offset before this batch
 /// (`None`: no row yet) while raising it to the batch's `next` (the offset after its highest
-/// record), and the newest Kafka timestamp of the partition's records to at least the
-/// batch's. One round trip (the `claim_consumer_offsets` function of the migrations);
+/// record), with the timestamp of the batch's last record of the partition when that offset is
+/// the one stored. One round trip (the `claim_consumer_offsets` function of the migrations);
 /// `partitions` holds one [`Claimed`] per partition.
 pub async fn claim(
     tx: &mut PgConnection,
@@ -41,14 +41,14 @@ pub async fn claim(
     let topics: Vec<&str> = partitions.iter().map(|p| p.topic.as_str()).collect();
     let numbers: Vec<i32> = partitions.iter().map(|p| p.partition).collect();
     let next: Vec<i64> = partitions.iter().map(|p| p.next).collect();
-    let newest: Vec<Option<i64>> = partitions.iter().map(|p| p.newest_record_ms).collect();
+    let last: Vec<Option<i64>> = partitions.iter().map(|p| p.last_record_ms).collect();
     let rows: Vec<(String, i32, Option<i64>)> =
         sqlx::query_as("SELECT * FROM claim_consumer_offsets($1, $2, $3, $4, $5)")
             .bind(group)
             .bind(&topics)
             .bind(&numbers)
             .bind(&next)
-            .bind(&newest)
+            .bind(&last)
             .fetch_all(&mut *tx)
             .await?;
     Ok(rows
@@ -90,8 +90,8 @@ pub async fn stored(
     Ok(stored.into_iter().map(|(p, (o, _))| (p, o)).collect())
 }
 
-/// As [`stored`], each offset with the newest Kafka timestamp of the records below it
-/// (`None`: not known — adopted, set by `sluice replay`, or stored before it was kept).
+/// As [`stored`], each offset with the Kafka timestamp of the record just below it, the last
+/// one read (`None`: not known — adopted, set by `sluice replay`, stored before it was kept).
 pub async fn stored_since(
     conn: &mut PgConnection,
     group: &str,
@@ -100,7 +100,7 @@ pub async fn stored_since(
     let topics: Vec<&str> = partitions.iter().map(|p| p.0.as_str()).collect();
     let numbers: Vec<i32> = partitions.iter().map(|p| p.1).collect();
     let rows: Vec<(String, i32, i64, Option<i64>)> = sqlx::query_as(
-        "SELECT o.topic::text, o.partition, o.next_offset, o.newest_record_ms
+        "SELECT o.topic::text, o.partition, o.next_offset, o.last_record_ms
          FROM consumer_offsets o
          JOIN unnest($2::text[], $3::int[]) AS p(topic, partition) USING (topic, partition)
          WHERE o.consumer_group = $1",
@@ -112,7 +112,7 @@ pub async fn stored_since(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(t, p, o, newest)| ((t, p), (o, newest)))
+        .map(|(t, p, o, last)| ((t, p), (o, last)))
         .collect())
 }
 
@@ -218,9 +218,9 @@ pub async fn set_offsets(
         &mut tx,
         group,
         offsets,
-        // Records below an offset set by hand were not all read: their newest is not known.
+        // The record below an offset set by hand was not read: its timestamp is not known.
         "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now(), \
-         newest_record_ms = NULL",
+         last_record_ms = NULL",
     )
     .await?;
     tx.commit().await

@@ -55,3 +55,70 @@ async fn rollback_then_commit() {
     drop(conn);
     schema.drop_schema().await;
 }
+
+/// The claim keeps, with each offset it stores, the timestamp of the batch's last record (what
+/// tells a topic created again from the one read); an older sluice's four-argument claim
+/// during a rolling upgrade, and `sluice replay`, leave it unknown.
+#[tokio::test]
+async fn the_claim_keeps_the_last_records_stamp_with_the_offset() {
+    use sluice_postgres::offsets::{Claimed, claim, set_offsets};
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let schema = sluice_testkit::TestSchema::create(&stack).await;
+    let mut conn = schema.connect().await;
+    sluice_postgres::migrate::migrate_own(&mut conn)
+        .await
+        .unwrap();
+    let claimed = |next: i64, last: Option<i64>| {
+        vec![Claimed {
+            topic: "t".into(),
+            partition: 0,
+            next,
+            last_record_ms: last,
+        }]
+    };
+    for (next, last, expected) in [
+        (10, Some(111), (10, Some(111))),
+        // A batch behind the stored offset (another owner's, applied already) changes nothing.
+        (5, Some(55), (10, Some(111))),
+        (20, Some(222), (20, Some(222))),
+        (30, None, (30, None)),
+        (40, Some(444), (40, Some(444))),
+    ] {
+        let mut tx = conn.begin().await.unwrap();
+        claim(&mut tx, "g", &claimed(next, last)).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(stored(&mut conn).await, expected, "after a claim of {next}");
+    }
+    sqlx::query(
+        "SELECT * FROM claim_consumer_offsets('g', ARRAY['t'], ARRAY[0], ARRAY[50::bigint])",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        stored(&mut conn).await,
+        (50, None),
+        "an older sluice's claim"
+    );
+    let mut tx = conn.begin().await.unwrap();
+    claim(&mut tx, "g", &claimed(60, Some(666))).await.unwrap();
+    tx.commit().await.unwrap();
+    set_offsets(&mut conn, "g", &[("t".into(), 0, 7)])
+        .await
+        .unwrap();
+    assert_eq!(stored(&mut conn).await, (7, None), "set by sluice replay");
+    drop(conn);
+    schema.drop_schema().await;
+}
+
+/// The group `g`'s one stored offset and the stamp kept with it.
+async fn stored(conn: &mut sqlx::PgConnection) -> (i64, Option<i64>) {
+    sqlx::query_as(
+        "SELECT next_offset, last_record_ms FROM consumer_offsets WHERE consumer_group = 'g'",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}

@@ -367,7 +367,7 @@ async fn store_batch_in(
             topic: c.topic.clone(),
             partition: c.partition,
             next: c.next,
-            newest_record_ms: c.newest_record_ms,
+            last_record_ms: c.last_record_ms,
         })
         .collect();
     let before = offsets::claim(&mut tx, group, &next).await?;

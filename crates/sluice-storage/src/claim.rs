@@ -26,8 +26,8 @@ pub struct Claim {
     pub next: i64,
     /// Where its fetch continued from before the first record (`None`: not known).
     pub origin: Option<Origin>,
-    /// The newest Kafka timestamp among its records (`None`: none has one).
-    pub newest_record_ms: Option<i64>,
+    /// The Kafka timestamp of its last record, at `next - 1` (`None`: none).
+    pub last_record_ms: Option<i64>,
 }
 
 /// The claims of a batch's partitions, in order of first appearance.
@@ -40,8 +40,10 @@ pub fn claims_of(records: &[Record], origin: impl Fn(&str, i32) -> Option<Origin
         {
             Some(c) => {
                 c.first = c.first.min(r.offset);
-                c.next = c.next.max(r.offset + 1);
-                c.newest_record_ms = c.newest_record_ms.max(r.timestamp_ms);
+                if r.offset + 1 > c.next {
+                    c.next = r.offset + 1;
+                    c.last_record_ms = r.timestamp_ms;
+                }
             }
             None => out.push(Claim {
                 topic: r.topic.clone(),
@@ -49,7 +51,7 @@ pub fn claims_of(records: &[Record], origin: impl Fn(&str, i32) -> Option<Origin
                 first: r.offset,
                 next: r.offset + 1,
                 origin: origin(&r.topic, r.partition),
-                newest_record_ms: r.timestamp_ms,
+                last_record_ms: r.timestamp_ms,
             }),
         }
     }
@@ -124,7 +126,7 @@ mod tests {
             first,
             next,
             origin,
-            newest_record_ms: None,
+            last_record_ms: None,
         }
     }
 

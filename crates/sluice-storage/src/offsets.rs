@@ -16,35 +16,32 @@
 //!
 //! - the offset is beyond the partition's end;
 //! - Kafka holds no committed offset of the group for the partition (deleting a topic drops
-//!   its groups' offsets; sluice commits to Kafka after every batch) *and* a record below the
-//!   stored offset is stamped later than the newest record sluice stored below it
-//!   (`newest_record_ms`, raised by every batch's claim; found by Kafka's ListOffsets by time,
-//!   past a margin of [`STAMP_MARGIN`] for a transaction's commit marker, stamped when the
-//!   transaction commits). Every record below the offset went through a batch, so in the log
-//!   sluice read none is stamped later: Kafka's clock and the producers' only, never
-//!   PostgreSQL's. Kafka alone without the offset is no sign — a crash between a partition's
-//!   first batch and its Kafka commit, or offsets Kafka expired after a week stopped, leave
-//!   it so too.
+//!   its groups' offsets; sluice commits to Kafka after every batch) *and* the record just
+//!   below the offset, the last one sluice read there, is not the one it read: fetched now,
+//!   it is stamped otherwise than the timestamp stored with the offset (`last_record_ms`, set
+//!   by the claim of the batch that stored it). Kafka alone without the offset is no sign — a
+//!   crash between a partition's first batch and its Kafka commit, or offsets Kafka expired
+//!   after a week stopped, leave it so too — and then the record there is the one read.
 //!
-//! Not told apart: a topic created again whose records below the offset are all stamped
-//! before the old log's newest (a mirror copying old timestamps, a producer clock far
-//! behind), and any partition whose newest is not known (an offset adopted from Kafka or set
-//! by `sluice replay`, until its next batch): `sluice replay <pipeline> --to earliest
-//! --execute` after re-creating a topic that way.
+//! Not told apart (the offset kept): a record there stamped at the very millisecond of the
+//! one read; no record at that offset any more (compacted away); a timestamp not known (an
+//! offset adopted from Kafka or set by `sluice replay`, until its next batch; a record
+//! without one); a broker that does not answer within [`RECORD_WAIT`]. After re-creating a
+//! topic in such a case: `sluice replay <pipeline> --to earliest --execute`.
 
+use sluice_core::KafkaClientSettings;
 use sluice_core::settings::OffsetReset;
 use sluice_core::topics::Topics;
 use sluice_kafka::Admin;
-use sluice_kafka::rebalance::{Assigning, OffsetsForTimes, StartAt, StartingOffsets};
+use sluice_kafka::clients::RecordAt;
+use sluice_kafka::rebalance::{Assigning, StartAt, StartingOffsets};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// How much later than the newest record stored a record below the offset must be stamped
-/// to be another log's: a transaction's commit marker, which ListOffsets may land on and no
-/// consumer reads, is stamped when the transaction commits, after its records.
-pub const STAMP_MARGIN: Duration = Duration::from_secs(1);
+/// How long the record just below a stored offset is waited for when it is checked.
+pub const RECORD_WAIT: Duration = Duration::from_secs(5);
 
 /// How many times reading the starting offsets is tried on an assignment, a second apart
 /// and doubling (about 15 s in all), before the partitions are assigned without them.
@@ -102,6 +99,8 @@ pub struct PostgresStarts {
     database_url: String,
     group: String,
     reset: OffsetReset,
+    /// Reads the record just below a stored offset (see the module's documentation).
+    kafka: KafkaClientSettings,
     client: Mutex<Option<(tokio::runtime::Runtime, Option<PgConnection>)>>,
 }
 
@@ -114,12 +113,19 @@ impl std::fmt::Debug for PostgresStarts {
 }
 
 impl PostgresStarts {
-    /// The starting offsets of `group`'s partitions; `reset` for a partition never stored.
-    pub fn new(database_url: &str, group: &str, reset: OffsetReset) -> Self {
+    /// The starting offsets of `group`'s partitions; `reset` for a partition never stored;
+    /// `kafka` to read the record below a stored offset.
+    pub fn new(
+        database_url: &str,
+        group: &str,
+        reset: OffsetReset,
+        kafka: &KafkaClientSettings,
+    ) -> Self {
         Self {
             database_url: database_url.to_owned(),
             group: group.to_owned(),
             reset,
+            kafka: kafka.clone(),
             client: Mutex::new(None),
         }
     }
@@ -130,7 +136,7 @@ impl PostgresStarts {
         conn: &mut Option<PgConnection>,
         url: &str,
         group: &str,
-        (partitions, times): (&[Assigning], &dyn OffsetsForTimes),
+        (partitions, kafka): (&[Assigning], &KafkaClientSettings),
     ) -> Result<HashMap<(String, i32), StartAt>, sqlx::Error> {
         if conn.is_none() {
             *conn = Some(sluice_postgres::connect(url, "offsets").await?);
@@ -144,7 +150,7 @@ impl PostgresStarts {
             .collect();
         let read = async {
             let stored = sluice_postgres::offsets::stored_since(open, group, &keys).await?;
-            let gone = gone_logs(partitions, &stored, times);
+            let gone = gone_logs(partitions, &stored, &|at| record_below(kafka, at));
             let mut starts = HashMap::with_capacity(stored.len());
             for (key, &(at, _)) in &stored {
                 let Some(sign) = gone.get(key) else {
@@ -168,47 +174,56 @@ impl PostgresStarts {
     }
 }
 
-/// The partitions of `partitions` whose `stored` offset (with the newest record stamp below
-/// it) belongs to a log that is gone, each with the sign (see the module's documentation);
-/// one ListOffsets request for those the first sign does not settle.
+/// The record just below offset `(topic, partition, offset)`, fetched now (a failure logged
+/// and taken as not fetched).
+fn record_below(
+    kafka: &KafkaClientSettings,
+    (topic, partition, offset): (&str, i32, i64),
+) -> RecordAt {
+    match sluice_kafka::clients::record_at(kafka, (topic, partition, offset - 1), RECORD_WAIT) {
+        Ok(found) => found,
+        Err(error) => {
+            tracing::warn!(%topic, partition, offset = offset - 1, %error,
+                "cannot read the record below the stored offset; the offset is kept");
+            RecordAt::NotFetched
+        }
+    }
+}
+
+/// The partitions of `partitions` whose `stored` offset (with the timestamp of the record
+/// read just below it) belongs to a log that is gone, each with the sign (see the module's
+/// documentation); `below` fetches the record just below an offset as the partition is now.
 fn gone_logs(
     partitions: &[Assigning],
     stored: &HashMap<(String, i32), (i64, Option<i64>)>,
-    times: &dyn OffsetsForTimes,
+    below: &dyn Fn((&str, i32, i64)) -> RecordAt,
 ) -> HashMap<(String, i32), String> {
     let mut gone = HashMap::new();
-    let mut asked = Vec::new();
     for p in partitions {
         let key = (p.topic.clone(), p.partition);
-        let Some(&(at, newest)) = stored.get(&key) else {
+        let Some(&(at, read)) = stored.get(&key) else {
             continue;
         };
         if let Some(end) = p.end.filter(|end| at > *end) {
             gone.insert(key, format!("past the partition's end {end}"));
             continue;
         }
-        if let (Some(false), Some(newest), true) = (p.kafka_committed, newest, at > 0) {
-            let margin = i64::try_from(STAMP_MARGIN.as_millis()).unwrap_or(i64::MAX);
-            asked.push((p.topic.clone(), p.partition, newest.saturating_add(margin)));
-        }
-    }
-    if asked.is_empty() {
-        return gone;
-    }
-    let found = times.first_at_or_after(&asked);
-    for (topic, partition, after) in asked {
-        let key = (topic, partition);
-        let (Some(&first), Some(&(at, _))) = (found.get(&key), stored.get(&key)) else {
+        let (Some(false), Some(read), true) = (p.kafka_committed, read, at > 0) else {
             continue;
         };
-        if first < at {
+        if let RecordAt::Stamped(now) = below((&p.topic, p.partition, at))
+            && now != Some(read)
+        {
+            let now = now.map_or_else(
+                || "without a timestamp".to_owned(),
+                |ms| format!("stamped {ms}"),
+            );
             gone.insert(
                 key,
                 format!(
-                    "Kafka holds no committed offset of the group, and the record at {first} \
-                     is stamped after the newest record stored below {at} (by more than {} \
-                     ms: at or after {after})",
-                    STAMP_MARGIN.as_millis()
+                    "Kafka holds no committed offset of the group, and the record at {} is \
+                     {now}, the one read there was stamped {read}",
+                    at - 1
                 ),
             );
         }
@@ -220,7 +235,6 @@ impl StartingOffsets for PostgresStarts {
     fn starting_offsets(
         &self,
         partitions: &[Assigning],
-        times: &dyn OffsetsForTimes,
     ) -> Result<HashMap<(String, i32), StartAt>, String> {
         let mut client = self.client.lock().map_err(|_| "poisoned".to_owned())?;
         if client.is_none() {
@@ -240,7 +254,7 @@ impl StartingOffsets for PostgresStarts {
                 conn,
                 &self.database_url,
                 &self.group,
-                (partitions, times),
+                (partitions, &self.kafka),
             ));
             match read {
                 Ok(starts) => {
@@ -278,18 +292,6 @@ mod tests {
 
     use super::*;
 
-    /// Every partition's first record at or after any time is `first` (`None`: none).
-    struct Times(Option<i64>);
-
-    impl OffsetsForTimes for Times {
-        fn first_at_or_after(&self, asked: &[(String, i32, i64)]) -> HashMap<(String, i32), i64> {
-            asked
-                .iter()
-                .filter_map(|(t, p, _)| Some(((t.clone(), *p), self.0?)))
-                .collect()
-        }
-    }
-
     fn assigning(end: Option<i64>, kafka_committed: Option<bool>) -> Assigning {
         Assigning {
             topic: "t".into(),
@@ -299,48 +301,60 @@ mod tests {
         }
     }
 
-    /// The sign `gone_logs` gives for partition t/0 stored at `at` with `newest`.
-    fn sign(p: &Assigning, at: i64, newest: Option<i64>, first: Option<i64>) -> Option<String> {
-        let stored = HashMap::from([(("t".to_owned(), 0), (at, newest))]);
-        gone_logs(std::slice::from_ref(p), &stored, &Times(first)).remove(&("t".to_owned(), 0))
+    /// The sign `gone_logs` gives for partition t/0 stored at `at` with the record below it
+    /// read stamped `read`, when the record there now is `now`.
+    fn sign(p: &Assigning, at: i64, read: Option<i64>, now: RecordAt) -> Option<String> {
+        let stored = HashMap::from([(("t".to_owned(), 0), (at, read))]);
+        let below = |(_, _, offset): (&str, i32, i64)| {
+            assert_eq!(offset, at, "asked for the stored offset");
+            now
+        };
+        gone_logs(std::slice::from_ref(p), &stored, &below).remove(&("t".to_owned(), 0))
     }
 
     #[test]
     fn an_offset_is_kept_unless_a_sign_says_the_log_is_another() {
-        let newest = Some(1_000);
+        let read = Some(1_000);
+        let other = RecordAt::Stamped(Some(2_000));
         // Past the end: gone whatever Kafka says.
-        assert!(sign(&assigning(Some(10), Some(true)), 50, newest, None).is_some());
-        // Kafka holds the group's offset: kept, even with records stamped later below.
+        assert!(sign(&assigning(Some(10), Some(true)), 50, read, other).is_some());
+        // Kafka holds the group's offset: kept (not even fetched).
         assert_eq!(
-            sign(&assigning(Some(900), Some(true)), 50, newest, Some(0)),
+            sign(&assigning(Some(900), Some(true)), 50, read, other),
             None
         );
         // Kafka's offset not known: kept.
-        assert_eq!(sign(&assigning(Some(900), None), 50, newest, Some(0)), None);
-        // Kafka holds none (offsets expired, or a crash before Kafka's commit) and no record
-        // below the offset is stamped later than the newest stored: kept.
+        assert_eq!(sign(&assigning(Some(900), None), 50, read, other), None);
+        // Kafka holds none (offsets expired, or a crash before Kafka's commit) and the record
+        // below is the one read: kept.
+        let same = RecordAt::Stamped(read);
         assert_eq!(
-            sign(&assigning(Some(900), Some(false)), 50, newest, Some(50)),
+            sign(&assigning(Some(900), Some(false)), 50, read, same),
             None
         );
+        // No record there now, or none fetched: kept.
+        for now in [RecordAt::Elsewhere, RecordAt::NotFetched] {
+            assert_eq!(
+                sign(&assigning(Some(900), Some(false)), 50, read, now),
+                None
+            );
+        }
+        // The timestamp read not known (adopted, replayed): kept.
         assert_eq!(
-            sign(&assigning(Some(900), Some(false)), 50, newest, None),
+            sign(&assigning(Some(900), Some(false)), 50, None, other),
             None
         );
-        // The newest stored not known (adopted, replayed): kept.
-        assert_eq!(
-            sign(&assigning(Some(900), Some(false)), 50, None, Some(0)),
-            None
-        );
-        // Kafka holds none and a record below it is stamped later: another log.
-        let found = sign(&assigning(Some(900), Some(false)), 50, newest, Some(3)).unwrap();
+        // Kafka holds none and the record below is another: another log.
+        let found = sign(&assigning(Some(900), Some(false)), 50, read, other).unwrap();
         assert!(
-            found.contains("the record at 3 is stamped after"),
+            found.contains("the record at 49 is stamped 2000"),
             "{found}"
         );
-        // Offset 0 holds nothing below it.
+        let bare = RecordAt::Stamped(None);
+        assert!(sign(&assigning(Some(900), Some(false)), 50, read, bare).is_some());
+        // Offset 0 has nothing below it.
         assert_eq!(
-            sign(&assigning(Some(900), Some(false)), 0, newest, Some(0)),
+            sign(&assigning(Some(900), Some(false)), 0, read, other),
             None
         );
     }

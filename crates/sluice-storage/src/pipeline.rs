@@ -215,6 +215,7 @@ fn subscribe(
         &settings.database_url,
         &pipeline.group,
         settings.auto_offset_reset,
+        &settings.kafka,
     );
     let client_id = format!("sluice-{}-{}", pipeline.name, std::process::id());
     let instance = settings.group_instance_id_of(&pipeline.name);
