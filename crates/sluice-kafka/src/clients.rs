@@ -8,6 +8,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_core::KafkaClientSettings;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// A reader of [`reader_config`] (no group membership, nothing committed, partition EOF
@@ -50,29 +51,66 @@ pub enum RecordAt {
     NotFetched,
 }
 
-/// The record at `offset` of `topic`/`partition`, fetched by a reader of its own (nothing
-/// committed, the isolation level of every sluice consumer), waiting up to `timeout`.
-pub fn record_at(
+/// The record at each of `asked` — (topic, partition, offset) — fetched by one reader of
+/// its own (nothing committed, the isolation level of every sluice consumer), waiting up to
+/// `timeout` in all: a partition that gave nothing by then is [`RecordAt::NotFetched`].
+pub fn records_at(
     client: &KafkaClientSettings,
-    (topic, partition, offset): (&str, i32, i64),
+    asked: &[(String, i32, i64)],
     timeout: Duration,
-) -> Result<RecordAt, KafkaError> {
+) -> Result<HashMap<(String, i32), RecordAt>, KafkaError> {
+    let mut found: HashMap<(String, i32), RecordAt> = asked
+        .iter()
+        .map(|(t, p, _)| ((t.clone(), *p), RecordAt::NotFetched))
+        .collect();
+    if asked.is_empty() {
+        return Ok(found);
+    }
     let mut assignment = TopicPartitionList::new();
-    assignment.add_partition_offset(topic, partition, Offset::Offset(offset))?;
+    for (topic, partition, offset) in asked {
+        assignment.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
+    }
     let reader = assigned_reader(client, "sluice-offset-check", &assignment)?;
+    let wanted: HashMap<(String, i32), i64> = asked
+        .iter()
+        .map(|(t, p, o)| ((t.clone(), *p), *o))
+        .collect();
+    let mut open = wanted.len();
     let deadline = Instant::now() + timeout;
-    loop {
+    while open > 0 {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Ok(RecordAt::NotFetched);
+            break;
         }
-        match reader.poll(left) {
-            Some(Ok(message)) if message.offset() == offset => {
-                return Ok(RecordAt::Stamped(message.timestamp().to_millis()));
+        let (key, at) = match reader.poll(left) {
+            None => continue,
+            Some(Ok(message)) => {
+                let key = (message.topic().to_owned(), message.partition());
+                let at = match wanted.get(&key) {
+                    Some(&offset) if offset == message.offset() => {
+                        RecordAt::Stamped(message.timestamp().to_millis())
+                    }
+                    _ => RecordAt::Elsewhere,
+                };
+                (key, at)
             }
-            Some(Ok(_)) | Some(Err(KafkaError::PartitionEOF(_))) => return Ok(RecordAt::Elsewhere),
+            Some(Err(KafkaError::PartitionEOF(partition))) => {
+                // librdkafka names the partition only: the one asked with that number, if
+                // only one topic asked it.
+                let mut keys = wanted.keys().filter(|(_, p)| *p == partition);
+                match (keys.next(), keys.next()) {
+                    (Some(key), None) => (key.clone(), RecordAt::Elsewhere),
+                    _ => continue,
+                }
+            }
             Some(Err(error)) => return Err(error),
-            None => {}
+        };
+        if let Some(slot) = found.get_mut(&key)
+            && *slot == RecordAt::NotFetched
+        {
+            *slot = at;
+            open -= 1;
         }
     }
+    Ok(found)
 }

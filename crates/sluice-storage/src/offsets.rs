@@ -150,7 +150,7 @@ impl PostgresStarts {
             .collect();
         let read = async {
             let stored = sluice_postgres::offsets::stored_since(open, group, &keys).await?;
-            let gone = gone_logs(partitions, &stored, &|at| record_below(kafka, at));
+            let gone = gone_logs(partitions, &stored, &|asked| records_below(kafka, asked));
             let mut starts = HashMap::with_capacity(stored.len());
             for (key, &(at, _)) in &stored {
                 let Some(sign) = gone.get(key) else {
@@ -174,31 +174,37 @@ impl PostgresStarts {
     }
 }
 
-/// The record just below offset `(topic, partition, offset)`, fetched now (a failure logged
-/// and taken as not fetched).
-fn record_below(
+/// The record just below each of `asked` — (topic, partition, stored offset) — fetched now
+/// in one go (a failure logged and taken as not fetched).
+fn records_below(
     kafka: &KafkaClientSettings,
-    (topic, partition, offset): (&str, i32, i64),
-) -> RecordAt {
-    match sluice_kafka::clients::record_at(kafka, (topic, partition, offset - 1), RECORD_WAIT) {
-        Ok(found) => found,
-        Err(error) => {
-            tracing::warn!(%topic, partition, offset = offset - 1, %error,
-                "cannot read the record below the stored offset; the offset is kept");
-            RecordAt::NotFetched
-        }
-    }
+    asked: &[(String, i32, i64)],
+) -> HashMap<(String, i32), RecordAt> {
+    let below: Vec<(String, i32, i64)> = asked
+        .iter()
+        .map(|(t, p, o)| (t.clone(), *p, o - 1))
+        .collect();
+    sluice_kafka::clients::records_at(kafka, &below, RECORD_WAIT).unwrap_or_else(|error| {
+        tracing::warn!(%error, partitions = ?below,
+            "cannot read the records below the stored offsets; the offsets are kept");
+        HashMap::new()
+    })
 }
+
+/// Fetches the records just below offsets — (topic, partition, stored offset) — as the
+/// partitions are now.
+type RecordsBelow<'a> = dyn Fn(&[(String, i32, i64)]) -> HashMap<(String, i32), RecordAt> + 'a;
 
 /// The partitions of `partitions` whose `stored` offset (with the timestamp of the record
 /// read just below it) belongs to a log that is gone, each with the sign (see the module's
-/// documentation); `below` fetches the record just below an offset as the partition is now.
+/// documentation); `below` fetches the records just below offsets as the partitions are now.
 fn gone_logs(
     partitions: &[Assigning],
     stored: &HashMap<(String, i32), (i64, Option<i64>)>,
-    below: &dyn Fn((&str, i32, i64)) -> RecordAt,
+    below: &RecordsBelow<'_>,
 ) -> HashMap<(String, i32), String> {
     let mut gone = HashMap::new();
+    let mut asked = Vec::new();
     for p in partitions {
         let key = (p.topic.clone(), p.partition);
         let Some(&(at, read)) = stored.get(&key) else {
@@ -208,25 +214,36 @@ fn gone_logs(
             gone.insert(key, format!("past the partition's end {end}"));
             continue;
         }
-        let (Some(false), Some(read), true) = (p.kafka_committed, read, at > 0) else {
+        if let (Some(false), Some(_), true) = (p.kafka_committed, read, at > 0) {
+            asked.push((p.topic.clone(), p.partition, at));
+        }
+    }
+    if asked.is_empty() {
+        return gone;
+    }
+    let found = below(&asked);
+    for (topic, partition, at) in asked {
+        let key = (topic, partition);
+        let (Some(RecordAt::Stamped(now)), Some(&(_, Some(read)))) =
+            (found.get(&key), stored.get(&key))
+        else {
             continue;
         };
-        if let RecordAt::Stamped(now) = below((&p.topic, p.partition, at))
-            && now != Some(read)
-        {
-            let now = now.map_or_else(
-                || "without a timestamp".to_owned(),
-                |ms| format!("stamped {ms}"),
-            );
-            gone.insert(
-                key,
-                format!(
-                    "Kafka holds no committed offset of the group, and the record at {} is \
-                     {now}, the one read there was stamped {read}",
-                    at - 1
-                ),
-            );
+        if *now == Some(read) {
+            continue;
         }
+        let now = now.map_or_else(
+            || "without a timestamp".to_owned(),
+            |ms| format!("stamped {ms}"),
+        );
+        gone.insert(
+            key,
+            format!(
+                "Kafka holds no committed offset of the group, and the record at {} is {now}, \
+                 the one read there was stamped {read}",
+                at - 1
+            ),
+        );
     }
     gone
 }
@@ -305,9 +322,13 @@ mod tests {
     /// read stamped `read`, when the record there now is `now`.
     fn sign(p: &Assigning, at: i64, read: Option<i64>, now: RecordAt) -> Option<String> {
         let stored = HashMap::from([(("t".to_owned(), 0), (at, read))]);
-        let below = |(_, _, offset): (&str, i32, i64)| {
-            assert_eq!(offset, at, "asked for the stored offset");
-            now
+        let below = |asked: &[(String, i32, i64)]| {
+            assert_eq!(
+                asked,
+                [("t".to_owned(), 0, at)],
+                "asked for the stored offset"
+            );
+            HashMap::from([(("t".to_owned(), 0), now)])
         };
         gone_logs(std::slice::from_ref(p), &stored, &below).remove(&("t".to_owned(), 0))
     }
