@@ -368,8 +368,7 @@ async fn a_topic_created_again_at_once_while_running_loses_nothing() {
 
 /// The warning of a stored offset discarded because the topic is another now.
 const DISCARDED: &str = "the stored offset is no position in the partition as it is now (the topic \
-     was created again, or its records removed): discarded, the partition starts at its \
-     beginning";
+     was created again, or its records removed): the partition starts at its beginning";
 
 /// Deletes `group` in Kafka (its committed offsets with it, as Kafka's retention expires
 /// them), retrying while the stopped process's static membership has not timed out yet.

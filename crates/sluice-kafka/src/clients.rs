@@ -39,23 +39,29 @@ pub fn subscribed_stream_consumer(
     Ok(consumer)
 }
 
-/// What [`record_at`] found at an offset.
+/// What [`records_at`] found at an offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordAt {
     /// The record at that very offset, with its timestamp (`None`: it has none).
     Stamped(Option<i64>),
-    /// No record there: the first one fetched from it lies further (compacted away, a
-    /// transaction's marker or aborted records), or the partition ends before it.
-    Elsewhere,
+    /// No record there, but further on: compacted away, or removed by retention with the
+    /// records before it.
+    Later,
+    /// No record there nor after: the partition ends before it (or is shorter than it, the
+    /// reader was moved to its start).
+    Missing,
     /// Nothing came within the timeout.
     NotFetched,
 }
 
 /// The record at each of `asked` — (topic, partition, offset) — fetched by one reader of
-/// its own (nothing committed, the isolation level of every sluice consumer), waiting up to
-/// `timeout` in all: a partition that gave nothing by then is [`RecordAt::NotFetched`].
+/// its own in group `group` (the caller's, which its credentials may use; the reader neither
+/// joins nor commits), with the isolation level of every sluice consumer, waiting up to
+/// `timeout` in all. A partition that gave nothing by then is [`RecordAt::NotFetched`];
+/// errors the client reports meanwhile are logged and waited through.
 pub fn records_at(
     client: &KafkaClientSettings,
+    group: &str,
     asked: &[(String, i32, i64)],
     timeout: Duration,
 ) -> Result<HashMap<(String, i32), RecordAt>, KafkaError> {
@@ -70,12 +76,19 @@ pub fn records_at(
     for (topic, partition, offset) in asked {
         assignment.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
     }
-    let reader = assigned_reader(client, "sluice-offset-check", &assignment)?;
+    // One record per partition is wanted: small fetches.
+    let mut config = reader_config(client, group);
+    config
+        .set("max.partition.fetch.bytes", "65536")
+        .set("queued.max.messages.kbytes", "1024");
+    let reader: BaseConsumer = config.create()?;
+    reader.assign(&assignment)?;
     let wanted: HashMap<(String, i32), i64> = asked
         .iter()
         .map(|(t, p, o)| ((t.clone(), *p), *o))
         .collect();
     let mut open = wanted.len();
+    let mut complained = false;
     let deadline = Instant::now() + timeout;
     while open > 0 {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -86,11 +99,13 @@ pub fn records_at(
             None => continue,
             Some(Ok(message)) => {
                 let key = (message.topic().to_owned(), message.partition());
-                let at = match wanted.get(&key) {
-                    Some(&offset) if offset == message.offset() => {
-                        RecordAt::Stamped(message.timestamp().to_millis())
-                    }
-                    _ => RecordAt::Elsewhere,
+                let Some(&offset) = wanted.get(&key) else {
+                    continue;
+                };
+                let at = match message.offset().cmp(&offset) {
+                    std::cmp::Ordering::Equal => RecordAt::Stamped(message.timestamp().to_millis()),
+                    std::cmp::Ordering::Greater => RecordAt::Later,
+                    std::cmp::Ordering::Less => RecordAt::Missing,
                 };
                 (key, at)
             }
@@ -99,17 +114,27 @@ pub fn records_at(
                 // only one topic asked it.
                 let mut keys = wanted.keys().filter(|(_, p)| *p == partition);
                 match (keys.next(), keys.next()) {
-                    (Some(key), None) => (key.clone(), RecordAt::Elsewhere),
+                    (Some(key), None) => (key.clone(), RecordAt::Missing),
                     _ => continue,
                 }
             }
-            Some(Err(error)) => return Err(error),
+            Some(Err(error)) => {
+                if !complained {
+                    tracing::warn!(%error, "reading the records below the stored offsets");
+                    complained = true;
+                }
+                continue;
+            }
         };
         if let Some(slot) = found.get_mut(&key)
             && *slot == RecordAt::NotFetched
         {
             *slot = at;
             open -= 1;
+            let mut done = TopicPartitionList::new();
+            done.add_partition(&key.0, key.1);
+            // Only a smaller fetch is lost if the pause fails.
+            let _ = reader.pause(&done);
         }
     }
     Ok(found)

@@ -55,6 +55,8 @@ pub struct Assigning {
     pub topic: String,
     /// Its number.
     pub partition: i32,
+    /// Its first offset (the log's start), when the broker said.
+    pub start: Option<i64>,
     /// Its end offset, when the broker said.
     pub end: Option<i64>,
     /// Whether Kafka holds a committed offset of the group for it (`None`: not known). A
@@ -151,13 +153,17 @@ impl RebalanceCounter {
         let partitions: Vec<Assigning> = assigned
             .elements()
             .iter()
-            .map(|e| Assigning {
+            .map(|e| {
+                let marks = consumer
+                    .fetch_watermarks(e.topic(), e.partition(), timeout)
+                    .ok();
+                (e, marks)
+            })
+            .map(|(e, marks)| Assigning {
                 topic: e.topic().to_owned(),
                 partition: e.partition(),
-                end: consumer
-                    .fetch_watermarks(e.topic(), e.partition(), timeout)
-                    .ok()
-                    .map(|(_, high)| high),
+                start: marks.map(|(low, _)| low),
+                end: marks.map(|(_, high)| high),
                 kafka_committed: committed
                     .as_ref()
                     .and_then(|list| list.find_partition(e.topic(), e.partition()))

@@ -116,28 +116,51 @@ pub async fn stored_since(
         .collect())
 }
 
-/// Deletes a partition's stored offset if it still is `at` (the topic was created again).
-/// Durable.
-pub async fn forget(
+/// Moves each of `stored` — (topic, partition, offset, the partition's first offset now) —
+/// of `group` whose offset still is that one to the partition's first offset (the topic was
+/// created again: nothing of the new log is applied yet), its last record's timestamp not
+/// known; deletes it where that first offset is not known. One transaction, durable.
+pub async fn restart_at_start(
     conn: &mut PgConnection,
     group: &str,
-    topic: &str,
-    partition: i32,
-    at: i64,
+    stored: &[(String, i32, i64, Option<i64>)],
 ) -> Result<(), sqlx::Error> {
     use sqlx::Connection;
+    let topics: Vec<&str> = stored.iter().map(|s| s.0.as_str()).collect();
+    let partitions: Vec<i32> = stored.iter().map(|s| s.1).collect();
+    let offsets: Vec<i64> = stored.iter().map(|s| s.2).collect();
+    let starts: Vec<Option<i64>> = stored.iter().map(|s| s.3).collect();
     let mut tx = conn.begin().await?;
     sqlx::query("SET LOCAL synchronous_commit = on")
         .execute(&mut *tx)
         .await?;
     sqlx::query(
-        "DELETE FROM consumer_offsets
-         WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND next_offset = $4",
+        "UPDATE consumer_offsets o
+         SET next_offset = s.start, last_record_ms = NULL, updated_at = now()
+         FROM unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[])
+              AS s(topic, partition, next_offset, start)
+         WHERE o.consumer_group = $1 AND o.topic = s.topic AND o.partition = s.partition
+           AND o.next_offset = s.next_offset AND s.start IS NOT NULL",
     )
     .bind(group)
-    .bind(topic)
-    .bind(partition)
-    .bind(at)
+    .bind(&topics)
+    .bind(&partitions)
+    .bind(&offsets)
+    .bind(&starts)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "DELETE FROM consumer_offsets o
+         USING unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[])
+               AS s(topic, partition, next_offset, start)
+         WHERE o.consumer_group = $1 AND o.topic = s.topic AND o.partition = s.partition
+           AND o.next_offset = s.next_offset AND s.start IS NULL",
+    )
+    .bind(group)
+    .bind(&topics)
+    .bind(&partitions)
+    .bind(&offsets)
+    .bind(&starts)
     .execute(&mut *tx)
     .await?;
     tx.commit().await

@@ -61,7 +61,7 @@ async fn rollback_then_commit() {
 /// during a rolling upgrade, and `sluice replay`, leave it unknown.
 #[tokio::test]
 async fn the_claim_keeps_the_last_records_stamp_with_the_offset() {
-    use sluice_postgres::offsets::{Claimed, claim, set_offsets};
+    use sluice_postgres::offsets::{Claimed, claim, restart_at_start, set_offsets};
     let Some(stack) = sluice_testkit::stack() else {
         return;
     };
@@ -109,6 +109,28 @@ async fn the_claim_keeps_the_last_records_stamp_with_the_offset() {
         .await
         .unwrap();
     assert_eq!(stored(&mut conn).await, (7, None), "set by sluice replay");
+
+    // A log found gone: moved to the new log's start, or deleted when that is not known; an
+    // offset that moved meanwhile is left alone.
+    let mut tx = conn.begin().await.unwrap();
+    claim(&mut tx, "g", &claimed(70, Some(777))).await.unwrap();
+    tx.commit().await.unwrap();
+    restart_at_start(&mut conn, "g", &[("t".into(), 0, 69, Some(3))])
+        .await
+        .unwrap();
+    assert_eq!(stored(&mut conn).await, (70, Some(777)), "moved meanwhile");
+    restart_at_start(&mut conn, "g", &[("t".into(), 0, 70, Some(3))])
+        .await
+        .unwrap();
+    assert_eq!(stored(&mut conn).await, (3, None), "at the new log's start");
+    restart_at_start(&mut conn, "g", &[("t".into(), 0, 3, None)])
+        .await
+        .unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM consumer_offsets")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "deleted when the start is not known");
     drop(conn);
     schema.drop_schema().await;
 }

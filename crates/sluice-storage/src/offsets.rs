@@ -10,9 +10,10 @@
 //!
 //! A stored offset that cannot be a position in the partition as it is now belongs to a log
 //! that is gone: the topic was deleted and created again (or its records removed). That offset
-//! is discarded (its row deleted, with a warning) and the partition starts at its beginning,
-//! whatever `STORAGE_AUTO_OFFSET_RESET` says — the reset position is for a partition never
-//! stored, and the new log's records must not be skipped. Two signs:
+//! is replaced, durably and with a warning, by the partition's first offset now (its row
+//! deleted when that is not known), and the partition starts at its beginning, whatever
+//! `STORAGE_AUTO_OFFSET_RESET` says — the reset position is for a partition never stored, and
+//! the new log's records must not be skipped. Two signs:
 //!
 //! - the offset is beyond the partition's end;
 //! - Kafka holds no committed offset of the group for the partition (deleting a topic drops
@@ -131,7 +132,7 @@ impl PostgresStarts {
     }
 
     /// Where each of `partitions` with a stored offset starts: at it, or at its beginning
-    /// when the offset belongs to a log that is gone (its row deleted).
+    /// when the offset belongs to a log that is gone (its row moved there).
     async fn read(
         conn: &mut Option<PgConnection>,
         url: &str,
@@ -150,19 +151,32 @@ impl PostgresStarts {
             .collect();
         let read = async {
             let stored = sluice_postgres::offsets::stored_since(open, group, &keys).await?;
-            let gone = gone_logs(partitions, &stored, &|asked| records_below(kafka, asked));
+            let gone = gone_logs(partitions, &stored, &|asked| {
+                records_below(kafka, group, asked)
+            });
             let mut starts = HashMap::with_capacity(stored.len());
-            for (key, &(at, _)) in &stored {
-                let Some(sign) = gone.get(key) else {
-                    starts.insert(key.clone(), StartAt::Offset(at));
+            let mut restarted = Vec::new();
+            for p in partitions {
+                let key = (p.topic.clone(), p.partition);
+                let Some(&(at, _)) = stored.get(&key) else {
                     continue;
                 };
-                tracing::warn!(%group, topic = %key.0, partition = key.1, stored = at, sign,
+                let Some(sign) = gone.get(&key) else {
+                    starts.insert(key, StartAt::Offset(at));
+                    continue;
+                };
+                tracing::warn!(%group, topic = %key.0, partition = key.1, stored = at,
+                    start = p.start, sign,
                     "the stored offset is no position in the partition as it is now (the \
-                     topic was created again, or its records removed): discarded, the \
-                     partition starts at its beginning");
-                sluice_postgres::offsets::forget(open, group, &key.0, key.1, at).await?;
-                starts.insert(key.clone(), StartAt::Beginning);
+                     topic was created again, or its records removed): the partition starts \
+                     at its beginning");
+                restarted.push((key.0.clone(), key.1, at, p.start));
+                // Stored durably below, so a failure that makes this read again, or the
+                // pipeline start again, still starts it there (not at the reset position).
+                starts.insert(key, p.start.map_or(StartAt::Beginning, StartAt::Offset));
+            }
+            if !restarted.is_empty() {
+                sluice_postgres::offsets::restart_at_start(open, group, &restarted).await?;
             }
             Ok::<_, sqlx::Error>(starts)
         };
@@ -175,16 +189,17 @@ impl PostgresStarts {
 }
 
 /// The record just below each of `asked` — (topic, partition, stored offset) — fetched now
-/// in one go (a failure logged and taken as not fetched).
+/// in one go by a reader in `group` (a failure logged and taken as not fetched).
 fn records_below(
     kafka: &KafkaClientSettings,
+    group: &str,
     asked: &[(String, i32, i64)],
 ) -> HashMap<(String, i32), RecordAt> {
     let below: Vec<(String, i32, i64)> = asked
         .iter()
         .map(|(t, p, o)| (t.clone(), *p, o - 1))
         .collect();
-    sluice_kafka::clients::records_at(kafka, &below, RECORD_WAIT).unwrap_or_else(|error| {
+    sluice_kafka::clients::records_at(kafka, group, &below, RECORD_WAIT).unwrap_or_else(|error| {
         tracing::warn!(%error, partitions = ?below,
             "cannot read the records below the stored offsets; the offsets are kept");
         HashMap::new()
@@ -224,12 +239,25 @@ fn gone_logs(
     let found = below(&asked);
     for (topic, partition, at) in asked {
         let key = (topic, partition);
-        let (Some(RecordAt::Stamped(now)), Some(&(_, Some(read)))) =
-            (found.get(&key), stored.get(&key))
-        else {
+        let Some(&(_, Some(read))) = stored.get(&key) else {
             continue;
         };
-        if *now == Some(read) {
+        let now = match found.get(&key) {
+            Some(RecordAt::Stamped(now)) => *now,
+            Some(RecordAt::Missing) => {
+                gone.insert(
+                    key,
+                    format!(
+                        "Kafka holds no committed offset of the group, and the partition ends \
+                         before {}, the last record read",
+                        at - 1
+                    ),
+                );
+                continue;
+            }
+            _ => continue,
+        };
+        if now == Some(read) {
             continue;
         }
         let now = now.map_or_else(
@@ -313,6 +341,7 @@ mod tests {
         Assigning {
             topic: "t".into(),
             partition: 0,
+            start: Some(0),
             end,
             kafka_committed,
         }
@@ -353,8 +382,10 @@ mod tests {
             sign(&assigning(Some(900), Some(false)), 50, read, same),
             None
         );
-        // No record there now, or none fetched: kept.
-        for now in [RecordAt::Elsewhere, RecordAt::NotFetched] {
+        // The partition ends before it: another log.
+        assert!(sign(&assigning(None, Some(false)), 50, read, RecordAt::Missing).is_some());
+        // No record there now but later ones (compacted, retention), or none fetched: kept.
+        for now in [RecordAt::Later, RecordAt::NotFetched] {
             assert_eq!(
                 sign(&assigning(Some(900), Some(false)), 50, read, now),
                 None
