@@ -95,36 +95,16 @@ pub fn records_at(
         if left.is_zero() {
             break;
         }
-        let (key, at) = match reader.poll(left) {
-            None => continue,
-            Some(Ok(message)) => {
-                let key = (message.topic().to_owned(), message.partition());
-                let Some(&offset) = wanted.get(&key) else {
-                    continue;
-                };
-                let at = match message.offset().cmp(&offset) {
-                    std::cmp::Ordering::Equal => RecordAt::Stamped(message.timestamp().to_millis()),
-                    std::cmp::Ordering::Greater => RecordAt::Later,
-                    std::cmp::Ordering::Less => RecordAt::Missing,
-                };
-                (key, at)
-            }
-            Some(Err(KafkaError::PartitionEOF(partition))) => {
-                // librdkafka names the partition only: the one asked with that number, if
-                // only one topic asked it.
-                let mut keys = wanted.keys().filter(|(_, p)| *p == partition);
-                match (keys.next(), keys.next()) {
-                    (Some(key), None) => (key.clone(), RecordAt::Missing),
-                    _ => continue,
-                }
-            }
-            Some(Err(error)) => {
-                if !complained {
-                    tracing::warn!(%error, "reading the records below the stored offsets");
-                    complained = true;
-                }
-                continue;
-            }
+        let polled = reader.poll(left);
+        if let Some(Err(error)) = &polled
+            && !matches!(error, KafkaError::PartitionEOF(_))
+            && !complained
+        {
+            tracing::warn!(%error, "reading the records below the stored offsets");
+            complained = true;
+        }
+        let Some((key, at)) = answer(polled, &wanted, &found) else {
+            continue;
         };
         if let Some(slot) = found.get_mut(&key)
             && *slot == RecordAt::NotFetched
@@ -138,4 +118,36 @@ pub fn records_at(
         }
     }
     Ok(found)
+}
+
+/// Which asked partition a polled item answers, and how (`None`: none, or nothing to learn).
+fn answer(
+    polled: Option<Result<rdkafka::message::BorrowedMessage<'_>, KafkaError>>,
+    wanted: &HashMap<(String, i32), i64>,
+    found: &HashMap<(String, i32), RecordAt>,
+) -> Option<((String, i32), RecordAt)> {
+    match polled? {
+        Ok(message) => {
+            let key = (message.topic().to_owned(), message.partition());
+            let offset = *wanted.get(&key)?;
+            let at = match message.offset().cmp(&offset) {
+                std::cmp::Ordering::Equal => RecordAt::Stamped(message.timestamp().to_millis()),
+                std::cmp::Ordering::Greater => RecordAt::Later,
+                std::cmp::Ordering::Less => RecordAt::Missing,
+            };
+            Some((key, at))
+        }
+        Err(KafkaError::PartitionEOF(partition)) => {
+            // librdkafka names the partition only: the one asked with that number and not
+            // answered yet, if only one topic has such.
+            let mut keys = wanted
+                .keys()
+                .filter(|k| k.1 == partition && found.get(*k) == Some(&RecordAt::NotFetched));
+            match (keys.next(), keys.next()) {
+                (Some(key), None) => Some((key.clone(), RecordAt::Missing)),
+                _ => None,
+            }
+        }
+        Err(_) => None,
+    }
 }

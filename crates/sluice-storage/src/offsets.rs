@@ -171,9 +171,11 @@ impl PostgresStarts {
                      topic was created again, or its records removed): the partition starts \
                      at its beginning");
                 restarted.push((key.0.clone(), key.1, at, p.start));
-                // Stored durably below, so a failure that makes this read again, or the
-                // pipeline start again, still starts it there (not at the reset position).
-                starts.insert(key, p.start.map_or(StartAt::Beginning, StartAt::Offset));
+                // The new log's start is stored durably below, so a failure that makes this
+                // read again, or the pipeline start again, still starts it there (not at the
+                // reset position). The consumer is told the beginning, not that offset:
+                // retention may move the start before the first fetch.
+                starts.insert(key, StartAt::Beginning);
             }
             if !restarted.is_empty() {
                 sluice_postgres::offsets::restart_at_start(open, group, &restarted).await?;
