@@ -344,10 +344,13 @@ async fn idle_dispatcher_is_woken_by_notify() {
     teardown(schema, conn).await;
 }
 
-/// An explicit partition the topic does not have yet: the dispatcher grows the topic and
-/// publishes there, without counting a failed attempt.
+/// An explicit partition the topic does not have: the dispatcher does not grow the topic for
+/// it (one bad row must not move every key) and counts a failed attempt naming the partition;
+/// once the partition registry has opened it (its own sync to the broker failed), the
+/// dispatcher grows the topic to the registry's count and publishes the event there, without
+/// counting an attempt for that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_partition_grows_the_topic_without_burning_attempts() {
+async fn unknown_partition_grows_the_topic_only_to_the_partition_registry() {
     let Some((schema, mut conn)) = setup().await else {
         return;
     };
@@ -355,6 +358,11 @@ async fn unknown_partition_grows_the_topic_without_burning_attempts() {
     let topic = sluice_testkit::unique("outbox-grow");
     sluice_testkit::create_topic(&stack, &topic, 2).await;
     let mut dispatcher = Dispatcher::new(settings(&stack, &schema, "grower")).unwrap();
+    let admin = sluice_kafka::Admin::new(
+        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
+        Duration::from_secs(10),
+    )
+    .unwrap();
     // A first event so the producer knows the topic with 2 partitions.
     enqueue(
         &mut conn,
@@ -364,17 +372,45 @@ async fn unknown_partition_grows_the_topic_without_burning_attempts() {
     .unwrap();
     let event = NewEvent::new(&topic, "user", "7", "e", json!({})).with_partition(4);
     enqueue(&mut conn, &event).await.unwrap();
+    // Nothing opened partition 4: a failed attempt that says why, and the topic unchanged.
     let deadline = Instant::now() + Duration::from_secs(60);
+    let (status, error) = loop {
+        dispatcher.dispatch_once().await.unwrap();
+        let (status, attempts, _, error) = event_row(&mut conn, event.id).await;
+        if attempts > 0 {
+            break (status, error.unwrap_or_default());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no failed attempt after 60 s ({status})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, "PENDING", "{error}");
+    assert!(
+        error.contains(&format!(
+            "partition 4 is not in topic {topic} (2 partitions)"
+        )) && error.contains("registry opened 0 partitions"),
+        "{error}"
+    );
+    assert_eq!(admin.partition_count(&topic).unwrap(), Some(2));
+
+    // The registry opened partitions 0–4; the broker never heard of 2–4.
+    sqlx::query(
+        "INSERT INTO topic_partition_counts (topic, partition, users) \
+         SELECT $1, p, 1 FROM generate_series(0, 4) AS p",
+    )
+    .bind(&topic)
+    .execute(&mut conn)
+    .await
+    .unwrap();
     loop {
         dispatcher.dispatch_once().await.unwrap();
-        let (status, attempts, partition): (String, i32, Option<i32>) = sqlx::query_as(
-            "SELECT status, attempts, published_partition FROM outbox_events WHERE id = $1",
-        )
-        .bind(event.id)
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-        assert_eq!(attempts, 0, "an unknown partition costs no attempt");
+        let (status, attempts, partition, _) = event_row(&mut conn, event.id).await;
+        assert_eq!(
+            attempts, 1,
+            "growing to the registry's count costs no attempt"
+        );
         if status == "PUBLISHED" {
             assert_eq!(partition, Some(4));
             break;
@@ -382,14 +418,24 @@ async fn unknown_partition_grows_the_topic_without_burning_attempts() {
         assert!(Instant::now() < deadline, "still {status} after 60 s");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let admin = sluice_kafka::Admin::new(
-        &sluice_core::KafkaClientSettings::new(&stack.bootstrap),
-        Duration::from_secs(10),
-    )
-    .unwrap();
-    assert!(admin.partition_count(&topic).unwrap().unwrap() >= 5);
+    assert_eq!(admin.partition_count(&topic).unwrap(), Some(5));
     let records = read_topic(&stack, &topic);
     assert_eq!(records.iter().filter(|r| r.event_id == event.id).count(), 1);
     sluice_testkit::delete_topics(&stack, &[&topic]).await;
     teardown(schema, conn).await;
+}
+
+/// An event's status, failed attempts, published partition and last error.
+async fn event_row(
+    conn: &mut PgConnection,
+    id: Uuid,
+) -> (String, i32, Option<i32>, Option<String>) {
+    sqlx::query_as(
+        "SELECT status, attempts, published_partition, last_error FROM outbox_events \
+         WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(conn)
+    .await
+    .unwrap()
 }

@@ -14,7 +14,9 @@ use crate::failpoint::Failpoint;
 use crate::publish::{Sent, is_unknown_partition, publish_in_key_order};
 use crate::report::DispatchReport;
 use crate::store::claim::{ClaimLimit, ClaimedEvent, claim_batch_as};
-use crate::store::failure::{FailedPublishOutcome, mark_publish_failed, requeue_without_attempt};
+use crate::store::failure::{
+    FailedPublishOutcome, mark_publish_failed, registry_partitions, requeue_without_attempt,
+};
 use crate::store::settle::settle_published;
 use std::future::Future;
 use std::pin::Pin;
@@ -215,69 +217,111 @@ impl Dispatcher {
     async fn record_failure(
         &mut self,
         event: &ClaimedEvent,
-        error: &rdkafka::error::KafkaError,
+        kafka_error: &rdkafka::error::KafkaError,
         report: &mut DispatchReport,
         refresh: &mut bool,
     ) -> Result<(), DispatchError> {
         let claim = event.claim_id;
         let attempts = u32::try_from(event.attempts).unwrap_or(0);
-        if is_unknown_partition(event, error) {
-            let wanted = event.partition.unwrap_or(0).saturating_add(1);
-            match self.admin.partition_count(&event.topic) {
-                Ok(Some(count)) if count < wanted => {
-                    tracing::info!(topic = %event.topic, from = count, to = wanted,
-                        "explicit partition missing: growing the topic");
-                    if let Err(grow) = self.admin.grow_topic(&event.topic, wanted).await {
-                        tracing::warn!(topic = %event.topic, error = %grow, "growing the topic failed");
+        let mut error = kafka_error.to_string();
+        if is_unknown_partition(event, kafka_error) {
+            match self.missing_partition(event, refresh).await? {
+                MissingPartition::Made | MissingPartition::Unknown => {
+                    let reason = format!(
+                        "unknown partition {}: {error}",
+                        event.partition.unwrap_or(-1)
+                    );
+                    let conn = self.connection().await?;
+                    if requeue_without_attempt(
+                        conn,
+                        claim,
+                        event.id,
+                        attempts,
+                        NEW_PARTITION_DELAY,
+                        &reason,
+                    )
+                    .await?
+                    {
+                        report.repartitioned += 1;
+                    } else {
+                        report.lost += 1;
                     }
-                    *refresh = true;
+                    return Ok(());
                 }
-                // The broker has the partition; the producer's metadata is behind (another
-                // process grew the topic). librdkafka rejects an unknown partition at once
-                // without refreshing, so a new producer is the refresh.
-                Ok(Some(_)) => *refresh = true,
-                Ok(None) => {}
-                Err(metadata) => {
-                    tracing::warn!(topic = %event.topic, error = %metadata, "partition count unknown");
+                MissingPartition::NeverOpened { count, opened } => {
+                    let partition = event.partition.unwrap_or(-1);
+                    let topic = &event.topic;
+                    let missing = if count == 0 {
+                        format!("topic {topic} does not exist")
+                    } else {
+                        format!(
+                            "partition {partition} is not in topic {topic} ({count} partitions)"
+                        )
+                    };
+                    error = format!(
+                        "{missing} and the partition registry opened {opened} partitions of \
+                         it; sluice grows a topic only to those: create it or grow it to \
+                         publish the event (retried with back-off until FAILURE): {error}"
+                    );
                 }
             }
-            let conn = self.connection().await?;
-            let reason = format!(
-                "unknown partition {}: {error}",
-                event.partition.unwrap_or(-1)
-            );
-            if requeue_without_attempt(
-                conn,
-                claim,
-                event.id,
-                attempts,
-                NEW_PARTITION_DELAY,
-                &reason,
-            )
-            .await?
-            {
-                report.repartitioned += 1;
-            } else {
-                report.lost += 1;
-            }
-            return Ok(());
         }
         let settings = self.settings.clone();
         let conn = self.connection().await?;
-        match mark_publish_failed(
-            conn,
-            &settings,
-            claim,
-            event.id,
-            attempts,
-            &error.to_string(),
-        )
-        .await?
-        {
+        match mark_publish_failed(conn, &settings, claim, event.id, attempts, &error).await? {
             FailedPublishOutcome::Requeued { .. } => report.retried += 1,
             FailedPublishOutcome::Failed { .. } => report.failed += 1,
             FailedPublishOutcome::NotClaimed => report.lost += 1,
         }
         Ok(())
     }
+
+    /// An explicit partition the topic lacks. The topic is grown only to what the partition
+    /// registry (`topic_partition_counts`) has opened, the count its own sync may have
+    /// failed to reach; a partition the registry never opened is not made: one bad row must
+    /// not grow a topic (and move every key of it).
+    async fn missing_partition(
+        &mut self,
+        event: &ClaimedEvent,
+        refresh: &mut bool,
+    ) -> Result<MissingPartition, DispatchError> {
+        let wanted = event.partition.unwrap_or(0).saturating_add(1);
+        let count = match self.admin.partition_count(&event.topic) {
+            Ok(Some(count)) => count,
+            Ok(None) => 0,
+            Err(metadata) => {
+                tracing::warn!(topic = %event.topic, error = %metadata, "partition count unknown");
+                return Ok(MissingPartition::Unknown);
+            }
+        };
+        if count >= wanted {
+            // The broker has the partition; the producer's metadata is behind (another
+            // process grew the topic). librdkafka rejects an unknown partition at once
+            // without refreshing, so a new producer is the refresh.
+            *refresh = true;
+            return Ok(MissingPartition::Made);
+        }
+        let opened = registry_partitions(self.connection().await?, &event.topic).await?;
+        if opened < wanted || count == 0 {
+            return Ok(MissingPartition::NeverOpened { count, opened });
+        }
+        tracing::info!(topic = %event.topic, from = count, to = opened,
+            "explicit partition missing: growing the topic to the partition registry's count");
+        if let Err(grow) = self.admin.grow_topic(&event.topic, opened).await {
+            tracing::warn!(topic = %event.topic, error = %grow, "growing the topic failed");
+        }
+        *refresh = true;
+        Ok(MissingPartition::Made)
+    }
+}
+
+/// What [`Dispatcher::missing_partition`] found.
+enum MissingPartition {
+    /// The partition exists now (grown, or already there): retried without an attempt.
+    Made,
+    /// The broker's count could not be read: retried without an attempt.
+    Unknown,
+    /// Neither the broker (`count` partitions; 0 when the topic is missing) nor the
+    /// registry (`opened`) has it: a failed attempt.
+    NeverOpened { count: i32, opened: i32 },
 }

@@ -89,6 +89,21 @@ pub async fn requeue_without_attempt(
     Ok(moved)
 }
 
+/// How many partitions of `topic` the partition registry has opened (its highest + 1; 0 when
+/// it assigns none of that topic).
+pub async fn registry_partitions(
+    conn: &mut PgConnection,
+    topic: &str,
+) -> Result<i32, DispatchError> {
+    let opened: i32 = sqlx::query_scalar(
+        "SELECT COALESCE(max(partition) + 1, 0) FROM topic_partition_counts WHERE topic = $1",
+    )
+    .bind(topic)
+    .fetch_one(conn)
+    .await?;
+    Ok(opened)
+}
+
 /// Where [`set_back`] moves a row: its new status, its failed attempts, how long until it
 /// is claimable again, and the error recorded with it.
 struct SetBack<'a> {
