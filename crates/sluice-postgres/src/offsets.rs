@@ -134,25 +134,21 @@ pub async fn restart_at_start(
     sqlx::query("SET LOCAL synchronous_commit = on")
         .execute(&mut *tx)
         .await?;
+    // One statement: a partition appears once in `stored`, so the update (a new start is
+    // known) and the delete (none is) never touch the same row.
     sqlx::query(
-        "UPDATE consumer_offsets o
-         SET next_offset = s.start, last_record_ms = NULL, updated_at = now()
-         FROM unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[])
-              AS s(topic, partition, next_offset, start)
-         WHERE o.consumer_group = $1 AND o.topic = s.topic AND o.partition = s.partition
-           AND o.next_offset = s.next_offset AND s.start IS NOT NULL",
-    )
-    .bind(group)
-    .bind(&topics)
-    .bind(&partitions)
-    .bind(&offsets)
-    .bind(&starts)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "DELETE FROM consumer_offsets o
-         USING unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[])
-               AS s(topic, partition, next_offset, start)
+        "WITH s AS (
+             SELECT * FROM unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[])
+                 AS s(topic, partition, next_offset, start)
+         ), moved AS (
+             UPDATE consumer_offsets o
+             SET next_offset = s.start, last_record_ms = NULL, updated_at = now()
+             FROM s
+             WHERE o.consumer_group = $1 AND o.topic = s.topic AND o.partition = s.partition
+               AND o.next_offset = s.next_offset AND s.start IS NOT NULL
+         )
+         DELETE FROM consumer_offsets o
+         USING s
          WHERE o.consumer_group = $1 AND o.topic = s.topic AND o.partition = s.partition
            AND o.next_offset = s.next_offset AND s.start IS NULL",
     )
