@@ -38,7 +38,13 @@ pub struct CaptureMetrics {
     seen: Arc<Mutex<SlotSeen>>,
     /// A session of this process streams from the slot.
     streaming: Arc<AtomicBool>,
+    /// Seconds the oldest record handed to Kafka has waited for its acknowledgement.
+    unacknowledged: Gauge,
 }
+
+/// How long a record may wait for Kafka's acknowledgement before the capture is not ready:
+/// past librdkafka's retries through a leader election or a broker's restart.
+pub const UNACKNOWLEDGED_READY_LIMIT: Duration = Duration::from_secs(15);
 
 impl Default for CaptureMetrics {
     /// Handles no registry exports (a capture without an endpoint, tests).
@@ -50,6 +56,7 @@ impl Default for CaptureMetrics {
             failures: Counter::default(),
             seen: Arc::new(Mutex::new(SlotSeen::Unknown)),
             streaming: Arc::new(AtomicBool::new(false)),
+            unacknowledged: Gauge::default(),
         }
     }
 }
@@ -79,6 +86,12 @@ impl CaptureMetrics {
             "Capture sessions that failed and were started again",
             metrics.failures.clone(),
         );
+        registry.register_with_unit(
+            "sluice_capture_unacknowledged_age",
+            "How long the oldest record handed to Kafka has waited for its acknowledgement (0: none waits)",
+            Unit::Seconds,
+            metrics.unacknowledged.clone(),
+        );
         metrics
     }
 
@@ -92,9 +105,18 @@ impl CaptureMetrics {
         self.failures.inc();
     }
 
-    /// Whether a session of this process streams from the slot now.
+    /// Whether a session of this process streams from the slot now (a new session has
+    /// nothing waiting for Kafka yet).
     pub fn streaming(&self, streaming: bool) {
         self.streaming.store(streaming, Ordering::Relaxed);
+        self.unacknowledged.set(0);
+    }
+
+    /// How long the oldest record handed to Kafka has waited for its acknowledgement
+    /// (`None`: nothing waits).
+    pub fn unacknowledged_for(&self, waited: Option<Duration>) {
+        let seconds = waited.map_or(0, |w| i64::try_from(w.as_secs()).unwrap_or(i64::MAX));
+        self.unacknowledged.set(seconds);
     }
 
     /// What the probe saw, with the lag when the slot exists.
@@ -121,6 +143,12 @@ impl CaptureMetrics {
             .lock()
             .map(|s| s.clone())
             .unwrap_or(SlotSeen::Unreadable("state unavailable".into()));
+        let waited = self.unacknowledged.get();
+        if u64::try_from(waited).unwrap_or(0) >= UNACKNOWLEDGED_READY_LIMIT.as_secs() {
+            return Err(vec![format!(
+                "capture: a record handed to Kafka {waited} s ago is not acknowledged yet (a topic that does not exist, the brokers away, or a refusal; the log names the topic when its delivery fails)"
+            )]);
+        }
         match seen {
             SlotSeen::Exists { active: true } => Ok(()),
             SlotSeen::Exists { active: false } => Err(vec![
@@ -242,5 +270,35 @@ mod tests {
         assert_eq!(metrics.active.get(), 0);
         metrics.slot(SlotSeen::Exists { active: false }, Some(1));
         assert!(metrics.readiness().unwrap_err()[0].contains("no session"));
+    }
+
+    #[test]
+    fn not_ready_while_a_record_waits_for_kafka_past_the_limit() {
+        let metrics = CaptureMetrics::default();
+        metrics.slot(SlotSeen::Exists { active: true }, None);
+        metrics.streaming(true);
+        metrics.unacknowledged_for(Some(Duration::from_secs(3)));
+        assert_eq!(
+            metrics.readiness(),
+            Ok(()),
+            "a short wait is a broker's retry"
+        );
+        metrics.unacknowledged_for(Some(UNACKNOWLEDGED_READY_LIMIT));
+        let problems = metrics.readiness().unwrap_err();
+        assert!(
+            problems[0].contains("15 s ago is not acknowledged"),
+            "{problems:?}"
+        );
+        assert_eq!(metrics.unacknowledged.get(), 15);
+        metrics.unacknowledged_for(None);
+        assert_eq!(metrics.readiness(), Ok(()));
+        metrics.unacknowledged_for(Some(Duration::from_secs(60)));
+        metrics.streaming(false);
+        metrics.streaming(true);
+        assert_eq!(
+            metrics.readiness(),
+            Ok(()),
+            "a new session waits for nothing yet"
+        );
     }
 }

@@ -307,3 +307,106 @@ async fn a_missing_publication_stops_the_capture_before_its_slot() {
             .unwrap();
     assert_eq!(slots, 0, "no slot was made:\n{log}");
 }
+
+/// A published table whose topic does not exist (the brokers do not create topics): the
+/// capture goes on streaming, and `/health/ready` says, within seconds, that a record waits
+/// for Kafka; `sluice_capture_unacknowledged_age_seconds` grows. Once the topic is made,
+/// every change arrives (whole transactions again from the confirmed position, so none is
+/// lost), readiness comes back, and SIGTERM exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_topic_makes_the_capture_not_ready_until_it_is_made() {
+    let Some(env) = Env::new().await else {
+        return;
+    };
+    let source = Source::create(&env, "CREATE TABLE public.items (id bigint PRIMARY KEY);").await;
+    let mut conn = source.connect().await;
+    support::slots::publish(&mut conn, &source.publication, "public.items").await;
+    let topic = source.topic("public", "items");
+    let port = support::http::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut capture =
+        source.spawn_capture(&env, "capture-no-topic", &[("SLUICE_HTTP_ADDR", &addr)]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while support::http::status_of(port, "/health/ready") != Some(200) {
+        capture.assert_alive();
+        assert!(
+            Instant::now() < deadline,
+            "never ready:\n{}",
+            capture.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    sqlx::query("INSERT INTO public.items SELECT generate_series(1, 100)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let inserted = Instant::now();
+    let (status, body) = loop {
+        capture.assert_alive();
+        let (status, body) = support::http::get(port, "/health/ready", "text/plain");
+        if status != 200 {
+            break (status, body);
+        }
+        assert!(
+            inserted.elapsed() < Duration::from_secs(40),
+            "still ready with the topic missing:\n{}",
+            capture.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let not_ready_after = inserted.elapsed();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("is not acknowledged yet"), "{body}");
+    let waited = support::http::sum(
+        &support::http::scrape(port),
+        "sluice_capture_unacknowledged_age_seconds",
+        &[],
+    );
+    println!(
+        "not ready {not_ready_after:?} after the insert: {body}; unacknowledged for {waited} s"
+    );
+
+    sluice_testkit::create_topic(&env.stack, &topic, 3).await;
+    let made = Instant::now();
+    let deadline = made + Duration::from_secs(120);
+    let ids = loop {
+        capture.assert_alive();
+        let ids: BTreeSet<i64> = support::read_topic(&env.stack.bootstrap, &topic, |m| {
+            let value: serde_json::Value = serde_json::from_slice(m.payload()?).ok()?;
+            value["payload"]["after"]["id"].as_i64()
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        if ids.len() == 100 {
+            break ids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of 100 changes after the topic was made:\n{}",
+            ids.len(),
+            capture.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(ids, (1..=100).collect::<BTreeSet<i64>>());
+    while support::http::status_of(port, "/health/ready") != Some(200) {
+        capture.assert_alive();
+        assert!(
+            Instant::now() < deadline,
+            "not ready again:\n{}",
+            capture.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "every change in the topic and ready again {:?} after it was made",
+        made.elapsed()
+    );
+    let stopping = Instant::now();
+    capture.signal("TERM");
+    assert_eq!(capture.wait(Duration::from_secs(40)).code(), Some(0));
+    println!("SIGTERM: exit 0 after {:?}", stopping.elapsed());
+    sluice_testkit::delete_topics(&env.stack, &[&topic]).await;
+}

@@ -8,6 +8,7 @@
 
 use crate::lsn::Lsn;
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 /// A transaction's place in the queue (counts from the relay's start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -115,6 +116,11 @@ impl Acks {
         self.queue.is_empty()
     }
 
+    /// Some record handed to the producer is not acknowledged yet.
+    pub fn waiting(&self) -> bool {
+        self.queue.iter().any(|p| p.outstanding > 0)
+    }
+
     /// Records handed to the producer and not yet acknowledged, over every transaction.
     pub fn outstanding(&self) -> usize {
         self.queue.iter().map(|p| p.outstanding).sum()
@@ -131,9 +137,71 @@ impl Acks {
     }
 }
 
+/// Whether Kafka keeps acknowledging what waits, checked now and then (a clock read per
+/// check, none per record): how long records have waited with no acknowledgement at all.
+/// A long transaction streaming at full speed never counts as waiting; a topic that does not
+/// exist, brokers away or a refusal does.
+#[derive(Debug)]
+pub struct AckWatch {
+    acknowledged: u64,
+    since: Instant,
+}
+
+impl AckWatch {
+    /// Nothing waits yet.
+    pub fn new(now: Instant) -> Self {
+        Self {
+            acknowledged: 0,
+            since: now,
+        }
+    }
+
+    /// `waiting`: some record is unacknowledged; `acknowledged`: records acknowledged so far.
+    /// How long records have waited with no acknowledgement (`None`: none waits).
+    pub fn check(&mut self, waiting: bool, acknowledged: u64, now: Instant) -> Option<Duration> {
+        if !waiting || acknowledged != self.acknowledged {
+            self.acknowledged = acknowledged;
+            self.since = now;
+        }
+        waiting.then(|| now.saturating_duration_since(self.since))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_watch_counts_only_time_without_any_acknowledgement() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut watch = AckWatch::new(start);
+        assert_eq!(watch.check(false, 0, at(1)), None);
+        // Records wait; none acknowledged for 20 s.
+        assert_eq!(watch.check(true, 0, at(2)), Some(Duration::from_secs(1)));
+        assert_eq!(watch.check(true, 0, at(21)), Some(Duration::from_secs(20)));
+        // One acknowledgement: the wait starts over, though records still wait.
+        assert_eq!(watch.check(true, 1, at(22)), Some(Duration::ZERO));
+        assert_eq!(watch.check(true, 1, at(25)), Some(Duration::from_secs(3)));
+        // A long transaction streaming: acknowledgements at every check.
+        for s in 26..60 {
+            assert_eq!(watch.check(true, s, at(s)), Some(Duration::ZERO));
+        }
+        assert_eq!(watch.check(false, 60, at(61)), None);
+        assert_eq!(watch.check(true, 60, at(62)), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn waiting_while_a_record_is_unacknowledged() {
+        let mut acks = Acks::new();
+        assert!(!acks.waiting());
+        let first = acks.begin();
+        assert!(!acks.waiting(), "begun, nothing sent");
+        acks.sent(first).unwrap();
+        assert!(acks.waiting());
+        acks.acknowledged(first).unwrap();
+        assert!(!acks.waiting(), "acknowledged, not yet committed");
+    }
 
     #[test]
     fn a_transaction_is_confirmed_only_after_every_record_and_every_earlier_one() {

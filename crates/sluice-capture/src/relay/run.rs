@@ -8,7 +8,7 @@
 //! the last confirmed commit confirmed: the next session streams those transactions again,
 //! whole and in order (docs/capture.md#durability).
 
-use super::acks::{AckError, Acks, TxTicket};
+use super::acks::{AckError, AckWatch, Acks, TxTicket};
 use crate::catalog::column_catalog;
 use crate::debezium::{EncodeError, Envelope, Position, Record, Snapshot, TableShape};
 use crate::error::CaptureError;
@@ -135,6 +135,9 @@ pub struct Relay<'a> {
     pub heartbeat: Option<Duration>,
 }
 
+/// How often the relay checks that Kafka acknowledges what waits ([`AckWatch`]).
+const ACK_WATCH_EVERY: Duration = Duration::from_secs(1);
+
 /// The prefix of the heartbeat messages (never relayed: not under a message prefix of ours).
 pub const HEARTBEAT_PREFIX: &str = "sluice-capture-heartbeat";
 
@@ -216,10 +219,22 @@ impl Relay<'_> {
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             interval
         });
+        let mut watch = AckWatch::new(std::time::Instant::now());
+        let mut watch_every = tokio::time::interval(ACK_WATCH_EVERY);
+        watch_every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 biased;
                 () = &mut stop => break,
+                // Before the deliveries, so a burst of them cannot starve it.
+                _ = watch_every.tick() => {
+                    let waited = watch.check(
+                        state.acks.waiting(),
+                        state.report.records,
+                        std::time::Instant::now(),
+                    );
+                    metrics.unacknowledged_for(waited);
+                }
                 Some((ticket, result)) = delivered.recv() => {
                     result?;
                     state.acked(stream, ticket)?;
