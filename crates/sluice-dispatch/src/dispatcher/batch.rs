@@ -190,17 +190,9 @@ impl Dispatcher {
                 .await?;
         }
         for (event, why) in held {
-            let attempts = u32::try_from(event.attempts).unwrap_or(0);
-            let conn = self.connection().await?;
-            if requeue_without_attempt(
-                conn,
-                claim,
-                event.id,
-                attempts,
-                Duration::ZERO,
-                why.as_str(),
-            )
-            .await?
+            if self
+                .requeue_without_attempt(event, Duration::ZERO, why.as_str())
+                .await?
             {
                 report.held += 1;
             } else {
@@ -231,16 +223,9 @@ impl Dispatcher {
                         "unknown partition {}: {error}",
                         event.partition.unwrap_or(-1)
                     );
-                    let conn = self.connection().await?;
-                    if requeue_without_attempt(
-                        conn,
-                        claim,
-                        event.id,
-                        attempts,
-                        NEW_PARTITION_DELAY,
-                        &reason,
-                    )
-                    .await?
+                    if self
+                        .requeue_without_attempt(event, NEW_PARTITION_DELAY, &reason)
+                        .await?
                     {
                         report.repartitioned += 1;
                     } else {
@@ -274,6 +259,19 @@ impl Dispatcher {
             FailedPublishOutcome::NotClaimed => report.lost += 1,
         }
         Ok(())
+    }
+
+    /// Back to PENDING after `delay`, costing `event` no attempt; false when its claim was
+    /// lost.
+    async fn requeue_without_attempt(
+        &mut self,
+        event: &ClaimedEvent,
+        delay: Duration,
+        reason: &str,
+    ) -> Result<bool, DispatchError> {
+        let attempts = u32::try_from(event.attempts).unwrap_or(0);
+        let conn = self.connection().await?;
+        requeue_without_attempt(conn, event.claim_id, event.id, attempts, delay, reason).await
     }
 
     /// An explicit partition the topic lacks. The topic is grown only to what the partition
