@@ -394,6 +394,13 @@ async fn unknown_partition_grows_the_topic_only_to_the_partition_registry() {
         "{error}"
     );
     assert_eq!(admin.partition_count(&topic).unwrap(), Some(2));
+    let backed_off: bool =
+        sqlx::query_scalar("SELECT available_at > updated_at FROM outbox_events WHERE id = $1")
+            .bind(event.id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert!(backed_off, "a failed attempt waits for its back-off");
 
     // The registry opened partitions 0–4; the broker never heard of 2–4.
     sqlx::query(

@@ -218,7 +218,7 @@ impl Dispatcher {
         let mut error = kafka_error.to_string();
         if is_unknown_partition(event, kafka_error) {
             match self.missing_partition(event, refresh).await? {
-                MissingPartition::Made | MissingPartition::Unknown => {
+                None => {
                     let reason = format!(
                         "unknown partition {}: {error}",
                         event.partition.unwrap_or(-1)
@@ -233,22 +233,7 @@ impl Dispatcher {
                     }
                     return Ok(());
                 }
-                MissingPartition::NeverOpened { count, opened } => {
-                    let partition = event.partition.unwrap_or(-1);
-                    let topic = &event.topic;
-                    let missing = if count == 0 {
-                        format!("topic {topic} does not exist")
-                    } else {
-                        format!(
-                            "partition {partition} is not in topic {topic} ({count} partitions)"
-                        )
-                    };
-                    error = format!(
-                        "{missing} and the partition registry opened {opened} partitions of \
-                         it; sluice grows a topic only to those: create it or grow it to \
-                         publish the event (retried with back-off until FAILURE): {error}"
-                    );
-                }
+                Some(why) => error = format!("{why}: {error}"),
             }
         }
         let settings = self.settings.clone();
@@ -274,22 +259,33 @@ impl Dispatcher {
         requeue_without_attempt(conn, event.claim_id, event.id, attempts, delay, reason).await
     }
 
-    /// An explicit partition the topic lacks. The topic is grown only to what the partition
-    /// registry (`topic_partition_counts`) has opened, the count its own sync may have
-    /// failed to reach; a partition the registry never opened is not made: one bad row must
-    /// not grow a topic (and move every key of it).
+    /// An explicit partition the topic lacks. `None` when it exists now (the producer's
+    /// metadata was behind, or the topic was grown to the partition registry's count): the
+    /// event is retried without an attempt. Otherwise why it cannot be published yet, a
+    /// failed attempt (with its back-off, FAILURE at the limit): the topic is missing, the
+    /// partition registry (`topic_partition_counts`) never opened the partition, or its
+    /// count could not be read or reached. A topic is grown only to the registry's count —
+    /// higher than the broker's when the topic was deleted and made again smaller, or the
+    /// cluster replaced — never for a partition the registry did not open: one bad row must
+    /// not grow a topic (and move every hashed key of it).
     async fn missing_partition(
         &mut self,
         event: &ClaimedEvent,
         refresh: &mut bool,
-    ) -> Result<MissingPartition, DispatchError> {
-        let wanted = event.partition.unwrap_or(0).saturating_add(1);
-        let count = match self.admin.partition_count(&event.topic) {
+    ) -> Result<Option<String>, DispatchError> {
+        let (topic, partition) = (&event.topic, event.partition.unwrap_or(-1));
+        let wanted = partition.saturating_add(1);
+        let count = match self.admin.partition_count(topic) {
             Ok(Some(count)) => count,
-            Ok(None) => 0,
+            Ok(None) => {
+                return Ok(Some(format!(
+                    "topic {topic} does not exist; sluice does not create it"
+                )));
+            }
             Err(metadata) => {
-                tracing::warn!(topic = %event.topic, error = %metadata, "partition count unknown");
-                return Ok(MissingPartition::Unknown);
+                return Ok(Some(format!(
+                    "the partition count of topic {topic} cannot be read ({metadata})"
+                )));
             }
         };
         if count >= wanted {
@@ -297,29 +293,25 @@ impl Dispatcher {
             // process grew the topic). librdkafka rejects an unknown partition at once
             // without refreshing, so a new producer is the refresh.
             *refresh = true;
-            return Ok(MissingPartition::Made);
+            return Ok(None);
         }
-        let opened = registry_partitions(self.connection().await?, &event.topic).await?;
-        if opened < wanted || count == 0 {
-            return Ok(MissingPartition::NeverOpened { count, opened });
+        let opened = registry_partitions(self.connection().await?, topic).await?;
+        if opened < wanted {
+            return Ok(Some(format!(
+                "partition {partition} is not in topic {topic} ({count} partitions) and the \
+                 partition registry opened {opened} partitions of it; sluice grows a topic \
+                 only to those: grow it to publish the event"
+            )));
         }
-        tracing::info!(topic = %event.topic, from = count, to = opened,
+        tracing::info!(%topic, from = count, to = opened,
             "explicit partition missing: growing the topic to the partition registry's count");
-        if let Err(grow) = self.admin.grow_topic(&event.topic, opened).await {
-            tracing::warn!(topic = %event.topic, error = %grow, "growing the topic failed");
+        if let Err(grow) = self.admin.grow_topic(topic, opened).await {
+            return Ok(Some(format!(
+                "partition {partition} is not in topic {topic} ({count} partitions); growing \
+                 it to the partition registry's {opened} failed: {grow}"
+            )));
         }
         *refresh = true;
-        Ok(MissingPartition::Made)
+        Ok(None)
     }
-}
-
-/// What [`Dispatcher::missing_partition`] found.
-enum MissingPartition {
-    /// The partition exists now (grown, or already there): retried without an attempt.
-    Made,
-    /// The broker's count could not be read: retried without an attempt.
-    Unknown,
-    /// Neither the broker (`count` partitions; 0 when the topic is missing) nor the
-    /// registry (`opened`) has it: a failed attempt.
-    NeverOpened { count: i32, opened: i32 },
 }
