@@ -9,7 +9,7 @@ use prometheus_client::registry::{Registry, Unit};
 use sqlx::{Connection, PgConnection};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// What the probe last saw of the slot.
@@ -38,8 +38,39 @@ pub struct CaptureMetrics {
     seen: Arc<Mutex<SlotSeen>>,
     /// A session of this process streams from the slot.
     streaming: Arc<AtomicBool>,
-    /// Seconds the oldest record handed to Kafka has waited for its acknowledgement.
+    /// Seconds Kafka has acknowledged nothing of the oldest transaction waiting for it.
     unacknowledged: Gauge,
+    /// What that gauge is computed from; outlives a session, so a session that fails on
+    /// records Kafka never takes hands its wait on to the next.
+    waits: Arc<Mutex<Waits>>,
+}
+
+/// Whether records wait for Kafka, and since when Kafka made no progress on them.
+#[derive(Debug, Clone, Copy)]
+struct Waits {
+    waiting: bool,
+    progress_at: Instant,
+}
+
+impl Waits {
+    fn waited(&self, now: Instant) -> i64 {
+        if !self.waiting {
+            return 0;
+        }
+        let seconds = now.saturating_duration_since(self.progress_at).as_secs();
+        i64::try_from(seconds).unwrap_or(i64::MAX)
+    }
+}
+
+/// What a relay's check saw of Kafka's acknowledgements since its last one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaProgress {
+    /// Nothing waits for an acknowledgement.
+    NothingWaits,
+    /// The oldest transaction waiting got acknowledgements (or is newer).
+    Progressed,
+    /// None seen on it (or, at a session's first check, not known).
+    NoneSeen,
 }
 
 /// How long a record may wait for Kafka's acknowledgement before the capture is not ready:
@@ -57,6 +88,10 @@ impl Default for CaptureMetrics {
             seen: Arc::new(Mutex::new(SlotSeen::Unknown)),
             streaming: Arc::new(AtomicBool::new(false)),
             unacknowledged: Gauge::default(),
+            waits: Arc::new(Mutex::new(Waits {
+                waiting: false,
+                progress_at: Instant::now(),
+            })),
         }
     }
 }
@@ -88,7 +123,7 @@ impl CaptureMetrics {
         );
         registry.register_with_unit(
             "sluice_capture_unacknowledged_age",
-            "How long the oldest record handed to Kafka has waited for its acknowledgement (0: none waits)",
+            "How long Kafka has acknowledged nothing of the oldest transaction waiting for it, across sessions (0: nothing waits)",
             Unit::Seconds,
             metrics.unacknowledged.clone(),
         );
@@ -105,18 +140,44 @@ impl CaptureMetrics {
         self.failures.inc();
     }
 
-    /// Whether a session of this process streams from the slot now (a new session has
-    /// nothing waiting for Kafka yet).
+    /// Whether a session of this process streams from the slot now. A session that starts
+    /// after one that left nothing waiting starts its wait from now; after one that failed
+    /// with records waiting, the wait goes on (the new session sends them again).
     pub fn streaming(&self, streaming: bool) {
         self.streaming.store(streaming, Ordering::Relaxed);
-        self.unacknowledged.set(0);
+        if streaming
+            && let Ok(mut waits) = self.waits.lock()
+            && !waits.waiting
+        {
+            waits.progress_at = Instant::now();
+        }
     }
 
-    /// How long the oldest record handed to Kafka has waited for its acknowledgement
-    /// (`None`: nothing waits).
-    pub fn unacknowledged_for(&self, waited: Option<Duration>) {
-        let seconds = waited.map_or(0, |w| i64::try_from(w.as_secs()).unwrap_or(i64::MAX));
-        self.unacknowledged.set(seconds);
+    /// A relay's check of Kafka's progress, at `now`: sets the wait the gauge and readiness
+    /// show.
+    pub fn kafka_progress(&self, progress: KafkaProgress, now: Instant) {
+        let Ok(mut waits) = self.waits.lock() else {
+            return;
+        };
+        match progress {
+            KafkaProgress::NothingWaits => {
+                waits.waiting = false;
+                waits.progress_at = now;
+            }
+            KafkaProgress::Progressed => {
+                waits.waiting = true;
+                waits.progress_at = now;
+            }
+            KafkaProgress::NoneSeen => waits.waiting = true,
+        }
+        self.unacknowledged.set(waits.waited(now));
+    }
+
+    /// Seconds Kafka has made no progress on what waits, now (0: nothing waits).
+    fn waited(&self) -> i64 {
+        self.waits
+            .lock()
+            .map_or(0, |waits| waits.waited(Instant::now()))
     }
 
     /// What the probe saw, with the lag when the slot exists.
@@ -128,11 +189,18 @@ impl CaptureMetrics {
         if let Ok(mut last) = self.seen.lock() {
             *last = seen;
         }
+        // Between sessions (a session that fails at once on a topic Kafka does not have
+        // checks nothing), the wait goes on: the probe's timer shows it.
+        self.unacknowledged.set(self.waited());
     }
 
     /// Ready when the slot exists and a session of this process streams from it (another
     /// process holding the slot does not make this one ready).
     pub fn readiness(&self) -> Result<(), Vec<String>> {
+        self.readiness_at(Instant::now())
+    }
+
+    fn readiness_at(&self, now: Instant) -> Result<(), Vec<String>> {
         if !self.streaming.load(Ordering::Relaxed) {
             return Err(vec![
                 "capture: no session of this process streams (starting, snapshotting, waiting for another capture of the slot, or between sessions after a failure)".into(),
@@ -143,10 +211,10 @@ impl CaptureMetrics {
             .lock()
             .map(|s| s.clone())
             .unwrap_or(SlotSeen::Unreadable("state unavailable".into()));
-        let waited = self.unacknowledged.get();
+        let waited = self.waits.lock().map_or(0, |waits| waits.waited(now));
         if u64::try_from(waited).unwrap_or(0) >= UNACKNOWLEDGED_READY_LIMIT.as_secs() {
             return Err(vec![format!(
-                "capture: a record handed to Kafka {waited} s ago is not acknowledged yet (a topic that does not exist, the brokers away, or a refusal; the log names the topic when its delivery fails)"
+                "capture: Kafka has acknowledged none of the oldest waiting transaction's records for {waited} s (a topic that does not exist, the brokers away, or a refusal; the log names the topic when a delivery fails)"
             )]);
         }
         match seen {
@@ -273,32 +341,50 @@ mod tests {
     }
 
     #[test]
-    fn not_ready_while_a_record_waits_for_kafka_past_the_limit() {
+    fn not_ready_while_kafka_makes_no_progress_past_the_limit_across_sessions() {
+        use KafkaProgress::{NoneSeen, NothingWaits, Progressed};
         let metrics = CaptureMetrics::default();
         metrics.slot(SlotSeen::Exists { active: true }, None);
         metrics.streaming(true);
-        metrics.unacknowledged_for(Some(Duration::from_secs(3)));
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        metrics.kafka_progress(NothingWaits, at(0));
+        metrics.kafka_progress(Progressed, at(1));
+        metrics.kafka_progress(NoneSeen, at(4));
+        assert_eq!(metrics.unacknowledged.get(), 3);
         assert_eq!(
-            metrics.readiness(),
+            metrics.readiness_at(at(4)),
             Ok(()),
             "a short wait is a broker's retry"
         );
-        metrics.unacknowledged_for(Some(UNACKNOWLEDGED_READY_LIMIT));
-        let problems = metrics.readiness().unwrap_err();
+        metrics.kafka_progress(NoneSeen, at(16));
+        assert_eq!(metrics.unacknowledged.get(), 15);
+        let problems = metrics.readiness_at(at(16)).unwrap_err();
         assert!(
-            problems[0].contains("15 s ago is not acknowledged"),
+            problems[0]
+                .contains("acknowledged none of the oldest waiting transaction's records for 15 s"),
             "{problems:?}"
         );
-        assert_eq!(metrics.unacknowledged.get(), 15);
-        metrics.unacknowledged_for(None);
-        assert_eq!(metrics.readiness(), Ok(()));
-        metrics.unacknowledged_for(Some(Duration::from_secs(60)));
+        // The session fails on those records; the next ones fail at once, checking
+        // nothing: the wait goes on, readiness counts it on, no ready in between.
         metrics.streaming(false);
         metrics.streaming(true);
-        assert_eq!(
-            metrics.readiness(),
-            Ok(()),
-            "a new session waits for nothing yet"
-        );
+        assert!(metrics.readiness_at(at(30)).unwrap_err()[0].contains("for 29 s"));
+        metrics.kafka_progress(NoneSeen, at(40));
+        assert_eq!(metrics.unacknowledged.get(), 39);
+        // Progress: ready again.
+        metrics.kafka_progress(Progressed, at(41));
+        assert_eq!(metrics.unacknowledged.get(), 0);
+        assert_eq!(metrics.readiness_at(at(41)), Ok(()));
+        // A session that left nothing waiting: the next one's first check (which cannot
+        // tell) counts from that session's start, not from the last progress.
+        metrics.kafka_progress(NothingWaits, start);
+        metrics.streaming(false);
+        let restarted = Instant::now();
+        metrics.streaming(true);
+        let first_check = restarted.max(start) + Duration::from_secs(1);
+        metrics.kafka_progress(NoneSeen, first_check);
+        assert!(metrics.unacknowledged.get() <= 1);
+        assert_eq!(metrics.readiness_at(first_check), Ok(()));
     }
 }

@@ -1173,8 +1173,8 @@ async fn debezium_streams_the_replication_workload() {
     env.cleanup().await;
 }
 
-/// Counts the topic's events by `op` (and tombstones, and updates carrying the TOAST
-/// placeholder; a `c` or `r` carrying it counts under its own name).
+/// Counts the topic's events by `op` (and tombstones); a `u` or `c` carrying the TOAST
+/// placeholder counts under its op and under its own name too; an `r` carrying it fails.
 fn event_kinds(bootstrap: &str, topic: &str) -> BTreeMap<&'static str, usize> {
     let reader: BaseConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", bootstrap)

@@ -7,8 +7,8 @@
 //! key is reordered.
 
 use crate::lsn::Lsn;
+use crate::metrics::KafkaProgress;
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
 
 /// A transaction's place in the queue (counts from the relay's start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -19,6 +19,8 @@ struct Pending {
     ticket: TxTicket,
     /// Records handed to the producer and not yet acknowledged.
     outstanding: usize,
+    /// Records of it Kafka acknowledged.
+    acknowledged: usize,
     /// The position after its commit, once the Commit message arrived.
     end_lsn: Option<Lsn>,
 }
@@ -58,6 +60,7 @@ impl Acks {
         self.queue.push_back(Pending {
             ticket,
             outstanding: 0,
+            acknowledged: 0,
             end_lsn: None,
         });
         ticket
@@ -90,6 +93,7 @@ impl Acks {
             .outstanding
             .checked_sub(1)
             .ok_or(AckError::TooMany(ticket))?;
+        pending.acknowledged += 1;
         Ok(())
     }
 
@@ -116,9 +120,13 @@ impl Acks {
         self.queue.is_empty()
     }
 
-    /// Some record handed to the producer is not acknowledged yet.
-    pub fn waiting(&self) -> bool {
-        self.queue.iter().any(|p| p.outstanding > 0)
+    /// The oldest transaction with a record waiting for Kafka's acknowledgement, and how
+    /// many of its records Kafka acknowledged (`None`: nothing waits).
+    pub fn oldest_waiting(&self) -> Option<(TxTicket, usize)> {
+        self.queue
+            .iter()
+            .find(|p| p.outstanding > 0)
+            .map(|p| (p.ticket, p.acknowledged))
     }
 
     /// Records handed to the producer and not yet acknowledged, over every transaction.
@@ -137,33 +145,43 @@ impl Acks {
     }
 }
 
-/// Whether Kafka keeps acknowledging what waits, checked now and then (a clock read per
-/// check, none per record): how long records have waited with no acknowledgement at all.
-/// A long transaction streaming at full speed never counts as waiting; a topic that does not
-/// exist, brokers away or a refusal does.
-#[derive(Debug)]
+/// Whether Kafka makes progress on the oldest transaction waiting for it, checked now and
+/// then (once a second; nothing per record). Acknowledgements of later transactions (another
+/// table's topic, say) do not count: a transaction whose topic does not exist stays the
+/// oldest waiting and makes none. A long transaction streaming does: its records are
+/// acknowledged as they go.
+#[derive(Debug, Default)]
 pub struct AckWatch {
-    acknowledged: u64,
-    since: Instant,
+    /// What the last check saw; `None` before the first.
+    last: Option<Option<(TxTicket, usize)>>,
 }
 
 impl AckWatch {
-    /// Nothing waits yet.
-    pub fn new(now: Instant) -> Self {
-        Self {
-            acknowledged: 0,
-            since: now,
-        }
+    /// A session's watch: its first check cannot tell progress.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// `waiting`: some record is unacknowledged; `acknowledged`: records acknowledged so far.
-    /// How long records have waited with no acknowledgement (`None`: none waits).
-    pub fn check(&mut self, waiting: bool, acknowledged: u64, now: Instant) -> Option<Duration> {
-        if !waiting || acknowledged != self.acknowledged {
-            self.acknowledged = acknowledged;
-            self.since = now;
+    /// Progress since the last check, given [`Acks::oldest_waiting`] now.
+    pub fn check(&mut self, oldest: Option<(TxTicket, usize)>) -> KafkaProgress {
+        let before = self.last.replace(oldest);
+        match (before, oldest) {
+            (_, None) => KafkaProgress::NothingWaits,
+            // The session's first check: whether these records waited before it is not
+            // known here (the metrics remember the session before).
+            (None, Some(_)) => KafkaProgress::NoneSeen,
+            // Nothing waited at the last check: these records are new since.
+            (Some(None), Some(_)) => KafkaProgress::Progressed,
+            // The oldest waiting one is later (the one before was fully acknowledged), or
+            // more of it was acknowledged.
+            (Some(Some((was, acked_then))), Some((is, acked_now))) => {
+                if is != was || acked_now > acked_then {
+                    KafkaProgress::Progressed
+                } else {
+                    KafkaProgress::NoneSeen
+                }
+            }
         }
-        waiting.then(|| now.saturating_duration_since(self.since))
     }
 }
 
@@ -172,35 +190,65 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_watch_counts_only_time_without_any_acknowledgement() {
-        let start = Instant::now();
-        let at = |s: u64| start + Duration::from_secs(s);
-        let mut watch = AckWatch::new(start);
-        assert_eq!(watch.check(false, 0, at(1)), None);
-        // Records wait; none acknowledged for 20 s.
-        assert_eq!(watch.check(true, 0, at(2)), Some(Duration::from_secs(1)));
-        assert_eq!(watch.check(true, 0, at(21)), Some(Duration::from_secs(20)));
-        // One acknowledgement: the wait starts over, though records still wait.
-        assert_eq!(watch.check(true, 1, at(22)), Some(Duration::ZERO));
-        assert_eq!(watch.check(true, 1, at(25)), Some(Duration::from_secs(3)));
-        // A long transaction streaming: acknowledgements at every check.
-        for s in 26..60 {
-            assert_eq!(watch.check(true, s, at(s)), Some(Duration::ZERO));
+    fn the_watch_sees_progress_only_on_the_oldest_waiting_transaction() {
+        use KafkaProgress::{NoneSeen, NothingWaits, Progressed};
+        let mut acks = Acks::new();
+        let mut watch = AckWatch::new();
+        assert_eq!(watch.check(acks.oldest_waiting()), NothingWaits);
+        // A transaction whose topic does not exist: two records, never acknowledged.
+        let stuck = acks.begin();
+        acks.sent(stuck).unwrap();
+        acks.sent(stuck).unwrap();
+        acks.commit(stuck, Lsn(10)).unwrap();
+        assert_eq!(watch.check(acks.oldest_waiting()), Progressed, "new since");
+        assert_eq!(watch.check(acks.oldest_waiting()), NoneSeen);
+        // Later transactions of another topic are acknowledged: no progress on the oldest.
+        for end in 2..5 {
+            let other = acks.begin();
+            acks.sent(other).unwrap();
+            acks.acknowledged(other).unwrap();
+            acks.commit(other, Lsn(end * 10)).unwrap();
+            assert_eq!(watch.check(acks.oldest_waiting()), NoneSeen);
         }
-        assert_eq!(watch.check(false, 60, at(61)), None);
-        assert_eq!(watch.check(true, 60, at(62)), Some(Duration::from_secs(1)));
+        // One of its records acknowledged; then the last: the oldest waiting is gone.
+        acks.acknowledged(stuck).unwrap();
+        assert_eq!(watch.check(acks.oldest_waiting()), Progressed);
+        assert_eq!(watch.check(acks.oldest_waiting()), NoneSeen);
+        acks.acknowledged(stuck).unwrap();
+        assert_eq!(watch.check(acks.oldest_waiting()), NothingWaits);
+        // A long transaction streaming: progress at every check though it always waits.
+        let long = acks.begin();
+        acks.sent(long).unwrap();
+        assert_eq!(watch.check(acks.oldest_waiting()), Progressed);
+        for _ in 0..5 {
+            acks.sent(long).unwrap();
+            acks.acknowledged(long).unwrap();
+            assert_eq!(watch.check(acks.oldest_waiting()), Progressed);
+        }
+        // A new session's watch cannot tell at its first check.
+        let mut fresh = AckWatch::new();
+        assert_eq!(fresh.check(acks.oldest_waiting()), NoneSeen);
     }
 
     #[test]
-    fn waiting_while_a_record_is_unacknowledged() {
+    fn the_oldest_waiting_transaction_and_its_acknowledged_records() {
         let mut acks = Acks::new();
-        assert!(!acks.waiting());
+        assert_eq!(acks.oldest_waiting(), None);
         let first = acks.begin();
-        assert!(!acks.waiting(), "begun, nothing sent");
+        assert_eq!(acks.oldest_waiting(), None, "begun, nothing sent");
         acks.sent(first).unwrap();
-        assert!(acks.waiting());
+        acks.sent(first).unwrap();
+        assert_eq!(acks.oldest_waiting(), Some((first, 0)));
         acks.acknowledged(first).unwrap();
-        assert!(!acks.waiting(), "acknowledged, not yet committed");
+        assert_eq!(acks.oldest_waiting(), Some((first, 1)));
+        let second = acks.begin();
+        acks.sent(second).unwrap();
+        acks.acknowledged(first).unwrap();
+        assert_eq!(
+            acks.oldest_waiting(),
+            Some((second, 0)),
+            "acknowledged, not committed"
+        );
     }
 
     #[test]

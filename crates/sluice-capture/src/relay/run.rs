@@ -219,26 +219,26 @@ impl Relay<'_> {
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             interval
         });
-        let mut watch = AckWatch::new(std::time::Instant::now());
-        let mut watch_every = tokio::time::interval(ACK_WATCH_EVERY);
+        let mut watch = AckWatch::new();
+        // The first check a second in: a new session has handed its first records over.
+        let mut watch_every = tokio::time::interval_at(
+            tokio::time::Instant::now() + ACK_WATCH_EVERY,
+            ACK_WATCH_EVERY,
+        );
         watch_every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 biased;
                 () = &mut stop => break,
-                // Before the deliveries, so a burst of them cannot starve it.
-                _ = watch_every.tick() => {
-                    let waited = watch.check(
-                        state.acks.waiting(),
-                        state.report.records,
-                        std::time::Instant::now(),
-                    );
-                    metrics.unacknowledged_for(waited);
-                }
                 Some((ticket, result)) = delivered.recv() => {
                     result?;
                     state.acked(stream, ticket)?;
                     metrics.acknowledged();
+                }
+                // After the deliveries, so that what Kafka acknowledged is counted first.
+                _ = watch_every.tick() => {
+                    let progress = watch.check(state.acks.oldest_waiting());
+                    metrics.kafka_progress(progress, std::time::Instant::now());
                 }
                 () = tick(&mut beat) => {
                     if let Err(error) = emit_heartbeat(catalog).await {
