@@ -50,6 +50,11 @@ pub struct CaptureMetrics {
 struct Waits {
     waiting: bool,
     progress_at: Instant,
+    /// The wait of a session that failed on Kafka, carried into the next ones until one of
+    /// them gets an acknowledgement: records acknowledged (the process's count) when the
+    /// session now streaming started. A new session's own checks cannot tell progress
+    /// from records it has not sent again yet.
+    carried: Option<u64>,
 }
 
 impl Waits {
@@ -91,6 +96,7 @@ impl Default for CaptureMetrics {
             waits: Arc::new(Mutex::new(Waits {
                 waiting: false,
                 progress_at: Instant::now(),
+                carried: None,
             })),
         }
     }
@@ -140,35 +146,71 @@ impl CaptureMetrics {
         self.failures.inc();
     }
 
-    /// Whether a session of this process streams from the slot now. A session that starts
-    /// after one that left nothing waiting starts its wait from now; after one that failed
-    /// with records waiting, the wait goes on (the new session sends them again).
+    /// Whether a session of this process streams from the slot now.
     pub fn streaming(&self, streaming: bool) {
         self.streaming.store(streaming, Ordering::Relaxed);
-        if streaming
-            && let Ok(mut waits) = self.waits.lock()
-            && !waits.waiting
-        {
-            waits.progress_at = Instant::now();
+        if streaming {
+            self.session_started(Instant::now());
         }
+    }
+
+    /// A session starts streaming at `now`: after one that left nothing waiting (or ended
+    /// for another reason than Kafka) its wait starts from now; after one that failed on
+    /// Kafka with records waiting, the wait goes on until this one gets an acknowledgement.
+    fn session_started(&self, now: Instant) {
+        let acknowledged = self.records.get();
+        if let Ok(mut waits) = self.waits.lock() {
+            if waits.carried.is_some() {
+                waits.carried = Some(acknowledged);
+            } else if !waits.waiting {
+                waits.progress_at = now;
+            }
+        }
+    }
+
+    /// A session ended; `on_kafka`: it failed on a record Kafka did not take. Only then
+    /// does the wait go on into the next session (a database outage or a standby waiting
+    /// for the slot is not Kafka's).
+    pub fn session_ended(&self, on_kafka: bool) {
+        if let Ok(mut waits) = self.waits.lock() {
+            if on_kafka && waits.waiting {
+                waits.carried = Some(self.records.get());
+            } else {
+                waits.waiting = false;
+                waits.carried = None;
+            }
+        }
+        self.unacknowledged.set(self.waited());
     }
 
     /// A relay's check of Kafka's progress, at `now`: sets the wait the gauge and readiness
     /// show.
     pub fn kafka_progress(&self, progress: KafkaProgress, now: Instant) {
+        let acknowledged = self.records.get();
         let Ok(mut waits) = self.waits.lock() else {
             return;
         };
-        match progress {
-            KafkaProgress::NothingWaits => {
+        match (waits.carried, progress) {
+            // A carried wait ends only with an acknowledgement in this session.
+            (Some(at_start), _) if acknowledged <= at_start => waits.waiting = true,
+            (_, KafkaProgress::NothingWaits) => {
+                waits.carried = None;
                 waits.waiting = false;
                 waits.progress_at = now;
             }
-            KafkaProgress::Progressed => {
+            (_, KafkaProgress::Progressed) => {
+                waits.carried = None;
                 waits.waiting = true;
                 waits.progress_at = now;
             }
-            KafkaProgress::NoneSeen => waits.waiting = true,
+            (Some(_), KafkaProgress::NoneSeen) => {
+                // Acknowledged since the start, but not the oldest waiting one: its wait
+                // starts now.
+                waits.carried = None;
+                waits.waiting = true;
+                waits.progress_at = now;
+            }
+            (None, KafkaProgress::NoneSeen) => waits.waiting = true,
         }
         self.unacknowledged.set(waits.waited(now));
     }
@@ -345,9 +387,10 @@ mod tests {
         use KafkaProgress::{NoneSeen, NothingWaits, Progressed};
         let metrics = CaptureMetrics::default();
         metrics.slot(SlotSeen::Exists { active: true }, None);
-        metrics.streaming(true);
+        metrics.streaming.store(true, Ordering::Relaxed);
         let start = Instant::now();
         let at = |s: u64| start + Duration::from_secs(s);
+        metrics.session_started(at(0));
         metrics.kafka_progress(NothingWaits, at(0));
         metrics.kafka_progress(Progressed, at(1));
         metrics.kafka_progress(NoneSeen, at(4));
@@ -365,26 +408,33 @@ mod tests {
                 .contains("acknowledged none of the oldest waiting transaction's records for 15 s"),
             "{problems:?}"
         );
-        // The session fails on those records; the next ones fail at once, checking
-        // nothing: the wait goes on, readiness counts it on, no ready in between.
-        metrics.streaming(false);
-        metrics.streaming(true);
+        // The session fails on Kafka; the next one has not sent the records again at its
+        // first check (nothing waits there yet): the wait goes on, no ready in between.
+        metrics.session_ended(true);
+        metrics.session_started(at(20));
+        metrics.kafka_progress(NothingWaits, at(21));
         assert!(metrics.readiness_at(at(30)).unwrap_err()[0].contains("for 29 s"));
-        metrics.kafka_progress(NoneSeen, at(40));
+        metrics.kafka_progress(Progressed, at(40)); // sent again: new to this session only
         assert_eq!(metrics.unacknowledged.get(), 39);
-        // Progress: ready again.
-        metrics.kafka_progress(Progressed, at(41));
+        // An acknowledgement in this session ends the carried wait: ready again.
+        metrics.acknowledged();
+        metrics.kafka_progress(NothingWaits, at(41));
         assert_eq!(metrics.unacknowledged.get(), 0);
         assert_eq!(metrics.readiness_at(at(41)), Ok(()));
-        // A session that left nothing waiting: the next one's first check (which cannot
-        // tell) counts from that session's start, not from the last progress.
-        metrics.kafka_progress(NothingWaits, start);
-        metrics.streaming(false);
-        let restarted = Instant::now();
-        metrics.streaming(true);
-        let first_check = restarted.max(start) + Duration::from_secs(1);
-        metrics.kafka_progress(NoneSeen, first_check);
-        assert!(metrics.unacknowledged.get() <= 1);
-        assert_eq!(metrics.readiness_at(first_check), Ok(()));
+
+        // Waiting when a session ends on something else (the database): the next session's
+        // wait starts from its own start.
+        metrics.kafka_progress(Progressed, at(42));
+        metrics.kafka_progress(NoneSeen, at(50));
+        metrics.session_ended(false);
+        assert_eq!(
+            metrics.readiness_at(at(100)),
+            Ok(()),
+            "nothing waits between"
+        );
+        metrics.session_started(at(100));
+        metrics.kafka_progress(NoneSeen, at(101)); // the first check cannot tell
+        assert_eq!(metrics.unacknowledged.get(), 1);
+        assert_eq!(metrics.readiness_at(at(101)), Ok(()));
     }
 }

@@ -230,16 +230,16 @@ impl Relay<'_> {
             tokio::select! {
                 biased;
                 () = &mut stop => break,
-                Some((ticket, result)) = delivered.recv() => {
-                    result?;
-                    state.acked(stream, ticket)?;
-                    metrics.acknowledged();
-                }
-                // After the deliveries, so that what Kafka acknowledged is counted first.
+                // Before the deliveries (a long run of them cannot hold it off), counting
+                // what Kafka acknowledged and the loop has not taken yet first.
                 _ = watch_every.tick() => {
+                    while let Ok(delivery) = delivered.try_recv() {
+                        state.delivered(stream, metrics, delivery)?;
+                    }
                     let progress = watch.check(state.acks.oldest_waiting());
                     metrics.kafka_progress(progress, std::time::Instant::now());
                 }
+                Some(delivery) = delivered.recv() => state.delivered(stream, metrics, delivery)?,
                 () = tick(&mut beat) => {
                     if let Err(error) = emit_heartbeat(catalog).await {
                         tracing::warn!(%error, "the heartbeat message could not be written (an idle slot then moves only with the server's keepalives)");
@@ -258,18 +258,30 @@ impl Relay<'_> {
         }
         // What was sent before the stop: wait for it, so the slot confirms all of it.
         while state.acks.outstanding() > 0 {
-            let Some((ticket, result)) = delivered.recv().await else {
+            let Some(delivery) = delivered.recv().await else {
                 break;
             };
-            result?;
-            state.acked(stream, ticket)?;
-            metrics.acknowledged();
+            state.delivered(stream, metrics, delivery)?;
         }
         Ok(state.report)
     }
 }
 
 impl State {
+    /// A delivery's outcome: a failure ends the session; an acknowledgement is counted and
+    /// confirms what became confirmable.
+    fn delivered(
+        &mut self,
+        stream: &CaptureStream,
+        metrics: &CaptureMetrics,
+        (ticket, result): (TxTicket, Result<(), RelayError>),
+    ) -> Result<(), RelayError> {
+        result?;
+        self.acked(stream, ticket)?;
+        metrics.acknowledged();
+        Ok(())
+    }
+
     /// One record of `ticket` acknowledged: confirm what became confirmable.
     fn acked(&mut self, stream: &CaptureStream, ticket: TxTicket) -> Result<(), RelayError> {
         self.acks.acknowledged(ticket)?;

@@ -143,6 +143,7 @@ async fn session(
     .run(stop.cancelled())
     .await;
     metrics.streaming(false);
+    metrics.session_ended(matches!(report, Err(RelayError::Kafka { .. })));
     let report = report?;
     // The transport reports the confirmed position on its status tick, and ending the
     // session does not report it once more: wait for one tick, or the next session

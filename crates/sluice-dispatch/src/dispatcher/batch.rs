@@ -283,6 +283,7 @@ impl Dispatcher {
                 )));
             }
             Err(metadata) => {
+                tracing::warn!(%topic, error = %metadata, "partition count unknown");
                 return Ok(Some(format!(
                     "the partition count of topic {topic} cannot be read ({metadata})"
                 )));
@@ -306,6 +307,7 @@ impl Dispatcher {
         tracing::info!(%topic, from = count, to = opened,
             "explicit partition missing: growing the topic to the partition registry's count");
         if let Err(grow) = self.admin.grow_topic(topic, opened).await {
+            tracing::warn!(%topic, error = %grow, "growing the topic failed");
             return Ok(Some(format!(
                 "partition {partition} is not in topic {topic} ({count} partitions); growing \
                  it to the partition registry's {opened} failed: {grow}"
