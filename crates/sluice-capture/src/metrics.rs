@@ -243,32 +243,42 @@ impl CaptureMetrics {
     }
 
     fn readiness_at(&self, now: Instant) -> Result<(), Vec<String>> {
+        // The wait for Kafka first: between the sessions it makes fail, it is the cause.
+        let waited = self.waits.lock().map_or(0, |waits| waits.waited(now));
+        let mut problems = Vec::new();
+        if u64::try_from(waited).unwrap_or(0) >= UNACKNOWLEDGED_READY_LIMIT.as_secs() {
+            problems.push(format!(
+                "capture: Kafka has acknowledged none of the oldest waiting transaction's records for {waited} s (a topic that does not exist, the brokers away, or a refusal; the log names the topic when a delivery fails)"
+            ));
+        }
         if !self.streaming.load(Ordering::Relaxed) {
-            return Err(vec![
+            problems.push(
                 "capture: no session of this process streams (starting, snapshotting, waiting for another capture of the slot, or between sessions after a failure)".into(),
-            ]);
+            );
+            return Err(problems);
         }
         let seen = self
             .seen
             .lock()
             .map(|s| s.clone())
             .unwrap_or(SlotSeen::Unreadable("state unavailable".into()));
-        let waited = self.waits.lock().map_or(0, |waits| waits.waited(now));
-        if u64::try_from(waited).unwrap_or(0) >= UNACKNOWLEDGED_READY_LIMIT.as_secs() {
-            return Err(vec![format!(
-                "capture: Kafka has acknowledged none of the oldest waiting transaction's records for {waited} s (a topic that does not exist, the brokers away, or a refusal; the log names the topic when a delivery fails)"
-            )]);
-        }
         match seen {
-            SlotSeen::Exists { active: true } => Ok(()),
-            SlotSeen::Exists { active: false } => Err(vec![
-                "capture: the slot exists but no session streams from it".into(),
-            ]),
-            SlotSeen::Missing => Err(vec![
+            SlotSeen::Exists { active: true } => {}
+            SlotSeen::Exists { active: false } => {
+                problems.push("capture: the slot exists but no session streams from it".into());
+            }
+            SlotSeen::Missing => problems.push(
                 "capture: the replication slot does not exist (not made yet, or dropped: a new one starts from then, changes in between are not captured)".into(),
-            ]),
-            SlotSeen::Unknown => Err(vec!["capture: the slot not checked yet".into()]),
-            SlotSeen::Unreadable(why) => Err(vec![format!("capture: the slot cannot be read: {why}")]),
+            ),
+            SlotSeen::Unknown => problems.push("capture: the slot not checked yet".into()),
+            SlotSeen::Unreadable(why) => {
+                problems.push(format!("capture: the slot cannot be read: {why}"));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
         }
     }
 
@@ -411,6 +421,11 @@ mod tests {
         // The session fails on Kafka; the next one has not sent the records again at its
         // first check (nothing waits there yet): the wait goes on, no ready in between.
         metrics.session_ended(true);
+        metrics.streaming.store(false, Ordering::Relaxed);
+        let between = metrics.readiness_at(at(18)).unwrap_err();
+        assert!(between[0].contains("for 17 s"), "{between:?}");
+        assert!(between[1].contains("no session"), "{between:?}");
+        metrics.streaming.store(true, Ordering::Relaxed);
         metrics.session_started(at(20));
         metrics.kafka_progress(NothingWaits, at(21));
         assert!(metrics.readiness_at(at(30)).unwrap_err()[0].contains("for 29 s"));

@@ -131,6 +131,48 @@ async fn the_claim_keeps_the_last_records_stamp_with_the_offset() {
         .await
         .unwrap();
     assert_eq!(left, 0, "deleted when the start is not known");
+
+    // Both in one call (one statement): partition 0 moved, partition 1 deleted, partition 2
+    // (moved meanwhile) and another group's row left alone.
+    let mut tx = conn.begin().await.unwrap();
+    let three: Vec<Claimed> = [(0, 80), (1, 81), (2, 82)]
+        .into_iter()
+        .map(|(partition, next)| Claimed {
+            topic: "t".into(),
+            partition,
+            next,
+            last_record_ms: Some(1),
+        })
+        .collect();
+    claim(&mut tx, "g", &three).await.unwrap();
+    claim(&mut tx, "other", &three[..1]).await.unwrap();
+    tx.commit().await.unwrap();
+    restart_at_start(
+        &mut conn,
+        "g",
+        &[
+            ("t".into(), 0, 80, Some(4)),
+            ("t".into(), 1, 81, None),
+            ("t".into(), 2, 1, Some(4)),
+        ],
+    )
+    .await
+    .unwrap();
+    let rows: Vec<(String, i32, i64, Option<i64>)> = sqlx::query_as(
+        "SELECT consumer_group::text, partition, next_offset, last_record_ms \
+         FROM consumer_offsets ORDER BY consumer_group, partition",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            ("g".into(), 0, 4, None),
+            ("g".into(), 2, 82, Some(1)),
+            ("other".into(), 0, 80, Some(1)),
+        ]
+    );
     drop(conn);
     schema.drop_schema().await;
 }

@@ -135,6 +135,9 @@ pub struct Relay<'a> {
     pub heartbeat: Option<Duration>,
 }
 
+/// How long the catalog of a table may take to read when its Relation message arrives.
+const CATALOG_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How often the relay checks that Kafka acknowledges what waits ([`AckWatch`]).
 const ACK_WATCH_EVERY: Duration = Duration::from_secs(1);
 
@@ -385,13 +388,20 @@ impl State {
                 .insert(relation.oid, OutboxShape::new(relation)?);
             return Ok(());
         }
-        let columns =
-            column_catalog(catalog, relation)
-                .await
-                .map_err(|source| RelayError::Catalog {
-                    table: format!("{}.{}", relation.schema, relation.table),
-                    source,
-                })?;
+        // Bounded: a half-open catalog connection must not hold the relay (and its
+        // acknowledgements) for as long as TCP takes to notice; a new session reconnects.
+        let read = tokio::time::timeout(CATALOG_TIMEOUT, column_catalog(catalog, relation))
+            .await
+            .unwrap_or_else(|_| {
+                Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer in {} s", CATALOG_TIMEOUT.as_secs()),
+                )))
+            });
+        let columns = read.map_err(|source| RelayError::Catalog {
+            table: format!("{}.{}", relation.schema, relation.table),
+            source,
+        })?;
         let shape = TableShape::new(&envelope.settings().prefix, relation, &columns);
         self.shapes.insert(relation.oid, shape);
         Ok(())
