@@ -169,11 +169,17 @@ impl CaptureMetrics {
     }
 
     /// A session ended; `on_kafka`: it failed on a record Kafka did not take. Only then
-    /// does the wait go on into the next session (a database outage or a standby waiting
-    /// for the slot is not Kafka's).
+    /// does the wait go on into the next session (a database outage or another process
+    /// holding the slot is not Kafka's, and ends it).
     pub fn session_ended(&self, on_kafka: bool) {
         if let Ok(mut waits) = self.waits.lock() {
-            if on_kafka && waits.waiting {
+            if on_kafka {
+                // Records Kafka did not take: waiting, since the last progress if a check
+                // saw it, else from now (a session that failed before its first check).
+                if !waits.waiting {
+                    waits.waiting = true;
+                    waits.progress_at = Instant::now();
+                }
                 waits.carried = Some(self.records.get());
             } else {
                 waits.waiting = false;
@@ -451,5 +457,22 @@ mod tests {
         metrics.kafka_progress(NoneSeen, at(101)); // the first check cannot tell
         assert_eq!(metrics.unacknowledged.get(), 1);
         assert_eq!(metrics.readiness_at(at(101)), Ok(()));
+    }
+
+    #[test]
+    fn a_session_failing_on_kafka_before_its_first_check_starts_a_wait_another_end_ends_it() {
+        let metrics = CaptureMetrics::default();
+        let before = Instant::now();
+        metrics.session_ended(true);
+        let later = Instant::now() + Duration::from_secs(20);
+        let problems = metrics.readiness_at(later).unwrap_err();
+        assert!(problems[0].contains("acknowledged none"), "{problems:?}");
+        let waits = *metrics.waits.lock().unwrap();
+        assert!(waits.waiting && waits.progress_at >= before && waits.carried.is_some());
+        // Another process holds the slot now (or the database failed): not Kafka's wait.
+        metrics.session_ended(false);
+        let problems = metrics.readiness_at(later).unwrap_err();
+        assert!(problems[0].contains("no session"), "{problems:?}");
+        assert_eq!(metrics.unacknowledged.get(), 0);
     }
 }

@@ -46,7 +46,12 @@ pub async fn capture(
     let mut failures = 0u32;
     while !stop.is_cancelled() {
         let started = Instant::now();
-        match session(settings, producer, &envelope, metrics, &stop).await {
+        let ended = session(settings, producer, &envelope, metrics, &stop).await;
+        // Only a failure on Kafka carries the wait for it into the next session; any other
+        // end (a database failure before or while streaming, another process holding the
+        // slot) ends it.
+        metrics.session_ended(matches!(ended, Err(RelayError::Kafka { .. })));
+        match ended {
             Ok(report) => {
                 total.transactions += report.transactions;
                 total.records += report.records;
@@ -143,7 +148,6 @@ async fn session(
     .run(stop.cancelled())
     .await;
     metrics.streaming(false);
-    metrics.session_ended(matches!(report, Err(RelayError::Kafka { .. })));
     let report = report?;
     // The transport reports the confirmed position on its status tick, and ending the
     // session does not report it once more: wait for one tick, or the next session
