@@ -186,7 +186,7 @@ impl CaptureMetrics {
                 waits.carried = None;
             }
         }
-        self.unacknowledged.set(self.waited());
+        self.unacknowledged.set(self.waited(Instant::now()));
     }
 
     /// A relay's check of Kafka's progress, at `now`: sets the wait the gauge and readiness
@@ -221,11 +221,9 @@ impl CaptureMetrics {
         self.unacknowledged.set(waits.waited(now));
     }
 
-    /// Seconds Kafka has made no progress on what waits, now (0: nothing waits).
-    fn waited(&self) -> i64 {
-        self.waits
-            .lock()
-            .map_or(0, |waits| waits.waited(Instant::now()))
+    /// Seconds Kafka has made no progress on what waits at `now` (0: nothing waits).
+    fn waited(&self, now: Instant) -> i64 {
+        self.waits.lock().map_or(0, |waits| waits.waited(now))
     }
 
     /// What the probe saw, with the lag when the slot exists.
@@ -239,7 +237,7 @@ impl CaptureMetrics {
         }
         // Between sessions (a session that fails at once on a topic Kafka does not have
         // checks nothing), the wait goes on: the probe's timer shows it.
-        self.unacknowledged.set(self.waited());
+        self.unacknowledged.set(self.waited(Instant::now()));
     }
 
     /// Ready when the slot exists and a session of this process streams from it (another
@@ -250,7 +248,7 @@ impl CaptureMetrics {
 
     fn readiness_at(&self, now: Instant) -> Result<(), Vec<String>> {
         // The wait for Kafka first: between the sessions it makes fail, it is the cause.
-        let waited = self.waits.lock().map_or(0, |waits| waits.waited(now));
+        let waited = self.waited(now);
         let mut problems = Vec::new();
         if u64::try_from(waited).unwrap_or(0) >= UNACKNOWLEDGED_READY_LIMIT.as_secs() {
             problems.push(format!(
