@@ -41,9 +41,26 @@ impl CaptureError {
             CaptureError::Replication(e) if sqlstate(&e.to_string()) == Some("55006") => {
                 Disposition::Retry
             }
+            // The server ended the session or refuses one for a while: a walsender
+            // terminated (pg_terminate_backend, a failover tool, max_slot_wal_keep_size), the
+            // server shutting down or starting, too many connections.
+            CaptureError::Replication(e)
+                if sqlstate(&e.to_string()).is_some_and(passes_by_class) =>
+            {
+                Disposition::Retry
+            }
             _ => Disposition::Fatal,
         }
     }
+}
+
+/// A SQLSTATE whose class says the cause may pass: 08 (connection exception), 53
+/// (insufficient resources: too many connections), 57 (operator intervention: a terminated
+/// backend, the server shutting down or starting).
+pub fn passes_by_class(code: &str) -> bool {
+    ["08", "53", "57"]
+        .iter()
+        .any(|class| code.starts_with(class))
 }
 
 /// The SQLSTATE of a server error as pgwire-replication prints it (`… (SQLSTATE 55006)`):
@@ -66,9 +83,16 @@ mod tests {
         );
         let missing =
             PgWireError::Server("publication \"p\" does not exist (SQLSTATE 42704)".into());
+        let terminated = PgWireError::Server(
+            "terminating connection due to administrator command (SQLSTATE 57P01)".into(),
+        );
+        let too_many =
+            PgWireError::Server("sorry, too many clients already (SQLSTATE 53300)".into());
         let table = [
             (CaptureError::Replication(io), Disposition::Retry),
             (CaptureError::Replication(busy), Disposition::Retry),
+            (CaptureError::Replication(terminated), Disposition::Retry),
+            (CaptureError::Replication(too_many), Disposition::Retry),
             (CaptureError::Replication(missing), Disposition::Fatal),
             (
                 CaptureError::Decode(DecodeError::UnknownRelation(1)),

@@ -396,6 +396,40 @@ async fn a_key_change_and_a_reinsert_of_the_old_key_in_one_batch_keep_both_rows(
     }
 }
 
+/// Key 2's partition re-sent from the key change's delete after the old key was re-inserted
+/// (a capture's restart while the new key's partition lags): c(2) big A, u(2), d(2 → 3),
+/// tombstone, c(2) re-insert big B, then d(2 → 3) and its tombstone again, and only then c(3,
+/// oldkey 2). The replayed delete finds the re-insert (newer, so kept) and must not set it
+/// aside in place of the old row its first copy set aside: row 3 gets big A, row 2 keeps B.
+#[tokio::test]
+async fn a_key_change_replayed_after_a_reinsert_of_the_old_key_keeps_the_first_old_row() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let fixtures = captured("items", &KEY_CHANGE);
+    let big_a = big_of(&fixtures[1]);
+    let mut records: Vec<Record> = fixtures[..5].to_vec();
+    records.push(create(&fixtures[1], 5, 2, "re-inserted", "another big", 0));
+    records.push(moved(&fixtures[3], 0, 6, 0));
+    records.push(moved(&fixtures[4], 0, 7, 0));
+    records.push(moved(&fixtures[5], 0, 8, 0));
+    let expected = [
+        format!("1 | snapshot row | {}", md5_of(&big_of(&fixtures[0]))),
+        format!("2 | re-inserted | {}", md5_of("another big")),
+        format!("3 | key changed 2 -> 3 | {}", md5_of(&big_a)),
+    ];
+    for batch in [1, 4, 9] {
+        let label = format!("batches of {batch}");
+        let (schema, mut conn, sink) = items_case(&stack, r#"{ newest-wins = "lsn" }"#).await;
+        store_all(&mut conn, &sink, &records, batch).await;
+        assert_eq!(dead_letters(&mut conn).await, [], "{label}");
+        assert_eq!(items(&mut conn).await, expected, "{label}");
+        assert_eq!(held(&mut conn).await, 0, "{label}");
+        drop(conn);
+        schema.drop_schema().await;
+    }
+}
+
 /// `record` (a captured event) at `partition`/`offset` with its LSN moved by `lsn_by`.
 fn moved(record: &Record, partition: i32, offset: i64, lsn_by: i64) -> Record {
     with_source(record, partition, offset, |source| {

@@ -4,6 +4,7 @@
 //! dead letter: a change cannot be skipped without breaking the order of its key.
 
 use super::run::RelayError;
+use crate::error::passes_by_class;
 use crate::snapshot::SnapshotError;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use sluice_core::disposition::Disposition;
@@ -95,11 +96,7 @@ fn transient(error: &sqlx::Error) -> Disposition {
         | sqlx::Error::PoolClosed
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_) => Disposition::Retry,
-        sqlx::Error::Database(db)
-            if db
-                .code()
-                .is_some_and(|code| ["08", "53", "57"].iter().any(|c| code.starts_with(c))) =>
-        {
+        sqlx::Error::Database(db) if db.code().is_some_and(|code| passes_by_class(&code)) => {
             Disposition::Retry
         }
         _ => Disposition::Fatal,

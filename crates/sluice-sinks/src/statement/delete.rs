@@ -110,7 +110,7 @@ fn deletes(
         sql.push_str(&format!("\nRETURNING d.{}", quote_ident("sluice row")));
         return sql;
     }
-    setting_aside(table, key, &sql, (&params, &aliases))
+    setting_aside(table, key, guard, &sql, (&params, &aliases))
 }
 
 /// The stored row `alias` is not newer than the delete `d` under newest-wins by `guard`
@@ -179,16 +179,20 @@ fn keys_match(key: &[StatementColumn<'_>], stored: &str, wanted: &str) -> String
 /// The moving delete around `delete` (its guarded `DELETE … WHERE`), whose `params` and
 /// `aliases` it reads again to set the old rows aside.
 ///
-/// Every key change's delete leaves its mark: the old key's row as the statement found it
-/// (deleted, or kept because it is newer under newest-wins), NULL when there was none, so
-/// that its create never waits for a delete that came already (held rows,
-/// migrations/0017_debezium_held_rows.sql). A delete applied again (a replay) sets aside the
-/// row it finds, as the first did; one that finds none (the first moved the row already)
-/// keeps the first's image, which the replayed create then reads, and marks it unread.
+/// Every key change's delete leaves its mark: the old key's row as the statement found it,
+/// NULL when there was none, so that its create never waits for a delete that came already
+/// (held rows, migrations/0017_debezium_held_rows.sql). Under newest-wins a row newer than
+/// the change is not its old row (the old key re-inserted since, found by a replayed
+/// change; the delete keeps it) and is never set aside, and a delete applied again (a replay)
+/// keeps the first's image, which the replayed create then reads, and marks it unread; it
+/// sets aside the row it finds only where the first found none. Without newest-wins a replay
+/// sets aside the row it finds (the table is then as the first found it, the records before
+/// the change re-applied), or keeps the first's image when it finds none.
 /// Without an LSN, a mark that its create took its row already (-2) is removed instead.
 fn setting_aside(
     table: &str,
     key: &[StatementColumn<'_>],
+    guard: Option<&StatementColumn<'_>>,
     delete: &str,
     (params, aliases): (&str, &str),
 ) -> String {
@@ -198,6 +202,25 @@ fn setting_aside(
             .collect()
     };
     let new = new_key_aliases(key.len());
+    // Under newest-wins only a row not newer than the change is its old row: a replayed
+    // change finds the old key re-inserted since, which it keeps, and must not set aside.
+    // It also keeps the image a first copy of the change set aside, which a replay finds
+    // replaced by the re-insert. Without the guard a replay is not safe where the old key was
+    // re-inserted since (docs/replication.md): a replayed delete sets aside what it finds.
+    let (found, image) = match guard {
+        Some(guard) => (
+            format!(
+                "{} AND {}",
+                keys_match(key, "x", "d"),
+                not_newer("x", guard)
+            ),
+            "coalesce(m.image, EXCLUDED.image)",
+        ),
+        None => (
+            keys_match(key, "x", "d"),
+            "coalesce(EXCLUDED.image, m.image)",
+        ),
+    };
     format!(
         "WITH gone AS ({delete}\nRETURNING d.{row} AS {gone}),\n\
          taken AS (DELETE FROM {MOVED_ROWS} AS m WHERE m.seq = (SELECT min(t.seq) \
@@ -211,12 +234,11 @@ fn setting_aside(
          coalesce(d.{lsn}, -1), (SELECT to_jsonb(x) FROM {table} AS x WHERE {found})\n\
          FROM UNNEST({params}) AS d({aliases}) WHERE NOT EXISTS (SELECT 1 FROM taken)\n\
          ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
-         DO UPDATE SET image = coalesce(EXCLUDED.image, m.image), moved_at = now(), \
+         DO UPDATE SET image = {image}, moved_at = now(), \
          read_at = NULL)\n\
          SELECT g.{gone} FROM gone AS g",
         gone = quote_ident("sluice gone"),
         table = quote_table(table),
-        found = keys_match(key, "x", "d"),
         literal = table.replace('\'', "''"),
         old = qualified("d", &mut key.iter().map(|c| c.name)).join(", "),
         new = qualified("d", &mut new.iter().map(String::as_str)).join(", "),
