@@ -11,6 +11,8 @@
 //!   the other partitions drain meanwhile through the other writer, SIGTERM during the wait
 //!   ends the process promptly with exit 0, nothing of the blocked batch committed, and once
 //!   the lock is released everything lands once.
+//! - A topic of 48 partitions, 47 of them without a record, keeps pace with its busy one
+//!   (the lag measurement waits on no broker round trip per partition).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -368,4 +370,94 @@ async fn a_writer_blocked_on_a_lock_stalls_only_its_partition_and_sigterm_ends_t
         .sum();
     assert_eq!(inserted, 5_001, "each record of partition 1 applied once");
     env.cleanup().await;
+}
+
+/// A topic of 48 partitions, 47 of which never had a record, keeps pace with its one busy
+/// partition: nothing the reader does waits on the broker for each partition. (It did: the
+/// lag of a partition the consumer never handed a record was asked of the broker every 2 s,
+/// a round trip per partition that waits behind the consumer's fetch long poll on the same
+/// connection once it has caught up: 4,000 of 20,000 records in 60 s, SIGTERM in 10 s.)
+/// Every partition's lag gauge says 0 once drained, from the client's statistics, and
+/// SIGTERM ends the process within seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_that_never_had_a_record_do_not_slow_the_reader() {
+    use support::case::Case;
+    use support::counted::{DDL, MAPPING, records};
+    use support::http::{free_port, scrape, status_of};
+    let Some(case) = Case::with_partitions(&["counted"], DDL, MAPPING, 48).await else {
+        return;
+    };
+    let (topic, group) = (case.topic("counted"), case.env.group("counted"));
+    let http = free_port();
+    let (file, addr) = (case.file.display().to_string(), format!("127.0.0.1:{http}"));
+    let mut run = case.env.spawn_run(
+        "empty-partitions",
+        &[
+            ("SLUICE_SINKS_FILE", file.as_str()),
+            ("SLUICE_HTTP_ADDR", addr.as_str()),
+        ],
+    );
+    let lag_gauge = move || -> Vec<f64> {
+        if status_of(http, "/metrics").is_none() {
+            return Vec::new();
+        }
+        scrape(http)
+            .iter()
+            .filter(|s| s.metric == "sluice_consumer_lag")
+            .map(|s| match s.value {
+                prometheus_parse::Value::Gauge(v) => v,
+                _ => f64::NAN,
+            })
+            .collect()
+    };
+    // Caught up on an empty topic: its fetches now wait for records (the long poll).
+    wait_for(
+        "all 48 partitions assigned",
+        Duration::from_secs(60),
+        &mut run,
+        || (lag_gauge().len() == 48).then_some(()),
+    );
+    const N: i64 = 20_000;
+    let started = Instant::now();
+    for chunk in (0..N).step_by(2_000) {
+        let batch = records(chunk..chunk + 2_000);
+        sluice_testkit::produce_to_partition(&case.env.stack, &topic, 0, &batch).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let produced = Instant::now();
+    case.wait_committed(&mut run, &group, &topic).await;
+    let (producing, behind) = (produced - started, produced.elapsed());
+    eprintln!("{N} records produced in 10 steps in {producing:?}, all stored {behind:?} later");
+    assert!(
+        behind < Duration::from_secs(15),
+        "{N} records of one partition beside 47 empty ones: produced in {producing:?}, \
+         stored {behind:?} later\n{}",
+        run.tail()
+    );
+    wait_for(
+        "every partition's lag gauge at 0",
+        Duration::from_secs(20),
+        &mut run,
+        || {
+            let lags = lag_gauge();
+            (lags.len() == 48 && lags.iter().all(|v| *v == 0.0)).then_some(())
+        },
+    );
+    let stopping = Instant::now();
+    run.signal("TERM");
+    assert!(
+        run.wait(Duration::from_secs(30)).success(),
+        "{}",
+        run.tail()
+    );
+    let stopped = stopping.elapsed();
+    eprintln!("SIGTERM took {stopped:?}");
+    assert!(stopped < Duration::from_secs(5), "SIGTERM took {stopped:?}");
+    assert_eq!(
+        case.rows("SELECT count(*) || ' ' || (SELECT count(*) FROM applications) FROM counted")
+            .await,
+        [format!("{N} {N}")],
+        "every record stored and applied once"
+    );
+    case.cleanup().await;
 }

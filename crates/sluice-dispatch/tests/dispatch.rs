@@ -433,6 +433,51 @@ async fn unknown_partition_grows_the_topic_only_to_the_partition_registry() {
 }
 
 /// An event's status, failed attempts, published partition and last error.
+/// A stop while a batch is in flight ends the run once that batch is settled. (It hung for
+/// ever: when the last batch in flight settled in the round the stop was first seen, the loop
+/// waited on an empty set of batches in flight with the stop no longer watched.) The batch
+/// here is one event of a topic that does not exist, in flight until the delivery timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_with_a_batch_in_flight_ends_once_it_is_settled() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let topic = sluice_testkit::unique("outbox-never-made");
+    let stop = CancellationToken::new();
+    let mut s = settings(&stack, &schema, "stopping");
+    s.delivery_timeout = Duration::from_secs(3);
+    let running = tokio::spawn(Dispatcher::new(s).unwrap().run(stop.child_token()));
+    let id = enqueue(
+        &mut conn,
+        &NewEvent::new(&topic, "user", "1", "in.flight", json!({})),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while event_row(&mut conn, id).await.0 != "DISPATCHING" {
+        assert!(Instant::now() < deadline, "never claimed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stopping = Instant::now();
+    stop.cancel();
+    let ended = tokio::time::timeout(Duration::from_secs(30), running).await;
+    let took = stopping.elapsed();
+    let totals = ended
+        .expect("the run ends after the batch in flight")
+        .expect("dispatcher task")
+        .expect("dispatcher run");
+    assert_eq!(
+        (totals.batches, totals.published, totals.retried),
+        (1, 0, 1),
+        "{totals:?}"
+    );
+    let (status, attempts, _, error) = event_row(&mut conn, id).await;
+    assert_eq!((status.as_str(), attempts), ("PENDING", 1), "{error:?}");
+    assert!(took < Duration::from_secs(15), "the stop took {took:?}");
+    teardown(schema, conn).await;
+}
+
 async fn event_row(
     conn: &mut PgConnection,
     id: Uuid,

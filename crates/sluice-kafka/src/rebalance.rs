@@ -16,6 +16,19 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// A partition as the client's last statistics saw it (`statistics.interval.ms`; librdkafka
+/// updates them from fetch responses and commits, so they do not move while the partition's
+/// fetching is paused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionStats {
+    /// The high watermark on the broker.
+    pub high: i64,
+    /// The low watermark on the broker, if known.
+    pub low: Option<i64>,
+    /// The offset this group last committed, if known.
+    pub committed: Option<i64>,
+}
+
 /// How many rebalance events a consumer has seen, by event.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RebalanceCounts {
@@ -78,8 +91,8 @@ pub trait StartingOffsets: Send + Sync {
 #[derive(Clone, Default)]
 pub struct RebalanceCounter {
     counts: Arc<[AtomicU64; 3]>,
-    /// (topic, partition) → the high watermark in the last statistics that knew it.
-    high_watermarks: Arc<Mutex<HashMap<(String, i32), i64>>>,
+    /// (topic, partition) → the last statistics that knew it.
+    partition_stats: Arc<Mutex<HashMap<(String, i32), PartitionStats>>>,
     /// Where assigned partitions start (none: where the group's committed offsets say).
     starts: Option<Arc<dyn StartingOffsets>>,
     /// Why an assignment went ahead without the starting offsets, until taken by
@@ -92,6 +105,9 @@ pub struct RebalanceCounter {
     /// taken by [`RebalanceCounter::take_assigned`] (the storage pipeline tracks where its
     /// fetch continues from, docs/ARCHITECTURE.md#offsets).
     assigned: Arc<Mutex<Vec<(String, i32, StartAt)>>>,
+    /// The offset each partition assigned started from, where known (the lag of a partition
+    /// that has handed over no record yet is measured from it).
+    started_from: Arc<Mutex<HashMap<(String, i32), i64>>>,
 }
 
 impl std::fmt::Debug for RebalanceCounter {
@@ -132,6 +148,15 @@ impl RebalanceCounter {
             .lock()
             .map(|mut p| std::mem::take(&mut *p))
             .unwrap_or_default()
+    }
+
+    /// The offset `topic`/`partition` started from at its last assignment, if known.
+    pub fn started_from(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.started_from
+            .lock()
+            .ok()?
+            .get(&(topic.to_owned(), partition))
+            .copied()
     }
 
     /// Sets each assigned partition's offset from `starts` (before librdkafka assigns them).
@@ -198,6 +223,17 @@ impl RebalanceCounter {
                     if let Ok(mut assigned) = self.assigned.lock() {
                         assigned.push((e.topic().to_owned(), e.partition(), at));
                     }
+                    let marks = partitions
+                        .iter()
+                        .find(|p| p.topic == e.topic() && p.partition == e.partition());
+                    let from = match at {
+                        StartAt::Offset(o) => Some(o),
+                        StartAt::Beginning => marks.and_then(|p| p.start),
+                        StartAt::End => marks.and_then(|p| p.end),
+                    };
+                    if let (Some(from), Ok(mut started)) = (from, self.started_from.lock()) {
+                        started.insert((e.topic().to_owned(), e.partition()), from);
+                    }
                 }
                 tracing::info!(partitions = ?found, "partitions assigned at their stored offsets");
             }
@@ -220,10 +256,9 @@ impl RebalanceCounter {
         }
     }
 
-    /// The high watermark of a partition as of the client's last statistics (librdkafka
-    /// updates it from every fetch response), if known.
-    pub fn high_watermark(&self, topic: &str, partition: i32) -> Option<i64> {
-        self.high_watermarks
+    /// What the client's last statistics say of a partition, if they name it.
+    pub fn partition_stats(&self, topic: &str, partition: i32) -> Option<PartitionStats> {
+        self.partition_stats
             .lock()
             .ok()?
             .get(&(topic.to_owned(), partition))
@@ -242,14 +277,20 @@ impl RebalanceCounter {
 
 impl ClientContext for RebalanceCounter {
     fn stats(&self, statistics: Statistics) {
-        let Ok(mut highs) = self.high_watermarks.lock() else {
+        let Ok(mut known) = self.partition_stats.lock() else {
             return;
         };
         for (topic, t) in statistics.topics {
             for (partition, p) in t.partitions {
                 // Partition -1 is the client's internal "unassigned" queue.
                 if partition >= 0 && p.hi_offset >= 0 {
-                    highs.insert((topic.clone(), partition), p.hi_offset);
+                    let offset = |o: i64| (o >= 0).then_some(o);
+                    let stats = PartitionStats {
+                        high: p.hi_offset,
+                        low: offset(p.lo_offset),
+                        committed: offset(p.committed_offset),
+                    };
+                    known.insert((topic.clone(), partition), stats);
                 }
             }
         }

@@ -248,7 +248,13 @@ impl DispatchLoop {
     }
 
     /// Waits for a batch in flight to resolve (or for the stop, unless already stopping).
+    /// With none in flight (stopping, the last one settled this round) there is nothing to
+    /// wait for: the loop ends at its next turn. (Waiting on the empty set never woke, and
+    /// with the stop no longer watched a SIGTERM under load hung the process.)
     async fn wait_for_resolved(&mut self, stopping: bool) {
+        if self.in_flight.is_empty() {
+            return;
+        }
         tokio::select! {
             published = self.in_flight.next() => self.done.push(published),
             () = self.stop.cancelled(), if !stopping => {}

@@ -130,57 +130,69 @@ impl BatchConsumer {
     }
 
     /// Records left per assigned partition: the partition's end (high watermark) minus this
-    /// consumer's position (the offset after the last record handed to the application; the
-    /// group's committed offset where nothing was consumed yet, and the start of the
-    /// partition where the group never committed). With `ask_broker` the watermarks are
-    /// asked of the broker (a round trip per partition, up to `timeout` each); without it
-    /// the high watermark is the one in the client's last statistics (`statistics.interval.ms`,
-    /// 2 s with batch tuning; librdkafka takes it from the fetch responses, so it does not
-    /// move while fetching is paused), and the broker is asked only for a partition that
-    /// has no statistics or no position yet. A fetch of the watermarks that fails leaves the
-    /// partition out.
+    /// consumer's position (the offset after the last record handed to the application;
+    /// where nothing was handed yet, the offset the partition started from at its
+    /// assignment, else the group's committed offset, else the partition's start).
+    ///
+    /// Without `ask_broker` all of it comes from the client's last statistics
+    /// (`statistics.interval.ms`, 2 s with batch tuning; librdkafka takes them from the
+    /// fetch responses) and nothing waits for the broker; a partition the statistics do not
+    /// name yet is left out. With `ask_broker` the broker is asked, a round trip each, only
+    /// for the partitions held back (their statistics do not move while their fetching is
+    /// paused), until `timeout` has passed in all; and the group's committed offsets once
+    /// where a position is unknown. A round trip waits behind the fetch under way on the
+    /// same connection, so one per partition every few seconds starved the reader of a
+    /// topic with many partitions that never had a record. A fetch of the watermarks that
+    /// fails leaves the partition to its statistics.
     pub fn lag(
         &self,
         timeout: Duration,
         ask_broker: bool,
     ) -> Result<Vec<(String, i32, i64)>, KafkaError> {
+        let known = |o: Offset| o.to_raw().filter(|o| *o >= 0);
         let positions = self.consumer.position()?;
-        let committed = if positions
-            .elements()
-            .iter()
-            .any(|e| e.offset().to_raw().is_none_or(|o| o < 0))
+        let committed = if ask_broker
+            && positions
+                .elements()
+                .iter()
+                .any(|e| known(e.offset()).is_none())
         {
             Some(self.consumer.committed(timeout)?)
         } else {
             None
         };
+        let deadline = Instant::now() + timeout;
         let mut lags = Vec::with_capacity(positions.count());
         for e in positions.elements() {
-            let known = |o: Offset| o.to_raw().filter(|o| *o >= 0);
-            let cached = if ask_broker {
-                None
+            let (topic, partition) = (e.topic(), e.partition());
+            let stats = self.rebalances.partition_stats(topic, partition);
+            let held = self.held.contains(&(topic.to_owned(), partition));
+            let asked = if ask_broker && held && Instant::now() < deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                self.consumer
+                    .fetch_watermarks(topic, partition, left)
+                    .ok()
+                    .map(|(low, high)| (Some(low), high))
             } else {
-                self.rebalances.high_watermark(e.topic(), e.partition())
+                None
             };
-            let watermarks = match cached {
-                // The low watermark is only needed where the position is not known.
-                Some(high) if known(e.offset()).is_some() => Ok((0, high)),
-                _ => self
-                    .consumer
-                    .fetch_watermarks(e.topic(), e.partition(), timeout),
-            };
-            let Ok((low, high)) = watermarks else {
+            let Some((low, high)) = asked.or(stats.map(|s| (s.low, s.high))) else {
                 continue;
             };
             let at = known(e.offset())
+                .or_else(|| self.rebalances.started_from(topic, partition))
                 .or_else(|| {
                     committed
                         .as_ref()
-                        .and_then(|c| c.find_partition(e.topic(), e.partition()))
+                        .and_then(|c| c.find_partition(topic, partition))
                         .and_then(|c| known(c.offset()))
                 })
-                .unwrap_or(low);
-            lags.push((e.topic().to_owned(), e.partition(), (high - at).max(0)));
+                .or_else(|| stats.and_then(|s| s.committed))
+                .or(low);
+            let Some(at) = at else {
+                continue;
+            };
+            lags.push((topic.to_owned(), partition, (high - at).max(0)));
         }
         Ok(lags)
     }
