@@ -137,7 +137,7 @@ fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck 
             let fields = mapped_fields(sink);
             let mut missing: Vec<(String, String)> = fields
                 .iter()
-                .filter(|(_, _, segments)| !schema.has_path(&[], &as_strs(segments)))
+                .filter(|(_, _, segments)| !schema.may_have_path(&as_strs(segments)))
                 .map(|(column, field, _)| (column.clone(), field.clone()))
                 .collect();
             let mut older = Vec::new();
@@ -237,7 +237,7 @@ fn older_versions_with(
         };
         missing.retain(|(column, _)| {
             let path = fields.iter().find(|(c, ..)| c == column).map(|(.., p)| p);
-            let held = path.is_some_and(|p| schema.has_path(&[], &as_strs(p)));
+            let held = path.is_some_and(|p| schema.may_have_path(&as_strs(p)));
             if held {
                 found.push((version, column.clone()));
             }

@@ -155,7 +155,8 @@ impl ColumnDecoder {
         };
         match value {
             Some(value) if !value.is_null() => Some(self.present(value, number, lookup)),
-            _ if !self.required => Some(Ok(Cell::Null)),
+            Some(_) if !self.required => Some(Ok(Cell::Null)),
+            None if !self.required && !self.sent => Some(Ok(Cell::Null)),
             _ => None,
         }
     }

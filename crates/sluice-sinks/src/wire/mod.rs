@@ -157,6 +157,16 @@ impl WriterSchema {
             Compiled::Json(schema) => schema.has_path(path),
         }
     }
+
+    /// Whether records of this schema may hold a value at `path`, whichever message of a
+    /// Protobuf file they are ([`Self::has_path`] for the other formats): what a subject
+    /// check may ask before it has seen a record's message-index list.
+    pub fn may_have_path(&self, path: &[&str]) -> bool {
+        match &self.compiled {
+            Compiled::Protobuf(schema) => schema.any_has_path(path),
+            _ => self.has_path(&[], path),
+        }
+    }
 }
 
 /// A record's registry wire header taken off.

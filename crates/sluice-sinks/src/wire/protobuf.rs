@@ -126,6 +126,18 @@ impl ProtoSchema {
     }
 }
 
+impl ProtoSchema {
+    /// Whether any message of the file, top-level or nested, leads to `path`: a subject's
+    /// records may be any of them (each record's message-index list names which), and a
+    /// file often declares shared messages before the one its records use.
+    pub(super) fn any_has_path(&self, path: &[&str]) -> bool {
+        fn any(message: &MessageDescriptor, path: &[&str]) -> bool {
+            leads(message, path) || message.child_messages().any(|child| any(&child, path))
+        }
+        self.messages.iter().any(|message| any(message, path))
+    }
+}
+
 fn leads(message: &MessageDescriptor, path: &[&str]) -> bool {
     let Some((first, rest)) = path.split_first() else {
         return true;

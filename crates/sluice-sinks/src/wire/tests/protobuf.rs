@@ -416,3 +416,34 @@ fn protobuf_schemas_registered_as_serialized_descriptors_compile_the_same() {
         text_schema.to_json(&[], &body).unwrap()
     );
 }
+
+/// A subject check asks whether any message of the file has a path: a file may declare shared
+/// messages before the one its records use (message-index list `[1]`), nested ones too.
+#[test]
+fn a_path_of_any_message_of_the_file_may_be_read() {
+    let text = r#"syntax = "proto3";
+package shop;
+message Other { int32 x = 1; }
+message Order {
+  message Customer { string name = 1; Address addr = 2; }
+  message Address { string city = 1; }
+  int64 id = 1; Customer customer = 3;
+}
+"#;
+    let schema = WriterSchema::compile(SchemaKind::Protobuf, text, &[]).unwrap();
+    assert!(
+        !schema.has_path(&[], &["customer", "name"]),
+        "not in the first message"
+    );
+    assert!(schema.has_path(&[1], &["customer", "addr", "city"]));
+    for path in [
+        &["customer", "name"][..],
+        &["customer", "addr", "city"],
+        &["x"],
+        &["city"],
+    ] {
+        assert!(schema.may_have_path(path), "{path:?}");
+    }
+    assert!(!schema.may_have_path(&["customer", "zip"]));
+    assert!(!schema.may_have_path(&["nowhere"]));
+}
