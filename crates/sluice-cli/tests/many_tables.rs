@@ -173,6 +173,35 @@ async fn one_sink_writes_the_table_each_topic_names_and_waits_for_a_missing_one(
         "{}",
         run.tail()
     );
+    // `sluice verify` reads the pattern's topics from the cluster and counts no template as a
+    // table (it failed on `relation "raw_{1}" does not exist`, and checked no topic): first
+    // the topics' one partition against its rule of three, then, grown, every step.
+    let sinks = [("SLUICE_SINKS_FILE", file.as_str())];
+    let one = case.env.output(&["verify"], &sinks);
+    let said = text(&one.stderr);
+    assert!(
+        !one.status.success()
+            && said.contains("has 1 partitions")
+            && topics.iter().any(|t| said.contains(&case.topic(t))),
+        "{said}"
+    );
+    for topic in topics {
+        case.env
+            .admin()
+            .grow_topic(&case.topic(topic), 3)
+            .await
+            .unwrap();
+    }
+    let verified = case.env.output(&["verify"], &sinks);
+    let said = format!("{}{}", text(&verified.stdout), text(&verified.stderr));
+    assert!(verified.status.success(), "{said}");
+    for topic in topics {
+        assert!(
+            said.contains(&format!("{} (3)", case.topic(topic))),
+            "{said}"
+        );
+    }
+    assert!(!said.contains("raw_{1}"), "{said}");
     case.cleanup().await;
 }
 

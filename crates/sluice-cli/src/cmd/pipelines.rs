@@ -105,7 +105,13 @@ impl Pipelines {
             for topic in sink.topics.named() {
                 add(&mut needs.topics, topic);
             }
-            add(&mut needs.tables, &sink.table);
+            if sink.topics.is_pattern() && !needs.patterns.contains(&sink.topics) {
+                needs.patterns.push(sink.topics.clone());
+            }
+            // A table with placeholders names no table until records fill it in.
+            if sink.table_template.is_none() {
+                add(&mut needs.tables, &sink.table);
+            }
         }
         Ok(needs)
     }
@@ -118,7 +124,10 @@ pub struct Needs {
     pub seeds: bool,
     /// The topics read by name, in selection order (a `topic_pattern` names none).
     pub topics: Vec<String>,
-    /// The tables written, in selection order.
+    /// The `topic_pattern`s read: their topics are the cluster's that match, now.
+    pub patterns: Vec<Topics>,
+    /// The tables written, in selection order (not those a `table` with placeholders
+    /// names record by record).
     pub tables: Vec<String>,
 }
 

@@ -10,7 +10,7 @@
 //! `min.insync.replicas` ≥ 2, unclean leader election off) is a warning that lets the later
 //! steps run, unless `--strict` makes it a failure.
 
-use super::pipelines::Pipelines;
+use super::pipelines::{Needs, Pipelines};
 use anyhow::anyhow;
 use clap::Args;
 use serde::Serialize;
@@ -124,6 +124,13 @@ async fn verify(pipelines: &Pipelines, args: &VerifyArgs) -> Vec<Step> {
             return steps;
         }
     };
+    let read = match topics_read(&admin, &needs) {
+        Ok(read) => read,
+        Err(e) => {
+            push(&mut steps, "topics", Err(e));
+            return steps;
+        }
+    };
     if !push(
         &mut steps,
         "schema version",
@@ -132,13 +139,9 @@ async fn verify(pipelines: &Pipelines, args: &VerifyArgs) -> Vec<Step> {
         &mut steps,
         "applications table",
         applications(&mut conn, settings, needs.seeds).await,
-    ) || !push(&mut steps, "topics", topics(&admin, &needs.topics))
-        || !push_durability(&mut steps, durability(&admin, &needs.topics).await, strict)
-        || !push(
-            &mut steps,
-            "messages produced",
-            produced(&admin, &needs.topics),
-        )
+    ) || !push(&mut steps, "topics", topics(&admin, &read))
+        || !push_durability(&mut steps, durability(&admin, &read).await, strict)
+        || !push(&mut steps, "messages produced", produced(&admin, &read))
         || !push(
             &mut steps,
             "rows written",
@@ -284,6 +287,26 @@ async fn applications(
             "{table} does not exist (STORAGE_APPLICATIONS_TABLE)"
         ))
     }
+}
+
+/// The topics the pipelines read: the named ones, then those of the cluster each
+/// `topic_pattern` matches now (one that matches none is an error naming it).
+fn topics_read(admin: &Admin, needs: &Needs) -> Result<Vec<String>, String> {
+    let mut read = needs.topics.clone();
+    for pattern in &needs.patterns {
+        let found = admin.topics_of(pattern).map_err(|e| e.to_string())?;
+        if found.is_empty() {
+            return Err(format!(
+                "the cluster has none of the {pattern} a topic_pattern sink reads"
+            ));
+        }
+        for topic in found {
+            if !read.contains(&topic) {
+                read.push(topic);
+            }
+        }
+    }
+    Ok(read)
 }
 
 fn topics(admin: &Admin, topics: &[String]) -> StepResult {
