@@ -66,9 +66,12 @@ pub struct SnapshotReport {
 pub struct SnapshotCopy<'a> {
     /// An ordinary connection to the source database, not in a transaction.
     pub conn: &'a mut PgConnection,
-    /// The name of the snapshot the slot exported (`SET TRANSACTION SNAPSHOT`).
-    pub exported: &'a str,
-    /// The slot's consistent point: every record's `source.lsn`.
+    /// The name of the snapshot the slot exported (`SET TRANSACTION SNAPSHOT`); `None` for
+    /// a snapshot taken again into a slot that exists (a copy cut short): a snapshot of now,
+    /// whose changes since the slot's start are streamed after it.
+    pub exported: Option<&'a str>,
+    /// The slot's consistent point (or its confirmed position, for a copy taken again):
+    /// every record's `source.lsn`.
     pub consistent_point: Lsn,
     /// The publication whose tables are read.
     pub publication: &'a str,
@@ -102,14 +105,16 @@ impl SnapshotCopy<'_> {
             routing,
             producer,
         } = self;
+        let snapshot = exported.map_or_else(String::new, |name| {
+            format!("SET TRANSACTION SNAPSHOT '{}'; ", name.replace('\'', "''"))
+        });
         simple(
             conn,
             format!(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '{}'; \
+                "BEGIN ISOLATION LEVEL REPEATABLE READ; {snapshot}\
                  SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL IntervalStyle = 'postgres'; \
                  SET LOCAL bytea_output = 'hex'; SET LOCAL TimeZone = 'UTC'; \
-                 SET LOCAL extra_float_digits = 3; SET LOCAL lc_monetary = 'C'",
-                exported.replace('\'', "''")
+                 SET LOCAL extra_float_digits = 3; SET LOCAL lc_monetary = 'C'"
             ),
         )
         .await?;

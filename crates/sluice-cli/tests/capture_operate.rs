@@ -1,9 +1,11 @@
 //! Operating `sluice capture` (issue 46). Its initial snapshot cut short: a table of 60,000 rows, the
-//! capture SIGKILLed while its snapshot is being sent, then started again. The state topic
-//! says the snapshot did not complete, so the new start drops the slot and takes the snapshot
-//! again from a new one. At the end every row is in the topic as an `r` record (some twice:
-//! the first copy's, re-sent as Debezium re-snapshots), the state says `streaming`, and a
-//! row written after the restart follows as a streamed `c`. An idle capture: heartbeats, the
+//! capture SIGKILLed while its snapshot is being sent, rows deleted while it is down, then
+//! started again. The state topic says the snapshot did not complete, so the new start keeps
+//! the slot, takes the snapshot again and streams from the slot's start. At the end every row
+//! is in the topic as an `r` record (some twice: the first copy's, re-sent as Debezium
+//! re-snapshots), each row deleted meanwhile follows as a `d` (a slot made anew never sent
+//! them, and replicas kept the first copy's rows), and a row written after the restart
+//! follows as a streamed `c`. An idle capture: heartbeats, the
 //! metrics, readiness and `sluice capture status`. A publication that does not exist: exit 1 at
 //! the start, no slot made.
 //!
@@ -30,28 +32,37 @@ use support::Env;
 
 const ROWS: i64 = 60_000;
 
-/// (ids of `r` records, ids of `c` records, records) in `topic`, read to its end.
-fn ids_by_op(env: &Env, topic: &str) -> (BTreeSet<i64>, BTreeSet<i64>, usize) {
+/// Ids by the op of their records in a topic (`r`, `c`, `d`), and the records in all.
+type ByOp = (BTreeSet<i64>, BTreeSet<i64>, BTreeSet<i64>, usize);
+
+/// The ids of `topic`'s `r`, `c` and `d` records, and its records, read to its end.
+fn ids_by_op(env: &Env, topic: &str) -> ByOp {
     let events = support::read_topic(&env.stack.bootstrap, topic, |m| {
         let value: Option<serde_json::Value> =
             m.payload().map(|v| serde_json::from_slice(v).unwrap());
         value.and_then(|value| {
             let event = &value["payload"]; // with its schema
+            let image = if event["op"] == "d" {
+                "before"
+            } else {
+                "after"
+            };
             Some((
                 event["op"].as_str()?.to_owned(),
-                event["after"]["id"].as_i64()?,
+                event[image]["id"].as_i64()?,
             ))
         })
     });
-    let (mut read, mut created) = (BTreeSet::new(), BTreeSet::new());
+    let (mut read, mut created, mut deleted) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     for (op, id) in events.iter().flatten() {
         match op.as_str() {
             "r" => read.insert(*id),
             "c" => created.insert(*id),
+            "d" => deleted.insert(*id),
             _ => false,
         };
     }
-    (read, created, events.len())
+    (read, created, deleted, events.len())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,10 +106,17 @@ async fn a_snapshot_cut_short_is_taken_again() {
     capture.signal("KILL");
     capture.wait(Duration::from_secs(10));
     let cut_at = records_in(&env.stack.bootstrap, std::slice::from_ref(&topic));
+    // Deleted while the capture is down, after the first copy sent most of them.
+    let gone: BTreeSet<i64> = (1..=100).collect();
+    sqlx::query("DELETE FROM public.items WHERE id <= 100")
+        .execute(&mut conn)
+        .await
+        .unwrap();
 
     let mut capture = source.spawn_capture(&env, "capture-1", &[]);
     let deadline = Instant::now() + Duration::from_secs(120);
-    while records_in(&env.stack.bootstrap, std::slice::from_ref(&topic)) < cut_at + ROWS {
+    let again = cut_at + ROWS - 100;
+    while records_in(&env.stack.bootstrap, std::slice::from_ref(&topic)) < again {
         capture.assert_alive();
         assert!(
             Instant::now() < deadline,
@@ -112,11 +130,11 @@ async fn a_snapshot_cut_short_is_taken_again() {
         .await
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let (read, created, records) = loop {
+    let (read, created, deleted, records) = loop {
         capture.assert_alive();
-        let (read, created, records) = ids_by_op(&env, &topic);
+        let (read, created, deleted, records) = ids_by_op(&env, &topic);
         if created.contains(&-1) {
-            break (read, created, records);
+            break (read, created, deleted, records);
         }
         assert!(
             Instant::now() < deadline,
@@ -130,7 +148,17 @@ async fn a_snapshot_cut_short_is_taken_again() {
          {} distinct rows read",
         read.len()
     );
-    assert_eq!(read.len() as i64, ROWS, "every row as an r record");
+    let first_copy: BTreeSet<i64> = gone.intersection(&read).copied().collect();
+    assert!(
+        !first_copy.is_empty(),
+        "the first copy sent none of the deleted rows"
+    );
+    assert_eq!(
+        deleted, first_copy,
+        "each row the first copy sent and that was deleted since follows as a d"
+    );
+    let kept: BTreeSet<i64> = (101..=ROWS).collect();
+    assert!(kept.is_subset(&read), "every row as an r record");
     assert_eq!(read.first(), Some(&1));
     assert_eq!(read.last(), Some(&ROWS));
     assert_eq!(

@@ -32,7 +32,7 @@ impl RelayError {
             | RelayError::Order(_)
             | RelayError::Acks(_)
             | RelayError::Route(_) => Disposition::Fatal,
-            // Taken again by the next session (its slot dropped and made anew) when the
+            // Taken again by the next session (into the slot it keeps) when the
             // cause may pass; a table it may not read, a record Kafka refuses, are not.
             RelayError::Snapshot(e) => match e {
                 SnapshotError::Kafka(kafka) => sluice_kafka::disposition(kafka),

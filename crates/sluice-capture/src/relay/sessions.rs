@@ -9,6 +9,7 @@
 
 use super::run::{Relay, RelayError, RelayReport};
 use super::state::{SnapshotState, StateTopic};
+use crate::Lsn;
 use crate::debezium::Envelope;
 use crate::error::{CaptureError, sqlstate};
 use crate::metrics::CaptureMetrics;
@@ -95,9 +96,12 @@ async fn session(
     let mut catalog = lock_slot(settings).await?;
     publication_exists(settings, &mut catalog).await?;
     outbox_tables_exist(settings, &mut catalog).await?;
-    let state = match &settings.snapshot {
-        Some(topic) => Some(snapshot_state(settings, topic, producer, &mut catalog).await?),
-        None => None,
+    let (state, retake) = match &settings.snapshot {
+        Some(topic) => {
+            let (state, retake) = snapshot_state(settings, topic, producer, &mut catalog).await?;
+            (Some(state), retake)
+        }
+        None => (None, None),
     };
     let mut session = Session::connect(&settings.source).await?;
     let wanted = state
@@ -113,7 +117,7 @@ async fn session(
             if let (Some(state), Some(exported)) = (&state, &slot.snapshot) {
                 let copy = SnapshotCopy {
                     conn: &mut catalog,
-                    exported,
+                    exported: Some(exported),
                     consistent_point: slot.consistent_point,
                     publication: settings.source.publication(),
                     envelope,
@@ -126,6 +130,18 @@ async fn session(
         Err(CaptureError::Replication(e)) if sqlstate(&e.to_string()) == Some("42710") => {
             // The slot exists: resume from its confirmed position, on a fresh session.
             session = Session::connect(&settings.source).await?;
+            if let (Some(state), Some(from)) = (&state, retake) {
+                let copy = SnapshotCopy {
+                    conn: &mut catalog,
+                    exported: None,
+                    consistent_point: from,
+                    publication: settings.source.publication(),
+                    envelope,
+                    routing: &settings.routing,
+                    producer,
+                };
+                initial_snapshot(copy, state, producer).await?;
+            }
         }
         Err(error) => return Err(error.into()),
     }
@@ -218,17 +234,22 @@ async fn lock_slot(settings: &CaptureSettings) -> Result<sqlx::PgConnection, Rel
     }
 }
 
-/// The state topic of a capture that snapshots, once the slot is ready for a new snapshot:
-/// a slot whose snapshot was cut short (the last state says `snapshotting`) is dropped, so
-/// that it is created again with a new one (the copy starts over: its records are sent again,
-/// as Debezium re-snapshots after an incomplete snapshot); before a slot is created,
-/// `snapshotting` is recorded, so that a crash at any point after it is known.
+/// The state topic of a capture that snapshots, and where a copy cut short is taken again
+/// from. Before a slot is created, `snapshotting` is recorded, so that a crash at any point
+/// after it is known. A slot whose copy was cut short (the last state says `snapshotting`) is
+/// kept: its copy is taken again, of the database as it is now, its records stamped with the
+/// slot's confirmed position (where it has streamed nothing: its consistent point), and the
+/// stream then starts there, so that every change since — a delete of a row the first copy
+/// sent, above all — follows the copy, as Debezium re-snapshots into the slot it keeps. (The
+/// slot was dropped and made anew: the changes between the two slots' points were never
+/// sent, and rows the first copy sent and that were deleted meanwhile stayed in every
+/// replica.)
 async fn snapshot_state(
     settings: &CaptureSettings,
     topic: &str,
     producer: &ResilientProducer,
     catalog: &mut sqlx::PgConnection,
-) -> Result<StateTopic, RelayError> {
+) -> Result<(StateTopic, Option<Lsn>), RelayError> {
     let slot = settings.source.slot();
     let key = (
         settings.envelope.prefix.as_str(),
@@ -242,34 +263,37 @@ async fn snapshot_state(
         table: "(the replication slot)".into(),
         source,
     };
-    if state.last().await.map_err(kafka)? == Some(SnapshotState::Snapshotting) {
-        tracing::warn!(
-            slot,
-            "the initial snapshot did not complete: dropping the slot to take it again"
-        );
-        sqlx::query(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
-             WHERE slot_name = $1",
-        )
-        .bind(slot)
-        .execute(&mut *catalog)
-        .await
-        .map_err(catalog_error)?;
-    }
-    let exists: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)",
+    let confirmed: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
     )
     .bind(slot)
-    .fetch_one(&mut *catalog)
+    .fetch_optional(&mut *catalog)
     .await
     .map_err(catalog_error)?;
-    if !exists {
+    let Some(confirmed) = confirmed else {
         state
             .record(producer, SnapshotState::Snapshotting)
             .await
             .map_err(kafka)?;
+        return Ok((state, None));
+    };
+    if state.last().await.map_err(kafka)? != Some(SnapshotState::Snapshotting) {
+        return Ok((state, None));
     }
-    Ok(state)
+    let from = confirmed
+        .and_then(|lsn| lsn.parse::<Lsn>().ok())
+        .ok_or_else(|| RelayError::Catalog {
+            table: "(the replication slot)".into(),
+            source: sqlx::Error::Protocol(format!(
+                "slot {slot} has no confirmed position to take its cut-short snapshot again from"
+            )),
+        })?;
+    tracing::warn!(
+        slot,
+        %from,
+        "the initial snapshot did not complete: taking it again, then streaming from the slot's confirmed position"
+    );
+    Ok((state, Some(from)))
 }
 
 /// The publication exists (a missing one would otherwise show only when the first change is
