@@ -56,11 +56,14 @@ impl CaptureError {
 
 /// A SQLSTATE whose class says the cause may pass: 08 (connection exception), 53
 /// (insufficient resources: too many connections), 57 (operator intervention: a terminated
-/// backend, the server shutting down or starting).
+/// backend, the server shutting down or starting) — but not a protocol violation (08P01, a
+/// client's bug), a configured limit reached (53400: every replication slot in use) or the
+/// database dropped (57P04), which the next session would meet again.
 pub fn passes_by_class(code: &str) -> bool {
     ["08", "53", "57"]
         .iter()
         .any(|class| code.starts_with(class))
+        && !["08P01", "53400", "57P04"].contains(&code)
 }
 
 /// The SQLSTATE of a server error as pgwire-replication prints it (`… (SQLSTATE 55006)`):
@@ -88,7 +91,10 @@ mod tests {
         );
         let too_many =
             PgWireError::Server("sorry, too many clients already (SQLSTATE 53300)".into());
+        let dropped =
+            PgWireError::Server("database \"src\" does not exist (SQLSTATE 57P04)".into());
         let table = [
+            (CaptureError::Replication(dropped), Disposition::Fatal),
             (CaptureError::Replication(io), Disposition::Retry),
             (CaptureError::Replication(busy), Disposition::Retry),
             (CaptureError::Replication(terminated), Disposition::Retry),

@@ -299,6 +299,14 @@ impl ClientContext for RebalanceCounter {
 
 impl ConsumerContext for RebalanceCounter {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        // Where a partition started holds for its assignment only (set again below when known).
+        if let (Rebalance::Assign(list) | Rebalance::Revoke(list), Ok(mut started)) =
+            (rebalance, self.started_from.lock())
+        {
+            for e in list.elements() {
+                started.remove(&(e.topic().to_owned(), e.partition()));
+            }
+        }
         if let (Some(starts), Rebalance::Assign(assigned)) = (&self.starts, rebalance) {
             self.position(consumer, starts.as_ref(), assigned);
         }

@@ -669,15 +669,11 @@ impl Replica {
                 oldkey,
                 ..
             } => {
-                // Under newest-wins what a change's d set aside stays for a replay of its c
-                // (the sink keeps it a day after it was read); otherwise a c takes it.
-                let aside = if policy == Policy::NewestWinsLsn {
-                    self.aside.get(lsn).cloned()
-                } else {
-                    self.aside.remove(lsn)
-                };
                 let kept = match oldkey {
-                    Some(old) => aside.or_else(|| self.rows.get(old).cloned()),
+                    Some(old) => self
+                        .aside
+                        .remove(lsn)
+                        .or_else(|| self.rows.get(old).cloned()),
                     None => self.rows.get(id).cloned(),
                 };
                 let big = match (big, kept) {
@@ -715,12 +711,7 @@ impl Replica {
                     && let Some(row) = self.rows.remove(id)
                     && newkey.is_some()
                 {
-                    if policy == Policy::NewestWinsLsn {
-                        // A replayed d keeps what the first set aside.
-                        self.aside.entry(*lsn).or_insert(row);
-                    } else {
-                        self.aside.insert(*lsn, row);
-                    }
+                    self.aside.insert(*lsn, row);
                 }
                 Outcome::Applied
             }

@@ -139,8 +139,8 @@ impl BatchConsumer {
     /// fetch responses) and nothing waits for the broker; a partition the statistics do not
     /// name yet is left out. With `ask_broker` the broker is asked, a round trip each, only
     /// for the partitions held back (their statistics do not move while their fetching is
-    /// paused), until `timeout` has passed in all; and the group's committed offsets once
-    /// where a position is unknown. A round trip waits behind the fetch under way on the
+    /// paused), and the group's committed offsets once where neither a position nor the
+    /// assignment's start is known, until `timeout` has passed in all. A round trip waits behind the fetch under way on the
     /// same connection, so one per partition every few seconds starved the reader of a
     /// topic with many partitions that never had a record. A fetch of the watermarks that
     /// fails leaves the partition to its statistics.
@@ -151,17 +151,22 @@ impl BatchConsumer {
     ) -> Result<Vec<(String, i32, i64)>, KafkaError> {
         let known = |o: Offset| o.to_raw().filter(|o| *o >= 0);
         let positions = self.consumer.position()?;
+        let deadline = Instant::now() + timeout;
+        // The group's committed offsets, asked within the same second, only where neither a
+        // position nor the assignment's start is known; a failure leaves them to the
+        // statistics.
         let committed = if ask_broker
-            && positions
-                .elements()
-                .iter()
-                .any(|e| known(e.offset()).is_none())
-        {
-            Some(self.consumer.committed(timeout)?)
+            && positions.elements().iter().any(|e| {
+                known(e.offset()).is_none()
+                    && self
+                        .rebalances
+                        .started_from(e.topic(), e.partition())
+                        .is_none()
+            }) {
+            self.consumer.committed(timeout).ok()
         } else {
             None
         };
-        let deadline = Instant::now() + timeout;
         let mut lags = Vec::with_capacity(positions.count());
         for e in positions.elements() {
             let (topic, partition) = (e.topic(), e.partition());

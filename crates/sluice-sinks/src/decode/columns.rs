@@ -66,9 +66,6 @@ impl ColumnDecoder {
             source: mapping.source.clone(),
             field_name: source_name(&mapping.source),
             required: planned.checks.contains(&Check::Required),
-            sent: sink.format == Format::Debezium
-                && mapping.filled_in
-                && matches!(mapping.source, Source::Field(_)),
             checks: planned
                 .checks
                 .iter()

@@ -119,11 +119,6 @@ struct ColumnDecoder {
     /// The field path as reasons name it (built once, not per record).
     field_name: String,
     required: bool,
-    /// The field must be in the record, NULL or not: a column `columns = "auto"` filled in
-    /// for a Debezium sink, whose row images carry every column of the source table. A
-    /// field missing there was renamed or dropped in the source, and NULL would overwrite
-    /// what the column holds.
-    sent: bool,
     checks: Vec<Check>,
     /// A timestamp column's fractional digits (`timestamptz(0)`): values are rounded to it
     /// as the column rounds them.

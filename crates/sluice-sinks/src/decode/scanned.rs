@@ -155,8 +155,7 @@ impl ColumnDecoder {
         };
         match value {
             Some(value) if !value.is_null() => Some(self.present(value, number, lookup)),
-            Some(_) if !self.required => Some(Ok(Cell::Null)),
-            None if !self.required && !self.sent => Some(Ok(Cell::Null)),
+            _ if !self.required => Some(Ok(Cell::Null)),
             _ => None,
         }
     }

@@ -16,11 +16,6 @@ use crate::messages::fields::{Count, dynamic};
 use crate::model::{Bound, FieldPath, Source};
 use crate::modes::{self, Reading};
 
-/// Why a Debezium sink's filled-in column must be in the change event.
-const NOT_SENT: &str = " (the change event has no such field: renamed or dropped in the source? \
-     rename the table's column to match or leave it to `never_written`, then \
-     `sluice dlq replay`; NULL would overwrite what the column holds)";
-
 impl ColumnDecoder {
     pub(super) fn decode(
         &self,
@@ -59,13 +54,8 @@ impl ColumnDecoder {
     ) -> Result<Cell, DecodeError> {
         let name = self.field_name.as_str();
         match find(object, path) {
-            Some(Value::Null) if !self.required => Ok(Cell::Null),
-            None if !self.required && !self.sent => Ok(Cell::Null),
+            Some(Value::Null) | None if !self.required => Ok(Cell::Null),
             Some(Value::Null) => Err(dynamic::missing(object, name, true)),
-            None if self.sent => Err(DecodeError::Missing {
-                field: name.to_owned().into(),
-                hint: NOT_SENT.to_owned(),
-            }),
             None => Err(dynamic::missing(object, name, false)),
             Some(value) => self.present(Cow::Borrowed(value), None, lookup),
         }

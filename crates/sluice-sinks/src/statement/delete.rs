@@ -183,11 +183,10 @@ fn keys_match(key: &[StatementColumn<'_>], stored: &str, wanted: &str) -> String
 /// NULL when there was none, so that its create never waits for a delete that came already
 /// (held rows, migrations/0017_debezium_held_rows.sql). Under newest-wins a row newer than
 /// the change is not its old row (the old key re-inserted since, found by a replayed
-/// change; the delete keeps it) and is never set aside, and a delete applied again (a replay)
-/// keeps the first's image, which the replayed create then reads, and marks it unread; it
-/// sets aside the row it finds only where the first found none. Without newest-wins a replay
-/// sets aside the row it finds (the table is then as the first found it, the records before
-/// the change re-applied), or keeps the first's image when it finds none.
+/// change; the delete keeps it) and is never set aside. A delete applied again (a replay)
+/// sets aside the row it finds, as the first did; one that finds none (the first moved the
+/// row already, or the old key holds a newer row) keeps the first's image, which the
+/// replayed create then reads, and marks it unread.
 /// Without an LSN, a mark that its create took its row already (-2) is removed instead.
 fn setting_aside(
     table: &str,
@@ -203,23 +202,18 @@ fn setting_aside(
     };
     let new = new_key_aliases(key.len());
     // Under newest-wins only a row not newer than the change is its old row: a replayed
-    // change finds the old key re-inserted since, which it keeps, and must not set aside.
-    // It also keeps the image a first copy of the change set aside, which a replay finds
-    // replaced by the re-insert. Without the guard a replay is not safe where the old key was
-    // re-inserted since (docs/replication.md): a replayed delete sets aside what it finds.
-    let (found, image) = match guard {
-        Some(guard) => (
-            format!(
-                "{} AND {}",
-                keys_match(key, "x", "d"),
-                not_newer("x", guard)
-            ),
-            "coalesce(m.image, EXCLUDED.image)",
-        ),
-        None => (
+    // change finds the old key re-inserted since, which it keeps and must not set aside (it
+    // then keeps the image its first copy set aside). A row not newer that a replay finds is
+    // the old row rebuilt by the replayed records before the change, and replaces the image
+    // (an update of it that was a dead letter the first time is in it now). Without the guard
+    // a replay is not safe where the old key was re-inserted since (docs/replication.md).
+    let found = match guard {
+        Some(guard) => format!(
+            "{} AND {}",
             keys_match(key, "x", "d"),
-            "coalesce(EXCLUDED.image, m.image)",
+            not_newer("x", guard)
         ),
+        None => keys_match(key, "x", "d"),
     };
     format!(
         "WITH gone AS ({delete}\nRETURNING d.{row} AS {gone}),\n\
@@ -234,7 +228,7 @@ fn setting_aside(
          coalesce(d.{lsn}, -1), (SELECT to_jsonb(x) FROM {table} AS x WHERE {found})\n\
          FROM UNNEST({params}) AS d({aliases}) WHERE NOT EXISTS (SELECT 1 FROM taken)\n\
          ON CONFLICT (target_table, old_key, new_key, change_lsn) WHERE change_lsn >= 0 \
-         DO UPDATE SET image = {image}, moved_at = now(), \
+         DO UPDATE SET image = coalesce(EXCLUDED.image, m.image), moved_at = now(), \
          read_at = NULL)\n\
          SELECT g.{gone} FROM gone AS g",
         gone = quote_ident("sluice gone"),

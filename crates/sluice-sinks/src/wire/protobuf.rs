@@ -132,7 +132,11 @@ impl ProtoSchema {
     /// file often declares shared messages before the one its records use.
     pub(super) fn any_has_path(&self, path: &[&str]) -> bool {
         fn any(message: &MessageDescriptor, path: &[&str]) -> bool {
-            leads(message, path) || message.child_messages().any(|child| any(&child, path))
+            leads(message, path)
+                || message
+                    .child_messages()
+                    .filter(|child| !child.is_map_entry())
+                    .any(|child| any(&child, path))
         }
         self.messages.iter().any(|message| any(message, path))
     }

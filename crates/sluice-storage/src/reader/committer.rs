@@ -84,7 +84,12 @@ impl Committer {
                 return;
             }
         };
-        self.metrics.set_assigned(!lags.is_empty());
+        // Assigned as the client says: the lag of a partition whose statistics have not come
+        // yet (its first 2 s) is left out.
+        let assigned = consumer
+            .assigned_partitions()
+            .map_or(!lags.is_empty(), |partitions| !partitions.is_empty());
+        self.metrics.set_assigned(assigned);
         let behind = lags.iter().any(|(_, _, lag)| *lag > 0);
         let seconds = if behind {
             let since = self.last_timestamp_ms.unwrap_or(self.started_ms);
