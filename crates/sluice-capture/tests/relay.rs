@@ -430,7 +430,7 @@ async fn spawn_relay(
     if let Some(exported) = &slot.snapshot {
         let report = SnapshotCopy {
             conn: &mut catalog,
-            exported,
+            exported: Some(exported),
             consistent_point: slot.consistent_point,
             publication: &source.publication,
             envelope: &envelope,

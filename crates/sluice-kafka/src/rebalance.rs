@@ -159,6 +159,22 @@ impl RebalanceCounter {
             .copied()
     }
 
+    /// Keeps the offset `topic`/`partition` starts from at `at` (the log's start or end as
+    /// `partitions` found them), when known.
+    fn note_start(&self, partitions: &[Assigning], topic: &str, partition: i32, at: StartAt) {
+        let marks = partitions
+            .iter()
+            .find(|p| p.topic == topic && p.partition == partition);
+        let from = match at {
+            StartAt::Offset(o) => Some(o),
+            StartAt::Beginning => marks.and_then(|p| p.start),
+            StartAt::End => marks.and_then(|p| p.end),
+        };
+        if let (Some(from), Ok(mut started)) = (from, self.started_from.lock()) {
+            started.insert((topic.to_owned(), partition), from);
+        }
+    }
+
     /// Sets each assigned partition's offset from `starts` (before librdkafka assigns them).
     fn position(
         &self,
@@ -223,17 +239,7 @@ impl RebalanceCounter {
                     if let Ok(mut assigned) = self.assigned.lock() {
                         assigned.push((e.topic().to_owned(), e.partition(), at));
                     }
-                    let marks = partitions
-                        .iter()
-                        .find(|p| p.topic == e.topic() && p.partition == e.partition());
-                    let from = match at {
-                        StartAt::Offset(o) => Some(o),
-                        StartAt::Beginning => marks.and_then(|p| p.start),
-                        StartAt::End => marks.and_then(|p| p.end),
-                    };
-                    if let (Some(from), Ok(mut started)) = (from, self.started_from.lock()) {
-                        started.insert((e.topic().to_owned(), e.partition()), from);
-                    }
+                    self.note_start(&partitions, e.topic(), e.partition(), at);
                 }
                 tracing::info!(partitions = ?found, "partitions assigned at their stored offsets");
             }

@@ -115,15 +115,8 @@ async fn session(
         Ok(slot) => {
             tracing::info!(slot = %slot.name, consistent_point = %slot.consistent_point, "replication slot created: changes committed from here on are captured");
             if let (Some(state), Some(exported)) = (&state, &slot.snapshot) {
-                let copy = SnapshotCopy {
-                    conn: &mut catalog,
-                    exported: Some(exported),
-                    consistent_point: slot.consistent_point,
-                    publication: settings.source.publication(),
-                    envelope,
-                    routing: &settings.routing,
-                    producer,
-                };
+                let from = (Some(exported.as_str()), slot.consistent_point);
+                let copy = snapshot_copy(&mut catalog, settings, envelope, producer, from);
                 initial_snapshot(copy, state, producer).await?;
             }
         }
@@ -131,15 +124,7 @@ async fn session(
             // The slot exists: resume from its confirmed position, on a fresh session.
             session = Session::connect(&settings.source).await?;
             if let (Some(state), Some(from)) = (&state, retake) {
-                let copy = SnapshotCopy {
-                    conn: &mut catalog,
-                    exported: None,
-                    consistent_point: from,
-                    publication: settings.source.publication(),
-                    envelope,
-                    routing: &settings.routing,
-                    producer,
-                };
+                let copy = snapshot_copy(&mut catalog, settings, envelope, producer, (None, from));
                 initial_snapshot(copy, state, producer).await?;
             }
         }
@@ -176,6 +161,26 @@ async fn session(
 }
 
 /// The initial snapshot of a slot just made; then `streaming` is recorded.
+/// The copy of the publication's tables on `catalog`: in the snapshot the slot exported, or
+/// (`None`) in one of now, its records stamped with `from`'s position.
+fn snapshot_copy<'a>(
+    catalog: &'a mut sqlx::PgConnection,
+    settings: &'a CaptureSettings,
+    envelope: &'a Envelope,
+    producer: &'a ResilientProducer,
+    (exported, consistent_point): (Option<&'a str>, Lsn),
+) -> SnapshotCopy<'a> {
+    SnapshotCopy {
+        conn: catalog,
+        exported,
+        consistent_point,
+        publication: settings.source.publication(),
+        envelope,
+        routing: &settings.routing,
+        producer,
+    }
+}
+
 async fn initial_snapshot(
     copy: SnapshotCopy<'_>,
     state: &StateTopic,
