@@ -53,7 +53,7 @@ pub const STATUS_INTERVAL: Var<Millis> = Var::new(
 pub const SNAPSHOT: Var<Text> = Var::new(
     "CAPTURE_SNAPSHOT",
     "initial",
-    "initial: a new slot's tables are sent first as r events, in the snapshot it exported; never: only changes from the slot's creation",
+    "initial: a new slot's tables are sent first as r events, in the snapshot it exported (taken again, of then, when a copy was cut short); never: only changes from the slot's creation",
 );
 /// `CAPTURE_STATE_TOPIC`.
 pub const STATE_TOPIC: Var<Text> = Var::new(

@@ -1,7 +1,8 @@
 //! The initial snapshot (docs/capture.md#snapshot): the published tables' rows as `r`
 //! records, read in the snapshot the slot exported at its creation, so they are exactly the
-//! database at the slot's consistent point, and sent to Kafka (every one acknowledged)
-//! before the first streamed change.
+//! database at the slot's consistent point (or, taken again after a copy cut short, in a
+//! snapshot of then), stamped with the slot's restart position (no streamed change has an
+//! earlier LSN), and sent to Kafka (every one acknowledged) before the first streamed change.
 //!
 //! Values are read through a cursor over the simple query protocol, whose results are each type's text
 //! output — what pgoutput sends, so a snapshot row and a streamed row of the same values
@@ -28,7 +29,7 @@ const BATCH: usize = 1_000;
 const IN_FLIGHT: usize = 10_000;
 
 /// Why the snapshot stopped. A crash or failure leaves it incomplete: the next start does it
-/// again from a new slot (docs/capture.md#snapshot).
+/// again into the slot it keeps (docs/capture.md#snapshot).
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
     /// Reading the source failed.
@@ -70,8 +71,9 @@ pub struct SnapshotCopy<'a> {
     /// a snapshot taken again into a slot that exists (a copy cut short): a snapshot of now,
     /// whose changes since the slot's start are streamed after it.
     pub exported: Option<&'a str>,
-    /// The slot's consistent point (or its confirmed position, for a copy taken again):
-    /// every record's `source.lsn`.
+    /// Every record's `source.lsn`: the slot's restart position, before every change the
+    /// slot streams (a transaction open across its consistent point has changes before it),
+    /// so that a sink's LSN guard lets each streamed change win over the copy.
     pub consistent_point: Lsn,
     /// The publication whose tables are read.
     pub publication: &'a str,

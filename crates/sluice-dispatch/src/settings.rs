@@ -168,8 +168,10 @@ impl OutboxSettings {
         names: impl IntoIterator<Item = &'a str>,
         default_id: &str,
     ) -> Result<Self, SettingsError> {
-        let kafka = KafkaClientSettings::from_vars(lookup, names)?;
+        let names: Vec<&str> = names.into_iter().collect();
+        let kafka = KafkaClientSettings::from_vars(lookup, names.iter().copied())?;
         let env = EnvReader::new(lookup);
+        no_stray_outbox_variables(&env, &names)?;
         let database_url = DATABASE_URL.read(&env)?;
         let retention_days = RETENTION_DAYS.read(&env)?;
         if retention_days > 36_500 {
@@ -268,6 +270,31 @@ impl OutboxSettings {
             }
         }
     }
+}
+
+/// An `OUTBOX_*` variable the dispatcher does not read is an error naming it: a typo
+/// (`OUTBOX_RETENTIONDAYS`) would otherwise leave the default in force without a word.
+fn no_stray_outbox_variables(env: &EnvReader<'_>, names: &[&str]) -> Result<(), SettingsError> {
+    let read: Vec<String> = variables()
+        .into_iter()
+        .map(|v| v.name.into_owned())
+        .filter(|name| name.starts_with("OUTBOX_"))
+        .collect();
+    for name in names {
+        if !name.starts_with("OUTBOX_") || read.iter().any(|known| known == name) {
+            continue;
+        }
+        // An empty value counts as unset, here as everywhere.
+        let Some(value) = env.raw(name).filter(|v| !v.trim().is_empty()) else {
+            continue;
+        };
+        return Err(SettingsError::invalid(
+            name,
+            &value,
+            &format!("no such setting: the dispatcher reads {}", read.join(", ")),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -115,7 +115,8 @@ async fn session(
         Ok(slot) => {
             tracing::info!(slot = %slot.name, consistent_point = %slot.consistent_point, "replication slot created: changes committed from here on are captured");
             if let (Some(state), Some(exported)) = (&state, &slot.snapshot) {
-                let from = (Some(exported.as_str()), slot.consistent_point);
+                let stamp = restart_lsn(&slot.name, &mut catalog).await?;
+                let from = (Some(exported.as_str()), stamp);
                 let copy = snapshot_copy(&mut catalog, settings, envelope, producer, from);
                 initial_snapshot(copy, state, producer).await?;
             }
@@ -160,7 +161,6 @@ async fn session(
     Ok(report)
 }
 
-/// The initial snapshot of a slot just made; then `streaming` is recorded.
 /// The copy of the publication's tables on `catalog`: in the snapshot the slot exported, or
 /// (`None`) in one of now, its records stamped with `from`'s position.
 fn snapshot_copy<'a>(
@@ -181,6 +181,7 @@ fn snapshot_copy<'a>(
     }
 }
 
+/// The initial snapshot (a slot's first, or one taken again); then `streaming` is recorded.
 async fn initial_snapshot(
     copy: SnapshotCopy<'_>,
     state: &StateTopic,
@@ -194,13 +195,13 @@ async fn initial_snapshot(
     tracing::info!(
         tables = report.tables,
         records = report.records,
-        "initial snapshot sent: streaming from the slot's consistent point"
+        "initial snapshot sent: streaming from the slot's confirmed position"
     );
     Ok(())
 }
 
 /// The session's catalog connection, holding the slot's lock: one capture per slot, as a
-/// second would drop the first's slot in the middle of its snapshot. The lock is the
+/// second would take the snapshot beside the first's, or stream the slot during it. The lock is the
 /// connection's (session-level), held as long as it.
 async fn lock_slot(settings: &CaptureSettings) -> Result<sqlx::PgConnection, RelayError> {
     let connecting = |source| RelayError::Catalog {
@@ -268,29 +269,44 @@ async fn snapshot_state(
         table: "(the replication slot)".into(),
         source,
     };
-    let confirmed: Option<Option<String>> = sqlx::query_scalar(
-        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+    let found: Option<(Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT restart_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = $1",
     )
     .bind(slot)
     .fetch_optional(&mut *catalog)
     .await
     .map_err(catalog_error)?;
-    let Some(confirmed) = confirmed else {
+    let retaking = match found {
+        Some(_) => state.last().await.map_err(kafka)? == Some(SnapshotState::Snapshotting),
+        None => false,
+    };
+    let restart = match found {
+        // The WAL it needs is gone (max_slot_wal_keep_size): only a new slot can stream.
+        Some((_, Some(status))) if retaking && status == "lost" => {
+            tracing::error!(
+                slot,
+                "the initial snapshot did not complete and the slot lost the WAL it needs: dropping it to take the snapshot again from a new one (changes between the two are not sent)"
+            );
+            drop_slot(slot, catalog).await.map_err(catalog_error)?;
+            None
+        }
+        Some((restart, _)) if retaking => Some(restart),
+        Some(_) => return Ok((state, None)),
+        None => None,
+    };
+    let Some(restart) = restart else {
         state
             .record(producer, SnapshotState::Snapshotting)
             .await
             .map_err(kafka)?;
         return Ok((state, None));
     };
-    if state.last().await.map_err(kafka)? != Some(SnapshotState::Snapshotting) {
-        return Ok((state, None));
-    }
-    let from = confirmed
+    let from = restart
         .and_then(|lsn| lsn.parse::<Lsn>().ok())
         .ok_or_else(|| RelayError::Catalog {
             table: "(the replication slot)".into(),
             source: sqlx::Error::Protocol(format!(
-                "slot {slot} has no confirmed position to take its cut-short snapshot again from"
+                "slot {slot} has no restart position to take its cut-short snapshot again from"
             )),
         })?;
     tracing::warn!(
@@ -299,6 +315,40 @@ async fn snapshot_state(
         "the initial snapshot did not complete: taking it again, then streaming from the slot's confirmed position"
     );
     Ok((state, Some(from)))
+}
+
+/// Drops the replication slot `slot` (when it exists).
+async fn drop_slot(slot: &str, catalog: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+         WHERE slot_name = $1",
+    )
+    .bind(slot)
+    .execute(catalog)
+    .await
+    .map(|_| ())
+}
+
+/// The slot's restart position: no change it decodes has an earlier LSN (a transaction
+/// open across its consistent point has changes before that point).
+async fn restart_lsn(slot: &str, catalog: &mut sqlx::PgConnection) -> Result<Lsn, RelayError> {
+    let restart: Option<String> = sqlx::query_scalar(
+        "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+    )
+    .bind(slot)
+    .fetch_optional(&mut *catalog)
+    .await
+    .map_err(|source| RelayError::Catalog {
+        table: "(the replication slot)".into(),
+        source,
+    })?
+    .flatten();
+    restart
+        .and_then(|lsn| lsn.parse::<Lsn>().ok())
+        .ok_or_else(|| RelayError::Catalog {
+            table: "(the replication slot)".into(),
+            source: sqlx::Error::Protocol(format!("slot {slot} has no restart position")),
+        })
 }
 
 /// The publication exists (a missing one would otherwise show only when the first change is

@@ -180,3 +180,27 @@ fn failure_after_the_attempt_limit() {
         AfterFailedPublish::GiveUp { attempts: 1 }
     );
 }
+
+#[test]
+fn a_misspelt_outbox_variable_is_an_error_naming_it() {
+    let error = settings(&[("OUTBOX_RETENTIONDAYS", "30")]).unwrap_err();
+    let said = error.to_string();
+    assert!(
+        said.contains("OUTBOX_RETENTIONDAYS") && said.contains("OUTBOX_RETENTION_DAYS"),
+        "{said}"
+    );
+    // Empty counts as unset; every variable the dispatcher reads is accepted.
+    assert!(settings(&[("OUTBOX_RETENTIONDAYS", " ")]).is_ok());
+    let all: Vec<(&str, &str)> = vec![
+        ("OUTBOX_BATCH_SIZE", "10"),
+        ("OUTBOX_BATCH_BYTES", "1048576"),
+        ("OUTBOX_POLL_INTERVAL_MS", "100"),
+        ("OUTBOX_MAX_ATTEMPTS", "3"),
+        ("OUTBOX_BACKOFF_BASE_MS", "100"),
+        ("OUTBOX_STALE_DISPATCH_SECONDS", "60"),
+        ("OUTBOX_DELIVERY_TIMEOUT_MS", "30000"),
+        ("OUTBOX_RETENTION_DAYS", "7"),
+        ("OUTBOX_DISPATCHER_ID", "d1"),
+    ];
+    assert!(settings(&all).is_ok());
+}

@@ -296,3 +296,60 @@ fn a_key_changes_delete_and_create_name_each_other_and_are_written_alone() {
          tombstone, the create of the new key alone"
     );
 }
+
+/// An unchanged TOASTed `int4[]` comes as the placeholder's bytes, one array item each, as
+/// Debezium writes it (and `sluice capture`): a value kept, never an array of those numbers;
+/// the unchanged TOASTed `text[]` beside it is the placeholder in an array.
+#[test]
+fn an_unchanged_toasted_number_array_keeps_its_stored_value() {
+    let table = TableShape {
+        name: "survey".into(),
+        columns: vec![
+            column("id", SqlType::Integer, true),
+            column("big_tags", SqlType::Array(Box::new(SqlType::Text)), false),
+            column(
+                "big_nums",
+                SqlType::Array(Box::new(SqlType::Integer)),
+                false,
+            ),
+            column("note", SqlType::Text, false),
+        ],
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
+        partitioned: false,
+    };
+    let text = "[[sink]]\nname = \"survey\"\ntable = \"survey\"\nkey = [\"id\"]\n\
+                format = \"debezium\"\n[sink.columns]\nid = { field = \"id\" }\n\
+                big_tags = { field = \"big_tags\" }\nbig_nums = { field = \"big_nums\" }\n\
+                note = { field = \"note\" }\n";
+    let sinks = parse_sinks("m.toml", text).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../sluice-cli/tests/data/debezium/types");
+    let read = |ext: &str| std::fs::read(dir.join(format!("survey-toast-2.{ext}"))).unwrap();
+    let (key, value) = (read("key.json"), read("value.json"));
+    let meta = RecordMeta {
+        topic: "t",
+        partition: 0,
+        offset: 0,
+        timestamp: None,
+        key: Some(&key),
+        headers: &[],
+    };
+    let updated = decoder.decode_record(Some(&value), &meta).unwrap();
+    assert_eq!(updated.op, RowOp::Upsert);
+    assert_eq!(
+        &*updated.keep,
+        [1, 2],
+        "both arrays keep their stored values"
+    );
+    assert_eq!(updated.cells[3], Cell::Text("second".into()));
+    // The same numbers one short, or other numbers, are values.
+    assert!(!crate::envelope::numbers_are_bytes("[95, 95]", b"__d"));
+    assert!(crate::envelope::numbers_are_bytes("[95, 95, 100]", b"__d"));
+    assert!(crate::envelope::numbers_are_bytes("[95.0,95,100]", b"__d"));
+    assert!(!crate::envelope::numbers_are_bytes("[95,95,101]", b"__d"));
+}
