@@ -71,9 +71,10 @@ pub struct SnapshotCopy<'a> {
     /// a snapshot taken again into a slot that exists (a copy cut short): a snapshot of now,
     /// whose changes since the slot's start are streamed after it.
     pub exported: Option<&'a str>,
-    /// Every record's `source.lsn`: the slot's restart position, before every change the
-    /// slot streams (a transaction open across its consistent point has changes before it),
-    /// so that a sink's LSN guard lets each streamed change win over the copy.
+    /// Every record's `source.lsn` (named for the point the copy sees; the stamp is the
+    /// slot's restart position, before every change the slot streams: a transaction open
+    /// across its consistent point has changes before it), so that a sink's LSN guard lets
+    /// each streamed change win over the copy.
     pub consistent_point: Lsn,
     /// The publication whose tables are read.
     pub publication: &'a str,

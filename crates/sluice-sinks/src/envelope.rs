@@ -224,19 +224,21 @@ fn rebuild(
 
 /// Whether a value is Debezium's placeholder for a value it did not read: the string, an
 /// array of it, (a `bytes` column, or any field of a record without a schema, whose
-/// `bytea` is base64 under `binary.handling.mode=bytes`) its bytes in base64, or (an array of
-/// numbers: an unchanged TOASTed `int4[]`, `int8[]`, `float8[]` …) its bytes as the array's
-/// numbers, as Debezium writes it (`tests/data/debezium/types/survey-toast-2`).
+/// `bytea` is base64 under `binary.handling.mode=bytes`) its bytes in base64 (alone, or in an
+/// array: an unchanged TOASTed `bytea[]`), or (an array of numbers: an unchanged TOASTed
+/// `int4[]`, `int8[]`, `date[]`) its bytes as the array's numbers, as Debezium writes it
+/// (`tests/data/debezium/types/survey-toast-2`).
 fn is_placeholder(raw: &str, schema: Option<&Value>, placeholder: &str) -> bool {
     let quoted = format!("\"{placeholder}\"");
     if raw == quoted || raw == format!("[{quoted}]") {
         return true;
     }
+    let base64 = base64::engine::general_purpose::STANDARD.encode(placeholder);
     if raw.starts_with('[') {
-        return numbers_are_bytes(raw, placeholder.as_bytes());
+        return raw == format!("[\"{base64}\"]") || numbers_are_bytes(raw, placeholder.as_bytes());
     }
     let bytes = schema.is_none_or(|s| s.get("type").and_then(Value::as_str) == Some("bytes"));
-    bytes && raw.trim_matches('"') == base64::engine::general_purpose::STANDARD.encode(placeholder)
+    bytes && raw.trim_matches('"') == base64
 }
 
 /// Whether a JSON array holds exactly `bytes`, one number each (a cheap length check first:

@@ -240,16 +240,17 @@ async fn lock_slot(settings: &CaptureSettings) -> Result<sqlx::PgConnection, Rel
     }
 }
 
-/// The state topic of a capture that snapshots, and where a copy cut short is taken again
-/// from. Before a slot is created, `snapshotting` is recorded, so that a crash at any point
-/// after it is known. A slot whose copy was cut short (the last state says `snapshotting`) is
-/// kept: its copy is taken again, of the database as it is now, its records stamped with the
-/// slot's confirmed position (where it has streamed nothing: its consistent point), and the
-/// stream then starts there, so that every change since — a delete of a row the first copy
-/// sent, above all — follows the copy, as Debezium re-snapshots into the slot it keeps. (The
-/// slot was dropped and made anew: the changes between the two slots' points were never
-/// sent, and rows the first copy sent and that were deleted meanwhile stayed in every
-/// replica.)
+/// The state topic of a capture that snapshots, and the stamp of a copy cut short that is
+/// taken again. Before a slot is created, `snapshotting` is recorded, so that a crash at any
+/// point after it is known. A slot whose copy was cut short (the last state says
+/// `snapshotting`) is kept: its copy is taken again, of the database as it is now, its records
+/// stamped with the slot's restart position (before every change it streams), and the stream
+/// then starts from its confirmed position (where it has streamed nothing: its consistent
+/// point), so that every change since — a delete of a row the first copy sent, above all —
+/// follows the copy, as Debezium re-snapshots into the slot it keeps. (The slot was dropped
+/// and made anew: the changes between the two slots' points were never sent, and rows the
+/// first copy sent and that were deleted meanwhile stayed in every replica.) A slot that lost
+/// the WAL it needs (`wal_status = lost`) cannot stream: it is dropped and made anew.
 async fn snapshot_state(
     settings: &CaptureSettings,
     topic: &str,

@@ -352,4 +352,17 @@ fn an_unchanged_toasted_number_array_keeps_its_stored_value() {
     assert!(crate::envelope::numbers_are_bytes("[95, 95, 100]", b"__d"));
     assert!(crate::envelope::numbers_are_bytes("[95.0,95,100]", b"__d"));
     assert!(!crate::envelope::numbers_are_bytes("[95,95,101]", b"__d"));
+    // An unchanged TOASTed `bytea[]`: the placeholder's base64 in an array, as `sluice
+    // capture` writes it.
+    let mut event: serde_json::Value = serde_json::from_slice(&value).unwrap();
+    event["payload"]["after"]["big_tags"] =
+        serde_json::json!(["X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="]);
+    let bytea = decoder
+        .decode_record(Some(event.to_string().as_bytes()), &meta)
+        .unwrap();
+    assert_eq!(
+        &*bytea.keep,
+        [1, 2],
+        "the base64 placeholder in an array keeps too"
+    );
 }
