@@ -6,7 +6,7 @@
 //! Before batches and the read-ahead were bounded in bytes, 1,000 records of 900 KB took the
 //! process to 2.6 GB (500-record batches, four of them read ahead per writer).
 //!
-//! The outbox likewise: 2,000 events of 900 KB through three `sluice dispatch` processes are
+//! The outbox likewise: 1,200 events of 900 KB through three `sluice dispatch` processes are
 //! each published once, and each process stays within the same bound (claims bounded in bytes,
 //! `OUTBOX_BATCH_BYTES`, and the producer's queue with them).
 //!
@@ -219,7 +219,7 @@ async fn records_of_1_kb_keep_sluice_run_within_the_memory_bound() {
 }
 
 /// Events of the outbox case, their size, and the dispatchers draining them.
-const OUTBOX_EVENTS: usize = 2_000;
+const OUTBOX_EVENTS: usize = 1_200;
 const OUTBOX_EVENT_BYTES: usize = 900 * 1024;
 const DISPATCHERS: usize = 3;
 

@@ -8,7 +8,7 @@
 //! The source: `bigint` key, `text`, `numeric(12,2)`, `jsonb`, a `text` of 2.5-4 kB that
 //! PostgreSQL stores out of line (TOAST), `timestamptz`, a nullable `text`, `date`,
 //! `timestamp`; `REPLICA IDENTITY DEFAULT`; 500 rows before the connector starts (its
-//! snapshot). The workload: 20,000 random operations by two writers in transactions of 1-4
+//! snapshot). The workload: 12,000 random operations by two writers in transactions of 1-4
 //! — inserts, updates that leave the TOASTed column alone (Debezium sends
 //! `__debezium_unavailable_value` for it), updates that rewrite it, key updates, deletes,
 //! re-inserts of deleted keys — while `sluice run` applies them and is SIGKILLed twice.
@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use support::{Env, Running};
 
 /// Random operations on the source, all writers together.
-const OPERATIONS: usize = 20_000;
+const OPERATIONS: usize = 12_000;
 /// Concurrent writers; writer `w` owns the keys it inserted and the initial rows with
 /// `id % WRITERS == w`, so no two writers touch one row.
 const WRITERS: usize = 2;
@@ -71,7 +71,7 @@ const INITIAL_ROWS: i64 = 500;
 /// Partitions of the Debezium topic (the connector's producer partitions by key).
 const PARTITIONS: i32 = 3;
 /// Operations of the workload through the Avro converter (a shorter run of the same mix).
-const AVRO_OPERATIONS: usize = 6_000;
+const AVRO_OPERATIONS: usize = 4_000;
 
 /// How the connector writes its change events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1052,7 +1052,7 @@ async fn replicate(converter: Converter, operations: usize) {
     );
     batches_of(1);
     let mut run = env.spawn_run("run-replay", &sinks);
-    // A transaction per record (~29,000 of them): 90-150 s on a quiet machine, and up to
+    // A transaction per record (~17,500 of them): 55-90 s on a quiet machine, and up to
     // twice that with another test binary running beside this one (scripts/test-all). The
     // deadline only catches a stall; the replica check below is what the test asserts.
     wait_committed(

@@ -5,6 +5,9 @@
 //! digits, an unconstrained `numeric` of 40 digits — with the date (days since the epoch),
 //! the timestamp (microseconds, `time.precision.mode=adaptive`) and the bytes (base64) its
 //! default modes give; a string that is no decimal is a dead letter naming its field.
+//!
+//! The types PostgreSQL parses from their own text (`timetz`, `macaddr`, `xml`, ranges, …) and
+//! `money` land from a plain JSON stream; a value the server refuses is a dead letter.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -162,6 +165,116 @@ async fn a_schemaless_debezium_stream_with_decimal_strings_lands_digit_for_digit
             "field `amount`: must be a decimal number (decimal.handling.mode=string), got \
              \"9975623,66\""
         )]
+    );
+    case.cleanup().await;
+}
+
+const PARSED_DDL: &str = r"
+    CREATE TABLE gear (
+        id INT PRIMARY KEY,
+        at TIMETZ,
+        mac MACADDR,
+        mac8 MACADDR8,
+        price MONEY,
+        doc XML,
+        words TSVECTOR,
+        span INT4RANGE,
+        macs MACADDR[],
+        prices MONEY[]
+    );";
+
+const PARSED_MAPPING: &str = r#"
+[[sink]]
+name = "gear"
+topic = "{prefix}-gear"
+table = "gear"
+key = ["id"]
+batch_size = 50
+[sink.columns]
+id = { field = "id" }
+at = { field = "at" }
+mac = { field = "mac" }
+mac8 = { field = "mac8" }
+price = { field = "price" }
+doc = { field = "doc" }
+words = { field = "words" }
+span = { field = "span" }
+macs = { field = "macs" }
+prices = { field = "prices" }
+"#;
+
+/// The types PostgreSQL reads from their own text form (`timetz`, `macaddr`, `xml`, a range,
+/// …) take a string the server parses, and `money` a number (an exponent and more than two
+/// places too, as Debezium's double mode writes `1.0E7`): every good row lands as written,
+/// and a value the server refuses is a dead letter with its reason while the rest of its
+/// batch lands.
+#[tokio::test]
+async fn types_the_server_parses_land_from_their_text_and_a_refused_value_is_a_dead_letter() {
+    let Some(case) = Case::new(&["gear"], PARSED_DDL, PARSED_MAPPING).await else {
+        return;
+    };
+    let plan = case.assert_valid();
+    for column in [
+        "timetz",
+        "macaddr8",
+        "money",
+        "xml",
+        "tsvector",
+        "int4range",
+        "money[]",
+    ] {
+        assert!(plan.contains(column), "{column} in the plan:\n{plan}");
+    }
+    let mut records: Vec<String> = (0..120)
+        .map(|i| {
+            format!(
+                r#"{{"id":{i},"at":"10:15:{s:02}.123456Z","mac":"08:00:2b:01:02:{i:02x}",
+                "mac8":"08:00:2b:01:02:03:04:{i:02x}","price":{price},"doc":"<a n=\"{i}\"/>",
+                "words":"sluice moves {i}","span":"[{i},{end})","macs":["0800.2b01.02{i:02x}"],
+                "prices":[1.0E7,{i}.125]}}"#,
+                s = i % 60,
+                price = if i % 2 == 0 {
+                    "1.0E7".to_owned()
+                } else {
+                    format!("-{i}.345")
+                },
+                end = i + 10,
+            )
+            .replace('\n', "")
+        })
+        .collect();
+    // A MAC address the server refuses, amid the batch.
+    records[61] = r#"{"id":61,"mac":"08:00:2b:01:02:zz"}"#.to_owned();
+    case.produce_text("gear", &records).await;
+    case.run_to_end("parsed").await;
+
+    let stored = case
+        .rows(
+            "SELECT concat_ws('|', id, at, mac, mac8, price::numeric, doc, words, span, macs, \
+             prices::numeric[]) FROM gear ORDER BY id",
+        )
+        .await;
+    assert_eq!(
+        stored.len(),
+        119,
+        "every row but the refused one: {stored:?}"
+    );
+    assert_eq!(
+        stored[0],
+        "0|10:15:00.123456+00|08:00:2b:01:02:00|08:00:2b:01:02:03:04:00|10000000.00|<a n=\"0\"/>|\
+         '0' 'moves' 'sluice'|[0,10)|{08:00:2b:01:02:00}|{10000000.00,0.13}"
+    );
+    assert_eq!(
+        stored[1],
+        "1|10:15:01.123456+00|08:00:2b:01:02:01|08:00:2b:01:02:03:04:01|-1.35|<a n=\"1\"/>|\
+         '1' 'moves' 'sluice'|[1,11)|{08:00:2b:01:02:01}|{10000000.00,1.13}"
+    );
+    let dead = case.dead_letters().await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].1, 61, "{dead:?}");
+    assert!(
+        dead[0].3.contains("macaddr") && dead[0].3.contains("08:00:2b:01:02:zz"),
+        "the server's reason names the type and the value: {dead:?}"
     );
     case.cleanup().await;
 }

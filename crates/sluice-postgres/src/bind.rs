@@ -1,7 +1,7 @@
 //! Binding a sink's rows to its statements: one array per column, each cell bound as its
 //! column's planned parameter type, and what a write of a declared sink can fail with.
 
-use sluice_sinks::{Cell, time_text};
+use sluice_sinks::{Cell, money_text, time_text};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::postgres::types::PgInterval;
@@ -100,8 +100,14 @@ pub(crate) fn bind<'q, O>(
             microseconds: v.micros,
         }),
         "bytea" => array!(Cell::Bytes(v) => v.as_slice()),
-        // numeric (and real, above), char(n), inet, cidr, enum labels and citext travel as
-        // text and are cast by the statement (or assigned to the column).
+        // A money's number without an exponent, rounded to cents (the type reads no `1.0E7`).
+        "money" => array!(
+            Cell::Numeric(v) => Cow::Owned(money_text(v).unwrap_or_else(|| v.clone())),
+            Cell::Text(v) => Cow::Borrowed(v.as_str()),
+        ),
+        // numeric (and real, above), char(n), inet, cidr, enum labels, citext and the types
+        // the server parses (timetz, macaddr, …) travel as text and are cast by the statement
+        // (or assigned to the column).
         _ => array!(
             Cell::Text(v) => v.as_str(),
             Cell::Numeric(v) => v.as_str(),

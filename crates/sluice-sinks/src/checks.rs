@@ -249,6 +249,17 @@ pub fn value_checks(sql_type: &SqlType, rules: &ValueRules) -> Vec<Check> {
             }
             checks
         }
+        // Two places; the server refuses what is past its 64-bit range.
+        SqlType::Money => vec![
+            Check::Number {
+                min: rules.min,
+                max: rules.max,
+            },
+            Check::NumericDigits {
+                precision: 19,
+                scale: 2,
+            },
+        ],
         SqlType::Boolean => vec![Check::Boolean],
         SqlType::Uuid => vec![Check::Uuid],
         SqlType::TimestampTz => vec![Check::Timestamp { naive: false }],
@@ -265,6 +276,8 @@ pub fn value_checks(sql_type: &SqlType, rules: &ValueRules) -> Vec<Check> {
             type_name: name.clone(),
             labels: labels.clone(),
         }],
+        // The server parses it: only its length is checked here, as a text's.
+        SqlType::Parsed(_) => vec![text_check(sql_type, rules)],
         SqlType::Other(_) => Vec::new(),
     }
 }

@@ -22,6 +22,7 @@ pub(super) fn equality(kind: &SqlType) -> Equality {
     match kind {
         // A scale only constrains a numeric with a precision (`numeric(p,s)`).
         SqlType::Numeric { precision, scale } => Equality::Numeric(precision.map(|_| *scale)),
+        SqlType::Money => Equality::Numeric(Some(2)),
         SqlType::Real => Equality::Real,
         SqlType::Char(_) => Equality::Padded,
         _ => Equality::Exact,

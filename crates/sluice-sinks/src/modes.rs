@@ -222,7 +222,7 @@ impl Reading {
         let decimal_strings = match decimal {
             Some(form) => form == DecimalForm::String,
             None => modes.is_some_and(|m| m.decimal == DecimalMode::String),
-        } && matches!(kind, SqlType::Numeric { .. });
+        } && kind.is_decimal();
         let Some(modes) = modes else {
             return Self {
                 decimal_strings,
@@ -246,7 +246,7 @@ impl Reading {
             epoch_unit: epoch_unit
                 .filter(|_| matches!(kind, SqlType::Timestamp | SqlType::TimestampTz)),
             binary: modes.binary,
-            numeric_hint: !decimal_strings && matches!(kind, SqlType::Numeric { .. }),
+            numeric_hint: !decimal_strings && kind.is_decimal(),
         }
     }
 }

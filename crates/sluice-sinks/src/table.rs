@@ -94,6 +94,8 @@ pub enum SqlType {
         /// Digits after the point.
         scale: u32,
     },
+    /// `money`: a decimal of two places (as `numeric(19,2)` reads it), cast by the server.
+    Money,
     /// `boolean`.
     Boolean,
     /// `text`.
@@ -134,11 +136,40 @@ pub enum SqlType {
         /// Its labels.
         labels: Vec<String>,
     },
+    /// A type PostgreSQL reads from its text form and sluice does not check ([`PARSED_TYPES`]:
+    /// `timetz`, `macaddr`, `xml`, `tsvector`, the built-in ranges, …): written as a string,
+    /// parsed by the server (a value it refuses is a dead letter with the server's reason).
+    Parsed(String),
     /// An array of a scalar type (`bigint[]`, `text[]`).
     Array(Box<SqlType>),
     /// Any other type (named as the catalog names it): not writable by a declared sink.
     Other(String),
 }
+
+/// The built-in types (`pg_type.typname`) a sink writes as a string that PostgreSQL parses
+/// ([`SqlType::Parsed`]): each has a text form of its own, which a Debezium connector (or
+/// `sluice capture`) sends as a string.
+pub const PARSED_TYPES: &[&str] = &[
+    "timetz",
+    "macaddr",
+    "macaddr8",
+    "xml",
+    "tsvector",
+    "tsquery",
+    "int4range",
+    "int8range",
+    "numrange",
+    "tsrange",
+    "tstzrange",
+    "daterange",
+    "int4multirange",
+    "int8multirange",
+    "nummultirange",
+    "tsmultirange",
+    "tstzmultirange",
+    "datemultirange",
+    "pg_lsn",
+];
 
 impl SqlType {
     /// The type from the catalog: `pg_type.typname` of the column (or of the array's
@@ -187,6 +218,7 @@ impl SqlType {
                     )),
                 }
             }
+            "money" => SqlType::Money,
             "bool" => SqlType::Boolean,
             "text" => SqlType::Text,
             "varchar" => SqlType::Varchar(modifier.and_then(|m| usize::try_from(m).ok())),
@@ -206,6 +238,7 @@ impl SqlType {
             "inet" => SqlType::Inet,
             "cidr" => SqlType::Cidr,
             "citext" => SqlType::Citext,
+            parsed if PARSED_TYPES.contains(&parsed) => SqlType::Parsed(parsed.to_owned()),
             other => SqlType::Other(other.to_owned()),
         }
     }
@@ -221,6 +254,7 @@ impl SqlType {
             SqlType::Real => "float4",
             SqlType::Double => "float8",
             SqlType::Numeric { .. } => "numeric",
+            SqlType::Money => "money",
             SqlType::Boolean => "bool",
             SqlType::Text => "text",
             SqlType::Varchar(_) => "varchar",
@@ -237,7 +271,7 @@ impl SqlType {
             SqlType::Inet => "inet",
             SqlType::Cidr => "cidr",
             SqlType::Citext => "text",
-            SqlType::Enum { name, .. } => name,
+            SqlType::Enum { name, .. } | SqlType::Parsed(name) => name,
             SqlType::Other(_) => return None,
         })
     }
@@ -255,10 +289,13 @@ impl SqlType {
     /// Whether numbers go in it.
     pub fn is_numeric(&self) -> bool {
         self.int_range().is_some()
-            || matches!(
-                self,
-                SqlType::Real | SqlType::Double | SqlType::Numeric { .. }
-            )
+            || matches!(self, SqlType::Real | SqlType::Double)
+            || self.is_decimal()
+    }
+
+    /// Whether its values are decimals read digit for digit (`numeric`, `money`).
+    pub fn is_decimal(&self) -> bool {
+        matches!(self, SqlType::Numeric { .. } | SqlType::Money)
     }
 
     /// Whether text goes in it.
@@ -299,6 +336,7 @@ impl fmt::Display for SqlType {
             SqlType::Numeric {
                 precision: None, ..
             } => f.write_str("numeric"),
+            SqlType::Money => f.write_str("money"),
             SqlType::Boolean => f.write_str("boolean"),
             SqlType::Text => f.write_str("text"),
             SqlType::Varchar(Some(n)) => write!(f, "varchar({n})"),
@@ -317,7 +355,7 @@ impl fmt::Display for SqlType {
             SqlType::Inet => f.write_str("inet"),
             SqlType::Cidr => f.write_str("cidr"),
             SqlType::Citext => f.write_str("citext"),
-            SqlType::Enum { name, .. } => f.write_str(name),
+            SqlType::Enum { name, .. } | SqlType::Parsed(name) => f.write_str(name),
             SqlType::Array(inner) => write!(f, "{inner}[]"),
             SqlType::Other(name) => f.write_str(name),
         }
@@ -373,6 +411,22 @@ mod tests {
             None
         );
         assert_eq!(SqlType::from_catalog("point", None, -1).param_type(), None);
+        // The server parses them from a string; a money is a decimal cast from its text.
+        for parsed in ["timetz", "macaddr", "xml", "tstzrange", "pg_lsn"] {
+            let kind = SqlType::from_catalog(parsed, None, -1);
+            assert_eq!(kind, SqlType::Parsed(parsed.to_owned()));
+            assert_eq!(kind.param_type(), Some(parsed));
+            assert!(!kind.ordered_as_postgres() && !kind.is_text(), "{parsed}");
+        }
+        let money = SqlType::from_catalog("money", None, -1);
+        assert_eq!(
+            (money.param_type(), money.is_decimal()),
+            (Some("money"), true)
+        );
+        assert_eq!(
+            SqlType::from_catalog("_macaddr", Some("macaddr"), -1).to_string(),
+            "macaddr[]"
+        );
         assert_eq!(
             SqlType::Array(Box::new(SqlType::Text)).to_string(),
             "text[]"

@@ -74,8 +74,8 @@ impl ColumnDecoder {
                 .collect(),
             time_precision: planned.time_precision,
             numeric: match &planned.kind {
-                SqlType::Array(element) => matches!(**element, SqlType::Numeric { .. }),
-                kind => matches!(kind, SqlType::Numeric { .. }),
+                SqlType::Array(element) => element.is_decimal(),
+                kind => kind.is_decimal(),
             },
             json: matches!(planned.kind, SqlType::Json | SqlType::Jsonb),
             reading: Reading::new(
@@ -221,7 +221,7 @@ fn constant_cell(constant: &Constant, sql_type: &str) -> Cell {
         (Constant::Int(int), "smallint") => Cell::SmallInt(narrow(*int)),
         (Constant::Int(int), "integer") => Cell::Int(narrow(*int)),
         (Constant::Int(int), "bigint") => Cell::BigInt(*int),
-        (Constant::Int(int), _) if sql_type.starts_with("numeric") => {
+        (Constant::Int(int), _) if sql_type.starts_with("numeric") || sql_type == "money" => {
             Cell::Numeric(int.to_string())
         }
         #[allow(
@@ -229,7 +229,7 @@ fn constant_cell(constant: &Constant, sql_type: &str) -> Cell {
             reason = "an integer constant for a float column"
         )]
         (Constant::Int(int), _) => Cell::Float(*int as f64),
-        (Constant::Float(float), _) if sql_type.starts_with("numeric") => {
+        (Constant::Float(float), _) if sql_type.starts_with("numeric") || sql_type == "money" => {
             Cell::Numeric(float.to_string())
         }
         (Constant::Float(float), _) => Cell::Float(*float),

@@ -297,7 +297,7 @@ fn decimal_problems(sink: &Sink, mapping: &ColumnMapping, sql_type: &SqlType) ->
         SqlType::Array(element) => element.as_ref(),
         other => other,
     };
-    let numeric = matches!(element, SqlType::Numeric { .. });
+    let numeric = element.is_decimal();
     if mapping.decimal.is_some() && !numeric {
         return vec![SinkError::RuleDoesNotApply {
             sink: sink.name.clone(),

@@ -36,7 +36,7 @@ pub(super) fn constant_fits(constant: &Constant, sql_type: &SqlType) -> Result<(
         return fits;
     }
     match (constant, sql_type) {
-        (Constant::Text(text), SqlType::Text | SqlType::Varchar(_)) => {
+        (Constant::Text(text), SqlType::Text | SqlType::Varchar(_) | SqlType::Parsed(_)) => {
             if text.contains('\0') {
                 return Err("it contains U+0000".into());
             }
@@ -63,7 +63,7 @@ pub(super) fn constant_fits(constant: &Constant, sql_type: &SqlType) -> Result<(
             }
         }
         (Constant::Int(_) | Constant::Float(_), SqlType::Real | SqlType::Double) => Ok(()),
-        (Constant::Int(_) | Constant::Float(_), SqlType::Numeric { .. }) => Ok(()),
+        (Constant::Int(_) | Constant::Float(_), kind) if kind.is_decimal() => Ok(()),
         (Constant::Bool(_), SqlType::Boolean) => Ok(()),
         (_, SqlType::Json | SqlType::Jsonb) => Ok(()),
         (Constant::Text(_), _) => Err("a string".into()),

@@ -366,3 +366,68 @@ fn an_unchanged_toasted_number_array_keeps_its_stored_value() {
         "the base64 placeholder in an array keeps too"
     );
 }
+
+/// Debezium's (and `sluice capture`'s) `money` — a Decimal of scale 2 whose scale only the
+/// schema has — and the types the server parses from their text (`timetz` in UTC with a `Z`,
+/// `tsvector`) read from the captured events of a table holding them: money digit for digit
+/// (the largest one a `money` holds too), the others as their strings.
+#[test]
+fn money_and_the_types_the_server_parses_read_from_debeziums_events() {
+    let table = TableShape {
+        name: "survey".into(),
+        columns: vec![
+            column("id", SqlType::Integer, true),
+            column("mon", SqlType::Money, false),
+            column("ttz", SqlType::Parsed("timetz".into()), false),
+            column("tv", SqlType::Parsed("tsvector".into()), false),
+        ],
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
+        partitioned: false,
+    };
+    let text = "[[sink]]\nname = \"survey\"\ntable = \"survey\"\nkey = [\"id\"]\n\
+                format = \"debezium\"\n[sink.columns]\nid = { field = \"id\" }\n\
+                mon = { field = \"mon\" }\nttz = { field = \"ttz\" }\ntv = { field = \"tv\" }\n";
+    let sinks = parse_sinks("m.toml", text).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../sluice-cli/tests/data/debezium/types");
+    let cells = |name: &str| {
+        let read = |ext: &str| std::fs::read(dir.join(format!("{name}.{ext}"))).unwrap();
+        let (key, value) = (read("key.json"), read("value.json"));
+        let meta = RecordMeta {
+            topic: "t",
+            partition: 0,
+            offset: 0,
+            timestamp: None,
+            key: Some(&key),
+            headers: &[],
+        };
+        decoder.decode_record(Some(&value), &meta).unwrap().cells
+    };
+    assert_eq!(
+        &*cells("survey-t-1"),
+        [
+            Cell::Int(1),
+            Cell::Numeric("-0.01".into()),
+            Cell::Text("10:00:00Z".into()),
+            Cell::Text("'a':1 'b':2".into()),
+        ]
+    );
+    assert_eq!(
+        &*cells("survey-t-2"),
+        [
+            Cell::Int(2),
+            Cell::Numeric("92233720368547758.07".into()),
+            Cell::Null,
+            Cell::Null,
+        ]
+    );
+    assert_eq!(
+        crate::money_text("92233720368547758.07").unwrap(),
+        "92233720368547758.07"
+    );
+}
