@@ -1052,7 +1052,7 @@ async fn replicate(converter: Converter, operations: usize) {
     );
     batches_of(1);
     let mut run = env.spawn_run("run-replay", &sinks);
-    // A transaction per record (~17,500 of them): 55-90 s on a quiet machine, and up to
+    // A transaction per record (~17,500 of them): about 95 s on a quiet machine, and up to
     // twice that with another test binary running beside this one (scripts/test-all). The
     // deadline only catches a stall; the replica check below is what the test asserts.
     wait_committed(

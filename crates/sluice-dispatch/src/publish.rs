@@ -72,6 +72,20 @@ pub fn is_unknown_partition(event: &ClaimedEvent, error: &KafkaError) -> bool {
         )
 }
 
+/// Whether a failed publish may stem from a topic the broker does not have: librdkafka
+/// holds a record for an unknown topic until the delivery timeout (or the metadata
+/// propagation time) and then fails it as timed out or as an unknown topic.
+pub fn may_be_a_missing_topic(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::MessageTimedOut
+                | RDKafkaErrorCode::UnknownTopic
+                | RDKafkaErrorCode::UnknownTopicOrPartition
+        )
+    )
+}
+
 /// What became of one claimed event.
 #[derive(Debug)]
 pub enum Sent {

@@ -478,6 +478,57 @@ async fn a_stop_with_a_batch_in_flight_ends_once_it_is_settled() {
     teardown(schema, conn).await;
 }
 
+/// An event for a topic the broker does not have: librdkafka only reports a timed-out
+/// delivery, so the dispatcher asks the broker and its failed attempt says the topic does not
+/// exist (and that sluice does not create it); once the topic is made, the event is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_for_a_missing_topic_fails_naming_the_topic() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let stack = sluice_testkit::stack().unwrap();
+    let topic = sluice_testkit::unique("outbox-absent");
+    let mut settings = settings(&stack, &schema, "absent");
+    settings.delivery_timeout = Duration::from_secs(2);
+    let mut dispatcher = Dispatcher::new(settings).unwrap();
+    let event = NewEvent::new(&topic, "user", "1", "e", json!({"n": 1}));
+    enqueue(&mut conn, &event).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let error = loop {
+        dispatcher.dispatch_once().await.unwrap();
+        let (_, attempts, _, error) = event_row(&mut conn, event.id).await;
+        if attempts > 0 {
+            break error.unwrap_or_default();
+        }
+        assert!(Instant::now() < deadline, "no failed attempt after 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        error.starts_with(&format!(
+            "topic {topic} does not exist; sluice does not create it: "
+        )),
+        "{error}"
+    );
+
+    sluice_testkit::create_topic(&stack, &topic, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        dispatcher.dispatch_once().await.unwrap();
+        let (status, _, _, _) = event_row(&mut conn, event.id).await;
+        if status == "PUBLISHED" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not published after 60 s ({status})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(read_topic(&stack, &topic).len(), 1, "published once");
+    sluice_testkit::delete_topics(&stack, &[&topic]).await;
+    teardown(schema, conn).await;
+}
+
 async fn event_row(
     conn: &mut PgConnection,
     id: Uuid,

@@ -229,7 +229,22 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
 }
 
 async fn ready(State(shared): State<Shared>) -> Response {
-    verdict((shared.health.ready)(), "ready", "not ready")
+    verdict(
+        readiness(&shared.health, crate::stopping()),
+        "ready",
+        "not ready",
+    )
+}
+
+/// Not ready once a stop signal arrived (an orchestrator sends no more work to a process
+/// that finishes what it holds); otherwise as the command's own readiness says.
+fn readiness(health: &Health, stopping: bool) -> Result<(), Vec<String>> {
+    if stopping {
+        return Err(vec![
+            "stopping: a stop signal arrived; finishing the work in flight".to_owned(),
+        ]);
+    }
+    (health.ready)()
 }
 
 async fn live(State(shared): State<Shared>) -> Response {
@@ -311,6 +326,21 @@ mod tests {
         let (status, _, body) = get(&endpoint, "/health/ready", "");
         assert_eq!(status, 503);
         assert_eq!(body, "not ready\nreviews: not running\noutbox: stalled\n");
+    }
+
+    #[test]
+    fn a_stopping_process_is_not_ready_whatever_its_command_says() {
+        let stopping = readiness(&health(Ok(())), true).expect_err("stopping");
+        assert_eq!(
+            stopping,
+            ["stopping: a stop signal arrived; finishing the work in flight"]
+        );
+        assert_eq!(readiness(&health(Ok(())), false), Ok(()));
+        let problems = vec!["reviews: not running".to_owned()];
+        assert_eq!(
+            readiness(&health(Err(problems.clone())), false),
+            Err(problems)
+        );
     }
 
     #[test]

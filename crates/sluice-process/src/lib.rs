@@ -28,5 +28,5 @@ pub use environment::{env_lookup, env_names};
 pub use failure::{Failure, describe};
 pub use kafka::{check_kafka, kafka_settings};
 pub use runtime::{runtime, service_runtime};
-pub use signals::{StopSignals, run_until_signal};
+pub use signals::{StopSignals, run_until_signal, stopping};
 pub use start::{finish, start};

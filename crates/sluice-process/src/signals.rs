@@ -1,6 +1,16 @@
 //! Stop signals: SIGTERM and SIGINT end a long-running command after its work in flight.
 
 use crate::Failure;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once a stop signal has arrived: the process finishes its work in flight and takes
+/// nothing new, so its readiness is 503 from then on (one long-running command a process).
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Whether SIGTERM or SIGINT has arrived ([`StopSignals::recv`] returned).
+pub fn stopping() -> bool {
+    STOPPING.load(Ordering::Relaxed)
+}
 
 /// SIGTERM and SIGINT, listened to from the moment a long-running command has a runtime.
 ///
@@ -30,12 +40,14 @@ impl StopSignals {
     }
 
     /// Waits for the next SIGTERM or SIGINT (one received since the last call counts);
-    /// returns its name.
+    /// returns its name. From then on the process is [`stopping`].
     pub async fn recv(&mut self) -> &'static str {
-        tokio::select! {
+        let signal = tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
-        }
+        };
+        STOPPING.store(true, Ordering::Relaxed);
+        signal
     }
 }
 

@@ -11,13 +11,14 @@ use crate::error::DispatchError;
 use crate::events::BatchPublished;
 #[cfg(feature = "failpoints")]
 use crate::failpoint::Failpoint;
-use crate::publish::{Sent, is_unknown_partition, publish_in_key_order};
+use crate::publish::{Sent, is_unknown_partition, may_be_a_missing_topic, publish_in_key_order};
 use crate::report::DispatchReport;
 use crate::store::claim::{ClaimLimit, ClaimedEvent, claim_batch_as};
 use crate::store::failure::{
     FailedPublishOutcome, mark_publish_failed, registry_partitions, requeue_without_attempt,
 };
 use crate::store::settle::settle_published;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -185,8 +186,9 @@ impl Dispatcher {
         report.published = settled.published + settled.already_past;
         report.lost += settled.lost;
         let mut refresh = false;
+        let mut absent = HashMap::new();
         for (event, error) in failures {
-            self.record_failure(event, &error, &mut report, &mut refresh)
+            self.record_failure(event, &error, &mut report, &mut refresh, &mut absent)
                 .await?;
         }
         for (event, why) in held {
@@ -212,11 +214,18 @@ impl Dispatcher {
         kafka_error: &rdkafka::error::KafkaError,
         report: &mut DispatchReport,
         refresh: &mut bool,
+        absent: &mut HashMap<String, bool>,
     ) -> Result<(), DispatchError> {
         let claim = event.claim_id;
         let attempts = u32::try_from(event.attempts).unwrap_or(0);
         let mut error = kafka_error.to_string();
-        if is_unknown_partition(event, kafka_error) {
+        if may_be_a_missing_topic(kafka_error) && self.topic_absent(&event.topic, absent).await {
+            // The producer only says it timed out (or knows no such topic): name the cause.
+            error = format!(
+                "topic {} does not exist; sluice does not create it: {error}",
+                event.topic
+            );
+        } else if is_unknown_partition(event, kafka_error) {
             match self.missing_partition(event, refresh).await? {
                 None => {
                     let reason = format!(
@@ -244,6 +253,20 @@ impl Dispatcher {
             FailedPublishOutcome::NotClaimed => report.lost += 1,
         }
         Ok(())
+    }
+
+    /// Whether the broker says `topic` does not exist, asked once a batch (`absent`) off the
+    /// runtime's threads (a broker that is down takes the admin's timeout to say nothing); a
+    /// metadata error is no answer (false).
+    async fn topic_absent(&self, topic: &str, absent: &mut HashMap<String, bool>) -> bool {
+        if let Some(known) = absent.get(topic) {
+            return *known;
+        }
+        let (admin, name) = (self.admin.clone(), topic.to_owned());
+        let asked = tokio::task::spawn_blocking(move || admin.partition_count(&name)).await;
+        let missing = matches!(asked, Ok(Ok(None)));
+        absent.insert(topic.to_owned(), missing);
+        missing
     }
 
     /// Back to PENDING after `delay`, costing `event` no attempt; false when its claim was

@@ -44,7 +44,7 @@ pub struct Dispatcher {
     settings: OutboxSettings,
     conn: Option<PgConnection>,
     producer: ResilientProducer,
-    admin: Admin,
+    admin: std::sync::Arc<Admin>,
     #[cfg(feature = "failpoints")]
     failpoint: Option<Failpoint>,
     /// The `fail-first-publish` fault is still to be spent.
@@ -65,7 +65,7 @@ impl Dispatcher {
             LINGER,
             producer_queue_bytes(&settings),
         )?;
-        let admin = Admin::new(&settings.kafka, Duration::from_secs(10))?;
+        let admin = std::sync::Arc::new(Admin::new(&settings.kafka, Duration::from_secs(10))?);
         let dispatcher = Self {
             settings,
             conn: None,
