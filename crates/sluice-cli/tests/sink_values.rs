@@ -7,7 +7,8 @@
 //! default modes give; a string that is no decimal is a dead letter naming its field.
 //!
 //! The types PostgreSQL parses from their own text (`timetz`, `macaddr`, `xml`, ranges, …) and
-//! `money` land from a plain JSON stream; a value the server refuses is a dead letter.
+//! `money` land from a plain JSON stream; a value the server refuses is a dead letter. The
+//! infinities of timestamps and dates land as PostgreSQL's own.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -276,5 +277,67 @@ async fn types_the_server_parses_land_from_their_text_and_a_refused_value_is_a_d
         dead[0].3.contains("macaddr") && dead[0].3.contains("08:00:2b:01:02:zz"),
         "the server's reason names the type and the value: {dead:?}"
     );
+    case.cleanup().await;
+}
+
+const PERIODS_DDL: &str = r"
+    CREATE TABLE periods (
+        id INT PRIMARY KEY,
+        valid_from TIMESTAMPTZ NOT NULL,
+        valid_to TIMESTAMPTZ,
+        wall TIMESTAMP(3),
+        day DATE,
+        days DATE[],
+        stamps TIMESTAMPTZ[]
+    );";
+
+const PERIODS_MAPPING: &str = r#"
+[[sink]]
+name = "periods"
+topic = "{prefix}-periods"
+table = "periods"
+key = ["id"]
+[sink.columns]
+id = { field = "id" }
+valid_from = { field = "valid_from" }
+valid_to = { field = "valid_to" }
+wall = { field = "wall" }
+day = { field = "day" }
+days = { field = "days" }
+stamps = { field = "stamps" }
+"#;
+
+/// `infinity` and `-infinity` of `timestamptz`, `timestamp(p)` and `date` columns, and in
+/// their arrays, land as PostgreSQL's own infinities (a validity period open at its end is
+/// `valid_to = 'infinity'`), beside finite values in the same columns and batch.
+#[tokio::test]
+async fn infinite_timestamps_and_dates_land_as_infinities() {
+    let Some(case) = Case::new(&["periods"], PERIODS_DDL, PERIODS_MAPPING).await else {
+        return;
+    };
+    case.assert_valid();
+    case.produce_text(
+        "periods",
+        &[
+            r#"{"id":1,"valid_from":"2026-01-01T00:00:00Z","valid_to":"infinity","wall":"-infinity","day":"infinity","days":["-infinity","2026-01-02"],"stamps":["infinity"]}"#.to_owned(),
+            r#"{"id":2,"valid_from":"-infinity","valid_to":"2026-02-01T10:00:00.5Z","wall":"2026-02-01T10:00:00.1234Z","day":"-Infinity"}"#.to_owned(),
+        ],
+    )
+    .await;
+    case.run_to_end("infinities").await;
+    let stored = case
+        .rows(
+            "SELECT concat_ws('|', id, valid_from AT TIME ZONE 'UTC', valid_to AT TIME ZONE 'UTC', \
+             wall, day, days, stamps) FROM periods ORDER BY id",
+        )
+        .await;
+    assert_eq!(
+        stored,
+        [
+            "1|2026-01-01 00:00:00|infinity|-infinity|infinity|{-infinity,2026-01-02}|{infinity}",
+            "2|-infinity|2026-02-01 10:00:00.5|2026-02-01 10:00:00.123|-infinity",
+        ]
+    );
+    assert!(case.dead_letters().await.is_empty());
     case.cleanup().await;
 }

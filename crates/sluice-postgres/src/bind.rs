@@ -1,6 +1,7 @@
 //! Binding a sink's rows to its statements: one array per column, each cell bound as its
 //! column's planned parameter type, and what a write of a declared sink can fail with.
 
+use crate::infinite::{Day, Stamp};
 use sluice_sinks::{Cell, money_text, time_text};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
@@ -83,15 +84,16 @@ pub(crate) fn bind<'q, O>(
         "float8" => array!(Cell::Float(v) => *v),
         "bool" => array!(Cell::Bool(v) => *v),
         "uuid" => array!(Cell::Uuid(v) => *v),
-        "timestamptz" => array!(Cell::Timestamp(v) => *v),
-        "timestamp" => array!(Cell::Timestamp(v) => v.naive_utc()),
+        // Through the infinities' own binary form (`infinity`, `-infinity`).
+        "timestamptz" => array!(Cell::Timestamp(v) => Stamp::<false>(*v)),
+        "timestamp" => array!(Cell::Timestamp(v) => Stamp::<true>(*v)),
         // JSON travels as its text: a record's own (its numbers' digits), borrowed from the
         // cell as text is, or serialized from a value that has none.
         "jsonb" | "json" => array!(
             Cell::Json(v) => Cow::Owned(v.to_string()),
             Cell::RawJson(v) => Cow::Borrowed(v.as_str()),
         ),
-        "date" => array!(Cell::Date(v) => *v),
+        "date" => array!(Cell::Date(v) => Day(*v)),
         // A time travels as text: rounding to a `time(p)` can reach `24:00:00`.
         "time" => array!(Cell::Time(v) => time_text(*v)),
         "interval" => array!(Cell::Interval(v) => PgInterval {

@@ -12,6 +12,7 @@ pub mod classify;
 pub mod connect;
 pub mod declared;
 mod held;
+mod infinite;
 mod key_cache;
 pub mod lookup;
 pub mod migrate;

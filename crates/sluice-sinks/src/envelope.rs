@@ -18,6 +18,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::forms::time_text;
+use crate::infinity;
 
 /// What Debezium writes in place of a value it did not read (a TOASTed column an update did
 /// not change): the column keeps its stored value.
@@ -297,6 +298,9 @@ fn logical(raw: &RawValue, schema: &Value) -> Result<String, String> {
         }
         "io.debezium.time.Date" | "org.apache.kafka.connect.data.Date" => {
             let days = int()?;
+            if let Some(positive) = infinity::debezium_days(days) {
+                return Ok(quoted(infinity::text(positive).to_owned()));
+            }
             let date = NaiveDate::from_ymd_opt(1970, 1, 1)
                 .and_then(|epoch| epoch.checked_add_signed(chrono::TimeDelta::days(days)))
                 .ok_or("a date out of range")?;
@@ -316,8 +320,12 @@ fn logical(raw: &RawValue, schema: &Value) -> Result<String, String> {
     })
 }
 
-/// Microseconds (`unit` of them per step) since the epoch as RFC 3339 in UTC.
+/// Microseconds (`unit` of them per step) since the epoch as RFC 3339 in UTC; Debezium's
+/// number for an infinite timestamp as `infinity` or `-infinity`.
 fn timestamp(value: i64, unit: i64) -> Result<String, String> {
+    if let Some(positive) = infinity::debezium_instant(value, unit) {
+        return Ok(infinity::text(positive).to_owned());
+    }
     let micros = value.checked_mul(unit).ok_or("a timestamp out of range")?;
     DateTime::from_timestamp_micros(micros)
         .map(|at| at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())

@@ -25,6 +25,7 @@ mod equality;
 mod file;
 mod forms;
 mod held;
+pub mod infinity;
 mod keep;
 pub mod messages;
 mod model;

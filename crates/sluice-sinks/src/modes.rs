@@ -11,7 +11,7 @@
 //! day) is read whatever the mode.
 
 use base64::Engine as _;
-use chrono::{DateTime, Datelike, NaiveDate, TimeDelta};
+use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -19,6 +19,7 @@ use super::checks::Check;
 use super::decimal::Decimal;
 use super::decode::cell::Cell;
 use super::forms::{self, Interval, MICROS_PER_DAY};
+use super::infinity;
 use super::table::SqlType;
 use crate::messages::DecodeError;
 use crate::messages::fields::{dynamic, echo};
@@ -251,6 +252,21 @@ impl Reading {
     }
 }
 
+/// The instant `count` units after 1970-01-01T00:00:00Z within the years 0000–9999, or the
+/// infinity Debezium's number stands for; `None` when it is neither.
+fn epoch_instant(unit: Unit, count: i64) -> Option<DateTime<Utc>> {
+    let per_micro = match unit {
+        Unit::Millis => 1_000,
+        Unit::Micros | Unit::Nanos => 1,
+    };
+    if let Some(positive) = infinity::debezium_instant(count, per_micro) {
+        return Some(infinity::instant(positive));
+    }
+    unit.micros(count)
+        .and_then(DateTime::from_timestamp_micros)
+        .filter(|at| (0..=9999).contains(&at.year()))
+}
+
 /// A decimal string's text when it is a decimal (`-12.50`, as `BigDecimal.toPlainString`
 /// writes it), kept digit for digit; the reason when it is not (`NaN` and the infinities
 /// too: a `numeric(p, s)` cannot hold them).
@@ -294,6 +310,9 @@ pub(super) fn debezium_cell(
         }
         (Check::Date, Value::Number(_)) if reading.debezium => {
             let days = count("days since 1970-01-01")?;
+            if let Some(positive) = infinity::debezium_days(days) {
+                return Ok(Some(Cell::Date(infinity::day(positive))));
+            }
             let date = NaiveDate::from_ymd_opt(1970, 1, 1)
                 .and_then(|epoch| epoch.checked_add_signed(TimeDelta::try_days(days)?))
                 .filter(|date| (1..=9999).contains(&date.year()))
@@ -324,16 +343,11 @@ pub(super) fn debezium_cell(
         (Check::Timestamp { .. }, Value::Number(_)) if reading.epoch_unit.is_some() => {
             let unit = reading.epoch_unit.unwrap_or(Unit::Micros);
             let what = format!("{} since 1970-01-01T00:00:00Z", unit.name());
-            let at = unit
-                .micros(count(&what)?)
-                .and_then(DateTime::from_timestamp_micros)
-                .filter(|at| (0..=9999).contains(&at.year()))
-                .ok_or_else(|| {
-                    broken(format!(
-                        "must be {what} within the years 0000–9999, got {value}"
-                    ))
-                })?;
-            Cell::Timestamp(at)
+            Cell::Timestamp(epoch_instant(unit, count(&what)?).ok_or_else(|| {
+                broken(format!(
+                    "must be {what} within the years 0000–9999, got {value}"
+                ))
+            })?)
         }
         (Check::Interval, Value::Number(_)) if reading.debezium => Cell::Interval(Interval {
             months: 0,

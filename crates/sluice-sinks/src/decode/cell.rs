@@ -6,6 +6,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::forms::{self, Interval};
+use crate::infinity;
 
 /// One decoded value of a row (serialized only where a row waits in the database: a key
 /// change's create held for its delete).
@@ -109,10 +110,16 @@ pub(super) fn cell_json(cell: Cell) -> Value {
         Cell::Float(float) => float.into(),
         Cell::Bool(flag) => flag.into(),
         Cell::Uuid(uuid) => Value::String(uuid.to_string()),
-        Cell::Timestamp(at) => Value::String(at.to_rfc3339()),
+        Cell::Timestamp(at) => Value::String(match infinity::of_instant(at) {
+            Some(positive) => infinity::text(positive).to_owned(),
+            None => at.to_rfc3339(),
+        }),
         Cell::Json(json) => json,
         Cell::RawJson(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
-        Cell::Date(date) => Value::String(forms::date_text(date)),
+        Cell::Date(date) => Value::String(match infinity::of_day(date) {
+            Some(positive) => infinity::text(positive).to_owned(),
+            None => forms::date_text(date),
+        }),
         Cell::Time(micros) => Value::String(forms::time_text(micros)),
         Cell::Interval(interval) => Value::String(interval.text()),
         Cell::Bytes(bytes) => Value::String(forms::bytes_text(&bytes)),

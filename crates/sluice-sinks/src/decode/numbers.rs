@@ -18,7 +18,7 @@ const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
 /// `at` rounded to `precision` fractional digits as PostgreSQL rounds a `timestamp(p)`: half
 /// away from zero, counted from its epoch.
 pub(super) fn round_timestamp(at: DateTime<Utc>, precision: u32) -> DateTime<Utc> {
-    if precision >= 6 {
+    if precision >= 6 || crate::infinity::of_instant(at).is_some() {
         return at;
     }
     let unit = 10_i64.pow(6 - precision);

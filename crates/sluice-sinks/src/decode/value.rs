@@ -11,6 +11,7 @@ use super::numbers::{exact_range, narrow, numeric, numeric_cell, single};
 use super::{Cell, ColumnDecoder, Frame};
 use crate::checks::Check;
 use crate::forms;
+use crate::infinity;
 use crate::messages::DecodeError;
 use crate::messages::fields::{Count, dynamic};
 use crate::model::{Bound, FieldPath, Source};
@@ -210,9 +211,18 @@ fn scalar_cell(
         },
         Check::Number { min, max } => float_cell(field, value, *min, *max, rest)?,
         Check::Uuid => Cell::Uuid(dynamic::uuid(field, value)?),
-        Check::Timestamp { .. } => Cell::Timestamp(dynamic::time(field, value)?),
+        Check::Timestamp { .. } => match value
+            .as_str()
+            .and_then(|text| infinity::word(text).or_else(|| infinity::debezium_zoned(text)))
+        {
+            Some(positive) => Cell::Timestamp(infinity::instant(positive)),
+            None => Cell::Timestamp(dynamic::time(field, value)?),
+        },
         Check::Boolean => Cell::Bool(dynamic::boolean(field, value)?),
-        Check::Date => Cell::Date(dynamic::form(field, value, "a date", forms::date)?),
+        Check::Date => match value.as_str().and_then(infinity::word) {
+            Some(positive) => Cell::Date(infinity::day(positive)),
+            None => Cell::Date(dynamic::form(field, value, "a date", forms::date)?),
+        },
         Check::Time => Cell::Time(dynamic::form(field, value, "a time of day", forms::time)?),
         Check::Interval => {
             Cell::Interval(dynamic::form(field, value, "an interval", forms::interval)?)

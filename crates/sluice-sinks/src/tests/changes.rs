@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use super::decode::column;
 use crate::{
-    Cell, Decoded, RecordMeta, RowOp, SinkDecoder, SinkRow, SqlType, TableShape, parse_sinks,
-    plan_sink,
+    Cell, ColumnShape, Decoded, RecordMeta, RowOp, SinkDecoder, SinkRow, SqlType, TableShape,
+    parse_sinks, plan_sink,
 };
 
 const ITEMS: &str = r#"
@@ -429,5 +429,91 @@ fn money_and_the_types_the_server_parses_read_from_debeziums_events() {
     assert_eq!(
         crate::money_text("92233720368547758.07").unwrap(),
         "92233720368547758.07"
+    );
+}
+
+/// The infinities of `date`, `timestamp` and `timestamptz` columns as Debezium writes them —
+/// numbers for dates and timestamps, the words for a `timestamptz`, other numbers and a year
+/// string in arrays — read as infinities (the captured `survey-t-3` event).
+#[test]
+fn debeziums_infinities_read_as_infinities() {
+    use crate::infinity::{DATE_INFINITY, DATE_MINUS_INFINITY, INFINITY, MINUS_INFINITY};
+    let array = |inner: SqlType| SqlType::Array(Box::new(inner));
+    let table = TableShape {
+        name: "survey".into(),
+        columns: vec![
+            column("id", SqlType::Integer, true),
+            column("sd", SqlType::Date, false),
+            column("sd2", SqlType::Date, false),
+            column("sts", SqlType::Timestamp, false),
+            column("sts2", SqlType::Timestamp, false),
+            column("stz", SqlType::TimestampTz, false),
+            column("stz2", SqlType::TimestampTz, false),
+            ColumnShape {
+                time_precision: Some(3),
+                ..column("sts3", SqlType::Timestamp, false)
+            },
+            column("d", array(SqlType::Date), false),
+            column("ts", array(SqlType::TimestampTz), false),
+            // A `timestamp(3)[]`: its items are milliseconds (time.precision.mode=adaptive).
+            ColumnShape {
+                time_precision: Some(3),
+                ..column("tsn", array(SqlType::Timestamp), false)
+            },
+        ],
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
+        partitioned: false,
+    };
+    let mut text = "[[sink]]\nname = \"survey\"\ntable = \"survey\"\nkey = [\"id\"]\n\
+                    format = \"debezium\"\n[sink.columns]\n"
+        .to_owned();
+    for name in [
+        "id", "sd", "sd2", "sts", "sts2", "stz", "stz2", "sts3", "d", "ts", "tsn",
+    ] {
+        text.push_str(&format!("{name} = {{ field = \"{name}\" }}\n"));
+    }
+    let sinks = parse_sinks("m.toml", &text).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../sluice-cli/tests/data/debezium/types");
+    let read = |ext: &str| std::fs::read(dir.join(format!("survey-t-3.{ext}"))).unwrap();
+    let (key, value) = (read("key.json"), read("value.json"));
+    let meta = RecordMeta {
+        topic: "t",
+        partition: 0,
+        offset: 0,
+        timestamp: None,
+        key: Some(&key),
+        headers: &[],
+    };
+    let cells = decoder.decode_record(Some(&value), &meta).unwrap().cells;
+    assert_eq!(
+        &cells[..8],
+        [
+            Cell::Int(3),
+            Cell::Date(DATE_INFINITY),
+            Cell::Date(DATE_MINUS_INFINITY),
+            Cell::Timestamp(INFINITY),
+            Cell::Timestamp(MINUS_INFINITY),
+            Cell::Timestamp(INFINITY),
+            Cell::Timestamp(MINUS_INFINITY),
+            Cell::Timestamp(INFINITY),
+        ]
+    );
+    let json = |cell: &Cell| match cell {
+        Cell::Json(value) => value.to_string(),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(
+        cells[8..].iter().map(json).collect::<Vec<_>>(),
+        [
+            r#"["-infinity"]"#,
+            r#"["infinity","-infinity"]"#,
+            r#"["-infinity"]"#
+        ]
     );
 }
