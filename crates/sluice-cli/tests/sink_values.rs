@@ -341,3 +341,57 @@ async fn infinite_timestamps_and_dates_land_as_infinities() {
     assert!(case.dead_letters().await.is_empty());
     case.cleanup().await;
 }
+
+const TILL_DDL: &str = r"
+    CREATE TABLE till (
+        id MONEY PRIMARY KEY,
+        price MONEY,
+        note TEXT
+    );";
+
+const TILL_MAPPING: &str = r#"
+[[sink]]
+name = "till"
+topic = "{prefix}-till"
+table = "till"
+key = ["id"]
+format = "debezium"
+debezium = { schemas = false, decimal = "string" }
+batch_size = 10
+[sink.columns]
+id = { field = "id" }
+price = { field = "price" }
+note = { field = "note" }
+"#;
+
+/// A Debezium sink on a table with `money` columns — a money key, and an update that keeps
+/// an unchanged TOASTed text beside a money (the statement that reads stored values) —
+/// writes through numeric, whatever the server's `lc_monetary`.
+#[tokio::test]
+async fn a_debezium_sink_writes_money_keys_and_kept_values() {
+    let Some(case) = Case::new(&["till"], TILL_DDL, TILL_MAPPING).await else {
+        return;
+    };
+    case.assert_valid();
+    let event = |op: &str, id: &str, price: &str, note: &str| {
+        format!(
+            r#"{{"before":null,"after":{{"id":"{id}","price":"{price}","note":"{note}"}},"source":{{"lsn":1}},"op":"{op}"}}"#
+        )
+    };
+    case.produce_text(
+        "till",
+        &[
+            event("c", "1.50", "12.35", "first"),
+            event("c", "2", "-0.01", "second"),
+            event("u", "1.50", "99.99", "__debezium_unavailable_value"),
+        ],
+    )
+    .await;
+    case.run_to_end("money").await;
+    let stored = case
+        .rows("SELECT concat_ws('|', id::numeric, price::numeric, note) FROM till ORDER BY id")
+        .await;
+    assert_eq!(stored, ["1.50|99.99|first", "2.00|-0.01|second"]);
+    assert!(case.dead_letters().await.is_empty());
+    case.cleanup().await;
+}

@@ -2,7 +2,7 @@
 //! column's planned parameter type, and what a write of a declared sink can fail with.
 
 use crate::infinite::{Day, Stamp};
-use sluice_sinks::{Cell, money_text, time_text};
+use sluice_sinks::{Cell, time_text};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::postgres::types::PgInterval;
@@ -102,11 +102,6 @@ pub(crate) fn bind<'q, O>(
             microseconds: v.micros,
         }),
         "bytea" => array!(Cell::Bytes(v) => v.as_slice()),
-        // A money's number without an exponent, rounded to cents (the type reads no `1.0E7`).
-        "money" => array!(
-            Cell::Numeric(v) => Cow::Owned(money_text(v).unwrap_or_else(|| v.clone())),
-            Cell::Text(v) => Cow::Borrowed(v.as_str()),
-        ),
         // numeric (and real, above), char(n), inet, cidr, enum labels, citext and the types
         // the server parses (timetz, macaddr, …) travel as text and are cast by the statement
         // (or assigned to the column).

@@ -60,34 +60,6 @@ impl Decimal {
         }
     }
 
-    /// The value written without an exponent (`1.5e3` → `1500`, `-2e-2` → `-0.02`).
-    pub(crate) fn plain(&self) -> String {
-        let digit = |d: &u8| char::from(b'0' + d);
-        if self.digits.is_empty() {
-            return "0".to_owned();
-        }
-        let mut text = String::with_capacity(self.digits.len() + 4);
-        if self.negative {
-            text.push('-');
-        }
-        match usize::try_from(self.point) {
-            Ok(whole) if whole > 0 => {
-                text.extend((0..whole).map(|i| self.digits.get(i).map_or('0', digit)));
-                if let Some(fraction) = self.digits.get(whole..).filter(|f| !f.is_empty()) {
-                    text.push('.');
-                    text.extend(fraction.iter().map(digit));
-                }
-            }
-            _ => {
-                text.push_str("0.");
-                let zeros = usize::try_from(self.point.unsigned_abs()).unwrap_or(0);
-                text.extend(std::iter::repeat_n('0', zeros));
-                text.extend(self.digits.iter().map(digit));
-            }
-        }
-        text
-    }
-
     /// Rounds to `scale` digits after the point, half away from zero.
     fn round(&mut self, scale: i64) {
         let Some(keep) = self.point.checked_add(scale) else {
@@ -148,13 +120,6 @@ impl Decimal {
     }
 }
 
-/// A `money` column's value from a number's text, rounded to cents and written without an
-/// exponent (the type's input reads neither `1.0E7` nor more than two places as a number's);
-/// `None` when it is not a number.
-pub fn money_text(text: &str) -> Option<String> {
-    Decimal::parse(text, Some(2)).map(|decimal| decimal.plain())
-}
-
 impl Ord for Decimal {
     fn cmp(&self, other: &Self) -> Ordering {
         match (self.negative, other.negative) {
@@ -209,23 +174,6 @@ mod tests {
             d("12345678901234567890.123", Some(0)),
             d("12345678901234567890", None)
         );
-    }
-
-    #[test]
-    fn written_plain_without_an_exponent() {
-        for (text, scale, plain) in [
-            ("1.5e3", None, "1500"),
-            ("1.0E7", Some(2), "10000000"),
-            ("-2e-2", None, "-0.02"),
-            ("12.345", Some(2), "12.35"),
-            ("0.004", Some(2), "0"),
-            ("-0.00", None, "0"),
-            ("100", None, "100"),
-            ("0.5", None, "0.5"),
-            ("123.45", None, "123.45"),
-        ] {
-            assert_eq!(d(text, scale).plain(), plain, "{text}");
-        }
     }
 
     #[test]

@@ -47,7 +47,6 @@ pub mod wire;
 
 pub use checks::Check;
 pub use consistency::{check_sink, check_sinks};
-pub use decimal::money_text;
 pub use decode::{Cell, RecordMeta, SinkDecoder};
 pub use envelope::UNAVAILABLE_VALUE;
 pub use envelope::change_source;

@@ -255,11 +255,14 @@ impl Reading {
 /// The instant `count` units after 1970-01-01T00:00:00Z within the years 0000–9999, or the
 /// infinity Debezium's number stands for; `None` when it is neither.
 fn epoch_instant(unit: Unit, count: i64) -> Option<DateTime<Utc>> {
+    // Debezium writes the infinities in milliseconds or microseconds; in nanoseconds those
+    // numbers are real instants (2262, 1677).
     let per_micro = match unit {
-        Unit::Millis => 1_000,
-        Unit::Micros | Unit::Nanos => 1,
+        Unit::Millis => Some(1_000),
+        Unit::Micros => Some(1),
+        Unit::Nanos => None,
     };
-    if let Some(positive) = infinity::debezium_instant(count, per_micro) {
+    if let Some(positive) = per_micro.and_then(|per| infinity::debezium_instant(count, per)) {
         return Some(infinity::instant(positive));
     }
     unit.micros(count)

@@ -94,7 +94,7 @@ pub enum SqlType {
         /// Digits after the point.
         scale: u32,
     },
-    /// `money`: a decimal of two places (as `numeric(19,2)` reads it), cast by the server.
+    /// `money`: a decimal of two places (as `numeric(19,2)` reads it), sent as numeric and cast.
     Money,
     /// `boolean`.
     Boolean,
@@ -136,7 +136,7 @@ pub enum SqlType {
         /// Its labels.
         labels: Vec<String>,
     },
-    /// A type PostgreSQL reads from its text form and sluice does not check ([`PARSED_TYPES`]:
+    /// A type PostgreSQL reads from its text form and sluice does not check (`PARSED_TYPES`:
     /// `timetz`, `macaddr`, `xml`, `tsvector`, the built-in ranges, …): written as a string,
     /// parsed by the server (a value it refuses is a dead letter with the server's reason).
     Parsed(String),
@@ -253,8 +253,9 @@ impl SqlType {
             SqlType::BigInt => "bigint",
             SqlType::Real => "float4",
             SqlType::Double => "float8",
-            SqlType::Numeric { .. } => "numeric",
-            SqlType::Money => "money",
+            // A money travels as numeric, cast by [`SqlType::param_array`]: money's own input
+            // reads the decimal point from `lc_monetary`, numeric's does not.
+            SqlType::Numeric { .. } | SqlType::Money => "numeric",
             SqlType::Boolean => "bool",
             SqlType::Text => "text",
             SqlType::Varchar(_) => "varchar",
@@ -274,6 +275,16 @@ impl SqlType {
             SqlType::Enum { name, .. } | SqlType::Parsed(name) => name,
             SqlType::Other(_) => return None,
         })
+    }
+
+    /// The type a statement casts its `UNNEST` parameter of this column to: the array of
+    /// [`SqlType::param_type`] (`text` for a type without one), a money's numbers cast on to
+    /// `money[]` (as the column's own type, for `CASE`s and comparisons with stored values).
+    pub fn param_array(&self) -> String {
+        match self {
+            SqlType::Money => "numeric[]::money[]".to_owned(),
+            other => format!("{}[]", other.param_type().unwrap_or("text")),
+        }
     }
 
     /// The integer range of an integer type.
@@ -420,9 +431,10 @@ mod tests {
         }
         let money = SqlType::from_catalog("money", None, -1);
         assert_eq!(
-            (money.param_type(), money.is_decimal()),
-            (Some("money"), true)
+            (money.param_type(), money.is_decimal(), money.param_array()),
+            (Some("numeric"), true, "numeric[]::money[]".to_owned())
         );
+        assert_eq!(SqlType::Inet.param_array(), "inet[]");
         assert_eq!(
             SqlType::from_catalog("_macaddr", Some("macaddr"), -1).to_string(),
             "macaddr[]"

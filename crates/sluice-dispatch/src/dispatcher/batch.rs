@@ -15,14 +15,18 @@ use crate::publish::{Sent, is_unknown_partition, may_be_a_missing_topic, publish
 use crate::report::DispatchReport;
 use crate::store::claim::{ClaimLimit, ClaimedEvent, claim_batch_as};
 use crate::store::failure::{
-    FailedPublishOutcome, mark_publish_failed, registry_partitions, requeue_without_attempt,
+    FailedPublishOutcome, mark_publish_failed, note_before_last_error, registry_partitions,
+    requeue_without_attempt,
 };
 use crate::store::settle::settle_published;
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
+
+/// How long the broker is asked whether the topics of timed-out publishes exist, after
+/// their failed attempts are recorded.
+const TOPIC_CHECK: Duration = Duration::from_secs(2);
 
 /// The wait before an event whose partition was just created is claimed again.
 const NEW_PARTITION_DELAY: Duration = Duration::from_secs(1);
@@ -186,10 +190,15 @@ impl Dispatcher {
         report.published = settled.published + settled.already_past;
         report.lost += settled.lost;
         let mut refresh = false;
-        let mut absent = HashMap::new();
+        let mut timed_out: Vec<&ClaimedEvent> = Vec::new();
         for (event, error) in failures {
-            self.record_failure(event, &error, &mut report, &mut refresh, &mut absent)
-                .await?;
+            if self
+                .record_failure(event, &error, &mut report, &mut refresh)
+                .await?
+                && may_be_a_missing_topic(&error)
+            {
+                timed_out.push(event);
+            }
         }
         for (event, why) in held {
             if self
@@ -204,6 +213,9 @@ impl Dispatcher {
         if refresh {
             self.refresh_producer();
         }
+        if !timed_out.is_empty() {
+            self.name_missing_topics(&timed_out).await?;
+        }
         report.mark_time = started.elapsed();
         Ok(report)
     }
@@ -214,18 +226,11 @@ impl Dispatcher {
         kafka_error: &rdkafka::error::KafkaError,
         report: &mut DispatchReport,
         refresh: &mut bool,
-        absent: &mut HashMap<String, bool>,
-    ) -> Result<(), DispatchError> {
+    ) -> Result<bool, DispatchError> {
         let claim = event.claim_id;
         let attempts = u32::try_from(event.attempts).unwrap_or(0);
         let mut error = kafka_error.to_string();
-        if may_be_a_missing_topic(kafka_error) && self.topic_absent(&event.topic, absent).await {
-            // The producer only says it timed out (or knows no such topic): name the cause.
-            error = format!(
-                "topic {} does not exist; sluice does not create it: {error}",
-                event.topic
-            );
-        } else if is_unknown_partition(event, kafka_error) {
+        if is_unknown_partition(event, kafka_error) {
             match self.missing_partition(event, refresh).await? {
                 None => {
                     let reason = format!(
@@ -240,33 +245,64 @@ impl Dispatcher {
                     } else {
                         report.lost += 1;
                     }
-                    return Ok(());
+                    return Ok(false);
                 }
                 Some(why) => error = format!("{why}: {error}"),
             }
         }
         let settings = self.settings.clone();
         let conn = self.connection().await?;
-        match mark_publish_failed(conn, &settings, claim, event.id, attempts, &error).await? {
-            FailedPublishOutcome::Requeued { .. } => report.retried += 1,
-            FailedPublishOutcome::Failed { .. } => report.failed += 1,
-            FailedPublishOutcome::NotClaimed => report.lost += 1,
-        }
-        Ok(())
+        Ok(
+            match mark_publish_failed(conn, &settings, claim, event.id, attempts, &error).await? {
+                FailedPublishOutcome::Requeued { .. } => {
+                    report.retried += 1;
+                    true
+                }
+                FailedPublishOutcome::Failed { .. } => {
+                    report.failed += 1;
+                    true
+                }
+                FailedPublishOutcome::NotClaimed => {
+                    report.lost += 1;
+                    false
+                }
+            },
+        )
     }
 
-    /// Whether the broker says `topic` does not exist, asked once a batch (`absent`) off the
-    /// runtime's threads (a broker that is down takes the admin's timeout to say nothing); a
-    /// metadata error is no answer (false).
-    async fn topic_absent(&self, topic: &str, absent: &mut HashMap<String, bool>) -> bool {
-        if let Some(known) = absent.get(topic) {
-            return *known;
+    /// After the failed attempts are recorded: the producer only says a publish timed out
+    /// (or knows no such topic), so the broker is asked about each of their topics, all at
+    /// once and for at most [`TOPIC_CHECK`] (a broker that is down says nothing in time), and
+    /// the attempts of a topic it does not have get `topic … does not exist` in front of
+    /// their `last_error`. Only the text changes, never a state.
+    async fn name_missing_topics(&mut self, events: &[&ClaimedEvent]) -> Result<(), DispatchError> {
+        let mut asked = tokio::task::JoinSet::new();
+        let mut topics: Vec<&str> = events.iter().map(|e| e.topic.as_str()).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        for topic in topics {
+            let (admin, topic) = (self.admin.clone(), topic.to_owned());
+            asked
+                .spawn_blocking(move || (matches!(admin.partition_count(&topic), Ok(None)), topic));
         }
-        let (admin, name) = (self.admin.clone(), topic.to_owned());
-        let asked = tokio::task::spawn_blocking(move || admin.partition_count(&name)).await;
-        let missing = matches!(asked, Ok(Ok(None)));
-        absent.insert(topic.to_owned(), missing);
-        missing
+        let deadline = tokio::time::Instant::now() + TOPIC_CHECK;
+        let mut missing = Vec::new();
+        while let Ok(Some(answer)) = tokio::time::timeout_at(deadline, asked.join_next()).await {
+            if let Ok((true, topic)) = answer {
+                missing.push(topic);
+            }
+        }
+        asked.detach_all();
+        for topic in missing {
+            let ids: Vec<Uuid> = events
+                .iter()
+                .filter(|e| e.topic == topic)
+                .map(|e| e.id)
+                .collect();
+            let note = format!("topic {topic} does not exist; sluice does not create it: ");
+            note_before_last_error(self.connection().await?, &ids, &note).await?;
+        }
+        Ok(())
     }
 
     /// Back to PENDING after `delay`, costing `event` no attempt; false when its claim was

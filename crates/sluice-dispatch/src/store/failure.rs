@@ -89,6 +89,24 @@ pub async fn requeue_without_attempt(
     Ok(moved)
 }
 
+/// Puts `note` in front of the `last_error` of the events `ids` (once: a text that starts with
+/// it already is left alone). Only the text changes: no status, attempt or time.
+pub async fn note_before_last_error(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+    note: &str,
+) -> Result<(), DispatchError> {
+    sqlx::query(
+        "UPDATE outbox_events SET last_error = $2 || last_error \
+         WHERE id = ANY($1) AND last_error IS NOT NULL AND NOT starts_with(last_error, $2)",
+    )
+    .bind(ids)
+    .bind(note)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// How many partitions of `topic` the partition registry has opened (its highest + 1; 0 when
 /// it assigns none of that topic).
 pub async fn registry_partitions(

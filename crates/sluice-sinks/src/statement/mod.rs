@@ -69,13 +69,7 @@ pub(super) fn array_params_from<'c>(
 ) -> Vec<String> {
     columns
         .enumerate()
-        .map(|(i, c)| {
-            format!(
-                "${}::{}[]",
-                first + i,
-                c.sql_type.param_type().unwrap_or("text")
-            )
-        })
+        .map(|(i, c)| format!("${}::{}", first + i, c.sql_type.param_array()))
         .collect()
 }
 

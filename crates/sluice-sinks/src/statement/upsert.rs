@@ -142,9 +142,8 @@ impl<'a> Upsert<'a> {
                 .columns
                 .iter()
                 .find(|c| c.name == k)
-                .and_then(|c| c.sql_type.param_type())
-                .unwrap_or("text");
-            params.push(format!("${}::{param}[]", params.len() + 1));
+                .map_or_else(|| "text[]".to_owned(), |c| c.sql_type.param_array());
+            params.push(format!("${}::{param}", params.len() + 1));
         }
         params.push(format!("${}::bool[]", params.len() + 1));
         params.push(format!("${}::bigint[]", params.len() + 1));

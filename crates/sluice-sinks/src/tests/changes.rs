@@ -426,10 +426,6 @@ fn money_and_the_types_the_server_parses_read_from_debeziums_events() {
             Cell::Null,
         ]
     );
-    assert_eq!(
-        crate::money_text("92233720368547758.07").unwrap(),
-        "92233720368547758.07"
-    );
 }
 
 /// The infinities of `date`, `timestamp` and `timestamptz` columns as Debezium writes them —
