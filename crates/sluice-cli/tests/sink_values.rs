@@ -321,6 +321,9 @@ async fn infinite_timestamps_and_dates_land_as_infinities() {
         &[
             r#"{"id":1,"valid_from":"2026-01-01T00:00:00Z","valid_to":"infinity","wall":"-infinity","day":"infinity","days":["-infinity","2026-01-02"],"stamps":["infinity"]}"#.to_owned(),
             r#"{"id":2,"valid_from":"-infinity","valid_to":"2026-02-01T10:00:00.5Z","wall":"2026-02-01T10:00:00.1234Z","day":"-Infinity"}"#.to_owned(),
+            // Finite values far from today, through the same binary encoder: before 1970,
+            // before 2000, the first day of the era.
+            r#"{"id":3,"valid_from":"1969-12-31T23:59:59.999999Z","valid_to":"1999-12-31T23:59:59.5Z","wall":"0001-01-01T00:00:00Z","day":"0001-01-01","days":["1969-12-31","1999-12-31","2000-01-01"]}"#.to_owned(),
         ],
     )
     .await;
@@ -336,6 +339,8 @@ async fn infinite_timestamps_and_dates_land_as_infinities() {
         [
             "1|2026-01-01 00:00:00|infinity|-infinity|infinity|{-infinity,2026-01-02}|{infinity}",
             "2|-infinity|2026-02-01 10:00:00.5|2026-02-01 10:00:00.123|-infinity",
+            "3|1969-12-31 23:59:59.999999|1999-12-31 23:59:59.5|0001-01-01 00:00:00|0001-01-01|\
+             {1969-12-31,1999-12-31,2000-01-01}",
         ]
     );
     assert!(case.dead_letters().await.is_empty());
@@ -366,7 +371,8 @@ note = { field = "note" }
 
 /// A Debezium sink on a table with `money` columns — a money key, and an update that keeps
 /// an unchanged TOASTed text beside a money (the statement that reads stored values) —
-/// writes through numeric, whatever the server's `lc_monetary`.
+/// writes its values through numeric (cast to money by the statement: money's own input
+/// would read the decimal point from `lc_monetary`).
 #[tokio::test]
 async fn a_debezium_sink_writes_money_keys_and_kept_values() {
     let Some(case) = Case::new(&["till"], TILL_DDL, TILL_MAPPING).await else {

@@ -152,6 +152,11 @@ impl RegistryClient {
         Ok((schema, references))
     }
 
+    /// Every subject the registry has.
+    pub fn subjects(&self) -> Result<Vec<String>, RegistryError> {
+        self.get("/subjects", |_| None)
+    }
+
     /// The version numbers of `subject`, oldest first.
     pub fn versions(&self, subject: &str) -> Result<Vec<i64>, RegistryError> {
         let path = format!("/subjects/{}/versions", encode_segment(subject));

@@ -149,6 +149,11 @@ impl Registry {
         self.client.versions(subject)
     }
 
+    /// Every subject the registry has.
+    pub fn subjects(&self) -> Result<Vec<String>, RegistryError> {
+        self.client.subjects()
+    }
+
     /// Keeps schema `id`; at the bound, one schema kept before makes room (fetched again if
     /// its records come back).
     fn keep(&self, id: i32, schema: Arc<WriterSchema>) {

@@ -19,6 +19,7 @@ pub const DATE_MINUS_INFINITY: NaiveDate = NaiveDate::MIN;
 /// `Some(true)` for `infinity` (or `+infinity`), `Some(false)` for `-infinity`, in any case,
 /// as PostgreSQL reads them.
 pub(crate) fn word(text: &str) -> Option<bool> {
+    let text = text.trim();
     let (positive, rest) = match text.as_bytes().first() {
         Some(b'-') => (false, &text[1..]),
         Some(b'+') => (true, &text[1..]),
@@ -104,6 +105,7 @@ mod tests {
             ("infinity", Some(true)),
             ("+Infinity", Some(true)),
             ("-INFINITY", Some(false)),
+            (" infinity ", Some(true)),
             ("inf", None),
             ("2026-01-01", None),
             ("", None),

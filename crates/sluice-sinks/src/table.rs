@@ -283,7 +283,19 @@ impl SqlType {
     pub fn param_array(&self) -> String {
         match self {
             SqlType::Money => "numeric[]::money[]".to_owned(),
-            other => format!("{}[]", other.param_type().unwrap_or("text")),
+            other => format!("{}[]", other.item_cast()),
+        }
+    }
+
+    /// The type an array item of this type is cast to from its JSON text: a money through
+    /// numeric (money's input reads the decimal point from `lc_monetary`), a type the server
+    /// parses by its `pg_catalog` name (no type of another schema on the `search_path` takes
+    /// its place).
+    pub fn item_cast(&self) -> String {
+        match self {
+            SqlType::Money => "numeric::money".to_owned(),
+            SqlType::Parsed(name) => format!("pg_catalog.{name}"),
+            other => other.param_type().unwrap_or("text").to_owned(),
         }
     }
 
@@ -435,6 +447,10 @@ mod tests {
             (Some("numeric"), true, "numeric[]::money[]".to_owned())
         );
         assert_eq!(SqlType::Inet.param_array(), "inet[]");
+        assert_eq!(
+            SqlType::Parsed("macaddr".into()).param_array(),
+            "pg_catalog.macaddr[]"
+        );
         assert_eq!(
             SqlType::from_catalog("_macaddr", Some("macaddr"), -1).to_string(),
             "macaddr[]"

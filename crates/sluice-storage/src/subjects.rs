@@ -173,9 +173,10 @@ fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck 
                 }
             }
         }
-        Err(RegistryError::UnknownSubject { .. }) => {
-            Checked::NotChecked("it has no version yet (nothing produced?)".into())
-        }
+        Err(RegistryError::UnknownSubject { .. }) => Checked::NotChecked(format!(
+            "it has no version yet (nothing produced?){}",
+            near_subjects(&subject, registry)
+        )),
         Err(error) => Checked::NotChecked(error.to_string()),
     };
     SubjectCheck {
@@ -183,6 +184,47 @@ fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck 
         subject,
         outcome,
     }
+}
+
+/// The registry's subjects whose names are near `subject` (a misspelt name, another case),
+/// as `; the registry has …` — empty when none is, or the list cannot be read.
+fn near_subjects(subject: &str, registry: &Registry) -> String {
+    let Ok(subjects) = registry.subjects() else {
+        return String::new();
+    };
+    let wanted = subject.to_lowercase();
+    let mut near: Vec<(usize, &str)> = subjects
+        .iter()
+        .map(|s| (edit_distance(&wanted, &s.to_lowercase()), s.as_str()))
+        .filter(|(distance, _)| *distance <= NEAR_EDITS.max(wanted.chars().count() / 5))
+        .collect();
+    near.sort_unstable();
+    if near.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = near.iter().take(3).map(|(_, s)| format!("`{s}`")).collect();
+    format!("; the registry has {}", names.join(", "))
+}
+
+/// Edits within which a subject's name is near another's (more for longer names).
+const NEAR_EDITS: usize = 3;
+
+/// The Levenshtein distance of two names, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// Each field source the file wrote (not those `columns = "auto"` filled in, whose fields
@@ -245,4 +287,19 @@ fn older_versions_with(
         });
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+
+    #[test]
+    fn edit_distance_counts_insertions_deletions_and_substitutions() {
+        assert_eq!(edit_distance("orders-value", "orders-value"), 0);
+        assert_eq!(edit_distance("orders-vaule", "orders-value"), 2);
+        assert_eq!(edit_distance("order-value", "orders-value"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("ä-value", "a-value"), 1);
+    }
 }

@@ -2,7 +2,8 @@
 //! against the stack's schema registry, read through a proxy that fails the requests it is
 //! told to: a field only an older version has is found there, and a registry that cannot
 //! say which versions there are leaves the subject not checked — never a refused mapping
-//! (`sluice run` would exit 2 and consume nothing for a registry's passing failure).
+//! (`sluice run` would exit 2 and consume nothing for a registry's passing failure); a
+//! misspelt subject is reported with the subjects near it.
 //!
 //! sluice-test: uses-registry (it registers subjects in the registry):
 //! `scripts/test-all` never runs this binary beside a `freezes-registry` one.
@@ -125,4 +126,34 @@ fn a_registry_failing_to_list_versions_leaves_the_subject_unchecked_not_refused(
         checks[0]
     );
     assert!(checks[0].to_string().contains("503"), "{}", checks[0]);
+}
+
+/// A sink whose `subject` is misspelt is not checked (the subject has no version: nothing may
+/// have been produced yet), and the report names the registry's subjects near it.
+#[test]
+fn a_misspelt_subject_is_reported_with_the_subjects_near_it() {
+    let Some(url) = sluice_testkit::schema_registry_url() else {
+        return;
+    };
+    let topic = format!("registry-near-{}", uuid::Uuid::new_v4().simple());
+    let subject = format!("{topic}-value");
+    register(&url, &subject, V2);
+    let misspelt = subject.replace("-value", "-vaule");
+    let mapping = format!(
+        "[[sink]]\nname = \"items\"\ntopic = \"{topic}\"\ntable = \"items\"\nkey = [\"id\"]\n\
+         format = \"avro\"\nsubject = \"{misspelt}\"\n[sink.columns]\nid = {{ field = \"id\" }}\n"
+    );
+    let sinks = parse_sinks("registry.toml", &mapping).unwrap();
+    let sinks: Vec<&sluice_sinks::Sink> = sinks.iter().collect();
+    let checks = check_subjects(&sinks, &registry(&url));
+    let report = checks[0].to_string();
+    assert!(
+        matches!(checks[0].outcome, Checked::NotChecked(_)) && !checks[0].refuses(),
+        "{report}"
+    );
+    assert!(
+        report.contains("no version yet")
+            && report.contains(&format!("the registry has `{subject}`")),
+        "{report}"
+    );
 }

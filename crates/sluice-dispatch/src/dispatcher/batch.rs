@@ -190,14 +190,14 @@ impl Dispatcher {
         report.published = settled.published + settled.already_past;
         report.lost += settled.lost;
         let mut refresh = false;
-        let mut timed_out: Vec<&ClaimedEvent> = Vec::new();
+        let mut timed_out: Vec<(&ClaimedEvent, String)> = Vec::new();
         for (event, error) in failures {
-            if self
+            if let Some(written) = self
                 .record_failure(event, &error, &mut report, &mut refresh)
                 .await?
                 && may_be_a_missing_topic(&error)
             {
-                timed_out.push(event);
+                timed_out.push((event, written));
             }
         }
         for (event, why) in held {
@@ -214,7 +214,7 @@ impl Dispatcher {
             self.refresh_producer();
         }
         if !timed_out.is_empty() {
-            self.name_missing_topics(&timed_out).await?;
+            self.name_missing_topics(&timed_out).await;
         }
         report.mark_time = started.elapsed();
         Ok(report)
@@ -226,7 +226,7 @@ impl Dispatcher {
         kafka_error: &rdkafka::error::KafkaError,
         report: &mut DispatchReport,
         refresh: &mut bool,
-    ) -> Result<bool, DispatchError> {
+    ) -> Result<Option<String>, DispatchError> {
         let claim = event.claim_id;
         let attempts = u32::try_from(event.attempts).unwrap_or(0);
         let mut error = kafka_error.to_string();
@@ -245,39 +245,34 @@ impl Dispatcher {
                     } else {
                         report.lost += 1;
                     }
-                    return Ok(false);
+                    return Ok(None);
                 }
                 Some(why) => error = format!("{why}: {error}"),
             }
         }
         let settings = self.settings.clone();
         let conn = self.connection().await?;
-        Ok(
-            match mark_publish_failed(conn, &settings, claim, event.id, attempts, &error).await? {
-                FailedPublishOutcome::Requeued { .. } => {
-                    report.retried += 1;
-                    true
-                }
-                FailedPublishOutcome::Failed { .. } => {
-                    report.failed += 1;
-                    true
-                }
-                FailedPublishOutcome::NotClaimed => {
-                    report.lost += 1;
-                    false
-                }
-            },
-        )
+        match mark_publish_failed(conn, &settings, claim, event.id, attempts, &error).await? {
+            FailedPublishOutcome::Requeued { .. } => report.retried += 1,
+            FailedPublishOutcome::Failed { .. } => report.failed += 1,
+            FailedPublishOutcome::NotClaimed => {
+                report.lost += 1;
+                return Ok(None);
+            }
+        }
+        Ok(Some(error))
     }
 
-    /// After the failed attempts are recorded: the producer only says a publish timed out
-    /// (or knows no such topic), so the broker is asked about each of their topics, all at
-    /// once and for at most [`TOPIC_CHECK`] (a broker that is down says nothing in time), and
-    /// the attempts of a topic it does not have get `topic … does not exist` in front of
-    /// their `last_error`. Only the text changes, never a state.
-    async fn name_missing_topics(&mut self, events: &[&ClaimedEvent]) -> Result<(), DispatchError> {
+    /// After the failed attempts are recorded (`events`, each with the `last_error` it was
+    /// given): the producer only says a publish timed out (or knows no such topic), so the
+    /// broker is asked about each of their topics, all at once and for at most
+    /// [`TOPIC_CHECK`] (a broker that is down says nothing in time), and the attempts of a
+    /// topic it does not have get `topic … does not exist` in front of their `last_error`
+    /// where it is still the one written. Only that text changes, never a state; a failure
+    /// here is logged and the batch's outcome stands.
+    async fn name_missing_topics(&mut self, events: &[(&ClaimedEvent, String)]) {
         let mut asked = tokio::task::JoinSet::new();
-        let mut topics: Vec<&str> = events.iter().map(|e| e.topic.as_str()).collect();
+        let mut topics: Vec<&str> = events.iter().map(|(e, _)| e.topic.as_str()).collect();
         topics.sort_unstable();
         topics.dedup();
         for topic in topics {
@@ -294,15 +289,21 @@ impl Dispatcher {
         }
         asked.detach_all();
         for topic in missing {
-            let ids: Vec<Uuid> = events
-                .iter()
-                .filter(|e| e.topic == topic)
-                .map(|e| e.id)
-                .collect();
             let note = format!("topic {topic} does not exist; sluice does not create it: ");
-            note_before_last_error(self.connection().await?, &ids, &note).await?;
+            // An explicit partition's attempt may say so already.
+            let (ids, errors): (Vec<Uuid>, Vec<&str>) = events
+                .iter()
+                .filter(|(e, error)| e.topic == topic && !error.starts_with(&note))
+                .map(|(e, error)| (e.id, error.as_str()))
+                .unzip();
+            let noted = match self.connection().await {
+                Ok(conn) => note_before_last_error(conn, &ids, &errors, &note).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = noted {
+                tracing::warn!(%topic, %error, "could not note the missing topic in last_error");
+            }
         }
-        Ok(())
     }
 
     /// Back to PENDING after `delay`, costing `event` no attempt; false when its claim was

@@ -89,18 +89,22 @@ pub async fn requeue_without_attempt(
     Ok(moved)
 }
 
-/// Puts `note` in front of the `last_error` of the events `ids` (once: a text that starts with
-/// it already is left alone). Only the text changes: no status, attempt or time.
+/// Puts `note` in front of the `last_error` of each event of `ids` whose `last_error` is still
+/// the one given beside it in `errors` (an event claimed again since, or published, is left
+/// alone). Only the text changes: no status, attempt or availability.
 pub async fn note_before_last_error(
     conn: &mut PgConnection,
     ids: &[Uuid],
+    errors: &[&str],
     note: &str,
 ) -> Result<(), DispatchError> {
     sqlx::query(
-        "UPDATE outbox_events SET last_error = $2 || last_error \
-         WHERE id = ANY($1) AND last_error IS NOT NULL AND NOT starts_with(last_error, $2)",
+        "UPDATE outbox_events AS e SET last_error = $3 || e.last_error \
+         FROM unnest($1::uuid[], $2::text[]) AS f(id, error) \
+         WHERE e.id = f.id AND e.last_error = f.error AND e.claim_id IS NULL",
     )
     .bind(ids)
+    .bind(errors)
     .bind(note)
     .execute(conn)
     .await?;

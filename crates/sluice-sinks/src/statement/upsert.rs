@@ -346,11 +346,7 @@ fn select_expression(column: &StatementColumn<'_>) -> String {
     let name = quote_ident(column.name);
     match column.sql_type {
         SqlType::Array(element) => {
-            // A money item goes through numeric: its input reads no exponent (`1.0E7`).
-            let element = match element.as_ref() {
-                SqlType::Money => "numeric::money",
-                element => element.param_type().unwrap_or("text"),
-            };
+            let element = element.item_cast();
             format!(
                 "CASE WHEN {name} IS NULL THEN NULL ELSE ARRAY(SELECT e.value::{element} \
                  FROM jsonb_array_elements_text({name}) WITH ORDINALITY AS e(value, n) \

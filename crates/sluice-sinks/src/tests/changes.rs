@@ -327,18 +327,8 @@ fn an_unchanged_toasted_number_array_keeps_its_stored_value() {
     let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
         .unwrap_or_else(|e| panic!("{e:?}"));
     let decoder = SinkDecoder::new(&sinks[0], &plan);
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../sluice-cli/tests/data/debezium/types");
-    let read = |ext: &str| std::fs::read(dir.join(format!("survey-toast-2.{ext}"))).unwrap();
-    let (key, value) = (read("key.json"), read("value.json"));
-    let meta = RecordMeta {
-        topic: "t",
-        partition: 0,
-        offset: 0,
-        timestamp: None,
-        key: Some(&key),
-        headers: &[],
-    };
+    let (key, value) = captured_type_event("survey-toast-2");
+    let meta = meta_of(&key);
     let updated = decoder.decode_record(Some(&value), &meta).unwrap();
     assert_eq!(updated.op, RowOp::Upsert);
     assert_eq!(
@@ -393,21 +383,7 @@ fn money_and_the_types_the_server_parses_read_from_debeziums_events() {
     let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
         .unwrap_or_else(|e| panic!("{e:?}"));
     let decoder = SinkDecoder::new(&sinks[0], &plan);
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../sluice-cli/tests/data/debezium/types");
-    let cells = |name: &str| {
-        let read = |ext: &str| std::fs::read(dir.join(format!("{name}.{ext}"))).unwrap();
-        let (key, value) = (read("key.json"), read("value.json"));
-        let meta = RecordMeta {
-            topic: "t",
-            partition: 0,
-            offset: 0,
-            timestamp: None,
-            key: Some(&key),
-            headers: &[],
-        };
-        decoder.decode_record(Some(&value), &meta).unwrap().cells
-    };
+    let cells = |name: &str| decode_captured(&decoder, name).cells;
     assert_eq!(
         &*cells("survey-t-1"),
         [
@@ -474,19 +450,7 @@ fn debeziums_infinities_read_as_infinities() {
     let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
         .unwrap_or_else(|e| panic!("{e:?}"));
     let decoder = SinkDecoder::new(&sinks[0], &plan);
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../sluice-cli/tests/data/debezium/types");
-    let read = |ext: &str| std::fs::read(dir.join(format!("survey-t-3.{ext}"))).unwrap();
-    let (key, value) = (read("key.json"), read("value.json"));
-    let meta = RecordMeta {
-        topic: "t",
-        partition: 0,
-        offset: 0,
-        timestamp: None,
-        key: Some(&key),
-        headers: &[],
-    };
-    let cells = decoder.decode_record(Some(&value), &meta).unwrap().cells;
+    let cells = decode_captured(&decoder, "survey-t-3").cells;
     assert_eq!(
         &cells[..8],
         [
@@ -512,4 +476,31 @@ fn debeziums_infinities_read_as_infinities() {
             r#"["-infinity"]"#
         ]
     );
+}
+
+/// The key and value of a captured Debezium event of `sluice-cli/tests/data/debezium/types`
+/// (`name`: its files' stem).
+fn captured_type_event(name: &str) -> (Vec<u8>, Vec<u8>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../sluice-cli/tests/data/debezium/types");
+    let read = |ext: &str| std::fs::read(dir.join(format!("{name}.{ext}"))).unwrap();
+    (read("key.json"), read("value.json"))
+}
+
+/// A record's coordinates with `key`.
+fn meta_of(key: &[u8]) -> RecordMeta<'_> {
+    RecordMeta {
+        topic: "t",
+        partition: 0,
+        offset: 0,
+        timestamp: None,
+        key: Some(key),
+        headers: &[],
+    }
+}
+
+/// The captured event `name` decoded by `decoder`.
+fn decode_captured(decoder: &SinkDecoder, name: &str) -> Decoded {
+    let (key, value) = captured_type_event(name);
+    decoder.decode_record(Some(&value), &meta_of(&key)).unwrap()
 }
