@@ -321,8 +321,8 @@ async fn infinite_timestamps_and_dates_land_as_infinities() {
         &[
             r#"{"id":1,"valid_from":"2026-01-01T00:00:00Z","valid_to":"infinity","wall":"-infinity","day":"infinity","days":["-infinity","2026-01-02"],"stamps":["infinity"]}"#.to_owned(),
             r#"{"id":2,"valid_from":"-infinity","valid_to":"2026-02-01T10:00:00.5Z","wall":"2026-02-01T10:00:00.1234Z","day":"-Infinity"}"#.to_owned(),
-            // Finite values far from today, through the same binary encoder: before 1970,
-            // before 2000, the first day of the era.
+            // Finite values far from today through the binary encoder (the scalar columns;
+            // `days` goes as JSON): before 1970, before 2000, the first day of the era.
             r#"{"id":3,"valid_from":"1969-12-31T23:59:59.999999Z","valid_to":"1999-12-31T23:59:59.5Z","wall":"0001-01-01T00:00:00Z","day":"0001-01-01","days":["1969-12-31","1999-12-31","2000-01-01"]}"#.to_owned(),
         ],
     )

@@ -19,7 +19,8 @@ pub const DATE_MINUS_INFINITY: NaiveDate = NaiveDate::MIN;
 /// `Some(true)` for `infinity` (or `+infinity`), `Some(false)` for `-infinity`, in any case,
 /// as PostgreSQL reads them.
 pub(crate) fn word(text: &str) -> Option<bool> {
-    let text = text.trim();
+    // PostgreSQL skips ASCII white space around it.
+    let text = text.trim_matches(|c: char| c.is_ascii_whitespace());
     let (positive, rest) = match text.as_bytes().first() {
         Some(b'-') => (false, &text[1..]),
         Some(b'+') => (true, &text[1..]),
@@ -106,6 +107,7 @@ mod tests {
             ("+Infinity", Some(true)),
             ("-INFINITY", Some(false)),
             (" infinity ", Some(true)),
+            ("\u{a0}infinity", None),
             ("inf", None),
             ("2026-01-01", None),
             ("", None),

@@ -104,6 +104,8 @@ impl fmt::Display for SubjectCheck {
 /// The value subjects of the sinks that read a registry format, each checked.
 pub fn check_subjects(sinks: &[&Sink], registry: &Registry) -> Vec<SubjectCheck> {
     let mut out = Vec::new();
+    // The registry's subjects, listed once (for the names near a subject without versions).
+    let mut listed: Option<Vec<String>> = None;
     for sink in sinks.iter().filter(|s| s.value_encoding.is_registry()) {
         let subjects: Vec<String> = match (&sink.subject, sink.topics.is_pattern()) {
             (Some(subject), _) => vec![subject.clone()],
@@ -125,13 +127,18 @@ pub fn check_subjects(sinks: &[&Sink], registry: &Registry) -> Vec<SubjectCheck>
                 .collect(),
         };
         for subject in subjects {
-            out.push(check_one(sink, subject, registry));
+            out.push(check_one(sink, subject, registry, &mut listed));
         }
     }
     out
 }
 
-fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck {
+fn check_one(
+    sink: &Sink,
+    subject: String,
+    registry: &Registry,
+    listed: &mut Option<Vec<String>>,
+) -> SubjectCheck {
     let outcome = match registry.latest(&subject) {
         Ok((latest, schema)) => {
             let fields = mapped_fields(sink);
@@ -173,10 +180,13 @@ fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck 
                 }
             }
         }
-        Err(RegistryError::UnknownSubject { .. }) => Checked::NotChecked(format!(
-            "it has no version yet (nothing produced?){}",
-            near_subjects(&subject, registry)
-        )),
+        Err(RegistryError::UnknownSubject { .. }) => {
+            let listed = listed.get_or_insert_with(|| registry.subjects().unwrap_or_default());
+            Checked::NotChecked(format!(
+                "it has no version yet (nothing produced?){}",
+                near_subjects(&subject, listed)
+            ))
+        }
         Err(error) => Checked::NotChecked(error.to_string()),
     };
     SubjectCheck {
@@ -186,17 +196,18 @@ fn check_one(sink: &Sink, subject: String, registry: &Registry) -> SubjectCheck 
     }
 }
 
-/// The registry's subjects whose names are near `subject` (a misspelt name, another case),
-/// as `; the registry has …` — empty when none is, or the list cannot be read.
-fn near_subjects(subject: &str, registry: &Registry) -> String {
-    let Ok(subjects) = registry.subjects() else {
-        return String::new();
-    };
+/// Those of the registry's subjects (`listed`; empty when the list could not be read) whose
+/// names are near `subject` (a misspelt name, another case), as `; the registry has …` —
+/// empty when none is.
+fn near_subjects(subject: &str, listed: &[String]) -> String {
     let wanted = subject.to_lowercase();
-    let mut near: Vec<(usize, &str)> = subjects
+    let length = wanted.chars().count();
+    let within = NEAR_EDITS.max(length / 5);
+    let mut near: Vec<(usize, &str)> = listed
         .iter()
+        .filter(|s| s.as_str() != subject && s.chars().count().abs_diff(length) <= within)
         .map(|s| (edit_distance(&wanted, &s.to_lowercase()), s.as_str()))
-        .filter(|(distance, _)| *distance <= NEAR_EDITS.max(wanted.chars().count() / 5))
+        .filter(|(distance, _)| *distance <= within)
         .collect();
     near.sort_unstable();
     if near.is_empty() {
@@ -291,7 +302,7 @@ fn older_versions_with(
 
 #[cfg(test)]
 mod tests {
-    use super::edit_distance;
+    use super::{edit_distance, near_subjects};
 
     #[test]
     fn edit_distance_counts_insertions_deletions_and_substitutions() {
@@ -301,5 +312,27 @@ mod tests {
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("ä-value", "a-value"), 1);
+    }
+
+    #[test]
+    fn near_subjects_are_named_nearest_first_never_the_subject_itself() {
+        let listed: Vec<String> = [
+            "orders-value",
+            "Orders-Value",
+            "orders-key",
+            "payments-value",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(
+            near_subjects("orders-vaule", &listed),
+            "; the registry has `Orders-Value`, `orders-value`"
+        );
+        assert_eq!(
+            near_subjects("orders-value", &listed),
+            "; the registry has `Orders-Value`"
+        );
+        assert_eq!(near_subjects("invoices-value", &listed), "");
+        assert_eq!(near_subjects("orders-value", &[]), "");
     }
 }

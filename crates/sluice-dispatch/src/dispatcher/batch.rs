@@ -296,12 +296,18 @@ impl Dispatcher {
                 .filter(|(e, error)| e.topic == topic && !error.starts_with(&note))
                 .map(|(e, error)| (e.id, error.as_str()))
                 .unzip();
+            if ids.is_empty() {
+                continue;
+            }
             let noted = match self.connection().await {
                 Ok(conn) => note_before_last_error(conn, &ids, &errors, &note).await,
                 Err(error) => Err(error),
             };
             if let Err(error) = noted {
                 tracing::warn!(%topic, %error, "could not note the missing topic in last_error");
+                // The connection may be broken: the next use opens another.
+                self.conn = None;
+                return;
             }
         }
     }
