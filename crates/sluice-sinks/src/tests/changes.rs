@@ -302,31 +302,16 @@ fn a_key_changes_delete_and_create_name_each_other_and_are_written_alone() {
 /// the unchanged TOASTed `text[]` beside it is the placeholder in an array.
 #[test]
 fn an_unchanged_toasted_number_array_keeps_its_stored_value() {
-    let table = TableShape {
-        name: "survey".into(),
-        columns: vec![
-            column("id", SqlType::Integer, true),
-            column("big_tags", SqlType::Array(Box::new(SqlType::Text)), false),
-            column(
-                "big_nums",
-                SqlType::Array(Box::new(SqlType::Integer)),
-                false,
-            ),
-            column("note", SqlType::Text, false),
-        ],
-        unique_keys: vec![vec!["id".into()]],
-        nulls_not_distinct_keys: Vec::new(),
-        primary_key: None,
-        partitioned: false,
-    };
-    let text = "[[sink]]\nname = \"survey\"\ntable = \"survey\"\nkey = [\"id\"]\n\
-                format = \"debezium\"\n[sink.columns]\nid = { field = \"id\" }\n\
-                big_tags = { field = \"big_tags\" }\nbig_nums = { field = \"big_nums\" }\n\
-                note = { field = \"note\" }\n";
-    let sinks = parse_sinks("m.toml", text).unwrap();
-    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let decoder = survey_decoder(vec![
+        column("id", SqlType::Integer, true),
+        column("big_tags", SqlType::Array(Box::new(SqlType::Text)), false),
+        column(
+            "big_nums",
+            SqlType::Array(Box::new(SqlType::Integer)),
+            false,
+        ),
+        column("note", SqlType::Text, false),
+    ]);
     let (key, value) = captured_type_event("survey-toast-2");
     let meta = meta_of(&key);
     let updated = decoder.decode_record(Some(&value), &meta).unwrap();
@@ -363,26 +348,12 @@ fn an_unchanged_toasted_number_array_keeps_its_stored_value() {
 /// (the largest one a `money` holds too), the others as their strings.
 #[test]
 fn money_and_the_types_the_server_parses_read_from_debeziums_events() {
-    let table = TableShape {
-        name: "survey".into(),
-        columns: vec![
-            column("id", SqlType::Integer, true),
-            column("mon", SqlType::Money, false),
-            column("ttz", SqlType::Parsed("timetz".into()), false),
-            column("tv", SqlType::Parsed("tsvector".into()), false),
-        ],
-        unique_keys: vec![vec!["id".into()]],
-        nulls_not_distinct_keys: Vec::new(),
-        primary_key: None,
-        partitioned: false,
-    };
-    let text = "[[sink]]\nname = \"survey\"\ntable = \"survey\"\nkey = [\"id\"]\n\
-                format = \"debezium\"\n[sink.columns]\nid = { field = \"id\" }\n\
-                mon = { field = \"mon\" }\nttz = { field = \"ttz\" }\ntv = { field = \"tv\" }\n";
-    let sinks = parse_sinks("m.toml", text).unwrap();
-    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let decoder = survey_decoder(vec![
+        column("id", SqlType::Integer, true),
+        column("mon", SqlType::Money, false),
+        column("ttz", SqlType::Parsed("timetz".into()), false),
+        column("tv", SqlType::Parsed("tsvector".into()), false),
+    ]);
     let cells = |name: &str| decode_captured(&decoder, name).cells;
     assert_eq!(
         &*cells("survey-t-1"),
@@ -411,45 +382,26 @@ fn money_and_the_types_the_server_parses_read_from_debeziums_events() {
 fn debeziums_infinities_read_as_infinities() {
     use crate::infinity::{DATE_INFINITY, DATE_MINUS_INFINITY, INFINITY, MINUS_INFINITY};
     let array = |inner: SqlType| SqlType::Array(Box::new(inner));
-    let table = TableShape {
-        name: "survey".into(),
-        columns: vec![
-            column("id", SqlType::Integer, true),
-            column("sd", SqlType::Date, false),
-            column("sd2", SqlType::Date, false),
-            column("sts", SqlType::Timestamp, false),
-            column("sts2", SqlType::Timestamp, false),
-            column("stz", SqlType::TimestampTz, false),
-            column("stz2", SqlType::TimestampTz, false),
-            ColumnShape {
-                time_precision: Some(3),
-                ..column("sts3", SqlType::Timestamp, false)
-            },
-            column("d", array(SqlType::Date), false),
-            column("ts", array(SqlType::TimestampTz), false),
-            // A `timestamp(3)[]`: its items are milliseconds (time.precision.mode=adaptive).
-            ColumnShape {
-                time_precision: Some(3),
-                ..column("tsn", array(SqlType::Timestamp), false)
-            },
-        ],
-        unique_keys: vec![vec!["id".into()]],
-        nulls_not_distinct_keys: Vec::new(),
-        primary_key: None,
-        partitioned: false,
-    };
-    let mut text = "[[sink]]\nname = \"survey\"\ntable = \"survey\"\nkey = [\"id\"]\n\
-                    format = \"debezium\"\n[sink.columns]\n"
-        .to_owned();
-    for name in [
-        "id", "sd", "sd2", "sts", "sts2", "stz", "stz2", "sts3", "d", "ts", "tsn",
-    ] {
-        text.push_str(&format!("{name} = {{ field = \"{name}\" }}\n"));
-    }
-    let sinks = parse_sinks("m.toml", &text).unwrap();
-    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let decoder = survey_decoder(vec![
+        column("id", SqlType::Integer, true),
+        column("sd", SqlType::Date, false),
+        column("sd2", SqlType::Date, false),
+        column("sts", SqlType::Timestamp, false),
+        column("sts2", SqlType::Timestamp, false),
+        column("stz", SqlType::TimestampTz, false),
+        column("stz2", SqlType::TimestampTz, false),
+        ColumnShape {
+            time_precision: Some(3),
+            ..column("sts3", SqlType::Timestamp, false)
+        },
+        column("d", array(SqlType::Date), false),
+        column("ts", array(SqlType::TimestampTz), false),
+        // A `timestamp(3)[]`: its items are milliseconds (time.precision.mode=adaptive).
+        ColumnShape {
+            time_precision: Some(3),
+            ..column("tsn", array(SqlType::Timestamp), false)
+        },
+    ]);
     let cells = decode_captured(&decoder, "survey-t-3").cells;
     assert_eq!(
         &cells[..8],
@@ -503,4 +455,27 @@ fn meta_of(key: &[u8]) -> RecordMeta<'_> {
 fn decode_captured(decoder: &SinkDecoder, name: &str) -> Decoded {
     let (key, value) = captured_type_event(name);
     decoder.decode_record(Some(&value), &meta_of(&key)).unwrap()
+}
+
+/// The decoder of a `debezium` sink into table `survey` of `columns` (keyed by `id`), each
+/// column read from the field of its name.
+fn survey_decoder(columns: Vec<ColumnShape>) -> SinkDecoder {
+    let mut text = "[[sink]]\nname = \"survey\"\ntable = \"survey\"\nkey = [\"id\"]\n\
+                    format = \"debezium\"\n[sink.columns]\n"
+        .to_owned();
+    for c in &columns {
+        text.push_str(&format!("{0} = {{ field = \"{0}\" }}\n", c.name));
+    }
+    let table = TableShape {
+        name: "survey".into(),
+        columns,
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
+        partitioned: false,
+    };
+    let sinks = parse_sinks("m.toml", &text).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("survey".into(), table)]))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    SinkDecoder::new(&sinks[0], &plan)
 }
