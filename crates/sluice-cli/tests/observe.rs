@@ -107,15 +107,17 @@ type LagBracket = (
 /// While the pipeline drains a backlog (nothing is produced meanwhile, so the true lag only
 /// falls), `sluice lag` taken between two scrapes lies between the gauges: the gauge read
 /// before it was measured earlier, so it is at least the uncommitted lag minus what the
-/// pipeline holds in flight (a batch being stored and one read ahead, 100 records each
-/// here); the gauge read a lag interval (2 s) after it was measured later, so it is at most
-/// the uncommitted lag. `None` when the backlog is too small to compare.
+/// pipeline holds of the partition past its committed offset — its batch being stored (or
+/// stored and not yet committed to Kafka), its queue full at two batches, and the poll that
+/// found it full (up to a batch more): four batches of 100 records here; the gauge read a
+/// lag interval (2 s) after it was measured later, so it is at most the uncommitted lag.
+/// `None` when the backlog is too small to compare.
 fn lag_while_running(
     env: &Env,
     http: u16,
     before: &[prometheus_parse::Sample],
 ) -> Option<LagBracket> {
-    const IN_FLIGHT: i64 = 2 * 100;
+    const IN_FLIGHT: i64 = 4 * 100;
     let before = lag_gauge(before);
     if before.values().sum::<i64>() < 10_000 {
         return None;
