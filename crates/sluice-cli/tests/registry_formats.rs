@@ -151,6 +151,10 @@ async fn avro_lands_every_type_and_two_versions_of_a_subject() {
         plan.contains(&format!("subject `{}-value` version 2", case.topic("avro"))),
         "validate names the subject and the version it checked:\n{plan}"
     );
+    assert!(
+        plan.contains("  format avro, a tombstone:"),
+        "validate names the format as the file says it:\n{plan}"
+    );
     // A field no version has is refused; `dropped`, which version 2 removed, is not.
     let bad = case.env.dir.join("bad.toml");
     let text = std::fs::read_to_string(&case.file).unwrap();

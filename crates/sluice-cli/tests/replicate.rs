@@ -989,6 +989,15 @@ async fn replicate(converter: Converter, operations: usize) {
         text(&validated.stdout),
         text(&validated.stderr)
     );
+    let format = match converter {
+        Converter::Json => "  format debezium, a tombstone:",
+        Converter::Avro => "  format debezium, values avro, keys avro, a tombstone:",
+    };
+    assert!(
+        text(&validated.stdout).contains(format),
+        "validate names the formats as the file says them:\n{}",
+        text(&validated.stdout)
+    );
 
     // The workload, applied as it streams; `sluice run` SIGKILLed twice meanwhile.
     let workload_started = Instant::now();

@@ -118,11 +118,44 @@ impl SinkDecoder {
             connect_schema: value.as_ref().and_then(|v| v.schema.connect_schema()),
             ..Frame::new(meta, self.format)
         };
-        let payload = value.as_ref().map(|v| v.json.as_bytes()).or(payload);
-        let Some(payload) = payload else {
-            return self.tombstone(&frame);
-        };
-        self.decode_framed(payload, &frame)
+        match (value.as_ref(), payload) {
+            (Some(value), _) => self.decode_framed(value.json.as_bytes(), &frame),
+            (None, Some(payload)) => self
+                .decode_framed(payload, &frame)
+                .map_err(|error| self.unframed(error, payload)),
+            (None, None) => self.tombstone(&frame),
+        }
+    }
+
+    /// The reason for a record a JSON sink cannot read because it is in a registry format
+    /// (the registry's wire header: magic byte 0, a 4-byte schema id): the sink's `format`
+    /// is missing, which "not valid UTF-8" or "expected value" would not tell.
+    fn unframed(&self, error: DecodeError, payload: &[u8]) -> DecodeError {
+        let unreadable = matches!(
+            error,
+            DecodeError::InvalidUtf8 { .. }
+                | DecodeError::InvalidJson { .. }
+                | DecodeError::Envelope { .. }
+        );
+        match payload {
+            [0, id @ ..]
+                if unreadable && id.len() >= 4 && self.format != Format::SchemaRegistryJson =>
+            {
+                let id = i32::from_be_bytes([id[0], id[1], id[2], id[3]]);
+                let setting = match self.format {
+                    Format::Debezium => "its `value_format`",
+                    _ => "its `format`",
+                };
+                DecodeError::Registry {
+                    detail: format!(
+                        "payload is not JSON text: it starts with a schema registry wire header \
+                         (magic byte 0, schema id {id}); the sink reads JSON, so {setting} must \
+                         name the registry format (`avro`, `protobuf` or `json-schema`)"
+                    ),
+                }
+            }
+            _ => error,
+        }
     }
 
     /// A plain Avro record's cells straight from its bytes (no JSON text of it), when it is

@@ -250,9 +250,15 @@ fn print_plan(plan: &SinkPlan) {
         "sink {}: {topics}, group {}, table {}, {}, batch {} records or {} bytes",
         plan.name, plan.group, plan.table, plan.conflict, plan.batch_size, plan.batch_bytes
     );
+    let mut format = plan.format.clone();
+    if let Some(values) = &plan.value_format {
+        format.push_str(&format!(", values {values}"));
+    }
+    if let Some(keys) = &plan.key_format {
+        format.push_str(&format!(", keys {keys}"));
+    }
     println!(
-        "  format {}, a tombstone: {}",
-        plan.format,
+        "  format {format}, a tombstone: {}",
         match plan.on_tombstone.as_str() {
             "delete" => "deletes its key's row",
             "ignore" => "ignored (committed, no row changes)",

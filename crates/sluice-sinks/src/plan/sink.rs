@@ -9,7 +9,7 @@ use super::column::{ColumnPlan, column_plan};
 use super::error::SinkError;
 use super::keys::{key_problems, unknown_column};
 use crate::held::{HeldStatements, held_statements};
-use crate::model::{ConflictPolicy, Format, OnTombstone, Sink};
+use crate::model::{ConflictPolicy, Encoding, Format, OnTombstone, Sink};
 use crate::modes::DebeziumModes;
 use crate::statement::{
     StatementColumn, consume_moved_statement, delete_statement, moving_delete_statement,
@@ -41,8 +41,15 @@ pub struct SinkPlan {
     pub columns: Vec<ColumnPlan>,
     /// Table columns the statement never names.
     pub never_written: Vec<String>,
-    /// How a record value is wrapped.
+    /// The sink's `format` as the file says it: `avro`, `protobuf` and `json-schema` for a
+    /// plain record in a registry format.
     pub format: String,
+    /// A `debezium` sink's `value_format`, when its values are not JSON text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_format: Option<String>,
+    /// The records' `key_format`, when their keys are not JSON text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_format: Option<String>,
     /// What a tombstone does.
     pub on_tombstone: String,
     /// The source connector's value-handling modes (a `debezium` or `connect-json` sink).
@@ -135,7 +142,11 @@ pub fn plan_template(sink: &Sink, group_prefix: &str) -> SinkPlan {
         statement: String::new(),
         columns: Vec::new(),
         never_written: sink.never_written.clone(),
-        format: sink.format.as_str().to_owned(),
+        format: file_format(sink).to_owned(),
+        value_format: (sink.format != Format::Json && sink.value_encoding != Encoding::Json)
+            .then(|| sink.value_encoding.as_str().to_owned()),
+        key_format: (sink.key_encoding != Encoding::Json)
+            .then(|| sink.key_encoding.as_str().to_owned()),
         on_tombstone: sink.on_tombstone.as_str().to_owned(),
         modes: matches!(sink.format, Format::Debezium | Format::ConnectJson).then_some(sink.modes),
         delete_statement: None,
@@ -149,6 +160,15 @@ pub fn plan_template(sink: &Sink, group_prefix: &str) -> SinkPlan {
 
 /// The plan of each mapped column of `table`, in the sink's order; a column the table lacks,
 /// cannot write, or whose source does not fit adds its errors to `errors` instead.
+/// The sink's `format` as the file says it: a plain record in a registry format is named by
+/// its encoding (`format = "avro"`), not by the JSON object it is read as.
+fn file_format(sink: &Sink) -> &'static str {
+    match (sink.format, sink.value_encoding) {
+        (Format::Json, encoding) => encoding.as_str(),
+        (format, _) => format.as_str(),
+    }
+}
+
 fn column_plans(
     sink: &Sink,
     table: &TableShape,

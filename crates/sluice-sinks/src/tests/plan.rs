@@ -147,6 +147,27 @@ fn a_valid_sink_plans_its_statement_and_the_checks_of_each_column() {
 }
 
 #[test]
+fn the_plan_names_the_format_as_the_file_says_it() {
+    let json = plan(SINK).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        (json.format.as_str(), json.value_format, json.key_format),
+        ("json", None, None)
+    );
+    let avro = SINK.replacen(
+        "conflict =",
+        "format = \"avro\"\nkey_format = \"protobuf\"\nconflict =",
+        1,
+    );
+    let avro = plan(&avro).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        avro.format, "avro",
+        "not the JSON object an Avro record is read as"
+    );
+    assert_eq!(avro.value_format, None, "format says it already");
+    assert_eq!(avro.key_format.as_deref(), Some("protobuf"));
+}
+
+#[test]
 fn unknown_table_and_columns_are_named() {
     assert_eq!(
         errors("table = \"events\"", "table = \"nope\""),

@@ -67,10 +67,18 @@ fn framed(id: i32, body: &[u8]) -> Vec<u8> {
 const BODY: &[u8] = &[0x0a, 0x04, b'h', b'i'];
 
 fn decoder(extra: &str) -> SinkDecoder {
+    decoder_of("avro", extra)
+}
+
+/// A sink of `format` reading `id`, `s` and, in Avro, the schema id.
+fn decoder_of(format: &str, extra: &str) -> SinkDecoder {
+    let schema = match format {
+        "avro" => "schema = { kafka = \"schema_id\" }\n",
+        _ => "",
+    };
     let file = format!(
-        "[[sink]]\nname = \"t\"\ntable = \"t\"\nkey = [\"id\"]\nformat = \"avro\"\n{extra}\n\
-         [sink.columns]\nid = {{ key = \"id\" }}\ns = {{ field = \"s\" }}\n\
-         schema = {{ kafka = \"schema_id\" }}\n"
+        "[[sink]]\nname = \"t\"\ntable = \"t\"\nkey = [\"id\"]\nformat = \"{format}\"\n{extra}\n\
+         [sink.columns]\nid = {{ key = \"id\" }}\ns = {{ field = \"s\" }}\n{schema}"
     );
     let sinks = parse_sinks("m.toml", &file).unwrap();
     let table = TableShape {
@@ -194,6 +202,41 @@ fn refused_ids_wrong_magic_and_bad_bytes_are_dead_letters_naming_why() {
         other_kind.contains("schema id 10 is a Json schema; the sink reads avro"),
         "{other_kind}"
     );
+}
+
+/// A record in a registry format read by a sink whose `format` says JSON: the reason says
+/// so, with the schema id, instead of a UTF-8 or JSON syntax error.
+#[test]
+fn a_registry_record_read_as_json_names_the_missing_format() {
+    let key: &[u8] = b"{\"id\": 5}";
+    for (format, setting) in [
+        ("json", "its `format` must name the registry format"),
+        ("connect-json", "its `format` must name the registry format"),
+        (
+            "debezium",
+            "its `value_format` must name the registry format",
+        ),
+    ] {
+        let decoder = decoder_of(format, "");
+        for body in [BODY, b"{\"id\": 5, \"s\": \"hi\"}".as_slice()] {
+            let reason = decoder
+                .decode_record(Some(&framed(7, body)), &meta(Some(key)))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                reason.contains(
+                    "starts with a schema registry wire header (magic byte 0, schema id 7)"
+                ) && reason.contains(setting),
+                "{format}: {reason}"
+            );
+        }
+        // Bytes that are not JSON and not framed keep their own reason.
+        let reason = decoder
+            .decode_record(Some(b"{\"id\": 5,"), &meta(Some(key)))
+            .unwrap_err()
+            .to_string();
+        assert!(!reason.contains("wire header"), "{format}: {reason}");
+    }
 }
 
 /// A Debezium record key written by an Avro converter carries its semantic types only in the
