@@ -336,6 +336,57 @@ async fn a_missing_publication_stops_the_capture_before_its_slot() {
     assert_eq!(slots, 0, "no slot was made:\n{log}");
 }
 
+/// A slot of the capture's name that is not a logical `pgoutput` slot of the source database
+/// (a physical slot, another decoder's) stops the capture at its start (exit 1, naming what it
+/// is), instead of failing every session as if the next might pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_of_another_kind_stops_the_capture_naming_it() {
+    let Some(env) = Env::new().await else {
+        return;
+    };
+    let source = Source::create(&env, "CREATE TABLE public.items (id bigint PRIMARY KEY);").await;
+    let mut db = source.connect().await;
+    let publication = format!(
+        "CREATE PUBLICATION {} FOR TABLE public.items",
+        source.publication
+    );
+    sqlx::query(&publication).execute(&mut db).await.unwrap();
+    for (n, make, what) in [
+        (
+            1,
+            "SELECT pg_create_physical_replication_slot($1)",
+            "is a physical slot",
+        ),
+        (
+            2,
+            "SELECT pg_create_logical_replication_slot($1, 'test_decoding')",
+            "decodes with test_decoding",
+        ),
+    ] {
+        sqlx::query(make)
+            .bind(&source.slot)
+            .execute(&mut db)
+            .await
+            .unwrap();
+        let mut capture = source.spawn_capture(&env, &format!("capture-foreign-slot-{n}"), &[]);
+        let status = capture.wait(Duration::from_secs(60));
+        let log = capture.tail();
+        assert_eq!(status.code(), Some(1), "{log}");
+        assert!(
+            log.contains(&format!(
+                "replication slot {} (CAPTURE_SLOT) exists but {what}",
+                source.slot
+            )),
+            "{log}"
+        );
+        sqlx::query("SELECT pg_drop_replication_slot($1)")
+            .bind(&source.slot)
+            .execute(&mut db)
+            .await
+            .unwrap();
+    }
+}
+
 /// A published table whose topic does not exist (the brokers do not create topics): the
 /// capture goes on streaming, `/health/ready` says within seconds that Kafka acknowledges
 /// nothing of the oldest transaction waiting, and stays not ready (no 200) through the

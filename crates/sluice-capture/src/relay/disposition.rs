@@ -41,7 +41,7 @@ impl RelayError {
             },
             RelayError::Busy { .. } => Disposition::Retry,
             // Until an operator creates it.
-            RelayError::NoPublication { .. } => Disposition::Fatal,
+            RelayError::NoPublication { .. } | RelayError::ForeignSlot { .. } => Disposition::Fatal,
         }
     }
 }

@@ -95,6 +95,20 @@ pub enum RelayError {
         /// `CAPTURE_PUBLICATION`.
         publication: String,
     },
+    /// `CAPTURE_SLOT` names a slot that is not a logical `pgoutput` slot of the source
+    /// database: no session could stream from it.
+    #[error(
+        "replication slot {slot} (CAPTURE_SLOT) exists but {what}: sluice capture streams from a logical slot of the pgoutput plugin in database {database}; name another slot, or drop this one if nothing else uses it"
+    )]
+    ForeignSlot {
+        /// `CAPTURE_SLOT`.
+        slot: String,
+        /// How it differs: `is a physical slot`, `decodes with test_decoding`, `belongs to
+        /// database other`.
+        what: String,
+        /// The source database.
+        database: String,
+    },
 }
 
 /// What the relay did until it stopped.

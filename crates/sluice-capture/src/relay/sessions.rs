@@ -96,6 +96,7 @@ async fn session(
     let mut catalog = lock_slot(settings).await?;
     publication_exists(settings, &mut catalog).await?;
     outbox_tables_exist(settings, &mut catalog).await?;
+    slot_fits(settings, &mut catalog).await?;
     let (state, retake) = match &settings.snapshot {
         Some(topic) => {
             let (state, retake) = snapshot_state(settings, topic, producer, &mut catalog).await?;
@@ -375,6 +376,47 @@ async fn publication_exists(
             publication: publication.to_owned(),
         })
     }
+}
+
+/// A slot of `CAPTURE_SLOT`'s name that exists is a logical slot of `pgoutput` in the source
+/// database: any other (a physical slot, another decoder's, another database's) would be
+/// refused by every session's start, each failure retried as if it might pass.
+async fn slot_fits(
+    settings: &CaptureSettings,
+    catalog: &mut sqlx::PgConnection,
+) -> Result<(), RelayError> {
+    let slot = settings.source.slot();
+    let found: Option<(String, Option<String>, Option<String>, String)> = sqlx::query_as(
+        "SELECT slot_type, plugin, database, current_database() FROM pg_replication_slots \
+         WHERE slot_name = $1",
+    )
+    .bind(slot)
+    .fetch_optional(&mut *catalog)
+    .await
+    .map_err(|source| RelayError::Catalog {
+        table: "(the replication slot)".into(),
+        source,
+    })?;
+    let Some((kind, plugin, database, here)) = found else {
+        return Ok(());
+    };
+    let what = if kind != "logical" {
+        format!("is a {kind} slot")
+    } else if plugin.as_deref() != Some("pgoutput") {
+        format!("decodes with {}", plugin.as_deref().unwrap_or("no plugin"))
+    } else if database.as_deref() != Some(here.as_str()) {
+        format!(
+            "belongs to database {}",
+            database.as_deref().unwrap_or("(none)")
+        )
+    } else {
+        return Ok(());
+    };
+    Err(RelayError::ForeignSlot {
+        slot: slot.to_owned(),
+        what,
+        database: here,
+    })
 }
 
 /// Every table of `CAPTURE_OUTBOX_TABLES` exists: a mistyped name would relay that table's
