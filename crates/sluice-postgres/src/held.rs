@@ -397,11 +397,14 @@ async fn set_aside(
     sqlx::query("ROLLBACK TO SAVEPOINT sluice_release")
         .execute(&mut *conn)
         .await?;
-    let reason = format!(
-        "after waiting for its key change's delete: SQLSTATE {}: {}",
-        error.code().unwrap_or_default(),
-        error.message()
-    );
+    let reason = match sluice_sinks::raised_reason(error.message()) {
+        Some(raised) => format!("after waiting for its key change's delete: {raised}"),
+        None => format!(
+            "after waiting for its key change's delete: SQLSTATE {}: {}",
+            error.code().unwrap_or_default(),
+            error.message()
+        ),
+    };
     tracing::error!(
         table = %plan.table,
         sink = %plan.name,

@@ -71,7 +71,7 @@ pub use route::{RouteInput, SinkRoute, UNROUTED, Unrouted, When, WhenSource};
 pub use rows::SinkRow;
 pub use seeds::{SEED_APPLICATIONS_TABLE, seed_mapping, seed_sink, use_applications_table};
 pub use sluice_core::topics::{MAX_PATTERN_CHARS, Topics};
-pub use statement::{MOVED_ROWS, StatementColumn, upsert_statement};
+pub use statement::{MOVED_ROWS, StatementColumn, raised_reason, upsert_statement};
 pub use table::{ColumnShape, SqlType, TableShape};
 pub use template::{Named, TableTemplate};
 pub use wire::{Header, SchemaError, SchemaKind, WireError, WriterSchema};

@@ -218,7 +218,10 @@ pub(crate) async fn isolate<R, S: RowStore<R>>(
         done.rejected.push(Rejection {
             record,
             kind: DeadLetterKind::ConstraintViolation,
-            reason: format!("SQLSTATE {}: {}", error.sqlstate, error.message),
+            reason: match sluice_sinks::raised_reason(&error.message) {
+                Some(reason) => reason.to_owned(),
+                None => format!("SQLSTATE {}: {}", error.sqlstate, error.message),
+            },
         });
         if let Some(mut losers) = runners_up.remove(&record)
             && !losers.is_empty()

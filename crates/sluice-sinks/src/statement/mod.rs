@@ -6,7 +6,7 @@ mod delete;
 mod upsert;
 
 pub use delete::{consume_moved_statement, delete_statement, moving_delete_statement};
-pub use upsert::upsert_statement;
+pub use upsert::{raised_reason, upsert_statement};
 
 use super::table::SqlType;
 

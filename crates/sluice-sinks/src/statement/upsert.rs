@@ -335,6 +335,14 @@ fn missing_kept_value(column: &str, from: &[String]) -> String {
     )
 }
 
+/// The reason a row's statement failed with when the statement itself raised it: the text
+/// [`missing_kept_value`] makes, which PostgreSQL reports inside the integer syntax error its
+/// cast raises (`invalid input syntax for type integer: "sluice: …"`).
+pub fn raised_reason(message: &str) -> Option<&str> {
+    let (_, raised) = message.split_once(": \"sluice: ")?;
+    raised.strip_suffix('"')
+}
+
 /// The name of the `bool[]` parameter of the `index`-th keepable column (not a column name:
 /// it has a space and sluice's name).
 fn keep_flag(index: usize) -> String {
@@ -354,5 +362,36 @@ fn select_expression(column: &StatementColumn<'_>) -> String {
             )
         }
         _ => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{missing_kept_value, raised_reason};
+
+    #[test]
+    fn a_reason_the_statement_raised_is_read_back_from_postgresqls_message() {
+        // What PostgreSQL says when the text the statement makes is cast to int (key 7).
+        let text = missing_kept_value("big", &["old id".into()]);
+        assert!(
+            text.starts_with("'sluice: the value of column big "),
+            "{text}"
+        );
+        let message = "invalid input syntax for type integer: \"sluice: the value of column big \
+             Debezium did not send (an unchanged TOASTed value) is in no stored row: the old \
+             row of this key change, key 7, is gone\"";
+        assert_eq!(
+            raised_reason(message),
+            Some(
+                "the value of column big Debezium did not send (an unchanged TOASTed value) is \
+                 in no stored row: the old row of this key change, key 7, is gone"
+            )
+        );
+        for other in [
+            "invalid input syntax for type integer: \"12x\"",
+            "duplicate key value violates unique constraint \"items_pkey\"",
+        ] {
+            assert_eq!(raised_reason(other), None, "{other}");
+        }
     }
 }
