@@ -71,6 +71,20 @@ impl Proxy {
     }
 }
 
+/// A scrape once `sluice_records_total` of the reviews pipeline has reached `handled`, within
+/// 10 s.
+fn scrape_handled(http: u16, handled: usize) -> Vec<prometheus_parse::Sample> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let samples = scrape(http);
+        let counted = sum(&samples, "sluice_records_total", &[("pipeline", "reviews")]);
+        if counted as usize >= handled || Instant::now() >= deadline {
+            return samples;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The lag gauge per partition: (partition, records).
 fn lag_gauge(samples: &[prometheus_parse::Sample]) -> BTreeMap<String, i64> {
     samples
@@ -352,7 +366,8 @@ async fn metrics_agree_with_totals_tables_and_lag_and_readiness_follows_the_data
     );
     env.wait_caught_up("reviews", &mut run, Duration::from_secs(60))
         .await;
-    let samples = scrape(http);
+    // The reader counts a batch just after its Kafka commit: the scrape waits for the last.
+    let samples = scrape_handled(http, total + 100);
     run.signal("TERM");
     assert!(
         run.wait(Duration::from_secs(30)).success(),
