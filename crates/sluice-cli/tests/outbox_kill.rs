@@ -30,14 +30,16 @@ use uuid::Uuid;
 /// Events enqueued per scenario (the pipelined scenario enqueues two batches of them).
 const N: usize = 20;
 
-/// The dispatcher's settings for these tests: short polls, a 3 s stale timeout (the
-/// smallest the settings accept with a 1 s delivery timeout).
+/// The dispatcher's settings for these tests: short polls, a 7 s stale timeout (the
+/// smallest the settings accept with a 5 s delivery timeout, which a fresh producer's first
+/// publish meets on a loaded machine: a shorter one could give up on a record Kafka then
+/// writes, and the requeued event would be published twice).
 const DISPATCH_VARS: [(&str, &str); 5] = [
     ("OUTBOX_POLL_INTERVAL_MS", "100"),
     ("OUTBOX_BATCH_SIZE", "100"),
     ("OUTBOX_BACKOFF_BASE_MS", "100"),
-    ("OUTBOX_STALE_DISPATCH_SECONDS", "3"),
-    ("OUTBOX_DELIVERY_TIMEOUT_MS", "1000"),
+    ("OUTBOX_STALE_DISPATCH_SECONDS", "7"),
+    ("OUTBOX_DELIVERY_TIMEOUT_MS", "5000"),
 ];
 
 /// Where each event id is in the topic: (partition, offset) of every copy.
@@ -152,8 +154,8 @@ async fn killed_then_recovered(failpoint: &str, batches: usize, acked: usize) {
         "each event once: {published:?}"
     );
 
-    // A clean dispatcher after the stale timeout (3 s) has passed.
-    let wait = Duration::from_millis(3500).saturating_sub(killed_at.elapsed());
+    // A clean dispatcher after the stale timeout (7 s) has passed.
+    let wait = Duration::from_millis(7500).saturating_sub(killed_at.elapsed());
     tokio::time::sleep(wait).await;
     let mut clean = spawn_dispatch(&env, "clean", &[]);
     let deadline = Instant::now() + Duration::from_secs(60);

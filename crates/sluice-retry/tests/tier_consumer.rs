@@ -110,9 +110,10 @@ async fn a_record_not_due_pauses_only_its_partition_and_resumes_right_after_it()
     send(&producer, &tier_topic, 1, "warm-up", 0).await;
     wait_for(&seen, 1, Duration::from_secs(30)).await;
 
-    // Partition 0: a record due in 3 s, then two that are due already. Partition 1: three
-    // due already, the last of which fails permanently.
-    let held_due = now_ms() + 3_000;
+    // Partition 0: a record due in 8 s (the six sends and their handling fit well inside it
+    // on a loaded machine), then two that are due already. Partition 1: three due already,
+    // the last of which fails permanently.
+    let held_due = now_ms() + 8_000;
     send(&producer, &tier_topic, 0, "p0-held", held_due).await;
     for name in ["p0-after-1", "p0-after-2"] {
         send(&producer, &tier_topic, 0, name, 0).await;
@@ -236,8 +237,9 @@ async fn a_held_partition_revoked_and_handed_back_is_read_again() {
     }
     wait_for(&seen_a, 2, Duration::from_secs(30)).await;
 
-    // Held by A on both partitions, due in 4 s.
-    let due = now_ms() + 4_000;
+    // Held by A on both partitions, due in 12 s: B joins and takes one of them while they are
+    // held (A hears of the rebalance at its next heartbeat, up to 3 s later).
+    let due = now_ms() + 12_000;
     for p in [0, 1] {
         send(&producer, &tier_topic, p, &format!("held-{p}"), due).await;
     }
