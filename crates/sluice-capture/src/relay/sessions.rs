@@ -267,17 +267,13 @@ async fn snapshot_state(
     let state = StateTopic::new(&settings.kafka, topic, key);
     let kafka = |source| state_topic_error(&state, source);
     state.ensure().await.map_err(kafka)?;
-    let catalog_error = |source| RelayError::Catalog {
-        table: "(the replication slot)".into(),
-        source,
-    };
     let found: Option<(Option<String>, Option<String>)> = sqlx::query_as(
         "SELECT restart_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = $1",
     )
     .bind(slot)
     .fetch_optional(&mut *catalog)
     .await
-    .map_err(catalog_error)?;
+    .map_err(slot_error)?;
     let retaking = match found {
         Some(_) => state.last().await.map_err(kafka)? == Some(SnapshotState::Snapshotting),
         None => false,
@@ -289,7 +285,7 @@ async fn snapshot_state(
                 slot,
                 "the initial snapshot did not complete and the slot lost the WAL it needs: dropping it to take the snapshot again from a new one (changes between the two are not sent)"
             );
-            drop_slot(slot, catalog).await.map_err(catalog_error)?;
+            drop_slot(slot, catalog).await.map_err(slot_error)?;
             None
         }
         Some((restart, _)) if retaking => Some(restart),
@@ -305,11 +301,10 @@ async fn snapshot_state(
     };
     let from = restart
         .and_then(|lsn| lsn.parse::<Lsn>().ok())
-        .ok_or_else(|| RelayError::Catalog {
-            table: "(the replication slot)".into(),
-            source: sqlx::Error::Protocol(format!(
+        .ok_or_else(|| {
+            slot_error(sqlx::Error::Protocol(format!(
                 "slot {slot} has no restart position to take its cut-short snapshot again from"
-            )),
+            )))
         })?;
     tracing::warn!(
         slot,
@@ -317,6 +312,14 @@ async fn snapshot_state(
         "the initial snapshot did not complete: taking it again, then streaming from the slot's confirmed position"
     );
     Ok((state, Some(from)))
+}
+
+/// A failed read of the replication slot's row in the catalog.
+fn slot_error(source: sqlx::Error) -> RelayError {
+    RelayError::Catalog {
+        table: "(the replication slot)".into(),
+        source,
+    }
 }
 
 /// Drops the replication slot `slot` (when it exists).
@@ -340,16 +343,14 @@ async fn restart_lsn(slot: &str, catalog: &mut sqlx::PgConnection) -> Result<Lsn
     .bind(slot)
     .fetch_optional(&mut *catalog)
     .await
-    .map_err(|source| RelayError::Catalog {
-        table: "(the replication slot)".into(),
-        source,
-    })?
+    .map_err(slot_error)?
     .flatten();
     restart
         .and_then(|lsn| lsn.parse::<Lsn>().ok())
-        .ok_or_else(|| RelayError::Catalog {
-            table: "(the replication slot)".into(),
-            source: sqlx::Error::Protocol(format!("slot {slot} has no restart position")),
+        .ok_or_else(|| {
+            slot_error(sqlx::Error::Protocol(format!(
+                "slot {slot} has no restart position"
+            )))
         })
 }
 
@@ -393,10 +394,7 @@ async fn slot_fits(
     .bind(slot)
     .fetch_optional(&mut *catalog)
     .await
-    .map_err(|source| RelayError::Catalog {
-        table: "(the replication slot)".into(),
-        source,
-    })?;
+    .map_err(slot_error)?;
     let Some((kind, plugin, database, here)) = found else {
         return Ok(());
     };
