@@ -690,8 +690,9 @@ topic = "{prefix}-names"
 table = "names"
 key = ["name"]
 conflict = "always-update"
+on_tombstone = "delete"
 [sink.columns]
-name = { field = "name" }
+name = { key = "name" }
 n = { field = "n" }
 "#;
 
@@ -774,13 +775,16 @@ async fn the_types_a_users_table_has_land_as_the_record_wrote_them() {
     .await;
     // Case variants of one citext key in one batch: the server finds them equal, sluice does
     // not guess the database's lower-casing — the batch meets 21000 and is written row by row.
-    case.produce(
+    let named = |name: &str, n: i64| {
+        (
+            Some(json!({ "name": name }).to_string().into_bytes()),
+            Some(json!({ "n": n }).to_string().into_bytes()),
+            Vec::new(),
+        )
+    };
+    case.produce_full(
         "names",
-        &[
-            json!({"name": "Straße", "n": 1}),
-            json!({"name": "STRASSE", "n": 2}),
-            json!({"name": "straße", "n": 3}),
-        ],
+        &[named("Straße", 1), named("STRASSE", 2), named("straße", 3)],
     )
     .await;
     case.run_to_end("types").await;
@@ -858,6 +862,19 @@ async fn the_types_a_users_table_has_land_as_the_record_wrote_them() {
          `STRASSE` is not (lower-casing does not fold ß)"
     );
     assert!(dead.iter().all(|d| d.0 == case.topic("kinds")), "{dead:?}");
+    // A delete's key compares as the column does: `strasse` is the stored `STRASSE`.
+    case.produce_full(
+        "names",
+        &[(Some(br#"{"name": "strasse"}"#.to_vec()), None, Vec::new())],
+    )
+    .await;
+    case.run_to_end("types-delete").await;
+    assert_eq!(
+        case.rows("SELECT concat_ws(' ', name, n) FROM names ORDER BY n")
+            .await,
+        ["Straße 3"],
+        "the tombstone of `strasse` deleted `STRASSE`"
+    );
     case.cleanup().await;
 }
 

@@ -160,7 +160,14 @@ fn column_type(column: &CatalogColumn, labels: &HashMap<i64, Vec<String>>) -> Sq
         return SqlType::Other(format!("{}[]", column.type_name));
     }
     let Some(oid) = column.enum_oid else {
-        return SqlType::from_catalog(&column.typname, column.element.as_deref(), column.typmod);
+        return match SqlType::from_catalog(
+            &column.typname,
+            column.element.as_deref(),
+            column.typmod,
+        ) {
+            SqlType::Citext(_) => SqlType::Citext(column.type_name.clone()),
+            other => other,
+        };
     };
     let enumerated = SqlType::Enum {
         name: column.type_name.clone(),

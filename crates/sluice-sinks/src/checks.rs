@@ -221,7 +221,9 @@ impl Serialize for Check {
 pub fn value_checks(sql_type: &SqlType, rules: &ValueRules) -> Vec<Check> {
     match sql_type {
         SqlType::Array(inner) => array_checks(inner, rules),
-        SqlType::Text | SqlType::Varchar(_) | SqlType::Citext => vec![text_check(sql_type, rules)],
+        SqlType::Text | SqlType::Varchar(_) | SqlType::Citext(_) => {
+            vec![text_check(sql_type, rules)]
+        }
         SqlType::SmallInt | SqlType::Integer | SqlType::BigInt => {
             vec![integer_check(sql_type, rules)]
         }

@@ -126,8 +126,10 @@ pub enum SqlType {
     Inet,
     /// `cidr`.
     Cidr,
-    /// `citext` (the extension's case-insensitive text).
-    Citext,
+    /// `citext` (the extension's case-insensitive text): its name as `format_type` writes it
+    /// (qualified when its schema is not on the search path), which the statement casts its
+    /// values to, so that keys compare as the column does (case-insensitively, by its index).
+    Citext(String),
     /// An enum type: its name as `format_type` writes it (quoted and qualified as needed) and
     /// its labels in sort order.
     Enum {
@@ -237,7 +239,7 @@ impl SqlType {
             "bpchar" => SqlType::Char(modifier.and_then(|m| usize::try_from(m).ok())),
             "inet" => SqlType::Inet,
             "cidr" => SqlType::Cidr,
-            "citext" => SqlType::Citext,
+            "citext" => SqlType::Citext("citext".to_owned()),
             parsed if PARSED_TYPES.contains(&parsed) => SqlType::Parsed(parsed.to_owned()),
             other => SqlType::Other(other.to_owned()),
         }
@@ -245,7 +247,7 @@ impl SqlType {
 
     /// The element type of the `UNNEST($n::<type>[])` parameter. Arrays travel as one
     /// `jsonb` per row (`UNNEST` cannot carry a ragged array of arrays) and are rebuilt. A
-    /// `citext` travels as `text` (the extension's assignment cast makes it one).
+    /// `citext` travels as `text`, cast to the column's type by [`SqlType::param_array`].
     pub fn param_type(&self) -> Option<&str> {
         Some(match self {
             SqlType::SmallInt => "smallint",
@@ -271,7 +273,7 @@ impl SqlType {
             SqlType::Char(_) => "bpchar",
             SqlType::Inet => "inet",
             SqlType::Cidr => "cidr",
-            SqlType::Citext => "text",
+            SqlType::Citext(_) => "text",
             SqlType::Enum { name, .. } | SqlType::Parsed(name) => name,
             SqlType::Other(_) => return None,
         })
@@ -279,11 +281,28 @@ impl SqlType {
 
     /// The type a statement casts its `UNNEST` parameter of this column to: the array of
     /// [`SqlType::param_type`] (`text` for a type without one), a money's numbers cast on to
-    /// `money[]` (as the column's own type, for `CASE`s and comparisons with stored values).
+    /// `money[]` and a citext's texts to `citext[]` (as the column's own type, for `CASE`s
+    /// and comparisons with stored values: a citext key compares case-insensitively, by the
+    /// column's index).
     pub fn param_array(&self) -> String {
         match self {
             SqlType::Money => "numeric[]::money[]".to_owned(),
+            SqlType::Citext(name) => format!("text[]::{name}[]"),
             other => format!("{}[]", other.item_cast()),
+        }
+    }
+
+    /// The equality operator a statement compares two keys of this type by: `=`, or for a
+    /// `citext` whose schema is not on the search path the extension's own, qualified
+    /// (`OPERATOR(ext.=)`): an unqualified `=` would find only text's, case-sensitive and not
+    /// the one the column's index serves.
+    pub fn equality(&self) -> String {
+        match self {
+            SqlType::Citext(name) => match name.rsplit_once('.') {
+                Some((schema, _)) => format!("OPERATOR({schema}.=)"),
+                None => "=".to_owned(),
+            },
+            _ => "=".to_owned(),
         }
     }
 
@@ -323,7 +342,10 @@ impl SqlType {
 
     /// Whether text goes in it.
     pub fn is_text(&self) -> bool {
-        matches!(self, SqlType::Text | SqlType::Varchar(_) | SqlType::Citext)
+        matches!(
+            self,
+            SqlType::Text | SqlType::Varchar(_) | SqlType::Citext(_)
+        )
     }
 
     /// Whether sluice orders its values as PostgreSQL does, so that a newest-wins column of
@@ -377,7 +399,7 @@ impl fmt::Display for SqlType {
             SqlType::Char(None) => f.write_str("bpchar"),
             SqlType::Inet => f.write_str("inet"),
             SqlType::Cidr => f.write_str("cidr"),
-            SqlType::Citext => f.write_str("citext"),
+            SqlType::Citext(_) => f.write_str("citext"),
             SqlType::Enum { name, .. } | SqlType::Parsed(name) => f.write_str(name),
             SqlType::Array(inner) => write!(f, "{inner}[]"),
             SqlType::Other(name) => f.write_str(name),
@@ -459,5 +481,26 @@ mod tests {
             SqlType::Array(Box::new(SqlType::Text)).to_string(),
             "text[]"
         );
+        // A citext travels as text, cast to the column's type (by its name as the catalog
+        // writes it); keys compare by the extension's `=`, qualified when its schema is not
+        // on the search path.
+        let visible = SqlType::Citext("citext".into());
+        assert_eq!(
+            (
+                visible.param_type(),
+                visible.param_array(),
+                visible.equality()
+            ),
+            (Some("text"), "text[]::citext[]".to_owned(), "=".to_owned())
+        );
+        let elsewhere = SqlType::Citext("\"ext s\".citext".into());
+        assert_eq!(
+            (elsewhere.param_array(), elsewhere.equality()),
+            (
+                "text[]::\"ext s\".citext[]".to_owned(),
+                "OPERATOR(\"ext s\".=)".to_owned()
+            )
+        );
+        assert_eq!(SqlType::Text.equality(), "=");
     }
 }

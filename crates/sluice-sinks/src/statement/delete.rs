@@ -169,6 +169,7 @@ fn keys_match(key: &[StatementColumn<'_>], stored: &str, wanted: &str) -> String
             key_match(
                 &format!("{stored}.{name}"),
                 &format!("{wanted}.{name}"),
+                c.sql_type,
                 c.nullable,
             )
         })

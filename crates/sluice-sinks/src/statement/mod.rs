@@ -43,15 +43,16 @@ pub(super) fn aside_match(table: &str, old: &[String], new: &[String], lsn: &str
     )
 }
 
-/// `stored` matches `wanted`, one part of a key: equal, or both NULL where the column may
-/// hold NULL (a key under `UNIQUE NULLS NOT DISTINCT`, whose index holds one NULL as one
-/// value). Written as `=` or a both-NULL arm rather than `IS NOT DISTINCT FROM`, so the key's
-/// index still serves it.
-pub(super) fn key_match(stored: &str, wanted: &str, nullable: bool) -> String {
+/// `stored` matches `wanted`, one part of a key of type `sql_type`: equal (by the type's
+/// [`SqlType::equality`]), or both NULL where the column may hold NULL (a key under `UNIQUE
+/// NULLS NOT DISTINCT`, whose index holds one NULL as one value). Written as `=` or a
+/// both-NULL arm rather than `IS NOT DISTINCT FROM`, so the key's index still serves it.
+pub(super) fn key_match(stored: &str, wanted: &str, sql_type: &SqlType, nullable: bool) -> String {
+    let equals = sql_type.equality();
     if nullable {
-        format!("({stored} = {wanted} OR ({stored} IS NULL AND {wanted} IS NULL))")
+        format!("({stored} {equals} {wanted} OR ({stored} IS NULL AND {wanted} IS NULL))")
     } else {
-        format!("{stored} = {wanted}")
+        format!("{stored} {equals} {wanted}")
     }
 }
 

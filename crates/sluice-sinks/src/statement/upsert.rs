@@ -68,11 +68,12 @@ impl<'a> Upsert<'a> {
             .iter()
             .zip(&from)
             .map(|(k, from)| {
-                let nullable = columns.iter().any(|c| c.name == k && c.nullable);
+                let column = columns.iter().find(|c| c.name == k);
                 key_match(
                     &format!("x.{}", quote_ident(k)),
                     &format!("t.{}", quote_ident(from)),
-                    nullable,
+                    column.map_or(&SqlType::Text, |c| c.sql_type),
+                    column.is_some_and(|c| c.nullable),
                 )
             })
             .collect::<Vec<_>>()
