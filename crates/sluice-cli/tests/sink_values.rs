@@ -17,6 +17,7 @@
 
 mod support;
 
+use serde_json::json;
 use support::case::Case;
 
 const LEDGER_DDL: &str = r"
@@ -342,6 +343,98 @@ async fn infinite_timestamps_and_dates_land_as_infinities() {
             "3|1969-12-31 23:59:59.999999|1999-12-31 23:59:59.5|0001-01-01 00:00:00|0001-01-01|\
              {1969-12-31,1999-12-31,2000-01-01}",
         ]
+    );
+    assert!(case.dead_letters().await.is_empty());
+    case.cleanup().await;
+}
+
+const FRACTIONS_DDL: &str = r"
+    CREATE TABLE instants (id INT PRIMARY KEY, at TIMESTAMPTZ NOT NULL, wall TIMESTAMP NOT NULL);
+    CREATE TABLE moments (at TIMESTAMPTZ PRIMARY KEY, v TEXT NOT NULL);";
+
+const FRACTIONS_MAPPING: &str = r#"
+[[sink]]
+name = "instants"
+topic = "{prefix}-instants"
+table = "instants"
+key = ["id"]
+[sink.columns]
+id = { field = "id" }
+at = { field = "at" }
+wall = { field = "wall" }
+
+[[sink]]
+name = "moments"
+topic = "{prefix}-moments"
+table = "moments"
+key = ["at"]
+conflict = "always-update"
+[sink.columns]
+at = { field = "at" }
+v = { field = "v" }
+"#;
+
+/// Digits past the microsecond (Go's `RFC3339Nano`, Java's `Instant.toString()` write up to
+/// nine) round as PostgreSQL rounds the same text, ties to even and into the next second:
+/// each stored value is the server's own cast of its text, and keys that round to one instant
+/// are one key, as they would be in the table.
+#[tokio::test]
+async fn fractions_past_the_microsecond_round_as_postgresql_rounds() {
+    let Some(case) = Case::new(&["instants", "moments"], FRACTIONS_DDL, FRACTIONS_MAPPING).await
+    else {
+        return;
+    };
+    case.assert_valid();
+    let fractions = [
+        "2026-01-01T10:00:00.123456789",
+        "2026-01-01T10:00:00.9999995",
+        "2026-01-01T10:00:00.0000015",
+        "2026-01-01T10:00:00.0000025",
+        "2026-01-01T10:00:00.00000050001",
+        "2026-01-01T10:00:00.0000004999",
+        "1969-12-31T23:59:59.9999995",
+        "1999-12-31T23:59:59.9999999",
+    ];
+    let records: Vec<String> = fractions
+        .iter()
+        .enumerate()
+        .map(|(id, text)| json!({"id": id, "at": format!("{text}Z"), "wall": text}).to_string())
+        .collect();
+    case.produce_text("instants", &records).await;
+    case.produce(
+        "moments",
+        &[
+            json!({"at": "2026-01-01T00:00:00Z", "v": "a"}),
+            json!({"at": "2026-01-01T00:00:00+00:00", "v": "b"}),
+            json!({"at": "2026-01-01T01:00:00+01:00", "v": "c"}),
+            json!({"at": "2026-01-01T00:00:00.0000004Z", "v": "d"}),
+            json!({"at": "2026-01-01T00:00:00.0000006Z", "v": "e"}),
+        ],
+    )
+    .await;
+    case.run_to_end("fractions").await;
+    let texts: Vec<String> = fractions.iter().map(|t| format!("'{t}'")).collect();
+    let differing = case
+        .rows(&format!(
+            "SELECT concat_ws('|', i.id, i.at AT TIME ZONE 'UTC', i.wall, w.text) \
+             FROM instants i JOIN unnest(ARRAY[{}]) WITH ORDINALITY AS w(text, n) ON i.id = w.n - 1 \
+             WHERE i.at <> (w.text || 'Z')::timestamptz OR i.wall <> w.text::timestamp",
+            texts.join(", ")
+        ))
+        .await;
+    assert_eq!(
+        differing,
+        Vec::<String>::new(),
+        "stored unlike the server's own cast"
+    );
+    assert_eq!(
+        case.rows("SELECT count(*)::text FROM instants").await,
+        [fractions.len().to_string()]
+    );
+    assert_eq!(
+        case.rows("SELECT concat_ws('|', at AT TIME ZONE 'UTC', v) FROM moments ORDER BY at")
+            .await,
+        ["2026-01-01 00:00:00|d", "2026-01-01 00:00:00.000001|e"]
     );
     assert!(case.dead_letters().await.is_empty());
     case.cleanup().await;

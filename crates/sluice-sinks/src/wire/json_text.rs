@@ -175,8 +175,8 @@ pub(super) enum Zone {
 }
 
 /// Appends a timestamp (`seconds` since the epoch and `nanos` within that second, 0–999 999
-/// 999) as RFC 3339 to the microsecond (nanoseconds past it dropped, as the timestamp form
-/// drops them); an instant outside the years 0001–9999 is written as its number (`raw`).
+/// 999) as RFC 3339 to the microsecond (nanoseconds past it rounded, as PostgreSQL rounds
+/// them); an instant outside the years 0001–9999 is written as its number (`raw`).
 pub(super) fn push_timestamp(out: &mut String, seconds: i64, nanos: u32, zone: Zone, raw: i64) {
     let Some(t) = instant(seconds, nanos) else {
         push_int(out, raw);
@@ -226,10 +226,12 @@ fn push_padded(out: &mut String, value: u32, width: usize) {
     }
 }
 
-/// The instant `seconds` since the epoch and `nanos` within that second, to the microsecond,
-/// when it is in the years 0001–9999 the timestamp form reads (`None` otherwise).
+/// The instant `seconds` since the epoch and `nanos` within that second, rounded to the
+/// microsecond as PostgreSQL rounds a fraction's digits (a `timestamp-nanos` of `…999999999`
+/// is the next second), when it is in the years 0001–9999 the timestamp form reads (`None`
+/// otherwise).
 pub(super) fn instant(seconds: i64, nanos: u32) -> Option<DateTime<Utc>> {
-    DateTime::from_timestamp(seconds, nanos - nanos % 1_000)
+    crate::messages::fields::rounded_instant(seconds, nanos)
         .filter(|t| (1..=9999).contains(&t.year()))
 }
 
@@ -323,10 +325,21 @@ mod tests {
             written(|o| push_timestamp(o, s, n, Zone::Utc, -1)),
             "\"1969-12-31T23:59:59.999000Z\""
         );
+        // Nanoseconds round to the microsecond as PostgreSQL rounds the fraction's digits.
         let (s, n) = split_epoch(1_700_000_000_123_456_789, 1_000_000_000);
         assert_eq!(
             written(|o| push_timestamp(o, s, n, Zone::Local, 0)),
-            "\"2023-11-14T22:13:20.123456\""
+            "\"2023-11-14T22:13:20.123457\""
+        );
+        let (s, n) = split_epoch(1_700_000_000_999_999_500, 1_000_000_000);
+        assert_eq!(
+            written(|o| push_timestamp(o, s, n, Zone::Utc, 0)),
+            "\"2023-11-14T22:13:21.000000Z\""
+        );
+        let (s, n) = split_epoch(-1, 1_000_000_000);
+        assert_eq!(
+            written(|o| push_timestamp(o, s, n, Zone::Utc, 0)),
+            "\"1970-01-01T00:00:00.000000Z\""
         );
         assert_eq!(
             written(|o| push_timestamp(o, i64::MAX / 1000, 0, Zone::Utc, 7)),

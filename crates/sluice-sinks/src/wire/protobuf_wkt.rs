@@ -70,7 +70,10 @@ pub(super) fn push_known(out: &mut String, message: &DynamicMessage) -> bool {
             if !(-NANOS_PER_SECOND + 1..NANOS_PER_SECOND).contains(&nanos) {
                 return false;
             }
-            let micros = i128::from(seconds) * 1_000_000 + i128::from(nanos / 1_000);
+            // Rounded as PostgreSQL rounds an interval's fraction of a second.
+            let fraction = f64::from(nanos) / 1e9;
+            let micros = i128::from(seconds) * 1_000_000
+                + i128::from(crate::messages::fields::micros_of_fraction(fraction));
             text::push_interval(out, 0, 0, micros);
         }
         Known::Wrapper => {

@@ -5,27 +5,56 @@ use chrono::{DateTime, TimeDelta, Timelike, Utc};
 /// Nanoseconds in one second; chrono stores a leap second as `:59` plus this much.
 const NANOS_PER_SECOND: u32 = 1_000_000_000;
 
-/// Parses an RFC 3339 timestamp into UTC, truncated to whole microseconds.
+/// Where the fraction of a second starts in an RFC 3339 text (`YYYY-MM-DDTHH:MM:SS.`).
+const FRACTION_AT: usize = 19;
+
+/// Parses an RFC 3339 timestamp into UTC, rounded to whole microseconds as PostgreSQL rounds.
 ///
 /// Accepted: `T`, `t` or a space between date and time; `Z`, `z` or `±hh:mm` as the offset;
 /// no offset at all (the upstream scraper's naive times), which means UTC. Digits past the
-/// microsecond are dropped, not rounded. A leap second (`:60`) rolls into the next minute, as
+/// microsecond round as PostgreSQL's input rounds them ([`micros_of_fraction`]), which may
+/// carry into the next second. A leap second (`:60`) rolls into the next minute, as
 /// PostgreSQL does.
 pub(crate) fn parse(text: &str) -> Option<DateTime<Utc>> {
     let parsed = DateTime::parse_from_rfc3339(text)
         .or_else(|_| DateTime::parse_from_rfc3339(&format!("{text}Z")))
         .ok()?
         .with_timezone(&Utc);
-    let (whole, nanos) = match parsed.nanosecond() {
-        leap @ NANOS_PER_SECOND.. => {
-            let second = parsed
-                .with_nanosecond(0)?
-                .checked_add_signed(TimeDelta::seconds(1))?;
-            (second, leap - NANOS_PER_SECOND)
-        }
-        nanos => (parsed, nanos),
+    let whole = match parsed.nanosecond() {
+        NANOS_PER_SECOND.. => parsed
+            .with_nanosecond(0)?
+            .checked_add_signed(TimeDelta::seconds(1))?,
+        _ => parsed.with_nanosecond(0)?,
     };
-    whole.with_nanosecond(nanos - nanos % 1_000)
+    let micros = match text.as_bytes().get(FRACTION_AT) {
+        Some(b'.') => {
+            let digits = text[FRACTION_AT + 1..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap_or_default();
+            micros_of_fraction(format!("0.{digits}").parse().ok()?)
+        }
+        _ => 0,
+    };
+    whole.checked_add_signed(TimeDelta::microseconds(micros))
+}
+
+/// The microseconds PostgreSQL makes of a fraction of a second: `rint(fraction * 1000000)`
+/// (its `ParseFractionalSecond`), a tie to the even one, so `.0000015` is 2 µs, `.0000025`
+/// is 2 µs and `.9999995` is a whole second.
+pub(crate) fn micros_of_fraction(fraction: f64) -> i64 {
+    // A fraction of one second: at most 1,000,000 after rounding.
+    (fraction * 1_000_000.0).round_ties_even() as i64
+}
+
+/// `seconds` since the epoch and `nanos` (0–999,999,999) of the next, rounded to the
+/// microsecond as PostgreSQL rounds the fraction's text ([`micros_of_fraction`]).
+pub(crate) fn rounded_instant(seconds: i64, nanos: u32) -> Option<DateTime<Utc>> {
+    let fraction = f64::from(nanos) / f64::from(NANOS_PER_SECOND);
+    let micros = seconds
+        .checked_mul(1_000_000)?
+        .checked_add(micros_of_fraction(fraction))?;
+    DateTime::from_timestamp_micros(micros)
 }
 
 #[cfg(test)]
@@ -50,20 +79,42 @@ mod tests {
             ("2026-01-02 03:04:05", "2026-01-02T03:04:05Z"),
             ("2026-01-02T03:04:05.123456", "2026-01-02T03:04:05.123456Z"),
             ("2026-01-02 03:04:05.5", "2026-01-02T03:04:05.5Z"),
-            ("2026-01-02T03:04:05.1234567", "2026-01-02T03:04:05.123456Z"),
+            ("2026-01-02T03:04:05.1234567", "2026-01-02T03:04:05.123457Z"),
+            ("2026-01-02T03:04:05.999999999", "2026-01-02T03:04:06Z"),
             (
-                "2026-01-02T03:04:05.999999999",
-                "2026-01-02T03:04:05.999999Z",
-            ),
-            (
-                "2026-01-02T03:04:05.1234567891234Z",
+                "2026-01-02T03:04:05.1234561891234Z",
                 "2026-01-02T03:04:05.123456Z",
             ),
             ("2026-01-02T03:04:05+02:00", "2026-01-02T01:04:05Z"),
             (
                 "2026-01-02T03:04:05.123456789-05:30",
-                "2026-01-02T08:34:05.123456Z",
+                "2026-01-02T08:34:05.123457Z",
             ),
+            // Ties as PostgreSQL rounds them (`'…0000015'::timestamptz` is `…000002`).
+            ("2026-01-01T00:00:00.0000005Z", "2026-01-01T00:00:00Z"),
+            (
+                "2026-01-01T00:00:00.0000015Z",
+                "2026-01-01T00:00:00.000002Z",
+            ),
+            (
+                "2026-01-01T00:00:00.0000025Z",
+                "2026-01-01T00:00:00.000002Z",
+            ),
+            (
+                "2026-01-01T00:00:00.0000035Z",
+                "2026-01-01T00:00:00.000004Z",
+            ),
+            (
+                "2026-01-01T00:00:00.1234565Z",
+                "2026-01-01T00:00:00.123456Z",
+            ),
+            (
+                "2026-01-01T00:00:00.00000050001Z",
+                "2026-01-01T00:00:00.000001Z",
+            ),
+            ("1969-12-31T23:59:59.9999995Z", "1970-01-01T00:00:00Z"),
+            ("1969-12-31T23:59:59.0000005Z", "1969-12-31T23:59:59Z"),
+            ("2016-12-31T23:59:60.9999999Z", "2017-01-01T00:00:01Z"),
             ("2026-01-01T00:30:00+01:00", "2025-12-31T23:30:00Z"),
             ("2016-12-31T23:59:60Z", "2017-01-01T00:00:00Z"),
             ("2016-12-31T23:59:60.25Z", "2017-01-01T00:00:00.25Z"),
