@@ -144,6 +144,30 @@ async fn one_topic_lands_in_three_tables_by_field_and_header_with_one_dead_lette
         "{out}"
     );
     let run = case.run_to_end("routes").await;
+    // `sluice verify` counts the routes' tables (it failed on the sink's own empty `table`).
+    let verified = case
+        .env
+        .output(&["verify", "--json", "--sinks", &file], &[]);
+    let report: serde_json::Value = serde_json::from_slice(&verified.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            support::case::text(&verified.stdout),
+            support::case::text(&verified.stderr)
+        )
+    });
+    let written = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|step| step["step"] == "rows written")
+        .unwrap_or_else(|| panic!("no rows-written step: {report}"));
+    assert_eq!(written["ok"], true, "{report}");
+    for table in ["orders", "payments", "refunds"] {
+        assert!(
+            written["data"][table].as_i64().unwrap_or(0) > 0,
+            "{table}: {report}"
+        );
+    }
 
     let expected =
         |wanted: Kind| -> Vec<usize> { (0..RECORDS).filter(|i| kind(*i) == wanted).collect() };

@@ -108,9 +108,18 @@ impl Pipelines {
             if sink.topics.is_pattern() && !needs.patterns.contains(&sink.topics) {
                 needs.patterns.push(sink.topics.clone());
             }
-            // A table with placeholders names no table until records fill it in.
-            if sink.table_template.is_none() {
-                add(&mut needs.tables, &sink.table);
+            // A table with placeholders names no table until records fill it in; a sink of
+            // routes writes its routes' tables (its own `table` is empty).
+            if sink.routes.is_empty() {
+                if sink.table_template.is_none() {
+                    add(&mut needs.tables, &sink.table);
+                }
+            } else {
+                for route in &sink.routes {
+                    if route.sink.table_template.is_none() {
+                        add(&mut needs.tables, &route.sink.table);
+                    }
+                }
             }
         }
         Ok(needs)
