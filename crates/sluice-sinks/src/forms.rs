@@ -25,6 +25,38 @@ pub(super) fn date(text: &str) -> Result<NaiveDate, String> {
     NaiveDate::from_ymd_opt(year, number(5..7), number(8..10)).ok_or_else(|| "no such day".into())
 }
 
+/// A UUID in any form PostgreSQL's `uuid` input reads — 32 hex digits, upper or lower case,
+/// a hyphen allowed after any group of four, the whole optionally in braces
+/// (`{a0eebc999c0b4ef8bb6d6bb9bd380a11}`) — or in the `uuid` crate's (`urn:uuid:…`).
+pub fn uuid(text: &str) -> Option<uuid::Uuid> {
+    postgres_uuid(text).or_else(|| uuid::Uuid::parse_str(text).ok())
+}
+
+/// PostgreSQL's `string_to_uuid`: an optional `{`, 16 bytes of two hex digits each with an
+/// optional `-` after every second byte but the last, the `}` if one opened.
+fn postgres_uuid(text: &str) -> Option<uuid::Uuid> {
+    let (mut rest, braced) = match text.strip_prefix('{') {
+        Some(rest) => (rest.as_bytes(), true),
+        None => (text.as_bytes(), false),
+    };
+    let mut bytes = [0u8; 16];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        let [high, low, tail @ ..] = rest else {
+            return None;
+        };
+        let digit = |c: u8| char::from(c).to_digit(16);
+        *byte = u8::try_from(digit(*high)? * 16 + digit(*low)?).ok()?;
+        rest = match tail {
+            [b'-', after @ ..] if i % 2 == 1 && i < 15 => after,
+            _ => tail,
+        };
+    }
+    match (rest, braced) {
+        ([], false) | ([b'}'], true) => Some(uuid::Uuid::from_bytes(bytes)),
+        _ => None,
+    }
+}
+
 /// Whether a text constant is a value of a column checked by `check`, for the checks of
 /// the types whose JSON form is a string of their own (`None` for any other check).
 pub(super) fn constant_fits(text: &str, check: &Check) -> Option<Result<(), String>> {
@@ -333,6 +365,39 @@ pub(super) fn unpadded(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuids_in_every_form_postgresql_reads() {
+        let id = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11";
+        for form in [
+            id,
+            "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11",
+            "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}",
+            "a0eebc999c0b4ef8bb6d6bb9bd380a11",
+            "a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11",
+            "{a0eebc99-9c0b4ef8-bb6d6bb9-bd380a11}",
+            "{a0eebc999c0b4ef8bb6d6bb9bd380a11}",
+            "urn:uuid:a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+        ] {
+            assert_eq!(
+                uuid(form).map(|u| u.to_string()).as_deref(),
+                Some(id),
+                "{form}"
+            );
+        }
+        for refused in [
+            "",
+            "a0eebc99",
+            "{a0eebc999c0b4ef8bb6d6bb9bd380a11",
+            "a0eebc999c0b4ef8bb6d6bb9bd380a11}",
+            "a0eebc999c0b4ef8bb6d6bb9bd380a11-",
+            "a0e-ebc999c0b4ef8bb6d6bb9bd380a11",
+            "a0eebc999c0b4ef8bb6d6bb9bd380a1g",
+            "a0eebc999c0b4ef8bb6d6bb9bd380a11ff",
+        ] {
+            assert_eq!(uuid(refused), None, "{refused}");
+        }
+    }
 
     #[test]
     fn dates_are_iso_days_that_exist() {

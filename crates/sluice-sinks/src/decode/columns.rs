@@ -211,7 +211,7 @@ fn form_constant(constant: &Constant, kind: &SqlType) -> Option<Result<Cell, Str
 fn constant_cell(constant: &Constant, sql_type: &str) -> Cell {
     match (constant, sql_type) {
         (Constant::Text(text), "uuid") => {
-            uuid::Uuid::parse_str(text).map_or_else(|_| Cell::Text(text.clone()), Cell::Uuid)
+            crate::forms::uuid(text).map_or_else(|| Cell::Text(text.clone()), Cell::Uuid)
         }
         (Constant::Text(text), "timestamptz" | "timestamp") => {
             parse_timestamp(text).map_or_else(|| Cell::Text(text.clone()), Cell::Timestamp)

@@ -48,9 +48,9 @@ pub(super) fn constant_fits(constant: &Constant, sql_type: &SqlType) -> Result<(
                 _ => Ok(()),
             }
         }
-        (Constant::Text(text), SqlType::Uuid) => uuid::Uuid::parse_str(text)
+        (Constant::Text(text), SqlType::Uuid) => crate::forms::uuid(text)
             .map(|_| ())
-            .map_err(|_| "it is not a UUID".into()),
+            .ok_or_else(|| "it is not a UUID".into()),
         (Constant::Text(text), SqlType::TimestampTz | SqlType::Timestamp) => parse_timestamp(text)
             .map(|_| ())
             .ok_or_else(|| "it is not an RFC 3339 timestamp".into()),

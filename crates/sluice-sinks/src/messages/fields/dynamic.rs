@@ -72,8 +72,8 @@ pub(crate) fn boolean(field: &str, value: &Value) -> Result<bool, DecodeError> {
 pub(crate) fn uuid(field: &str, value: &Value) -> Result<Uuid, DecodeError> {
     let path = Path::new(field);
     match value {
-        Value::String(text) => Uuid::parse_str(text)
-            .map_err(|_| path.error(format!("must be a UUID, got {}", echo(text)))),
+        Value::String(text) => crate::forms::uuid(text)
+            .ok_or_else(|| path.error(format!("must be a UUID, got {}", echo(text)))),
         other => Err(path.error(format!("must be a UUID string, got {}", describe(other)))),
     }
 }
