@@ -205,6 +205,88 @@ async fn key_columns_from_the_record_key_and_headers_in_columns() {
     case.cleanup().await;
 }
 
+const TEXTS_DDL: &str = r"
+    CREATE TABLE counted (id BIGINT PRIMARY KEY, n NUMERIC, ok BOOLEAN, u UUID, note TEXT);";
+
+const TEXTS_MAPPING: &str = r#"
+[[sink]]
+name = "counted"
+topic = "{prefix}-counted"
+table = "counted"
+key = ["id"]
+[sink.columns]
+id = { key = "" }
+n = { header = "n" }
+ok = { header = "ok" }
+u = { header = "u" }
+note = { header = "note" }
+"#;
+
+/// The text sources — the whole record key, a header's bytes — land in number and boolean
+/// columns read as their type (a string-converted key `5` into a `bigint` key, as Kafka
+/// Connect's `StringConverter` writes it), with a number's own digits; text that is no such
+/// value is a dead letter naming the source.
+#[tokio::test]
+async fn a_text_key_and_text_headers_land_in_number_and_boolean_columns() {
+    let Some(case) = Case::new(&["counted"], TEXTS_DDL, TEXTS_MAPPING).await else {
+        return;
+    };
+    case.assert_valid();
+    let record = |key: &str, n: &str, ok: &str| -> sluice_testkit::FullRecord {
+        (
+            Some(key.as_bytes().to_vec()),
+            Some(b"{}".to_vec()),
+            vec![
+                ("n".to_owned(), n.as_bytes().to_vec()),
+                ("ok".to_owned(), ok.as_bytes().to_vec()),
+                (
+                    "u".to_owned(),
+                    b"{a0eebc999c0b4ef8bb6d6bb9bd380a11}".to_vec(),
+                ),
+                ("note".to_owned(), b"42".to_vec()),
+            ],
+        )
+    };
+    let records = vec![
+        record("5", "12.5", "true"),
+        record("6", "123456789012345678901234567890.000000001", "false"),
+        record("x", "1", "true"),
+        record("7", "twelve", "true"),
+        record("8", "1", "yes"),
+    ];
+    case.produce_full("counted", &records).await;
+    case.run_to_end("texts").await;
+    assert_eq!(
+        case.rows("SELECT concat_ws(' ', id, n, ok, u, note) FROM counted ORDER BY id")
+            .await,
+        [
+            "5 12.5 t a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11 42",
+            "6 123456789012345678901234567890.000000001 f \
+             a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11 42",
+        ]
+    );
+    let dead = case.dead_letters().await;
+    let reasons: Vec<(i64, &str)> = dead.iter().map(|d| (d.1, d.3.as_str())).collect();
+    assert_eq!(
+        reasons,
+        [
+            (
+                2,
+                "field `(record key)`: must be an integer, got a string \"x\""
+            ),
+            (
+                3,
+                "field `(header n)`: must be a number, got a string \"twelve\""
+            ),
+            (
+                4,
+                "field `(header ok)`: must be a boolean, got a string \"yes\""
+            ),
+        ]
+    );
+    case.cleanup().await;
+}
+
 const ITEMS_DDL: &str = r"
     CREATE TABLE items (
         id BIGINT PRIMARY KEY,

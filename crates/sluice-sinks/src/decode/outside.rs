@@ -35,7 +35,7 @@ impl ColumnDecoder {
             Source::Kafka(field) => kafka_cell(*field, meta),
             Source::Key(None) => match meta.key {
                 None => self.absent(None),
-                Some(bytes) => self.present_outside(Value::String(utf8_key(bytes)?)),
+                Some(bytes) => self.present_text(utf8_key(bytes)?),
             },
             Source::Key(Some(path)) => match meta.key {
                 None => self.absent(None),
@@ -57,7 +57,7 @@ impl ColumnDecoder {
                 match (value, path) {
                     (None, _) => self.absent(None),
                     (Some(bytes), None) => match std::str::from_utf8(bytes) {
-                        Ok(text) => self.present_outside(Value::String(text.to_owned())),
+                        Ok(text) => self.present_text(text.to_owned()),
                         Err(_) => Err(dynamic::broken(
                             &self.field_name,
                             "must be UTF-8 text".into(),
@@ -95,6 +95,29 @@ impl ColumnDecoder {
                     Some(value) => self.present_outside(value),
                 }
             }
+        }
+    }
+
+    /// A text source (the whole record key, a header's bytes) read as its column's type:
+    /// into a number or boolean column its text is read as that JSON scalar (a key `42` into
+    /// a `bigint`, a header `true` into a `boolean`), with a number's own digits; into any
+    /// other column (text, a uuid, a timestamp, …) it is the string. Text that is not such a
+    /// scalar stays a string, which the column's check refuses by name.
+    fn present_text(&self, text: String) -> Result<Cell, DecodeError> {
+        let scalar = match self.checks.first() {
+            Some(Check::Integer { .. } | Check::Number { .. }) => {
+                serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .filter(Value::is_number)
+            }
+            Some(Check::Boolean) => serde_json::from_str::<Value>(&text)
+                .ok()
+                .filter(Value::is_boolean),
+            _ => None,
+        };
+        match scalar {
+            Some(value) => self.present(Cow::Owned(value), Some(text.as_str()), false),
+            None => self.present_outside(Value::String(text)),
         }
     }
 
