@@ -745,8 +745,9 @@ async fn the_types_a_users_table_has_land_as_the_record_wrote_them() {
     let kinds = [
         r#"{"id": 1, "day": "2024-02-29", "at": "23:59:59.7", "span": "P1Y2M3DT4H5M6.5S",
             "blob": "AAEC/w==", "code": "ab", "host": "10.0.0.1", "net": "10.1.0.0/16",
-            "name": "Ärger", "feeling": "happy", "feelings": ["sad", "ok"], "count": 5,
-            "amounts": [12345678901234.5678, 9999999999999999.9999], "days": ["2024-01-01"]}"#,
+            "name": "Ärger", "feeling": "happy", "feelings": ["sad", null, "ok"], "count": 5,
+            "amounts": [12345678901234.5678, null, 9999999999999999.9999],
+            "days": ["2024-01-01", null]}"#,
         r#"{"id": 2, "host": "2001:DB8::1/64", "code": "abcd      ", "span": "PT-1.5S",
             "at": "00:00:00.4"}"#,
         r#"{"id": 3, "day": "2023-02-29"}"#,
@@ -799,8 +800,8 @@ async fn the_types_a_users_table_has_land_as_the_record_wrote_them() {
         rows,
         [
             "1 | 2024-02-29 | 24:00:00 | 1 year 2 mons 3 days 04:05:06.5 | \\x000102ff | ab:4 | \
-             10.0.0.1 | 10.1.0.0/16 | Ärger | happy | {sad,ok} | 5 | \
-             {12345678901234.5678,9999999999999999.9999} | {2024-01-01}",
+             10.0.0.1 | 10.1.0.0/16 | Ärger | happy | {sad,NULL,ok} | 5 | \
+             {12345678901234.5678,NULL,9999999999999999.9999} | {2024-01-01,NULL}",
             "2 | 00:00:00 | -00:00:01.5 | abcd:4 | 2001:db8::1/64",
         ]
     );

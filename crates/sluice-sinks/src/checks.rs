@@ -143,6 +143,10 @@ pub enum Check {
     Array,
     /// Applies to each element of the array.
     Each(Box<Check>),
+    /// The array may hold NULL elements, as a PostgreSQL array may: its column sets no rule
+    /// on its elements (`min`, `max`, `min_length`, `max_length`), which a NULL could not
+    /// meet.
+    NullItems,
     /// The value must be a key of `table.column`; otherwise a dead letter of `kind`.
     Known {
         /// `table.column`.
@@ -206,6 +210,7 @@ impl fmt::Display for Check {
             Check::MaxItems(n) => write!(f, "array of at most {n} elements"),
             Check::Array => f.write_str("array"),
             Check::Each(inner) => write!(f, "each element: {inner}"),
+            Check::NullItems => f.write_str("NULL elements allowed"),
             Check::Known { key, kind } => write!(f, "known in {key} (else dead letter {kind})"),
         }
     }
@@ -302,6 +307,12 @@ fn array_checks(inner: &SqlType, rules: &ValueRules) -> Vec<Check> {
             .into_iter()
             .map(|c| Check::Each(Box::new(c))),
     );
+    let element_rules = [rules.min.is_some(), rules.max.is_some()]
+        .into_iter()
+        .chain([rules.min_length.is_some(), rules.max_length.is_some()]);
+    if !element_rules.into_iter().any(|set| set) {
+        checks.push(Check::NullItems);
+    }
     checks
 }
 

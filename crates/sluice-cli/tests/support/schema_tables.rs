@@ -26,9 +26,7 @@ pub enum Ty {
     Uuid,
     Bytea,
     Double,
-    /// An array without NULL elements: a `debezium` sink refuses an array with a NULL
-    /// element (`field \`tags[1]\`: must be a string, got null`, a `decode_error`) though
-    /// PostgreSQL and Debezium carry it.
+    /// An array (the generated values hold no NULL elements).
     IntArray,
     TextArray,
     /// A text of 2.5-4 kB that PostgreSQL stores out of line (TOAST).

@@ -182,8 +182,9 @@ fn array_cell(
     let cells = dynamic::elements(field, value, what, count, |name, item| {
         let text = texts.next().flatten();
         // A PostgreSQL array may hold NULLs, and a change event carries them as they are; a
-        // plain record's array is held to its elements' rules (the seeds' contract).
-        if item.is_null() && reading.debezium {
+        // plain record's array too, unless its column sets rules on its elements (the seeds'
+        // `histogram` and `domains`), which a NULL cannot meet.
+        if item.is_null() && (reading.debezium || rest.contains(&Check::NullItems)) {
             return Ok(Cell::Null);
         }
         value_cell(name, item, text, &element, reading)

@@ -693,7 +693,8 @@ fn combinations_that_cannot_be_read_are_refused_naming_the_column() {
 }
 
 /// A change event's array keeps its NULL elements (PostgreSQL arrays hold them, and Debezium
-/// writes them as `null`); a plain JSON record's array is held to its elements' rules.
+/// writes them as `null`); a plain JSON record's array too, unless its column sets rules on
+/// its elements, which a NULL cannot meet.
 #[test]
 fn a_change_events_array_keeps_its_null_elements() {
     let ints = || SqlType::Array(Box::new(SqlType::Integer));
@@ -719,12 +720,42 @@ fn a_change_events_array_keeps_its_null_elements() {
     );
     run(
         "json",
-        vec![case(
-            "",
-            ints(),
-            None,
-            "[1, null, 3]",
-            Refused("field `v[1]`: must be an integer, got null"),
-        )],
+        vec![
+            case(
+                "",
+                ints(),
+                None,
+                "[1, null, 3]",
+                Is(Cell::Json(serde_json::json!([1, null, 3]))),
+            ),
+            case(
+                "",
+                texts(),
+                None,
+                r#"["x", null]"#,
+                Is(Cell::Json(serde_json::json!(["x", null]))),
+            ),
+        ],
     );
+    for (rule, reason) in [
+        (", min = 0", "field `v[1]`: must be an integer, got null"),
+        (
+            ", max_length = 3",
+            "field `v[1]`: must be a string, got null",
+        ),
+    ] {
+        let sql_type = if rule.contains("min =") {
+            ints()
+        } else {
+            texts()
+        };
+        let value = if rule.contains("min =") {
+            "[1, null, 3]"
+        } else {
+            r#"["x", null]"#
+        };
+        let decoder = sink("json", "", &sql_type, None, rule).unwrap();
+        let got = cell(&decoder, "json", value).unwrap_err();
+        assert!(got.starts_with(reason), "{rule}: {got}");
+    }
 }
