@@ -115,6 +115,9 @@ pub(super) fn sample(
         }
     }
     sample.reasons = most_frequent(reasons);
+    sample
+        .notes
+        .extend(unlisted(&sample.reasons, sample.dead_letters));
     if pipeline.sink.many_tables() {
         sample.tables = by_table.into_iter().collect();
     }
@@ -131,6 +134,17 @@ pub(super) fn sample(
             .push("record fields with no column are counted for JSON values only".into());
     }
     Ok(sample)
+}
+
+/// What the listed reasons leave out of `dead_letters`, if anything.
+fn unlisted(listed: &[Reason], dead_letters: usize) -> Option<String> {
+    let shown: usize = listed.iter().map(|r| r.count).sum();
+    (shown < dead_letters).then(|| {
+        format!(
+            "{} more dead letter(s) for reasons not listed (the {LISTED} most frequent are)",
+            dead_letters - shown
+        )
+    })
 }
 
 /// The reasons, most frequent first, at most [`LISTED`].
@@ -345,5 +359,31 @@ pub(super) fn print(sample: &Sample) {
     }
     for note in &sample.notes {
         println!("  note: {note}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LISTED, most_frequent, unlisted};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn reasons_past_the_listed_ones_are_counted_in_a_note() {
+        let reasons: BTreeMap<String, (usize, String)> = (0..15)
+            .map(|i| {
+                (
+                    format!("reason {i:02}"),
+                    (1 + usize::from(i == 3), format!("t[0]@{i}")),
+                )
+            })
+            .collect();
+        let listed = most_frequent(reasons);
+        assert_eq!(listed.len(), LISTED);
+        assert_eq!(listed[0].reason, "reason 03", "the most frequent first");
+        assert_eq!(
+            unlisted(&listed, 16).as_deref(),
+            Some("5 more dead letter(s) for reasons not listed (the 10 most frequent are)")
+        );
+        assert_eq!(unlisted(&listed[..2], 3), None);
     }
 }
