@@ -222,9 +222,13 @@ async fn list(
     json: bool,
 ) -> Result<(), Failure> {
     let rows = list_dead_letters(conn, filter).await?;
+    let reached = limit_reached(rows.len(), filter.limit);
     if json {
         let shown: Vec<Shown> = rows.iter().map(shown).collect();
         print_json(&shown)?;
+        if let Some(note) = reached {
+            eprintln!("{note}");
+        }
         return Ok(());
     }
     println!(
@@ -248,6 +252,9 @@ async fn list(
         );
     }
     println!("{} row(s)", rows.len());
+    if let Some(note) = reached {
+        eprintln!("{note}");
+    }
     Ok(())
 }
 
@@ -318,14 +325,12 @@ async fn replay(
 ) -> Result<(), Failure> {
     // The oldest rows first, re-published in their records' order: a key's changes land in
     // the order they had (docs/operations.md).
-    let mut rows = list_dead_letters(
-        conn,
-        &DeadLetterFilter {
-            oldest_first: true,
-            ..filter(&args.filter)?
-        },
-    )
-    .await?;
+    let chosen = DeadLetterFilter {
+        oldest_first: true,
+        ..filter(&args.filter)?
+    };
+    let mut rows = list_dead_letters(conn, &chosen).await?;
+    let reached = limit_reached(rows.len(), chosen.limit);
     in_record_order(&mut rows);
     let producer = if args.execute {
         Some(ResilientProducer::new(
@@ -371,5 +376,31 @@ async fn replay(
         },
         None,
         "dead letter",
-    )
+    )?;
+    if let Some(note) = reached {
+        eprintln!("{note}");
+    }
+    Ok(())
+}
+
+/// The note for a listing or replay that took `--limit` rows: more may match.
+fn limit_reached(taken: usize, limit: i64) -> Option<String> {
+    (i64::try_from(taken).unwrap_or(i64::MAX) >= limit).then(|| {
+        format!(
+            "note: --limit {limit} reached: more dead letters may match (raise --limit, narrow \
+             the filter, or run it again)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::limit_reached;
+
+    #[test]
+    fn a_listing_that_took_its_limit_says_more_may_match() {
+        assert!(limit_reached(100, 100).is_some_and(|n| n.contains("--limit 100 reached")));
+        assert_eq!(limit_reached(99, 100), None);
+        assert_eq!(limit_reached(0, 1), None);
+    }
 }
