@@ -8,7 +8,10 @@ use super::table::SqlType;
 
 /// A number bound of a value rule.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "`min` and `max` are numbers (an integer or a float)"
+)]
 pub enum Bound {
     /// An integer bound.
     Int(i64),

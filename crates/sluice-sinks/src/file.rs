@@ -168,13 +168,32 @@ struct RawLookup {
 /// (no column can be called `*`).
 const AUTO_ENTRY: &str = "*";
 
+/// A TOML error's text, with a hint for the mistake it hides: `columns = "auto"` and a
+/// `[sink.columns]` table in one sink are one key given twice.
+fn syntax_message(error: &toml::de::Error, text: &str) -> String {
+    let message = error.to_string().trim_end().to_owned();
+    let auto = text.lines().any(|line| {
+        let line = line.replace(' ', "");
+        line.starts_with("columns=\"auto\"") || line.starts_with("columns='auto'")
+    });
+    if auto && error.message().contains("duplicate key") {
+        format!(
+            "{message}\n`columns = \"auto\"` and a `[sink.columns]` table are the same key: to \
+             map some columns and fill in the rest, write `\"*\" = \"auto\"` inside \
+             `[sink.columns]`"
+        )
+    } else {
+        message
+    }
+}
+
 /// Parses a mapping file's text; `file` names it in errors.
 pub fn parse_sinks(file: &str, text: &str) -> Result<Vec<Sink>, MappingError> {
     let mut document: Table = text
         .parse()
         .map_err(|e: toml::de::Error| MappingError::Syntax {
             file: file.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
+            message: syntax_message(&e, text),
         })?;
     let at_file = |sink: &str, key: &str, message: String| MappingError::Key {
         file: file.to_owned(),

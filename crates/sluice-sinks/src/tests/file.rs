@@ -155,6 +155,29 @@ fn parse_errors_name_the_file_the_sink_and_the_key() {
             .contains("column `origin`: value rules"),
         "{rules_on_const}"
     );
+    let word_bound = parse_sinks(
+        "m.toml",
+        &tiny_with("field = \"meta.id\"", "field = \"meta.id\", min = \"abc\""),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        word_bound.contains("key `columns.id`: `min` and `max` are numbers"),
+        "{word_bound}"
+    );
+    // `columns = "auto"` and a `[sink.columns]` table: TOML's bare "duplicate key", with how
+    // to say it.
+    let twice = parse_sinks(
+        "m.toml",
+        "[[sink]]\nname = \"x\"\ntable = \"x\"\ncolumns = \"auto\"\n[sink.columns]\na = { field = \"a\" }\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        twice.contains("duplicate key")
+            && twice.contains("write `\"*\" = \"auto\"` inside `[sink.columns]`"),
+        "{twice}"
+    );
 }
 
 #[test]
