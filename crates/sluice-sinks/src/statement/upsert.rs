@@ -337,7 +337,7 @@ fn missing_kept_value(column: &str, from: &[String]) -> String {
 }
 
 /// The reason a row's statement failed with when the statement itself raised it: the text
-/// [`missing_kept_value`] makes, which PostgreSQL reports inside the integer syntax error its
+/// `missing_kept_value` makes, which PostgreSQL reports inside the integer syntax error its
 /// cast raises (`invalid input syntax for type integer: "sluice: …"`).
 pub fn raised_reason(message: &str) -> Option<&str> {
     let (_, raised) = message.split_once(": \"sluice: ")?;
