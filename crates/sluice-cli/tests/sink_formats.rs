@@ -206,7 +206,8 @@ async fn key_columns_from_the_record_key_and_headers_in_columns() {
 }
 
 const TEXTS_DDL: &str = r"
-    CREATE TABLE counted (id BIGINT PRIMARY KEY, n NUMERIC, ok BOOLEAN, u UUID, note TEXT);";
+    CREATE TABLE counted (id BIGINT PRIMARY KEY, n NUMERIC, ok BOOLEAN, u UUID, note TEXT,
+                          r DOUBLE PRECISION, f REAL);";
 
 const TEXTS_MAPPING: &str = r#"
 [[sink]]
@@ -220,6 +221,8 @@ n = { header = "n" }
 ok = { header = "ok" }
 u = { header = "u" }
 note = { header = "note" }
+r = { header = "r" }
+f = { header = "f" }
 "#;
 
 /// The text sources — the whole record key, a header's bytes — land in number and boolean
@@ -244,6 +247,8 @@ async fn a_text_key_and_text_headers_land_in_number_and_boolean_columns() {
                     b"{a0eebc999c0b4ef8bb6d6bb9bd380a11}".to_vec(),
                 ),
                 ("note".to_owned(), b"42".to_vec()),
+                ("r".to_owned(), b"2.25".to_vec()),
+                ("f".to_owned(), b"-1.5".to_vec()),
             ],
         )
     };
@@ -253,16 +258,17 @@ async fn a_text_key_and_text_headers_land_in_number_and_boolean_columns() {
         record("x", "1", "true"),
         record("7", "twelve", "true"),
         record("8", "1", "yes"),
+        record("9", " 7 ", "true"),
     ];
     case.produce_full("counted", &records).await;
     case.run_to_end("texts").await;
     assert_eq!(
-        case.rows("SELECT concat_ws(' ', id, n, ok, u, note) FROM counted ORDER BY id")
+        case.rows("SELECT concat_ws(' ', id, n, ok, u, note, r, f) FROM counted ORDER BY id")
             .await,
         [
-            "5 12.5 t a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11 42",
+            "5 12.5 t a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11 42 2.25 -1.5",
             "6 123456789012345678901234567890.000000001 f \
-             a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11 42",
+             a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11 42 2.25 -1.5",
         ]
     );
     let dead = case.dead_letters().await;
@@ -281,6 +287,10 @@ async fn a_text_key_and_text_headers_land_in_number_and_boolean_columns() {
             (
                 4,
                 "field `(header ok)`: must be a boolean, got a string \"yes\""
+            ),
+            (
+                5,
+                "field `(header n)`: must be a number, got a string \" 7 \""
             ),
         ]
     );

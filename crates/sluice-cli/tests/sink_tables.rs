@@ -863,18 +863,31 @@ async fn the_types_a_users_table_has_land_as_the_record_wrote_them() {
          `STRASSE` is not (lower-casing does not fold ß)"
     );
     assert!(dead.iter().all(|d| d.0 == case.topic("kinds")), "{dead:?}");
-    // A delete's key compares as the column does: `strasse` is the stored `STRASSE`.
+    // A delete's key compares as the column does: `strasse` is the stored `STRASSE`, and
+    // `STRAßE` is `Straße`. In one batch, as one by one: the delete of `strasse`, then
+    // `STRASSE` again, then the delete of `STRAßE`.
+    let tombstone = |name: &str| {
+        (
+            Some(json!({ "name": name }).to_string().into_bytes()),
+            None,
+            Vec::new(),
+        )
+    };
     case.produce_full(
         "names",
-        &[(Some(br#"{"name": "strasse"}"#.to_vec()), None, Vec::new())],
+        &[
+            tombstone("strasse"),
+            named("STRASSE", 4),
+            tombstone("STRAßE"),
+        ],
     )
     .await;
     case.run_to_end("types-delete").await;
     assert_eq!(
         case.rows("SELECT concat_ws(' ', name, n) FROM names ORDER BY n")
             .await,
-        ["Straße 3"],
-        "the tombstone of `strasse` deleted `STRASSE`"
+        ["STRASSE 4"],
+        "the tombstones deleted `STRASSE` and `Straße`, the upsert between them stays"
     );
     case.cleanup().await;
 }

@@ -19,6 +19,7 @@ use serde_json::value::RawValue;
 
 use super::forms::time_text;
 use crate::infinity;
+use crate::modes::Unit;
 
 /// What Debezium writes in place of a value it did not read (a TOASTed column an update did
 /// not change): the column keeps its stored value.
@@ -310,12 +311,19 @@ fn logical(raw: &RawValue, schema: &Value) -> Result<String, String> {
         "io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp" => {
             quoted(timestamp(int()?, 1_000)?)
         }
-        "io.debezium.time.NanoTimestamp" => quoted(timestamp(int()?.div_euclid(1_000), 1)?),
+        "io.debezium.time.NanoTimestamp" => {
+            let micros = Unit::Nanos
+                .micros(int()?)
+                .ok_or("a timestamp out of range")?;
+            quoted(timestamp(micros, 1)?)
+        }
         "io.debezium.time.MicroTime" => quoted(time_text(int()?)),
         "io.debezium.time.Time" | "org.apache.kafka.connect.data.Time" => {
             quoted(time_text(int()? * 1_000))
         }
-        "io.debezium.time.NanoTime" => quoted(time_text(int()? / 1_000)),
+        "io.debezium.time.NanoTime" => quoted(time_text(
+            Unit::Nanos.micros(int()?).ok_or("a time out of range")?,
+        )),
         _ => text.to_owned(),
     })
 }

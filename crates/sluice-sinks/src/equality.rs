@@ -15,6 +15,9 @@ pub(super) enum Equality {
     Real,
     /// A `char(n)`: trailing spaces do not count.
     Padded,
+    /// A `citext`: as written in a batch (sluice does not guess the server's lower-casing),
+    /// while the statements compare case-insensitively, so case variants may be one row.
+    CaseFolded,
 }
 
 /// How the values of a column of `kind` compare in PostgreSQL.
@@ -25,6 +28,7 @@ pub(super) fn equality(kind: &SqlType) -> Equality {
         SqlType::Money => Equality::Numeric(Some(2)),
         SqlType::Real => Equality::Real,
         SqlType::Char(_) => Equality::Padded,
+        SqlType::Citext(_) => Equality::CaseFolded,
         _ => Equality::Exact,
     }
 }

@@ -166,13 +166,21 @@ impl Unit {
         }
     }
 
-    /// `value` units as microseconds (nanoseconds rounded down, as PostgreSQL never has
-    /// them); `None` when it overflows.
+    /// `value` units as microseconds (nanoseconds rounded as PostgreSQL rounds the digits of
+    /// a fraction of a second, ties to even); `None` when it overflows.
     pub(crate) fn micros(self, value: i64) -> Option<i64> {
         match self {
             Self::Millis => value.checked_mul(1_000),
             Self::Micros => Some(value),
-            Self::Nanos => Some(value.div_euclid(1_000)),
+            Self::Nanos => {
+                let seconds = value.div_euclid(1_000_000_000);
+                // Below 10^9: a u32, and an f64 exactly.
+                let nanos = u32::try_from(value.rem_euclid(1_000_000_000)).ok()?;
+                let fraction = f64::from(nanos) / 1e9;
+                seconds
+                    .checked_mul(1_000_000)?
+                    .checked_add(crate::messages::fields::micros_of_fraction(fraction))
+            }
         }
     }
 
@@ -390,4 +398,22 @@ fn hex(text: &str) -> Result<Vec<u8>, String> {
                 .ok_or_else(|| "not hexadecimal".to_owned())
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Unit;
+
+    #[test]
+    fn nanoseconds_round_to_microseconds_as_postgresql_rounds() {
+        let micros = |nanos: i64| Unit::Nanos.micros(nanos);
+        assert_eq!(micros(1_499), Some(1));
+        assert_eq!(micros(1_500), Some(2), "a tie to the even one");
+        assert_eq!(micros(2_500), Some(2), "a tie to the even one");
+        assert_eq!(micros(999_999_999), Some(1_000_000), "into the next second");
+        assert_eq!(micros(-1), Some(0), "1969-12-31T23:59:59.999999999 is 1970");
+        assert_eq!(micros(-1_000_000_000), Some(-1_000_000));
+        assert_eq!(micros(i64::MAX).map(|m| m > 0), Some(true));
+        assert_eq!(Unit::Millis.micros(i64::MAX), None);
+    }
 }

@@ -143,9 +143,16 @@ impl SinkDecoder {
         let moves = rows
             .iter()
             .any(|row| row.moving_to.is_some() || row.moved_from.is_some());
-        if !by_key && !moves {
+        // A citext key: a delete and a later upsert of case variants are keys apart here and
+        // one row to the statements, which run a run's upserts before its deletes.
+        let folded = self
+            .key
+            .iter()
+            .any(|i| self.equality(*i) == Equality::CaseFolded);
+        if !by_key && !moves && !folded {
             return vec![rows];
         }
+        let mut deleted = false;
         let mut runs: Vec<Vec<SinkRow>> = vec![Vec::new()];
         let mut keys: std::collections::HashSet<Vec<KeyPart>, foldhash::fast::RandomState> =
             std::collections::HashSet::default();
@@ -160,14 +167,22 @@ impl SinkDecoder {
                 runs.push(vec![row]);
                 runs.push(Vec::new());
                 keys.clear();
+                deleted = false;
                 continue;
             }
+            if folded && deleted && matches!(row.op, RowOp::Upsert | RowOp::Replace { .. }) {
+                runs.push(Vec::new());
+                keys.clear();
+                deleted = false;
+            }
+            deleted |= row.op == RowOp::Delete;
             if by_key && row.op != RowOp::Ignore {
                 let key = key(&row);
                 let splits = self.format == Format::Debezium || !row.keep.is_empty();
                 if splits && keys.contains(&key) {
                     runs.push(Vec::new());
                     keys.clear();
+                    deleted = row.op == RowOp::Delete;
                 }
                 keys.insert(key);
             }

@@ -499,7 +499,9 @@ impl Ty {
             ),
             Ty::Array(element) => match rng.random_range(0..4) {
                 0 => wrong_type(rng, &["5", "\"[1]\"", "{}", "true"]),
-                1 => "[null]".into(),
+                // A NULL element is valid (the column sets no rule on its elements); a
+                // nested array is not.
+                1 => "[[]]".into(),
                 _ => {
                     let mut items: Vec<String> = (0..rng.random_range(0..3))
                         .map(|_| {

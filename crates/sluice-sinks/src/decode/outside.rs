@@ -104,7 +104,9 @@ impl ColumnDecoder {
     /// other column (text, a uuid, a timestamp, …) it is the string. Text that is not such a
     /// scalar stays a string, which the column's check refuses by name.
     fn present_text(&self, text: String) -> Result<Cell, DecodeError> {
-        let scalar = match self.checks.first() {
+        // Surrounding white space is not part of a number: such text stays a string.
+        let bare = text.trim() == text;
+        let scalar = match self.checks.first().filter(|_| bare) {
             Some(Check::Integer { .. } | Check::Number { .. }) => {
                 serde_json::from_str::<Value>(&text)
                     .ok()
@@ -116,7 +118,12 @@ impl ColumnDecoder {
             _ => None,
         };
         match scalar {
-            Some(value) => self.present(Cow::Owned(value), Some(text.as_str()), false),
+            // The digits as written for a NUMERIC (a float column reads the number).
+            Some(value) => self.present(
+                Cow::Owned(value),
+                self.numeric.then_some(text.as_str()),
+                false,
+            ),
             None => self.present_outside(Value::String(text)),
         }
     }

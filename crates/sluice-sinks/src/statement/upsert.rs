@@ -340,8 +340,11 @@ fn missing_kept_value(column: &str, from: &[String]) -> String {
 /// `missing_kept_value` makes, which PostgreSQL reports inside the integer syntax error its
 /// cast raises (`invalid input syntax for type integer: "sluice: …"`).
 pub fn raised_reason(message: &str) -> Option<&str> {
-    let (_, raised) = message.split_once(": \"sluice: ")?;
-    raised.strip_suffix('"')
+    let raised = message.strip_prefix("invalid input syntax for type integer: \"sluice: ")?;
+    raised
+        .starts_with("the value of column ")
+        .then(|| raised.strip_suffix('"'))
+        .flatten()
 }
 
 /// The name of the `bool[]` parameter of the `index`-th keepable column (not a column name:
@@ -390,6 +393,8 @@ mod tests {
         );
         for other in [
             "invalid input syntax for type integer: \"12x\"",
+            "invalid input syntax for type macaddr: \"sluice: the value of column x\"",
+            "invalid input syntax for type integer: \"sluice: x\"",
             "duplicate key value violates unique constraint \"items_pkey\"",
         ] {
             assert_eq!(raised_reason(other), None, "{other}");

@@ -1,5 +1,5 @@
 //! Protobuf's well-known types in the forms the column checks read: a `Timestamp` as RFC 3339
-//! UTC to the microsecond (nanoseconds past it dropped, as the timestamp form drops them), a
+//! UTC to the microsecond (nanoseconds past it rounded, as PostgreSQL rounds them), a
 //! `Duration` as an ISO 8601 interval, a wrapper (`Int64Value`, …) as its inner value, and
 //! `Struct`, `Value` and `ListValue` as the plain JSON they stand for. `Empty` and `Any` are
 //! ordinary messages (`{}`, `{"type_url": …, "value": base64}`).
