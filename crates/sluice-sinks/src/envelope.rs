@@ -321,10 +321,20 @@ fn logical(raw: &RawValue, schema: &Value) -> Result<String, String> {
         "io.debezium.time.Time" | "org.apache.kafka.connect.data.Time" => {
             quoted(time_text(int()? * 1_000))
         }
-        "io.debezium.time.NanoTime" => quoted(time_text(
-            Unit::Nanos.micros(int()?).ok_or("a time out of range")?,
-        )),
+        "io.debezium.time.NanoTime" => quoted(time_text(nano_time(int()?)?)),
         _ => text.to_owned(),
+    })
+}
+
+/// A time of day in nanoseconds as microseconds, rounded, but never from within the day to
+/// its end (`23:59:59.9999999` stays `23:59:59.999999`: the time form reads no `24:00:00`).
+fn nano_time(nanos: i64) -> Result<i64, &'static str> {
+    const NANOS_PER_DAY: i64 = crate::forms::MICROS_PER_DAY * 1_000;
+    let micros = Unit::Nanos.micros(nanos).ok_or("a time out of range")?;
+    Ok(if nanos < NANOS_PER_DAY {
+        micros.min(crate::forms::MICROS_PER_DAY - 1)
+    } else {
+        micros
     })
 }
 
@@ -417,6 +427,18 @@ pub fn change_source(value: &[u8]) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nanosecond_time_rounds_within_its_day() {
+        assert_eq!(nano_time(1_500), Ok(2));
+        assert_eq!(nano_time(45_296_789_012_345), Ok(45_296_789_012));
+        assert_eq!(
+            nano_time(86_399_999_999_999),
+            Ok(86_399_999_999),
+            "not 24:00:00"
+        );
+        assert_eq!(nano_time(86_400_000_000_000), Ok(86_400_000_000));
+    }
 
     #[test]
     fn a_change_events_source_names_its_table_with_or_without_the_schema_envelope() {

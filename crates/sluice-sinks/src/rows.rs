@@ -143,8 +143,10 @@ impl SinkDecoder {
         let moves = rows
             .iter()
             .any(|row| row.moving_to.is_some() || row.moved_from.is_some());
-        // A citext key: a delete and a later upsert of case variants are keys apart here and
-        // one row to the statements, which run a run's upserts before its deletes.
+        // A citext key: case variants are keys apart here and one row to the statements,
+        // which run a run's upserts before its deletes, and the isolation of a failed row
+        // splits a run in key order; so each run holds upserts only or deletes only, in
+        // record order.
         let folded = self
             .key
             .iter()
@@ -152,7 +154,8 @@ impl SinkDecoder {
         if !by_key && !moves && !folded {
             return vec![rows];
         }
-        let mut deleted = false;
+        // Whether the current run holds deletes (`Some(true)`) or upserts, once it holds one.
+        let mut deletes: Option<bool> = None;
         let mut runs: Vec<Vec<SinkRow>> = vec![Vec::new()];
         let mut keys: std::collections::HashSet<Vec<KeyPart>, foldhash::fast::RandomState> =
             std::collections::HashSet::default();
@@ -167,22 +170,28 @@ impl SinkDecoder {
                 runs.push(vec![row]);
                 runs.push(Vec::new());
                 keys.clear();
-                deleted = false;
+                deletes = None;
                 continue;
             }
-            if folded && deleted && matches!(row.op, RowOp::Upsert | RowOp::Replace { .. }) {
-                runs.push(Vec::new());
-                keys.clear();
-                deleted = false;
+            let deleting = match row.op {
+                RowOp::Delete => Some(true),
+                RowOp::Upsert | RowOp::Replace { .. } => Some(false),
+                RowOp::Ignore => None,
+            };
+            if folded && deleting.is_some() {
+                if deletes.is_some() && deletes != deleting {
+                    runs.push(Vec::new());
+                    keys.clear();
+                }
+                deletes = deleting;
             }
-            deleted |= row.op == RowOp::Delete;
             if by_key && row.op != RowOp::Ignore {
                 let key = key(&row);
                 let splits = self.format == Format::Debezium || !row.keep.is_empty();
                 if splits && keys.contains(&key) {
                     runs.push(Vec::new());
                     keys.clear();
-                    deleted = row.op == RowOp::Delete;
+                    deletes = deleting;
                 }
                 keys.insert(key);
             }
