@@ -710,8 +710,8 @@ async fn assert_good_rows(fx: &Fixture, app_id: i64) {
     assert_eq!(row.get::<String, _>("app_version"), "v".repeat(64));
     assert_eq!(
         row.get::<String, _>("at"),
-        "2026-11-01 10:00:00.123456+00",
-        "naive time is UTC, cut to the microsecond"
+        "2026-11-01 10:00:00.123457+00",
+        "naive time is UTC, rounded to the microsecond as PostgreSQL rounds"
     );
     assert_eq!(row.get::<String, _>("reply_content"), "thanks 🙏");
     assert_eq!(row.get::<String, _>("replied"), "2026-11-02 10:00:00+00");
