@@ -173,13 +173,9 @@ impl Unit {
             Self::Millis => value.checked_mul(1_000),
             Self::Micros => Some(value),
             Self::Nanos => {
-                let seconds = value.div_euclid(1_000_000_000);
-                // Below 10^9: a u32, and an f64 exactly.
+                // Below 10^9: a u32.
                 let nanos = u32::try_from(value.rem_euclid(1_000_000_000)).ok()?;
-                let fraction = f64::from(nanos) / 1e9;
-                seconds
-                    .checked_mul(1_000_000)?
-                    .checked_add(crate::messages::fields::micros_of_fraction(fraction))
+                crate::messages::fields::epoch_micros(value.div_euclid(1_000_000_000), nanos)
             }
         }
     }

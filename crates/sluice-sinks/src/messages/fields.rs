@@ -17,7 +17,9 @@ use serde_json::{Map, Number, Value};
 use super::DecodeError;
 
 pub(crate) use payload::parse_object;
-pub(crate) use timestamp::{micros_of_fraction, parse as parse_timestamp, rounded_instant};
+pub(crate) use timestamp::{
+    epoch_micros, micros_of_fraction, parse as parse_timestamp, rounded_instant,
+};
 
 /// Longest value echoed back in a reason, in characters.
 const ECHO_CHARS: usize = 40;
