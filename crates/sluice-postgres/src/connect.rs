@@ -7,17 +7,49 @@
 //! connection, never a silent plaintext one; `verify-full` checks the certificate against
 //! `sslrootcert` (else the Mozilla roots) and the host name.
 
+use sluice_core::settings::UnusableSetting;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{ConnectOptions, PgConnection};
 use std::str::FromStr;
 
 /// The options of `url`, named `sluice-<role>` unless the URL sets `application_name`.
+///
+/// A parameter the client would ignore, an unknown `sslmode` and a certificate or key file
+/// that cannot be read are refused here, naming the parameter (and the file), never a value:
+/// the client itself would log an unknown parameter's value and go on without it.
 pub fn connect_options(url: &str, role: &str) -> Result<PgConnectOptions, sqlx::Error> {
+    let problem = sluice_core::settings::database_url_parameter_problem(url)
+        .map(|problem| format!("DATABASE_URL: {problem}"))
+        .or_else(|| unreadable_file(url));
+    if let Some(problem) = problem {
+        return Err(sqlx::Error::Configuration(Box::new(UnusableSetting(
+            problem,
+        ))));
+    }
     let options = PgConnectOptions::from_str(url)?;
     Ok(if options.get_application_name().is_some() {
         options
     } else {
         options.application_name(&format!("sluice-{role}"))
+    })
+}
+
+/// The first of the URL's `sslrootcert`, `sslcert` and `sslkey` files that cannot be read,
+/// as a sentence naming the parameter and the path (the client's own error names neither).
+fn unreadable_file(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    parsed.query_pairs().find_map(|(key, path)| {
+        let file = matches!(
+            key.as_ref(),
+            "sslrootcert" | "ssl-root-cert" | "ssl-ca" | "sslcert" | "ssl-cert" | "sslkey" | "ssl-key"
+        );
+        // `system` is libpq's name for the system's roots, not a file.
+        if !file || (key.starts_with("sslroot") && path == "system") {
+            return None;
+        }
+        std::fs::File::open(path.as_ref())
+            .err()
+            .map(|error| format!("DATABASE_URL: its parameter `{key}` names the file {path}, which cannot be read: {error}"))
     })
 }
 
@@ -69,7 +101,7 @@ mod tests {
     #[test]
     fn libpq_url_parameters_are_understood() {
         let o = connect_options(
-            "postgres://u@localhost/db?sslmode=verify-full&sslrootcert=/ca.crt",
+            "postgres://u@localhost/db?sslmode=verify-full&sslrootcert=/dev/null",
             "t",
         )
         .unwrap();
@@ -83,5 +115,28 @@ mod tests {
             Some(&std::path::PathBuf::from("/var/run/postgresql"))
         );
         assert!(connect_options("postgres://u@h/db?sslmode=sometimes", "t").is_err());
+    }
+
+    #[test]
+    fn a_parameter_the_client_would_ignore_or_a_missing_file_is_refused_by_name() {
+        let refused = |url: &str| match connect_options(url, "t") {
+            Err(error) => error.to_string(),
+            Ok(_) => panic!("{url} was accepted"),
+        };
+        let error = refused("postgres://u@h/db?sslpassword=keypass123");
+        assert!(
+            error.contains("`sslpassword`") && !error.contains("keypass123"),
+            "{error}"
+        );
+        let error = refused("postgres://u@h/db?sslmod=verify-full");
+        assert!(error.contains("`sslmod`"), "{error}");
+        let error =
+            refused("postgres://u@h/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.crt");
+        assert!(
+            error.contains("`sslrootcert`") && error.contains("/nonexistent/ca.crt"),
+            "{error}"
+        );
+        let error = refused("postgres://u@h/db?sslkey=/nonexistent/client.key");
+        assert!(error.contains("`sslkey`"), "{error}");
     }
 }

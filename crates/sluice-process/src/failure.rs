@@ -29,10 +29,18 @@ impl Failure {
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
+    /// Exit 1, or 2 when a setting was found unusable on the way
+    /// ([`UnusableSetting`](sluice_core::settings::UnusableSetting) among the causes).
     fn from(error: E) -> Self {
+        let error = error.into();
+        let unusable = error.chain().any(|cause| {
+            cause
+                .downcast_ref::<sluice_core::settings::UnusableSetting>()
+                .is_some()
+        });
         Self {
-            code: 1,
-            error: error.into(),
+            code: if unusable { 2 } else { 1 },
+            error,
         }
     }
 }
@@ -66,6 +74,18 @@ mod tests {
     fn io(text: &str) -> std::io::Error {
         std::io::Error::other(text.to_owned())
     }
+
+    #[test]
+    fn a_setting_found_unusable_on_the_way_exits_2() {
+        let unusable = sluice_core::settings::UnusableSetting("sslkey".into());
+        let failure = Failure::from(anyhow::Error::new(Apart2(Box::new(unusable))).context("x"));
+        assert_eq!(failure.code(), 2);
+        assert_eq!(Failure::from(io("disk full")).code(), 1);
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connecting")]
+    struct Apart2(#[source] Box<dyn std::error::Error + Send + Sync>);
 
     #[test]
     fn a_cause_printed_inline_is_not_repeated() {

@@ -10,7 +10,6 @@ use super::values::{self, Clock};
 use crate::model::TypeOid;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use chrono::NaiveDate;
 use num_bigint::BigInt;
 use std::borrow::Cow;
 
@@ -340,8 +339,7 @@ impl Kind {
                 );
             }
             Kind::Date => {
-                let day = clock::date(text).map_err(fail)?;
-                let days = day.signed_duration_since(epoch_day()).num_days();
+                let days = clock::date(text).map_err(fail)?;
                 out.push_str(&days.to_string());
             }
             Kind::TimestampMicros | Kind::TimestampMillis | Kind::TimeMicros | Kind::TimeMillis => {
@@ -366,7 +364,7 @@ impl Kind {
 fn push_clock(kind: Kind, out: &mut String, text: &str) -> Result<(), &'static str> {
     let value = match kind {
         Kind::TimestampMicros | Kind::TimestampMillis => {
-            let micros = clock::timestamp(text)?.and_utc().timestamp_micros();
+            let micros = clock::timestamp(text)?;
             if kind == Kind::TimestampMillis {
                 micros.div_euclid(1000)
             } else {
@@ -493,10 +491,6 @@ impl Element {
     }
 }
 
-fn epoch_day() -> NaiveDate {
-    NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default()
-}
-
 /// PostgreSQL's float text (`2.5`, `1e+20`, `NaN`, `Infinity`, `-Infinity`).
 fn parse_float(text: &str) -> Result<f64, &'static str> {
     match text {
@@ -540,7 +534,7 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
 fn push_zoned(out: &mut String, text: &str) -> Result<(), &'static str> {
     let at = clock::zoned(text)?;
     out.push('"');
-    out.push_str(&at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string());
+    out.push_str(&clock::iso_utc(at));
     out.push('"');
     Ok(())
 }

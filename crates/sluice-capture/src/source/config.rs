@@ -50,7 +50,13 @@ impl SourceConfig {
                     mode = ssl_mode(value).ok_or_else(|| bad("a bad sslmode"))?
                 }
                 Some(("sslrootcert", value)) => root = Some(PathBuf::from(value)),
-                _ => return Err(bad(&format!("an unknown parameter {pair:?}"))),
+                // The key only: a value may be a secret (`sslpassword`).
+                _ => {
+                    let key = pair.split_once('=').map_or(pair, |(key, _)| key);
+                    return Err(bad(&format!(
+                        "the parameter `{key}`, which the capture does not read (it reads sslmode and sslrootcert),"
+                    )));
+                }
             }
         }
         let tls = match mode {
@@ -201,6 +207,18 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_parameter_is_named_without_its_value() {
+        let error = SourceConfig::from_url("postgres://u@h/db?sslpassword=keypass123", "s", "p")
+            .err()
+            .map(|error| error.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("`sslpassword`") && !error.contains("keypass123"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn refuses_what_it_cannot_quote_or_read() {
         for (url, slot, publication) in [
             ("mysql://u@h/db", "s", "p"),
@@ -208,6 +226,7 @@ mod tests {
             ("postgres://u@h/db?sslmode=sometimes", "s", "p"),
             ("postgres://u@h/db", "Slot", "p"),
             ("postgres://u@h/db", "s", "p'; DROP"),
+            ("postgres://u@h/db?sslpassword=keypass123", "s", "p"),
         ] {
             assert!(
                 SourceConfig::from_url(url, slot, publication).is_err(),

@@ -7,6 +7,19 @@
 
 use std::fmt;
 
+/// A setting found wrong only when it is used (a file a URL names cannot be read): the
+/// binary exits 2 on it, as on a [`SettingsError`], whatever error wraps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnusableSetting(pub String);
+
+impl fmt::Display for UnusableSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UnusableSetting {}
+
 /// A setting that is missing, malformed, or in conflict with another one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -203,7 +203,11 @@ impl Form for DatabaseUrl {
                 &redact_url(&url),
                 DATABASE_URL_FORM,
             )),
-            url => Ok(url),
+            Some(url) => match super::database_url_parameter_problem(&url) {
+                Some(problem) => Err(SettingsError::invalid(name, &redact_url(&url), &problem)),
+                None => Ok(Some(url)),
+            },
+            None => Ok(None),
         }
     }
     fn fallback(_: &EnvReader<'_>, name: &str, (): ()) -> Result<String, SettingsError> {

@@ -20,9 +20,12 @@ mod read;
 pub mod topics;
 pub mod variable;
 
-pub use error::SettingsError;
+pub use error::{SettingsError, UnusableSetting};
 pub use forms::{OffsetReset, SyncCommit};
-pub use read::{EnvReader, database_host_port, is_identifier, is_topic_name, valid_database_url};
+pub use read::{
+    EnvReader, database_host_port, database_url_parameter_problem, is_identifier, is_topic_name,
+    valid_database_url,
+};
 pub use variable::{Var, Variable};
 
 /// `DATABASE_URL`, which every command that reaches PostgreSQL reads; secret (its password

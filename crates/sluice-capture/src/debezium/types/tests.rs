@@ -62,6 +62,29 @@ fn values_equal_the_fixtures() {
     );
 }
 
+/// PostgreSQL's last years (a date to 5874897, a timestamp to 294276) are values, not a stop.
+#[test]
+fn the_last_years_postgresql_holds_are_sent() {
+    assert_eq!(value(Kind::Date, "262143-01-01"), "95026237");
+    assert_eq!(value(Kind::Date, "5874897-12-31"), "2145042905");
+    assert_eq!(
+        value(Kind::TimestampMicros, "262143-06-01 00:00:00"),
+        "8210279923200000000"
+    );
+    assert_eq!(
+        value(Kind::TimestampMicros, "294276-12-31 23:59:59.999999"),
+        "9223372036854775807"
+    );
+    assert_eq!(
+        value(Kind::TimestampMillis, "262143-06-01 00:00:00"),
+        "8210279923200000"
+    );
+    assert_eq!(
+        value(Kind::ZonedTimestamp, "262143-06-01 00:00:00+00"),
+        "\"+262143-06-01T00:00:00.000000Z\""
+    );
+}
+
 #[test]
 fn other_values() {
     assert_eq!(value(Kind::Boolean, "t"), "true");
