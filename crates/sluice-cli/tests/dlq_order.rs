@@ -82,3 +82,57 @@ async fn dlq_replay_republishes_a_keys_dead_letters_in_their_order() {
     );
     case.cleanup().await;
 }
+
+/// A replay takes the rows not yet replayed: rows it replayed before (whose copies failed
+/// again) do not fill its `--limit` and keep it from the rest.
+#[tokio::test]
+async fn dlq_replay_moves_past_the_rows_it_already_replayed() {
+    let Some(case) = Case::new(&["items"], DDL, MAPPING).await else {
+        return;
+    };
+    let changes: Vec<serde_json::Value> = (1..=4)
+        .map(|id| json!({"id": id, "v": "first", "w": "no"}))
+        .collect();
+    case.produce("items", &changes).await;
+    case.run_to_end("refused").await;
+    assert_eq!(case.dead_letters().await.len(), 4);
+    let file = case.file.display().to_string();
+    let vars = [("SLUICE_SINKS_FILE", file.as_str())];
+    let replay = || {
+        case.env.output(
+            &[
+                "dlq",
+                "replay",
+                "--pipeline",
+                "items",
+                "--limit",
+                "2",
+                "--execute",
+            ],
+            &vars,
+        )
+    };
+    // The CHECK still refuses them: the two copies become dead letters of their own.
+    let first = replay();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    case.run_to_end("refused again").await;
+    assert_eq!(case.dead_letters().await.len(), 6);
+    // The next replay takes the two rows never replayed (ids 3 and 4), not the two it took.
+    let second = replay();
+    let out = text(&second.stdout);
+    assert!(second.status.success(), "{out}{}", text(&second.stderr));
+    assert_eq!(out.matches("re-published").count(), 2, "{out}");
+    assert!(!out.contains("refused"), "{out}");
+    let ids: Vec<i64> = {
+        let mut conn = case.env.schema.connect().await;
+        sqlx::query_scalar(
+            "SELECT (convert_from(payload, 'UTF8')::jsonb ->> 'id')::bigint \
+             FROM dead_letter_events WHERE replayed_at IS NOT NULL ORDER BY 1",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+    };
+    assert_eq!(ids, [1, 2, 3, 4], "each original replayed once");
+    case.cleanup().await;
+}

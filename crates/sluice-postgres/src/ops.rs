@@ -68,6 +68,9 @@ pub struct DeadLetterFilter {
     /// The oldest rows first (a replay takes them so, so that `limit` never leaves an older
     /// change of a key behind a newer one); otherwise the newest first.
     pub oldest_first: bool,
+    /// Only rows never replayed (a replay takes them so: rows it already replayed would
+    /// otherwise fill its `limit`, oldest first, and keep it from the rest for good).
+    pub not_replayed: bool,
 }
 
 /// One dead-letter row.
@@ -156,6 +159,7 @@ pub async fn list_dead_letters(
            AND (cardinality($5::bigint[]) = 0 OR id = ANY($5))
            AND (cardinality($7::text[]) = 0 OR consumer_group = ANY($7))
            AND ($8::text IS NULL OR target_table = $8)
+           AND (NOT $9 OR replayed_at IS NULL)
          ORDER BY {order}
          LIMIT $6"
     );
@@ -168,6 +172,7 @@ pub async fn list_dead_letters(
         .bind(filter.limit)
         .bind(&filter.groups)
         .bind(&filter.table)
+        .bind(filter.not_replayed)
         .fetch_all(conn)
         .await
 }

@@ -194,6 +194,7 @@ fn filter(args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
         ids: args.ids.clone(),
         limit: args.limit.max(1),
         oldest_first: false,
+        not_replayed: false,
     })
 }
 
@@ -324,9 +325,12 @@ async fn replay(
     args: &ReplayArgs,
 ) -> Result<(), Failure> {
     // The oldest rows first, re-published in their records' order: a key's changes land in
-    // the order they had (docs/operations.md).
+    // the order they had (docs/operations.md). Rows already replayed are left out (each is
+    // replayed once; a copy that failed again is a row of its own) unless named by `--id`,
+    // where the refusal says why.
     let chosen = DeadLetterFilter {
         oldest_first: true,
+        not_replayed: args.filter.ids.is_empty(),
         ..filter(&args.filter)?
     };
     let mut rows = list_dead_letters(conn, &chosen).await?;
@@ -374,7 +378,10 @@ async fn replay(
                 escape_controls(&line.action)
             )
         },
-        None,
+        Some(
+            "no dead letter to replay: none matches that was not replayed already (a row \
+             replayed before is taken only when --id names it)",
+        ),
         "dead letter",
     )?;
     if let Some(note) = reached {
