@@ -211,6 +211,29 @@ async fn each_invalid_setting_exits_2_naming_the_variable_and_consumes_nothing()
             "{name}={value}: the message names the variable: {stderr}"
         );
     }
+    // A URL parameter the client would ignore, an unknown sslmode, a certificate file that
+    // cannot be read: exit 2 naming it, never printing a parameter's value.
+    let url = &env.schema.url;
+    let with = |param: &str| format!("{url}{}{param}", if url.contains('?') { '&' } else { '?' });
+    for (param, named) in [
+        ("sslpassword=keypass123", "`sslpassword`"),
+        ("sslmod=verify-full", "`sslmod`"),
+        ("sslmode=bogus", "`sslmode`"),
+        ("sslrootcert=/nonexistent/ca.crt", "/nonexistent/ca.crt"),
+    ] {
+        let bad = with(param);
+        for command in [&["run"][..], &["dlq", "list"][..], &["migrate"][..]] {
+            let out = env.output(command, &[("DATABASE_URL", bad.as_str())]);
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.status.code(), Some(2), "{command:?} {param}: {said}");
+            assert!(said.contains(named), "{command:?} {param}: {said}");
+            assert!(!said.contains("keypass123"), "{command:?} {param}: {said}");
+        }
+    }
     let mut missing = env.sluice(&["run"]);
     missing.env_remove("DATABASE_URL");
     let out = missing.output().unwrap();
@@ -334,6 +357,17 @@ async fn lag_agrees_with_kafka_consumer_groups_and_replay_is_safe() {
     env.produce_json("reviews", &reviews(&apps, 3000..3500))
         .await; // 500 records of lag
 
+    // Without PostgreSQL the stored lag is not known: Kafka's is shown, and the command fails.
+    let blind = env.output(
+        &["lag", "--json"],
+        &[
+            ("STORAGE_PIPELINES", "reviews"),
+            ("DATABASE_URL", "postgres://sluice@127.0.0.1:1/nowhere"),
+        ],
+    );
+    let said = String::from_utf8_lossy(&blind.stderr);
+    assert_eq!(blind.status.code(), Some(1), "{said}");
+    assert!(said.contains("the stored lag is not known"), "{said}");
     let ours = env.output(&["lag", "--json"], &[("STORAGE_PIPELINES", "reviews")]);
     assert!(ours.status.success());
     let ours: Value = serde_json::from_slice(&ours.stdout).unwrap();

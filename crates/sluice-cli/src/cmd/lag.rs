@@ -207,15 +207,23 @@ pub fn run(args: &LagArgs) -> Result<(), Failure> {
     let admin = Admin::new(&pipelines.settings.kafka, Duration::from_secs(15))?;
     let mut groups = collect_named(&pipelines.names()?, &admin)?;
     let database_url = &pipelines.settings.database_url;
-    match sluice_process::runtime()?.block_on(postgres_offsets(&groups, database_url)) {
-        Ok(stored) => with_postgres(&mut groups, &stored, pipelines.largest_batch() as i64),
-        Err(error) => {
-            eprintln!("warning: PostgreSQL's offsets could not be read ({error}); Kafka's only");
+    // Without PostgreSQL's offsets the stored lag is not known: Kafka's is printed in its
+    // place, and the command fails, so that a script never reads it as the stored lag.
+    let unread = match sluice_process::runtime()?.block_on(postgres_offsets(&groups, database_url))
+    {
+        Ok(stored) => {
+            with_postgres(&mut groups, &stored, pipelines.largest_batch() as i64);
+            None
         }
-    }
+        Err(error) => Some(anyhow::anyhow!(
+            "PostgreSQL's offsets could not be read ({error}): the stored lag is not known, and \
+             Kafka's lag is shown in its place"
+        )),
+    };
+    let unknown = |unread: Option<anyhow::Error>| unread.map_or(Ok(()), |e| Err(e.into()));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&groups)?);
-        return Ok(());
+        return unknown(unread);
     }
     println!(
         "{:<40} {:<24} {:>9} {:>12} {:>12} {:>12} {:>10} {:>10}  members",
@@ -247,7 +255,7 @@ pub fn run(args: &LagArgs) -> Result<(), Failure> {
              batch apart: the pipeline starts from PostgreSQL's (see docs/ARCHITECTURE.md#offsets)"
         );
     }
-    Ok(())
+    unknown(unread)
 }
 
 #[cfg(test)]
