@@ -661,5 +661,36 @@ async fn unreachable_brokers_fail_the_start_naming_kafka_bootstrap_servers() {
         error.contains(&format!("KAFKA_BOOTSTRAP_SERVERS={nowhere}")),
         "{error}"
     );
+
+    // A stop signal while the brokers are still tried ends the process at once, cleanly
+    // (it waited out the 15 s check and exited 1).
+    let mut stopped = env.spawn_run(
+        "unreachable-stopped",
+        &[
+            ("KAFKA_BOOTSTRAP_SERVERS", nowhere.as_str()),
+            ("KAFKA_SECURITY_PROTOCOL", "plaintext"),
+            ("STORAGE_PIPELINES", "network-metrics"),
+        ],
+    );
+    // Migrations take about a second; the brokers are tried for 15.
+    std::thread::sleep(Duration::from_secs(5));
+    let asked = std::time::Instant::now();
+    stopped.signal("TERM");
+    let status = stopped.wait(Duration::from_secs(30));
+    let took = asked.elapsed();
+    assert_eq!(status.code(), Some(0), "{}", stopped.tail());
+    assert!(
+        took < Duration::from_secs(5),
+        "{took:?}\n{}",
+        stopped.tail()
+    );
+    assert_eq!(
+        stopped
+            .events_named("stop signal before the pipeline started")
+            .len(),
+        1,
+        "{}",
+        stopped.tail()
+    );
     env.cleanup().await;
 }

@@ -113,17 +113,10 @@ async fn run_sink(
 ) -> Result<PipelineTotals, PipelineError> {
     // A typo in a topic name (or a topic not created yet) would otherwise leave a healthy-
     // looking pipeline that consumes nothing forever.
-    let admin = sluice_kafka::Admin::new(&settings.kafka, METADATA_WAIT)?;
-    check_topics(&admin, pipeline).map_err(|error| match error {
-        PipelineError::Kafka(source) if is_unreachable(&source) => {
-            PipelineError::KafkaUnreachable(Box::new(crate::error::KafkaUnreachable {
-                bootstrap: settings.kafka.bootstrap_servers.clone(),
-                seconds: METADATA_WAIT.as_secs(),
-                source,
-            }))
-        }
-        other => other,
-    })?;
+    let Some(admin) = checked_admin(settings, pipeline, stop).await? else {
+        tracing::info!(pipeline = %pipeline.name, "stop signal before the pipeline started");
+        return Ok(PipelineTotals::default());
+    };
     adopt(settings, pipeline, &admin, stop).await?;
     drop(admin);
     let consumer = subscribe(settings, pipeline)?;
@@ -193,6 +186,48 @@ fn is_unreachable(error: &rdkafka::error::KafkaError) -> bool {
 
 /// Fails if a topic the pipeline names does not exist (a pattern may match nothing yet: its
 /// topics are picked up when they are created).
+/// A Kafka admin client, once the pipeline's topics are known to exist; `None` when `stop`
+/// came first. The check waits up to [`METADATA_WAIT`] for an unreachable broker, on a thread
+/// of its own (never joined), so that a stop signal meanwhile ends the process at once.
+async fn checked_admin(
+    settings: &StorageSettings,
+    pipeline: &Identity,
+    stop: &CancellationToken,
+) -> Result<Option<sluice_kafka::Admin>, PipelineError> {
+    let (kafka, identity) = (settings.kafka.clone(), pipeline.clone());
+    let (done, checked) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("pipeline-{}-check", pipeline.name))
+        .spawn(move || {
+            let check = sluice_kafka::Admin::new(&kafka, METADATA_WAIT)
+                .map_err(PipelineError::from)
+                .and_then(|admin| check_topics(&admin, &identity).map(|()| admin));
+            // The receiver is gone only when the stop signal came first.
+            let _ = done.send(check);
+        })
+        .map_err(PipelineError::Thread)?;
+    let check = tokio::select! {
+        check = checked => check,
+        () = stop.cancelled() => return Ok(None),
+    };
+    let Ok(check) = check else {
+        // The thread ended without sending: it panicked.
+        return Err(PipelineError::Thread(std::io::Error::other(
+            "the topic check's thread ended without an answer",
+        )));
+    };
+    check.map(Some).map_err(|error| match error {
+        PipelineError::Kafka(source) if is_unreachable(&source) => {
+            PipelineError::KafkaUnreachable(Box::new(crate::error::KafkaUnreachable {
+                bootstrap: settings.kafka.bootstrap_servers.clone(),
+                seconds: METADATA_WAIT.as_secs(),
+                source,
+            }))
+        }
+        other => other,
+    })
+}
+
 fn check_topics(admin: &sluice_kafka::Admin, pipeline: &Identity) -> Result<(), PipelineError> {
     for topic in pipeline.topics.named() {
         if admin.partition_count(topic)?.is_none() {
