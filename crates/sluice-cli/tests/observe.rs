@@ -432,5 +432,33 @@ fn dotenv_fills_in_and_the_environment_wins() {
         stderr.contains("SLUICE_HTTP_ADDR=\"from-environment\""),
         "{stderr}"
     );
+    // Only the working directory's: a parent's file is not read (here it would fail the
+    // start), and a file that cannot be parsed is named by its path.
+    let below = dir.join("below");
+    std::fs::create_dir_all(&below).unwrap();
+    let version = |at: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("version")
+            .current_dir(at)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .output()
+            .unwrap()
+    };
+    std::fs::write(dir.join(".env"), "NOT A SETTING LINE\n").unwrap();
+    let out = version(&below);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = version(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}", dir.join(".env").display())),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,15 +5,25 @@ use std::path::PathBuf;
 
 /// A `.env` file exists but cannot be read or parsed.
 #[derive(Debug, thiserror::Error)]
-#[error(".env: {0}")]
-pub struct EnvFileError(#[source] dotenvy::Error);
+#[error("{}: {source}", path.display())]
+pub struct EnvFileError {
+    /// The file.
+    path: PathBuf,
+    /// What went wrong.
+    #[source]
+    source: dotenvy::Error,
+}
 
-/// Loads `.env` from the working directory (or the nearest parent that has one) into the
-/// process environment; `Ok(None)` when there is none.
+/// Loads `.env` from the working directory, and only from there (a parent directory's file
+/// would configure every command run below it unseen), into the process environment;
+/// `Ok(None)` when there is none.
 pub(crate) fn load() -> Result<Option<PathBuf>, EnvFileError> {
-    match dotenvy::dotenv() {
-        Ok(path) => Ok(Some(path)),
+    let path = std::env::current_dir()
+        .map(|dir| dir.join(".env"))
+        .unwrap_or_else(|_| PathBuf::from(".env"));
+    match dotenvy::from_path(&path) {
+        Ok(()) => Ok(Some(path)),
         Err(error) if error.not_found() => Ok(None),
-        Err(error) => Err(EnvFileError(error)),
+        Err(source) => Err(EnvFileError { path, source }),
     }
 }

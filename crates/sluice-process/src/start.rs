@@ -16,7 +16,9 @@ pub fn start<C: clap::Parser>(program: &str) -> Result<C, ExitCode> {
         return Err(ExitCode::from(2));
     }
     match env_file {
-        Ok(Some(path)) => tracing::debug!(path = %path.display(), "loaded .env"),
+        Ok(Some(path)) => {
+            tracing::info!(path = %path.display(), "settings read from a .env file (the environment's own win)")
+        }
         Ok(None) => {}
         Err(error) => {
             eprintln!("{program}: error: {error}");
