@@ -21,43 +21,70 @@ pub struct SourceConfig {
 
 impl SourceConfig {
     /// From a `postgres://user[:password]@host[:port]/database[?sslmode=…&sslrootcert=…]`
-    /// URL (the form `DATABASE_URL` has), a slot and a publication name. Slot and
-    /// publication are plain lower-case identifiers (`[a-z0-9_]`, as slot names must be),
-    /// so neither needs quoting in a replication command.
+    /// URL, read as every other command reads `DATABASE_URL` (libpq's way): percent-escapes
+    /// decoded, `user`, `password`, `host`, `port` and `dbname` as parameters too, `sslmode`
+    /// `prefer` when not given (TLS when the server offers it), `sslcert` and `sslkey` for
+    /// a client certificate; a parameter the client would ignore is refused. A slot and a
+    /// publication name go with it; both are plain lower-case identifiers (`[a-z0-9_]`, as
+    /// slot names must be), so neither needs quoting in a replication command.
     pub fn from_url(
         url: &str,
         slot: &str,
         publication: &str,
     ) -> Result<SourceConfig, CaptureError> {
         let bad = |what: &str| CaptureError::Settings(format!("{what} in the source URL"));
-        let rest = url
-            .strip_prefix("postgres://")
-            .or_else(|| url.strip_prefix("postgresql://"))
-            .ok_or_else(|| bad("no postgres:// scheme"))?;
-        let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (authority, database) = base.split_once('/').ok_or_else(|| bad("no database"))?;
-        let (userinfo, hostport) = authority.rsplit_once('@').ok_or_else(|| bad("no user"))?;
-        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-        let (host, port) = match hostport.rsplit_once(':') {
-            Some((host, port)) => (host, port.parse().map_err(|_| bad("a bad port"))?),
-            None => (hostport, 5432),
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(bad("no postgres:// scheme"));
+        }
+        if let Some(problem) = sluice_core::settings::database_url_parameter_problem(url) {
+            return Err(CaptureError::Settings(format!("the source URL: {problem}")));
+        }
+        let parsed = url::Url::parse(url).map_err(|e| bad(&format!("a malformed URL ({e})")))?;
+        let decoded = |text: &str| {
+            percent_encoding::percent_decode_str(text)
+                .decode_utf8_lossy()
+                .into_owned()
         };
-        let mut mode = SslMode::Disable;
-        let mut root: Option<PathBuf> = None;
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("sslmode", value)) => {
-                    mode = ssl_mode(value).ok_or_else(|| bad("a bad sslmode"))?
+        let mut user = decoded(parsed.username());
+        let mut password = parsed.password().map(decoded).unwrap_or_default();
+        let mut host = parsed
+            .host_str()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned())
+            .unwrap_or_default();
+        let mut port = parsed.port().unwrap_or(5432);
+        let mut database = decoded(parsed.path().trim_start_matches('/'));
+        let mut mode = SslMode::Prefer;
+        let (mut root, mut cert, mut key): (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>) =
+            (None, None, None);
+        for (name, value) in parsed.query_pairs() {
+            let value = value.into_owned();
+            match name.as_ref() {
+                "sslmode" | "ssl-mode" => {
+                    mode =
+                        ssl_mode(&value.to_ascii_lowercase()).ok_or_else(|| bad("a bad sslmode"))?
                 }
-                Some(("sslrootcert", value)) => root = Some(PathBuf::from(value)),
-                // The key only: a value may be a secret (`sslpassword`).
-                _ => {
-                    let key = pair.split_once('=').map_or(pair, |(key, _)| key);
-                    return Err(bad(&format!(
-                        "the parameter `{key}`, which the capture does not read (it reads sslmode and sslrootcert),"
-                    )));
-                }
+                "sslrootcert" | "ssl-root-cert" | "ssl-ca" => root = Some(PathBuf::from(value)),
+                "sslcert" | "ssl-cert" => cert = Some(PathBuf::from(value)),
+                "sslkey" | "ssl-key" => key = Some(PathBuf::from(value)),
+                "user" => user = value,
+                "password" => password = value,
+                "host" => host = value,
+                "port" => port = value.parse().map_err(|_| bad("a bad port"))?,
+                "dbname" => database = value,
+                // Read by the catalog connection (sqlx), not needed by the replication one.
+                _ => {}
             }
+        }
+        if host.is_empty() || host.starts_with('/') {
+            return Err(bad(
+                "no TCP host (the replication connection does not reach a Unix socket)",
+            ));
+        }
+        if user.is_empty() {
+            return Err(bad("no user"));
+        }
+        if database.is_empty() {
+            return Err(bad("no database"));
         }
         let tls = match mode {
             SslMode::Disable => TlsConfig::disabled(),
@@ -70,12 +97,17 @@ impl SourceConfig {
                 tls
             }
         };
+        let tls = match (cert, key) {
+            (Some(cert), Some(key)) => tls.with_client_cert(cert, key),
+            (None, None) => tls,
+            _ => return Err(bad("sslcert without sslkey (or the other way round)")),
+        };
         Ok(SourceConfig {
-            host: host.to_owned(),
+            host,
             port,
-            user: user.to_owned(),
-            password: password.to_owned(),
-            database: database.to_owned(),
+            user,
+            password,
+            database,
             tls,
             slot: identifier("slot", slot)?,
             publication: identifier("publication", publication)?,
@@ -202,8 +234,51 @@ mod tests {
         );
         assert_eq!(replication.tls.mode, SslMode::VerifyFull);
         assert_eq!(replication.tls.ca_pem_path, Some(PathBuf::from("/ca.crt")));
+        // As libpq (and every other command): TLS when the server offers it.
         let plain = SourceConfig::from_url("postgres://u@h/db", "s", "p").unwrap();
-        assert_eq!((plain.port, plain.tls.mode), (5432, SslMode::Disable));
+        assert_eq!((plain.port, plain.tls.mode), (5432, SslMode::Prefer));
+    }
+
+    #[test]
+    fn reads_the_url_as_the_other_commands_do() {
+        let read = |url: &str| SourceConfig::from_url(url, "s", "p").unwrap().replication();
+        // Percent-escapes in the user and the password; `+` is a plus there.
+        let r = read("postgres://sl%75ice:p%40ss%3Aw+rd%2F@h:5433/my%20db");
+        assert_eq!(
+            (
+                r.user.as_str(),
+                r.password.as_str(),
+                r.database.as_str(),
+                r.port
+            ),
+            ("sluice", "p@ss:w+rd/", "my db", 5433)
+        );
+        // User, password, host, port, database as parameters.
+        let r = read("postgres:///?user=u&password=pw&host=db.internal&port=6432&dbname=shop");
+        assert_eq!(
+            (
+                r.host.as_str(),
+                r.port,
+                r.user.as_str(),
+                r.password.as_str(),
+                r.database.as_str()
+            ),
+            ("db.internal", 6432, "u", "pw", "shop")
+        );
+        let r = read("postgres://u@[::1]:5432/db?application_name=x&sslmode=disable");
+        assert_eq!((r.host.as_str(), r.tls.mode), ("::1", SslMode::Disable));
+        let r = read("postgres://u@h/db?sslmode=verify-full&sslcert=/c.crt&sslkey=/c.key");
+        assert_eq!(
+            (r.tls.client_cert_pem_path, r.tls.client_key_pem_path),
+            (Some(PathBuf::from("/c.crt")), Some(PathBuf::from("/c.key")))
+        );
+        for url in [
+            "postgres:///db?user=u&host=/var/run/postgresql",
+            "postgres://u@h/db?sslcert=/c.crt",
+            "postgres://u@h/db?sslmod=require",
+        ] {
+            assert!(SourceConfig::from_url(url, "s", "p").is_err(), "{url}");
+        }
     }
 
     #[test]
