@@ -200,11 +200,19 @@ pub fn check_properties(client: &KafkaClientSettings) -> Result<(), InvalidPrope
         Ok(_) => Ok(()),
         Err(error) => {
             let reason = describe(&error);
-            let variable = client
-                .properties
-                .keys()
-                .find(|name| reason.contains(name.as_str()))
-                .cloned()
+            let set = |name: &str| client.properties.get(name).is_some_and(|v| !v.is_empty());
+            // A message naming two properties ("sasl.username and sasl.password must be
+            // set") is about the one not set, when one is not.
+            let variable = properties_named(&reason)
+                .into_iter()
+                .find(|name| !set(name))
+                .or_else(|| {
+                    client
+                        .properties
+                        .keys()
+                        .find(|name| reason.contains(name.as_str()))
+                        .cloned()
+                })
                 .or_else(|| named_property(&reason))
                 .map_or_else(|| "KAFKA_*".to_owned(), |name| variable_of(&name));
             Err(InvalidProperty { variable, reason })
@@ -213,20 +221,27 @@ pub fn check_properties(client: &KafkaClientSettings) -> Result<(), InvalidPrope
 }
 
 /// The first property a librdkafka message names (`sasl.username and …` → `sasl.username`;
-/// `No provider for SASL mechanism …` → `sasl.mechanism`).
+/// `No provider for SASL mechanism …` and `Unsupported hash function: SCRAM-…` →
+/// `sasl.mechanism`).
 fn named_property(message: &str) -> Option<String> {
-    if message.contains("SASL mechanism") {
+    if message.contains("SASL mechanism") || message.contains("hash function: SCRAM") {
         return Some("sasl.mechanism".to_owned());
     }
+    properties_named(message).into_iter().next()
+}
+
+/// Every property a librdkafka message names, in order (words like `sasl.username`).
+fn properties_named(message: &str) -> Vec<String> {
     message
         .split(|c: char| !(c.is_ascii_lowercase() || c == '.'))
-        .find(|word| {
+        .filter(|word| {
             word.contains('.')
                 && !word.starts_with('.')
                 && !word.ends_with('.')
                 && !word.contains("..")
         })
         .map(str::to_owned)
+        .collect()
 }
 
 fn describe(error: &KafkaError) -> String {
@@ -399,6 +414,31 @@ mod tests {
             .insert("ssl.ca.location".into(), "/nonexistent/ca.pem".into());
         let err = check_properties(&client).unwrap_err();
         assert_eq!(err.variable, "KAFKA_SSL_CA_LOCATION", "{err}");
+        // A message naming two properties names the one not set; an unknown SCRAM hash
+        // names the mechanism.
+        let sasl = |pairs: &[(&str, &str)]| {
+            let mut client = KafkaClientSettings::new("127.0.0.1:9092");
+            for (name, value) in [
+                ("security.protocol", "SASL_SSL"),
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+            ]
+            .iter()
+            .chain(pairs)
+            {
+                client.properties.insert((*name).into(), (*value).into());
+            }
+            check_properties(&client).unwrap_err().variable
+        };
+        assert_eq!(sasl(&[("sasl.username", "u")]), "KAFKA_SASL_PASSWORD");
+        assert_eq!(sasl(&[("sasl.password", "p")]), "KAFKA_SASL_USERNAME");
+        assert_eq!(
+            sasl(&[
+                ("sasl.username", "u"),
+                ("sasl.password", "p"),
+                ("sasl.mechanism", "SCRAM-SHA-999")
+            ]),
+            "KAFKA_SASL_MECHANISM"
+        );
     }
 
     #[test]
