@@ -92,8 +92,10 @@ pub fn collect_named(
     let mut groups = Vec::new();
     for (name, topics, group) in pipelines {
         for topic in admin.topics_of(topics)? {
-            let partitions: Vec<PartitionLag> = admin
-                .group_offsets(group, &topic)?
+            let offsets = admin.group_offsets(group, &topic).map_err(|error| {
+                anyhow::anyhow!("pipeline {name}, topic {topic}, group {group}: {error}")
+            })?;
+            let partitions: Vec<PartitionLag> = offsets
                 .iter()
                 .map(|p| PartitionLag {
                     partition: p.partition,
