@@ -694,3 +694,66 @@ async fn unreachable_brokers_fail_the_start_naming_kafka_bootstrap_servers() {
     );
     env.cleanup().await;
 }
+
+/// A container's health check runs `sluice health` without the process's arguments: it
+/// checks the pipelines the running `sluice run --sinks FILE` listed, not the seed ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_without_arguments_checks_the_pipelines_the_running_process_runs() {
+    const MAPPING: &str = r#"
+[[sink]]
+name = "things"
+topic = "{prefix}-things"
+table = "things"
+key = ["id"]
+
+[sink.columns]
+id = { field = "id" }
+"#;
+    let Some(case) = support::case::Case::new(
+        &["things"],
+        "CREATE TABLE things (id BIGINT PRIMARY KEY);",
+        MAPPING,
+    )
+    .await
+    else {
+        return;
+    };
+    let file = case.file.display().to_string();
+    let mut run = {
+        let log = case.env.dir.join("health-sinks.log");
+        let mut cmd = case.env.sluice(&["run", "--sinks", &file]);
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        support::Running {
+            child: cmd.spawn().unwrap(),
+            log,
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = case.env.output(&["health", "--max-age-seconds", "5"], &[]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            assert!(text.contains("things: ok"), "{text}");
+            assert!(
+                !text.contains("reviews"),
+                "the seed pipelines are not checked: {text}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never healthy: {text}\n{}",
+            run.tail()
+        );
+        run.assert_alive();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    run.signal("TERM");
+    assert!(
+        run.wait(Duration::from_secs(30)).success(),
+        "{}",
+        run.tail()
+    );
+    case.cleanup().await;
+}

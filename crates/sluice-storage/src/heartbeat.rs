@@ -110,12 +110,48 @@ pub fn prepare_dir(dir: &Path) -> Result<(), HeartbeatError> {
 /// Writes the heartbeat file of `pipeline` in `dir`: a temporary file opened without
 /// following links, renamed over the heartbeat file; a link in either place is refused.
 pub fn write(dir: &Path, pipeline: &str) -> Result<(), HeartbeatError> {
+    let contents = format!("{:?}\n", SystemTime::now());
+    replace(dir, &format!("{pipeline}.heartbeat"), &contents)
+}
+
+/// The file in the heartbeat directory where `sluice run` lists the pipelines it runs, one
+/// name a line: what `sluice health` checks when it is not told which (a container's
+/// health check runs without the process's arguments).
+pub const MANIFEST: &str = "pipelines.list";
+
+/// Lists `pipelines` in the heartbeat directory's [`MANIFEST`] (as a heartbeat is written).
+pub fn write_manifest(dir: &Path, pipelines: &[String]) -> Result<(), HeartbeatError> {
+    let mut contents = pipelines.join("\n");
+    contents.push('\n');
+    replace(dir, MANIFEST, &contents)
+}
+
+/// The pipelines the [`MANIFEST`] lists; `None` when there is none (or it is a link).
+pub fn read_manifest(dir: &Path) -> Option<Vec<String>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join(MANIFEST))
+        .ok()?;
+    let text = std::io::read_to_string(file).ok()?;
+    Some(
+        text.lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// Replaces the file `name` in `dir` with `contents`: a temporary file opened without
+/// following links, renamed over it; a link in either place is refused.
+fn replace(dir: &Path, name: &str, contents: &str) -> Result<(), HeartbeatError> {
     prepare_dir(dir)?;
-    let target = path(dir, pipeline);
+    let target = dir.join(name);
     if std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(HeartbeatError::FileIsSymlink(target));
     }
-    let temp = dir.join(format!(".{pipeline}.heartbeat.{}.tmp", std::process::id()));
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)
@@ -127,7 +163,7 @@ pub fn write(dir: &Path, pipeline: &str) -> Result<(), HeartbeatError> {
             Some(libc::ELOOP) => HeartbeatError::FileIsSymlink(temp.clone()),
             _ => io("cannot write", &temp)(error),
         })?;
-    file.write_all(format!("{:?}\n", SystemTime::now()).as_bytes())
+    file.write_all(contents.as_bytes())
         .map_err(io("cannot write", &temp))?;
     drop(file);
     // rename(2) replaces the directory entry; it never follows a link at the target.

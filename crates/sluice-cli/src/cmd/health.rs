@@ -12,7 +12,9 @@ pub struct HealthArgs {
     /// A heartbeat older than this many seconds is stale.
     #[arg(long, default_value_t = 10, env = "STORAGE_HEALTH_MAX_AGE_SECONDS")]
     max_age_seconds: u64,
-    /// The mapping file (or folder) of declared sinks; default `SLUICE_SINKS_FILE`.
+    /// The mapping file (or folder) of declared sinks. Without it, the pipelines the running
+    /// `sluice run` listed in the heartbeat directory, else those of `SLUICE_SINKS_FILE`
+    /// (or the seed pipelines).
     #[arg(long = "sinks", value_name = "FILE|DIR")]
     sinks: Option<String>,
 }
@@ -22,8 +24,20 @@ pub fn run(args: &HealthArgs) -> Result<(), Failure> {
     let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
     let dir = Path::new(&pipelines.settings.heartbeat_dir);
     let max_age = Duration::from_secs(args.max_age_seconds);
+    let listed = match &args.sinks {
+        Some(_) => None,
+        None => heartbeat::read_manifest(dir).filter(|names| !names.is_empty()),
+    };
+    let names = match listed {
+        Some(names) => names,
+        None => pipelines
+            .names()?
+            .into_iter()
+            .map(|(name, ..)| name)
+            .collect(),
+    };
     let mut stale = Vec::new();
-    for (name, ..) in pipelines.names()? {
+    for name in names {
         match heartbeat::age(dir, &name) {
             Some(age) if age <= max_age => println!("{name}: ok ({} ms ago)", age.as_millis()),
             Some(age) => {

@@ -41,6 +41,11 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         .into_iter()
         .map(|(name, ..)| name)
         .collect();
+    // `sluice health` without arguments (a container's health check) checks these.
+    let dir = std::path::Path::new(&pipelines.settings.heartbeat_dir);
+    if let Err(error) = sluice_storage::heartbeat::write_manifest(dir, &names) {
+        tracing::warn!(%error, "cannot list the pipelines for `sluice health`: give it --sinks");
+    }
     let settings = Arc::new(pipelines.settings.clone());
     // The seed system's tables only for a process that runs its pipelines (compiled in or
     // from `deploy/sinks/`): a deployment of its own sinks gets sluice's own tables alone.
