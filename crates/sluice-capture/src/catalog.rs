@@ -3,21 +3,36 @@
 //! `NOT NULL`, constant defaults, the primary key (the record key) and an enum's labels, per column
 //! (docs/capture.md#values). The replication connection runs no SQL once it streams.
 
-use crate::debezium::{ColumnCatalog, Kind, constant_default};
+use crate::debezium::{ColumnCatalog, constant_default};
 use crate::model::Relation;
 use sqlx::{PgConnection, Row};
 
 /// An enum's labels in their order (`enumsortorder`): Debezium 3.6.1 listed `sad,ok,happy`
 /// for `ok` added `BEFORE 'happy'` (tests/data/debezium/types' README).
+///
+/// A domain column is read as its base type (Debezium's too): under domains over domains the
+/// last one, with the first type modifier a domain sets on the way (`numeric(10,2)`).
 const COLUMNS_SQL: &str = "
 SELECT a.attname::text AS name, NOT a.attnotnull AS optional,
        pg_get_expr(d.adbin, d.adrelid) AS default_expression,
        coalesce(a.attnum = ANY (i.indkey), false) AS primary_key,
        (SELECT string_agg(e.enumlabel::text, ',' ORDER BY e.enumsortorder)
-          FROM pg_enum e WHERE e.enumtypid = a.atttypid) AS enum_allowed
+          FROM pg_enum e WHERE e.enumtypid = coalesce(b.base, a.atttypid)) AS enum_allowed,
+       b.base::bigint AS domain_base, b.typmod AS domain_typmod
 FROM pg_attribute a
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum AND a.attgenerated = ''
 LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+LEFT JOIN LATERAL (
+    WITH RECURSIVE down(base, typmod, depth) AS (
+        SELECT t.typbasetype, t.typtypmod, 1 FROM pg_type t
+        WHERE t.oid = a.atttypid AND t.typtype = 'd'
+        UNION ALL
+        SELECT t.typbasetype, CASE WHEN down.typmod = -1 THEN t.typtypmod ELSE down.typmod END,
+               down.depth + 1
+        FROM down JOIN pg_type t ON t.oid = down.base AND t.typtype = 'd'
+        WHERE down.depth < 32)
+    SELECT base, typmod FROM down ORDER BY depth DESC LIMIT 1
+) b ON true
 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped";
 
 /// The catalog's view of `relation`'s columns, one per column of the Relation message in its
@@ -40,19 +55,27 @@ pub async fn column_catalog(
         let entry = match row {
             Some(row) => {
                 let expression: Option<String> = row.try_get("default_expression")?;
-                let kind = Kind::of(column.type_oid, column.type_modifier);
-                ColumnCatalog {
+                let base: Option<i64> = row.try_get("domain_base")?;
+                let modifier: Option<i32> = row.try_get("domain_typmod")?;
+                let mut entry = ColumnCatalog {
                     optional: row.try_get("optional")?,
-                    default: expression.and_then(|e| constant_default(kind, &column.name, &e)),
+                    default: None,
                     primary_key: row.try_get("primary_key")?,
                     enum_allowed: row.try_get("enum_allowed")?,
-                }
+                    domain_base: base
+                        .and_then(|oid| u32::try_from(oid).ok())
+                        .map(|oid| (oid, modifier.unwrap_or(-1))),
+                };
+                let kind = entry.kind(column.type_oid, column.type_modifier);
+                entry.default = expression.and_then(|e| constant_default(kind, &column.name, &e));
+                entry
             }
             None => ColumnCatalog {
                 optional: true,
                 default: None,
                 primary_key: false,
                 enum_allowed: None,
+                domain_base: None,
             },
         };
         catalog.push(entry);

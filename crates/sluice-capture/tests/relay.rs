@@ -518,3 +518,74 @@ async fn the_relay_sends_logical_messages_under_its_prefix() {
     assert_eq!(report.records, 3, "{report:?}");
     stream.shutdown().await.unwrap();
 }
+
+/// A domain column's records are its base type's, as Debezium's are: its schema and its value
+/// equal those of a column of the base type beside it (a domain over a domain too, with the
+/// type modifier the inner one gives). They were text, which sluice's own sink refused for
+/// the replica's domain column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_column_is_written_as_its_base_type() {
+    let Some(stack) = sluice_testkit::stack() else {
+        return;
+    };
+    let source = Source::create(
+        &stack.database_url,
+        "CREATE DOMAIN posint AS integer CHECK (VALUE > 0);
+         CREATE DOMAIN cents AS numeric(10,2);
+         CREATE DOMAIN price AS cents CHECK (VALUE >= 0);
+         CREATE DOMAIN stamp AS timestamptz;
+         CREATE TABLE public.items (id int PRIMARY KEY,
+             a posint, a_base integer, p price NOT NULL DEFAULT 0, p_base numeric(10,2),
+             t stamp, t_base timestamptz);",
+    )
+    .await;
+    let prefix = format!("cap{}", &source.database["capture_".len()..]);
+    let topic = format!("{prefix}.public.items");
+    sluice_testkit::create_topic(&stack, &topic, 1).await;
+    let (stop_tx, relay) = spawn_relay(&stack, &source, &prefix, Routing::default(), false).await;
+    let mut writer = source.connect().await;
+    source
+        .run(
+            &mut writer,
+            &["INSERT INTO public.items VALUES (1, 7, 7, 12.5, 12.5, \
+               '2026-03-04 05:06:07.5+00', '2026-03-04 05:06:07.5+00')"],
+        )
+        .await;
+    let records = consume(&stack.bootstrap, &topic, 1);
+    let value: serde_json::Value =
+        serde_json::from_str(records[0].value.as_deref().unwrap()).unwrap();
+    let after_schema = value["schema"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == "after")
+        .unwrap();
+    let field = |name: &str| {
+        let mut schema = after_schema["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["field"] == name)
+            .unwrap()
+            .clone();
+        schema.as_object_mut().unwrap().remove("field");
+        schema
+    };
+    let after = &value["payload"]["after"];
+    for (domain, base) in [("a", "a_base"), ("p", "p_base"), ("t", "t_base")] {
+        let mut domain_schema = field(domain);
+        // The domain column is NOT NULL with a default: only those differ.
+        if domain == "p" {
+            let object = domain_schema.as_object_mut().unwrap();
+            assert_eq!(object.remove("optional"), Some(serde_json::json!(false)));
+            assert!(object.remove("default").is_some(), "{domain_schema}");
+            object.insert("optional".into(), serde_json::json!(true));
+        }
+        assert_eq!(domain_schema, field(base), "{domain}'s schema");
+        assert_eq!(after[domain], after[base], "{domain}'s value");
+    }
+    assert_eq!(after["a"], serde_json::json!(7));
+    stop_tx.send(()).unwrap();
+    let (_, stream) = relay.await.unwrap().unwrap();
+    stream.shutdown().await.unwrap();
+}

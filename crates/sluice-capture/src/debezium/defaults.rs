@@ -12,10 +12,32 @@ pub fn constant_default(kind: Kind, column: &str, expression: &str) -> Option<St
     if matches!(kind, Kind::Array(_)) {
         return None;
     }
-    let text = constant_text(expression.trim())?;
+    let mut text = constant_text(expression.trim())?;
+    // `numeric(5,2) DEFAULT 1.5` holds 1.50: the literal is written at the column's scale
+    // (a value from the WAL always has it).
+    if let Kind::Decimal { scale, .. } = kind {
+        text = at_scale(&text, usize::from(scale))?;
+    }
     let mut out = String::new();
     kind.push_value(&mut out, column, &text).ok()?;
     Some(out)
+}
+
+/// A decimal literal with `scale` fraction digits, zeros appended (`1.5` → `1.50`, `2` →
+/// `2.00`); `None` when it has more (the column rounds it; left without a `default`).
+fn at_scale(text: &str, scale: usize) -> Option<String> {
+    let digits = text
+        .split_once('.')
+        .map_or(0, |(_, fraction)| fraction.len());
+    if digits > scale || text.contains(['e', 'E']) {
+        return None;
+    }
+    let mut padded = text.to_owned();
+    if digits == 0 && scale > 0 && !text.contains('.') {
+        padded.push('.');
+    }
+    padded.extend(std::iter::repeat_n('0', scale - digits));
+    Some(padded)
 }
 
 /// The text of a constant: `'it''s'::text` → `it's`, `'5'::numeric` → `5`, `42`, `-1.5`,
@@ -96,6 +118,23 @@ mod tests {
             .as_deref(),
             Some("\"BQ==\"")
         );
+        // Fewer digits than the scale: the value the column holds (1.50 is 150 = AJY=).
+        let cents = Kind::Decimal {
+            precision: 5,
+            scale: 2,
+        };
+        for literal in ["1.5", "1.50", "'1.5'::numeric"] {
+            assert_eq!(
+                constant_default(cents, "c", literal).as_deref(),
+                Some("\"AJY=\""),
+                "{literal}"
+            );
+        }
+        assert_eq!(
+            constant_default(cents, "c", "0").as_deref(),
+            Some("\"AA==\"")
+        );
+        assert_eq!(constant_default(cents, "c", "1.555"), None);
         assert_eq!(
             constant_default(Kind::Date, "c", "'1970-01-02'::date").as_deref(),
             Some("1")

@@ -22,6 +22,21 @@ pub struct ColumnCatalog {
     /// An enum column's labels in their order, comma-joined (`sad,ok,happy`): its schema is
     /// then `io.debezium.data.Enum` with them as `allowed`. `None` for any other type.
     pub enum_allowed: Option<String>,
+    /// A domain column's base type (under domains over domains, the last) and the type
+    /// modifier a domain gives it: its records are the base type's, as Debezium's are.
+    /// `None` for any other type.
+    pub domain_base: Option<(u32, i32)>,
+}
+
+impl ColumnCatalog {
+    /// The Debezium type of a column whose Relation message gives `type_oid` and
+    /// `type_modifier`: its base type's for a domain.
+    pub fn kind(&self, type_oid: u32, type_modifier: i32) -> Kind {
+        match self.domain_base {
+            Some((base, modifier)) => Kind::of(base, modifier),
+            None => Kind::of(type_oid, type_modifier),
+        }
+    }
 }
 
 /// One column of a [`TableShape`].
@@ -108,6 +123,7 @@ impl TableShape {
             default: None,
             primary_key: false,
             enum_allowed: None,
+            domain_base: None,
         };
         let info = |at: usize| catalog.get(at).unwrap_or(&fallback);
         let columns: Vec<ShapeColumn> = relation
@@ -115,7 +131,7 @@ impl TableShape {
             .iter()
             .enumerate()
             .map(|(at, c)| {
-                let kind = Kind::of(c.type_oid, c.type_modifier);
+                let kind = info(at).kind(c.type_oid, c.type_modifier);
                 let required_fill = (!info(at).optional).then(|| {
                     info(at)
                         .default

@@ -120,6 +120,7 @@ fn items() -> (Envelope, TableShape) {
             default: None,
             primary_key: c.name == "id",
             enum_allowed: None,
+            domain_base: None,
         })
         .collect();
     let envelope = Envelope::new(EnvelopeSettings {
@@ -405,18 +406,21 @@ fn required_shape(identity: ReplicaIdentity) -> TableShape {
             default: None,
             primary_key: true,
             enum_allowed: None,
+            domain_base: None,
         },
         ColumnCatalog {
             optional: false,
             default: Some("\"untitled\"".into()),
             primary_key: false,
             enum_allowed: None,
+            domain_base: None,
         },
         ColumnCatalog {
             optional: false,
             default: None,
             primary_key: false,
             enum_allowed: None,
+            domain_base: None,
         },
     ];
     TableShape::new("p", &relation, &catalog)

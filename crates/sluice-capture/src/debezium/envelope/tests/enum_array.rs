@@ -49,6 +49,7 @@ fn shape() -> (Envelope, TableShape, Arc<Relation>) {
         default,
         primary_key: name == "id",
         enum_allowed,
+        domain_base: None,
     });
     let envelope = Envelope::new(EnvelopeSettings {
         prefix: "dbzenum".into(),
