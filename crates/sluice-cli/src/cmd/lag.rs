@@ -161,9 +161,15 @@ pub fn with_postgres(groups: &mut [GroupLag], stored: &[(String, String, i32, i6
                 (None, Some(postgres)) => postgres > batch,
                 _ => false,
             };
-            p.stored_lag = p
-                .postgres
-                .map_or(p.lag, |postgres| (p.end - postgres).max(0));
+            // An offset past the end: the topic was made again since (an end never moves
+            // back), and the pipeline reads it from its start: none of it is stored.
+            p.stored_lag = p.postgres.map_or(p.lag, |postgres| {
+                if postgres > p.end {
+                    p.end
+                } else {
+                    p.end - postgres
+                }
+            });
         }
         g.total_stored_lag = g.partitions.iter().map(|p| p.stored_lag).sum();
     }
@@ -316,5 +322,8 @@ mod tests {
             groups[0].total_stored_lag, 13,
             "partition 1 falls back to Kafka's lag"
         );
+        // PostgreSQL past the end: the topic was made again, and none of it is stored.
+        with_postgres(&mut groups, &[("g".to_owned(), "t".to_owned(), 0, 150)], 500);
+        assert_eq!(groups[0].partitions[0].stored_lag, 100);
     }
 }
