@@ -572,6 +572,13 @@ async fn verify_passes_on_a_healthy_deployment_and_names_the_failing_step() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("schema version"));
     assert!(env.output(&["migrate", "--seeds"], &[]).status.success());
+    // A dead letter of another deployment's group in the same database is not this one's.
+    env.count(
+        "WITH d AS (INSERT INTO dead_letter_events (topic, partition, kafka_offset, \
+         consumer_group, payload_size, error_kind, reason) VALUES ('elsewhere', 0, 0, \
+         'another-deployment', 0, 'decode_error', 'not ours') RETURNING 1) SELECT count(*) FROM d",
+    )
+    .await;
     let out = env.output(&["verify", "--json"], &[]);
     assert!(
         out.status.success(),
@@ -579,6 +586,14 @@ async fn verify_passes_on_a_healthy_deployment_and_names_the_failing_step() {
         String::from_utf8_lossy(&out.stdout)
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dead = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "dead letters")
+        .unwrap()
+        .to_string();
+    assert!(!dead.contains("elsewhere"), "{dead}");
     let steps: Vec<&str> = report["steps"]
         .as_array()
         .unwrap()

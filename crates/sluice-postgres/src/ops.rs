@@ -36,11 +36,15 @@ pub async fn row_counts(
 /// Dead letters per (topic, error_kind), with one example reason each.
 pub async fn dead_letters_by_kind(
     conn: &mut PgConnection,
+    groups: &[String],
 ) -> Result<Vec<(String, String, i64, String)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT topic, error_kind, count(*), min(reason)
-         FROM dead_letter_events GROUP BY topic, error_kind ORDER BY topic, error_kind",
+         FROM dead_letter_events
+         WHERE cardinality($1::text[]) = 0 OR consumer_group = ANY($1)
+         GROUP BY topic, error_kind ORDER BY topic, error_kind",
     )
+    .bind(groups)
     .fetch_all(conn)
     .await
 }

@@ -323,7 +323,11 @@ mod tests {
             "partition 1 falls back to Kafka's lag"
         );
         // PostgreSQL past the end: the topic was made again, and none of it is stored.
-        with_postgres(&mut groups, &[("g".to_owned(), "t".to_owned(), 0, 150)], 500);
+        with_postgres(
+            &mut groups,
+            &[("g".to_owned(), "t".to_owned(), 0, 150)],
+            500,
+        );
         assert_eq!(groups[0].partitions[0].stored_lag, 100);
     }
 }

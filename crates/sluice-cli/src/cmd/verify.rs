@@ -147,7 +147,11 @@ async fn verify(pipelines: &Pipelines, args: &VerifyArgs) -> Vec<Step> {
             "rows written",
             rows(&mut conn, &needs.tables).await,
         )
-        || !push(&mut steps, "dead letters", dead_letters(&mut conn).await)
+        || !push(
+            &mut steps,
+            "dead letters",
+            dead_letters(&mut conn, pipelines).await,
+        )
     {
         return steps;
     }
@@ -362,8 +366,16 @@ async fn rows(conn: &mut PgConnection, tables: &[String]) -> StepResult {
     ))
 }
 
-async fn dead_letters(conn: &mut PgConnection) -> StepResult {
-    let kinds = dead_letters_by_kind(conn)
+/// The dead letters of the verified pipelines' groups (not those of other deployments
+/// sharing the database).
+async fn dead_letters(conn: &mut PgConnection, pipelines: &Pipelines) -> StepResult {
+    let groups: Vec<String> = pipelines
+        .names()
+        .map_err(|e| format!("{:#}", e.error()))?
+        .into_iter()
+        .map(|(_, _, group)| group)
+        .collect();
+    let kinds = dead_letters_by_kind(conn, &groups)
         .await
         .map_err(|e| e.to_string())?;
     if kinds.is_empty() {
@@ -389,7 +401,7 @@ async fn lag(admin: &Admin, pipelines: &Pipelines, max_lag: Option<i64>) -> Step
         .map_err(|e| format!("{:#}", e.error()))?;
     let mut detail = groups
         .iter()
-        .map(|g| format!("{} {}", g.group, g.total_stored_lag))
+        .map(|g| format!("{} {} {}", g.group, g.topic, g.total_stored_lag))
         .collect::<Vec<_>>()
         .join(", ");
     let apart: Vec<String> = groups

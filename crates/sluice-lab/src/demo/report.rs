@@ -108,7 +108,7 @@ fn print_totals(log: &str) -> ReviewBatches {
 /// Prints the dead letters of every run by topic and kind, with an example each.
 async fn print_dead_letters(conn: &mut PgConnection) -> Result<(), Failure> {
     println!("\ndead letters by kind (all runs):");
-    let kinds = sluice_postgres::ops::dead_letters_by_kind(conn).await?;
+    let kinds = sluice_postgres::ops::dead_letters_by_kind(conn, &[]).await?;
     if kinds.is_empty() {
         println!("  none");
     }
