@@ -104,9 +104,18 @@ fn serve(settings: CaptureSettings) -> Result<(), Failure> {
             ));
         }
         let child = stop.child_token();
+        let slot = settings.source.slot().to_owned();
         let task =
             tokio::spawn(async move { capture(&settings, &producer, &metrics, child).await });
-        let report = sluice_process::run_until_signal("capture", &mut signals, stop, task).await?;
+        let report = sluice_process::run_until_signal("capture", &mut signals, stop, task)
+            .await
+            .inspect_err(|_| {
+                // A stopped capture's slot keeps the source's WAL from being recycled.
+                tracing::warn!(%slot, "if the replication slot exists (`sluice capture status`), \
+                    it keeps the source's WAL while the capture is stopped: start it again once \
+                    fixed, or, to retire this capture, drop the slot \
+                    (SELECT pg_drop_replication_slot('{slot}'))");
+            })?;
         tracing::info!(
             transactions = report.transactions,
             records = report.records,
