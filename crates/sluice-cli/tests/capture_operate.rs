@@ -324,6 +324,11 @@ async fn a_missing_publication_stops_the_capture_before_its_slot() {
         )),
         "{log}"
     );
+    // The stop says how a slot, had one been made, would be dropped.
+    assert!(
+        log.contains(&format!("pg_drop_replication_slot('{}')", source.slot)),
+        "{log}"
+    );
     let mut admin = sqlx::PgConnection::connect(&env.stack.database_url)
         .await
         .unwrap();
