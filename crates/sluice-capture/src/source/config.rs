@@ -86,22 +86,8 @@ impl SourceConfig {
         if database.is_empty() {
             return Err(bad("no database"));
         }
-        let tls = match mode {
-            SslMode::Disable => TlsConfig::disabled(),
-            SslMode::VerifyCa => TlsConfig::verify_ca(root),
-            SslMode::VerifyFull => TlsConfig::verify_full(root),
-            SslMode::Require => TlsConfig::require(),
-            _ => {
-                let mut tls = TlsConfig::require();
-                tls.mode = mode;
-                tls
-            }
-        };
-        let tls = match (cert, key) {
-            (Some(cert), Some(key)) => tls.with_client_cert(cert, key),
-            (None, None) => tls,
-            _ => return Err(bad("sslcert without sslkey (or the other way round)")),
-        };
+        let tls = tls_config(mode, root, cert, key)
+            .ok_or_else(|| bad("sslcert without sslkey (or the other way round)"))?;
         Ok(SourceConfig {
             host,
             port,
@@ -180,6 +166,32 @@ impl std::fmt::Debug for SourceConfig {
 /// as `1 day 02:03:04`, money as `$1,234.57`, bytea as `\x…`). docs/capture.md#values
 const VALUE_FORMAT: &str = "-c datestyle=ISO,MDY -c timezone=UTC -c intervalstyle=postgres \
      -c extra_float_digits=3 -c lc_monetary=C -c bytea_output=hex";
+
+/// The transport's TLS for `mode`, with the URL's root certificate and client certificate;
+/// `None` when only one of `sslcert` and `sslkey` is given.
+fn tls_config(
+    mode: SslMode,
+    root: Option<PathBuf>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+) -> Option<TlsConfig> {
+    let tls = match mode {
+        SslMode::Disable => TlsConfig::disabled(),
+        SslMode::VerifyCa => TlsConfig::verify_ca(root),
+        SslMode::VerifyFull => TlsConfig::verify_full(root),
+        SslMode::Require => TlsConfig::require(),
+        _ => {
+            let mut tls = TlsConfig::require();
+            tls.mode = mode;
+            tls
+        }
+    };
+    match (cert, key) {
+        (Some(cert), Some(key)) => Some(tls.with_client_cert(cert, key)),
+        (None, None) => Some(tls),
+        _ => None,
+    }
+}
 
 fn ssl_mode(value: &str) -> Option<SslMode> {
     Some(match value {

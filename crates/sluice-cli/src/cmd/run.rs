@@ -36,16 +36,7 @@ pub fn settings_help() -> String {
 /// Entry point: migrations, then the pipelines until a signal or a failure.
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let pipelines = with_usable_heartbeat_dir(Pipelines::load(args.sinks.as_deref())?)?;
-    let names: Vec<String> = pipelines
-        .names()?
-        .into_iter()
-        .map(|(name, ..)| name)
-        .collect();
-    // `sluice health` without arguments (a container's health check) checks these.
-    let dir = std::path::Path::new(&pipelines.settings.heartbeat_dir);
-    if let Err(error) = sluice_storage::heartbeat::write_manifest(dir, &names) {
-        tracing::warn!(%error, "cannot list the pipelines for `sluice health`: give it --sinks");
-    }
+    let names = listed_for_health(&pipelines)?;
     let settings = Arc::new(pipelines.settings.clone());
     // The seed system's tables only for a process that runs its pipelines (compiled in or
     // from `deploy/sinks/`): a deployment of its own sinks gets sluice's own tables alone.
@@ -200,6 +191,21 @@ pub(super) fn registry_subjects(
         )));
     }
     Ok(())
+}
+
+/// The pipelines' names, listed in the heartbeat directory: `sluice health` without
+/// arguments (a container's health check) checks these.
+fn listed_for_health(pipelines: &Pipelines) -> Result<Vec<String>, Failure> {
+    let names: Vec<String> = pipelines
+        .names()?
+        .into_iter()
+        .map(|(name, ..)| name)
+        .collect();
+    let dir = std::path::Path::new(&pipelines.settings.heartbeat_dir);
+    if let Err(error) = sluice_storage::heartbeat::write_manifest(dir, &names) {
+        tracing::warn!(%error, "cannot list the pipelines for `sluice health`: give it --sinks");
+    }
+    Ok(names)
 }
 
 /// A heartbeat directory set by `STORAGE_HEARTBEAT_DIR` that cannot be made or opened is a
