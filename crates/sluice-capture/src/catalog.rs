@@ -11,9 +11,11 @@ use sqlx::{PgConnection, Row};
 /// for `ok` added `BEFORE 'happy'` (tests/data/debezium/types' README).
 ///
 /// A domain column is read as its base type (Debezium's too): under domains over domains the
-/// last one, with the first type modifier a domain sets on the way (`numeric(10,2)`).
+/// last one, with the first type modifier a domain sets on the way (`numeric(10,2)`); a
+/// domain `NOT NULL` makes the column required, as pgjdbc reports it to Debezium.
 const COLUMNS_SQL: &str = "
-SELECT a.attname::text AS name, NOT a.attnotnull AS optional,
+SELECT a.attname::text AS name, a.atttypid::bigint AS type_oid,
+       NOT (a.attnotnull OR coalesce(b.required, false)) AS optional,
        pg_get_expr(d.adbin, d.adrelid) AS default_expression,
        coalesce(a.attnum = ANY (i.indkey), false) AS primary_key,
        (SELECT string_agg(e.enumlabel::text, ',' ORDER BY e.enumsortorder)
@@ -23,15 +25,15 @@ FROM pg_attribute a
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum AND a.attgenerated = ''
 LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
 LEFT JOIN LATERAL (
-    WITH RECURSIVE down(base, typmod, depth) AS (
-        SELECT t.typbasetype, t.typtypmod, 1 FROM pg_type t
+    WITH RECURSIVE down(base, typmod, required, depth) AS (
+        SELECT t.typbasetype, t.typtypmod, t.typnotnull, 1 FROM pg_type t
         WHERE t.oid = a.atttypid AND t.typtype = 'd'
         UNION ALL
         SELECT t.typbasetype, CASE WHEN down.typmod = -1 THEN t.typtypmod ELSE down.typmod END,
-               down.depth + 1
+               down.required OR t.typnotnull, down.depth + 1
         FROM down JOIN pg_type t ON t.oid = down.base AND t.typtype = 'd'
         WHERE down.depth < 32)
-    SELECT base, typmod FROM down ORDER BY depth DESC LIMIT 1
+    SELECT base, typmod, required FROM down ORDER BY depth DESC LIMIT 1
 ) b ON true
 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped";
 
@@ -55,7 +57,12 @@ pub async fn column_catalog(
         let entry = match row {
             Some(row) => {
                 let expression: Option<String> = row.try_get("default_expression")?;
-                let base: Option<i64> = row.try_get("domain_base")?;
+                // The catalog is today's and the Relation message the change's: a column
+                // whose type changed since keeps the Relation's type.
+                let now: i64 = row.try_get("type_oid")?;
+                let base: Option<i64> = row
+                    .try_get::<Option<i64>, _>("domain_base")?
+                    .filter(|_| now == i64::from(column.type_oid));
                 let modifier: Option<i32> = row.try_get("domain_typmod")?;
                 let mut entry = ColumnCatalog {
                     optional: row.try_get("optional")?,

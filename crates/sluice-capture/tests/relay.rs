@@ -534,9 +534,11 @@ async fn a_domain_column_is_written_as_its_base_type() {
          CREATE DOMAIN cents AS numeric(10,2);
          CREATE DOMAIN price AS cents CHECK (VALUE >= 0);
          CREATE DOMAIN stamp AS timestamptz;
+         CREATE DOMAIN code AS text NOT NULL;
+         CREATE DOMAIN short_code AS code;
          CREATE TABLE public.items (id int PRIMARY KEY,
              a posint, a_base integer, p price NOT NULL DEFAULT 0, p_base numeric(10,2),
-             t stamp, t_base timestamptz);",
+             t stamp, t_base timestamptz, c short_code, c_base text);",
     )
     .await;
     let prefix = format!("cap{}", &source.database["capture_".len()..]);
@@ -548,7 +550,7 @@ async fn a_domain_column_is_written_as_its_base_type() {
         .run(
             &mut writer,
             &["INSERT INTO public.items VALUES (1, 7, 7, 12.5, 12.5, \
-               '2026-03-04 05:06:07.5+00', '2026-03-04 05:06:07.5+00')"],
+               '2026-03-04 05:06:07.5+00', '2026-03-04 05:06:07.5+00', 'x', 'x')"],
         )
         .await;
     let records = consume(&stack.bootstrap, &topic, 1);
@@ -572,13 +574,20 @@ async fn a_domain_column_is_written_as_its_base_type() {
         schema
     };
     let after = &value["payload"]["after"];
-    for (domain, base) in [("a", "a_base"), ("p", "p_base"), ("t", "t_base")] {
+    for (domain, base) in [
+        ("a", "a_base"),
+        ("p", "p_base"),
+        ("t", "t_base"),
+        ("c", "c_base"),
+    ] {
         let mut domain_schema = field(domain);
-        // The domain column is NOT NULL with a default: only those differ.
-        if domain == "p" {
+        // `p` is NOT NULL with a default, `c`'s domain (under another) NOT NULL: required.
+        if domain == "p" || domain == "c" {
             let object = domain_schema.as_object_mut().unwrap();
             assert_eq!(object.remove("optional"), Some(serde_json::json!(false)));
-            assert!(object.remove("default").is_some(), "{domain_schema}");
+            if domain == "p" {
+                assert!(object.remove("default").is_some(), "{domain_schema}");
+            }
             object.insert("optional".into(), serde_json::json!(true));
         }
         assert_eq!(domain_schema, field(base), "{domain}'s schema");

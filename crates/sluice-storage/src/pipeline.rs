@@ -184,8 +184,6 @@ fn is_unreachable(error: &rdkafka::error::KafkaError) -> bool {
     )
 }
 
-/// Fails if a topic the pipeline names does not exist (a pattern may match nothing yet: its
-/// topics are picked up when they are created).
 /// A Kafka admin client, once the pipeline's topics are known to exist; `None` when `stop`
 /// came first. The check waits up to [`METADATA_WAIT`] for an unreachable broker, on a thread
 /// of its own (never joined), so that a stop signal meanwhile ends the process at once.
@@ -228,6 +226,8 @@ async fn checked_admin(
     })
 }
 
+/// Fails if a topic the pipeline names does not exist (a pattern may match nothing yet: its
+/// topics are picked up when they are created).
 fn check_topics(admin: &sluice_kafka::Admin, pipeline: &Identity) -> Result<(), PipelineError> {
     for topic in pipeline.topics.named() {
         if admin.partition_count(topic)?.is_none() {

@@ -121,15 +121,17 @@ pub fn collect_named(
     Ok(groups)
 }
 
-/// PostgreSQL's offsets of the groups of `groups`: (group, topic, partition, next offset).
+/// PostgreSQL's offsets of `groups`: (group, topic, partition, next offset). Read before
+/// Kafka's end offsets (which only grow), so that an offset past the end means the topic was
+/// made again, never a batch stored between the two reads.
 pub async fn postgres_offsets(
-    groups: &[GroupLag],
+    groups: &[String],
     database_url: &str,
 ) -> Result<Vec<(String, String, i32, i64)>, String> {
     let read = async {
         let mut conn = sluice_postgres::connect(database_url, "lag").await?;
         let mut all: Vec<(String, String, i32, i64)> = Vec::new();
-        for group in groups.iter().map(|g| g.group.as_str()) {
+        for group in groups.iter().map(String::as_str) {
             if all.iter().any(|(g, ..)| g == group) {
                 continue;
             }
@@ -142,6 +144,13 @@ pub async fn postgres_offsets(
         Ok::<_, sqlx::Error>(all)
     };
     read.await.map_err(|e| e.to_string())
+}
+
+/// The groups of (pipeline, topics, group) entries, each once.
+fn group_names(named: &[(String, Topics, String)]) -> Vec<String> {
+    let mut groups: Vec<String> = named.iter().map(|(_, _, group)| group.clone()).collect();
+    groups.dedup();
+    groups
 }
 
 /// Fills in PostgreSQL's offset of each partition (`stored`, from [`postgres_offsets`]) and
@@ -181,16 +190,17 @@ pub async fn collect_stored(
     settings: &StorageSettings,
     admin: &Admin,
 ) -> Result<Vec<GroupLag>, Failure> {
-    let mut groups = collect(settings, admin)?;
     let batch = settings
         .pipelines
         .iter()
         .map(|p| p.batch_size)
         .max()
         .unwrap_or(1);
-    let stored = postgres_offsets(&groups, &settings.database_url)
+    let names: Vec<String> = settings.pipelines.iter().map(|p| p.group.clone()).collect();
+    let stored = postgres_offsets(&names, &settings.database_url)
         .await
         .map_err(|e| anyhow::anyhow!("PostgreSQL's offsets: {e}"))?;
+    let mut groups = collect(settings, admin)?;
     with_postgres(&mut groups, &stored, batch as i64);
     Ok(groups)
 }
@@ -201,10 +211,11 @@ pub async fn collect_stored_of(
     pipelines: &super::pipelines::Pipelines,
     admin: &Admin,
 ) -> Result<Vec<GroupLag>, Failure> {
-    let mut groups = collect_named(&pipelines.names()?, admin)?;
-    let stored = postgres_offsets(&groups, &pipelines.settings.database_url)
+    let named = pipelines.names()?;
+    let stored = postgres_offsets(&group_names(&named), &pipelines.settings.database_url)
         .await
         .map_err(|e| anyhow::anyhow!("PostgreSQL's offsets: {e}"))?;
+    let mut groups = collect_named(&named, admin)?;
     with_postgres(&mut groups, &stored, pipelines.largest_batch() as i64);
     Ok(groups)
 }
@@ -213,12 +224,14 @@ pub async fn collect_stored_of(
 pub fn run(args: &LagArgs) -> Result<(), Failure> {
     let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
     let admin = Admin::new(&pipelines.settings.kafka, Duration::from_secs(15))?;
-    let mut groups = collect_named(&pipelines.names()?, &admin)?;
+    let named = pipelines.names()?;
     let database_url = &pipelines.settings.database_url;
+    let stored =
+        sluice_process::runtime()?.block_on(postgres_offsets(&group_names(&named), database_url));
+    let mut groups = collect_named(&named, &admin)?;
     // Without PostgreSQL's offsets the stored lag is not known: Kafka's is printed in its
     // place, and the command fails, so that a script never reads it as the stored lag.
-    let unread = match sluice_process::runtime()?.block_on(postgres_offsets(&groups, database_url))
-    {
+    let unread = match stored {
         Ok(stored) => {
             with_postgres(&mut groups, &stored, pipelines.largest_batch() as i64);
             None
