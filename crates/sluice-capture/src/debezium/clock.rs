@@ -98,22 +98,20 @@ pub(super) fn time_micros(text: &str) -> Result<i64, &'static str> {
         .unwrap_or(0))
 }
 
-/// Microseconds from the epoch, which PostgreSQL's last years (after 294246) pass: held at the
-/// 64-bit bounds, the nearest value a Debezium microsecond timestamp can carry.
-fn saturated(micros: i128) -> i64 {
-    i64::try_from(micros).unwrap_or(if micros < 0 { i64::MIN } else { i64::MAX })
+/// A count from the epoch that PostgreSQL's last years pass (microseconds after 294246):
+/// held at the 64-bit bounds, the nearest value a Debezium timestamp can carry.
+pub(super) fn saturated(count: i128) -> i64 {
+    i64::try_from(count).unwrap_or(if count < 0 { i64::MIN } else { i64::MAX })
 }
 
-/// A `timestamp` (`<date> HH:MM:SS[.ffffff][ BC]`) as microseconds from the epoch
-/// ([`saturated`] past the 64-bit range).
-pub(super) fn timestamp(text: &str) -> Result<i64, &'static str> {
+/// A `timestamp` (`<date> HH:MM:SS[.ffffff][ BC]`) as microseconds from the epoch, wider than
+/// 64 bits (a caller in milliseconds divides before it [`saturated`]s).
+pub(super) fn timestamp(text: &str) -> Result<i128, &'static str> {
     let (text, bc) = era(text);
     let (date, time) = text.split_once(' ').ok_or("not a date and a time")?;
     let micros = time_micros(time)?;
     let days = day(date, bc)?;
-    Ok(saturated(
-        i128::from(days) * i128::from(DAY_MICROS) + i128::from(micros),
-    ))
+    Ok(i128::from(days) * i128::from(DAY_MICROS) + i128::from(micros))
 }
 
 /// `±HH[:MM[:SS]]` → seconds east of UTC.
@@ -225,7 +223,10 @@ mod tests {
             timestamp("262143-06-01 00:00:00"),
             Ok(95_026_388 * 86_400_000_000)
         );
-        assert_eq!(timestamp("294276-12-31 23:59:59.999999"), Ok(i64::MAX));
+        assert_eq!(
+            timestamp("294276-12-31 23:59:59.999999").map(saturated),
+            Ok(i64::MAX)
+        );
         assert_eq!(
             zoned("262143-06-01 00:00:00+00").map(iso_utc),
             Ok("+262143-06-01T00:00:00.000000Z".to_owned())

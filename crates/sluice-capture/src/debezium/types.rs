@@ -365,11 +365,11 @@ fn push_clock(kind: Kind, out: &mut String, text: &str) -> Result<(), &'static s
     let value = match kind {
         Kind::TimestampMicros | Kind::TimestampMillis => {
             let micros = clock::timestamp(text)?;
-            if kind == Kind::TimestampMillis {
+            clock::saturated(if kind == Kind::TimestampMillis {
                 micros.div_euclid(1000)
             } else {
                 micros
-            }
+            })
         }
         _ => {
             let micros = clock::time_micros(text)?;

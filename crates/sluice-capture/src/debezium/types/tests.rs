@@ -79,6 +79,11 @@ fn the_last_years_postgresql_holds_are_sent() {
         value(Kind::TimestampMillis, "262143-06-01 00:00:00"),
         "8210279923200000"
     );
+    // Milliseconds fit where microseconds do not: exact, as Debezium's Timestamp is.
+    assert_eq!(
+        value(Kind::TimestampMillis, "294276-12-31 23:59:59.999"),
+        "9224318015999999"
+    );
     assert_eq!(
         value(Kind::ZonedTimestamp, "262143-06-01 00:00:00+00"),
         "\"+262143-06-01T00:00:00.000000Z\""
