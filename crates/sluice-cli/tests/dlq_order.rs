@@ -134,5 +134,26 @@ async fn dlq_replay_moves_past_the_rows_it_already_replayed() {
         .unwrap()
     };
     assert_eq!(ids, [1, 2, 3, 4], "each original replayed once");
+    // The four originals (replayed) and their four copies (each at the limit of
+    // `--max-replays 1`) are left out and counted, not refused one by one.
+    case.run_to_end("refused a third time").await;
+    let capped = case.env.output(
+        &[
+            "dlq",
+            "replay",
+            "--pipeline",
+            "items",
+            "--max-replays",
+            "1",
+            "--execute",
+        ],
+        &vars,
+    );
+    let said = text(&capped.stderr);
+    assert_eq!(capped.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("8 dead letter(s) matching the filter cannot be replayed"),
+        "{said}"
+    );
     case.cleanup().await;
 }

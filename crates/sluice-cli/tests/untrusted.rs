@@ -168,13 +168,40 @@ async fn a_forged_replay_count_header_cannot_stretch_the_replay_limit() {
         &[],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    assert_eq!(out.status.code(), Some(1), "every row refused: {stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}{stderr}");
     assert_eq!(
-        stdout.matches("refused: already replayed").count(),
-        forged.len()
+        out.status.code(),
+        Some(1),
+        "every row refused: {stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "{} dead letter(s) matching the filter cannot be replayed",
+            forged.len()
+        )),
+        "{stderr}"
     );
     assert!(!stdout.contains("re-published"), "{stdout}");
+    // Named one by one, each is refused with its reason.
+    let ids: Vec<String> = {
+        let mut conn = env.schema.connect().await;
+        sqlx::query_scalar::<_, i64>("SELECT id FROM dead_letter_events ORDER BY id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|id| id.to_string())
+            .collect()
+    };
+    let named = env.output(&["dlq", "replay", "--id", &ids.join(","), "--execute"], &[]);
+    let stdout = String::from_utf8_lossy(&named.stdout);
+    assert_eq!(named.status.code(), Some(1), "{stdout}");
+    assert_eq!(
+        stdout.matches("refused: already replayed").count(),
+        forged.len(),
+        "{stdout}"
+    );
     env.wait_caught_up("reviews", &mut run, Duration::from_secs(60))
         .await;
     assert_eq!(env.count("SELECT count(*) FROM reviews").await, 0);

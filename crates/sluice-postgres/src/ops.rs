@@ -72,9 +72,52 @@ pub struct DeadLetterFilter {
     /// The oldest rows first (a replay takes them so, so that `limit` never leaves an older
     /// change of a key behind a newer one); otherwise the newest first.
     pub oldest_first: bool,
-    /// Only rows never replayed (a replay takes them so: rows it already replayed would
-    /// otherwise fill its `limit`, oldest first, and keep it from the rest for good).
-    pub not_replayed: bool,
+    /// Only rows a replay under this `--max-replays` can take: never replayed, with a
+    /// payload kept whole, replayed fewer times than this. A replay takes them so: rows it
+    /// must refuse would otherwise fill its `limit`, oldest first, and keep it from the rest
+    /// for good.
+    pub replayable_under: Option<i32>,
+    /// Only rows such a replay must refuse (the others of the filter): what it counts as left
+    /// out.
+    pub unreplayable_under: Option<i32>,
+}
+
+/// The WHERE clause of [`DeadLetterFilter`], its parameters `$1`–`$5` and `$7`–`$10`.
+const DEAD_LETTER_WHERE: &str = "
+    WHERE (cardinality($1::text[]) = 0 OR topic = ANY($1))
+      AND ($2::text IS NULL OR error_kind = $2)
+      AND ($3::timestamptz IS NULL OR recorded_at >= $3)
+      AND ($4::timestamptz IS NULL OR recorded_at < $4)
+      AND (cardinality($5::bigint[]) = 0 OR id = ANY($5))
+      AND (cardinality($7::text[]) = 0 OR consumer_group = ANY($7))
+      AND ($8::text IS NULL OR target_table = $8)
+      AND ($9::int IS NULL OR (replayed_at IS NULL AND payload IS NOT NULL
+           AND octet_length(payload) >= payload_size AND replay_count < $9))
+      AND ($10::int IS NULL OR NOT (replayed_at IS NULL AND payload IS NOT NULL
+           AND octet_length(payload) >= payload_size AND replay_count < $10))";
+
+/// How many dead letters `filter` matches (its `limit` and order aside).
+pub async fn count_dead_letters(
+    conn: &mut PgConnection,
+    filter: &DeadLetterFilter,
+) -> Result<i64, sqlx::Error> {
+    // `$6` (the limit) is bound and unused, so both queries bind alike.
+    let sql = format!(
+        "SELECT count(*) FROM dead_letter_events {DEAD_LETTER_WHERE} AND $6::bigint IS NOT NULL"
+    );
+    sqlx::query_scalar(&sql)
+        .bind(&filter.topics)
+        .bind(&filter.kind)
+        .bind(filter.since)
+        .bind(filter.until)
+        .bind(&filter.ids)
+        .bind(filter.limit)
+        .bind(&filter.groups)
+        .bind(&filter.table)
+        .bind(filter.replayable_under)
+        .bind(filter.unreplayable_under)
+        .fetch_one(conn)
+        .await
 }
 
 /// One dead-letter row.
@@ -155,15 +198,7 @@ pub async fn list_dead_letters(
     };
     let sql = format!(
         "SELECT {DEAD_LETTER_ROW_COLUMNS}
-         FROM dead_letter_events
-         WHERE (cardinality($1::text[]) = 0 OR topic = ANY($1))
-           AND ($2::text IS NULL OR error_kind = $2)
-           AND ($3::timestamptz IS NULL OR recorded_at >= $3)
-           AND ($4::timestamptz IS NULL OR recorded_at < $4)
-           AND (cardinality($5::bigint[]) = 0 OR id = ANY($5))
-           AND (cardinality($7::text[]) = 0 OR consumer_group = ANY($7))
-           AND ($8::text IS NULL OR target_table = $8)
-           AND (NOT $9 OR replayed_at IS NULL)
+         FROM dead_letter_events {DEAD_LETTER_WHERE}
          ORDER BY {order}
          LIMIT $6"
     );
@@ -176,7 +211,8 @@ pub async fn list_dead_letters(
         .bind(filter.limit)
         .bind(&filter.groups)
         .bind(&filter.table)
-        .bind(filter.not_replayed)
+        .bind(filter.replayable_under)
+        .bind(filter.unreplayable_under)
         .fetch_all(conn)
         .await
 }

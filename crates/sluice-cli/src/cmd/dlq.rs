@@ -22,7 +22,9 @@ use sluice_core::DeadLetterKind;
 use sluice_core::topics::Topics;
 use sluice_core::untrusted::escape_controls;
 use sluice_kafka::ResilientProducer;
-use sluice_postgres::ops::{DeadLetterFilter, DeadLetterRow, list_dead_letters};
+use sluice_postgres::ops::{
+    DeadLetterFilter, DeadLetterRow, count_dead_letters, list_dead_letters,
+};
 use sluice_process::Failure;
 use sluice_storage::StorageSettings;
 use sluice_storage::dead_letter_replay::{
@@ -194,7 +196,8 @@ fn filter(args: &FilterArgs) -> Result<DeadLetterFilter, Failure> {
         ids: args.ids.clone(),
         limit: args.limit.max(1),
         oldest_first: false,
-        not_replayed: false,
+        replayable_under: None,
+        unreplayable_under: None,
     })
 }
 
@@ -325,13 +328,25 @@ async fn replay(
     args: &ReplayArgs,
 ) -> Result<(), Failure> {
     // The oldest rows first, re-published in their records' order: a key's changes land in
-    // the order they had (docs/operations.md). Rows already replayed are left out (each is
-    // replayed once; a copy that failed again is a row of its own) unless named by `--id`,
-    // where the refusal says why.
+    // the order they had (docs/operations.md). Rows a replay must refuse (replayed already —
+    // a copy that failed again is a row of its own —, tombstones, truncated payloads, at the
+    // replay limit) are left out and counted, unless named by `--id`, where the refusal says
+    // why: taken oldest first, they would fill `--limit` on every run.
+    let by_id = !args.filter.ids.is_empty();
     let chosen = DeadLetterFilter {
         oldest_first: true,
-        not_replayed: args.filter.ids.is_empty(),
+        replayable_under: (!by_id).then_some(args.max_replays),
         ..filter(&args.filter)?
+    };
+    let left_out = if by_id {
+        0
+    } else {
+        let refused = DeadLetterFilter {
+            replayable_under: None,
+            unreplayable_under: Some(args.max_replays),
+            ..chosen.clone()
+        };
+        count_dead_letters(conn, &refused).await?
     };
     let mut rows = list_dead_letters(conn, &chosen).await?;
     let reached = limit_reached(rows.len(), chosen.limit);
@@ -378,14 +393,25 @@ async fn replay(
                 escape_controls(&line.action)
             )
         },
-        Some(
-            "no dead letter to replay: none matches that was not replayed already (a row \
-             replayed before is taken only when --id names it)",
-        ),
+        Some("no dead letter to replay matches"),
         "dead letter",
     )?;
     if let Some(note) = reached {
         eprintln!("{note}");
+    }
+    if left_out > 0 {
+        let note = format!(
+            "{left_out} dead letter(s) matching the filter cannot be replayed (replayed \
+             already, tombstones, truncated payloads, or at --max-replays {}): `dlq list` \
+             shows them, and `--id` says why for each",
+            args.max_replays
+        );
+        if rows.is_empty() {
+            return Err(
+                anyhow!("none of the matching dead letters can be replayed: {note}").into(),
+            );
+        }
+        eprintln!("note: {note}");
     }
     Ok(())
 }
