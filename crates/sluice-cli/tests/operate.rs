@@ -219,7 +219,11 @@ async fn each_invalid_setting_exits_2_naming_the_variable_and_consumes_nothing()
         ("sslpassword=keypass123", "`sslpassword`"),
         ("sslmod=verify-full", "`sslmod`"),
         ("sslmode=bogus", "`sslmode`"),
-        ("sslrootcert=/nonexistent/ca.crt", "/nonexistent/ca.crt"),
+        (
+            "sslmode=verify-full&sslrootcert=/nonexistent/ca.crt",
+            "/nonexistent/ca.crt",
+        ),
+        ("channel_binding=require", "`channel_binding`"),
     ] {
         let bad = with(param);
         for command in [&["run"][..], &["dlq", "list"][..], &["migrate"][..]] {
@@ -241,6 +245,16 @@ async fn each_invalid_setting_exits_2_naming_the_variable_and_consumes_nothing()
     assert!(String::from_utf8_lossy(&out.stderr).contains("DATABASE_URL"));
     assert_eq!(env.offsets("reviews").1, 0, "nothing was consumed");
     assert_eq!(env.count("SELECT count(*) FROM pg_tables WHERE tablename = 'reviews' AND schemaname = current_schema()").await, 0, "not even migrated");
+    // Parameters sluice does not read and whose loss weakens nothing (libpq's timeout, an
+    // ORM's schema in a shared .env) are ignored with a warning naming them, not their values.
+    let shared = with("connect_timeout=10&schema=secretish");
+    let out = env.output(&["migrate"], &[("DATABASE_URL", shared.as_str())]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("connect_timeout") && !said.contains("secretish"),
+        "{said}"
+    );
     env.cleanup().await;
 }
 

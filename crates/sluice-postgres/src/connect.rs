@@ -7,26 +7,36 @@
 //! connection, never a silent plaintext one; `verify-full` checks the certificate against
 //! `sslrootcert` (else the Mozilla roots) and the host name.
 
-use sluice_core::settings::UnusableSetting;
+use sluice_core::settings::{UnusableSetting, database_url};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{ConnectOptions, PgConnection};
 use std::str::FromStr;
 
 /// The options of `url`, named `sluice-<role>` unless the URL sets `application_name`.
 ///
-/// A parameter the client would ignore, an unknown `sslmode` and a certificate or key file
-/// that cannot be read are refused here, naming the parameter (and the file), never a value:
-/// the client itself would log an unknown parameter's value and go on without it.
+/// A parameter whose loss would weaken the connection (a misspelt `sslmode`, `sslpassword`,
+/// `channel_binding=require`; see [`database_url::problem`]) is refused, naming the
+/// parameter, never its value; so is, at the process's first connection, a certificate or
+/// key file the chosen `sslmode` reads that cannot be read. Other parameters the client does
+/// not read (`connect_timeout`, an ORM's `schema`) are left out of what it is given (it
+/// would log their values) and named in a warning, once.
 pub fn connect_options(url: &str, role: &str) -> Result<PgConnectOptions, sqlx::Error> {
-    let problem = sluice_core::settings::database_url_parameter_problem(url)
+    let problem = database_url::problem(url)
         .map(|problem| format!("DATABASE_URL: {problem}"))
-        .or_else(|| unreadable_file(url));
+        .or_else(|| first_connection_file_problem(url));
     if let Some(problem) = problem {
         return Err(sqlx::Error::Configuration(Box::new(UnusableSetting(
             problem,
         ))));
     }
-    let options = PgConnectOptions::from_str(url)?;
+    let ignored = database_url::ignored(url);
+    if !ignored.is_empty() {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(parameters = ?ignored, "DATABASE_URL parameters sluice does not read are ignored");
+        });
+    }
+    let options = PgConnectOptions::from_str(&database_url::without_ignored(url))?;
     Ok(if options.get_application_name().is_some() {
         options
     } else {
@@ -34,22 +44,39 @@ pub fn connect_options(url: &str, role: &str) -> Result<PgConnectOptions, sqlx::
     })
 }
 
-/// The first of the URL's `sslrootcert`, `sslcert` and `sslkey` files that cannot be read,
-/// as a sentence naming the parameter and the path (the client's own error names neither).
+/// [`unreadable_file`] at the process's first connection only: a file that goes missing
+/// later (a certificate being rotated) is the client's error at connect, retried as any.
+fn first_connection_file_problem(url: &str) -> Option<String> {
+    static CHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if CHECKED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    unreadable_file(url)
+}
+
+/// The first certificate or key file the URL's `sslmode` reads that cannot be read, as a
+/// sentence naming the parameter and the path (the client's own error names neither): the
+/// root certificate under `verify-ca` and `verify-full`, the client's certificate and key
+/// under any mode but `disable`.
 fn unreadable_file(url: &str) -> Option<String> {
+    let mode = database_url::ssl_mode(url);
+    let verifies = mode == "verify-ca" || mode == "verify-full";
     let parsed = url::Url::parse(url).ok()?;
     parsed.query_pairs().find_map(|(key, path)| {
-        let file = matches!(
-            key.as_ref(),
-            "sslrootcert" | "ssl-root-cert" | "ssl-ca" | "sslcert" | "ssl-cert" | "sslkey" | "ssl-key"
-        );
-        // `system` is libpq's name for the system's roots, not a file.
-        if !file || (key.starts_with("sslroot") && path == "system") {
+        let read = match key.as_ref() {
+            "sslrootcert" | "ssl-root-cert" | "ssl-ca" => verifies,
+            "sslcert" | "ssl-cert" | "sslkey" | "ssl-key" => mode != "disable",
+            _ => false,
+        };
+        if !read {
             return None;
         }
-        std::fs::File::open(path.as_ref())
-            .err()
-            .map(|error| format!("DATABASE_URL: its parameter `{key}` names the file {path}, which cannot be read: {error}"))
+        std::fs::File::open(path.as_ref()).err().map(|error| {
+            format!(
+                "DATABASE_URL: its parameter `{key}` names the file {path}, which cannot be \
+                 read: {error}"
+            )
+        })
     })
 }
 
@@ -130,13 +157,36 @@ mod tests {
         );
         let error = refused("postgres://u@h/db?sslmod=verify-full");
         assert!(error.contains("`sslmod`"), "{error}");
-        let error =
-            refused("postgres://u@h/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.crt");
-        assert!(
-            error.contains("`sslrootcert`") && error.contains("/nonexistent/ca.crt"),
-            "{error}"
+        // The files a mode reads, named with their paths (checked at the process's first
+        // connection only, so here through the check itself).
+        for (url, named) in [
+            (
+                "postgres://u@h/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.crt",
+                "`sslrootcert`",
+            ),
+            (
+                "postgres://u@h/db?sslkey=/nonexistent/client.key",
+                "`sslkey`",
+            ),
+        ] {
+            let error = unreadable_file(url).unwrap_or_default();
+            assert!(
+                error.contains(named) && error.contains("/nonexistent/"),
+                "{error}"
+            );
+        }
+        // A root certificate `require` never reads, a client key under `disable`: fine.
+        assert_eq!(
+            unreadable_file("postgres://u@h/db?sslmode=require&sslrootcert=/nonexistent/ca.crt"),
+            None
         );
-        let error = refused("postgres://u@h/db?sslkey=/nonexistent/client.key");
-        assert!(error.contains("`sslkey`"), "{error}");
+        assert_eq!(
+            unreadable_file("postgres://u@h/db?sslmode=disable&sslkey=/nonexistent/c.key"),
+            None
+        );
+        // A parameter the client does not read is left out (its value never reaches it).
+        let options =
+            connect_options("postgres://u@h/db?connect_timeout=10&schema=public", "t").unwrap();
+        assert_eq!(options.get_database(), Some("db"));
     }
 }

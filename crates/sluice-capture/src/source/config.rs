@@ -36,7 +36,7 @@ impl SourceConfig {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(bad("no postgres:// scheme"));
         }
-        if let Some(problem) = sluice_core::settings::database_url_parameter_problem(url) {
+        if let Some(problem) = sluice_core::settings::database_url::problem(url) {
             return Err(CaptureError::Settings(format!("the source URL: {problem}")));
         }
         let parsed = url::Url::parse(url).map_err(|e| bad(&format!("a malformed URL ({e})")))?;

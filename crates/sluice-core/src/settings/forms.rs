@@ -203,8 +203,13 @@ impl Form for DatabaseUrl {
                 &redact_url(&url),
                 DATABASE_URL_FORM,
             )),
-            Some(url) => match super::database_url_parameter_problem(&url) {
-                Some(problem) => Err(SettingsError::invalid(name, &redact_url(&url), &problem)),
+            Some(url) => match super::database_url::problem(&url) {
+                // The URL without its query: another parameter's value may be a secret.
+                Some(problem) => Err(SettingsError::invalid(
+                    name,
+                    &redact_url(url.split('?').next().unwrap_or_default()),
+                    &problem,
+                )),
                 None => Ok(Some(url)),
             },
             None => Ok(None),

@@ -13,6 +13,7 @@
 //! `sluice_storage::settings::StorageSettings`, the dispatcher's
 //! `sluice_dispatch::settings::OutboxSettings`.
 
+pub mod database_url;
 mod error;
 pub mod forms;
 pub mod kafka_client;
@@ -22,10 +23,7 @@ pub mod variable;
 
 pub use error::{SettingsError, UnusableSetting};
 pub use forms::{OffsetReset, SyncCommit};
-pub use read::{
-    EnvReader, database_host_port, database_url_parameter_problem, is_identifier, is_topic_name,
-    valid_database_url,
-};
+pub use read::{EnvReader, database_host_port, is_identifier, is_topic_name, valid_database_url};
 pub use variable::{Var, Variable};
 
 /// `DATABASE_URL`, which every command that reaches PostgreSQL reads; secret (its password

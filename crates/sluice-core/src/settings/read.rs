@@ -161,72 +161,6 @@ pub fn database_host_port(url: &str) -> Option<(&str, &str)> {
     host_port.rsplit_once(':')
 }
 
-/// The query parameters of a database URL that sluice's PostgreSQL client reads: libpq's
-/// names, and the spellings sqlx takes beside them (`options[name]` too). It would ignore
-/// any other, with a log line holding the value.
-const DATABASE_URL_PARAMETERS: &[&str] = &[
-    "sslmode",
-    "ssl-mode",
-    "sslrootcert",
-    "ssl-root-cert",
-    "ssl-ca",
-    "sslcert",
-    "ssl-cert",
-    "sslkey",
-    "ssl-key",
-    "statement-cache-capacity",
-    "host",
-    "hostaddr",
-    "port",
-    "dbname",
-    "user",
-    "password",
-    "application_name",
-    "options",
-];
-
-/// The `sslmode` values, as libpq names them (any case).
-const SSL_MODES: &[&str] = &[
-    "disable",
-    "allow",
-    "prefer",
-    "require",
-    "verify-ca",
-    "verify-full",
-];
-
-/// What is wrong with the query parameters of a `postgres://` URL, if anything: a parameter
-/// the client does not read (a misspelt `sslmode` would leave the server's certificate
-/// unchecked; `sslpassword`, an encrypted key's passphrase, is not supported) or an
-/// `sslmode` it does not know. Names the parameter, never its value.
-pub fn database_url_parameter_problem(url: &str) -> Option<String> {
-    let (_, query) = url.split_once('?')?;
-    let query = query.split('#').next().unwrap_or_default();
-    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if key == "sslmode" || key == "ssl-mode" {
-            if !SSL_MODES.contains(&value.to_ascii_lowercase().as_str()) {
-                return Some(format!(
-                    "its parameter `{key}` must be one of {}",
-                    SSL_MODES.join(", ")
-                ));
-            }
-        } else if key == "sslpassword" {
-            return Some(
-                "its parameter `sslpassword` (the passphrase of an encrypted client key) is not \
-                 supported: give `sslkey` a key file that is not encrypted"
-                    .to_owned(),
-            );
-        } else if !DATABASE_URL_PARAMETERS.contains(&key) && !key.starts_with("options[") {
-            return Some(format!(
-                "its parameter `{key}` is not one sluice reads (it reads {})",
-                DATABASE_URL_PARAMETERS.join(", ")
-            ));
-        }
-    }
-    None
-}
-
 /// A `postgres://` URL with a host (`host[:port]` or the `host=` parameter: a name, or a
 /// Unix socket directory as in `postgres:///db?host=/var/run/postgresql`).
 pub fn valid_database_url(url: &str) -> bool {
@@ -281,38 +215,5 @@ mod tests {
             "UNSET"
         );
         assert_eq!(env.database_url().unwrap_err().variable(), "DATABASE_URL");
-    }
-
-    #[test]
-    fn a_database_url_parameter_the_client_would_ignore_is_refused_without_its_value() {
-        for url in [
-            "postgres://u@h/db",
-            "postgres://u@h/db?sslmode=verify-full&sslrootcert=/ca.crt&sslcert=/c&sslkey=/k",
-            "postgres://u@h/db?sslmode=VERIFY-CA&application_name=x&options[search_path]=s",
-            "postgres:///db?host=/var/run/postgresql&user=u&password=p&port=5432&dbname=d",
-            "postgres://u@h/db?ssl-mode=require&statement-cache-capacity=10#frag",
-        ] {
-            assert_eq!(database_url_parameter_problem(url), None, "{url}");
-        }
-        for (url, named) in [
-            ("postgres://u@h/db?sslmod=verify-full", "`sslmod`"),
-            (
-                "postgres://u@h/db?sslmode=bogus",
-                "`sslmode` must be one of",
-            ),
-            ("postgres://u@h/db?sslmode=", "`sslmode` must be one of"),
-            ("postgres://u@h/db?sslpassword=keypass123", "`sslpassword`"),
-            (
-                "postgres://u@h/db?sslmode=require&connect_timeout=3",
-                "`connect_timeout`",
-            ),
-        ] {
-            let problem = database_url_parameter_problem(url).unwrap_or_default();
-            assert!(problem.contains(named), "{url}: {problem}");
-            assert!(
-                !problem.contains("keypass123") && !problem.contains("bogus"),
-                "{problem}"
-            );
-        }
     }
 }
