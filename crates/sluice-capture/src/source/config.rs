@@ -68,7 +68,8 @@ impl SourceConfig {
                 "sslkey" | "ssl-key" => key = Some(PathBuf::from(value)),
                 "user" => user = value,
                 "password" => password = value,
-                "host" => host = value,
+                // As sqlx: `hostaddr` is the address connected to.
+                "host" | "hostaddr" => host = value,
                 "port" => port = value.parse().map_err(|_| bad("a bad port"))?,
                 "dbname" => database = value,
                 // Read by the catalog connection (sqlx), not needed by the replication one.
@@ -83,8 +84,12 @@ impl SourceConfig {
         if user.is_empty() {
             return Err(bad("no user"));
         }
+        // As libpq: the database defaults to the user's name, the password to PGPASSWORD.
         if database.is_empty() {
-            return Err(bad("no database"));
+            database = user.clone();
+        }
+        if password.is_empty() {
+            password = std::env::var("PGPASSWORD").unwrap_or_default();
         }
         let tls = tls_config(mode, root, cert, key)
             .ok_or_else(|| bad("sslcert without sslkey (or the other way round)"))?;
@@ -284,6 +289,8 @@ mod tests {
             (r.tls.client_cert_pem_path, r.tls.client_key_pem_path),
             (Some(PathBuf::from("/c.crt")), Some(PathBuf::from("/c.key")))
         );
+        let r = read("postgres://u@h/?hostaddr=10.0.0.7");
+        assert_eq!((r.host.as_str(), r.database.as_str()), ("10.0.0.7", "u"));
         for url in [
             "postgres:///db?user=u&host=/var/run/postgresql",
             "postgres://u@h/db?sslcert=/c.crt",
@@ -309,7 +316,6 @@ mod tests {
     fn refuses_what_it_cannot_quote_or_read() {
         for (url, slot, publication) in [
             ("mysql://u@h/db", "s", "p"),
-            ("postgres://u@h", "s", "p"),
             ("postgres://u@h/db?sslmode=sometimes", "s", "p"),
             ("postgres://u@h/db", "Slot", "p"),
             ("postgres://u@h/db", "s", "p'; DROP"),
