@@ -119,14 +119,20 @@ pub fn write(dir: &Path, pipeline: &str) -> Result<(), HeartbeatError> {
 /// health check runs without the process's arguments).
 pub const MANIFEST: &str = "pipelines.list";
 
-/// Lists `pipelines` in the heartbeat directory's [`MANIFEST`] (as a heartbeat is written).
+/// Lists `pipelines` in the heartbeat directory's [`MANIFEST`] (as a heartbeat is written),
+/// under this process's id.
 pub fn write_manifest(dir: &Path, pipelines: &[String]) -> Result<(), HeartbeatError> {
-    let mut contents = pipelines.join("\n");
-    contents.push('\n');
+    let mut contents = format!("pid {}\n", std::process::id());
+    for name in pipelines {
+        contents.push_str(name);
+        contents.push('\n');
+    }
     replace(dir, MANIFEST, &contents)
 }
 
-/// The pipelines the [`MANIFEST`] lists; `None` when there is none (or it is a link).
+/// The pipelines the [`MANIFEST`] lists, while the process that wrote it runs (its
+/// `/proc` entry exists); `None` when there is none, it is a link, or its writer is gone (a
+/// one-off `sluice run` that shared the directory and ended, say).
 pub fn read_manifest(dir: &Path) -> Option<Vec<String>> {
     let file = OpenOptions::new()
         .read(true)
@@ -134,13 +140,12 @@ pub fn read_manifest(dir: &Path) -> Option<Vec<String>> {
         .open(dir.join(MANIFEST))
         .ok()?;
     let text = std::io::read_to_string(file).ok()?;
-    Some(
-        text.lines()
-            .map(str::trim)
-            .filter(|line| !line.is_empty())
-            .map(str::to_owned)
-            .collect(),
-    )
+    let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty());
+    let pid: u32 = lines.next()?.strip_prefix("pid ")?.parse().ok()?;
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        return None;
+    }
+    Some(lines.map(str::to_owned).collect())
 }
 
 /// Replaces the file `name` in `dir` with `contents`: a temporary file opened without
@@ -304,6 +309,27 @@ impl WriterLiveness {
         let last = self.0.load(Ordering::Relaxed);
         let within = u64::try_from(within.as_millis()).unwrap_or(u64::MAX);
         sluice_core::clock::unix_ms().saturating_sub(last) <= within
+    }
+}
+
+#[cfg(test)]
+mod manifest_tests {
+    use super::*;
+
+    #[test]
+    fn the_manifest_counts_while_its_writer_runs() {
+        let dir = std::env::temp_dir().join(format!("sluice-manifest-{}", std::process::id()));
+        write_manifest(&dir, &["a".to_owned(), "b".to_owned()]).unwrap();
+        assert_eq!(
+            read_manifest(&dir),
+            Some(vec!["a".to_owned(), "b".to_owned()])
+        );
+        // A writer that is gone (no process has the largest pid there is).
+        std::fs::write(dir.join(MANIFEST), "pid 4294967295\na\n").unwrap();
+        assert_eq!(read_manifest(&dir), None);
+        std::fs::write(dir.join(MANIFEST), "a\n").unwrap();
+        assert_eq!(read_manifest(&dir), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 

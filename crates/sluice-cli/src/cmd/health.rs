@@ -12,9 +12,9 @@ pub struct HealthArgs {
     /// A heartbeat older than this many seconds is stale.
     #[arg(long, default_value_t = 10, env = "STORAGE_HEALTH_MAX_AGE_SECONDS")]
     max_age_seconds: u64,
-    /// The mapping file (or folder) of declared sinks. Without it, the pipelines the running
-    /// `sluice run` listed in the heartbeat directory, else those of `SLUICE_SINKS_FILE`
-    /// (or the seed pipelines).
+    /// The mapping file (or folder) of declared sinks; default `SLUICE_SINKS_FILE`. Without
+    /// either, the pipelines the running `sluice run` listed in the heartbeat directory, else
+    /// the seed pipelines.
     #[arg(long = "sinks", value_name = "FILE|DIR")]
     sinks: Option<String>,
 }
@@ -24,9 +24,12 @@ pub fn run(args: &HealthArgs) -> Result<(), Failure> {
     let pipelines = super::pipelines::Pipelines::load(args.sinks.as_deref())?;
     let dir = Path::new(&pipelines.settings.heartbeat_dir);
     let max_age = Duration::from_secs(args.max_age_seconds);
-    let listed = match &args.sinks {
-        Some(_) => None,
-        None => heartbeat::read_manifest(dir).filter(|names| !names.is_empty()),
+    // `--sinks` or `SLUICE_SINKS_FILE` say which; else what the running process listed.
+    let told = args.sinks.is_some()
+        || sluice_process::env_lookup("SLUICE_SINKS_FILE").is_some_and(|f| !f.trim().is_empty());
+    let listed = match told {
+        true => None,
+        false => heartbeat::read_manifest(dir).filter(|names| !names.is_empty()),
     };
     let names = match listed {
         Some(names) => names,
