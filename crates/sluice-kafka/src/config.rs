@@ -205,7 +205,7 @@ pub fn check_properties(client: &KafkaClientSettings) -> Result<(), InvalidPrope
             // set") is about the one not set, when one is not.
             let variable = properties_named(&reason)
                 .into_iter()
-                .find(|name| !set(name))
+                .find(|name| reason.contains("must be set") && !set(name))
                 .or_else(|| {
                     client
                         .properties
