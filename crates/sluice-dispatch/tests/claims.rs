@@ -662,3 +662,42 @@ async fn the_claim_stays_linear_with_50_000_keys_in_flight_and_a_small_work_mem(
     assert_eq!(claimed_by_planner(&mut conn).await, expected);
     teardown(schema, conn).await;
 }
+
+/// A consumer that read the record before the dispatcher's mark moved the row on
+/// (DISPATCHING → UNDER_PROCESSING → SUCCESS): the mark leaves the status as it is and still
+/// writes the record's coordinates, so an operator finds the event's record from its row.
+#[tokio::test]
+async fn a_mark_after_the_consumer_moved_the_row_on_still_records_where_it_went() {
+    let Some((schema, mut conn)) = setup().await else {
+        return;
+    };
+    let topic = sluice_testkit::unique("outbox-claims");
+    let event = NewEvent::new(&topic, "user", "k", "e", json!({}));
+    enqueue(&mut conn, &event).await.unwrap();
+    let claimed = claim_batch(&mut conn, "d", 10).await.unwrap();
+    let claim = claimed[0].claim_id;
+    for status in ["UNDER_PROCESSING", "SUCCESS"] {
+        sqlx::query("UPDATE outbox_events SET status = $1 WHERE id = $2")
+            .bind(status)
+            .bind(event.id)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let settled = settle_published(&mut conn, Some(claim), &[(event.id, 2, 42)])
+        .await
+        .unwrap();
+    assert_eq!(
+        settled,
+        Settled {
+            published: 0,
+            already_past: 1,
+            lost: 0
+        }
+    );
+    assert_eq!(
+        row(&mut conn, event.id).await,
+        ("SUCCESS".to_owned(), Some(claim), Some(42))
+    );
+    teardown(schema, conn).await;
+}

@@ -67,6 +67,7 @@ pub async fn settle_published(
             .bind(&missed)
             .fetch_all(&mut *conn)
             .await?;
+    let mut past_acks: Vec<(Uuid, i32, i64)> = Vec::new();
     for (id, status, holder) in rows {
         let status = OutboxStatus::parse(&status)?;
         let past = matches!(
@@ -78,12 +79,26 @@ pub async fn settle_published(
         );
         if past && holder == claim {
             settled.already_past += 1;
-            tracing::debug!(%id, %status, "outbox event already past PUBLISHED; unchanged");
+            past_acks.extend(acks.iter().filter(|a| a.0 == id));
+            tracing::debug!(%id, %status, "outbox event already past PUBLISHED; status unchanged");
         } else {
             settled.lost += 1;
             tracing::debug!(%id, %status, claim = ?claim, holder = ?holder,
                 "claim lost before its mark; row left to its holder");
         }
+    }
+    if !past_acks.is_empty() {
+        // A consumer read the record before the mark: its coordinates are still the row's.
+        let ids: Vec<Uuid> = past_acks.iter().map(|a| a.0).collect();
+        let partitions: Vec<i32> = past_acks.iter().map(|a| a.1).collect();
+        let offsets: Vec<i64> = past_acks.iter().map(|a| a.2).collect();
+        sqlx::query(include_str!("sql/record_coordinates.sql"))
+            .bind(claim)
+            .bind(&ids)
+            .bind(&partitions)
+            .bind(&offsets)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(settled)
 }
