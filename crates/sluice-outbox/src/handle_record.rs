@@ -176,6 +176,8 @@ pub async fn handle_outbox_record<E>(
         }
         Ok(Processed::Done(Handled::Rejected(reason))) => {
             move_row(&mut tx, event_id, &[UnderProcessing], PushedFailure).await?;
+            // The reason stays on the row, for the operator who finds it.
+            store::set_last_error(&mut tx, event_id, &reason).await?;
             RecordOutcome::Rejected(reason)
         }
         Ok(Processed::AlreadyProcessed) => {

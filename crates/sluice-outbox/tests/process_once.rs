@@ -250,6 +250,17 @@ async fn the_helper_processes_a_record_once_and_ends_its_row() {
         RecordOutcome::Rejected("mailbox full".into())
     );
     assert_eq!(status_of(&mut conn, id).await, PushedFailure);
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(
+        reason.as_deref(),
+        Some("mailbox full"),
+        "the reason stays on the row"
+    );
     assert_eq!(count(&mut conn, "projection").await, 4);
     teardown(schema, conn).await;
 }

@@ -118,6 +118,20 @@ pub(crate) async fn lock_status(
         .await
 }
 
+/// Keeps `reason` on row `id` (`last_error`): why a consumer rejected its event.
+pub(crate) async fn set_last_error(
+    conn: &mut PgConnection,
+    id: Uuid,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(include_str!("sql/set_last_error.sql"))
+        .bind(id)
+        .bind(reason)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
 /// Records that `consumer_group` processed the record at (`topic`, `partition`,
 /// `offset`); false when it already had.
 pub(crate) async fn insert_processed_message(
