@@ -77,7 +77,10 @@ impl<E> From<sqlx::Error> for HandleError<E> {
 /// DISPATCHING, PUBLISHED or CDC → UNDER_PROCESSING, then [`process_keyed`] with `work`, then
 /// UNDER_PROCESSING → SUCCESS ([`Handled::Applied`]) or PUSHED_FAILURE
 /// ([`Handled::Rejected`]). When `key` was already processed, UNDER_PROCESSING → SUCCESS
-/// without running `work`. `work` fails → everything rolls back and its error is returned.
+/// without running `work`. `work` fails → everything rolls back and its error is returned;
+/// then the row, if still DISPATCHING, PUBLISHED or CDC, becomes UNDER_PROCESSING with the
+/// error in `last_error`: the record is in the consumer's retry tiers or dead-letter topic,
+/// and retention (which purges PUBLISHED rows) must keep its row until it ends.
 ///
 /// No outbox row for `event_id` is [`OutboxError::NotFound`]: either the record is not an
 /// event of this database, or retention already purged the row because the consumer lags
@@ -136,7 +139,7 @@ impl<E> From<sqlx::Error> for HandleError<E> {
 ///     Ok(())
 /// }
 /// ```
-pub async fn handle_outbox_record<E>(
+pub async fn handle_outbox_record<E: std::fmt::Display>(
     conn: &mut PgConnection,
     key: &ProcessKey,
     event_id: Uuid,
@@ -195,6 +198,12 @@ pub async fn handle_outbox_record<E>(
             // another consumer of the same event (a retry tier) would wait for it.
             if let Err(rollback) = tx.rollback().await {
                 tracing::warn!(%event_id, error = %rollback, "rollback after failed work failed");
+            }
+            // The record goes to the consumer's retry tiers or dead-letter topic: its row
+            // leaves PUBLISHED (which retention purges) for UNDER_PROCESSING, with the error.
+            if let Err(held) = store::hold_failed(conn, event_id, &error.to_string()).await {
+                tracing::warn!(%event_id, error = %held,
+                    "cannot mark the outbox row of a failed record UNDER_PROCESSING");
             }
             return Err(HandleError::Work(error));
         }

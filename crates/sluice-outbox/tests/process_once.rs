@@ -23,6 +23,12 @@ use uuid::Uuid;
 #[derive(Debug, PartialEq, Eq)]
 struct Refused(&'static str);
 
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
 async fn create_projection(conn: &mut PgConnection) {
     sqlx::query("CREATE TABLE projection (id BIGSERIAL PRIMARY KEY, note TEXT NOT NULL)")
         .execute(conn)
@@ -316,11 +322,16 @@ async fn terminal_and_unpublished_rows_are_left_alone_and_a_failing_work_undoes_
         "the failed work left the outbox row locked: {locked:?}"
     );
     other.close().await.unwrap();
-    assert_eq!(
-        status_of(&mut conn, id).await,
-        Published,
-        "the move rolled back"
-    );
+    // The work rolled back; the row is in the consumer's hands (its retry tiers), with the
+    // error, and no longer PUBLISHED, which retention purges.
+    assert_eq!(status_of(&mut conn, id).await, UnderProcessing);
+    let held: Option<String> =
+        sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(held.as_deref(), Some("broken"));
     assert_eq!(count(&mut conn, "projection").await, 0);
     assert_eq!(count(&mut conn, "processed_kafka_messages").await, 0);
 

@@ -305,7 +305,7 @@ pub async fn handle_command(
         if let Some(reason) = payload.demo_failure(attempt) {
             return Err(WorkError::Retryable(reason));
         }
-        apply(tx, &payload).await.map_err(WorkError::Database)
+        apply(tx, &payload).await.map_err(WorkError::of_database)
     })
     .await
 }
@@ -359,9 +359,28 @@ pub enum WorkError {
     /// The database failed: the run ends, nothing was committed.
     #[error("mailbox database query failed: {0}")]
     Database(#[source] sqlx::Error),
-    /// The handler failed on this record and it may pass later (a demonstration op).
+    /// The handler failed on this record and it may pass later (a demonstration op), or
+    /// the database refused this record's writes (a constraint, a value): it goes through the
+    /// retry tiers to the dead-letter topic instead of stopping every partition.
     #[error("mailbox handler failed: {0}")]
     Retryable(String),
+}
+
+impl WorkError {
+    /// A database error of the work: the record's own (SQLSTATE class 22, data exception, or
+    /// 23, integrity constraint: it fails the same way every time) is this record's failure,
+    /// [`WorkError::Retryable`]; any other (the connection, the server) ends the run.
+    pub fn of_database(error: sqlx::Error) -> WorkError {
+        let own = error
+            .as_database_error()
+            .and_then(|e| e.code())
+            .is_some_and(|code| code.starts_with("22") || code.starts_with("23"));
+        if own {
+            WorkError::Retryable(format!("the database refused the command: {error}"))
+        } else {
+            WorkError::Database(error)
+        }
+    }
 }
 
 /// The mailbox handler over its own connection: what the main and the tier consumers call

@@ -118,6 +118,21 @@ pub(crate) async fn lock_status(
         .await
 }
 
+/// Row `id` in the consumer's hands after its work failed with `error` (see
+/// `sql/hold_failed.sql`); whether it moved.
+pub(crate) async fn hold_failed(
+    conn: &mut PgConnection,
+    id: Uuid,
+    error: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query(include_str!("sql/hold_failed.sql"))
+        .bind(id)
+        .bind(error)
+        .execute(conn)
+        .await
+        .map(|done| done.rows_affected() == 1)
+}
+
 /// Keeps `reason` on row `id` (`last_error`): why a consumer rejected its event.
 pub(crate) async fn set_last_error(
     conn: &mut PgConnection,
