@@ -28,9 +28,22 @@ async fn dead_letter(
     at: i64,
     origin: &str,
 ) {
+    dead_letter_from(producer, dlt, partition, name, at, (origin, 0)).await;
+}
+
+/// [`dead_letter`] of a record that came from partition `origin.1` of topic `origin.0`.
+async fn dead_letter_from(
+    producer: &rdkafka::producer::FutureProducer,
+    dlt: &str,
+    partition: i32,
+    name: &str,
+    at: i64,
+    origin: (&str, i32),
+) {
+    let (origin, original_partition) = origin;
     let retry = sluice_retry::headers::RetryHeaders {
         original_topic: origin.to_owned(),
-        original_partition: 0,
+        original_partition,
         original_offset: 0,
         original_timestamp_ms: Some(at),
         error_class: "permanent".into(),
@@ -160,6 +173,34 @@ async fn a_limited_replay_follows_each_partitions_offsets_not_its_timestamps() {
         keys(&env, &topic),
         ["p0-first", "p0-second", "p1-only"],
         "each dead letter re-published exactly once"
+    );
+    sluice_testkit::delete_topics(&env.stack, &[topic.as_str(), dlt.as_str()]).await;
+    env.cleanup().await;
+}
+
+/// A replayed record goes back to the partition it came from, not to its key's hash: the
+/// mailbox pins each user to a partition of its own choosing.
+#[tokio::test]
+async fn a_replay_goes_back_to_the_records_own_partition() {
+    let Some(env) = Env::new().await else { return };
+    let topic = format!("{}-pinned", env.prefix);
+    let dlt = sluice_retry::dlt_topic(&topic);
+    sluice_testkit::create_topic(&env.stack, &topic, 3).await;
+    sluice_testkit::create_topic(&env.stack, &dlt, 1).await;
+    let producer = sluice_testkit::producer(&env.stack);
+    let t = chrono::Utc::now().timestamp_millis();
+    let names: Vec<String> = (0..6).map(|i| format!("user-{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        dead_letter_from(&producer, &dlt, 0, name, t + i as i64, (&topic, 2)).await;
+    }
+    let vars = [("MAILBOX_TOPIC", topic.as_str())];
+    let out = env.output(&["dlt", "replay", "--execute"], &vars);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let landed = support::read_outbox_topic(&env.stack.bootstrap, &topic);
+    assert_eq!(landed.len(), names.len(), "{landed:?}");
+    assert!(
+        landed.iter().all(|(partition, ..)| *partition == 2),
+        "{landed:?}"
     );
     sluice_testkit::delete_topics(&env.stack, &[topic.as_str(), dlt.as_str()]).await;
     env.cleanup().await;

@@ -434,12 +434,17 @@ async fn replay(
                     .map(|(k, v)| (k.as_str(), v.as_deref().unwrap_or_default()))
                     .collect();
                 kept.push((REPLAY_COUNT_HEADER, count.as_bytes()));
+                // Back to the partition the record came from: a topic whose partitions are
+                // chosen by the producer (a user pinned to one) is not keyed by hash.
+                let partition = RetryHeaders::decode(record)
+                    .filter(|h| h.original_topic == original && h.original_partition >= 0)
+                    .map(|h| h.original_partition);
                 let delivered = producer
                     .send(Outgoing {
                         topic: &original,
                         key: record.key.as_deref(),
                         payload: record.payload.as_deref().unwrap_or_default(),
-                        partition: None,
+                        partition,
                         headers: &kept,
                     })
                     .await?;
