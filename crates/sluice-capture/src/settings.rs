@@ -191,7 +191,9 @@ impl CaptureSettings {
         Ok(CaptureSettings {
             source,
             kafka,
-            database_url,
+            // The catalog's connections (sqlx) get the URL without the parameters its client
+            // does not read: it would log their values.
+            database_url: sluice_core::settings::database_url::without_ignored(&database_url),
             envelope,
             routing: routing(&env)?,
             snapshot: snapshot(&env)?,

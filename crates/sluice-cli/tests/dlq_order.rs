@@ -134,8 +134,8 @@ async fn dlq_replay_moves_past_the_rows_it_already_replayed() {
         .unwrap()
     };
     assert_eq!(ids, [1, 2, 3, 4], "each original replayed once");
-    // The four originals (replayed) and their four copies (each at the limit of
-    // `--max-replays 1`) are left out and counted, not refused one by one.
+    // The four originals (replayed: done) are left out; their four copies (each at the limit
+    // of `--max-replays 1`) are left out and counted, not refused one by one.
     case.run_to_end("refused a third time").await;
     let capped = case.env.output(
         &[
@@ -152,8 +152,46 @@ async fn dlq_replay_moves_past_the_rows_it_already_replayed() {
     let said = text(&capped.stderr);
     assert_eq!(capped.status.code(), Some(1), "{said}");
     assert!(
-        said.contains("8 dead letter(s) matching the filter cannot be replayed"),
+        said.contains("4 dead letter(s) matching the filter, never replayed, cannot be replayed"),
         "{said}"
+    );
+    case.cleanup().await;
+}
+
+/// Once every dead letter was replayed and landed, a replay finds nothing to do: exit 0,
+/// whatever the history (a cron job's replay does not start failing).
+#[tokio::test]
+async fn dlq_replay_with_everything_replayed_has_nothing_to_do() {
+    let Some(case) = Case::new(&["items"], DDL, MAPPING).await else {
+        return;
+    };
+    case.produce("items", &[json!({"id": 1, "v": "first", "w": "no"})])
+        .await;
+    case.run_to_end("refused").await;
+    {
+        let mut conn = case.env.schema.connect().await;
+        sqlx::raw_sql("ALTER TABLE items DROP CONSTRAINT items_w_check")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let file = case.file.display().to_string();
+    let vars = [("SLUICE_SINKS_FILE", file.as_str())];
+    let replay = || {
+        case.env.output(
+            &["dlq", "replay", "--pipeline", "items", "--execute"],
+            &vars,
+        )
+    };
+    let first = replay();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    case.run_to_end("landed").await;
+    let again = replay();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stdout).contains("no dead letter to replay matches"),
+        "{}",
+        text(&again.stdout)
     );
     case.cleanup().await;
 }

@@ -193,13 +193,17 @@ async fn a_replay_goes_back_to_the_records_own_partition() {
     for (i, name) in names.iter().enumerate() {
         dead_letter_from(&producer, &dlt, 0, name, t + i as i64, (&topic, 2)).await;
     }
+    // A partition the topic does not have (another producer's header): the key chooses.
+    dead_letter_from(&producer, &dlt, 0, "stray", t + 10, (&topic, 7)).await;
     let vars = [("MAILBOX_TOPIC", topic.as_str())];
     let out = env.output(&["dlt", "replay", "--execute"], &vars);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let landed = support::read_outbox_topic(&env.stack.bootstrap, &topic);
-    assert_eq!(landed.len(), names.len(), "{landed:?}");
+    assert_eq!(landed.len(), names.len() + 1, "{landed:?}");
     assert!(
-        landed.iter().all(|(partition, ..)| *partition == 2),
+        landed
+            .iter()
+            .all(|(partition, _, key, _)| *partition == 2 || key == "stray"),
         "{landed:?}"
     );
     sluice_testkit::delete_topics(&env.stack, &[topic.as_str(), dlt.as_str()]).await;

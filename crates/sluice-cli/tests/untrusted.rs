@@ -177,7 +177,7 @@ async fn a_forged_replay_count_header_cannot_stretch_the_replay_limit() {
     );
     assert!(
         stderr.contains(&format!(
-            "{} dead letter(s) matching the filter cannot be replayed",
+            "{} dead letter(s) matching the filter, never replayed, cannot be replayed",
             forged.len()
         )),
         "{stderr}"

@@ -77,10 +77,9 @@ impl<E> From<sqlx::Error> for HandleError<E> {
 /// DISPATCHING, PUBLISHED or CDC → UNDER_PROCESSING, then [`process_keyed`] with `work`, then
 /// UNDER_PROCESSING → SUCCESS ([`Handled::Applied`]) or PUSHED_FAILURE
 /// ([`Handled::Rejected`]). When `key` was already processed, UNDER_PROCESSING → SUCCESS
-/// without running `work`. `work` fails → everything rolls back and its error is returned;
-/// then the row, if still DISPATCHING, PUBLISHED or CDC, becomes UNDER_PROCESSING with the
-/// error in `last_error`: the record is in the consumer's retry tiers or dead-letter topic,
-/// and retention (which purges PUBLISHED rows) must keep its row until it ends.
+/// without running `work`. `work` fails → everything rolls back and its error is returned
+/// (a consumer that sends the record on to a retry tier or a dead-letter topic then calls
+/// [`hold_for_retry`], so that retention keeps its row).
 ///
 /// No outbox row for `event_id` is [`OutboxError::NotFound`]: either the record is not an
 /// event of this database, or retention already purged the row because the consumer lags
@@ -139,7 +138,7 @@ impl<E> From<sqlx::Error> for HandleError<E> {
 ///     Ok(())
 /// }
 /// ```
-pub async fn handle_outbox_record<E: std::fmt::Display>(
+pub async fn handle_outbox_record<E>(
     conn: &mut PgConnection,
     key: &ProcessKey,
     event_id: Uuid,
@@ -180,7 +179,7 @@ pub async fn handle_outbox_record<E: std::fmt::Display>(
         Ok(Processed::Done(Handled::Rejected(reason))) => {
             move_row(&mut tx, event_id, &[UnderProcessing], PushedFailure).await?;
             // The reason stays on the row, for the operator who finds it.
-            store::set_last_error(&mut tx, event_id, &reason).await?;
+            store::set_last_error(&mut tx, event_id, &store::storable(&reason)).await?;
             RecordOutcome::Rejected(reason)
         }
         Ok(Processed::AlreadyProcessed) => {
@@ -199,12 +198,6 @@ pub async fn handle_outbox_record<E: std::fmt::Display>(
             if let Err(rollback) = tx.rollback().await {
                 tracing::warn!(%event_id, error = %rollback, "rollback after failed work failed");
             }
-            // The record goes to the consumer's retry tiers or dead-letter topic: its row
-            // leaves PUBLISHED (which retention purges) for UNDER_PROCESSING, with the error.
-            if let Err(held) = store::hold_failed(conn, event_id, &error.to_string()).await {
-                tracing::warn!(%event_id, error = %held,
-                    "cannot mark the outbox row of a failed record UNDER_PROCESSING");
-            }
             return Err(HandleError::Work(error));
         }
         Err(ProcessError::Database(error) | ProcessError::Aborted(error)) => {
@@ -213,6 +206,20 @@ pub async fn handle_outbox_record<E: std::fmt::Display>(
     };
     tx.commit().await?;
     Ok(outcome)
+}
+
+/// Marks the row of outbox event `event_id`, whose record a consumer failed on and sends to a
+/// retry tier or a dead-letter topic, UNDER_PROCESSING with `error` in `last_error` (when
+/// still DISPATCHING, PUBLISHED or CDC; a row another consumer moved on is left as it is).
+/// Retention purges PUBLISHED rows after `OUTBOX_RETENTION_DAYS`, never UNDER_PROCESSING
+/// ones: without this, an event dead-lettered longer than that lost its row before its
+/// replay. Returns whether the row moved.
+pub async fn hold_for_retry(
+    conn: &mut PgConnection,
+    event_id: Uuid,
+    error: &str,
+) -> Result<bool, OutboxError> {
+    Ok(store::hold_failed(conn, event_id, &store::storable(error)).await?)
 }
 
 /// [`transition`] on the row this transaction holds locked: it cannot have moved, so a stale

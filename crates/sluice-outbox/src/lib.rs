@@ -82,7 +82,9 @@ mod transition;
 pub use enqueue::{enqueue, enqueue_cdc, release};
 pub use error::{OutboxError, TRANSITION_CONSTRAINT, is_rejected_transition};
 pub use event::NewEvent;
-pub use handle_record::{HandleError, Handled, RecordOutcome, handle_outbox_record};
+pub use handle_record::{
+    HandleError, Handled, RecordOutcome, handle_outbox_record, hold_for_retry,
+};
 pub use partitions::{AssignError, assign_partition};
 pub use process_once::{
     MessageKey, ProcessError, ProcessKey, Processed, process_keyed, process_once,

@@ -13,7 +13,7 @@ use OutboxStatus::*;
 use common::{row_in, setup, status_of, teardown};
 use sluice_outbox::{
     HandleError, Handled, MessageKey, OutboxStatus, ProcessError, ProcessKey, Processed,
-    RecordOutcome, handle_outbox_record, process_once, process_once_by_event_id,
+    RecordOutcome, handle_outbox_record, hold_for_retry, process_once, process_once_by_event_id,
 };
 use sqlx::{Connection, PgConnection};
 use std::cell::Cell;
@@ -22,12 +22,6 @@ use uuid::Uuid;
 /// The work's own error, to check it comes back unchanged.
 #[derive(Debug, PartialEq, Eq)]
 struct Refused(&'static str);
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
 
 async fn create_projection(conn: &mut PgConnection) {
     sqlx::query("CREATE TABLE projection (id BIGSERIAL PRIMARY KEY, note TEXT NOT NULL)")
@@ -322,8 +316,20 @@ async fn terminal_and_unpublished_rows_are_left_alone_and_a_failing_work_undoes_
         "the failed work left the outbox row locked: {locked:?}"
     );
     other.close().await.unwrap();
-    // The work rolled back; the row is in the consumer's hands (its retry tiers), with the
-    // error, and no longer PUBLISHED, which retention purges.
+    assert_eq!(
+        status_of(&mut conn, id).await,
+        Published,
+        "the move rolled back"
+    );
+    assert_eq!(count(&mut conn, "projection").await, 0);
+    // The consumer sends the record to a retry tier: its row is held UNDER_PROCESSING with
+    // the error (a NUL in it stored as U+FFFD), once; retention does not purge it.
+    assert!(
+        hold_for_retry(&mut conn, id, "broken\0 input")
+            .await
+            .unwrap()
+    );
+    assert!(!hold_for_retry(&mut conn, id, "again").await.unwrap());
     assert_eq!(status_of(&mut conn, id).await, UnderProcessing);
     let held: Option<String> =
         sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE id = $1")
@@ -331,8 +337,7 @@ async fn terminal_and_unpublished_rows_are_left_alone_and_a_failing_work_undoes_
             .fetch_one(&mut conn)
             .await
             .unwrap();
-    assert_eq!(held.as_deref(), Some("broken"));
-    assert_eq!(count(&mut conn, "projection").await, 0);
+    assert_eq!(held.as_deref(), Some("broken\u{FFFD} input"));
     assert_eq!(count(&mut conn, "processed_kafka_messages").await, 0);
 
     let missing = handle_outbox_record(&mut conn, &key, Uuid::new_v4(), apply).await;

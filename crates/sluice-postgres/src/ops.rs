@@ -77,8 +77,9 @@ pub struct DeadLetterFilter {
     /// must refuse would otherwise fill its `limit`, oldest first, and keep it from the rest
     /// for good.
     pub replayable_under: Option<i32>,
-    /// Only rows such a replay must refuse (the others of the filter): what it counts as left
-    /// out.
+    /// Only rows never replayed that such a replay must refuse (a tombstone, a truncated
+    /// payload, a lineage at the limit): what it counts as left out. Rows replayed already are
+    /// done, in neither set.
     pub unreplayable_under: Option<i32>,
 }
 
@@ -93,8 +94,8 @@ const DEAD_LETTER_WHERE: &str = "
       AND ($8::text IS NULL OR target_table = $8)
       AND ($9::int IS NULL OR (replayed_at IS NULL AND payload IS NOT NULL
            AND octet_length(payload) >= payload_size AND replay_count < $9))
-      AND ($10::int IS NULL OR NOT (replayed_at IS NULL AND payload IS NOT NULL
-           AND octet_length(payload) >= payload_size AND replay_count < $10))";
+      AND ($10::int IS NULL OR (replayed_at IS NULL AND NOT (payload IS NOT NULL
+           AND octet_length(payload) >= payload_size AND replay_count < $10)))";
 
 /// How many dead letters `filter` matches (its `limit` and order aside).
 pub async fn count_dead_letters(

@@ -259,7 +259,15 @@ pub(super) async fn handle_message(
     let attempt = sluice_retry::headers::attempt_of(message);
     match handle_command(conn, group, event_id, payload.as_ref(), attempt).await {
         Ok(outcome) => Ok(Handling::Outcome(outcome)),
-        Err(HandleError::Work(WorkError::Retryable(reason))) => Ok(Handling::Failed(reason)),
+        Err(HandleError::Work(WorkError::Retryable(reason))) => {
+            // On to a retry tier or the dead-letter topic: the row is held UNDER_PROCESSING,
+            // which retention keeps (a PUBLISHED one it would purge before the replay).
+            if let Err(error) = sluice_outbox::hold_for_retry(conn, event_id, &reason).await {
+                tracing::warn!(%event_id, %error,
+                    "cannot hold the outbox row of a failed record UNDER_PROCESSING");
+            }
+            Ok(Handling::Failed(reason))
+        }
         Err(HandleError::Outbox(OutboxError::NotFound { id })) => {
             tracing::error!(
                 event_id = %id,

@@ -328,10 +328,11 @@ async fn replay(
     args: &ReplayArgs,
 ) -> Result<(), Failure> {
     // The oldest rows first, re-published in their records' order: a key's changes land in
-    // the order they had (docs/operations.md). Rows a replay must refuse (replayed already —
-    // a copy that failed again is a row of its own —, tombstones, truncated payloads, at the
-    // replay limit) are left out and counted, unless named by `--id`, where the refusal says
-    // why: taken oldest first, they would fill `--limit` on every run.
+    // the order they had (docs/operations.md). Rows a replay must refuse are left out, unless
+    // named by `--id`, where the refusal says why: taken oldest first, they would fill
+    // `--limit` on every run. Those replayed already (a copy that failed again is a row of
+    // its own) are done; the others (tombstones, truncated payloads, at the replay limit) are
+    // counted.
     let by_id = !args.filter.ids.is_empty();
     let chosen = DeadLetterFilter {
         oldest_first: true,
@@ -401,8 +402,8 @@ async fn replay(
     }
     if left_out > 0 {
         let note = format!(
-            "{left_out} dead letter(s) matching the filter cannot be replayed (replayed \
-             already, tombstones, truncated payloads, or at --max-replays {}): `dlq list` \
+            "{left_out} dead letter(s) matching the filter, never replayed, cannot be \
+             replayed (tombstones, truncated payloads, or at --max-replays {}): `dlq list` \
              shows them, and `--id` says why for each",
             args.max_replays
         );

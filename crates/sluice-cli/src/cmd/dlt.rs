@@ -416,6 +416,9 @@ async fn replay(
         None
     };
     let mut report = ReplayReport::with_capacity(records.len());
+    // Each target topic's partition count, read once: a record's own partition is used only
+    // while the topic still has it.
+    let mut partitions: std::collections::HashMap<String, Option<i32>> = Default::default();
     for record in &records {
         let original = record
             .header_str(headers::ORIGINAL_TOPIC)
@@ -435,10 +438,20 @@ async fn replay(
                     .collect();
                 kept.push((REPLAY_COUNT_HEADER, count.as_bytes()));
                 // Back to the partition the record came from: a topic whose partitions are
-                // chosen by the producer (a user pinned to one) is not keyed by hash.
+                // chosen by the producer (a user pinned to one) is not keyed by hash. A
+                // partition the topic does not have (a header written by another producer, a
+                // topic made again with fewer) leaves the choice to the key.
+                let has = match partitions.get(&original) {
+                    Some(has) => *has,
+                    None => {
+                        let has = admin.partition_count(&original)?;
+                        partitions.insert(original.clone(), has);
+                        has
+                    }
+                };
                 let partition = RetryHeaders::decode(record)
-                    .filter(|h| h.original_topic == original && h.original_partition >= 0)
-                    .map(|h| h.original_partition);
+                    .map(|h| h.original_partition)
+                    .filter(|p| *p >= 0 && has.is_some_and(|has| *p < has));
                 let delivered = producer
                     .send(Outgoing {
                         topic: &original,

@@ -107,8 +107,16 @@ pub fn problem(url: &str) -> Option<String> {
             "channel_binding" | "gssencmode" if value == "require" => {
                 "`require` is not supported (sluice's client cannot do it): remove it".to_owned()
             }
-            _ if key.starts_with("ssl") && !is_read(&key) => "is not one sluice reads (its \
-                 TLS parameters are sslmode, sslrootcert, sslcert and sslkey)"
+            // A server could then ask for the password in clear; sluice's client cannot refuse.
+            "require_auth" if value != "none" => {
+                "is not supported (sluice's client cannot restrict the server's authentication \
+                 method): remove it"
+                    .to_owned()
+            }
+            "requiressl" => "is not supported: write `sslmode=require`".to_owned(),
+            // Any case: `SSLMODE=verify-full` would otherwise be left out for `prefer`.
+            _ if key.to_ascii_lowercase().starts_with("ssl") && !is_read(&key) => "is not one \
+                 sluice reads (its TLS parameters are sslmode, sslrootcert, sslcert and sslkey)"
                 .to_owned(),
             _ => continue,
         };
@@ -221,6 +229,12 @@ mod tests {
                 "`channel_binding`",
             ),
             ("postgres://u@h/db?gssencmode=require", "`gssencmode`"),
+            (
+                "postgres://u@h/db?require_auth=scram-sha-256",
+                "`require_auth`",
+            ),
+            ("postgres://u@h/db?requiressl=1", "`requiressl`"),
+            ("postgres://u@h/db?SSLMODE=verify-full", "`SSLMODE`"),
         ] {
             let problem = problem(url).unwrap_or_default();
             assert!(problem.contains(named), "{url}: {problem}");

@@ -118,6 +118,15 @@ pub(crate) async fn lock_status(
         .await
 }
 
+/// `text` as a `last_error` PostgreSQL stores: no NUL (which `text` refuses, failing the
+/// statement and the record with it), at most 4,000 characters.
+pub(crate) fn storable(text: &str) -> String {
+    text.chars()
+        .take(4_000)
+        .map(|c| if c == '\0' { '\u{FFFD}' } else { c })
+        .collect()
+}
+
 /// Row `id` in the consumer's hands after its work failed with `error` (see
 /// `sql/hold_failed.sql`); whether it moved.
 pub(crate) async fn hold_failed(
