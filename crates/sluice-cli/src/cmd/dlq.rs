@@ -342,12 +342,7 @@ async fn replay(
     let left_out = if by_id {
         0
     } else {
-        let refused = DeadLetterFilter {
-            replayable_under: None,
-            unreplayable_under: Some(args.max_replays),
-            ..chosen.clone()
-        };
-        count_dead_letters(conn, &refused).await?
+        left_out(conn, &chosen, args.max_replays).await?
     };
     let mut rows = list_dead_letters(conn, &chosen).await?;
     let reached = limit_reached(rows.len(), chosen.limit);
@@ -400,20 +395,38 @@ async fn replay(
     if let Some(note) = reached {
         eprintln!("{note}");
     }
-    if left_out > 0 {
-        let note = format!(
-            "{left_out} dead letter(s) matching the filter, never replayed, cannot be \
-             replayed (tombstones, truncated payloads, or at --max-replays {}): `dlq list` \
-             shows them, and `--id` says why for each",
-            args.max_replays
-        );
-        if rows.is_empty() {
-            return Err(
-                anyhow!("none of the matching dead letters can be replayed: {note}").into(),
-            );
-        }
-        eprintln!("note: {note}");
+    left_out_note(left_out, args.max_replays, rows.is_empty())
+}
+
+/// How many rows of `chosen`'s filter, never replayed, a replay under `max_replays` must
+/// refuse (tombstones, truncated payloads, lineages at the limit).
+async fn left_out(
+    conn: &mut PgConnection,
+    chosen: &DeadLetterFilter,
+    max_replays: i32,
+) -> Result<i64, Failure> {
+    let refused = DeadLetterFilter {
+        replayable_under: None,
+        unreplayable_under: Some(max_replays),
+        ..chosen.clone()
+    };
+    Ok(count_dead_letters(conn, &refused).await?)
+}
+
+/// The note on the rows a replay left out: an error when it took none.
+fn left_out_note(left_out: i64, max_replays: i32, took_none: bool) -> Result<(), Failure> {
+    if left_out == 0 {
+        return Ok(());
     }
+    let note = format!(
+        "{left_out} dead letter(s) matching the filter, never replayed, cannot be replayed \
+         (tombstones, truncated payloads, or at --max-replays {max_replays}): `dlq list` shows \
+         them, and `--id` says why for each"
+    );
+    if took_none {
+        return Err(anyhow!("none of the matching dead letters can be replayed: {note}").into());
+    }
+    eprintln!("note: {note}");
     Ok(())
 }
 

@@ -399,6 +399,35 @@ fn replay_order(mut records: Vec<OwnedRecord>, limit: usize) -> Vec<OwnedRecord>
     out
 }
 
+/// Where a replayed record goes: back to the partition it came from, since a topic whose
+/// partitions are chosen by the producer (a user pinned to one) is not keyed by hash. A
+/// partition the topic does not have (a header written by another producer, a topic made
+/// again with fewer) leaves the choice to the key. Each topic's partition count is read once.
+#[derive(Debug, Default)]
+struct OwnPartitions(std::collections::HashMap<String, Option<i32>>);
+
+impl OwnPartitions {
+    /// The partition of `topic` that `record` goes to (`None`: by its key).
+    fn of(
+        &mut self,
+        admin: &Admin,
+        record: &OwnedRecord,
+        topic: &str,
+    ) -> Result<Option<i32>, Failure> {
+        let has = match self.0.get(topic) {
+            Some(has) => *has,
+            None => {
+                let has = admin.partition_count(topic)?;
+                self.0.insert(topic.to_owned(), has);
+                has
+            }
+        };
+        Ok(RetryHeaders::decode(record)
+            .map(|h| h.original_partition)
+            .filter(|p| *p >= 0 && has.is_some_and(|has| *p < has)))
+    }
+}
+
 async fn replay(
     kafka: &KafkaClientSettings,
     topic: &str,
@@ -416,9 +445,7 @@ async fn replay(
         None
     };
     let mut report = ReplayReport::with_capacity(records.len());
-    // Each target topic's partition count, read once: a record's own partition is used only
-    // while the topic still has it.
-    let mut partitions: std::collections::HashMap<String, Option<i32>> = Default::default();
+    let mut partitions = OwnPartitions::default();
     for record in &records {
         let original = record
             .header_str(headers::ORIGINAL_TOPIC)
@@ -437,21 +464,7 @@ async fn replay(
                     .map(|(k, v)| (k.as_str(), v.as_deref().unwrap_or_default()))
                     .collect();
                 kept.push((REPLAY_COUNT_HEADER, count.as_bytes()));
-                // Back to the partition the record came from: a topic whose partitions are
-                // chosen by the producer (a user pinned to one) is not keyed by hash. A
-                // partition the topic does not have (a header written by another producer, a
-                // topic made again with fewer) leaves the choice to the key.
-                let has = match partitions.get(&original) {
-                    Some(has) => *has,
-                    None => {
-                        let has = admin.partition_count(&original)?;
-                        partitions.insert(original.clone(), has);
-                        has
-                    }
-                };
-                let partition = RetryHeaders::decode(record)
-                    .map(|h| h.original_partition)
-                    .filter(|p| *p >= 0 && has.is_some_and(|has| *p < has));
+                let partition = partitions.of(&admin, record, &original)?;
                 let delivered = producer
                     .send(Outgoing {
                         topic: &original,
