@@ -97,6 +97,23 @@ const DEAD_LETTER_WHERE: &str = "
       AND ($10::int IS NULL OR (replayed_at IS NULL AND NOT (payload IS NOT NULL
            AND octet_length(payload) >= payload_size AND replay_count < $10)))";
 
+/// `$query` with a [`DeadLetterFilter`]'s parameters `$1`–`$10` bound, in their order.
+macro_rules! bind_filter {
+    ($query:expr, $filter:expr) => {
+        $query
+            .bind(&$filter.topics)
+            .bind(&$filter.kind)
+            .bind($filter.since)
+            .bind($filter.until)
+            .bind(&$filter.ids)
+            .bind($filter.limit)
+            .bind(&$filter.groups)
+            .bind(&$filter.table)
+            .bind($filter.replayable_under)
+            .bind($filter.unreplayable_under)
+    };
+}
+
 /// How many dead letters `filter` matches (its `limit` and order aside).
 pub async fn count_dead_letters(
     conn: &mut PgConnection,
@@ -106,17 +123,7 @@ pub async fn count_dead_letters(
     let sql = format!(
         "SELECT count(*) FROM dead_letter_events {DEAD_LETTER_WHERE} AND $6::bigint IS NOT NULL"
     );
-    sqlx::query_scalar(&sql)
-        .bind(&filter.topics)
-        .bind(&filter.kind)
-        .bind(filter.since)
-        .bind(filter.until)
-        .bind(&filter.ids)
-        .bind(filter.limit)
-        .bind(&filter.groups)
-        .bind(&filter.table)
-        .bind(filter.replayable_under)
-        .bind(filter.unreplayable_under)
+    bind_filter!(sqlx::query_scalar(&sql), filter)
         .fetch_one(conn)
         .await
 }
@@ -203,17 +210,7 @@ pub async fn list_dead_letters(
          ORDER BY {order}
          LIMIT $6"
     );
-    sqlx::query_as(&sql)
-        .bind(&filter.topics)
-        .bind(&filter.kind)
-        .bind(filter.since)
-        .bind(filter.until)
-        .bind(&filter.ids)
-        .bind(filter.limit)
-        .bind(&filter.groups)
-        .bind(&filter.table)
-        .bind(filter.replayable_under)
-        .bind(filter.unreplayable_under)
+    bind_filter!(sqlx::query_as(&sql), filter)
         .fetch_all(conn)
         .await
 }
