@@ -786,3 +786,93 @@ id = { field = "id" }
     );
     case.cleanup().await;
 }
+
+/// `outbox release` and `outbox retry-failed --id` name each given event they could not
+/// move: one in another status by that status, an unknown id as unknown (a mistyped id
+/// used to pass as "re-opened 0").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbox_moves_name_the_events_they_could_not_move() {
+    let Some(env) = Env::new().await else { return };
+    let migrated = env.output(&["migrate"], &[]);
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    let mut conn = env.schema.connect().await;
+    let insert = |status: &'static str| {
+        sqlx::query_scalar::<_, uuid::Uuid>(
+            "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, topic, \
+             partition_key, payload, status) VALUES ('a', '1', 't', 'nowhere', 'k', '{}', $1) \
+             RETURNING id",
+        )
+        .bind(status)
+    };
+    let held = insert("PREQUEUED").fetch_one(&mut conn).await.unwrap();
+    let pending = insert("PENDING").fetch_one(&mut conn).await.unwrap();
+    let failed = insert("PENDING").fetch_one(&mut conn).await.unwrap();
+    for status in ["DISPATCHING", "FAILURE"] {
+        sqlx::query("UPDATE outbox_events SET status = $1 WHERE id = $2")
+            .bind(status)
+            .bind(failed)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let unknown = uuid::Uuid::nil();
+
+    let released = env.output(
+        &["outbox", "release", &format!("{held},{pending},{unknown}")],
+        &[],
+    );
+    let (out, err) = (
+        String::from_utf8_lossy(&released.stdout),
+        String::from_utf8_lossy(&released.stderr),
+    );
+    assert!(released.status.success(), "{err}");
+    assert_eq!(out.trim(), "released 1 of 3 events");
+    assert!(
+        err.contains(&format!(
+            "not released: event {pending} is PENDING, not PREQUEUED"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("not released: no event {unknown}")),
+        "{err}"
+    );
+    assert!(!err.contains(&held.to_string()), "{err}");
+
+    let reopened = env.output(
+        &[
+            "outbox",
+            "retry-failed",
+            "--id",
+            &format!("{failed},{held},{unknown}"),
+        ],
+        &[],
+    );
+    let (out, err) = (
+        String::from_utf8_lossy(&reopened.stdout),
+        String::from_utf8_lossy(&reopened.stderr),
+    );
+    assert!(reopened.status.success(), "{err}");
+    assert_eq!(out.trim(), "re-opened 1 of 3 FAILURE events");
+    assert!(
+        err.contains(&format!(
+            "not re-opened: event {held} is PENDING, not FAILURE"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("not re-opened: no event {unknown}")),
+        "{err}"
+    );
+    assert!(!err.contains(&failed.to_string()), "{err}");
+    let status: String = sqlx::query_scalar("SELECT status FROM outbox_events WHERE id = $1")
+        .bind(failed)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(status, "PENDING");
+}

@@ -195,6 +195,7 @@ pub fn check_properties(client: &KafkaClientSettings) -> Result<(), InvalidPrope
             });
         }
     }
+    check_files(client)?;
     let whole = with_properties(base_config(client), client);
     match whole.create::<BaseConsumer>() {
         Ok(_) => Ok(()),
@@ -218,6 +219,31 @@ pub fn check_properties(client: &KafkaClientSettings) -> Result<(), InvalidPrope
             Err(InvalidProperty { variable, reason })
         }
     }
+}
+
+/// Every `*.location` property names a file (or a directory of certificates) that must be
+/// readable: librdkafka's own message for a missing one is OpenSSL's `BIO lib`, which names
+/// neither the file nor why. `ssl.ca.location = probe` asks librdkafka to search the
+/// system's usual places, and is left to it.
+fn check_files(client: &KafkaClientSettings) -> Result<(), InvalidProperty> {
+    for (name, value) in &client.properties {
+        if !name.ends_with(".location") || value.is_empty() || value == "probe" {
+            continue;
+        }
+        if let Err(error) = std::fs::metadata(value).and_then(|meta| {
+            if meta.is_dir() {
+                std::fs::read_dir(value).map(|_| ())
+            } else {
+                std::fs::File::open(value).map(|_| ())
+            }
+        }) {
+            return Err(InvalidProperty {
+                variable: variable_of(name),
+                reason: format!("cannot read {value}: {error}"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The first property a librdkafka message names (`sasl.username and …` → `sasl.username`;
@@ -414,6 +440,16 @@ mod tests {
             .insert("ssl.ca.location".into(), "/nonexistent/ca.pem".into());
         let err = check_properties(&client).unwrap_err();
         assert_eq!(err.variable, "KAFKA_SSL_CA_LOCATION", "{err}");
+        assert_eq!(
+            err.reason,
+            "cannot read /nonexistent/ca.pem: No such file or directory (os error 2)"
+        );
+        let mut key = KafkaClientSettings::new("127.0.0.1:9092");
+        key.properties
+            .insert("ssl.key.location".into(), "/nonexistent/client.key".into());
+        let err = check_properties(&key).unwrap_err();
+        assert_eq!(err.variable, "KAFKA_SSL_KEY_LOCATION", "{err}");
+        assert!(err.reason.contains("/nonexistent/client.key"), "{err}");
         // A message naming two properties names the one not set; an unknown SCRAM hash
         // names the mechanism.
         let sasl = |pairs: &[(&str, &str)]| {

@@ -95,3 +95,17 @@ pub async fn retry_failed(
     tracing::info!(moved, "re-opened FAILURE outbox events");
     Ok(moved)
 }
+
+/// The status of each of `ids` that exists, as stored (`CDC` included): what an operator's
+/// command names for the events it did not move.
+pub async fn statuses_of(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<BTreeMap<Uuid, String>, OutboxError> {
+    let rows: Vec<(Uuid, String)> =
+        sqlx::query_as("SELECT id, status FROM outbox_events WHERE id = ANY($1)")
+            .bind(ids)
+            .fetch_all(conn)
+            .await?;
+    Ok(rows.into_iter().collect())
+}

@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 use sluice_dispatch::store::retention::purge_expired;
-use sluice_outbox::ops::{retry_failed, summary};
+use sluice_outbox::ops::{retry_failed, statuses_of, summary};
 use sluice_outbox::release;
 use sluice_process::Failure;
 use sqlx::Connection;
@@ -80,13 +80,21 @@ pub fn run(action: OutboxAction) -> Result<(), Failure> {
                 }
             }
             OutboxAction::Release { ids } => {
+                let before = statuses_of(&mut conn, &ids).await?;
                 let moved = release(&mut conn, &ids).await?;
                 println!("released {moved} of {} events", ids.len());
+                name_unmovable(&ids, &before, "PREQUEUED", "released");
             }
             OutboxAction::RetryFailed { ids } => {
+                let before = statuses_of(&mut conn, &ids).await?;
                 let chosen = (!ids.is_empty()).then_some(ids.as_slice());
                 let moved = retry_failed(&mut conn, chosen).await?;
-                println!("re-opened {moved} FAILURE events");
+                if ids.is_empty() {
+                    println!("re-opened {moved} FAILURE events");
+                } else {
+                    println!("re-opened {moved} of {} FAILURE events", ids.len());
+                    name_unmovable(&ids, &before, "FAILURE", "re-opened");
+                }
             }
             OutboxAction::Purge => {
                 let deleted = purge_expired(&mut conn, settings.retention).await?;
@@ -99,4 +107,22 @@ pub fn run(action: OutboxAction) -> Result<(), Failure> {
         conn.close().await?;
         Ok(())
     })
+}
+
+/// Names, on stderr, each of `ids` an operator's move could not take (`before`: their
+/// statuses before it): its status when not `from`, or that no such event exists — a
+/// mistyped id would otherwise pass unnoticed in "moved 0 of 1".
+fn name_unmovable(
+    ids: &[Uuid],
+    before: &std::collections::BTreeMap<Uuid, String>,
+    from: &str,
+    moved: &str,
+) {
+    for id in ids {
+        match before.get(id).map(String::as_str) {
+            Some(status) if status == from => {}
+            Some(status) => eprintln!("not {moved}: event {id} is {status}, not {from}"),
+            None => eprintln!("not {moved}: no event {id}"),
+        }
+    }
 }

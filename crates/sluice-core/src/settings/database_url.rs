@@ -90,6 +90,18 @@ pub fn is_read(key: &str) -> bool {
 /// never its value. Other parameters the client does not read (`connect_timeout`, an ORM's
 /// `schema`) are not a problem: [`ignored`] lists them.
 pub fn problem(url: &str) -> Option<String> {
+    // A URL ends at `#`: a password holding one would be cut there, and the client would
+    // then report the rest as an invalid port.
+    let authority = url.split_once("://").map_or("", |(_, rest)| {
+        rest.split(['/', '?']).next().unwrap_or_default()
+    });
+    if authority.contains('#') {
+        return Some(
+            "has a `#` before its host ends, where a URL ends (the rest would be dropped): \
+             write it as `%23` (in a password, for example)"
+                .to_owned(),
+        );
+    }
     for (key, value) in parameters(url) {
         let value = decoded(value).to_ascii_lowercase();
         let problem = match key.as_str() {
@@ -222,6 +234,7 @@ mod tests {
             ),
             ("postgres://u@h/db?sslmode=", "`sslmode` must be one of"),
             ("postgres://u@h/db?sslpassword=keypass123", "`sslpassword`"),
+            ("postgres://u:pa#ss@h:5432/db", "`%23`"),
             ("postgres://u@h/db?ssl%6dode=bogus", "`sslmode`"),
             ("postgres://u@h/db?sslrootcert=system", "`sslrootcert`"),
             (
