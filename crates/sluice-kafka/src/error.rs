@@ -106,6 +106,9 @@ mod tests {
         assert_eq!(disposition(&transient), Disposition::Retry);
         let gone = KafkaError::MessageConsumption(RDKafkaErrorCode::BrokerTransportFailure);
         assert_eq!(disposition(&gone), Disposition::Retry);
+        // What a cluster just started answers for a group's offsets.
+        let starting = KafkaError::MetadataFetch(RDKafkaErrorCode::NotCoordinator);
+        assert_eq!(disposition(&starting), Disposition::Retry);
         for code in [
             RDKafkaErrorCode::Fatal,
             RDKafkaErrorCode::TopicAuthorizationFailed,

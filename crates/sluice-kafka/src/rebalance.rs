@@ -282,6 +282,18 @@ impl RebalanceCounter {
 }
 
 impl ClientContext for RebalanceCounter {
+    /// A transient error (a broker unreachable, all brokers down) is said by librdkafka's own
+    /// log line and handed to the consumer's poll, which logs it (once in a while) and
+    /// watches it for stalls: at debug here, not a third time at error level as rdkafka's
+    /// default does, many times a second in an outage. Any other error stays at error level.
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        if crate::error::flags(&error).retriable {
+            tracing::debug!(target: "librdkafka", %error, reason, "kafka client error");
+        } else {
+            tracing::error!(target: "librdkafka", %error, reason, "kafka client error");
+        }
+    }
+
     fn stats(&self, statistics: Statistics) {
         let Ok(mut known) = self.partition_stats.lock() else {
             return;

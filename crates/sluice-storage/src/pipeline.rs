@@ -86,11 +86,14 @@ async fn adopt(
             Ok(()) => return Ok(()),
             Err(error) => error,
         };
+        // A cluster just started answers `NotCoordinator` while `__consumer_offsets` is made.
         let transient = match &error {
             crate::offsets::AdoptError::Database(e) => {
                 sluice_postgres::disposition(e) == sluice_core::Disposition::Retry
             }
-            _ => false,
+            crate::offsets::AdoptError::Kafka(e) => {
+                sluice_kafka::error::disposition(e) == sluice_core::Disposition::Retry
+            }
         };
         match delays.next() {
             Some(delay) if transient && !stop.is_cancelled() => {

@@ -111,6 +111,8 @@ pub struct BatchConsumer {
     last_transient: Option<Instant>,
     /// When the client was built again after being fenced.
     rejoins: Vec<Instant>,
+    /// The consumer errors logged lately (each kind once per period).
+    quiet: trouble::Quiet,
     instance: Option<String>,
     watch: StallWatch<Trouble>,
     /// When each partition last delivered a record (to name the stuck ones).
@@ -157,6 +159,7 @@ impl BatchConsumer {
             config,
             last_transient: None,
             rejoins: Vec::new(),
+            quiet: trouble::Quiet::default(),
             label: topics.to_string(),
             topics: topics.clone(),
             subscribed,

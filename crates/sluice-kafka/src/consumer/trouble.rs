@@ -17,6 +17,32 @@ pub(super) enum Trouble {
     TopicMissing,
 }
 
+/// How often one kind of consumer error is logged while it keeps coming.
+const QUIET_FOR: Duration = Duration::from_secs(30);
+
+/// The errors logged lately, each with when it may be logged again and how many of it were
+/// not logged since.
+#[derive(Debug, Default)]
+pub(super) struct Quiet(std::collections::HashMap<Trouble, (Instant, u64)>);
+
+impl Quiet {
+    /// Whether an error of `key` seen at `now` is to be logged: `Some(n)` with the `n` not
+    /// logged before it, or `None` (counted) within [`QUIET_FOR`] of the last one logged.
+    pub(super) fn allow(&mut self, key: Trouble, now: Instant) -> Option<u64> {
+        match self.0.get_mut(&key) {
+            Some((until, suppressed)) if now < *until => {
+                *suppressed += 1;
+                None
+            }
+            _ => {
+                let suppressed = self.0.get(&key).map_or(0, |(_, n)| *n);
+                self.0.insert(key, (now + QUIET_FOR, 0));
+                Some(suppressed)
+            }
+        }
+    }
+}
+
 impl BatchConsumer {
     /// Handles one consumer error: a fatal one (or a fence) at once, any other through the
     /// stall watch (ridden out, or [`ConsumeError::Stalled`] once it outlasts the bound).
@@ -46,13 +72,24 @@ impl BatchConsumer {
         let key = error
             .rdkafka_error_code()
             .map_or(Trouble::Code(i32::MIN), |code| Trouble::Code(code as i32));
-        match self.watch.observe(key, class, Instant::now()) {
+        let now = Instant::now();
+        match self.watch.observe(key.clone(), class, now) {
             Verdict::Ride => {
                 if class == ErrorClass::Transient {
-                    self.last_transient = Some(Instant::now());
-                    tracing::warn!(topics = %self.label, %error, "consumer error (the client retries)");
+                    self.last_transient = Some(now);
+                }
+                // An outage repeats one error many times a second at first (each broker,
+                // each reconnect; librdkafka's own log line says each): said once per key
+                // and period, with how many were not said since.
+                let Some(suppressed) = self.quiet.allow(key, now) else {
+                    return Ok(());
+                };
+                if class == ErrorClass::Transient {
+                    tracing::warn!(topics = %self.label, %error, suppressed,
+                        "consumer error (the client retries)");
                 } else {
-                    tracing::warn!(topics = %self.label, %error, bound_s = self.watch.bound().as_secs(),
+                    tracing::warn!(topics = %self.label, %error, suppressed,
+                        bound_s = self.watch.bound().as_secs(),
                         "consumer error; the pipeline stops if it keeps coming back for the bound");
                 }
                 Ok(())
@@ -123,6 +160,23 @@ fn may_rejoin_after_fence(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_kind_of_error_is_logged_once_a_period_with_the_count_not_logged() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut quiet = Quiet::default();
+        let down = Trouble::Code(-195);
+        assert_eq!(quiet.allow(down.clone(), at(0)), Some(0));
+        for ms in [50, 100, 29_000] {
+            assert_eq!(quiet.allow(down.clone(), at(ms)), None);
+        }
+        // Another kind is its own.
+        assert_eq!(quiet.allow(Trouble::TopicMissing, at(100)), Some(0));
+        assert_eq!(quiet.allow(down.clone(), at(30_000)), Some(3));
+        assert_eq!(quiet.allow(down.clone(), at(30_001)), None);
+        assert_eq!(quiet.allow(down, at(60_000)), Some(1));
+    }
 
     #[test]
     fn a_fence_is_taken_for_self_fencing_only_right_after_broker_trouble_and_rarely() {
