@@ -57,6 +57,9 @@ pub(super) struct Change {
     pub(super) image: String,
     /// Fields whose value Debezium did not have (the TOAST placeholder).
     pub(super) unavailable: Vec<String>,
+    /// `io.debezium.data.Json` fields holding the JSON `null` (the text `"null"`): a value,
+    /// not SQL NULL, which their `null` in the image cannot say.
+    pub(super) json_nulls: Vec<String>,
     pub(super) meta: ChangeMeta,
 }
 
@@ -81,7 +84,7 @@ pub(super) fn connect(text: &str) -> Result<Option<String>, String> {
     match envelope(text)? {
         Some((_, payload)) if payload.get() == "null" => Ok(None),
         Some((schema, payload)) => {
-            rebuild(payload, schema.as_ref(), None).map(|(row, _)| Some(row))
+            rebuild(payload, schema.as_ref(), None).map(|row| Some(row.text))
         }
         None => Ok(Some(text.to_owned())),
     }
@@ -132,6 +135,7 @@ pub(super) fn debezium_with(text: &str, known: Option<&Value>) -> Result<Change,
                 kind: ChangeKind::Other,
                 image: "{}".into(),
                 unavailable: Vec::new(),
+                json_nulls: Vec::new(),
                 meta,
             });
         }
@@ -141,13 +145,44 @@ pub(super) fn debezium_with(text: &str, known: Option<&Value>) -> Result<Change,
         .filter(|raw| raw.get() != "null")
         .ok_or_else(|| format!("a Debezium `{}` event has no `{image}` image", meta.op))?;
     let row_schema = schema.and_then(|schema| struct_field(schema, image));
-    let (image, unavailable) = rebuild(row, row_schema, Some(UNAVAILABLE_VALUE))?;
+    let Rebuilt {
+        text: image,
+        unavailable,
+        json_nulls,
+    } = rebuild(row, row_schema, Some(UNAVAILABLE_VALUE))?;
     Ok(Change {
         kind,
         image,
         unavailable,
+        json_nulls,
         meta,
     })
+}
+
+/// A key change's header (`__debezium.oldkey` / `__debezium.newkey`: the other key, as Kafka
+/// Connect's header converter writes a struct, without its schema) as a plain JSON object,
+/// its logical types read by the schema of the change event's row image (`image`: `after`
+/// or `before`), which holds the key's columns: a `VariableScaleDecimal` written as
+/// `{"scale", "value"}`, a `Decimal` as base64 bytes (a number stays as it is), a date as
+/// its day number. Without a known schema the header is taken as it is.
+pub(super) fn key_header(
+    header: &str,
+    value: &str,
+    known: Option<&Value>,
+    image: &str,
+) -> Result<String, String> {
+    let written;
+    let schema = match envelope(value)? {
+        Some((schema, _)) => {
+            written = schema;
+            written.as_ref()
+        }
+        None => known,
+    };
+    match schema.and_then(|schema| struct_field(schema, image)) {
+        Some(row_schema) => Ok(rebuild(parse_raw(header)?, Some(row_schema), None)?.text),
+        None => Ok(header.to_owned()),
+    }
 }
 
 /// `{"schema": …, "payload": …}`: the schema (parsed) and the payload (as written); `None`
@@ -184,13 +219,22 @@ fn struct_field<'s>(schema: &'s Value, name: &str) -> Option<&'s Value> {
         .find(|field| field.get("field").and_then(Value::as_str) == Some(name))
 }
 
+/// A struct row rebuilt as a plain JSON object (see [`rebuild`]).
+struct Rebuilt {
+    text: String,
+    /// The fields that held the placeholder (left out).
+    unavailable: Vec<String>,
+    /// The `io.debezium.data.Json` fields holding the JSON `null` (written `null`).
+    json_nulls: Vec<String>,
+}
+
 /// A struct row as a plain JSON object: each field as written, a logical type converted by
 /// its schema; with `placeholder`, the fields holding it are left out and named.
 fn rebuild(
     row: &RawValue,
     schema: Option<&Value>,
     placeholder: Option<&str>,
-) -> Result<(String, Vec<String>), String> {
+) -> Result<Rebuilt, String> {
     let fields: Vec<(String, &RawValue)> =
         serde_json::from_str::<HashMap<String, &RawValue>>(row.get())
             .map_err(|_| "the row is not a JSON object".to_owned())?
@@ -198,6 +242,7 @@ fn rebuild(
             .collect();
     let mut text = String::with_capacity(row.get().len());
     let mut unavailable = Vec::new();
+    let mut json_nulls = Vec::new();
     text.push('{');
     for (name, raw) in fields {
         let field_schema = schema.and_then(|s| struct_field(s, &name));
@@ -213,6 +258,15 @@ fn rebuild(
             }
             None => raw.get().to_owned(),
         };
+        if value.trim() == "null"
+            && raw.get() != "null"
+            && field_schema
+                .and_then(|s| s.get("name"))
+                .and_then(Value::as_str)
+                == Some("io.debezium.data.Json")
+        {
+            json_nulls.push(name.clone());
+        }
         if text.len() > 1 {
             text.push(',');
         }
@@ -221,7 +275,11 @@ fn rebuild(
         text.push_str(&value);
     }
     text.push('}');
-    Ok((text, unavailable))
+    Ok(Rebuilt {
+        text,
+        unavailable,
+        json_nulls,
+    })
 }
 
 /// Whether a value is Debezium's placeholder for a value it did not read: the string, an
@@ -269,6 +327,13 @@ fn logical(raw: &RawValue, schema: &Value) -> Result<String, String> {
         || serde_json::from_str::<i64>(text).map_err(|_| format!("{name} must be an integer"));
     let quoted = |value: String| serde_json::to_string(&value).unwrap_or_default();
     Ok(match name {
+        // A number already (a header converter's, or a JSON converter's
+        // `decimal.format=NUMERIC`): its digits as they are.
+        "org.apache.kafka.connect.data.Decimal"
+            if text.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) =>
+        {
+            text.to_owned()
+        }
         "org.apache.kafka.connect.data.Decimal" => {
             let scale = schema
                 .get("parameters")
@@ -404,6 +469,35 @@ fn decimal(encoded: &str, scale: u32) -> Result<String, String> {
 /// A Debezium change event's `source.schema` and `source.table` (JSON, with or without the
 /// schema envelope): the table a sink of many tables writes it to; `None` when the value is
 /// not such an event.
+/// Whether a value is a Debezium record that changes no row: a change event of op `m`
+/// (a logical decoding message, such as a capture's heartbeat) or `t` (truncate), or a
+/// transaction metadata record (`status` `BEGIN`/`END`, no `op`) — with or without the
+/// Connect envelope. Such records name no table.
+pub fn changes_no_row(value: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Event {
+        payload: Option<Inner>,
+        op: Option<String>,
+        status: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Inner {
+        op: Option<String>,
+        status: Option<String>,
+    }
+    let Ok(event) = serde_json::from_slice::<Event>(value) else {
+        return false;
+    };
+    let (op, status) = match event.payload {
+        Some(inner) => (inner.op, inner.status),
+        None => (event.op, event.status),
+    };
+    match op.as_deref() {
+        Some(op) => matches!(op, "m" | "t"),
+        None => matches!(status.as_deref(), Some("BEGIN" | "END")),
+    }
+}
+
 pub fn change_source(value: &[u8]) -> Option<(String, String)> {
     #[derive(serde::Deserialize)]
     struct Event {
@@ -428,6 +522,58 @@ pub fn change_source(value: &[u8]) -> Option<(String, String)> {
 mod tests {
     use super::*;
 
+    /// A change event with a Connect schema: key `k` as `schema` says, `doc` a Debezium Json.
+    fn keyed_event(k_schema: &str, k: &str, doc: &str) -> String {
+        format!(
+            r#"{{"schema":{{"type":"struct","fields":[
+                {{"field":"before","type":"struct","optional":true,"fields":[]}},
+                {{"field":"after","type":"struct","optional":true,"fields":[
+                    {{"field":"k",{k_schema}}},
+                    {{"field":"d","type":"int32","name":"io.debezium.time.Date"}},
+                    {{"field":"doc","type":"string","optional":true,"name":"io.debezium.data.Json"}}]}},
+                {{"field":"op","type":"string"}}]}},
+              "payload":{{"before":null,"after":{{"k":{k},"d":1,"doc":{doc}}},"op":"c"}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_key_change_header_is_read_by_the_row_schema() {
+        let decimal = r#""type":"bytes","name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"10"}"#;
+        let value = keyed_event(decimal, r#""EjRFijiS""#, "null");
+        // sluice capture's form (base64 bytes), Debezium's (a number), and a date's days.
+        let header = key_header(r#"{"k":"EjRFijiS","d":2}"#, &value, None, "after").unwrap();
+        assert!(header.contains(r#""k":2001.5714285714"#), "{header}");
+        assert!(header.contains(r#""d":"1970-01-03""#), "{header}");
+        let header = key_header(r#"{"k":2001.5714285714}"#, &value, None, "after").unwrap();
+        assert!(header.contains(r#""k":2001.5714285714"#), "{header}");
+        // An unconstrained numeric: Debezium's VariableScaleDecimal struct.
+        let variable =
+            r#""type":"struct","name":"io.debezium.data.VariableScaleDecimal","fields":[]"#;
+        let value = keyed_event(variable, r#"{"scale":0,"value":"AJY="}"#, "null");
+        let header = key_header(r#"{"k":{"scale":0,"value":"AJY="}}"#, &value, None, "after");
+        let header = header.unwrap();
+        assert!(header.contains(r#""k":150"#), "{header}");
+        // Without a schema, the header as it is.
+        let schemaless = r#"{"before":null,"after":{"k":1},"op":"c"}"#;
+        assert_eq!(
+            key_header(r#"{"k":"x"}"#, schemaless, None, "after").unwrap(),
+            r#"{"k":"x"}"#
+        );
+    }
+
+    #[test]
+    fn a_json_null_is_a_value_and_a_null_is_none() {
+        let int = r#""type":"int64""#;
+        let change = debezium_with(&keyed_event(int, "1", r#""null""#), None).unwrap();
+        assert_eq!(change.json_nulls, ["doc"]);
+        let change = debezium_with(&keyed_event(int, "1", r#"" null ""#), None).unwrap();
+        assert_eq!(change.json_nulls, ["doc"]);
+        for doc in ["null", r#""\"null\"""#, r#""{\"a\":null}""#] {
+            let change = debezium_with(&keyed_event(int, "1", doc), None).unwrap();
+            assert!(change.json_nulls.is_empty(), "{doc}");
+        }
+    }
+
     #[test]
     fn a_nanosecond_time_rounds_within_its_day() {
         assert_eq!(nano_time(1_500), Ok(2));
@@ -448,6 +594,27 @@ mod tests {
         assert_eq!(change_source(wrapped), Some(("s".into(), "t".into())));
         assert_eq!(change_source(br#"{"source":{"schema":"s"}}"#), None);
         assert_eq!(change_source(b"not json"), None);
+        for rowless in [
+            &br#"{"op":"m","source":{"schema":"","table":""},"message":{"prefix":"p"}}"#[..],
+            br#"{"schema":{},"payload":{"op":"t","source":{}}}"#,
+            br#"{"status":"BEGIN","id":"571:53195829","event_count":null}"#,
+            br#"{"schema":{},"payload":{"status":"END","id":"1","event_count":2}}"#,
+        ] {
+            assert!(
+                changes_no_row(rowless),
+                "{}",
+                String::from_utf8_lossy(rowless)
+            );
+        }
+        for row in [
+            &br#"{"op":"c","after":{"id":1}}"#[..],
+            br#"{"schema":{},"payload":{"op":"d"}}"#,
+            br#"{"status":"BEGIN","op":"u"}"#,
+            br#"{"id":1}"#,
+            b"not json",
+        ] {
+            assert!(!changes_no_row(row), "{}", String::from_utf8_lossy(row));
+        }
     }
 
     #[test]

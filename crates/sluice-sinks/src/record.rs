@@ -247,6 +247,7 @@ impl SinkDecoder {
                 let frame = Frame {
                     change: Some(&change.meta),
                     unavailable: &change.unavailable,
+                    json_nulls: &change.json_nulls,
                     ..frame
                 };
                 let image = Some(change.image.as_bytes());
@@ -257,12 +258,21 @@ impl SinkDecoder {
                         .find(|(header, _)| header == name)
                         .and_then(|(_, value)| value.as_deref())
                 };
+                // The other key of a key change, its logical types read by the row's schema.
+                let key_header = |name: &str, header: &[u8], image: &str| {
+                    envelope::key_header(utf8(header)?, utf8(payload)?, frame.connect_schema, image)
+                        .map_err(|e| envelope_error(format!("header {name}: {e}")))
+                };
                 match change.kind {
                     ChangeKind::Upsert => {
                         let cells = self.cells(image, &frame)?;
                         let moved_from = match header(OLD_KEY_HEADER) {
                             Some(old) => Some(Moved {
-                                key: self.header_key(OLD_KEY_HEADER, old, &frame)?,
+                                key: self.header_key(
+                                    OLD_KEY_HEADER,
+                                    key_header(OLD_KEY_HEADER, old, "after")?.as_bytes(),
+                                    &frame,
+                                )?,
                                 version: self.guard.and_then(|g| cells.get(g).cloned()),
                                 lsn: change.meta.lsn,
                             }),
@@ -284,7 +294,11 @@ impl SinkDecoder {
                         let mut deleted = self.delete(image, &frame)?;
                         if let Some(new) = header(NEW_KEY_HEADER) {
                             deleted.moving_to = Some(Moved {
-                                key: self.header_key(NEW_KEY_HEADER, new, &frame)?,
+                                key: self.header_key(
+                                    NEW_KEY_HEADER,
+                                    key_header(NEW_KEY_HEADER, new, "before")?.as_bytes(),
+                                    &frame,
+                                )?,
                                 version: self.guard.and_then(|g| deleted.cells.get(g).cloned()),
                                 lsn: change.meta.lsn,
                             });
@@ -364,6 +378,7 @@ impl SinkDecoder {
             meta: &meta,
             only: Some(&only),
             unavailable: &[],
+            json_nulls: &[],
             ..*frame
         };
         let cells = self

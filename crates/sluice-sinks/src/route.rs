@@ -193,6 +193,22 @@ impl SinkDecoder {
         })
     }
 
+    /// Whether a `debezium` sink's record changes no row (`op` `m` or `t`, a transaction
+    /// metadata record): it names no table, and is passed over rather than a dead letter. A
+    /// registry record is read by its writer's schema when it is fetched (else `false`).
+    pub fn changes_no_row(&self, payload: &[u8]) -> bool {
+        if self.format != super::model::Format::Debezium {
+            return false;
+        }
+        match self.value_writer(payload) {
+            Ok(Some(writer)) => self
+                .transcoded(writer, "value")
+                .is_ok_and(|value| crate::envelope::changes_no_row(value.json.as_bytes())),
+            Ok(None) => crate::envelope::changes_no_row(payload),
+            Err(_) => false,
+        }
+    }
+
     /// A record key's JSON object, for a route's key path: transcoded when keys are in a
     /// registry format, the Connect envelope off for a `debezium` or `connect-json` sink.
     pub fn key_fields(&self, key: &[u8]) -> Result<Map<String, Value>, DecodeError> {

@@ -58,7 +58,7 @@ pub enum PipelineError {
         source: sqlx::Error,
     },
     /// A transient database error that outlasted every retry.
-    #[error("database still failing after {attempts} retries: {source}")]
+    #[error("database still failing after {attempts} retries: {source}{}", retry_hint(.source))]
     RetriesExhausted {
         /// Retries made.
         attempts: u32,
@@ -134,4 +134,19 @@ pub struct KafkaUnreachable {
     /// The client's error.
     #[source]
     pub source: rdkafka::error::KafkaError,
+}
+
+/// What to do about a transient error that every retry met again, when sluice knows: a
+/// `statement_timeout` (of the role, the database or the server) shorter than one batch's
+/// statements cancels every batch alike, so a restart would meet it too.
+fn retry_hint(error: &sqlx::Error) -> &'static str {
+    let timed_out = error.as_database_error().is_some_and(|e| {
+        e.code().as_deref() == Some("57014") && e.message().contains("statement timeout")
+    });
+    if timed_out {
+        " (PostgreSQL's statement_timeout cancels every batch: raise it for sluice's role \
+         (ALTER ROLE … SET statement_timeout = …) or give the sink a smaller batch_size)"
+    } else {
+        ""
+    }
 }

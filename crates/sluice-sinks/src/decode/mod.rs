@@ -61,6 +61,8 @@ pub(super) struct Frame<'a> {
     pub(super) schema_id: Option<i32>,
     pub(super) change: Option<&'a ChangeMeta>,
     pub(super) unavailable: &'a [String],
+    /// Fields holding the JSON `null` as a value (a Debezium `Json` field's `"null"`).
+    pub(super) json_nulls: &'a [String],
     pub(super) only: Option<&'a [usize]>,
     /// A change event's Connect schema known apart from the record (an Avro converter's).
     pub(super) connect_schema: Option<&'a serde_json::Value>,
@@ -75,6 +77,7 @@ impl<'a> Frame<'a> {
             schema_id: None,
             change: None,
             unavailable: &[],
+            json_nulls: &[],
             only: None,
             connect_schema: None,
         }
@@ -224,6 +227,9 @@ impl SinkDecoder {
                 if !frame.decodes(position) || column.unavailable(frame) {
                     return Ok(Cell::Null);
                 }
+                if column.json_null(frame) {
+                    return Ok(Cell::RawJson("null".into()));
+                }
                 Ok(column.rounded(column.decode(&object, frame)?))
             })
             .collect()
@@ -231,6 +237,16 @@ impl SinkDecoder {
 }
 
 impl ColumnDecoder {
+    /// Whether the column is a `json`/`jsonb` one whose whole field holds the JSON `null` as
+    /// a value (a Debezium `Json` field's `"null"`): stored as JSON `null`, not SQL NULL.
+    fn json_null(&self, frame: &Frame<'_>) -> bool {
+        self.json
+            && !frame.json_nulls.is_empty()
+            && matches!(&self.source, Source::Field(path)
+                if path.segments().len() == 1
+                    && frame.json_nulls.iter().any(|f| Some(f) == path.segments().first()))
+    }
+
     /// Whether the column's field is one Debezium did not read: it keeps its stored value.
     fn unavailable(&self, frame: &Frame<'_>) -> bool {
         !frame.unavailable.is_empty()

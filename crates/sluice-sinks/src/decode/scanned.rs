@@ -85,6 +85,10 @@ impl SinkDecoder {
                 cells.push(Cell::Null);
                 continue;
             }
+            if column.json_null(frame) {
+                cells.push(Cell::RawJson("null".into()));
+                continue;
+            }
             let cell = match (column.outside_value(frame), &column.slot) {
                 (Some(cell), _) => cell,
                 (None, Some(slot)) => {

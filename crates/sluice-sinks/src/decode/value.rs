@@ -262,6 +262,14 @@ fn float_cell(
     max: Option<Bound>,
     rest: &[Check],
 ) -> Result<Cell, DecodeError> {
+    // NaN and the infinities, which JSON cannot hold as numbers, as Debezium, Jackson and
+    // sluice's Avro reading write them: a float column takes them (no bound can hold them).
+    if let (Value::String(text), None, None) = (value, min, max)
+        && !matches!(rest.first(), Some(Check::NumericDigits { .. }))
+        && let Some(special) = special_float(text)
+    {
+        return Ok(Cell::Float(special));
+    }
     let lo = min.map_or(f64::MIN, Bound::as_f64);
     let float = dynamic::finite(field, value, lo, max.map(Bound::as_f64))?;
     Ok(match rest.first() {
@@ -271,6 +279,16 @@ fn float_cell(
         Some(Check::Single) => Cell::Float(single(field, float)?),
         _ => Cell::Float(float),
     })
+}
+
+/// `NaN`, `Infinity` and `-Infinity` (also `+Infinity`) as the floats they name.
+fn special_float(text: &str) -> Option<f64> {
+    match text {
+        "NaN" => Some(f64::NAN),
+        "Infinity" | "+Infinity" => Some(f64::INFINITY),
+        "-Infinity" => Some(f64::NEG_INFINITY),
+        _ => None,
+    }
 }
 
 /// A `char(n)` value: text without U+0000, at most `max` characters besides trailing spaces.

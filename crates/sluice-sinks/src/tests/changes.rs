@@ -479,3 +479,42 @@ fn survey_decoder(columns: Vec<ColumnShape>) -> SinkDecoder {
         .unwrap_or_else(|e| panic!("{e:?}"));
     SinkDecoder::new(&sinks[0], &plan)
 }
+
+/// A Debezium `Json` field holding `"null"` is the JSON `null` in a `jsonb` column, where a
+/// JSON `null` (no value) is SQL NULL.
+#[test]
+fn a_debezium_json_null_is_stored_as_json_null_not_sql_null() {
+    let decoder = items(ITEMS);
+    let event = |doc: &str| {
+        format!(
+            r#"{{"schema":{{"type":"struct","fields":[
+                {{"field":"after","type":"struct","optional":true,"fields":[
+                    {{"field":"id","type":"int64"}},
+                    {{"field":"doc","type":"string","optional":true,"name":"io.debezium.data.Json"}}]}},
+                {{"field":"op","type":"string"}}]}},
+              "payload":{{"before":null,"after":{{"id":7,"doc":{doc}}},"op":"u","source":{{"lsn":9}}}}}}"#
+        )
+    };
+    let meta = RecordMeta {
+        topic: "t",
+        partition: 0,
+        offset: 0,
+        timestamp: None,
+        key: Some(br#"{"id":7}"#),
+        headers: &[],
+    };
+    let doc = |text: &str| {
+        let value = event(text);
+        decoder
+            .decode_record(Some(value.as_bytes()), &meta)
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .cells[3]
+            .clone()
+    };
+    assert_eq!(doc(r#""null""#), Cell::RawJson("null".into()));
+    assert_eq!(doc("null"), Cell::Null);
+    assert_eq!(
+        doc(r#""{\"a\":null}""#),
+        Cell::RawJson(r#"{"a":null}"#.into())
+    );
+}

@@ -437,3 +437,61 @@ fn a_survivor_keeps_the_first_records_key_and_insert_only_values() {
         "the last record's updated values under the first record's key and insert-only values"
     );
 }
+
+#[test]
+fn a_float_column_takes_nan_and_the_infinities_written_as_text() {
+    const FLOATS: &str = r#"
+[[sink]]
+name = "floats"
+table = "floats"
+key = ["id"]
+
+[sink.columns]
+id = { field = "id" }
+f8 = { field = "f8" }
+f4 = { field = "f4" }
+bounded = { field = "bounded", max = 10 }
+"#;
+    let floats = TableShape {
+        name: "floats".into(),
+        columns: vec![
+            column("id", SqlType::BigInt, true),
+            column("f8", SqlType::Double, false),
+            column("f4", SqlType::Real, false),
+            column("bounded", SqlType::Double, false),
+        ],
+        unique_keys: vec![vec!["id".into()]],
+        nulls_not_distinct_keys: Vec::new(),
+        primary_key: None,
+        partitioned: false,
+    };
+    let sinks = parse_sinks("m.toml", FLOATS).unwrap();
+    let plan = plan_sink(&sinks[0], "p", &HashMap::from([("floats".into(), floats)])).unwrap();
+    let decoder = SinkDecoder::new(&sinks[0], &plan);
+    let at = DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")
+        .unwrap()
+        .to_utc();
+    let decode = |payload: &str| {
+        decoder
+            .decode(Some(payload.as_bytes()), &meta(at))
+            .map_err(|e| e.to_string())
+    };
+    let cells = decode(r#"{"id": 1, "f8": "Infinity", "f4": "-Infinity"}"#).unwrap();
+    assert_eq!(cells[1], Cell::Float(f64::INFINITY));
+    assert_eq!(cells[2], Cell::Float(f64::NEG_INFINITY));
+    let cells = decode(r#"{"id": 1, "f8": "NaN", "f4": "NaN"}"#).unwrap();
+    assert!(
+        matches!(cells[1], Cell::Float(f) if f.is_nan()),
+        "{:?}",
+        cells[1]
+    );
+    assert!(
+        matches!(cells[2], Cell::Float(f) if f.is_nan()),
+        "{:?}",
+        cells[2]
+    );
+    // Other text, and a bounded column, still refuse them.
+    assert!(decode(r#"{"id": 1, "f8": "nan"}"#).is_err());
+    assert!(decode(r#"{"id": 1, "f8": "1.5"}"#).is_err());
+    assert!(decode(r#"{"id": 1, "bounded": "Infinity"}"#).is_err());
+}

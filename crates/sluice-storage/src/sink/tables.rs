@@ -243,6 +243,16 @@ impl Tables {
             Err(_) if record.payload.is_none() && set.sink.on_tombstone == OnTombstone::Ignore => {
                 return Route::Ignore;
             }
+            // A capture's heartbeat message, a truncate, a transaction's BEGIN/END record on
+            // a topic the pattern takes: nothing to write, in no table.
+            Err(_)
+                if record
+                    .payload
+                    .as_deref()
+                    .is_some_and(|payload| sets.reader.changes_no_row(payload)) =>
+            {
+                return Route::Ignore;
+            }
             Err(reason) => {
                 return Route::Unknown(None, format!("the record names no table: {reason}"));
             }
