@@ -167,6 +167,35 @@ async fn one_sink_writes_the_table_each_topic_names_and_waits_for_a_missing_one(
             .any(|d| d.2 == "unknown_table" && d.3.contains("`raw_users` does not exist")),
         "{dead:?}"
     );
+    // A column added while the sink runs: no statement fails and no record is refused, yet
+    // within half a minute (the catalog is read again for a `columns = "auto"` table) its
+    // field is written.
+    {
+        let mut conn = case.env.schema.connect().await;
+        sqlx::raw_sql("ALTER TABLE raw_orders ADD COLUMN extra INT DEFAULT 7")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut id = 100;
+    loop {
+        id += 1;
+        case.produce("src-orders", &[json!({"id": id, "total": 1, "extra": id})])
+            .await;
+        committed(&case, &mut run, &["src-orders"]).await;
+        let extra = case
+            .rows(&format!(
+                "SELECT extra::text FROM raw_orders WHERE id = {id}"
+            ))
+            .await;
+        if extra == [id.to_string()] {
+            break;
+        }
+        assert_eq!(extra, ["7"], "before the new plan: the default");
+        assert!(Instant::now() < deadline, "never written\n{}", run.tail());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
     run.signal("TERM");
     assert!(
         run.wait(Duration::from_secs(60)).success(),

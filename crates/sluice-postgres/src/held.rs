@@ -30,6 +30,11 @@ pub(crate) type WriteRows =
 /// A waiting row as stored: what the declared writer needs of a [`SinkRow`], and its record.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct HeldRow {
+    /// The plan's columns when the row was put to wait, by name: the table may be planned
+    /// again before it is applied (a column added or dropped), and its cells are then placed
+    /// by name. Empty in rows held before names were kept (cells by position).
+    #[serde(default)]
+    columns: Vec<String>,
     cells: Vec<Cell>,
     op: RowOp,
     keep: Vec<usize>,
@@ -90,8 +95,9 @@ impl HeldOrigin {
 }
 
 impl HeldRow {
-    fn of(row: &SinkRow, origin: Option<DeadLetter>) -> Self {
+    fn of(row: &SinkRow, origin: Option<DeadLetter>, plan: &SinkPlan) -> Self {
         Self {
+            columns: plan.columns.iter().map(|c| c.column.clone()).collect(),
             cells: row.cells().cloned().collect(),
             op: row.op.clone(),
             keep: row.keep.to_vec(),
@@ -101,14 +107,65 @@ impl HeldRow {
         }
     }
 
-    fn into_row(self) -> (SinkRow, Option<HeldOrigin>) {
-        let mut row = SinkRow::new(0, self.cells);
+    /// The row in `plan`'s columns. A column the row was not decoded for (added to the table
+    /// since) keeps its stored value when it may (a `debezium` sink's field column: the old
+    /// key's row, as for a value Debezium did not send), else is NULL.
+    fn into_row(self, plan: &SinkPlan) -> (SinkRow, Option<HeldOrigin>) {
+        let now: Vec<(&str, bool)> = plan
+            .columns
+            .iter()
+            .map(|c| (c.column.as_str(), c.keepable))
+            .collect();
+        let (cells, keep) = placed(&self.columns, self.cells, self.keep, &now);
+        let mut row = SinkRow::new(0, cells);
         row.op = self.op;
-        row.keep = self.keep.into();
+        row.keep = keep.into();
         row.moved_from = self.moved_from;
         row.moving_to = self.moving_to;
         (row, self.origin)
     }
+}
+
+/// A held row's cells and kept columns, decoded under the columns `then` (by name), placed in
+/// the columns `now` (name, whether it may keep its stored value). The same columns, or
+/// `then` not known (a row held before names were kept), leave them as they are. A column of
+/// `now` not in `then` keeps its stored value when it may, else is NULL.
+fn placed(
+    then: &[String],
+    cells: Vec<Cell>,
+    keep: Vec<usize>,
+    now: &[(&str, bool)],
+) -> (Vec<Cell>, Vec<usize>) {
+    if then.is_empty()
+        || then
+            .iter()
+            .map(String::as_str)
+            .eq(now.iter().map(|(n, _)| *n))
+    {
+        return (cells, keep);
+    }
+    let mut kept = Vec::new();
+    let placed = now
+        .iter()
+        .enumerate()
+        .map(
+            |(index, (name, keepable))| match then.iter().position(|n| n == name) {
+                Some(was) => {
+                    if keep.contains(&was) {
+                        kept.push(index);
+                    }
+                    cells.get(was).cloned().unwrap_or(Cell::Null)
+                }
+                None => {
+                    if *keepable {
+                        kept.push(index);
+                    }
+                    Cell::Null
+                }
+            },
+        )
+        .collect();
+    (placed, kept)
 }
 
 /// Whether a row waits for its key change's delete while that has not come: a create that
@@ -210,7 +267,7 @@ pub(crate) async fn hold<'r>(
         .partition(|row| waiting.iter().any(|w| std::ptr::eq(*w, *row)));
     let data: Vec<serde_json::Value> = held_rows
         .iter()
-        .map(|row| serde_json::to_value(HeldRow::of(row, origin(row.record))))
+        .map(|row| serde_json::to_value(HeldRow::of(row, origin(row.record), plan)))
         .collect::<Result<_, _>>()
         .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     let seqs: Vec<i64> = bind_waits(sqlx::query_scalar(&held.hold), plan, &held_rows)?
@@ -349,7 +406,7 @@ fn drain<'a>(
             }
             let (row, origin) = serde_json::from_value::<HeldRow>(data)
                 .map_err(|e| sqlx::Error::Decode(Box::new(e)))?
-                .into_row();
+                .into_row(plan);
             sqlx::query("SAVEPOINT sluice_release")
                 .execute(&mut *conn)
                 .await?;
@@ -437,4 +494,51 @@ async fn set_aside(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Cell, placed};
+
+    #[test]
+    fn a_held_row_is_placed_by_column_name_after_its_table_changed() {
+        let then = vec!["id".to_owned(), "gone".into(), "big".into(), "title".into()];
+        let cells = vec![
+            Cell::BigInt(1),
+            Cell::Text("g".into()),
+            Cell::Null,
+            Cell::Text("t".into()),
+        ];
+        // `gone` dropped, `extra` added (keepable) and `note` added (not keepable).
+        let now = [
+            ("id", false),
+            ("big", true),
+            ("title", true),
+            ("extra", true),
+            ("note", false),
+        ];
+        let (cells_now, keep_now) = placed(&then, cells.clone(), vec![2], &now);
+        assert_eq!(
+            cells_now,
+            [
+                Cell::BigInt(1),
+                Cell::Null,
+                Cell::Text("t".into()),
+                Cell::Null,
+                Cell::Null
+            ]
+        );
+        assert_eq!(
+            keep_now,
+            [1, 3],
+            "`big` still kept; `extra` keeps its stored value"
+        );
+        // The same columns, or none known: as they were.
+        let same: Vec<(&str, bool)> = then.iter().map(|n| (n.as_str(), true)).collect();
+        assert_eq!(
+            placed(&then, cells.clone(), vec![2], &same),
+            (cells.clone(), vec![2])
+        );
+        assert_eq!(placed(&[], cells.clone(), vec![2], &now), (cells, vec![2]));
+    }
 }

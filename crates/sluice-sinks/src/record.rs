@@ -224,7 +224,6 @@ impl SinkDecoder {
     /// Decodes a record value (JSON text by now) in its frame, by the sink's format.
     fn decode_framed(&self, payload: &[u8], frame: &Frame<'_>) -> Result<Decoded, DecodeError> {
         let frame = *frame;
-        let meta = frame.meta;
         match self.format {
             Format::Json => Ok(Decoded::upsert(self.cells(Some(payload), &frame)?)),
             Format::SchemaRegistryJson => {
@@ -251,33 +250,16 @@ impl SinkDecoder {
                     ..frame
                 };
                 let image = Some(change.image.as_bytes());
-                let header = |name: &str| {
-                    meta.headers
-                        .iter()
-                        .rev()
-                        .find(|(header, _)| header == name)
-                        .and_then(|(_, value)| value.as_deref())
-                };
-                // The other key of a key change, its logical types read by the row's schema.
-                let key_header = |name: &str, header: &[u8], image: &str| {
-                    envelope::key_header(utf8(header)?, utf8(payload)?, frame.connect_schema, image)
-                        .map_err(|e| envelope_error(format!("header {name}: {e}")))
-                };
                 match change.kind {
                     ChangeKind::Upsert => {
                         let cells = self.cells(image, &frame)?;
-                        let moved_from = match header(OLD_KEY_HEADER) {
-                            Some(old) => Some(Moved {
-                                key: self.header_key(
-                                    OLD_KEY_HEADER,
-                                    key_header(OLD_KEY_HEADER, old, "after")?.as_bytes(),
-                                    &frame,
-                                )?,
+                        let moved_from = self
+                            .header_key(OLD_KEY_HEADER, "after", payload, &frame)?
+                            .map(|key| Moved {
+                                key,
                                 version: self.guard.and_then(|g| cells.get(g).cloned()),
                                 lsn: change.meta.lsn,
-                            }),
-                            None => None,
-                        };
+                            });
                         Ok(Decoded {
                             op: RowOp::Upsert,
                             cells: cells.into(),
@@ -292,17 +274,13 @@ impl SinkDecoder {
                     // what it keeps from the old row itself.
                     ChangeKind::Delete => {
                         let mut deleted = self.delete(image, &frame)?;
-                        if let Some(new) = header(NEW_KEY_HEADER) {
-                            deleted.moving_to = Some(Moved {
-                                key: self.header_key(
-                                    NEW_KEY_HEADER,
-                                    key_header(NEW_KEY_HEADER, new, "before")?.as_bytes(),
-                                    &frame,
-                                )?,
+                        deleted.moving_to = self
+                            .header_key(NEW_KEY_HEADER, "before", payload, &frame)?
+                            .map(|key| Moved {
+                                key,
                                 version: self.guard.and_then(|g| deleted.cells.get(g).cloned()),
                                 lsn: change.meta.lsn,
                             });
-                        }
                         Ok(deleted)
                     }
                     ChangeKind::Other => Ok(self.ignored()),
@@ -360,17 +338,30 @@ impl SinkDecoder {
         })
     }
 
-    /// The key cells (in key order) of a key change's old or new key, from its header `name`.
+    /// The other key of a key change, from header `name` (`None` without it): the header is
+    /// the other record key, its logical types read by the schema of the change event
+    /// `value`'s row `image`; a `key` source reads it, a `field` source the same path in it.
     fn header_key(
         &self,
         name: &str,
-        header: &[u8],
+        image: &str,
+        value: &[u8],
         frame: &Frame<'_>,
-    ) -> Result<Arc<[Cell]>, DecodeError> {
-        // The header is the other record key: a `key` source reads it, a `field` source the
-        // same path in it.
+    ) -> Result<Option<Arc<[Cell]>>, DecodeError> {
+        let Some(header) = frame
+            .meta
+            .headers
+            .iter()
+            .rev()
+            .find(|(header, _)| header == name)
+            .and_then(|(_, value)| value.as_deref())
+        else {
+            return Ok(None);
+        };
+        let header = envelope::key_header(utf8(header)?, utf8(value)?, frame.connect_schema, image)
+            .map_err(|e| envelope_error(format!("header {name}: {e}")))?;
         let meta = RecordMeta {
-            key: Some(header),
+            key: Some(header.as_bytes()),
             ..*frame.meta
         };
         let only: Vec<usize> = self.key.clone();
@@ -382,13 +373,14 @@ impl SinkDecoder {
             ..*frame
         };
         let cells = self
-            .cells(Some(header), &frame)
+            .cells(Some(header.as_bytes()), &frame)
             .map_err(|e| envelope_error(format!("header {name}: {e}")))?;
-        Ok(self
-            .key
-            .iter()
-            .map(|k| cells.get(*k).cloned().unwrap_or(Cell::Null))
-            .collect())
+        Ok(Some(
+            self.key
+                .iter()
+                .map(|k| cells.get(*k).cloned().unwrap_or(Cell::Null))
+                .collect(),
+        ))
     }
 
     /// A record that changes no row.

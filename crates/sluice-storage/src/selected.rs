@@ -80,6 +80,9 @@ pub struct Pipeline {
     pub sink: Sink,
     /// Its plan against the live schema.
     pub plan: SinkPlan,
+    /// A `columns = "auto"` sink as declared, before its columns were filled in (`sink`):
+    /// filled in again when its table is planned again.
+    pub unfilled: Option<Sink>,
     /// Writers (database connections).
     pub writers: usize,
     /// Where its topic's name comes from.
@@ -165,7 +168,10 @@ impl Pipeline {
                 reason: "its tables are planned as its records name them".into(),
             });
         }
-        let declared = Declared::new(&self.sink, self.plan.clone(), cache_ttl)?;
+        let mut declared = Declared::new(&self.sink, self.plan.clone(), cache_ttl)?;
+        if let Some(unfilled) = &self.unfilled {
+            declared = declared.filled_in_from(unfilled);
+        }
         Ok(match self.registry(registry)? {
             Some(registry) => declared.with_registry(registry),
             None => declared,
@@ -224,30 +230,16 @@ pub async fn plan_pipelines(
         // A sink of many tables: each table is planned when a record first names it (a
         // route's fixed table that exists: now too, so that a bad route stops the start).
         if unplanned.sink.many_tables() {
-            let routes: Vec<PlannedRoute> = unplanned
-                .sink
-                .routes
-                .iter()
-                .map(|route| {
-                    let plan = match planned_route(&route.sink, group_prefix, &shapes) {
-                        Ok(planned) => planned.map(|(sink, plan)| {
-                            prepared.push((sink, plan.clone()));
-                            plan
-                        }),
-                        Err(mut more) => {
-                            errors.append(&mut more);
-                            None
-                        }
-                    };
-                    PlannedRoute {
-                        when: route.when.to_string(),
-                        table: route.sink.table.clone(),
-                        plan,
-                    }
-                })
-                .collect();
+            let routes = planned_routes(
+                &unplanned.sink,
+                group_prefix,
+                &shapes,
+                &mut prepared,
+                &mut errors,
+            );
             pipelines.push(Pipeline {
                 plan: plan_template(&unplanned.sink, group_prefix),
+                unfilled: None,
                 sink: unplanned.sink,
                 writers: unplanned.writers,
                 topic_source: unplanned.topic_source,
@@ -267,6 +259,7 @@ pub async fn plan_pipelines(
             Ok(plan) => pipelines.push(Pipeline {
                 sink,
                 plan,
+                unfilled: unplanned.sink.auto_columns.then(|| unplanned.sink.clone()),
                 writers: unplanned.writers,
                 topic_source: unplanned.topic_source,
                 routes: Vec::new(),
@@ -304,6 +297,37 @@ fn with_route_sinks(sinks: &[Unplanned]) -> Vec<Sink> {
                 .filter(|r| r.sink.table_template.is_none())
                 .map(|r| r.sink.clone())
                 .collect(),
+        })
+        .collect()
+}
+
+/// The routes of a sink with routes as planned at start (see [`planned_route`]), the sinks
+/// planned added to `prepared`, the errors to `errors`.
+fn planned_routes(
+    sink: &Sink,
+    group_prefix: &str,
+    shapes: &std::collections::HashMap<String, sluice_sinks::TableShape>,
+    prepared: &mut Vec<(Sink, SinkPlan)>,
+    errors: &mut Vec<SinkError>,
+) -> Vec<PlannedRoute> {
+    sink.routes
+        .iter()
+        .map(|route| {
+            let plan = match planned_route(&route.sink, group_prefix, shapes) {
+                Ok(planned) => planned.map(|(sink, plan)| {
+                    prepared.push((sink, plan.clone()));
+                    plan
+                }),
+                Err(mut more) => {
+                    errors.append(&mut more);
+                    None
+                }
+            };
+            PlannedRoute {
+                when: route.when.to_string(),
+                table: route.sink.table.clone(),
+                plan,
+            }
         })
         .collect()
 }

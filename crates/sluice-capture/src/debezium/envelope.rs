@@ -3,16 +3,13 @@
 //! tombstone + `c` with the `__debezium.newkey` / `__debezium.oldkey` headers, the TOAST
 //! placeholder for an unchanged out-of-line value, and the four context headers.
 
+use super::cell::{Place, Warned, push_cell};
+pub use super::encode_error::{EncodeError, UNAVAILABLE};
 use super::json::push_string;
 use super::shape::TableShape;
-use super::types::{Kind, ValueError};
 use crate::lsn::Lsn;
 use crate::model::{Cell, Change, OldRow, Tuple};
 use chrono::{DateTime, Utc};
-
-/// What Debezium writes for an out-of-line value an update did not change
-/// (`unavailable.value.placeholder`'s default).
-pub const UNAVAILABLE: &str = "__debezium_unavailable_value";
 
 /// The settings every record of one capture shares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,31 +87,6 @@ pub struct Record {
     pub partition: Option<i32>,
 }
 
-/// Why a change could not become records. Fatal: a change cannot be skipped without
-/// breaking its key's order.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EncodeError {
-    /// A value did not read as its column's type.
-    #[error("{topic}: {source}")]
-    Value {
-        /// The table's topic.
-        topic: String,
-        /// The value.
-        #[source]
-        source: ValueError,
-    },
-    /// A tuple does not have one cell per column of its relation.
-    #[error("{topic}: a row of {found} values for {expected} columns")]
-    Arity {
-        /// The table's topic.
-        topic: String,
-        /// Cells in the row.
-        found: usize,
-        /// Columns of the relation.
-        expected: usize,
-    },
-}
-
 /// One event's operation and row images, and the row its key comes from.
 #[derive(Debug, Clone, Copy)]
 struct Images<'a> {
@@ -128,12 +100,17 @@ struct Images<'a> {
 #[derive(Debug, Clone)]
 pub struct Envelope {
     settings: EnvelopeSettings,
+    /// The columns a numeric `NaN` was logged for.
+    warned: Warned,
 }
 
 impl Envelope {
     /// An envelope with these settings.
     pub fn new(settings: EnvelopeSettings) -> Envelope {
-        Envelope { settings }
+        Envelope {
+            settings,
+            warned: Warned::default(),
+        }
     }
 
     /// The settings.
@@ -219,8 +196,12 @@ impl Envelope {
         at: &Position,
         now: DateTime<Utc>,
     ) -> Result<Vec<Record>, EncodeError> {
-        let old_key = self.key_payload(shape, old_row)?.unwrap_or_default();
-        let new_key = self.key_payload(shape, new)?.unwrap_or_default();
+        let old_key = self
+            .key_text(shape, old_row, Place::KeyHeader)?
+            .unwrap_or_default();
+        let new_key = self
+            .key_text(shape, new, Place::KeyHeader)?
+            .unwrap_or_default();
         let before = match old {
             Some(OldRow::Full(row) | OldRow::Key(row)) => row,
             None => old_row,
@@ -290,7 +271,7 @@ impl Envelope {
         } else {
             payload
         };
-        let key = self.key_payload(shape, key_row)?.map(|key| {
+        let key = self.key_text(shape, key_row, Place::Key)?.map(|key| {
             if self.settings.schemas {
                 format!("{{\"schema\":{},\"payload\":{key}}}", shape.key_schema).into_bytes()
             } else {
@@ -319,8 +300,14 @@ impl Envelope {
         ]
     }
 
-    /// The key's payload (`{"id":2}`), `None` for a table without a primary key.
-    fn key_payload(&self, shape: &TableShape, row: &Tuple) -> Result<Option<String>, EncodeError> {
+    /// The key's payload (`{"id":2}`) or, `place` a key header, its header text (the key
+    /// struct as `SimpleHeaderConverter` prints it); `None` for a table without a primary key.
+    fn key_text(
+        &self,
+        shape: &TableShape,
+        row: &Tuple,
+        place: Place,
+    ) -> Result<Option<String>, EncodeError> {
         if shape.key.is_empty() {
             return Ok(None);
         }
@@ -331,7 +318,7 @@ impl Envelope {
             if n > 0 {
                 out.push(',');
             }
-            push_cell(&mut out, shape, at, &row[at])?;
+            push_cell(&mut out, shape, at, &row[at], place, &self.warned)?;
         }
         out.push('}');
         Ok(Some(out))
@@ -354,7 +341,7 @@ impl Envelope {
             if at > 0 {
                 out.push(',');
             }
-            push_cell(out, shape, at, cell)?;
+            push_cell(out, shape, at, cell, Place::Row, &self.warned)?;
         }
         out.push('}');
         Ok(())
@@ -403,76 +390,6 @@ fn push_times(out: &mut String, now: DateTime<Utc>) {
         nanos.div_euclid(1_000_000),
         nanos.div_euclid(1000)
     ));
-}
-
-/// `"name":value` of one column.
-fn push_cell(
-    out: &mut String,
-    shape: &TableShape,
-    at: usize,
-    cell: &Cell,
-) -> Result<(), EncodeError> {
-    let column = &shape.columns[at];
-    push_string(out, &column.name);
-    out.push(':');
-    let fail = |source: ValueError| EncodeError::Value {
-        topic: shape.topic.clone(),
-        source,
-    };
-    match cell {
-        Cell::Null => out.push_str(column.required_fill.as_deref().unwrap_or("null")),
-        Cell::Text(text) => column
-            .kind
-            .push_value(out, &column.name, text)
-            .map_err(fail)?,
-        Cell::UnchangedToast => push_unavailable(out, column.kind),
-        Cell::Binary(_) => {
-            return Err(fail(ValueError {
-                column: column.name.clone(),
-                type_name: "binary",
-                text: String::new(),
-                why: "pgoutput's binary format is not requested by sluice capture",
-            }));
-        }
-    }
-    Ok(())
-}
-
-/// The placeholder for an unchanged out-of-line value: the text for string columns, its
-/// bytes for `bytes` columns (base64), as Debezium converts its placeholder per type.
-fn push_unavailable(out: &mut String, kind: Kind) {
-    use base64::Engine as _;
-    let base64 = |out: &mut String| {
-        out.push('"');
-        base64::engine::general_purpose::STANDARD.encode_string(UNAVAILABLE, out);
-        out.push('"');
-    };
-    // As Debezium 3.6.1 writes it per type (its UnchangedToastedReplicationMessageColumn;
-    // text[] and int4[] seen here).
-    match kind {
-        Kind::Bytes | Kind::Decimal { .. } | Kind::Money | Kind::Bits { .. } => base64(out),
-        Kind::Array(element) => match element.kind() {
-            Kind::Text | Kind::Json => {
-                out.push('[');
-                push_string(out, UNAVAILABLE);
-                out.push(']');
-            }
-            Kind::Bytes => {
-                out.push('[');
-                base64(out);
-                out.push(']');
-            }
-            // The placeholder's bytes, one number each.
-            Kind::Int32 | Kind::Int64 | Kind::Date => {
-                out.push('[');
-                let bytes: Vec<String> = UNAVAILABLE.bytes().map(|b| b.to_string()).collect();
-                out.push_str(&bytes.join(","));
-                out.push(']');
-            }
-            _ => push_string(out, UNAVAILABLE),
-        },
-        _ => push_string(out, UNAVAILABLE),
-    }
 }
 
 /// Whether an update that carried an old row changed the record key: the old row has every

@@ -4,10 +4,14 @@
 //! change into its records; [`Kind`] maps a column type to its Connect schema and value.
 
 mod array;
+mod cell;
 mod clock;
+mod decimal;
 mod defaults;
 mod element;
+mod encode_error;
 mod envelope;
+mod header;
 mod interval;
 mod json;
 mod shape;

@@ -50,6 +50,8 @@ pub struct ShapeColumn {
     /// its type's zero (a delete's before-image has only the key's values; Debezium fills
     /// the others so a schema-checking reader accepts the record). `None`: optional.
     pub required_fill: Option<String>,
+    /// The `default` of the column's schema (its JSON value), `None` when it has none.
+    pub default: Option<String>,
 }
 
 /// A table's records: topic, key columns and schemas.
@@ -142,6 +144,7 @@ impl TableShape {
                     name: c.name.clone(),
                     kind,
                     required_fill,
+                    default: info(at).default.clone(),
                 }
             })
             .collect();

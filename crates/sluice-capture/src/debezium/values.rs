@@ -99,6 +99,16 @@ pub(super) fn push_bits(out: &mut String, text: &str) -> Result<(), &'static str
 /// `money` in the C monetary locale (`$1,234.57`, `-$0.50`; the session is pinned to it) →
 /// Decimal of scale 2.
 pub(super) fn push_money(out: &mut String, text: &str) -> Result<(), &'static str> {
+    let unscaled = money_unscaled(text)?;
+    out.push('"');
+    BASE64.encode_string(unscaled.to_signed_bytes_be(), out);
+    out.push('"');
+    Ok(())
+}
+
+/// `money`'s text as the unscaled integer of its Decimal of scale 2 (`-$1,234.57` →
+/// -123457).
+pub(super) fn money_unscaled(text: &str) -> Result<BigInt, &'static str> {
     let (negative, rest) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
@@ -119,10 +129,7 @@ pub(super) fn push_money(out: &mut String, text: &str) -> Result<(), &'static st
     if negative {
         unscaled = -unscaled;
     }
-    out.push('"');
-    BASE64.encode_string(unscaled.to_signed_bytes_be(), out);
-    out.push('"');
-    Ok(())
+    Ok(unscaled)
 }
 
 /// `(1.5,-2)` → `{"x":1.5,"y":-2.0,"wkb":"…","srid":null}`, the WKB a little-endian point.

@@ -72,6 +72,9 @@ struct Resolver {
 pub struct Declared {
     /// The sink as planned (its columns filled in): planned again when its table changes.
     sink: Sink,
+    /// A `columns = "auto"` sink as declared, before its columns were filled in from the
+    /// table: filled in again when the table is planned again (a column added since).
+    unfilled: Option<Sink>,
     cache_ttl: Duration,
     plan: SinkPlan,
     /// The table, shared by its dead letters and metrics.
@@ -113,6 +116,7 @@ impl Declared {
         }
         Ok(Self {
             sink: sink.clone(),
+            unfilled: None,
             cache_ttl,
             table: Arc::from(plan.table.as_str()),
             plan,
@@ -120,6 +124,22 @@ impl Declared {
             lookups,
             registry: None,
         })
+    }
+
+    /// The same sink, whose columns were filled in from its table from `unfilled`
+    /// (`columns = "auto"`; a sink without it is left as it is).
+    #[must_use]
+    pub fn filled_in_from(mut self, unfilled: &Sink) -> Self {
+        if unfilled.auto_columns {
+            self.unfilled = Some(unfilled.clone());
+        }
+        self
+    }
+
+    /// The sink as declared when its columns are filled in from its table (`columns =
+    /// "auto"`), `None` otherwise.
+    pub fn unfilled(&self) -> Option<&Sink> {
+        self.unfilled.as_ref()
     }
 
     /// The same sink fetching the writers' schemas of its registry records from `registry`.

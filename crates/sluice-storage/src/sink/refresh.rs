@@ -18,7 +18,7 @@
 use super::{Declared, Tables};
 use crate::decoded::DecodedBatch;
 use sluice_core::DeadLetterKind;
-use sluice_sinks::plan_sink;
+use sluice_sinks::{plan_sink, with_table_columns};
 use sqlx::PgConnection;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +26,11 @@ use std::time::{Duration, Instant};
 
 /// The shortest time between two catalog reads of one table.
 const RECHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// How often a table of a `columns = "auto"` sink is read from the catalog anyway: a column
+/// added to it makes no statement fail and no record refused, and would otherwise not be
+/// written until a restart.
+const AUTO_EVERY: Duration = Duration::from_secs(30);
 
 /// Which plans a pipeline's tables are at, and when the catalog was last read for each.
 #[derive(Debug, Default)]
@@ -61,16 +66,30 @@ impl Tables {
         if decoded.generation != self.refreshed.generation() {
             return Refresh::DecodeAgain;
         }
-        let refused: BTreeSet<&str> = decoded
+        let mut tables: BTreeSet<&str> = decoded
             .rejected
             .iter()
             .filter(|letter| letter.kind == DeadLetterKind::DecodeError)
             .filter_map(|letter| letter.table.as_deref())
             .collect();
-        if refused.is_empty() {
+        // The tables of `columns = "auto"` sinks not read for a while (a catalog read in
+        // progress elsewhere: next batch).
+        if let Ok(checked) = self.refreshed.checked.try_lock() {
+            for group in &decoded.groups {
+                let table: &str = group.sink.table();
+                if group.sink.unfilled().is_some()
+                    && checked
+                        .get(table)
+                        .is_none_or(|at| at.elapsed() >= AUTO_EVERY)
+                {
+                    tables.insert(table);
+                }
+            }
+        }
+        if tables.is_empty() {
             return Refresh::Nothing;
         }
-        Refresh::Check(refused)
+        Refresh::Check(tables)
     }
 
     /// Plans again, from the catalog on `conn`, each of `tables` not read within the last
@@ -101,8 +120,8 @@ impl Tables {
                 };
                 if self.replace(at, &sink, new) {
                     tracing::info!(pipeline = %self.name(), %table,
-                        "table changed under its plan (a column's type or limits): planned \
-                         again; the batch is decoded again with its new limits");
+                        "table changed under its plan (a column added, or a column's type or \
+                         limits): planned again; the batch is decoded again with it");
                     replaced = true;
                 }
             }
@@ -119,7 +138,8 @@ pub enum Refresh<'d> {
     Nothing,
     /// Decoding again: a plan it was decoded with was replaced since.
     DecodeAgain,
-    /// The catalog read for these tables, whose sink refused records of it.
+    /// The catalog read for these tables: their sink refused records of it, or they are
+    /// a `columns = "auto"` sink's, not read for a while.
     Check(BTreeSet<&'d str>),
 }
 
@@ -129,8 +149,20 @@ async fn replanned(
     conn: &mut PgConnection,
     sink: &Declared,
 ) -> Result<Option<Declared>, sqlx::Error> {
-    let mapping = sink.sink();
-    let shapes = sluice_postgres::catalog::sink_tables(conn, std::slice::from_ref(mapping)).await?;
+    // A `columns = "auto"` sink's columns are filled in again: the table may have more.
+    let declared = sink.unfilled().unwrap_or(sink.sink());
+    let shapes =
+        sluice_postgres::catalog::sink_tables(conn, std::slice::from_ref(declared)).await?;
+    let mapping = match with_table_columns(declared, &shapes) {
+        Ok(mapping) => mapping,
+        Err(errors) => {
+            let reasons: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            tracing::warn!(sink = %declared.name, table = %sink.table(), reasons = ?reasons,
+                "table changed so that it cannot take the sink: its plan is kept");
+            return Ok(None);
+        }
+    };
+    let mapping: &sluice_sinks::Sink = &mapping;
     let mut plan = match plan_sink(mapping, "", &shapes) {
         Ok(plan) => plan,
         Err(errors) => {
@@ -153,7 +185,7 @@ async fn replanned(
         return Ok(None);
     }
     let new = match Declared::new(mapping, plan, sink.cache_ttl()) {
-        Ok(new) => new,
+        Ok(new) => new.filled_in_from(declared),
         Err(error) => {
             tracing::warn!(sink = %mapping.name, table = %sink.table(), %error,
                 "table changed so that its sink cannot run: its plan is kept");

@@ -485,9 +485,9 @@ impl TableSet {
         cache_ttl: Duration,
         registry: Option<&Registry>,
     ) -> Result<Result<Declared, String>, sqlx::Error> {
-        let sink = self.sink.for_table(table);
+        let unfilled = self.sink.for_table(table);
         let shapes =
-            sluice_postgres::catalog::sink_tables(conn, std::slice::from_ref(&sink)).await?;
+            sluice_postgres::catalog::sink_tables(conn, std::slice::from_ref(&unfilled)).await?;
         if !shapes.contains_key(table) {
             return Ok(Err(format!("table `{table}` does not exist")));
         }
@@ -499,7 +499,7 @@ impl TableSet {
                 reasons.join("; ")
             )
         };
-        let sink = match with_table_columns(&sink, &shapes) {
+        let sink = match with_table_columns(&unfilled, &shapes) {
             Ok(sink) => sink.into_owned(),
             Err(errors) => return Ok(Err(refused(errors))),
         };
@@ -512,7 +512,7 @@ impl TableSet {
             return Ok(Err(refused(errors)));
         }
         let declared = match Declared::new(&sink, plan, cache_ttl) {
-            Ok(declared) => declared,
+            Ok(declared) => declared.filled_in_from(&unfilled),
             Err(error) => return Ok(Err(format!("table `{table}`: {error}"))),
         };
         Ok(Ok(match registry {

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 mod enum_array;
 mod full_identity;
+mod key_headers;
+mod numeric_special;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sluice-cli/tests/data/debezium")

@@ -98,9 +98,10 @@ fn other_values() {
     assert_eq!(value(Kind::Float64, "1e+20"), "1.0E20");
     assert_eq!(value(Kind::Float32, "0.1"), "0.1");
     assert_eq!(value(Kind::Bytes, "\\x00ff10"), "\"AP8Q\"");
+    // Debezium strips an unconstrained numeric's trailing zeros: -1.500 is -15 at scale 1.
     assert_eq!(
         value(Kind::VariableDecimal, "-1.500"),
-        "{\"scale\":3,\"value\":\"+iQ=\"}"
+        "{\"scale\":1,\"value\":\"8Q==\"}"
     );
     assert_eq!(
         value(Kind::TimestampMillis, "1969-12-31 23:59:59.9995"),
@@ -122,4 +123,50 @@ fn unreadable_values_name_their_column() {
         .push_value(&mut out, "amount", "NaN")
         .expect_err("NaN has no Decimal form");
     assert!(error.to_string().contains("amount"), "{error}");
+}
+
+/// An unconstrained numeric as Debezium 3.6.1 writes it: PostgresValueConverter.convertDecimal
+/// strips the trailing zeros (`stripTrailingZeros()`, then `setScale(0)` if the scale went
+/// negative), so `153.0` is 153 at scale 0 where PostgreSQL's text has one fraction digit.
+#[test]
+fn an_unconstrained_numeric_has_debeziums_scale() {
+    let variable = |text: &str| value(Kind::VariableDecimal, text);
+    // 153 = 0x0099: a leading zero byte keeps it positive.
+    assert_eq!(variable("153.0"), "{\"scale\":0,\"value\":\"AJk=\"}");
+    assert_eq!(variable("153"), "{\"scale\":0,\"value\":\"AJk=\"}");
+    assert_eq!(variable("0.0"), "{\"scale\":0,\"value\":\"AA==\"}");
+    assert_eq!(variable("0"), "{\"scale\":0,\"value\":\"AA==\"}");
+    // 100 = 0x64: the integer's zeros stay (Java's 1E+2 is set back to scale 0).
+    assert_eq!(variable("100"), "{\"scale\":0,\"value\":\"ZA==\"}");
+    assert_eq!(variable("100.000"), "{\"scale\":0,\"value\":\"ZA==\"}");
+    // 100000 = 0x0186A0.
+    assert_eq!(variable("100000"), "{\"scale\":0,\"value\":\"AYag\"}");
+    assert_eq!(variable("1.50"), "{\"scale\":1,\"value\":\"Dw==\"}");
+    assert_eq!(variable("-0.0100"), "{\"scale\":2,\"value\":\"/w==\"}");
+    // The survey's numeric[] (survey-t-1, recorded from Debezium 3.6.1): 1.5, -2, 0.000.
+    assert_eq!(
+        value(Kind::of(1231, -1), "{1.5,-2,0.000}"),
+        "[{\"scale\":1,\"value\":\"Dw==\"},{\"scale\":0,\"value\":\"/g==\"},{\"scale\":0,\"value\":\"AA==\"}]"
+    );
+    // A constrained numeric keeps the column's scale.
+    assert_eq!(value(Kind::of(1700, NUMERIC_12_2), "100.00"), "\"JxA=\"");
+}
+
+/// NaN and the infinities of `numeric` (and arrays of `numeric` holding one) are what
+/// Debezium cannot convert; floats have them as values.
+#[test]
+fn numeric_nan_and_infinities_lack_a_decimal_form() {
+    let decimal = Kind::of(1700, NUMERIC_12_2);
+    for text in ["NaN", "Infinity", "-Infinity"] {
+        assert!(decimal.lacks_decimal_form(text), "{text}");
+        assert!(Kind::VariableDecimal.lacks_decimal_form(text), "{text}");
+        assert!(!Kind::Float64.lacks_decimal_form(text), "{text}");
+        assert!(!Kind::Text.lacks_decimal_form(text), "{text}");
+    }
+    assert!(!decimal.lacks_decimal_form("1.50"));
+    assert!(Kind::of(1231, -1).lacks_decimal_form("{1.5,NaN,NULL}"));
+    assert!(Kind::of(1231, NUMERIC_12_2).lacks_decimal_form("{-Infinity}"));
+    assert!(!Kind::of(1231, -1).lacks_decimal_form("{1.5,NULL}"));
+    assert!(!Kind::of(1022, -1).lacks_decimal_form("{NaN}"));
+    assert!(!Kind::of(1009, -1).lacks_decimal_form("{NaN}"));
 }
