@@ -107,15 +107,10 @@ impl HeldRow {
         }
     }
 
-    /// The row in `plan`'s columns. A column the row was not decoded for (added to the table
-    /// since) keeps its stored value when it may (a `debezium` sink's field column: the old
-    /// key's row, as for a value Debezium did not send), else is NULL.
+    /// The row in `plan`'s columns, placed by name: a column the row was not decoded for
+    /// (added to the table since) is NULL.
     fn into_row(self, plan: &SinkPlan) -> (SinkRow, Option<HeldOrigin>) {
-        let now: Vec<(&str, bool)> = plan
-            .columns
-            .iter()
-            .map(|c| (c.column.as_str(), c.keepable))
-            .collect();
+        let now: Vec<&str> = plan.columns.iter().map(|c| c.column.as_str()).collect();
         let (cells, keep) = placed(&self.columns, self.cells, self.keep, &now);
         let mut row = SinkRow::new(0, cells);
         row.op = self.op;
@@ -127,43 +122,32 @@ impl HeldRow {
 }
 
 /// A held row's cells and kept columns, decoded under the columns `then` (by name), placed in
-/// the columns `now` (name, whether it may keep its stored value). The same columns, or
-/// `then` not known (a row held before names were kept), leave them as they are. A column of
-/// `now` not in `then` keeps its stored value when it may, else is NULL.
+/// the columns `now`. The same columns, or `then` not known (a row held before names were
+/// kept), leave them as they are. A column of `now` not in `then` is NULL, as a start would
+/// have planned it — never kept: a kept value needs a stored row, which a row that kept
+/// nothing before may not have.
 fn placed(
     then: &[String],
     cells: Vec<Cell>,
     keep: Vec<usize>,
-    now: &[(&str, bool)],
+    now: &[&str],
 ) -> (Vec<Cell>, Vec<usize>) {
-    if then.is_empty()
-        || then
-            .iter()
-            .map(String::as_str)
-            .eq(now.iter().map(|(n, _)| *n))
-    {
+    if then.is_empty() || then.iter().map(String::as_str).eq(now.iter().copied()) {
         return (cells, keep);
     }
     let mut kept = Vec::new();
     let placed = now
         .iter()
         .enumerate()
-        .map(
-            |(index, (name, keepable))| match then.iter().position(|n| n == name) {
-                Some(was) => {
-                    if keep.contains(&was) {
-                        kept.push(index);
-                    }
-                    cells.get(was).cloned().unwrap_or(Cell::Null)
+        .map(|(index, name)| match then.iter().position(|n| n == name) {
+            Some(was) => {
+                if keep.contains(&was) {
+                    kept.push(index);
                 }
-                None => {
-                    if *keepable {
-                        kept.push(index);
-                    }
-                    Cell::Null
-                }
-            },
-        )
+                cells.get(was).cloned().unwrap_or(Cell::Null)
+            }
+            None => Cell::Null,
+        })
         .collect();
     (placed, kept)
 }
@@ -509,14 +493,8 @@ mod tests {
             Cell::Null,
             Cell::Text("t".into()),
         ];
-        // `gone` dropped, `extra` added (keepable) and `note` added (not keepable).
-        let now = [
-            ("id", false),
-            ("big", true),
-            ("title", true),
-            ("extra", true),
-            ("note", false),
-        ];
+        // `gone` dropped, `extra` and `note` added.
+        let now = ["id", "big", "title", "extra", "note"];
         let (cells_now, keep_now) = placed(&then, cells.clone(), vec![2], &now);
         assert_eq!(
             cells_now,
@@ -530,11 +508,11 @@ mod tests {
         );
         assert_eq!(
             keep_now,
-            [1, 3],
-            "`big` still kept; `extra` keeps its stored value"
+            [1],
+            "`big` still kept, nothing added to what it keeps"
         );
         // The same columns, or none known: as they were.
-        let same: Vec<(&str, bool)> = then.iter().map(|n| (n.as_str(), true)).collect();
+        let same: Vec<&str> = then.iter().map(String::as_str).collect();
         assert_eq!(
             placed(&then, cells.clone(), vec![2], &same),
             (cells.clone(), vec![2])

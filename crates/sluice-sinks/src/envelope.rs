@@ -179,10 +179,50 @@ pub(super) fn key_header(
         }
         None => known,
     };
+    let header = header_json(header);
     match schema.and_then(|schema| struct_field(schema, image)) {
-        Some(row_schema) => Ok(rebuild(parse_raw(header)?, Some(row_schema), None)?.text),
-        None => Ok(header.to_owned()),
+        Some(row_schema) => Ok(rebuild(parse_raw(&header)?, Some(row_schema), None)?.text),
+        None => Ok(header),
     }
+}
+
+/// A header as Connect's `SimpleHeaderConverter` writes a struct, made JSON: it escapes only
+/// `\` and `"` in strings (a tab or a newline stays raw, which JSON refuses) and writes a
+/// float's `NaN` and infinities bare (quoted here: a float column reads them as text).
+fn header_json(header: &str) -> String {
+    let mut out = String::with_capacity(header.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut rest = header;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                c if u32::from(c) < 0x20 => {
+                    out.push_str(&format!("\\u{:04x}", u32::from(c)));
+                    rest = &rest[c.len_utf8()..];
+                    continue;
+                }
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(word) = ["-Infinity", "Infinity", "NaN"]
+            .into_iter()
+            .find(|word| rest.starts_with(word))
+        {
+            out.push('"');
+            out.push_str(word);
+            out.push('"');
+            rest = &rest[word.len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 /// `{"schema": …, "payload": …}`: the schema (parsed) and the payload (as written); `None`
@@ -559,6 +599,22 @@ mod tests {
             key_header(r#"{"k":"x"}"#, schemaless, None, "after").unwrap(),
             r#"{"k":"x"}"#
         );
+    }
+
+    #[test]
+    fn a_header_converters_struct_is_made_json() {
+        // A key text with a tab and a newline, a quote and a backslash (escaped by the
+        // converter), a float key's NaN and infinities bare.
+        let written = "{\"t\":\"a\tb\nc \\\"q\\\\\",\"f\":NaN,\"g\":-Infinity,\"h\":Infinity}";
+        let json = header_json(written);
+        let value: Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
+        assert_eq!(
+            value,
+            serde_json::json!({"t": "a\tb\nc \"q\\", "f": "NaN", "g": "-Infinity", "h": "Infinity"})
+        );
+        // JSON already stays as it is, strings holding the words included.
+        let plain = r#"{"k":"NaN and Infinity","n":-1.5e3}"#;
+        assert_eq!(header_json(plain), plain);
     }
 
     #[test]

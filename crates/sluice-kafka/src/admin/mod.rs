@@ -331,6 +331,11 @@ impl Admin {
             }
         }
         let committed = reader.committed_offsets(list, self.timeout)?;
+        // A partition the broker could not answer for is not one without an offset: taken
+        // so, it would start where the reset policy says (records skipped or read again).
+        for element in committed.elements() {
+            element.error()?;
+        }
         Ok(committed
             .elements()
             .iter()

@@ -32,6 +32,9 @@ const RECHECK_EVERY: Duration = Duration::from_secs(1);
 /// written until a restart.
 const AUTO_EVERY: Duration = Duration::from_secs(30);
 
+/// The most tables [`AUTO_EVERY`] has a batch read from the catalog.
+const AUTO_PER_BATCH: usize = 2;
+
 /// Which plans a pipeline's tables are at, and when the catalog was last read for each.
 #[derive(Debug, Default)]
 pub struct Refreshed {
@@ -72,19 +75,22 @@ impl Tables {
             .filter(|letter| letter.kind == DeadLetterKind::DecodeError)
             .filter_map(|letter| letter.table.as_deref())
             .collect();
-        // The tables of `columns = "auto"` sinks not read for a while (a catalog read in
-        // progress elsewhere: next batch).
+        // The tables of `columns = "auto"` sinks not read for a while, the longest unread
+        // first, a few a batch (a sink of a thousand tables must not read the catalog all
+        // the time); a catalog read in progress elsewhere: next batch.
         if let Ok(checked) = self.refreshed.checked.try_lock() {
-            for group in &decoded.groups {
-                let table: &str = group.sink.table();
-                if group.sink.unfilled().is_some()
-                    && checked
-                        .get(table)
-                        .is_none_or(|at| at.elapsed() >= AUTO_EVERY)
-                {
-                    tables.insert(table);
-                }
-            }
+            let mut due: Vec<(Option<Instant>, &str)> = decoded
+                .groups
+                .iter()
+                .filter(|group| group.sink.unfilled().is_some())
+                .map(|group| {
+                    let table: &str = group.sink.table();
+                    (checked.get(table).copied(), table)
+                })
+                .filter(|(at, _)| at.is_none_or(|at| at.elapsed() >= AUTO_EVERY))
+                .collect();
+            due.sort();
+            tables.extend(due.into_iter().take(AUTO_PER_BATCH).map(|(_, table)| table));
         }
         if tables.is_empty() {
             return Refresh::Nothing;

@@ -85,7 +85,7 @@ impl Writer<'_> {
             }
             Some(Err(error)) => {
                 tracing::warn!(pipeline = %self.pipeline.name, writer = self.index, %error,
-                    "cannot read the catalog for a table's new limits; the batch goes on as decoded");
+                    "cannot read the catalog for a table's changes; the batch goes on as decoded");
                 self.forget_connection();
                 Some(false)
             }
