@@ -8,8 +8,11 @@ use super::types::Kind;
 /// The JSON value of the constant default `expression` (as `pg_get_expr` prints it) for a
 /// column of `kind`, or `None` when it is not a constant this map reads.
 pub fn constant_default(kind: Kind, column: &str, expression: &str) -> Option<String> {
-    // Debezium 3.6 writes no `default` for an array column (`'{}'::integer[]` has none).
-    if matches!(kind, Kind::Array(_)) {
+    // Debezium 3.6 writes no `default` for an array column (`'{}'::integer[]` has none), nor
+    // for a column whose value is a Connect struct (an unconstrained `numeric`'s
+    // VariableScaleDecimal, a `point`): "Struct can't be used as default value for column
+    // …, will use null instead", recorded from Debezium 3.6.1.
+    if matches!(kind, Kind::Array(_) | Kind::VariableDecimal | Kind::Point) {
         return None;
     }
     let mut text = constant_text(expression.trim())?;
@@ -135,6 +138,9 @@ mod tests {
             Some("\"AA==\"")
         );
         assert_eq!(constant_default(cents, "c", "1.555"), None);
+        // A struct's default is none in Debezium's schema.
+        assert_eq!(constant_default(Kind::VariableDecimal, "c", "5"), None);
+        assert_eq!(constant_default(Kind::Point, "c", "'(1,2)'::point"), None);
         assert_eq!(
             constant_default(Kind::Date, "c", "'1970-01-02'::date").as_deref(),
             Some("1")
