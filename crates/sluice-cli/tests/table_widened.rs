@@ -92,8 +92,8 @@ async fn a_column_widened_under_a_running_sink_takes_what_it_refused_before() {
         run.tail()
     );
     let replanned = run.events_named(
-        "table changed under its plan (a column's type or limits): planned again; the batch \
-         is decoded again with its new limits",
+        "table changed under its plan (a column added, or a column's type or limits): planned \
+         again; the batch is decoded again with it",
     );
     assert_eq!(replanned.len(), 2, "once per table:\n{}", run.tail());
 
