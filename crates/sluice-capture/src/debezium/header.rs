@@ -33,17 +33,7 @@ pub(super) fn push_value(
         Kind::Array(element) => {
             let items = super::array::elements(text)
                 .map_err(|why| ValueError::of(column, kind, text, why))?;
-            out.push('[');
-            for (at, item) in items.iter().enumerate() {
-                if at > 0 {
-                    out.push(',');
-                }
-                match item {
-                    Some(item) => push_element(out, element.kind(), column, item)?,
-                    None => out.push_str("null"),
-                }
-            }
-            out.push(']');
+            types::push_array(out, element, column, &items, push_element)?;
         }
         // Numbers (integers, days, µs), booleans, base64 bytes, the VariableScaleDecimal and
         // Point structs, and the zoned times' strings (digits, `-:.TZ+`, `infinity`: nothing

@@ -350,7 +350,7 @@ impl Kind {
             }
             Kind::Array(element) => {
                 let items = super::array::elements(text).map_err(fail)?;
-                push_array(out, element, column, &items)?;
+                push_array(out, element, column, &items, push_element)?;
             }
         }
         Ok(())
@@ -418,12 +418,14 @@ fn push_clock(kind: Kind, out: &mut String, text: &str) -> Result<(), &'static s
     Ok(())
 }
 
-/// An array's elements as a JSON array, each by `element`'s kind, NULLs as `null`.
-fn push_array(
+/// An array's elements as `[…]`, each by `element`'s kind through `push` (a row image's
+/// form, or a key header's), NULLs as `null`.
+pub(super) fn push_array(
     out: &mut String,
     element: Element,
     column: &str,
     items: &[Option<String>],
+    push: fn(&mut String, Kind, &str, &str) -> Result<(), ValueError>,
 ) -> Result<(), ValueError> {
     out.push('[');
     for (at, item) in items.iter().enumerate() {
@@ -431,7 +433,7 @@ fn push_array(
             out.push(',');
         }
         match item {
-            Some(item) => push_element(out, element.kind(), column, item)?,
+            Some(item) => push(out, element.kind(), column, item)?,
             None => out.push_str("null"),
         }
     }
